@@ -1,0 +1,42 @@
+"""First import of every entry point: make the process air-gapped before anything heavy loads.
+
+Imports neither Qt nor torch.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "DIFFUSERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+    "DO_NOT_TRACK": "1",
+    "PYQTGRAPH_QT_LIB": "PySide6",
+    "MPLBACKEND": "Agg",
+}
+
+
+def apply() -> None:
+    """Set the offline environment (idempotent) and guard streams of windowed builds."""
+    for key, value in _OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    from fairdesk import paths
+
+    os.environ.setdefault("HF_HOME", str(paths.cache_dir() / "hf"))
+    os.environ.setdefault("MPLCONFIGDIR", str(paths.cache_dir() / "matplotlib"))
+    # A windowed (no console) frozen build has no stdout/stderr: writes would crash.
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+    if getattr(sys, "frozen", False):
+        import multiprocessing
+
+        multiprocessing.freeze_support()
+
+
+apply()

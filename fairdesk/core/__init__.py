@@ -1,0 +1,1 @@
+"""Headless core of FairDesk. Never imports Qt."""

@@ -1,0 +1,1 @@
+"""Datasets: column roles, loaders and validation."""

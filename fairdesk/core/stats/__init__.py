@@ -1,0 +1,1 @@
+"""Statistics: resampling, multiple testing. Thin over numpy and scipy."""
