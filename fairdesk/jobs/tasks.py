@@ -1,0 +1,148 @@
+"""The job functions: what the GUI and the CLI both run. Each is ``f(inputs..., progress, cancel) -> result``.
+
+Heavy modules are imported inside the functions, so they load in the worker thread, never in the Qt thread.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fairdesk.core.data.schema import ColumnRoles
+from fairdesk.core.errors import DataError
+from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
+from fairdesk.core.project import Project
+
+
+def import_table(project_path: str | Path, file_path: str | Path, *, kind: str = "predictions",
+                 roles: ColumnRoles | None = None, name: str | None = None, progress: ProgressFn | None = None,
+                 cancel: CancelToken | None = None) -> int:
+    """Load a CSV/Parquet file into the project (validated first when roles are given). Returns the dataset id."""
+    from fairdesk.core.data.loaders import file_sha256, load_table
+    from fairdesk.core.data.schema import validate
+
+    rep = Reporter(progress, cancel)
+    rep(0.0, f"Reading {Path(file_path).name}")
+    df = load_table(file_path)
+    rep(0.6, "Checking the table")
+    if roles is not None:
+        validate(df, roles).raise_if_errors()
+    sha = file_sha256(file_path)
+    rep(0.9, "Saving into the project")
+    return Project(project_path).add_dataset(name or Path(file_path).name, df, sha, kind=kind,
+                                             source=str(Path(file_path).resolve()),
+                                             roles=roles.to_dict() if roles else None)
+
+
+def train(project_path: str | Path, dataset_id: int, spec, *, progress: ProgressFn | None = None,
+          cancel: CancelToken | None = None) -> tuple[int, int]:
+    """Train baseline classifiers on a features dataset; store the model record and its predictions.
+
+    Returns ``(model_id, predictions_dataset_id)``. Nothing is stored when training fails or is cancelled.
+    """
+    from fairdesk.core.data.loaders import table_sha256
+    from fairdesk.core.models.tabular import train_and_predict
+
+    project = Project(project_path)
+    rep = Reporter(progress, cancel)
+    df = project.load_dataset(dataset_id)
+    result = train_and_predict(df, spec, progress=rep.sub(0.0, 0.95), cancel=rep.cancel)
+    rep(0.97, "Saving predictions")
+    preds = result.predictions
+    source = project.dataset(dataset_id)
+    roles = ColumnRoles(label="label", score="score", task="task", attributes=tuple(spec.passthrough or ()),
+                        patient_id=spec.patient_id, split="split")
+    name = f"{result.kind} predictions on {source.name}"
+    pred_id = project.add_dataset(name, preds, table_sha256(preds), kind="predictions", roles=roles.to_dict(),
+                                  origin={"dataset_id": dataset_id, "model_kind": result.kind})
+    info = {"kind": result.kind, "seed": result.seed, "params": result.params, "device": result.device,
+            "model_hashes": result.model_hashes, "metrics": result.metrics.to_dict(orient="records"),
+            "features": list(spec.features)}
+    model_id = project.add_model(result.kind, result.kind, info, dataset_id=dataset_id, predictions_id=pred_id)
+    return model_id, pred_id
+
+
+def model_hashes_for(project: Project, dataset_id: int) -> dict[str, str]:
+    """Hashes of the model that wrote a predictions dataset (empty for imported predictions)."""
+    for model in project.models():
+        if model.predictions_id == dataset_id:
+            return {f"{model.kind}:{task}": h for task, h in model.info.get("model_hashes", {}).items()}
+    return {}
+
+
+def audit_groups(project_path: str | Path, dataset_id: int, plan, *, name: str | None = None,
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+    """Run the group audit on a stored dataset and store the result. Returns the audit id."""
+    from fairdesk.core.audits.groups import run_group_audit
+
+    project = Project(project_path)
+    info = project.dataset(dataset_id)
+    df = project.load_dataset(dataset_id)
+    result = run_group_audit(df, plan, progress, cancel, data_sha256=info.sha256,
+                             model_hashes=model_hashes_for(project, dataset_id))
+    result.provenance["dataset"] = info.name
+    attrs = ", ".join(list(plan.roles.attributes) + list(plan.roles.continuous_attributes))
+    return project.add_audit(name or f"Group gaps: {attrs}", "groups", result.to_json(), dataset_id=dataset_id)
+
+
+def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path, *, suppress_k: int = 11,
+                  progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Path:
+    """Write the PDF report of a stored audit (the same bytes whichever front end asks)."""
+    rep = Reporter(progress, cancel)
+    rep(0.0, "Loading the audit")
+    result = Project(project_path).load_audit(audit_id)
+    rep(0.1, "Drawing figures and tables")
+    return write_report(result, pdf_path, suppress_k=suppress_k)
+
+
+def write_report(result, pdf_path: str | Path, *, suppress_k: int = 11) -> Path:
+    from fairdesk.core.reports.pdf import report_to_pdf
+
+    if suppress_k < 1:
+        raise DataError("The small-cell threshold k must be at least 1.")
+    return report_to_pdf(result, pdf_path, dataset_name=result.provenance.get("dataset", ""), suppress_k=suppress_k)
+
+
+DEMO_PROJECT = "demo.fairdesk"
+
+
+def demo_plan(n_boot: int = 1000, seed: int = 0):
+    """The audit plan of the bundled demo: four attributes, age, sex × ethnicity, best-F1 thresholds."""
+    from fairdesk.core.audits.groups import GroupAuditPlan
+    from fairdesk.core.demo import DEMO_ATTRIBUTES, DEMO_CONTINUOUS
+
+    roles = ColumnRoles(label="label", score="score", task="task", attributes=tuple(DEMO_ATTRIBUTES),
+                        continuous_attributes=tuple(DEMO_CONTINUOUS), patient_id="patient_id", split="split")
+    return GroupAuditPlan(roles=roles, threshold="best_f1", intersections=(("sex", "ethnicity"),),
+                          n_boot=n_boot, seed=seed)
+
+
+def run_demo(out_dir: str | Path, *, n_boot: int = 1000, seed: int = 0, n_stays: int = 8000,
+             progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> dict:
+    """Generate the demo ICU cohort, train logistic regression, audit it and write the PDF and JSON reports.
+
+    Everything lands in ``out_dir``: ``demo.fairdesk`` (the project), ``demo-audit.pdf`` and ``demo-audit.json``.
+    """
+    from fairdesk.core import atomic
+    from fairdesk.core.data.loaders import table_sha256
+    from fairdesk.core.demo import DEMO_ATTRIBUTES, DEMO_CONTINUOUS, DEMO_FEATURES, generate_icu_cohort
+    from fairdesk.core.models.tabular import TrainSpec
+
+    rep = Reporter(progress, cancel)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    project_path = out / DEMO_PROJECT
+    rep(0.0, "Generating the demo ICU cohort")
+    cohort = generate_icu_cohort(n_stays=n_stays, seed=seed)
+    project = Project(project_path)
+    features_id = project.add_dataset(f"Demo ICU cohort (seed {seed})", cohort, table_sha256(cohort),
+                                      kind="features", source="generated by fairdesk.core.demo")
+    spec = TrainSpec(kind="logistic_regression", features=list(DEMO_FEATURES), patient_id="patient_id",
+                     id_columns=["stay_id"], passthrough=list(DEMO_ATTRIBUTES) + list(DEMO_CONTINUOUS), seed=seed)
+    model_id, pred_id = train(project_path, features_id, spec, progress=rep.sub(0.05, 0.35), cancel=rep.cancel)
+    audit_id = audit_groups(project_path, pred_id, demo_plan(n_boot, seed), name="Demo: group gaps",
+                            progress=rep.sub(0.35, 0.85), cancel=rep.cancel)
+    rep(0.85, "Writing the report")
+    pdf = export_report(project_path, audit_id, out / "demo-audit.pdf")
+    json_path = atomic.write_text(out / "demo-audit.json", Project(project_path).audit_json(audit_id))
+    rep(1.0, "Done")
+    return {"project": project_path, "pdf": pdf, "json": json_path, "audit_id": audit_id, "model_id": model_id,
+            "predictions_id": pred_id, "features_id": features_id}
