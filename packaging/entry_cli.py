@@ -1,0 +1,5 @@
+import sys
+
+from fairdesk.cli import main
+
+sys.exit(main())

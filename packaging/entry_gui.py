@@ -1,0 +1,5 @@
+import sys
+
+from fairdesk.gui.app import main
+
+sys.exit(main())

@@ -1,0 +1,91 @@
+"""The command-line contract of issue 2: JSON records, exit codes, one-line messages."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairdesk.cli import main
+
+REQUIRED = {"task", "attribute", "group", "metric", "n", "rate", "reason", "gap", "ci_low", "ci_high", "p_value",
+            "q_value", "significant", "favours"}
+
+
+@pytest.fixture
+def predictions(tmp_path):
+    rng = np.random.default_rng(0)
+    frames = []
+    for task in ("mort", "sepsis"):
+        n = 1200
+        sex = rng.choice(["F", "M"], n)
+        y = rng.binomial(1, 0.3, n)
+        # sepsis: recall lower for F (scores of F positives pulled down)
+        s = np.clip(0.25 + 0.45 * y - (0.25 * y * (sex == "F") if task == "sepsis" else 0) + rng.normal(0, 0.15, n), 0, 1)
+        frames.append(pd.DataFrame({"pid": np.arange(n), "task": task, "y": y, "p": s, "sex": sex,
+                                    "lang": rng.choice(["English", "Other"], n, p=[0.8, 0.2]),
+                                    "age": rng.uniform(18, 90, n)}))
+    path = tmp_path / "preds.csv"
+    pd.concat(frames).to_csv(path, index=False)
+    return path
+
+
+def test_audit_groups_json_contract(predictions, tmp_path, capsys):
+    out = tmp_path / "out.json"
+    code = main(["audit", "groups", str(predictions), "--label", "y", "--score", "p", "--task", "task",
+                 "--attribute", "sex", "--attribute", "lang", "--continuous-attribute", "age", "--bins", "2",
+                 "--bins", "4", "--patient-id", "pid", "--n-boot", "200", "--seed", "7", "--json", str(out), "--quiet"])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    records = doc["records"]
+    assert records and all(REQUIRED <= set(r) for r in records)
+    gaps = [r for r in records if r["metric"] != "delta_eo"]
+    assert {r["metric"] for r in gaps} == {"parity", "recall", "specificity"}
+    deltas = [r for r in records if r["metric"] == "delta_eo"]
+    assert len(deltas) == 2 * 2  # two tasks × two requested N
+    assert {r["bins"] for r in deltas} == {2, 4}
+    assert all(r["ci_low"] <= r["gap"] <= r["ci_high"] for r in deltas)
+    sepsis_f = next(r for r in gaps if (r["task"], r["group"], r["metric"]) == ("sepsis", "F", "recall"))
+    assert sepsis_f["gap"] < -0.1 and sepsis_f["significant"] and sepsis_f["favours"] == "M"
+    assert doc["provenance"]["seed"] == 7 and len(doc["provenance"]["data_sha256"]) == 64
+    assert "numpy" in doc["provenance"]["versions"]
+    # same seed, same numbers
+    out2 = tmp_path / "again.json"
+    main(["audit", "groups", str(predictions), "--label", "y", "--score", "p", "--task", "task", "--attribute", "sex",
+          "--attribute", "lang", "--continuous-attribute", "age", "--bins", "2", "--bins", "4", "--patient-id", "pid",
+          "--n-boot", "200", "--seed", "7", "--json", str(out2), "--quiet"])
+    again = json.loads(out2.read_text())["records"]
+    assert [(r["gap"], r["ci_low"], r["p_value"]) for r in again] == [(r["gap"], r["ci_low"], r["p_value"]) for r in records]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--label", "nope"], "'nope'"),
+    (["--label", "y", "--threshold", "abc"], "Threshold"),
+    (["--label", "y", "--gap-rule", "max", "--n-boot", "10"], "at least 100"),
+])
+def test_bad_input_exit_code_and_one_line(predictions, tmp_path, capsys, args, message):
+    base = ["audit", "groups", str(predictions), "--score", "p", "--task", "task", "--attribute", "sex",
+            "--json", str(tmp_path / "o.json"), "--quiet"]
+    code = main(base + args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and message in err and err.startswith("fairdesk-cli: error:")
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_scores_outside_unit_interval(tmp_path, capsys):
+    path = tmp_path / "logits.csv"
+    pd.DataFrame({"y": [0, 1] * 50, "p": np.linspace(-3, 3, 100), "sex": ["F", "M"] * 50}).to_csv(path, index=False)
+    code = main(["audit", "groups", str(path), "--label", "y", "--score", "p", "--attribute", "sex",
+                 "--json", str(tmp_path / "o.json"), "--quiet"])
+    assert code == 2 and "sigmoid" in capsys.readouterr().err
+
+
+def test_entry_point_runs_as_a_process(predictions, tmp_path):
+    out = tmp_path / "o.json"
+    proc = subprocess.run([sys.executable, "-m", "fairdesk.cli", "validate", str(predictions), "--label", "y",
+                           "--score", "p", "--task", "task", "--attribute", "sex"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "No problems found" in proc.stdout or "WARNING" in proc.stdout
+    assert not out.exists()
