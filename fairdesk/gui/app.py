@@ -1,0 +1,72 @@
+"""``fairdesk``: start the desktop app (gui-script entry point ``fairdesk.gui.app:main``).
+
+    fairdesk [PROJECT.fairdesk] [--demo] [--headless]
+
+``--demo`` builds the bundled demo project (once, in the user data folder) and opens it. Without a display, or with
+``--headless``, the demo audit runs in the terminal and writes its PDF report instead (``fairdesk-cli demo``).
+"""
+from __future__ import annotations
+
+import fairdesk._bootstrap  # noqa: F401  (offline environment first: before Qt, before anything heavy)
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fairdesk", description="FairDesk: offline fairness audits (desktop app).")
+    p.add_argument("project", nargs="?", help="a .fairdesk project file to open")
+    p.add_argument("--demo", action="store_true", help="build (once) and open the bundled demo project")
+    p.add_argument("--headless", action="store_true",
+                   help="no window: run the demo audit and write its PDF report (same as fairdesk-cli demo)")
+    p.add_argument("--out", help="with --headless: folder for the demo project and report")
+    return p
+
+
+def _has_display() -> bool:
+    if os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    if sys.platform.startswith("linux"):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.headless or not _has_display():
+        from fairdesk import cli, paths
+
+        if not args.headless:
+            print("fairdesk: no display found; running the demo audit headless instead "
+                  "(set QT_QPA_PLATFORM=offscreen to force the window).", file=sys.stderr)
+        out = args.out or str(paths.data_dir() / "demo-headless")
+        return cli.main(["demo", "--out", out])
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("FairDesk")
+    app.setOrganizationName("FairDesk")
+    from fairdesk.gui.main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    if args.project:
+        window.open_project(Path(args.project), create=not Path(args.project).exists())
+    if args.demo:
+        window.open_demo()
+    code = app.exec()
+    if not window.runner.shutdown(5000):
+        # a job ignored its cancel: stored results are safe (every write is one transaction); leave now
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

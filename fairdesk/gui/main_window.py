@@ -1,0 +1,575 @@
+"""The main window: Dataset, Model and Audit tabs, a jobs dock, a log dock, menus and the project.
+
+Long work never runs here: every action builds a job from a function of :mod:`fairdesk.jobs.tasks` (the same
+functions the CLI calls) and hands it to the :class:`~fairdesk.jobs.qt_bridge.JobRunner`, whose single worker
+thread runs it. Heavy libraries (torch, scikit-learn, scipy, matplotlib, reportlab) are imported inside those
+functions, so they load in the worker thread and the window appears quickly.
+"""
+from __future__ import annotations
+
+import fairdesk._bootstrap  # noqa: F401  (offline environment first)
+
+import html
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (QApplication, QDialog, QDialogButtonBox, QDockWidget, QFileDialog, QFormLayout,
+                               QHBoxLayout, QHeaderView, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
+                               QProgressBar, QPushButton, QSpinBox, QTabWidget, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from fairdesk import paths
+from fairdesk.core.errors import FairDeskError
+from fairdesk.core.project import SUFFIX, Project
+from fairdesk.gui.settings import Settings
+from fairdesk.jobs.engine import Job, JobState
+from fairdesk.jobs.qt_bridge import JobRunner
+
+log = logging.getLogger("fairdesk.gui")
+
+APP_NAME = "FairDesk"
+
+LICENCES = [
+    ("FairDesk", "Apache-2.0"),
+    ("Qt for Python (PySide6-Essentials)", "LGPL-3.0 (Qt and PySide6)"),
+    ("pyqtgraph", "MIT"),
+    ("NumPy", "BSD-3-Clause"),
+    ("pandas", "BSD-3-Clause"),
+    ("PyArrow", "Apache-2.0"),
+    ("SciPy", "BSD-3-Clause"),
+    ("scikit-learn", "BSD-3-Clause"),
+    ("PyTorch", "BSD-3-Clause"),
+    ("Matplotlib", "Matplotlib licence (PSF-based, BSD-compatible)"),
+    ("ReportLab (open-source toolkit)", "BSD-3-Clause"),
+]
+
+STATE_COLOURS = {JobState.FAILED: "#B00020", JobState.CANCELLED: "#8a6d00", JobState.DONE: "#1b6e20"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Log dock: a logging handler that forwards records to the GUI thread through a queued signal
+
+class _LogEmitter(QObject):
+    message = Signal(str)
+
+
+class QtLogHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.emitter = _LogEmitter()
+        self.setFormatter(logging.Formatter("%(asctime)s  %(levelname)-7s %(message)s", "%H:%M:%S"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.emitter.message.emit(self.format(record))
+        except RuntimeError:  # the window is gone
+            pass
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Jobs dock
+
+class JobsPanel(QWidget):
+    """Every job of this session: name, state, progress bar, message or error, a cancel button, details."""
+
+    COLUMNS = ("Job", "State", "Progress", "Message", "")
+
+    def __init__(self, runner: JobRunner, parent=None) -> None:
+        super().__init__(parent)
+        self.runner = runner
+        self.tree = QTreeWidget(self)
+        self.tree.setColumnCount(len(self.COLUMNS))
+        self.tree.setHeaderLabels(list(self.COLUMNS))
+        self.tree.setRootIsDecorated(False)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setAlternatingRowColors(True)
+        header = self.tree.header()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        header.setStretchLastSection(False)
+        self.tree.setColumnWidth(0, 230)
+        self.tree.setColumnWidth(1, 80)
+        self.tree.setColumnWidth(2, 130)
+        self.tree.setColumnWidth(4, 160)
+        self.tree.itemDoubleClicked.connect(lambda item, col: self.show_details(item.data(0, Qt.ItemDataRole.UserRole)))
+        self.clear_button = QPushButton("Clear finished", self)
+        self.clear_button.clicked.connect(self.clear_finished)
+        self.cancel_all_button = QPushButton("Cancel all", self)
+        self.cancel_all_button.clicked.connect(self.runner.cancel_all)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.cancel_all_button)
+        buttons.addWidget(self.clear_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.tree, 1)
+        layout.addLayout(buttons)
+        self.items: dict[int, QTreeWidgetItem] = {}
+        self.bars: dict[int, QProgressBar] = {}
+        self.cancel_buttons: dict[int, QPushButton] = {}
+        self.details_buttons: dict[int, QPushButton] = {}
+        self._t0: dict[int, float] = {}
+        runner.started.connect(self.on_started)
+        runner.progress.connect(self.on_progress)
+        runner.finished.connect(self.on_finished)
+
+    def add_job(self, job: Job) -> None:
+        item = QTreeWidgetItem([job.name, job.state.value, "", "waiting for the previous job" if
+                                not self.runner.idle else "", ""])
+        item.setData(0, Qt.ItemDataRole.UserRole, job.id)
+        item.setToolTip(0, job.name)
+        self.tree.insertTopLevelItem(0, item)
+        bar = QProgressBar(self.tree)
+        bar.setRange(0, 1000)
+        bar.setValue(0)
+        bar.setTextVisible(True)
+        bar.setFormat("%p%")
+        bar.setMaximumHeight(18)
+        self.tree.setItemWidget(item, 2, bar)
+        cell = QWidget(self.tree)
+        row = QHBoxLayout(cell)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(4)
+        cancel = QPushButton("Cancel", cell)
+        cancel.setToolTip("Stop this job at its next safe point; results stored earlier are kept.")
+        cancel.clicked.connect(lambda _=False, jid=job.id: self.runner.cancel(jid))
+        details = QPushButton("Details…", cell)
+        details.setToolTip("Show the full technical details (traceback) of this error.")
+        details.setVisible(False)
+        details.clicked.connect(lambda _=False, jid=job.id: self.show_details(jid))
+        row.addWidget(cancel)
+        row.addWidget(details)
+        row.addStretch(1)
+        self.tree.setItemWidget(item, 4, cell)
+        self.items[job.id], self.bars[job.id] = item, bar
+        self.cancel_buttons[job.id], self.details_buttons[job.id] = cancel, details
+
+    def on_started(self, job: Job) -> None:
+        self._t0[job.id] = time.monotonic()
+        item = self.items.get(job.id)
+        if item is not None:
+            item.setText(1, "running")
+            item.setText(3, "")
+
+    def on_progress(self, job_id: int, fraction: float, message: str) -> None:
+        if job_id in self.bars:
+            self.bars[job_id].setValue(int(round(fraction * 1000)))
+            self.items[job_id].setText(3, message)
+            self.items[job_id].setToolTip(3, message)
+
+    def on_finished(self, job: Job) -> None:
+        item = self.items.get(job.id)
+        if item is None:
+            return
+        item.setText(1, job.state.value)
+        colour = STATE_COLOURS.get(job.state)
+        if colour:
+            from PySide6.QtGui import QBrush, QColor
+
+            item.setForeground(1, QBrush(QColor(colour)))
+            if job.state == JobState.FAILED:
+                item.setForeground(3, QBrush(QColor(colour)))
+        if job.state == JobState.DONE:
+            text = "Done" + (f" in {self._elapsed(job):.1f} s" if job.id in self._t0 else "")
+        else:
+            text = job.error or job.message or job.state.value
+        item.setText(3, " ".join(str(text).split()))
+        item.setToolTip(3, str(text))
+        if job.state == JobState.DONE:
+            self.bars[job.id].setValue(1000)
+        self.cancel_buttons[job.id].setEnabled(False)
+        self.details_buttons[job.id].setVisible(bool(job.details) or job.state == JobState.FAILED)
+
+    def _elapsed(self, job: Job) -> float:
+        return time.monotonic() - self._t0.get(job.id, time.monotonic())
+
+    def state_text(self, job_id: int) -> str:
+        item = self.items.get(job_id)
+        return item.text(1) if item is not None else ""
+
+    def message_text(self, job_id: int) -> str:
+        item = self.items.get(job_id)
+        return item.text(3) if item is not None else ""
+
+    def show_details(self, job_id) -> None:
+        job = self.runner.job(int(job_id)) if job_id is not None else None
+        if job is None:
+            return
+        box = QMessageBox(self)
+        box.setWindowTitle(f"Job: {job.name}")
+        box.setIcon(QMessageBox.Icon.Critical if job.state == JobState.FAILED else QMessageBox.Icon.Information)
+        box.setText(job.error or job.message or job.state.value)
+        if job.details:
+            box.setDetailedText(job.details)
+        box.open()
+
+    def clear_finished(self) -> None:
+        for job_id, item in list(self.items.items()):
+            job = self.runner.job(job_id)
+            if job is not None and job.state.finished:
+                self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(item))
+                for d in (self.items, self.bars, self.cancel_buttons, self.details_buttons):
+                    d.pop(job_id, None)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings dialog
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("FairDesk settings")
+        self.settings = settings
+        form = QFormLayout(self)
+        self.threads = QSpinBox(self)
+        self.threads.setRange(1, max(1, os.cpu_count() or 1) * 2)
+        self.threads.setValue(settings.threads)
+        self.threads.setToolTip("Threads used by torch and scikit-learn while training (1 keeps the computer "
+                                "responsive).")
+        self.n_boot = QSpinBox(self)
+        self.n_boot.setRange(100, 100000)
+        self.n_boot.setSingleStep(100)
+        self.n_boot.setValue(settings.n_boot)
+        self.n_boot.setToolTip("Bootstrap replicates of a new audit (1,000 is the default).")
+        self.suppress_k = QSpinBox(self)
+        self.suppress_k.setRange(1, 1000)
+        self.suppress_k.setValue(settings.suppress_k)
+        self.suppress_k.setToolTip("In PDF reports, counts below k are printed as '<k' (small-cell suppression).")
+        form.addRow("Training threads", self.threads)
+        form.addRow("Bootstrap replicates (default)", self.n_boot)
+        form.addRow("Small-cell threshold k (reports)", self.suppress_k)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    def accept(self) -> None:
+        self.settings.threads = self.threads.value()
+        self.settings.n_boot = self.n_boot.value()
+        self.settings.suppress_k = self.suppress_k.value()
+        super().accept()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+
+class MainWindow(QMainWindow):
+    """The FairDesk main window."""
+
+    project_changed = Signal()  # a project was opened, or something was stored in it
+
+    SHUTDOWN_TIMEOUT_MS = 15000
+
+    def __init__(self, project: str | Path | None = None, settings: Settings | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle(APP_NAME)
+        self.settings = settings or Settings()
+        self.project: Project | None = None
+        self.runner = JobRunner(self)
+        self._callbacks: dict[int, tuple[Callable | None, Callable | None]] = {}
+        self._closed = False
+        try:
+            self._build(project)
+        except BaseException:
+            self.runner.shutdown(2000)  # never leave a running QThread behind a half-built window
+            raise
+
+    def _build(self, project) -> None:
+        from fairdesk.gui.tabs.audit import AuditTab
+        from fairdesk.gui.tabs.dataset import DatasetTab
+        from fairdesk.gui.tabs.model import ModelTab
+
+        self.tabs = QTabWidget(self)
+        self.tabs.setDocumentMode(True)
+        self.dataset_tab = DatasetTab(self)
+        self.model_tab = ModelTab(self)
+        self.audit_tab = AuditTab(self)
+        self.tabs.addTab(self.dataset_tab, "Dataset")
+        self.tabs.addTab(self.model_tab, "Model")
+        self.tabs.addTab(self.audit_tab, "Audit")
+        self.setCentralWidget(self.tabs)
+
+        self.jobs_panel = JobsPanel(self.runner, self)
+        self.jobs_dock = QDockWidget("Jobs", self)
+        self.jobs_dock.setObjectName("jobs_dock")
+        self.jobs_dock.setWidget(self.jobs_panel)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.jobs_dock)
+        self.log_view = QPlainTextEdit(self)
+        self.log_view.setReadOnly(True)
+        self.log_view.setMaximumBlockCount(5000)
+        self.log_dock = QDockWidget("Log", self)
+        self.log_dock.setObjectName("log_dock")
+        self.log_dock.setWidget(self.log_view)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
+        self.tabifyDockWidget(self.jobs_dock, self.log_dock)
+        self.jobs_dock.raise_()
+        self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
+        self._log_handler = QtLogHandler()
+        self._log_handler.emitter.message.connect(self.log_view.appendPlainText)
+        for name in ("fairdesk",):
+            logger = logging.getLogger(name)
+            logger.addHandler(self._log_handler)
+            if logger.level == logging.NOTSET or logger.level > logging.INFO:
+                logger.setLevel(logging.INFO)
+
+        self.status_progress = QProgressBar(self)
+        self.status_progress.setRange(0, 1000)
+        self.status_progress.setMaximumWidth(220)
+        self.status_progress.setVisible(False)
+        self.statusBar().addPermanentWidget(self.status_progress)
+        self.project_label = QLabel("No project open", self)
+        self.statusBar().addPermanentWidget(self.project_label)
+
+        self.runner.started.connect(self._on_job_started)
+        self.runner.progress.connect(self._on_job_progress)
+        self.runner.finished.connect(self._on_job_finished)
+
+        self._build_menus()
+        self.resize(1360, 880)
+        geometry = self.settings.geometry()
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        self.statusBar().showMessage("Create or open a project (File menu), then load a dataset.", 8000)
+        if project is not None:
+            self.open_project(project)
+        else:
+            self._update_project_state()
+
+    # ---- menus ---------------------------------------------------------------------------------------------
+    def _build_menus(self) -> None:
+        menu = self.menuBar().addMenu("&File")
+        self.action_new = QAction("&New project…", self, shortcut=QKeySequence.StandardKey.New,
+                                  triggered=lambda: self.new_project())
+        self.action_open = QAction("&Open project…", self, shortcut=QKeySequence.StandardKey.Open,
+                                   triggered=lambda: self.open_project())
+        self.recent_menu = menu.addMenu("Open &recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        self.action_open_data = QAction("Open &dataset (CSV/Parquet)…", self,
+                                        triggered=lambda: (self.tabs.setCurrentWidget(self.dataset_tab),
+                                                           self.dataset_tab.open_file()))
+        self.action_export = QAction("&Export report (PDF)…", self, shortcut="Ctrl+E",
+                                     triggered=lambda: self.audit_tab.export_pdf())
+        self.action_demo = QAction("Open the &demo project", self, triggered=lambda: self.open_demo())
+        self.action_quit = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close)
+        menu.insertAction(self.recent_menu.menuAction(), self.action_new)
+        menu.insertAction(self.recent_menu.menuAction(), self.action_open)
+        menu.addSeparator()
+        menu.addAction(self.action_open_data)
+        menu.addAction(self.action_export)
+        menu.addAction(self.action_demo)
+        menu.addSeparator()
+        menu.addAction(self.action_quit)
+        settings_menu = self.menuBar().addMenu("&Settings")
+        self.action_settings = QAction("&Preferences…", self, triggered=self.edit_settings)
+        settings_menu.addAction(self.action_settings)
+        view = self.menuBar().addMenu("&View")
+        view.addAction(self.jobs_dock.toggleViewAction())
+        view.addAction(self.log_dock.toggleViewAction())
+        help_menu = self.menuBar().addMenu("&Help")
+        self.action_about = QAction("&About FairDesk", self, triggered=self.show_about)
+        help_menu.addAction(self.action_about)
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        recent = [p for p in self.settings.recent_projects() if Path(p).exists()]
+        for path in recent:
+            self.recent_menu.addAction(QAction(path, self.recent_menu, triggered=lambda _=False, p=path:
+                                               self.open_project(p)))
+        if not recent:
+            action = self.recent_menu.addAction("(none)")
+            action.setEnabled(False)
+        else:
+            self.recent_menu.addSeparator()
+            self.recent_menu.addAction(QAction("Clear list", self.recent_menu,
+                                               triggered=self.settings.clear_recent_projects))
+
+    def edit_settings(self) -> None:
+        dialog = SettingsDialog(self.settings, self)
+        if dialog.exec():
+            self.audit_tab.apply_settings()
+            self.statusBar().showMessage("Settings saved.", 4000)
+
+    def about_text(self) -> str:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("fairdesk")
+        except metadata.PackageNotFoundError:
+            version = "development"
+        rows = "".join(f"<tr><td>{html.escape(n)}</td><td>&nbsp;&nbsp;{html.escape(lic)}</td></tr>"
+                       for n, lic in LICENCES)
+        return (f"<h3>FairDesk {html.escape(version)}</h3><p>Offline fairness audits of medical machine-learning "
+                "models. Nothing leaves this computer: FairDesk opens no network connection.</p>"
+                f"<p><b>Licences</b></p><table>{rows}</table>"
+                "<p>The demo cohort is generated from a seed; it contains no patient data.</p>")
+
+    def show_about(self) -> None:
+        box = QMessageBox(self)
+        box.setWindowTitle("About FairDesk")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(self.about_text())
+        box.open()
+
+    # ---- projects ------------------------------------------------------------------------------------------
+    def new_project(self, path: str | Path | None = None) -> Project | None:
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "New FairDesk project",
+                                                  str(Path(self.settings.last_dir()) / f"audit{SUFFIX}"),
+                                                  f"FairDesk projects (*{SUFFIX})")
+            if not path:
+                return None
+        path = Path(path)
+        if path.suffix != SUFFIX:
+            path = path.with_name(path.name + SUFFIX)
+        return self.open_project(path, create=True)
+
+    def open_project(self, path: str | Path | None = None, *, create: bool = False) -> Project | None:
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Open FairDesk project", self.settings.last_dir(),
+                                                  f"FairDesk projects (*{SUFFIX});;All files (*)")
+            if not path:
+                return None
+        try:
+            project = Project(path, create=create)
+        except FairDeskError as err:
+            self.show_error("Could not open the project", str(err))
+            return None
+        self.project = project
+        self.settings.add_recent_project(project.path)
+        self.settings.set_last_dir(project.path)
+        log.info("opened project %s", project.path)
+        self._update_project_state()
+        self.project_changed.emit()
+        return project
+
+    def _update_project_state(self) -> None:
+        if self.project is None:
+            self.setWindowTitle(APP_NAME)
+            self.project_label.setText("No project open")
+        else:
+            self.setWindowTitle(f"{self.project.name} — {APP_NAME}")
+            self.project_label.setText(f"Project: {self.project.path}")
+        self.action_export.setEnabled(self.project is not None)
+
+    def require_project(self) -> Project | None:
+        """The open project; asks the user to create one when none is open."""
+        if self.project is not None:
+            return self.project
+        answer = QMessageBox.question(self, "No project open",
+                                      "Results are kept in a project file. Create a new project now?")
+        if answer == QMessageBox.StandardButton.Yes:
+            return self.new_project()
+        return None
+
+    def notify_project_changed(self) -> None:
+        self.project_changed.emit()
+
+    # ---- demo ----------------------------------------------------------------------------------------------
+    def open_demo(self, out_dir: str | Path | None = None, *, n_boot: int = 1000, n_stays: int = 8000,
+                  seed: int = 0) -> Job | None:
+        """Open the bundled demo project; build it first (as a job) unless it already exists."""
+        from fairdesk.jobs.tasks import DEMO_PROJECT
+
+        out = Path(out_dir) if out_dir else paths.data_dir() / "demo"
+        project_file = out / DEMO_PROJECT
+        if project_file.exists():
+            self.open_project(project_file)
+            self.tabs.setCurrentWidget(self.audit_tab)
+            return None
+        staging = out.with_name(f"{out.name}.building-{os.getpid()}-{int(time.time())}")
+
+        def build(progress, cancel):
+            from fairdesk.jobs.tasks import run_demo
+
+            try:
+                result = run_demo(staging, n_boot=n_boot, seed=seed, n_stays=n_stays, progress=progress,
+                                  cancel=cancel)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)  # only the staging folder this job created
+                raise
+            staging.rename(out)  # the demo appears whole or not at all
+            return {k: (out / Path(v).name if isinstance(v, Path) else v) for k, v in result.items()}
+
+        def done(job: Job) -> None:
+            self.open_project(project_file)
+            self.tabs.setCurrentWidget(self.audit_tab)
+            self.statusBar().showMessage("Demo project ready: choose an audit on the Audit tab.", 8000)
+
+        return self.run_job("Build the demo project", build, on_done=done)
+
+    # ---- jobs ----------------------------------------------------------------------------------------------
+    def run_job(self, name: str, fn: Callable, *, on_done: Callable[[Job], None] | None = None,
+                on_fail: Callable[[Job], None] | None = None) -> Job:
+        """Queue ``fn(progress, cancel)`` on the worker thread; ``on_done``/``on_fail`` run in the GUI thread."""
+        job = Job(name, fn)
+        self._callbacks[job.id] = (on_done, on_fail)
+        self.jobs_panel.add_job(job)
+        self.runner.submit(job)
+        log.info("queued job %d: %s", job.id, name)
+        return job
+
+    def _on_job_started(self, job: Job) -> None:
+        self.status_progress.setVisible(True)
+        self.status_progress.setValue(0)
+        self.statusBar().showMessage(f"Running: {job.name}")
+
+    def _on_job_progress(self, job_id: int, fraction: float, message: str) -> None:
+        self.status_progress.setValue(int(round(fraction * 1000)))
+        if message:
+            job = self.runner.job(job_id)
+            self.statusBar().showMessage(f"{job.name if job else 'Job'}: {message}")
+
+    def _on_job_finished(self, job: Job) -> None:
+        on_done, on_fail = self._callbacks.pop(job.id, (None, None))
+        if self.runner.idle:
+            self.status_progress.setVisible(False)
+        if job.state == JobState.DONE:
+            self.statusBar().showMessage(f"Done: {job.name}", 6000)
+        elif job.state == JobState.CANCELLED:
+            self.statusBar().showMessage(f"Cancelled: {job.name}. Earlier results are kept.", 10000)
+        else:
+            self.statusBar().showMessage(f"Failed: {job.name} — {' '.join(str(job.error).split())}", 20000)
+            log.warning("job %d '%s' failed: %s", job.id, job.name, job.error)
+            self.jobs_dock.show()
+            self.jobs_dock.raise_()
+        self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
+        if self._closed:
+            return
+        try:
+            if job.state == JobState.DONE and on_done is not None:
+                on_done(job)
+            elif job.state != JobState.DONE and on_fail is not None:
+                on_fail(job)
+        except Exception as err:  # noqa: BLE001 - a slot must not take the app down
+            log.exception("showing the result of '%s' failed", job.name)
+            self.statusBar().showMessage(f"Could not show the result of {job.name}: {err}", 20000)
+
+    def show_error(self, title: str, message: str) -> None:
+        log.warning("%s: %s", title, message)
+        self.statusBar().showMessage(f"{title}: {' '.join(message.split())}", 20000)
+        box = QMessageBox(QMessageBox.Icon.Warning, title, message, QMessageBox.StandardButton.Ok, self)
+        box.open()
+
+    # ---- closing -------------------------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if not self._closed:
+            self._closed = True
+            busy = not self.runner.idle
+            if busy:
+                self.statusBar().showMessage("Cancelling the running job before closing…")
+                QApplication.processEvents()
+            self.settings.set_geometry(self.saveGeometry(), self.saveState())
+            stopped = self.runner.shutdown(self.SHUTDOWN_TIMEOUT_MS)
+            if not stopped:
+                log.warning("a job did not stop in time; FairDesk closes anyway (stored results are intact)")
+            logging.getLogger("fairdesk").removeHandler(self._log_handler)
+        event.accept()
+
+    def shutdown(self, timeout_ms: int = 10000) -> bool:
+        """Cancel jobs and stop the worker without closing the window (test teardown)."""
+        return self.runner.shutdown(timeout_ms)

@@ -1,0 +1,124 @@
+"""Typed settings over ``QSettings`` in an INI file (never pickled, readable by a human).
+
+The file lives in the user data folder (``paths.data_dir()``, which ``FAIRDESK_HOME`` overrides), so tests that
+point ``FAIRDESK_HOME`` at a temporary folder never touch the user's settings. ``FAIRDESK_SETTINGS`` may name the
+INI file directly.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings
+
+from fairdesk import paths
+
+MAX_RECENT = 8
+
+
+def settings_path() -> Path:
+    explicit = os.environ.get("FAIRDESK_SETTINGS")
+    return Path(explicit) if explicit else paths.data_dir() / "fairdesk-settings.ini"
+
+
+class Settings:
+    """The user's preferences. Each property reads and writes through at once."""
+
+    DEFAULTS = {"threads": 1, "n_boot": 1000, "suppress_k": 11, "seed": 0, "min_group_size": 30}
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path else settings_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._qs = QSettings(str(self.path), QSettings.Format.IniFormat)
+
+    # ---- typed access ----------------------------------------------------------------------------------------
+    def _int(self, key: str, lo: int, hi: int) -> int:
+        value = self._qs.value(key, self.DEFAULTS[key])
+        try:
+            value = int(value)
+        except (TypeError, ValueError):
+            value = self.DEFAULTS[key]
+        return min(max(value, lo), hi)
+
+    def _set(self, key: str, value) -> None:
+        self._qs.setValue(key, value)
+        self._qs.sync()
+
+    @property
+    def threads(self) -> int:
+        """Threads for torch / scikit-learn / BLAS in training jobs (default 1)."""
+        return self._int("threads", 1, max(1, os.cpu_count() or 1) * 2)
+
+    @threads.setter
+    def threads(self, value: int) -> None:
+        self._set("threads", int(value))
+
+    @property
+    def n_boot(self) -> int:
+        """Default number of bootstrap replicates of a new audit."""
+        return self._int("n_boot", 100, 100000)
+
+    @n_boot.setter
+    def n_boot(self, value: int) -> None:
+        self._set("n_boot", int(value))
+
+    @property
+    def suppress_k(self) -> int:
+        """Small-cell threshold of reports: counts below k are shown as '<k'."""
+        return self._int("suppress_k", 1, 1000)
+
+    @suppress_k.setter
+    def suppress_k(self, value: int) -> None:
+        self._set("suppress_k", int(value))
+
+    @property
+    def seed(self) -> int:
+        return self._int("seed", 0, 2**31 - 1)
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        self._set("seed", int(value))
+
+    @property
+    def min_group_size(self) -> int:
+        return self._int("min_group_size", 1, 10**9)
+
+    @min_group_size.setter
+    def min_group_size(self, value: int) -> None:
+        self._set("min_group_size", int(value))
+
+    # ---- recent projects, folders, geometry ----------------------------------------------------------------
+    def recent_projects(self) -> list[str]:
+        value = self._qs.value("recent_projects", [])
+        if isinstance(value, str):
+            value = [value] if value else []
+        return [str(v) for v in (value or [])][:MAX_RECENT]
+
+    def add_recent_project(self, path: str | Path) -> None:
+        path = str(Path(path).resolve())
+        recent = [p for p in self.recent_projects() if p != path]
+        self._set("recent_projects", [path, *recent][:MAX_RECENT])
+
+    def clear_recent_projects(self) -> None:
+        self._set("recent_projects", [])
+
+    def last_dir(self) -> str:
+        value = self._qs.value("last_dir", "")
+        return str(value) if value and Path(str(value)).is_dir() else str(Path.home())
+
+    def set_last_dir(self, path: str | Path) -> None:
+        path = Path(path)
+        self._set("last_dir", str(path if path.is_dir() else path.parent))
+
+    def geometry(self) -> QByteArray | None:
+        value = self._qs.value("window/geometry")
+        return value if isinstance(value, QByteArray) else None
+
+    def set_geometry(self, geometry: QByteArray, state: QByteArray) -> None:
+        self._qs.setValue("window/geometry", geometry)
+        self._qs.setValue("window/state", state)
+        self._qs.sync()
+
+    def window_state(self) -> QByteArray | None:
+        value = self._qs.value("window/state")
+        return value if isinstance(value, QByteArray) else None

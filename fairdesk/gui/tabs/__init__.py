@@ -1,0 +1,1 @@
+"""The main window's tabs: Dataset, Model, Audit."""

@@ -1,0 +1,673 @@
+"""Audit tab: set up a group-gap audit, run it as a job, and explore stored results (plot, tables, export)."""
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+                               QGridLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QProgressBar, QPushButton, QRadioButton, QScrollArea, QSpinBox, QSplitter,
+                               QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
+
+from fairdesk.core.audits.groups import GAP_RULES, METRICS, GroupAuditPlan
+from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
+from fairdesk.core.errors import FairDeskError
+from fairdesk.gui.tabs.dataset import NONE, attribute_candidates, guess_roles
+from fairdesk.gui.widgets.gap_plot import GapPlot
+from fairdesk.gui.widgets.tables import CheckList, DataFrameView
+
+ALL_TASKS = "(all tasks)"
+RULE_LABELS = {"max": "Max gap (each group vs the most different group)",
+               "one-vs-rest": "One vs rest (group vs all other groups)",
+               "between": "Between groups (highest − lowest)",
+               "to-overall": "To overall (group vs all groups together)"}
+METRIC_LABELS = {"parity": "Parity (positive prediction rate)", "recall": "Recall (true positive rate)",
+                 "specificity": "Specificity (true negative rate)"}
+RECORD_COLUMNS = ["task", "attribute", "group", "metric", "n", "rate", "comparison", "comparison_rate", "gap",
+                  "ci_low", "ci_high", "p_value", "q_value", "significant", "significant_bh", "favours", "reason",
+                  "numerator", "denominator", "threshold", "bins"]
+RECORD_HEADERS = {"ci_low": "CI low", "ci_high": "CI high", "p_value": "p", "q_value": "q (BH)",
+                  "significant": "significant", "significant_bh": "significant (BH)",
+                  "comparison_rate": "comparison rate", "n": "n"}
+GROUP_COLUMNS = ["task", "attribute", "group", "n", "n_patients", "n_positive", "prevalence", "auroc", "auprc",
+                 "tn", "fp", "fn", "tp", "tested", "reason"]
+SUMMARY_HEADERS = {"n_tasks": "tasks tested", "n_significant": "significant tasks",
+                   "share_favouring": "share favouring group", "n_significant_bh": "significant tasks (BH)",
+                   "share_favouring_bh": "share favouring group (BH)"}
+
+
+def _combo_set(combo: QComboBox, items: list, keep: bool = True, data: list | None = None) -> None:
+    current = combo.currentData() if keep else None
+    combo.blockSignals(True)
+    combo.clear()
+    for i, item in enumerate(items):
+        combo.addItem(str(item), data[i] if data is not None else item)
+    idx = combo.findData(current) if current is not None else -1
+    combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
+    combo.blockSignals(False)
+
+
+class AuditTab(QWidget):
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window_ = window
+        self.df: pd.DataFrame | None = None
+        self._df_id: int | None = None
+        self.audit_job = None
+        self.export_job = None
+        self.result = None
+        self.result_id: int | None = None
+        self._build_setup()
+        self._build_results()
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(self.setup_scroll)
+        split.addWidget(self.results_panel)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([470, 880])
+        layout = QVBoxLayout(self)
+        layout.addWidget(split)
+        window.project_changed.connect(self.refresh_project)
+        window.runner.progress.connect(self._on_progress)
+        window.runner.finished.connect(self._on_job_finished)
+        self._update_buttons()
+
+    # =====================================================================================================
+    # Setup panel
+    def _build_setup(self) -> None:
+        w = QWidget(self)
+        v = QVBoxLayout(w)
+        data_box = QGroupBox("Predictions", w)
+        form = QFormLayout(data_box)
+        self.dataset_combo = QComboBox(data_box)
+        self.dataset_combo.setMinimumContentsLength(16)
+        self.dataset_combo.setPlaceholderText("Add a predictions dataset first")
+        self.dataset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.dataset_combo.currentIndexChanged.connect(self._dataset_changed)
+        form.addRow("Dataset", self.dataset_combo)
+        self.role_combos: dict[str, QComboBox] = {}
+        for key, text in (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id"),
+                          ("split", "Split")):
+            combo = QComboBox(data_box)
+            combo.setMinimumContentsLength(12)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            self.role_combos[key] = combo
+            form.addRow(text, combo)
+        self.role_combos["task"].currentIndexChanged.connect(self._fill_tasks)
+        self.role_combos["split"].currentIndexChanged.connect(self._update_buttons)
+        self.tasks_list = CheckList(data_box, max_visible_rows=5)
+        form.addRow("Tasks", self.tasks_list)
+        v.addWidget(data_box)
+
+        attr_box = QGroupBox("Protected attributes", w)
+        form = QFormLayout(attr_box)
+        self.attributes_list = CheckList(attr_box, max_visible_rows=5)
+        self.continuous_list = CheckList(attr_box, max_visible_rows=3)
+        self.bins_edit = QLineEdit("2, 5", attr_box)
+        self.bins_edit.setToolTip("Numbers of equal-frequency bins N for the error spread Δ_eo^(N).")
+        form.addRow("Categorical", self.attributes_list)
+        form.addRow("Continuous", self.continuous_list)
+        form.addRow("Bins for Δ_eo", self.bins_edit)
+        self.cross_a = QComboBox(attr_box)
+        self.cross_b = QComboBox(attr_box)
+        for combo in (self.cross_a, self.cross_b):
+            combo.setMinimumContentsLength(6)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.cross_add = QPushButton("Add", attr_box)
+        self.cross_add.clicked.connect(self.add_intersection)
+        cross_row = QHBoxLayout()
+        cross_row.addWidget(self.cross_a, 1)
+        cross_row.addWidget(QLabel("×", attr_box))
+        cross_row.addWidget(self.cross_b, 1)
+        cross_row.addWidget(self.cross_add)
+        form.addRow("Intersect", cross_row)
+        self.intersections_list = QListWidget(attr_box)
+        self.intersections_list.setMaximumHeight(58)
+        self.cross_remove = QPushButton("Remove", attr_box)
+        self.cross_remove.clicked.connect(lambda: [self.intersections_list.takeItem(self.intersections_list.row(i))
+                                                   for i in self.intersections_list.selectedItems()])
+        ir = QHBoxLayout()
+        ir.addWidget(self.intersections_list, 1)
+        ir.addWidget(self.cross_remove, 0, Qt.AlignmentFlag.AlignTop)
+        form.addRow("Crossed", ir)
+        v.addWidget(attr_box)
+
+        gaps_box = QGroupBox("Gaps and statistics", w)
+        form = QFormLayout(gaps_box)
+        gaps_row = QHBoxLayout()
+        self.metric_checks: dict[str, QCheckBox] = {}
+        for m in METRICS:
+            cb = QCheckBox(m, gaps_box)
+            cb.setChecked(True)
+            cb.setToolTip(METRIC_LABELS[m])
+            cb.toggled.connect(self._update_buttons)
+            self.metric_checks[m] = cb
+            gaps_row.addWidget(cb)
+        form.addRow("Gaps", gaps_row)
+        self.rule_combo = QComboBox(gaps_box)
+        for r in GAP_RULES:
+            self.rule_combo.addItem(RULE_LABELS[r], r)
+        form.addRow("Multi-group rule", self.rule_combo)
+        self.fixed_radio = QRadioButton("Fixed", gaps_box)
+        self.best_f1_radio = QRadioButton("Best F1 on validation split", gaps_box)
+        self.fixed_radio.setChecked(True)
+        self._threshold_group = QButtonGroup(self)
+        self._threshold_group.addButton(self.fixed_radio)
+        self._threshold_group.addButton(self.best_f1_radio)
+        self.threshold_spin = QDoubleSpinBox(gaps_box)
+        self.threshold_spin.setRange(0.001, 0.999)
+        self.threshold_spin.setDecimals(3)
+        self.threshold_spin.setSingleStep(0.05)
+        self.threshold_spin.setValue(0.5)
+        self.fixed_radio.toggled.connect(self.threshold_spin.setEnabled)
+        th = QGridLayout()
+        th.addWidget(self.fixed_radio, 0, 0)
+        th.addWidget(self.threshold_spin, 0, 1)
+        th.addWidget(self.best_f1_radio, 1, 0, 1, 2)
+        form.addRow("Threshold", th)
+        self.n_boot_spin = QSpinBox(gaps_box)
+        self.n_boot_spin.setRange(100, 100000)
+        self.n_boot_spin.setSingleStep(100)
+        self.n_boot_spin.setValue(self.window_.settings.n_boot)
+        self.seed_spin = QSpinBox(gaps_box)
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.seed_spin.setValue(self.window_.settings.seed)
+        self.min_group_spin = QSpinBox(gaps_box)
+        self.min_group_spin.setRange(1, 10**6)
+        self.min_group_spin.setValue(self.window_.settings.min_group_size)
+        self.min_group_spin.setToolTip("Smaller groups are listed with their size but not tested.")
+        form.addRow("Bootstrap replicates", self.n_boot_spin)
+        form.addRow("Seed", self.seed_spin)
+        form.addRow("Minimum group size", self.min_group_spin)
+        v.addWidget(gaps_box)
+
+        self.run_button = QPushButton("Run audit", w)
+        self.run_button.clicked.connect(lambda: self.run_audit())
+        self.cancel_button = QPushButton("Cancel", w)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar(w)
+        self.progress.setRange(0, 1000)
+        self.status = QLabel("", w)
+        self.status.setWordWrap(True)
+        run_row = QHBoxLayout()
+        run_row.addWidget(self.run_button)
+        run_row.addWidget(self.cancel_button)
+        run_row.addWidget(self.progress, 1)
+        v.addLayout(run_row)
+        v.addWidget(self.status)
+        v.addStretch(1)
+        self.setup_scroll = QScrollArea(self)
+        self.setup_scroll.setWidgetResizable(True)
+        self.setup_scroll.setWidget(w)
+        self.setup_scroll.setMinimumWidth(400)
+        self.setup_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    # =====================================================================================================
+    # Results panel
+    def _build_results(self) -> None:
+        panel = QWidget(self)
+        v = QVBoxLayout(panel)
+        v.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("<b>Stored audits</b>", panel))
+        top.addStretch(1)
+        self.export_button = QPushButton("Export PDF…", panel)
+        self.export_button.clicked.connect(lambda: self.export_pdf())
+        top.addWidget(self.export_button)
+        v.addLayout(top)
+        self.audits_list = QListWidget(panel)
+        self.audits_list.setMaximumHeight(96)
+        self.audits_list.currentItemChanged.connect(self._audit_selected)
+        v.addWidget(self.audits_list)
+        self.result_header = QLabel("", panel)
+        self.result_header.setWordWrap(True)
+        v.addWidget(self.result_header)
+
+        self.results_tabs = QTabWidget(panel)
+        # gap plot
+        plot_page = QWidget(panel)
+        pv = QVBoxLayout(plot_page)
+        pv.setContentsMargins(4, 4, 4, 4)
+        row = QHBoxLayout()
+        self.plot_attribute = QComboBox(plot_page)
+        self.plot_metric = QComboBox(plot_page)
+        self.plot_task = QComboBox(plot_page)
+        for combo in (self.plot_attribute, self.plot_metric, self.plot_task):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+            combo.currentIndexChanged.connect(self.update_plot)
+        row.addWidget(QLabel("Attribute", plot_page))
+        row.addWidget(self.plot_attribute)
+        row.addWidget(QLabel("Gap", plot_page))
+        row.addWidget(self.plot_metric)
+        row.addWidget(QLabel("Task", plot_page))
+        row.addWidget(self.plot_task)
+        row.addStretch(1)
+        pv.addLayout(row)
+        self.gap_plot = GapPlot(plot_page)
+        plot_scroll = QScrollArea(plot_page)
+        plot_scroll.setWidgetResizable(True)
+        plot_scroll.setWidget(self.gap_plot)
+        pv.addWidget(plot_scroll, 1)
+        self.plot_note = QLabel("Hover over a point for n, counts, CI, p and q. Filled points: significant after "
+                                "Benjamini–Hochberg correction; hollow grey: not significant.", plot_page)
+        self.plot_note.setWordWrap(True)
+        self.plot_note.setStyleSheet("color: palette(mid);")
+        pv.addWidget(self.plot_note)
+        self.results_tabs.addTab(plot_page, "Gap plot")
+
+        self.records_view = DataFrameView(panel, headers=RECORD_HEADERS, placeholder="No results yet.")
+        self.results_tabs.addTab(self.records_view, "Results table")
+        self.summary_view = DataFrameView(panel, headers=SUMMARY_HEADERS, placeholder="No summary yet.")
+        summary_page = QWidget(panel)
+        sv = QVBoxLayout(summary_page)
+        sv.setContentsMargins(0, 0, 0, 0)
+        note = QLabel("Per attribute, group and gap: the number of tasks with a significant gap and the share of "
+                      "those gaps favouring the group, before and after Benjamini–Hochberg correction.", summary_page)
+        note.setWordWrap(True)
+        sv.addWidget(note)
+        sv.addWidget(self.summary_view, 1)
+        self.results_tabs.addTab(summary_page, "Summary (Table 4)")
+        self.groups_view = DataFrameView(panel, headers={"auroc": "AUROC", "auprc": "AUPRC"},
+                                         placeholder="No groups yet.")
+        self.results_tabs.addTab(self.groups_view, "Per-group performance")
+
+        delta_page = QWidget(panel)
+        dv = QVBoxLayout(delta_page)
+        dv.setContentsMargins(4, 4, 4, 4)
+        drow = QHBoxLayout()
+        self.delta_attribute = QComboBox(delta_page)
+        self.delta_attribute.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.delta_attribute.currentIndexChanged.connect(self.update_delta)
+        drow.addWidget(QLabel("Continuous attribute", delta_page))
+        drow.addWidget(self.delta_attribute)
+        drow.addStretch(1)
+        dv.addLayout(drow)
+        dsplit = QSplitter(Qt.Orientation.Vertical, delta_page)
+        self.delta_plot = GapPlot(delta_page)
+        self.delta_view = DataFrameView(delta_page, filterable=False, placeholder="No Δ_eo estimates.")
+        self.bins_view = DataFrameView(delta_page, placeholder="No bins.")
+        dsplit.addWidget(self.delta_plot)
+        dsplit.addWidget(self.delta_view)
+        dsplit.addWidget(self.bins_view)
+        dsplit.setSizes([320, 140, 200])
+        dv.addWidget(dsplit, 1)
+        self.results_tabs.addTab(delta_page, "Error spread Δeo")
+
+        self.dropped_view = DataFrameView(panel, filterable=False, placeholder="No group was left out.")
+        self.results_tabs.addTab(self.dropped_view, "Dropped groups")
+        self.details_view = QTextBrowser(panel)
+        self.results_tabs.addTab(self.details_view, "Thresholds && provenance")
+        v.addWidget(self.results_tabs, 1)
+        self.results_panel = panel
+
+    # =====================================================================================================
+    # Project and dataset
+    def apply_settings(self) -> None:
+        self.n_boot_spin.setValue(self.window_.settings.n_boot)
+
+    def refresh_project(self) -> None:
+        project = self.window_.project
+        infos = [d for d in project.datasets() if d.kind == "predictions"] if project else []
+        self._infos = {d.id: d for d in infos}
+        _combo_set(self.dataset_combo, [f"{d.name}  (#{d.id}, {d.n_rows:,} rows)" for d in infos],
+                   data=[d.id for d in infos])
+        if self.dataset_combo.currentData() is None and infos:
+            self.dataset_combo.setCurrentIndex(len(infos) - 1)
+        self._dataset_changed()
+        self.refresh_audits()
+
+    def refresh_audits(self, select: int | None = None) -> None:
+        project = self.window_.project
+        current = select if select is not None else self.result_id
+        self.audits_list.blockSignals(True)
+        self.audits_list.clear()
+        if project is not None:
+            for a in project.audits():
+                item = QListWidgetItem(f"#{a.id}  {a.name}   ·  {a.created.replace('T', ' ')[:16]}", self.audits_list)
+                item.setData(Qt.ItemDataRole.UserRole, a.id)
+        self.audits_list.blockSignals(False)
+        target = None
+        for i in range(self.audits_list.count()):
+            if self.audits_list.item(i).data(Qt.ItemDataRole.UserRole) == current:
+                target = i
+        if target is None and self.audits_list.count():
+            target = self.audits_list.count() - 1
+        if target is not None:
+            self.audits_list.setCurrentRow(target)
+            if self.audits_list.item(target).data(Qt.ItemDataRole.UserRole) != self.result_id or select is not None:
+                self._audit_selected(self.audits_list.currentItem())
+        else:
+            self.show_result(None, None)
+        self._update_buttons()
+
+    def audit_ids(self) -> list[int]:
+        return [self.audits_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.audits_list.count())]
+
+    def _dataset_changed(self, *args) -> None:
+        dataset_id = self.dataset_combo.currentData()
+        project = self.window_.project
+        if dataset_id is None or project is None:
+            self.df, self._df_id = None, None
+            for combo in self.role_combos.values():
+                combo.clear()
+            for lst in (self.tasks_list, self.attributes_list, self.continuous_list):
+                lst.set_items([])
+            self._update_buttons()
+            return
+        if dataset_id != self._df_id:
+            try:
+                self.df = project.load_dataset(dataset_id)
+            except FairDeskError as err:
+                self.status.setText(str(err))
+                self.df = None
+                return
+            self._df_id = dataset_id
+        df = self.df
+        info = self._infos.get(dataset_id)
+        stored = dict(info.roles or {}) if info else {}
+        guess = guess_roles(df)
+        cols = [str(c) for c in df.columns]
+        for key, combo in self.role_combos.items():
+            items = ([] if key in ("label", "score") else [NONE]) + cols
+            data = ([] if key in ("label", "score") else [None]) + cols
+            _combo_set(combo, items, keep=False, data=data)
+            value = stored.get(key) or guess.get(key)
+            if value in cols:
+                combo.setCurrentIndex(combo.findData(value))
+            elif key in ("label", "score"):
+                combo.setCurrentIndex(-1)
+        exclude = {self.role_combos[k].currentData() for k in self.role_combos} | {
+            stored.get("sample_id"), guess.get("sample_id")}
+        cat, cont = attribute_candidates(df, {c for c in exclude if c})
+        stored_attrs = list(stored.get("attributes") or []) or guess["attributes"]
+        stored_cont = list(stored.get("continuous_attributes") or []) or guess["continuous_attributes"]
+        # an attribute stored as categorical that is clearly continuous (e.g. age carried over by training)
+        moved = [a for a in stored_attrs if a in cont]
+        checked_cat = [a for a in stored_attrs if a not in moved and a in cols]
+        checked_cont = list(dict.fromkeys([a for a in stored_cont if a in cols] + moved))
+        self.attributes_list.set_items(list(dict.fromkeys(cat + checked_cat)), checked_cat)
+        self.continuous_list.set_items(list(dict.fromkeys(cont + checked_cont)), checked_cont)
+        _combo_set(self.cross_a, cat, keep=False)
+        _combo_set(self.cross_b, cat, keep=False)
+        if len(cat) > 1:
+            self.cross_b.setCurrentIndex(1)
+        self.intersections_list.clear()
+        self._fill_tasks()
+        self._update_buttons()
+
+    def _fill_tasks(self, *args) -> None:
+        task_col = self.role_combos["task"].currentData()
+        if self.df is None:
+            return
+        if task_col and task_col in self.df.columns:
+            tasks = sorted(map(str, pd.unique(self.df[task_col].dropna())))
+            self.tasks_list.set_items(tasks, tasks)
+            self.tasks_list.setEnabled(True)
+        else:
+            self.tasks_list.set_items(["(single task)"], ["(single task)"])
+            self.tasks_list.setEnabled(False)
+
+    def add_intersection(self) -> None:
+        a, b = self.cross_a.currentData(), self.cross_b.currentData()
+        if not a or not b or a == b:
+            self.status.setText("Choose two different attributes to cross.")
+            return
+        text = f"{a}{INTERSECTION_SEP}{b}"
+        if not self.intersections_list.findItems(text, Qt.MatchFlag.MatchExactly):
+            item = QListWidgetItem(text, self.intersections_list)
+            item.setData(Qt.ItemDataRole.UserRole, (a, b))
+
+    def intersections(self) -> tuple[tuple[str, ...], ...]:
+        return tuple(tuple(self.intersections_list.item(i).data(Qt.ItemDataRole.UserRole))
+                     for i in range(self.intersections_list.count()))
+
+    # =====================================================================================================
+    # Running
+    def plan(self) -> GroupAuditPlan:
+        """The audit plan from the form; raises FairDeskError with a message the user can act on."""
+        label, score = self.role_combos["label"].currentData(), self.role_combos["score"].currentData()
+        if not label or not score:
+            raise FairDeskError("Choose the label and the score columns.")
+        roles = ColumnRoles(label=label, score=score, task=self.role_combos["task"].currentData(),
+                            attributes=tuple(self.attributes_list.checked()),
+                            continuous_attributes=tuple(self.continuous_list.checked()),
+                            patient_id=self.role_combos["patient_id"].currentData(),
+                            split=self.role_combos["split"].currentData())
+        metrics = tuple(m for m in METRICS if self.metric_checks[m].isChecked())
+        if not metrics and not roles.continuous_attributes:
+            raise FairDeskError("Choose at least one gap (parity, recall or specificity).")
+        try:
+            bins = tuple(int(b) for b in self.bins_edit.text().replace(";", ",").split(",") if b.strip())
+        except ValueError:
+            raise FairDeskError("Bins must be whole numbers separated by commas, e.g. 2, 5.") from None
+        threshold: float | str = "best_f1" if self.best_f1_radio.isChecked() else float(self.threshold_spin.value())
+        if threshold == "best_f1" and not roles.split:
+            raise FairDeskError("Best-F1 thresholds are chosen on the validation split: choose the split column, "
+                                "or use a fixed threshold.")
+        tasks = None
+        if roles.task and self.tasks_list.isEnabled():
+            tasks = tuple(self.tasks_list.checked())
+            if not tasks:
+                raise FairDeskError("Choose at least one task.")
+            if len(tasks) == self.tasks_list.count():
+                tasks = None
+        return GroupAuditPlan(roles=roles, metrics=metrics or METRICS, gap_rule=self.rule_combo.currentData(),
+                              threshold=threshold, bins=bins or (2, 5), intersections=self.intersections(),
+                              tasks=tasks, n_boot=self.n_boot_spin.value(), seed=self.seed_spin.value(),
+                              min_group_size=self.min_group_spin.value())
+
+    def run_audit(self):
+        project = self.window_.require_project()
+        dataset_id = self.dataset_combo.currentData()
+        if project is None or dataset_id is None:
+            self.status.setText("Add a predictions dataset to the project first (Dataset or Model tab).")
+            return None
+        try:
+            plan = self.plan()
+        except FairDeskError as err:
+            self.status.setText(str(err))
+            self.window_.statusBar().showMessage(str(err), 10000)
+            return None
+        project_path = project.path
+        attrs = list(plan.roles.attributes) + list(plan.roles.continuous_attributes) + [
+            INTERSECTION_SEP.join(c) for c in plan.intersections]
+        name = f"Group gaps: {', '.join(attrs)} ({plan.gap_rule}, B={plan.n_boot})"
+
+        def work(progress, cancel):
+            from fairdesk.jobs.tasks import audit_groups
+
+            return audit_groups(project_path, dataset_id, plan, name=name, progress=progress, cancel=cancel)
+
+        def done(job) -> None:
+            self.status.setText(f"Audit #{job.result} stored.")
+            self.refresh_audits(select=job.result)
+
+        def failed(job) -> None:
+            self.status.setText(job.error or "The audit did not finish.")
+
+        self.progress.setValue(0)
+        self.status.setText("Running the audit…")
+        self.audit_job = self.window_.run_job(f"Audit: {', '.join(attrs)}", work, on_done=done, on_fail=failed)
+        self._update_buttons()
+        return self.audit_job
+
+    def cancel(self) -> None:
+        if self.audit_job is not None:
+            self.window_.runner.cancel(self.audit_job.id)
+
+    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
+        if self.audit_job is not None and job_id == self.audit_job.id:
+            self.progress.setValue(int(round(fraction * 1000)))
+            if message:
+                self.status.setText(message)
+
+    def _on_job_finished(self, job) -> None:
+        if self.audit_job is not None and job.id == self.audit_job.id:
+            if job.state.value == "done":
+                self.progress.setValue(1000)
+            self._update_buttons()
+        if self.export_job is not None and job.id == self.export_job.id:
+            self._update_buttons()
+
+    def _update_buttons(self, *args) -> None:
+        busy = self.audit_job is not None and not self.audit_job.state.finished
+        ready = self.df is not None and self.window_.project is not None
+        self.run_button.setEnabled(ready and not busy)
+        self.cancel_button.setEnabled(busy)
+        has_split = bool(self.role_combos["split"].currentData()) if "split" in self.role_combos else False
+        self.best_f1_radio.setEnabled(has_split)
+        if not has_split and self.best_f1_radio.isChecked():
+            self.fixed_radio.setChecked(True)
+        exporting = self.export_job is not None and not self.export_job.state.finished
+        self.export_button.setEnabled(self.result_id is not None and not exporting)
+
+    # =====================================================================================================
+    # Results
+    def _audit_selected(self, item, previous=None) -> None:
+        if item is None:
+            self.show_result(None, None)
+            return
+        audit_id = item.data(Qt.ItemDataRole.UserRole)
+        try:
+            result = self.window_.project.load_audit(audit_id)
+        except (FairDeskError, ValueError, KeyError) as err:
+            self.show_result(None, None)
+            self.result_header.setText(f"Audit #{audit_id} could not be read: {err}")
+            return
+        self.show_result(result, audit_id)
+
+    def show_result(self, result, audit_id: int | None) -> None:
+        self.result, self.result_id = result, audit_id
+        self._update_buttons()
+        if result is None:
+            self.result_header.setText("No audit selected." if self.audits_list.count() else
+                                       "No audit yet: set one up on the left and press Run audit.")
+            self.gap_plot.clear("Run an audit, or choose one from the list, to see its gaps.")
+            self.delta_plot.clear("No continuous attribute in this audit.")
+            for view in (self.records_view, self.summary_view, self.groups_view, self.delta_view, self.bins_view,
+                         self.dropped_view):
+                view.set_frame(None)
+            self.details_view.clear()
+            return
+        rec = result.records
+        plan = result.plan
+        n_sig = int((rec["significant_bh"] == True).sum()) if not rec.empty else 0  # noqa: E712
+        n_tested = int(rec["gap"].notna().sum()) if not rec.empty else 0
+        threshold = (plan.threshold if isinstance(plan.threshold, str) else f"{float(plan.threshold):g}")
+        self.result_header.setText(
+            f"<b>{html.escape(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
+            f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
+            f"<b>{n_sig}</b> of {n_tested} estimable gaps significant after BH correction")
+        gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
+        attrs = list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else []
+        metrics = [m for m in METRICS if not gap_rec.empty and m in set(gap_rec["metric"])]
+        tasks = list(dict.fromkeys(rec["task"].astype(str))) if not rec.empty else []
+        _combo_set(self.plot_attribute, attrs)
+        _combo_set(self.plot_metric, [METRIC_LABELS[m] for m in metrics], data=metrics)
+        _combo_set(self.plot_task, [ALL_TASKS] + tasks, data=[None] + tasks)
+        self.update_plot()
+
+        cols = [c for c in RECORD_COLUMNS if c in rec.columns]
+        self.records_view.set_frame(rec[cols] if not rec.empty else None)
+        self.summary_view.set_frame(result.summary if not result.summary.empty else None)
+        groups = result.groups
+        self.groups_view.set_frame(groups[[c for c in GROUP_COLUMNS if c in groups.columns]]
+                                   if not groups.empty else None)
+        self.dropped_view.set_frame(result.dropped if not result.dropped.empty else None)
+        cont = list(dict.fromkeys(rec.loc[rec["metric"] == "delta_eo", "attribute"].astype(str))) \
+            if not rec.empty else []
+        _combo_set(self.delta_attribute, cont)
+        self.update_delta()
+        self.details_view.setHtml(self._details_html(result))
+
+    def update_plot(self, *args) -> None:
+        result = self.result
+        attr = self.plot_attribute.currentData()
+        metric = self.plot_metric.currentData()
+        if result is None or attr is None or metric is None:
+            self.gap_plot.clear("This audit has no group gaps to plot." if result is not None else
+                                "Run an audit, or choose one from the list, to see its gaps.")
+            return
+        from fairdesk.core.reports import figures
+
+        data = figures.forest_data(result, attr, metric, task=self.plot_task.currentData())
+        rule = result.plan.gap_rule
+        comparison = {"max": "the most different group", "one-vs-rest": "the other groups",
+                      "between": "lowest group", "to-overall": "all groups"}[rule]
+        what = METRIC_LABELS.get(metric, metric).split(" (")[0].lower()
+        xlabel = (f"gap in {what}: highest − lowest group" if rule == "between"
+                  else f"gap in {what}: group − {comparison} (positive favours the group)")
+        self.gap_plot.set_data(data, value_col="gap", title=f"{attr} · {what}", xlabel=xlabel,
+                               empty_message="No estimate for this choice.")
+
+    def update_delta(self, *args) -> None:
+        result, attr = self.result, self.delta_attribute.currentData()
+        if result is None or attr is None:
+            self.delta_plot.clear("No continuous attribute in this audit.")
+            self.delta_view.set_frame(None)
+            self.bins_view.set_frame(None)
+            return
+        from fairdesk.core.reports import figures
+
+        data = figures.delta_eo_data(result, attr)
+        self.delta_plot.set_data(data, value_col="value", title=f"Error spread Δ_eo over {attr}",
+                                 xlabel="Δ_eo (0 = equal error rates in every bin)")
+        cols = ["task", "bins_requested", "bins_used", "value", "ci_low", "ci_high", "p_value", "q_value",
+                "significant", "reason"]
+        self.delta_view.set_frame(data[[c for c in cols if c in data.columns]] if not data.empty else None)
+        bins = figures.delta_bins_data(result, attr)
+        bcols = ["task", "bins_requested", "bins_used", "bin", "label", "n", "n_positive", "fpr", "fnr"]
+        self.bins_view.set_frame(bins[[c for c in bcols if c in bins.columns]] if not bins.empty else None)
+
+    @staticmethod
+    def _details_html(result) -> str:
+        def esc(x) -> str:
+            return html.escape(str(x))
+
+        parts = ["<h3>Thresholds</h3><table>"]
+        for task, tau in result.thresholds.items():
+            value = f"{tau:.4f}" if isinstance(tau, (int, float)) and not math.isnan(tau) else esc(tau)
+            parts.append(f"<tr><td>{esc(task)}</td><td>&nbsp;&nbsp;{value}</td></tr>")
+        parts.append("</table>")
+        if result.warnings:
+            parts.append("<h3>Warnings</h3><ul>" + "".join(f"<li>{esc(w)}</li>" for w in result.warnings) + "</ul>")
+        parts.append("<h3>Plan</h3><pre>" + esc(json.dumps(result.plan.to_dict(), indent=1, default=str)) + "</pre>")
+        parts.append("<h3>Provenance</h3><pre>" + esc(json.dumps(result.provenance, indent=1, default=str))
+                     + "</pre>")
+        return "".join(parts)
+
+    # =====================================================================================================
+    # Export
+    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
+        """Write the PDF report of the selected (or given) stored audit, as a job (tasks.export_report)."""
+        project = self.window_.project
+        audit_id = audit_id if audit_id is not None else self.result_id
+        if project is None or audit_id is None:
+            self.window_.statusBar().showMessage("Choose a stored audit on the Audit tab first.", 8000)
+            return None
+        if path is None:
+            default = Path(self.window_.settings.last_dir()) / f"{project.name}-audit-{audit_id}.pdf"
+            path, _ = QFileDialog.getSaveFileName(self, "Export the audit report", str(default), "PDF (*.pdf)")
+            if not path:
+                return None
+            self.window_.settings.set_last_dir(path)
+        path = Path(path)
+        if path.suffix.lower() != ".pdf":
+            path = path.with_name(path.name + ".pdf")
+        project_path, k = project.path, self.window_.settings.suppress_k
+
+        def work(progress, cancel):
+            from fairdesk.jobs.tasks import export_report
+
+            return export_report(project_path, audit_id, path, suppress_k=k, progress=progress, cancel=cancel)
+
+        def done(job) -> None:
+            self.window_.statusBar().showMessage(f"Report written to {job.result}", 10000)
+
+        self.export_job = self.window_.run_job(f"Export report of audit #{audit_id}", work, on_done=done)
+        self._update_buttons()
+        return self.export_job

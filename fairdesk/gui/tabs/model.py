@@ -1,0 +1,259 @@
+"""Model tab: train baseline classifiers on a features dataset (as a job), or import predictions made elsewhere."""
+from __future__ import annotations
+
+import pandas as pd
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
+                               QScrollArea, QSpinBox, QSplitter, QVBoxLayout, QWidget)
+
+from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _PATIENT_NAMES, _SAMPLE_NAMES, NONE, _first, _norm
+from fairdesk.gui.widgets.tables import CheckList, DataFrameView
+
+# The model kinds of fairdesk.core.models.tabular (kept here so the window starts without importing it).
+MODEL_KINDS = {
+    "logistic_regression": "Logistic regression",
+    "gradient_boosting": "Gradient boosting (histogram)",
+    "random_forest": "Random forest",
+    "mlp": "Neural network (MLP, torch; GPU when present)",
+}
+
+
+def _model_kinds() -> dict[str, str]:
+    try:
+        from fairdesk.core.models.tabular import MODEL_KINDS as kinds, MODEL_LABELS as labels
+    except ImportError:  # pragma: no cover - the module is part of FairDesk
+        return dict(MODEL_KINDS)
+    return {k: MODEL_KINDS.get(k, labels.get(k, k)) for k in kinds}
+
+
+class ModelTab(QWidget):
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window_ = window
+        self.train_job = None
+        self._columns: list[str] = []
+
+        self.dataset_combo = QComboBox(self)
+        self.dataset_combo.setMinimumContentsLength(16)
+        self.dataset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.dataset_combo.setPlaceholderText("Add a features table on the Dataset tab first")
+        self.dataset_combo.currentIndexChanged.connect(self._dataset_changed)
+        self.features_list = CheckList(self, max_visible_rows=7)
+        self.labels_list = CheckList(self, max_visible_rows=5)
+        self.carry_list = CheckList(self, max_visible_rows=5)
+        self.patient_combo = QComboBox(self)
+        self.kind_combo = QComboBox(self)
+        for key, text in _model_kinds().items():
+            self.kind_combo.addItem(text, key)
+        self.seed_spin = QSpinBox(self)
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.seed_spin.setValue(window.settings.seed)
+        self.all_features = QPushButton("All", self)
+        self.no_features = QPushButton("None", self)
+        self.all_features.clicked.connect(lambda: self.features_list.set_checked(self.features_list.items()))
+        self.no_features.clicked.connect(lambda: self.features_list.set_checked([]))
+        for lst in (self.features_list, self.labels_list):
+            lst.changed.connect(self._update_buttons)
+
+        form_box = QGroupBox("Train baseline classifiers", self)
+        form = QFormLayout(form_box)
+        form.addRow("Features dataset", self.dataset_combo)
+        feat_row = QWidget(form_box)
+        fr = QVBoxLayout(feat_row)
+        fr.setContentsMargins(0, 0, 0, 0)
+        fr.addWidget(self.features_list)
+        fb = QHBoxLayout()
+        fb.addWidget(self.all_features)
+        fb.addWidget(self.no_features)
+        fb.addStretch(1)
+        fr.addLayout(fb)
+        form.addRow("Features", feat_row)
+        form.addRow("Labels (one task each)", self.labels_list)
+        form.addRow("Patient id\n(splits keep patients apart)", self.patient_combo)
+        form.addRow("Carry over to predictions\n(protected attributes)", self.carry_list)
+        form.addRow("Model", self.kind_combo)
+        form.addRow("Seed", self.seed_spin)
+        self.device_note = QLabel("Splits: 60% train, 15% validation, 25% test, patient-disjoint. The MLP runs on a "
+                                  "GPU when one is present, else on the CPU.", self)
+        self.device_note.setWordWrap(True)
+        self.device_note.setStyleSheet("color: palette(mid);")
+        form.addRow(self.device_note)
+
+        self.train_button = QPushButton("Train", self)
+        self.train_button.clicked.connect(lambda: self.train())
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 1000)
+        self.progress.setValue(0)
+        self.status = QLabel("", self)
+        self.status.setWordWrap(True)
+        run_row = QHBoxLayout()
+        run_row.addWidget(self.train_button)
+        run_row.addWidget(self.cancel_button)
+        run_row.addWidget(self.progress, 1)
+
+        self.import_button = QPushButton("Import predictions made elsewhere…", self)
+        self.import_button.setToolTip("Load a CSV/Parquet file with a label and a score column on the Dataset tab.")
+        self.import_button.clicked.connect(self.import_predictions)
+
+        left_inner = QWidget(self)
+        ll = QVBoxLayout(left_inner)
+        ll.addWidget(form_box)
+        ll.addLayout(run_row)
+        ll.addWidget(self.status)
+        ll.addSpacing(12)
+        ll.addWidget(self.import_button)
+        ll.addStretch(1)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(left_inner)
+        scroll.setMinimumWidth(420)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+        self.models_view = DataFrameView(self, placeholder="Trained models appear here, with validation and test "
+                                                            "AUROC per task.")
+        models_box = QGroupBox("Models in the project (AUROC / AUPRC per task)", self)
+        ml = QVBoxLayout(models_box)
+        ml.addWidget(self.models_view)
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(scroll)
+        split.addWidget(models_box)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setSizes([500, 800])
+        layout = QVBoxLayout(self)
+        layout.addWidget(split)
+        window.project_changed.connect(self.refresh_project)
+        window.runner.progress.connect(self._on_progress)
+        window.runner.finished.connect(self._job_finished)
+        self._update_buttons()
+
+    # ---- project -------------------------------------------------------------------------------------------
+    def refresh_project(self) -> None:
+        project = self.window_.project
+        current = self.dataset_combo.currentData()
+        self.dataset_combo.blockSignals(True)
+        self.dataset_combo.clear()
+        self._infos = {}
+        if project is not None:
+            for d in project.datasets():
+                if d.kind == "features":
+                    self.dataset_combo.addItem(f"{d.name}  (#{d.id}, {d.n_rows:,} rows)", d.id)
+                    self._infos[d.id] = d
+        idx = self.dataset_combo.findData(current)
+        self.dataset_combo.setCurrentIndex(idx if idx >= 0 else self.dataset_combo.count() - 1)
+        self.dataset_combo.blockSignals(False)
+        self._dataset_changed()
+        self._refresh_models()
+
+    def _refresh_models(self) -> None:
+        project = self.window_.project
+        rows = []
+        if project is not None:
+            names = {d.id: d.name for d in project.datasets()}
+            for m in project.models():
+                for r in m.info.get("metrics", []):
+                    rows.append({"model": m.id, "kind": m.kind, "device": m.info.get("device"),
+                                 "trained on": names.get(m.dataset_id, m.dataset_id),
+                                 "predictions": f"#{m.predictions_id}", "task": r.get("task"),
+                                 "val AUROC": r.get("val_auroc"), "test AUROC": r.get("test_auroc"),
+                                 "val AUPRC": r.get("val_auprc"), "test AUPRC": r.get("test_auprc"),
+                                 "prevalence": r.get("prevalence"), "seed": m.info.get("seed")})
+        self.models_view.set_frame(pd.DataFrame(rows) if rows else None)
+
+    def _dataset_changed(self, *args) -> None:
+        info = getattr(self, "_infos", {}).get(self.dataset_combo.currentData())
+        cols = list(info.columns) if info else []
+        self._columns = cols
+        feats = [c for c in cols if c.startswith("f_")]
+        labels = [c for c in cols if c.startswith("y_")]
+        patient = _first(cols, _PATIENT_NAMES)
+        others = [c for c in cols if c not in feats and c not in labels and c != patient]
+        attrs = [c for c in others if _norm(c) in _ATTRIBUTE_WORDS or _norm(c) == "age"
+                 or set(_norm(c).split("_")) & set(_ATTRIBUTE_WORDS)]
+        self.features_list.set_items([c for c in cols if c not in labels], feats)
+        self.labels_list.set_items(cols if not labels else labels + [c for c in cols if c not in labels
+                                                                     and c not in feats], labels)
+        self.carry_list.set_items(others, attrs)
+        self.patient_combo.clear()
+        self.patient_combo.addItem(NONE, None)
+        for c in cols:
+            self.patient_combo.addItem(c, c)
+        if patient:
+            self.patient_combo.setCurrentIndex(self.patient_combo.findData(patient))
+        self._update_buttons()
+
+    def _update_buttons(self, *args) -> None:
+        busy = self.train_job is not None and not self.train_job.state.finished
+        ok = bool(self._columns) and bool(self.features_list.checked()) and bool(self.labels_list.checked())
+        self.train_button.setEnabled(ok and not busy and self.window_.project is not None)
+        self.cancel_button.setEnabled(busy)
+
+    # ---- training ------------------------------------------------------------------------------------------
+    def spec(self):
+        from fairdesk.core.models.tabular import TrainSpec
+
+        patient = self.patient_combo.currentData()
+        carry = [c for c in self.carry_list.checked() if c != patient]
+        id_cols = [c for c in self._columns if _norm(c) in _SAMPLE_NAMES and c != patient and c not in carry]
+        labels = self.labels_list.checked()
+        tasks = {(c[2:] if c.startswith("y_") and len(c) > 2 else c): c for c in labels}
+        return TrainSpec(kind=self.kind_combo.currentData(), features=self.features_list.checked(), tasks=tasks,
+                         patient_id=patient, id_columns=id_cols, passthrough=carry, seed=self.seed_spin.value(),
+                         threads=self.window_.settings.threads, device="auto")
+
+    def train(self):
+        project = self.window_.require_project()
+        dataset_id = self.dataset_combo.currentData()
+        if project is None or dataset_id is None:
+            return None
+        spec = self.spec()
+        if not spec.features or not spec.tasks:
+            self.status.setText("Choose at least one feature and one label column.")
+            return None
+        project_path = project.path
+        kind_text = self.kind_combo.currentText()
+
+        def work(progress, cancel):
+            from fairdesk.jobs.tasks import train
+
+            return train(project_path, dataset_id, spec, progress=progress, cancel=cancel)
+
+        def done(job) -> None:
+            model_id, pred_id = job.result
+            self.status.setText(f"Trained {kind_text} (model #{model_id}); its predictions are dataset #{pred_id}, "
+                                "ready on the Audit tab.")
+            self.window_.notify_project_changed()
+
+        def failed(job) -> None:
+            self.status.setText(job.error or "Training did not finish.")
+
+        self.progress.setValue(0)
+        self.status.setText(f"Training {kind_text}…")
+        self.train_job = self.window_.run_job(f"Train {kind_text}", work, on_done=done, on_fail=failed)
+        self._update_buttons()
+        return self.train_job
+
+    def _job_finished(self, job) -> None:
+        if self.train_job is not None and job.id == self.train_job.id:
+            if job.state.value == "done":
+                self.progress.setValue(1000)
+            self._update_buttons()
+
+    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
+        if self.train_job is not None and job_id == self.train_job.id:
+            self.progress.setValue(int(round(fraction * 1000)))
+            if message:
+                self.status.setText(message)
+
+    def cancel(self) -> None:
+        if self.train_job is not None:
+            self.window_.runner.cancel(self.train_job.id)
+
+    def import_predictions(self) -> None:
+        tab = self.window_.dataset_tab
+        self.window_.tabs.setCurrentWidget(tab)
+        tab.kind_combo.setCurrentIndex(tab.kind_combo.findData("predictions"))
+        tab.open_file()

@@ -1,0 +1,1 @@
+"""Reusable widgets: pandas tables, the interactive gap (forest) plot."""

@@ -1,0 +1,220 @@
+"""Interactive forest (gap) plot: one row per gap estimate, 95% CI whiskers, significance drawn distinctly.
+
+It draws the rows of :func:`fairdesk.core.reports.figures.forest_data` (or ``delta_eo_data``) — the same table
+the PDF report's static figure is drawn from — with pyqtgraph:
+
+* ``ScatterPlotItem(hoverable=True, tip=...)`` per significance status for the estimates; the hover tooltip is the
+  row's ``tooltip`` text (n, numerators/denominators, rates, gap, CI, p and q);
+* ``ErrorBarItem`` for the confidence intervals (its ``left``/``right`` are lengths from the point, not bounds);
+* an ``InfiniteLine`` at 0 (no gap) and categorical row labels via ``AxisItem.setTicks``.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QColor, QFont, QFontMetrics  # noqa: E402
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
+
+pg = None  # pyqtgraph, imported when the first plot is drawn (keeps the window's start-up fast)
+
+
+def _pg():
+    global pg
+    if pg is None:
+        import pyqtgraph
+
+        pyqtgraph.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        pg = pyqtgraph
+    return pg
+
+# the same look as the report's figures (kept here too so that the GUI starts without core.reports)
+STATUS_STYLE = {
+    "significant_bh": {"label": "significant after correction (BH)", "color": "#C03A00", "symbol": "o",
+                       "filled": True, "size": 11},
+    "significant_unadjusted": {"label": "significant before correction only", "color": "#0065A8", "symbol": "d",
+                               "filled": True, "size": 10},
+    "not_significant": {"label": "not significant", "color": "#555555", "symbol": "o", "filled": False,
+                        "size": 10},
+    "not_estimable": {"label": "not estimable", "color": "#8C8C8C", "symbol": "x", "filled": False, "size": 9},
+}
+STATUS_ORDER = ("significant_bh", "significant_unadjusted", "not_significant", "not_estimable")
+
+
+def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
+    return str(data) if data is not None else ""
+
+
+def _status(row) -> str:
+    status = row.get("status") if hasattr(row, "get") else None
+    if isinstance(status, str) and status in STATUS_STYLE:
+        return status
+    value = row.get("gap", row.get("value"))
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "not_estimable"
+    if bool(row.get("significant_bh")):
+        return "significant_bh"
+    if bool(row.get("significant")):
+        return "significant_unadjusted"
+    return "not_significant"
+
+
+class GapPlot(QWidget):
+    """A horizontal forest plot. ``set_data(df, value_col="gap")`` with columns label, y, gap (or value),
+    ci_low, ci_high, status (or significant / significant_bh) and tooltip."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        font = QFont()
+        font.setPointSizeF(9.0)
+        self._font = font
+        self.plot_widget = None
+        self.plot = None
+        self.legend = None
+        self.zero_line = None
+        self.scatters: dict = {}
+        self.error_bars: dict = {}
+        self.bands: list = []
+        self.empty_label = QLabel(self)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setStyleSheet("color: palette(mid); padding: 16px;")
+        self._layout.addWidget(self.empty_label)
+        self.data = pd.DataFrame()
+        self.clear("Run an audit, or choose one from the list, to see its gaps.")
+
+    def _ensure_plot(self) -> None:
+        if self.plot_widget is not None:
+            return
+        pg = _pg()
+        self.plot_widget = pg.PlotWidget(self)
+        self.plot_widget.setMinimumHeight(220)
+        self.plot = self.plot_widget.getPlotItem()
+        self.plot.showGrid(x=True, y=False, alpha=0.25)
+        self.plot.invertY(True)
+        self.plot.setMenuEnabled(False)
+        self.plot.getViewBox().setMouseEnabled(x=True, y=False)
+        for name in ("left", "bottom"):
+            axis = self.plot.getAxis(name)
+            axis.setTickFont(self._font)
+            axis.setTextPen(pg.mkPen("#222222"))
+            axis.setPen(pg.mkPen("#888888"))
+            axis.enableAutoSIPrefix(False)
+        self.zero_line = pg.InfiniteLine(pos=0.0, angle=90, movable=False,
+                                         pen=pg.mkPen("#444444", width=1, style=Qt.PenStyle.DashLine))
+        self.plot.addItem(self.zero_line)
+        self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(255, 255, 255, 220),
+                                          pen=pg.mkPen("#cccccc"))
+        self._layout.addWidget(self.plot_widget, 1)
+
+    # ---- API -----------------------------------------------------------------------------------------------
+    def clear(self, message: str = "") -> None:
+        self.data = pd.DataFrame()
+        self.empty_label.setText(message)
+        self.empty_label.setVisible(bool(message))
+        if self.plot_widget is None:
+            return
+        for item in [*self.scatters.values(), *self.error_bars.values(), *self.bands]:
+            self.plot.removeItem(item)
+        self.scatters.clear()
+        self.error_bars.clear()
+        self.bands.clear()
+        self.legend.clear()
+        self.plot.getAxis("left").setTicks([[]])
+        self.plot_widget.setVisible(not message)
+
+    def set_data(self, df: pd.DataFrame, *, value_col: str = "gap", title: str = "", xlabel: str = "",
+                 empty_message: str = "Nothing to plot for this choice.") -> None:
+        if df is None or df.empty:
+            self.clear(empty_message)
+            return
+        self._ensure_plot()
+        self.clear("")
+        pg = _pg()
+        df = df.reset_index(drop=True).copy()
+        if "y" not in df.columns:
+            df["y"] = np.arange(len(df))
+        if "tooltip" not in df.columns:
+            df["tooltip"] = df["label"].astype(str)
+        df["_status"] = [_status(r) for r in df.to_dict(orient="records")]
+        self.data = df
+        ys = df["y"].to_numpy(float)
+        values = pd.to_numeric(df[value_col], errors="coerce").to_numpy(float)
+        lows = pd.to_numeric(df["ci_low"], errors="coerce").to_numpy(float)
+        highs = pd.to_numeric(df["ci_high"], errors="coerce").to_numpy(float)
+
+        # alternating bands behind the rows of each task, so that long plots stay readable
+        if "task" in df.columns and df["task"].nunique() > 1:
+            for i, (_, part) in enumerate(df.groupby("task", sort=False)):
+                if i % 2 == 0:
+                    band = pg.LinearRegionItem(values=(part["y"].min() - 0.5, part["y"].max() + 0.5),
+                                               orientation="horizontal", movable=False,
+                                               brush=pg.mkBrush("#EEF2F6"), pen=pg.mkPen(None))
+                    band.setZValue(-10)
+                    for line in band.lines:
+                        line.setPen(pg.mkPen(None))
+                    self.plot.addItem(band)
+                    self.bands.append(band)
+
+        for status in STATUS_ORDER:
+            mask = (df["_status"] == status).to_numpy()
+            if not mask.any():
+                continue
+            st = STATUS_STYLE[status]
+            color = QColor(st["color"])
+            x = np.where(np.isnan(values[mask]), 0.0, values[mask]) if status == "not_estimable" else values[mask]
+            has_ci = ~(np.isnan(lows[mask]) | np.isnan(highs[mask]) | np.isnan(x))
+            if has_ci.any():
+                xe, ye = x[has_ci], ys[mask][has_ci]
+                bars = pg.ErrorBarItem(x=xe, y=ye, left=xe - lows[mask][has_ci], right=highs[mask][has_ci] - xe,
+                                       beam=0.25, pen=pg.mkPen(color, width=2.0 if st["filled"] else 1.2))
+                self.plot.addItem(bars)
+                self.error_bars[status] = bars
+            brush = pg.mkBrush(color) if st["filled"] else pg.mkBrush(255, 255, 255, 255)
+            scatter = pg.ScatterPlotItem(x=x, y=ys[mask], data=list(df.loc[mask, "tooltip"].astype(str)),
+                                         symbol=st["symbol"], size=st["size"], pen=pg.mkPen(color, width=1.6),
+                                         brush=brush, hoverable=True, tip=_tip, name=st["label"],
+                                         hoverSize=st["size"] + 4, hoverPen=pg.mkPen("#000000", width=1.5))
+            scatter.setZValue(10)
+            self.plot.addItem(scatter)
+            self.scatters[status] = scatter
+
+        axis = self.plot.getAxis("left")
+        labels = [str(s) for s in df["label"]]
+        axis.setTicks([[(float(y), lab) for y, lab in zip(ys, labels)], []])
+        metrics = QFontMetrics(self._font)
+        axis.setWidth(min(max(metrics.horizontalAdvance(lab) for lab in labels) + 16, 420))
+        self.plot.setLabel("bottom", xlabel or ("gap" if value_col == "gap" else value_col), **{"font-size": "9pt"})
+        self.plot.setTitle(title, size="10pt")
+        finite = np.concatenate([values[~np.isnan(values)], lows[~np.isnan(lows)], highs[~np.isnan(highs)], [0.0]])
+        lo, hi = float(finite.min()), float(finite.max())
+        pad = max((hi - lo) * 0.08, 0.02)
+        self.plot.setXRange(lo - pad, hi + pad, padding=0)
+        self.plot.setYRange(-0.7, len(df) - 0.3, padding=0)
+        self.plot.getViewBox().setLimits(yMin=-2, yMax=len(df) + 1)
+        # the plot needs room for its rows: let a surrounding scroll area scroll instead of squeezing them
+        self.plot_widget.setMinimumHeight(int(min(max(120 + 22 * len(df), 220), 4000)))
+
+    def tooltips(self) -> list[str]:
+        """Every spot's hover text (for tests and accessibility)."""
+        out: list[str] = []
+        for scatter in self.scatters.values():
+            out.extend(str(p.data()) for p in scatter.points())
+        return out
+
+    def tooltip_at(self, x: float, y: float) -> str:
+        """The tooltip text pyqtgraph shows when the pointer is over (x, y) in data coordinates."""
+        from PySide6.QtCore import QPointF
+
+        for scatter in self.scatters.values():
+            points = scatter.pointsAt(QPointF(x, y))
+            if len(points):
+                tip = scatter.opts["tip"]
+                return "\n\n".join(tip(x=p.pos().x(), y=p.pos().y(), data=p.data()) for p in points)
+        return ""

@@ -1,0 +1,250 @@
+"""Table widgets over pandas: a lazy table model, a sortable + filterable view, and a checkable list."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QTableView, QVBoxLayout, QWidget)
+
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def format_value(value) -> str:
+    """How a cell is shown: floats with 4 significant digits, missing as an em dash, booleans as yes/no."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return "—"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return "—"
+        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+            return f"{value:.3g}"
+        return f"{value:.4g}" if abs(value) >= 1 else f"{value:.3f}"
+    if isinstance(value, (np.integer,)):
+        return str(int(value))
+    return str(value)
+
+
+def _sort_keys(column: pd.Series) -> list:
+    """One key per row that Qt can compare without Python: floats (missing last) or strings."""
+    numeric = pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype)
+    if numeric:
+        values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        return [math.inf if math.isnan(v) else float(v) for v in values]
+    coerced = pd.to_numeric(column, errors="coerce")
+    if column.notna().any() and coerced.notna().sum() == column.notna().sum() and not column.map(
+            lambda v: isinstance(v, (bool, np.bool_))).any():
+        values = coerced.to_numpy(dtype=float, na_value=np.nan)
+        return [math.inf if math.isnan(v) else float(v) for v in values]
+    return ["\uffff" if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA else format_value(v)
+            for v in column.tolist()]
+
+
+class PandasTableModel(QAbstractTableModel):
+    """Read-only model of a DataFrame. With ``lazy=True`` rows are fetched in chunks as the view scrolls."""
+
+    CHUNK = 200
+
+    def __init__(self, df: pd.DataFrame | None = None, *, lazy: bool = False, headers: dict[str, str] | None = None,
+                 parent=None) -> None:
+        super().__init__(parent)
+        self._df = pd.DataFrame()
+        self._lazy = lazy
+        self._loaded = 0
+        self._headers = dict(headers or {})
+        self._keys: dict[int, list] = {}
+        self._tooltips: list[str] | None = None
+        if df is not None:
+            self.set_frame(df)
+
+    # ---- data ----------------------------------------------------------------------------------------------
+    def set_frame(self, df: pd.DataFrame | None, tooltips: list[str] | None = None) -> None:
+        self.beginResetModel()
+        self._df = (df if df is not None else pd.DataFrame()).reset_index(drop=True)
+        self._loaded = min(len(self._df), self.CHUNK) if self._lazy else len(self._df)
+        self._keys = {}
+        self._tooltips = tooltips
+        self.endResetModel()
+
+    def frame(self) -> pd.DataFrame:
+        return self._df
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt signature
+        return 0 if parent.isValid() else self._loaded
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else self._df.shape[1]
+
+    def canFetchMore(self, parent: QModelIndex) -> bool:
+        return not parent.isValid() and self._loaded < len(self._df)
+
+    def fetchMore(self, parent: QModelIndex) -> None:
+        if parent.isValid():
+            return
+        extra = min(self.CHUNK, len(self._df) - self._loaded)
+        if extra <= 0:
+            return
+        self.beginInsertRows(QModelIndex(), self._loaded, self._loaded + extra - 1)
+        self._loaded += extra
+        self.endInsertRows()
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return format_value(self._df.iat[r, c])
+        if role == SORT_ROLE:
+            keys = self._keys.get(c)
+            if keys is None:
+                keys = self._keys[c] = _sort_keys(self._df.iloc[:, c])
+            return keys[r]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if self._tooltips is not None:
+                return self._tooltips[r]
+            value = self._df.iat[r, c]
+            return None if value is None else str(value)
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            value = self._df.iat[r, c]
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        if orientation == Qt.Orientation.Horizontal:
+            if section < self._df.shape[1]:
+                name = str(self._df.columns[section])
+                return self._headers.get(name, name)
+            return None
+        return str(section + 1)
+
+
+class DataFrameView(QWidget):
+    """A sortable table with a filter box (QSortFilterProxyModel over :class:`PandasTableModel`)."""
+
+    def __init__(self, parent=None, *, filterable: bool = True, lazy: bool = False, placeholder: str = "",
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(parent)
+        self.model = PandasTableModel(lazy=lazy, headers=headers, parent=self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.proxy.setFilterKeyColumn(-1)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.view = QTableView(self)
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(not lazy)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setAlternatingRowColors(True)
+        self.view.setWordWrap(False)
+        self.view.verticalHeader().setDefaultSectionSize(22)
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        self.view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.filter = QLineEdit(self)
+        self.filter.setPlaceholderText("Filter rows (any column)…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.count_label = QLabel(self)
+        self.count_label.setStyleSheet("color: palette(mid);")
+        top = QHBoxLayout()
+        top.addWidget(self.filter, 1)
+        top.addWidget(self.count_label)
+        self._filterable = filterable
+        if filterable:
+            layout.addLayout(top)
+        else:
+            self.filter.hide()
+            self.count_label.hide()
+        self.placeholder = QLabel(placeholder, self)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setStyleSheet("color: palette(mid); padding: 12px;")
+        layout.addWidget(self.placeholder, 1)
+        layout.addWidget(self.view, 1)
+        self.proxy.rowsInserted.connect(self._update_count)
+        self.proxy.rowsRemoved.connect(self._update_count)
+        self.proxy.modelReset.connect(self._update_count)
+        self.proxy.layoutChanged.connect(self._update_count)
+        self.set_frame(None)
+
+    def set_frame(self, df: pd.DataFrame | None, tooltips: list[str] | None = None) -> None:
+        self.model.set_frame(df, tooltips)
+        empty = df is None or df.empty
+        show_placeholder = empty and bool(self.placeholder.text())
+        self.placeholder.setVisible(show_placeholder)
+        self.view.setVisible(not show_placeholder)
+        if self._filterable:
+            self.filter.setVisible(not show_placeholder)
+            self.count_label.setVisible(not show_placeholder)
+        if not empty:
+            self.view.resizeColumnsToContents()
+            header = self.view.horizontalHeader()
+            for i in range(self.model.columnCount()):
+                header.resizeSection(i, min(max(header.sectionSize(i), 60), 320))
+        self._update_count()
+
+    def frame(self) -> pd.DataFrame:
+        return self.model.frame()
+
+    def row_count(self) -> int:
+        return self.proxy.rowCount()
+
+    def _update_count(self, *args) -> None:
+        total = len(self.model.frame())
+        shown = self.proxy.rowCount()
+        if self.filter.text():
+            self.count_label.setText(f"{shown} of {total} rows")
+        else:
+            self.count_label.setText(f"{total} rows")
+
+
+class CheckList(QListWidget):
+    """A list of checkable strings. ``checked()`` gives the checked ones, in list order."""
+
+    changed = Signal()
+
+    def __init__(self, parent=None, *, max_visible_rows: int | None = None) -> None:
+        super().__init__(parent)
+        self.itemChanged.connect(lambda *_: self.changed.emit())
+        self.setUniformItemSizes(True)
+        if max_visible_rows:
+            self.setMaximumHeight(max_visible_rows * 20 + 8)
+
+    def set_items(self, items, checked=()) -> None:
+        checked = set(map(str, checked))
+        self.blockSignals(True)
+        self.clear()
+        for name in items:
+            item = QListWidgetItem(str(name), self)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if str(name) in checked else Qt.CheckState.Unchecked)
+        self.blockSignals(False)
+        self.changed.emit()
+
+    def items(self) -> list[str]:
+        return [self.item(i).text() for i in range(self.count())]
+
+    def checked(self) -> list[str]:
+        return [self.item(i).text() for i in range(self.count())
+                if self.item(i).checkState() == Qt.CheckState.Checked]
+
+    def set_checked(self, names, exclusive: bool = True) -> None:
+        names = set(map(str, names))
+        self.blockSignals(True)
+        for i in range(self.count()):
+            item = self.item(i)
+            if item.text() in names:
+                item.setCheckState(Qt.CheckState.Checked)
+            elif exclusive:
+                item.setCheckState(Qt.CheckState.Unchecked)
+        self.blockSignals(False)
+        self.changed.emit()

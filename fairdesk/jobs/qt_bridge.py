@@ -1,0 +1,191 @@
+"""Qt adapter of the job engine: one worker ``QThread`` running queued :class:`~fairdesk.jobs.engine.Job` s.
+
+The only Qt import under ``fairdesk/jobs``. The pattern follows superqt's thread workers and Orange's
+``concurrent`` helpers: the work is a plain function ``fn(progress, cancel)`` that knows nothing about Qt; the
+worker thread calls it and reports back through *queued* signals, so slots always run in the GUI thread.
+
+* One worker thread runs the jobs one at a time, in the order they were submitted (so there is one GPU slot).
+* ``progress(job_id, fraction, message)`` is throttled to at most :attr:`JobRunner.MAX_RATE` signals a second
+  per runner (the last value is not lost: ``finished`` carries the job with its final state and message).
+* ``cancel(job_id)`` sets the job's cancel token (a running job stops at its next checkpoint; a pending job is
+  marked cancelled at once); ``cancel_all()`` does it for every job; ``shutdown(timeout_ms)`` cancels everything
+  and waits for the worker (called from ``MainWindow.closeEvent`` and from test teardown).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal
+
+from fairdesk.jobs.engine import Job, JobState
+
+log = logging.getLogger(__name__)
+
+# Runners that could not be stopped within their timeout are kept alive here, so that Python never destroys a
+# QThread that is still running (which would abort the process).
+_ZOMBIES: list["JobRunner"] = []
+
+
+class _WorkerThread(QThread):
+    """Pops jobs from the runner's queue and runs them; emits the runner's signals from this thread."""
+
+    def __init__(self, runner: "JobRunner") -> None:
+        super().__init__()
+        self._runner = runner
+        self.setObjectName("fairdesk-job-worker")
+
+    def run(self) -> None:  # noqa: D401 - Qt override
+        runner = self._runner
+        while True:
+            job = runner._next_job()
+            if job is None:
+                return
+            runner._run_one(job)
+
+
+class JobRunner(QObject):
+    """Runs :class:`Job` s one after another in a single worker thread; talks back through queued signals."""
+
+    #: (job id, fraction in [0, 1], message) — throttled
+    progress = Signal(int, float, str)
+    #: the Job, state RUNNING
+    started = Signal(object)
+    #: the Job, state DONE / FAILED / CANCELLED (``job.error`` says why, ``job.details`` holds a traceback)
+    finished = Signal(object)
+
+    MAX_RATE = 20.0  # progress signals per second, at most
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._lock = threading.Condition()
+        self._queue: collections.deque[Job] = collections.deque()
+        self._jobs: dict[int, Job] = {}
+        self._current: Job | None = None
+        self._closing = False
+        self._last_emit = 0.0
+        self._min_interval = 1.0 / self.MAX_RATE
+        self._thread = _WorkerThread(self)
+        self._thread.start()
+
+    # ---- public API (GUI thread) ---------------------------------------------------------------------------
+    def submit(self, job_or_name: Job | str, fn: Callable[..., Any] | None = None) -> Job:
+        """Queue a job (or ``submit(name, fn)``); returns the Job, whose ``id`` the signals carry."""
+        job = job_or_name if isinstance(job_or_name, Job) else Job(str(job_or_name), fn)
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("The job runner has been shut down.")
+            self._jobs[job.id] = job
+            self._queue.append(job)
+            self._lock.notify_all()
+        return job
+
+    def job(self, job_id: int) -> Job | None:
+        return self._jobs.get(job_id)
+
+    def jobs(self) -> list[Job]:
+        return list(self._jobs.values())
+
+    @property
+    def current(self) -> Job | None:
+        return self._current
+
+    @property
+    def idle(self) -> bool:
+        with self._lock:
+            return self._current is None and not self._queue
+
+    def pending(self) -> list[Job]:
+        with self._lock:
+            return list(self._queue)
+
+    def cancel(self, job_id: int) -> bool:
+        """Ask a job to stop. A pending job is cancelled at once; a running one at its next checkpoint."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.state.finished:
+                return False
+            job.cancel()
+            dequeued = job in self._queue
+            if dequeued:
+                self._queue.remove(job)
+                job.state, job.error = JobState.CANCELLED, "Cancelled before it started; earlier results are kept."
+        if dequeued:
+            self.finished.emit(job)
+        return True
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            ids = [j.id for j in self._queue] + ([self._current.id] if self._current is not None else [])
+        for job_id in ids:
+            self.cancel(job_id)
+
+    def wait_idle(self, timeout_ms: int = 30000) -> bool:
+        """Block until no job is pending or running (tests; never from a slot that the jobs wait for)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._lock:
+            while self._current is not None or self._queue:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 0.05))
+        return True
+
+    def shutdown(self, timeout_ms: int = 10000) -> bool:
+        """Cancel every job, stop the worker and wait for it. Returns False if it did not stop in time."""
+        with self._lock:
+            already = self._closing
+            self._closing = True
+        if not already:
+            self.cancel_all()
+            with self._lock:
+                self._lock.notify_all()
+        if not self._thread.isRunning():
+            return True
+        stopped = bool(self._thread.wait(int(timeout_ms)))
+        if not stopped:
+            log.warning("a job did not stop within %d ms of being cancelled", timeout_ms)
+            if self not in _ZOMBIES:
+                _ZOMBIES.append(self)
+        return stopped
+
+    @property
+    def running(self) -> bool:
+        return self._thread.isRunning()
+
+    # ---- worker thread -------------------------------------------------------------------------------------
+    def _next_job(self) -> Job | None:
+        with self._lock:
+            while not self._queue and not self._closing:
+                self._lock.wait(0.5)
+            if self._closing and not self._queue:
+                return None
+            job = self._queue.popleft()
+            self._current = job
+            return job
+
+    def _run_one(self, job: Job) -> None:
+        self._last_emit = 0.0
+        job.state = JobState.RUNNING
+        self.started.emit(job)
+        t0 = time.monotonic()
+        log.info("job %d '%s' started", job.id, job.name)
+        try:
+            job.run(self._on_progress)
+        finally:
+            with self._lock:
+                self._current = None
+                self._lock.notify_all()
+        log.info("job %d '%s' %s in %.1f s%s", job.id, job.name, job.state.value, time.monotonic() - t0,
+                 f": {job.error}" if job.error else "")
+        self.finished.emit(job)
+
+    def _on_progress(self, job: Job) -> None:
+        now = time.monotonic()
+        if now - self._last_emit >= self._min_interval:
+            self._last_emit = now
+            self.progress.emit(job.id, float(job.fraction), str(job.message))
