@@ -1,0 +1,100 @@
+"""Dataset tab: open a file (as a job), preview, roles, validation messages, add to the project."""
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+
+from fairdesk.core.project import Project
+
+
+def test_load_preview_roles_and_add(window, project_path, predictions_csv, run_and_wait):
+    window.open_project(project_path, create=True)
+    tab = window.dataset_tab
+    job = run_and_wait(window, lambda: tab.load_file(predictions_csv))
+    assert job.state.value == "done"
+    # preview: lazy model over the table, first chunk of rows shown
+    model = tab.preview.model
+    assert model.columnCount() == 9
+    assert 0 < model.rowCount() <= len(tab.df)
+    assert model.headerData(0, Qt.Orientation.Horizontal) == "sample_id"
+    assert model.data(model.index(0, 4)) not in ("", None)
+    # guessed roles
+    assert tab.label_combo.currentData() == "label"
+    assert tab.score_combo.currentData() == "score"
+    assert tab.task_combo.currentData() == "task"
+    assert tab.role_combos["patient_id"].currentData() == "patient_id"
+    assert tab.role_combos["split"].currentData() == "split"
+    assert set(tab.attributes_list.checked()) == {"sex", "ethnicity"}
+    assert tab.continuous_list.checked() == ["age"]
+    assert "Ready" in tab.validation_text()
+    assert tab.add_button.isEnabled()
+    # the user unticks ethnicity, then adds the dataset
+    tab.attributes_list.set_checked(["sex"])
+    tab.validate_now()
+    job = run_and_wait(window, lambda: tab.add_to_project())
+    assert job.state.value == "done", job.error
+    infos = Project(project_path).datasets()
+    assert [d.name for d in infos] == ["predictions.csv"]
+    assert infos[0].roles["attributes"] == ["sex"] and infos[0].kind == "predictions"
+    assert tab.datasets_view.row_count() == 1
+    # the Audit tab offers it at once
+    assert window.audit_tab.dataset_combo.count() == 1
+
+
+def test_bad_scores_are_named_and_project_untouched(window, project_path, tmp_path, predictions_frame,
+                                                    run_and_wait):
+    window.open_project(project_path, create=True)
+    df = predictions_frame()
+    df.loc[[3, 7], "score"] = [1.7, -0.2]
+    df.loc[5, "label"] = 2
+    bad = tmp_path / "bad.csv"
+    df.to_csv(bad, index=False)
+    tab = window.dataset_tab
+    run_and_wait(window, lambda: tab.load_file(bad))
+    text = tab.validation_text()
+    assert "must be a probability in [0, 1]" in text and "2 rows lie outside" in text
+    assert "must hold 0/1" in text
+    assert "Problem" in text
+    assert not tab.add_button.isEnabled()
+    assert tab.add_to_project() is None
+    assert Project(project_path).datasets() == []
+    # choosing a wrong column is explained too
+    tab.score_combo.setCurrentIndex(tab.score_combo.findData("sex"))
+    tab.validate_now()
+    assert "text that is not a number" in tab.validation_text()
+
+
+def test_unreadable_file_shows_the_data_error(window, project_path, tmp_path, run_and_wait):
+    window.open_project(project_path, create=True)
+    sheet = tmp_path / "results.xlsx"
+    sheet.write_bytes(b"PK\x03\x04 not really a spreadsheet")
+    tab = window.dataset_tab
+    job = run_and_wait(window, lambda: tab.load_file(sheet))
+    assert job.state.value == "failed"
+    assert "Export the table as CSV or Parquet" in tab.validation_text()
+    assert "Export the table as CSV or Parquet" in window.jobs_panel.message_text(job.id)
+    assert "Failed" in window.statusBar().currentMessage()
+    assert window.jobs_panel.state_text(job.id) == "failed"
+    assert Project(project_path).datasets() == []
+
+
+def test_features_table_is_recognised(window, project_path, tmp_path, run_and_wait):
+    import pandas as pd
+
+    window.open_project(project_path, create=True)
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"patient_id": np.arange(60), "sex": rng.choice(["F", "M"], 60),
+                       "f_hr": rng.normal(size=60), "f_lactate": rng.normal(size=60),
+                       "y_mortality": rng.integers(0, 2, 60)})
+    path = tmp_path / "features.parquet"
+    df.to_parquet(path)
+    tab = window.dataset_tab
+    run_and_wait(window, lambda: tab.load_file(path))
+    assert tab.kind == "features"
+    assert "2 feature columns" in tab.validation_text()
+    job = run_and_wait(window, lambda: tab.add_to_project())
+    assert job.state.value == "done"
+    assert [d.kind for d in Project(project_path).datasets()] == ["features"]
+    assert window.model_tab.dataset_combo.count() == 1
+    assert window.model_tab.features_list.checked() == ["f_hr", "f_lactate"]
+    assert window.model_tab.labels_list.checked() == ["y_mortality"]
