@@ -11,18 +11,18 @@ HEAVY = ("torch", "sklearn", "scipy", "matplotlib", "reportlab")
 
 SCRIPT = textwrap.dedent("""
     import json, sys, time
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     from PySide6.QtWidgets import QApplication
     app = QApplication([])
     import fairdesk.gui.main_window as mw
     window = mw.MainWindow()
     window.show()
     app.processEvents()
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     heavy = [m for m in %r if m in sys.modules]
     tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
     window.close()
-    print(json.dumps({"seconds": elapsed, "heavy": heavy, "tabs": tabs, "visible_ok": True}))
+    print(json.dumps({"seconds": elapsed, "cpu_seconds": cpu, "heavy": heavy, "tabs": tabs, "visible_ok": True}))
 """ % (HEAVY,))
 
 
@@ -36,7 +36,9 @@ def test_window_starts_without_heavy_imports(tmp_path):
     assert info["tabs"] == ["Dataset", "Model", "Audit"]
     # ~1.5 s on an idle machine (Qt + pandas dominate); generous here because CI machines are shared
     assert info["seconds"] < 15, info
-    print(f"window shown in {info['seconds']:.2f} s")
+    # CPU time is what an idle machine's wall time would be (~1.5 s); wall time varies with the machine's load
+    assert info["cpu_seconds"] < 5, info
+    print(f"window shown in {info['seconds']:.2f} s ({info['cpu_seconds']:.2f} s of CPU)")
 
 
 def test_app_main_parses_arguments():

@@ -46,3 +46,21 @@ def test_demo_project_is_built_then_opened(window, run_and_wait, tmp_path):
     # a second time it just opens
     assert window.open_demo(out) is None
     assert not list(tmp_path.glob("demo.building-*"))
+
+
+def test_unexpected_error_shows_message_and_traceback_on_demand(window, run_and_wait, qtbot):
+    from PySide6.QtWidgets import QMessageBox
+
+    def buggy(progress, cancel):
+        return {}["no such key"]
+
+    job = run_and_wait(window, lambda: window.run_job("Buggy step", buggy))
+    assert job.state == JobState.FAILED
+    panel = window.jobs_panel
+    assert "Unexpected error" in panel.message_text(job.id) and "KeyError" in panel.message_text(job.id)
+    assert "Failed: Buggy step" in window.statusBar().currentMessage()
+    assert not panel.details_buttons[job.id].isHidden()
+    panel.details_buttons[job.id].click()
+    boxes = [w for w in window.findChildren(QMessageBox) if w.isVisible()]
+    assert boxes and "Traceback" in boxes[-1].detailedText()
+    boxes[-1].close()

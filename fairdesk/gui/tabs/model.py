@@ -101,16 +101,19 @@ class ModelTab(QWidget):
         left_inner = QWidget(self)
         ll = QVBoxLayout(left_inner)
         ll.addWidget(form_box)
-        ll.addLayout(run_row)
-        ll.addWidget(self.status)
-        ll.addSpacing(12)
-        ll.addWidget(self.import_button)
         ll.addStretch(1)
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setWidget(left_inner)
-        scroll.setMinimumWidth(420)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        left = QWidget(self)
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(scroll, 1)
+        lv.addLayout(run_row)
+        lv.addWidget(self.status)
+        lv.addWidget(self.import_button)
+        left.setMinimumWidth(440)
 
         self.models_view = DataFrameView(self, placeholder="Trained models appear here, with validation and test "
                                                             "AUROC per task.")
@@ -118,7 +121,7 @@ class ModelTab(QWidget):
         ml = QVBoxLayout(models_box)
         ml.addWidget(self.models_view)
         split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(scroll)
+        split.addWidget(left)
         split.addWidget(models_box)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
@@ -155,12 +158,12 @@ class ModelTab(QWidget):
             names = {d.id: d.name for d in project.datasets()}
             for m in project.models():
                 for r in m.info.get("metrics", []):
-                    rows.append({"model": m.id, "kind": m.kind, "device": m.info.get("device"),
-                                 "trained on": names.get(m.dataset_id, m.dataset_id),
-                                 "predictions": f"#{m.predictions_id}", "task": r.get("task"),
+                    rows.append({"model": m.id, "task": r.get("task"),
                                  "val AUROC": r.get("val_auroc"), "test AUROC": r.get("test_auroc"),
                                  "val AUPRC": r.get("val_auprc"), "test AUPRC": r.get("test_auprc"),
-                                 "prevalence": r.get("prevalence"), "seed": m.info.get("seed")})
+                                 "prevalence": r.get("prevalence"), "kind": m.kind, "device": m.info.get("device"),
+                                 "seed": m.info.get("seed"), "predictions": f"dataset #{m.predictions_id}",
+                                 "trained on": names.get(m.dataset_id, m.dataset_id)})
         self.models_view.set_frame(pd.DataFrame(rows) if rows else None)
 
     def _dataset_changed(self, *args) -> None:
@@ -173,7 +176,7 @@ class ModelTab(QWidget):
         others = [c for c in cols if c not in feats and c not in labels and c != patient]
         attrs = [c for c in others if _norm(c) in _ATTRIBUTE_WORDS or _norm(c) == "age"
                  or set(_norm(c).split("_")) & set(_ATTRIBUTE_WORDS)]
-        self.features_list.set_items([c for c in cols if c not in labels], feats)
+        self.features_list.set_items(feats + [c for c in cols if c not in labels and c not in feats], feats)
         self.labels_list.set_items(cols if not labels else labels + [c for c in cols if c not in labels
                                                                      and c not in feats], labels)
         self.carry_list.set_items(others, attrs)

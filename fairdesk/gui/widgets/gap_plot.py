@@ -76,7 +76,11 @@ class GapPlot(QWidget):
         self._font = font
         self.plot_widget = None
         self.plot = None
-        self.legend = None
+        # the legend sits below the plot (inside it, it would hide points)
+        self.legend = QLabel(self)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.legend.setVisible(False)
         self.zero_line = None
         self.scatters: dict = {}
         self.error_bars: dict = {}
@@ -94,7 +98,7 @@ class GapPlot(QWidget):
             return
         pg = _pg()
         self.plot_widget = pg.PlotWidget(self)
-        self.plot_widget.setMinimumHeight(220)
+        self.plot_widget.setMinimumHeight(200)
         self.plot = self.plot_widget.getPlotItem()
         self.plot.showGrid(x=True, y=False, alpha=0.25)
         self.plot.invertY(True)
@@ -109,15 +113,22 @@ class GapPlot(QWidget):
         self.zero_line = pg.InfiniteLine(pos=0.0, angle=90, movable=False,
                                          pen=pg.mkPen("#444444", width=1, style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.zero_line)
-        self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(255, 255, 255, 220),
-                                          pen=pg.mkPen("#cccccc"))
-        self._layout.addWidget(self.plot_widget, 1)
+        from PySide6.QtWidgets import QScrollArea
+
+        # many rows scroll (each keeps a readable height); the legend stays below, outside the scrolling part
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll.setWidget(self.plot_widget)
+        self._layout.addWidget(self.scroll, 1)
+        self._layout.addWidget(self.legend)
 
     # ---- API -----------------------------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
         self.data = pd.DataFrame()
         self.empty_label.setText(message)
         self.empty_label.setVisible(bool(message))
+        self.legend.setVisible(False)
         if self.plot_widget is None:
             return
         for item in [*self.scatters.values(), *self.error_bars.values(), *self.bands]:
@@ -125,9 +136,9 @@ class GapPlot(QWidget):
         self.scatters.clear()
         self.error_bars.clear()
         self.bands.clear()
-        self.legend.clear()
+        self.legend.setText("")
         self.plot.getAxis("left").setTicks([[]])
-        self.plot_widget.setVisible(not message)
+        self.scroll.setVisible(not message)
 
     def set_data(self, df: pd.DataFrame, *, value_col: str = "gap", title: str = "", xlabel: str = "",
                  empty_message: str = "Nothing to plot for this choice.") -> None:
@@ -185,6 +196,17 @@ class GapPlot(QWidget):
             self.plot.addItem(scatter)
             self.scatters[status] = scatter
 
+        glyphs = {"o": "\u25CF", "d": "\u25C6", "x": "\u2715"}
+        parts = []
+        for status in STATUS_ORDER:
+            n = int((df["_status"] == status).sum())
+            if n:
+                st = STATUS_STYLE[status]
+                glyph = glyphs[st["symbol"]] if st["filled"] or st["symbol"] == "x" else "\u25CB"
+                parts.append(f"<span style='color:{st['color']}; font-size:13pt'>{glyph}</span>&nbsp;"
+                             f"{st['label']} ({n})")
+        self.legend.setText("&nbsp;&nbsp;&nbsp;&nbsp;".join(parts))
+        self.legend.setVisible(True)
         axis = self.plot.getAxis("left")
         labels = [str(s) for s in df["label"]]
         axis.setTicks([[(float(y), lab) for y, lab in zip(ys, labels)], []])
@@ -199,7 +221,7 @@ class GapPlot(QWidget):
         self.plot.setYRange(-0.7, len(df) - 0.3, padding=0)
         self.plot.getViewBox().setLimits(yMin=-2, yMax=len(df) + 1)
         # the plot needs room for its rows: let a surrounding scroll area scroll instead of squeezing them
-        self.plot_widget.setMinimumHeight(int(min(max(120 + 22 * len(df), 220), 4000)))
+        self.plot_widget.setMinimumHeight(int(min(max(90 + 19 * len(df), 200), 4000)))
 
     def tooltips(self) -> list[str]:
         """Every spot's hover text (for tests and accessibility)."""
