@@ -34,6 +34,23 @@ def _has_display() -> bool:
     return True
 
 
+def _route_qt_messages() -> None:
+    """Send Qt's own warnings to logging (and so to the Log dock) instead of stderr."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    qt_log = logging.getLogger("fairdesk.qt")
+    levels = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
+              QtMsgType.QtWarningMsg: logging.WARNING, QtMsgType.QtCriticalMsg: logging.ERROR,
+              QtMsgType.QtFatalMsg: logging.CRITICAL}
+
+    def handler(mode, context, message) -> None:
+        if "propagateSizeHints" in message:  # harmless noise of some platform plugins
+            return
+        qt_log.log(levels.get(mode, logging.WARNING), "%s", message)
+
+    qInstallMessageHandler(handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.headless or not _has_display():
@@ -48,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from PySide6.QtWidgets import QApplication
 
+    _route_qt_messages()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("FairDesk")
     app.setOrganizationName("FairDesk")

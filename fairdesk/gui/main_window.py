@@ -443,6 +443,7 @@ class MainWindow(QMainWindow):
         self.settings.add_recent_project(project.path)
         self.settings.set_last_dir(project.path)
         log.info("opened project %s", project.path)
+        self.statusBar().showMessage(f"Opened project {project.path}", 6000)
         self._update_project_state()
         self.project_changed.emit()
         return project

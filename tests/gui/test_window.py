@@ -59,6 +59,7 @@ def test_unexpected_error_shows_message_and_traceback_on_demand(window, run_and_
     panel = window.jobs_panel
     assert "Unexpected error" in panel.message_text(job.id) and "KeyError" in panel.message_text(job.id)
     assert "Failed: Buggy step" in window.statusBar().currentMessage()
+    qtbot.waitUntil(lambda: "Buggy step" in window.log_view.toPlainText(), timeout=3000)  # the Log dock
     assert not panel.details_buttons[job.id].isHidden()
     panel.details_buttons[job.id].click()
     boxes = [w for w in window.findChildren(QMessageBox) if w.isVisible()]

@@ -139,9 +139,9 @@ class DatasetTab(QWidget):
         self.label_combo = self.role_combos["label"]
         self.score_combo = self.role_combos["score"]
         self.task_combo = self.role_combos["task"]
-        self.attributes_list = CheckList(self.roles_box, max_visible_rows=6)
+        self.attributes_list = CheckList(self.roles_box, max_visible_rows=4)
         self.attributes_list.changed.connect(self._roles_changed)
-        self.continuous_list = CheckList(self.roles_box, max_visible_rows=4)
+        self.continuous_list = CheckList(self.roles_box, max_visible_rows=3)
         self.continuous_list.changed.connect(self._roles_changed)
         form.addRow("Protected attributes\n(categorical)", self.attributes_list)
         form.addRow("Protected attributes\n(continuous, e.g. age)", self.continuous_list)
