@@ -137,7 +137,7 @@ def test_cancel_keeps_earlier_audit(window, stored_predictions, run_and_wait, qt
     tab.n_boot_spin.setValue(5000)
     with qtbot.waitSignal(window.runner.finished, timeout=60000):
         audit = tab.run_audit()
-        qtbot.waitUntil(lambda: audit.state == JobState.RUNNING, timeout=10000)
+        qtbot.waitUntil(lambda: audit.state != JobState.PENDING, timeout=10000)
         tab.cancel_button.click()
     assert audit.state in (JobState.CANCELLED, JobState.DONE)
     assert first.result in [a.id for a in Project(window.project.path).audits()]
