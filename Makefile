@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/fairdesk-cli demo --out fairdesk-demo $(if $(DISPLAY),--gui,)
+	$(BIN)/fairdesk --demo --out fairdesk-demo
 
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q

@@ -48,8 +48,11 @@ def train(project_path: str | Path, dataset_id: int, spec, *, progress: Progress
     rep(0.97, "Saving predictions")
     preds = result.predictions
     source = project.dataset(dataset_id)
-    roles = ColumnRoles(label="label", score="score", task="task", attributes=tuple(spec.passthrough or ()),
-                        patient_id=spec.patient_id, split="split")
+    carried = list(spec.passthrough or ())
+    continuous = [c for c in carried if _is_continuous(preds[c])]
+    roles = ColumnRoles(label="label", score="score", task="task",
+                        attributes=tuple(c for c in carried if c not in continuous),
+                        continuous_attributes=tuple(continuous), patient_id=spec.patient_id, split="split")
     name = f"{result.kind} predictions on {source.name}"
     pred_id = project.add_dataset(name, preds, table_sha256(preds), kind="predictions", roles=roles.to_dict(),
                                   origin={"dataset_id": dataset_id, "model_kind": result.kind})
@@ -58,6 +61,13 @@ def train(project_path: str | Path, dataset_id: int, spec, *, progress: Progress
             "features": list(spec.features)}
     model_id = project.add_model(result.kind, result.kind, info, dataset_id=dataset_id, predictions_id=pred_id)
     return model_id, pred_id
+
+
+def _is_continuous(values) -> bool:
+    """Numeric with many distinct values (age, a score): audited by error spread, not as groups."""
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(values) and values.nunique() > 12
 
 
 def model_hashes_for(project: Project, dataset_id: int) -> dict[str, str]:

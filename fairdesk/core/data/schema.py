@@ -118,7 +118,7 @@ def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> 
                 "Fill in the true outcome or remove those rows.", roles.label)
     bad = ~label.isna() & ~label.isin([0, 1])
     if bad.any():
-        values = ", ".join(map(repr, pd.unique(df.loc[bad, roles.label])[:5]))
+        values = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in pd.unique(df.loc[bad, roles.label])[:5])
         rep.add("error", f"Label column '{roles.label}' must hold 0/1 (or true/false); found {values} in "
                 f"{_rows(int(bad.sum()))}. Recode the outcome as 1 = condition present, 0 = absent.", roles.label)
 
