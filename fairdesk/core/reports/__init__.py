@@ -1,0 +1,27 @@
+"""Reports: a report model built from audit results, its PDF renderer, and figure data shared with the GUI.
+
+* :mod:`fairdesk.core.reports.figures` — ``forest_data``, ``delta_eo_data``, ``delta_bins_data`` (the plotted
+  rows with hover text) and ``render_*_png`` (matplotlib, Agg). Cheap to import: the GUI loads it at start-up.
+* :mod:`fairdesk.core.reports.model` — ``build_report(result, ...) -> Report``.
+* :mod:`fairdesk.core.reports.pdf` — ``write_pdf(report, path)``, ``report_to_pdf(result, path, **kwargs)``.
+
+Names are loaded lazily so that importing this package (or ``figures``) pulls in neither reportlab nor matplotlib.
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "build_report": "model", "Report": "model", "Section": "model", "Paragraph": "model", "Table": "model",
+    "FigureSpec": "model", "write_pdf": "pdf", "report_to_pdf": "pdf", "render_bytes": "pdf",
+    "forest_data": "figures", "delta_eo_data": "figures", "delta_bins_data": "figures",
+    "render_forest_png": "figures", "render_delta_png": "figures", "render_bins_png": "figures",
+    "STATUS_STYLE": "figures",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

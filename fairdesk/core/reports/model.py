@@ -1,0 +1,823 @@
+"""The report model: what a FairDesk group-audit report says, built from a result (never from widgets).
+
+:func:`build_report` turns a :class:`~fairdesk.core.audits.groups.GroupAuditResult` into a :class:`Report` — a plain
+tree of sections holding paragraphs, tables (header + rows of strings) and figure specs (figure data from
+:mod:`fairdesk.core.reports.figures`). Renderers (:mod:`fairdesk.core.reports.pdf`) only lay it out, so everything
+the report claims is decided, worded and small-cell-suppressed here, where tests can read it.
+
+Small-cell suppression: every count (group sizes, numerators, denominators, positives, confusion counts, sizes of
+dropped groups, counts inside warnings) below ``suppress_k`` is shown as ``"<k"``. Rates are still shown.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
+
+import pandas as pd
+
+from fairdesk.core.audits.groups import METRIC_TEXT, RULE_TEXT
+from fairdesk.core.reports import figures as F
+from fairdesk.core.reports.figures import fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairdesk.core.audits.groups import GroupAuditResult
+
+MAX_FINDINGS_ON_SUMMARY = 8
+MAX_FOREST_ROWS = 36  # rows per forest figure; more tasks are split over several figures
+MAX_BIN_TASKS = 12  # small multiples per bins figure
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The model
+
+@dataclass
+class Paragraph:
+    """Plain text (no markup). ``style``: body | lead | bullet | note | subheading | finding."""
+
+    text: str
+    style: str = "body"
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    title: str = ""
+    widths: list[float] | None = None  # relative column widths
+    align: list[str] | None = None  # "L" or "R" per column
+    small: bool = False  # long tables are set in a smaller font
+    note: str = ""
+
+
+@dataclass
+class FigureSpec:
+    kind: str  # "forest" | "delta" | "bins"
+    title: str
+    data: pd.DataFrame
+    caption: str = ""
+    xlabel: str = ""
+
+
+Block = Union[Paragraph, Table, FigureSpec]
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    new_page: bool = True
+    one_page: bool = False  # the renderer shrinks the section to fit one page (the governance summary)
+    landscape: bool = False  # wide tables: set on landscape pages
+
+
+@dataclass
+class Report:
+    title: str
+    subtitle: str
+    date: str  # the audit's date (from its provenance), never the time of rendering
+    suppress_k: int
+    sections: list[Section]
+    footer: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def section(self, key: str) -> Section:
+        for s in self.sections:
+            if s.key == key:
+                return s
+        raise KeyError(key)
+
+    def tables(self) -> list[Table]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, Table)]
+
+    def figures(self) -> list[FigureSpec]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, FigureSpec)]
+
+    def text(self, include_tooltips: bool = True) -> str:
+        """Every word of the report as plain text (for tests, search and a text export)."""
+        out = [self.title, self.subtitle, self.date]
+        for s in self.sections:
+            out.append(s.title)
+            for b in s.blocks:
+                if isinstance(b, Paragraph):
+                    out.append(b.text)
+                elif isinstance(b, Table):
+                    out += [b.title, " | ".join(b.header)] + [" | ".join(r) for r in b.rows] + [b.note]
+                else:
+                    out += [b.title, b.caption]
+                    if include_tooltips and "tooltip" in b.data:
+                        out += list(b.data["tooltip"])
+        return "\n".join(t for t in out if t)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Wording helpers
+
+METRIC_TITLE = {"parity": "Positive prediction rate", "recall": "Recall", "specificity": "Specificity",
+                "delta_eo": "Error spread Δ_eo"}
+METRIC_SHORT = {"parity": "PPR", "recall": "Recall", "specificity": "Specificity", "delta_eo": "Δ_eo"}
+METRIC_PLAIN = {
+    "parity": "positive prediction rate — the share of patients the model flags",
+    "recall": "recall — the share of patients who truly have the condition whom the model flags",
+    "specificity": "specificity — the share of patients without the condition whom the model correctly "
+                   "does not flag",
+}
+CONSEQUENCE = {  # what the difference means for the group named first
+    ("parity", "lower"): "this group is flagged less often",
+    ("parity", "higher"): "this group is flagged more often",
+    ("recall", "lower"): "the model misses more true cases in this group",
+    ("recall", "higher"): "the model finds more of the true cases in this group",
+    ("specificity", "lower"): "the model raises more false alarms in this group",
+    ("specificity", "higher"): "the model raises fewer false alarms in this group",
+}
+MAX_COMPARISONS_IN_FINDING = 3
+CASES = {"parity": "patients", "recall": "patients with the condition",
+         "specificity": "patients without the condition"}
+RULE_PLAIN = {
+    "max": "each group is compared with the group whose rate differs most from its own",
+    "one-vs-rest": "each group is compared with all other tested groups together",
+    "between": "the group with the highest rate is compared with the group with the lowest rate",
+    "to-overall": "each group is compared with all tested groups together",
+}
+_COUNT_IN_TEXT = re.compile(r"\b(\d[\d,]*)(\s+(?:rows?|patients?|cases?|samples?|stays?|people))\b")
+
+
+def suppress_text(text: str, k: int) -> str:
+    """Replace counts such as "7 rows" in free text by "<k rows" when below k."""
+    def repl(m: re.Match) -> str:
+        value = int(m.group(1).replace(",", ""))
+        return (f"<{k}" if value < k else m.group(1)) + m.group(2)
+
+    return _COUNT_IN_TEXT.sub(repl, text)
+
+
+def _s(value) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _join(items: list[str]) -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _date(prov: dict) -> str:
+    stamp = str(prov.get("created_utc") or "")
+    m = re.match(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})", stamp)
+    return f"{m.group(1)} {m.group(2)} UTC" if m else (stamp or "date not recorded")
+
+
+def _sig_text(row) -> str:
+    if num(row.gap) is None:
+        return "–"
+    if is_true(row.significant_bh):
+        return "yes (BH)"
+    if is_true(row.significant):
+        return "unadjusted only"
+    return "no"
+
+
+def _rate_cell(row, k: int) -> str:
+    rate = num(row.rate)
+    if rate is None:
+        reason = _s(row.reason) or "no cases in the denominator"
+        return f"not estimable ({reason})"
+    return f"{fmt_rate(rate)} ({F.fmt_fraction(row.numerator, row.denominator, k)})"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Findings
+
+@dataclass
+class Finding:
+    sentence: str
+    magnitude: float
+    order: tuple
+    few_cases: bool = False  # a rate behind it rests on fewer cases than the minimum group size
+    kind: int = 0  # 0 = gap, 1 = error spread (another scale)
+
+    def sort_key(self):
+        return (self.few_cases, self.kind, -round(self.magnitude, 6), self.order)
+
+
+def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "significant_bh",
+                  k: int | None = None) -> list[Finding]:
+    """Significant gaps as plain sentences, one per (task, attribute, measure, group named first).
+
+    A pair found from both sides (the max-gap rule reports A vs B and B vs A) is told once, from the side of the
+    group with the lower rate; several significant comparisons of the same group are told in one sentence.
+    """
+    rec = result.records
+    rule = result.plan.gap_rule
+    if rec.empty:
+        return []
+    gaps = rec[(rec["metric"] != "delta_eo") & rec[significant_col].map(is_true)]
+    chosen: dict[tuple, object] = {}
+    for row in gaps.itertuples(index=False):
+        gap = num(row.gap)
+        if gap is None:
+            continue
+        if rule in ("max", "between"):
+            key = (row.task, row.attribute, row.metric, frozenset({str(row.group), str(row.comparison)}))
+        else:
+            key = (row.task, row.attribute, row.metric, str(row.group))
+        if key not in chosen or (gap < 0 <= num(chosen[key].gap)):
+            chosen[key] = row
+    few = max(int(result.plan.min_group_size), int(k or 0))
+    cache: dict = {}
+    grouped: dict[tuple, list[tuple]] = {}
+    for row in chosen.values():
+        gap = float(row.gap)
+        lo, hi = num(row.ci_low), num(row.ci_high)
+        metric = str(row.metric)
+        own_den = num(row.denominator)
+        comp = _s(row.comparison) or None
+        other_den = F.comparison_counts(result, row.task, row.attribute, row.group, comp, metric, cache)[1]
+        if gap < 0 or rule in ("one-vs-rest", "to-overall"):
+            subject, other = str(row.group), _other_phrase(rule, row)
+            s_rate, o_rate = num(row.rate), num(row.comparison_rate)
+            s_den, o_den = own_den, other_den
+            direction = "lower" if gap < 0 else "higher"
+            ci = (-hi, -lo) if gap < 0 and lo is not None and hi is not None else (lo, hi)
+        else:  # the higher group's record of a pair: tell it from the lower group's side
+            subject, other = str(row.comparison), str(row.group)
+            s_rate, o_rate = num(row.comparison_rate), num(row.rate)
+            s_den, o_den = other_den, own_den
+            direction = "lower"
+            ci = (lo, hi)
+        thin = [(name, d) for name, d in ((subject, s_den), (other, o_den)) if d is not None and d < few]
+        key = (str(row.task), str(row.attribute), metric, subject, direction, bool(thin))
+        grouped.setdefault(key, []).append((abs(gap), other, s_rate, o_rate, ci, thin))
+    task_order = {t: i for i, t in enumerate(dict.fromkeys(rec["task"].astype(str)))}
+    out = []
+    for (task, attr, metric, subject, direction, fragile), comps in grouped.items():
+        comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
+        parts = []
+        for mag, other, s_rate, o_rate, ci, _ in comps[:MAX_COMPARISONS_IN_FINDING]:
+            detail = []
+            if s_rate is not None and o_rate is not None:
+                detail.append(f"{fmt_rate(s_rate, 2)} vs {fmt_rate(o_rate, 2)}")
+            if ci[0] is not None and ci[1] is not None:
+                detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
+            parts.append(f"{mag:.2f} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
+        more = len(comps) - MAX_COMPARISONS_IN_FINDING
+        if more > 0:
+            parts.append(f"also {direction} than for {_plural(more, 'other group')}")
+        sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {_join(parts)} in task {task}. "
+                    f"Meaning: {CONSEQUENCE[(metric, direction)]}.")
+        if fragile:
+            thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
+            names = _join([f"{name} ({fmt_count(d, k)} {CASES[metric]})" for name, d in thin.items()])
+            sentence += (f" Caution: few cases behind the rate{'s' if len(thin) > 1 else ''} of {names}, so "
+                         "this estimate is fragile.")
+        out.append(Finding(sentence, comps[0][0], (task_order.get(task, 0), attr, metric, subject), fragile))
+    out.sort(key=Finding.sort_key)
+    return out
+
+
+def _other_phrase(rule: str, row) -> str:
+    if rule == "one-vs-rest":
+        return "all other groups together"
+    if rule == "to-overall":
+        return "all tested groups together"
+    return str(row.comparison)
+
+
+def _delta_findings(result: "GroupAuditResult", significant_col: str = "significant_bh") -> list[Finding]:
+    """Significant error spreads, one sentence per (task, continuous attribute)."""
+    rec = result.records
+    if rec.empty:
+        return []
+    d = rec[(rec["metric"] == "delta_eo") & rec[significant_col].map(is_true)]
+    task_order = {t: i for i, t in enumerate(dict.fromkeys(rec["task"].astype(str)))}
+    grouped: dict[tuple, list] = {}
+    for row in d.itertuples(index=False):
+        grouped.setdefault((str(row.task), str(row.attribute)), []).append(row)
+    out = []
+    for (task, attr), rows in grouped.items():
+        parts = []
+        for row in rows:
+            bins = num(row.bins)
+            n_used = int(bins) if bins is not None else str(row.group).removeprefix("N=")
+            parts.append(f"Δ_eo = {fmt_rate(row.gap, 2)} over {n_used} {attr} bands "
+                         f"(95% CI {fmt_ci(row.ci_low, row.ci_high, 2, signed=False)})")
+        out.append(Finding(
+            f"The model's error rates (missed cases and false alarms) vary with {attr} more than chance would "
+            f"explain in task {task}: error spread {_join(parts)}, where 0 would mean equal error rates in every "
+            "band.", max(float(r.gap) for r in rows), (task_order.get(task, 0), attr, "delta_eo", ""),
+            kind=1))
+    return out
+
+
+def _summary_findings(findings: list[Finding], limit: int) -> list[Finding]:
+    """The findings shown on the summary page: gaps first, error spreads next, fragile ones last; at least one
+    error-spread finding is kept when there is any (its scale differs, so it never competes on size)."""
+    ordered = sorted(findings, key=Finding.sort_key)
+    shown = ordered[:limit]
+    spread = [f for f in ordered if f.kind == 1]
+    if spread and not any(f.kind == 1 for f in shown) and len(shown) == limit:
+        shown = shown[:-1] + [spread[0]]
+        shown.sort(key=Finding.sort_key)
+    return shown
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sections
+
+def build_report(result: "GroupAuditResult", *, title: str = "FairDesk fairness audit", dataset_name: str = "",
+                 model_description: str = "", suppress_k: int = 11) -> Report:
+    """The report model of a group audit. Pure: the same result and arguments give the same report."""
+    if int(suppress_k) < 1:
+        raise ValueError("suppress_k must be at least 1 (1 shows every count).")
+    k = int(suppress_k)
+    prov = result.provenance or {}
+    date = _date(prov)
+    sections = [
+        _summary_section(result, title, dataset_name, model_description, k, date),
+        _methods_section(result, k),
+        _figures_section(result, k),
+        _tables_section(result, k),
+        _dropped_section(result, k),
+        _provenance_section(result, k, dataset_name, model_description),
+    ]
+    sub = " · ".join(p for p in (dataset_name, f"audit of {date}") if p)
+    from fairdesk import __version__
+
+    data_hash = str(prov.get("data_sha256") or "")
+    footer = f"FairDesk {__version__} · data {data_hash[:12]}" if data_hash else f"FairDesk {__version__}"
+    meta = {"title": title, "subject": f"Group fairness audit · {sub}", "author": "FairDesk",
+            "creator": f"FairDesk {__version__}", "keywords": "fairness audit"}
+    return Report(title=title, subtitle=sub, date=date, suppress_k=k, sections=sections, footer=footer,
+                  metadata=meta)
+
+
+def _tasks(result) -> list[str]:
+    if not result.records.empty:
+        return [str(t) for t in dict.fromkeys(result.records["task"])]
+    return sorted(result.thresholds)
+
+
+def _categorical_attributes(result) -> list[str]:
+    """Categorical and intersectional attributes, in the result's order (they are the ones with group rows)."""
+    if not result.groups.empty:
+        return [str(a) for a in dict.fromkeys(result.groups["attribute"])]
+    return list(result.plan.roles.attributes) + [" × ".join(c) for c in result.plan.intersections]
+
+
+def _task_sizes(result) -> dict[str, int]:
+    g = result.groups
+    sizes: dict[str, int] = {}
+    if not g.empty:
+        first = g.groupby("task", sort=False)["attribute"].first()
+        for task, attr in first.items():
+            sizes[str(task)] = int(g[(g["task"] == task) & (g["attribute"] == attr)]["n"].sum())
+    rec = result.records
+    if not rec.empty:
+        for r in rec[rec["metric"] == "delta_eo"].itertuples(index=False):
+            sizes.setdefault(str(r.task), int(num(r.n) or 0))
+    return sizes
+
+
+def _threshold_text(result) -> str:
+    plan = result.plan
+    if plan.threshold == "best_f1":
+        per = ", ".join(f"{t} {tau:.3f}" for t, tau in result.thresholds.items())
+        return ("A prediction counts as positive (the patient is 'flagged') when the model's score reaches a "
+                f"threshold chosen for each task on validation data to maximise F1 ({per}).")
+    return (f"A prediction counts as positive (the patient is 'flagged') when the model's score is at least "
+            f"{float(plan.threshold):g}.")
+
+
+def _attribute_lines(result, k: int) -> list[str]:
+    g = result.groups
+    lines = []
+    for attr in _categorical_attributes(result):
+        sub = g[g["attribute"] == attr]
+        names = [str(x) for x in dict.fromkeys(sub["group"])]
+        untested = [str(x) for x in dict.fromkeys(sub[~sub["tested"].map(is_true)]["group"])]
+        kind = "combined groups" if " × " in attr else "groups"
+        listed = f" ({', '.join(names)})" if len(names) <= 6 else ""
+        line = f"{attr}: {_plural(len(names), kind[:-1], kind)}{listed}"
+        if untested:
+            shown = ", ".join(untested[:4]) + (f" and {len(untested) - 4} more" if len(untested) > 4 else "")
+            line += f"; not tested in some or all tasks (too small or missing): {shown}"
+        lines.append(line + ".")
+    bins = result.plan.bins
+    for attr in result.plan.roles.continuous_attributes:
+        lines.append(f"{attr} (continuous): how much the model's error rates vary across "
+                     f"{_join([str(b) for b in bins])} equal-sized {attr} bands.")
+    return lines
+
+
+def _summary_section(result, title, dataset_name, model_description, k, date) -> Section:
+    plan = result.plan
+    prov = result.provenance or {}
+    tasks = _tasks(result)
+    sizes = _task_sizes(result)
+    blocks: list[Block] = []
+    data_hash = str(prov.get("data_sha256") or "")
+    ds = dataset_name or "an unnamed dataset"
+    if data_hash:
+        ds += f" (data fingerprint {data_hash[:12]})"
+    model = model_description or "a model whose predictions were loaded into FairDesk"
+    blocks.append(Paragraph("What was audited", "subheading"))
+    n_eval = prov.get("n_eval_rows")
+    task_list = _join([f"{t} (n\u00a0=\u00a0{fmt_count(sizes.get(t), k)})" for t in tasks]) if len(tasks) <= 8 else \
+        f"{len(tasks)} tasks (listed in the tables)"
+    blocks.append(Paragraph(
+        f"This report checks whether {model} performs equally well for different patient groups in {ds}. "
+        f"It covers {_plural(len(tasks), 'prediction task')}: {task_list}"
+        + (f", {fmt_count(n_eval, k)} prediction rows in all." if n_eval is not None else ".")
+        + f" {_threshold_text(result)} The audit was run on {date}."))
+    blocks.append(Paragraph("Patient groups compared:", "body"))
+    for line in _attribute_lines(result, k):
+        blocks.append(Paragraph(line, "bullet"))
+    metrics = [m for m in plan.metrics]
+    blocks.append(Paragraph(
+        "Measures compared between groups: " + "; ".join(METRIC_PLAIN[m] for m in metrics) + ". "
+        f"Multi-group rule: {RULE_PLAIN[plan.gap_rule]}.", "body"))
+
+    findings = _gap_findings(result, k=k) + _delta_findings(result)
+    findings.sort(key=Finding.sort_key)
+    rec = result.records
+    n_tests = int(rec["p_value"].map(lambda v: num(v) is not None).sum()) if not rec.empty else 0
+    n_unadj_only = 0
+    if not rec.empty:
+        only = rec["significant"].map(is_true) & ~rec["significant_bh"].map(is_true)
+        n_unadj_only = int(only.sum())
+    blocks.append(Paragraph("What was found", "subheading"))
+    correction = (f"after correcting for the {n_tests} comparisons made (Benjamini–Hochberg, false discovery "
+                  f"rate {plan.alpha:g})")
+    if findings:
+        order = ""
+        if len(findings) > 1:
+            order = (", largest gaps first (those resting on few cases last):"
+                     if any(f.few_cases for f in findings) else ", largest gaps first:")
+        blocks.append(Paragraph(f"Statistically significant differences {correction}{order or ':'}", "lead"))
+        shown = _summary_findings(findings, MAX_FINDINGS_ON_SUMMARY)
+        for f in shown:
+            blocks.append(Paragraph(f.sentence, "finding"))
+        if len(findings) > len(shown):
+            rest = len(findings) - len(shown)
+            blocks.append(Paragraph(f"… and {_plural(rest, 'more finding')}: every significant result is "
+                                    "marked “yes (BH)” in the results tables of section 4.", "body"))
+    else:
+        blocks.append(Paragraph(
+            f"No difference between groups is statistically significant {correction}. This is not proof that "
+            "the model is fair: small groups give wide uncertainty ranges, and only the groups, measures and "
+            "tasks listed above were checked.", "lead"))
+    notes = []
+    if n_unadj_only:
+        notes.append(f"A further {_plural(n_unadj_only, 'gap estimate')} reached significance only before the "
+                     "correction; with this many comparisons some are expected by chance (blue diamonds in the "
+                     "figures, “unadjusted only” in the tables).")
+    n_dropped = len(result.dropped)
+    if n_dropped:
+        notes.append(f"{_plural(n_dropped, 'group')} (counted per task) could not be tested because "
+                     f"{'it was' if n_dropped == 1 else 'they were'} smaller than {plan.min_group_size} rows, "
+                     "had missing values or were excluded; section 5 lists them with their sizes.")
+    if notes:
+        blocks.append(Paragraph(" ".join(notes), "body"))
+
+    blocks.append(Paragraph("How to read this", "subheading"))
+    for text in (
+        "Rates are shares between 0 and 1 (0.80 = 80% of the patients concerned). A gap is a group's rate minus "
+        "the rate it is compared with: 0 means no difference; 0.10 lower means 10 percentage points lower.",
+        f"The 95% confidence interval (CI) is the range of gaps consistent with the data ({plan.n_boot:,} "
+        "bootstrap resamples); a wide interval means the group is too small to be sure either way. "
+        "“Significant after correction” means the gap is unlikely to be chance even though many comparisons "
+        "were made (q is the corrected p-value).",
+        "A significant gap is a signal to investigate (data quality, case mix, how the model was built), not "
+        "proof of unfair treatment; a gap that is not significant is not proof of fairness.",
+        f"To protect privacy, any count below {k} is shown as “<{k}”. Rates that cannot be computed (for "
+        "example recall in a group without positive cases) are shown as “not estimable”, never as 0.",
+    ):
+        blocks.append(Paragraph(text, "bullet"))
+    return Section("summary", "1  Summary for the governance board", blocks, new_page=False, one_page=True)
+
+
+def _methods_section(result, k) -> Section:
+    plan = result.plan
+    prov = result.provenance or {}
+    b: list[Block] = []
+    b.append(Paragraph("Rates", "subheading"))
+    for m in plan.metrics:
+        b.append(Paragraph(f"{_cap(METRIC_TEXT[m])}.", "bullet"))
+    b.append(Paragraph(
+        "A rate whose denominator is zero in a group (no positive cases for recall, no negative cases for "
+        "specificity) is reported as “not estimable” with the reason, never as 0: turning it into 0 would "
+        "fabricate a gap. Every table shows the group size n and the numerator/denominator behind each rate."))
+    b.append(Paragraph("Gaps", "subheading"))
+    b.append(Paragraph(f"Rule used: {RULE_TEXT[plan.gap_rule]}. With two groups every rule reduces to the signed "
+                       "difference of the two rates; the report names the group each gap favours."))
+    b.append(Paragraph(_threshold_text(result) + " The same threshold is used in every bootstrap replicate."))
+    b.append(Paragraph("Uncertainty and tests", "subheading"))
+    modes = prov.get("bootstrap") or {}
+    mode_values = sorted(set(str(v) for v in modes.values()))
+    mode_text = (mode_values[0] if len(mode_values) == 1 else
+                 "; ".join(f"{t}: {m}" for t, m in modes.items())) if mode_values else "label-stratified row resampling"
+    b.append(Paragraph(
+        f"Bootstrap: {plan.n_boot:,} replicates, {mode_text} (each class keeps its size; with a patient id "
+        f"and repeated rows, whole patients are resampled), seed {plan.seed}. Confidence intervals are "
+        f"{plan.ci_level:.0%} percentile intervals of the bootstrap gaps."))
+    if plan.gap_rule == "between":
+        b.append(Paragraph(
+            f"p-values: the range max − min is tested against its permutation distribution ({plan.n_permutations:,} "
+            "permutations; predictions independent of the group, within each class for recall and specificity), "
+            "p = (b + 1)/(B + 1). A gap is significant when p ≤ α; the bootstrap CI is descriptive, because "
+            "choosing the highest and lowest groups on the data makes “the CI excludes 0” too liberal."))
+    else:
+        b.append(Paragraph(
+            "p-values: two-sided bootstrap p = min(1, 2·min(P*(gap ≤ 0), P*(gap ≥ 0))), each tail share counted "
+            "as (b + 1)/(B + 1) over the B replicates in which the gap was estimable. Before correction a gap is "
+            "significant when its confidence interval excludes 0 (judged on signed gaps only)."))
+    family = "(attribute, gap measure)" if plan.gap_rule == "between" else "(attribute, group, gap measure)"
+    b.append(Paragraph(
+        f"Multiple testing: Benjamini–Hochberg at q = {plan.alpha:g} within each {family} family across the "
+        "tasks, as in the source paper (Zhang et al. 2020, Table C3); “significant after correction” means "
+        f"q ≤ {plan.alpha:g}."))
+    if plan.roles.continuous_attributes:
+        b.append(Paragraph("Continuous attributes", "subheading"))
+        b.append(Paragraph(
+            f"{_cap(METRIC_TEXT['delta_eo'])}. Bins are equal-frequency; a bin lacking either class is merged with a "
+            f"neighbour and the number of bins actually used is reported. Requested N: "
+            f"{_join([str(x) for x in plan.bins])}. 0 means the same error rates in every bin; at most 2N. "
+            f"p-value: permutation test ({plan.n_permutations:,} permutations; predicted positives spread over "
+            "the bins at random within each class), p = (b + 1)/(B + 1); BH across tasks within each "
+            "(attribute, N)."))
+    tests = [str(t) for t in dict.fromkeys(result.records["test"]) if isinstance(t, str)] \
+        if "test" in result.records else []
+    if any("centred" in t for t in tests):
+        b.append(Paragraph(
+            "Where whole patients are resampled, rows of one patient are not exchangeable, so the permutation tests "
+            "above are replaced by a centred whole-patient bootstrap: the statistic of the bootstrap estimates "
+            "minus the observed ones is the null distribution, p = (b + 1)/(B + 1)."))
+    if tests:
+        b.append(Paragraph("Tests used, as recorded with the results: " + ", ".join(f"“{t}”" for t in tests) + ".",
+                           "note"))
+    b.append(Paragraph("Groups", "subheading"))
+    inter = [" × ".join(c) for c in plan.intersections]
+    b.append(Paragraph(
+        f"Groups with fewer than {plan.min_group_size} rows in a task, rows with a missing attribute value and "
+        "groups excluded by the user are not tested; they are dropped for that attribute only (other attributes "
+        "keep every row) and listed with their sizes in section 5."
+        + (f" Intersectional groups ({_join(inter)}) combine the values of several attributes." if inter else "")))
+    b.append(Paragraph(
+        f"Small-cell suppression: every count below {k} (group sizes, numerators, denominators, positives, "
+        f"confusion counts) is shown as “<{k}” in this report; rates computed from such cells are still shown."))
+    return Section("methods", "2  Methods", b)
+
+
+def _chunks_by_task(data: pd.DataFrame, limit: int) -> list[list[str]]:
+    """Whole tasks per figure, at most ``limit`` rows each (unless one task alone has more), sizes balanced."""
+    sizes = [(str(t), len(part)) for t, part in data.groupby("task", sort=False)]
+    total = sum(n for _, n in sizes)
+    n_chunks = max(1, math.ceil(total / limit))
+    target = total / n_chunks
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    rows = 0
+    for task, n in sizes:
+        if current and (rows + n > limit or (rows + n / 2 > target and len(chunks) < n_chunks - 1)):
+            chunks.append(current)
+            current, rows = [], 0
+        current.append(task)
+        rows += n
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _figures_section(result, k) -> Section:
+    plan = result.plan
+    b: list[Block] = [Paragraph(
+        "Each forest plot shows, for one attribute and one measure, every group's gap in every task: the dot is the "
+        f"estimate and the whisker its {plan.ci_level:.0%} confidence interval; the vertical line marks no gap. "
+        "Filled red dots are significant after correction, blue diamonds only before correction, hollow grey "
+        "circles are not significant. Labels read “task · group vs compared group”.")]
+    rec = result.records
+    attrs = [str(a) for a in dict.fromkeys(rec[rec["metric"] != "delta_eo"]["attribute"])] if not rec.empty else []
+    for attr in attrs:
+        for metric in plan.metrics:
+            data = F.forest_data(result, attr, metric, suppress_k=k)
+            if data.empty:
+                continue
+            chunks = _chunks_by_task(data, MAX_FOREST_ROWS)
+            for i, tasks in enumerate(chunks):
+                part = F.forest_data(result, attr, metric, suppress_k=k, tasks=tasks)
+                suffix = f" (part {i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+                b.append(FigureSpec("forest", f"{METRIC_TITLE[metric]} gaps by {attr}{suffix}", part,
+                                    caption=f"Gap = {METRIC_TEXT[metric]} of the group minus that of the "
+                                            f"compared group ({RULE_PLAIN[plan.gap_rule]})."))
+    for attr in plan.roles.continuous_attributes:
+        data = F.delta_eo_data(result, attr, suppress_k=k)
+        if data.empty:
+            continue
+        b.append(FigureSpec("delta", f"Error spread over {attr}, Δ_eo", data,
+                            caption=f"How much false positive and false negative rates vary across {attr} bands "
+                                    "(0 = identical in every band). Significance from a permutation test."))
+        n_max = max(int(x) for x in plan.bins)
+        bins = F.delta_bins_data(result, attr, n_max, suppress_k=k)
+        if bins.empty:
+            continue
+        task_list = list(dict.fromkeys(bins["task"]))
+        parts = [task_list[i:i + MAX_BIN_TASKS] for i in range(0, len(task_list), MAX_BIN_TASKS)]
+        for i, tasks in enumerate(parts):
+            suffix = f" (part {i + 1} of {len(parts)})" if len(parts) > 1 else ""
+            b.append(FigureSpec("bins", f"Error rates by {attr} band (N = {n_max} requested){suffix}",
+                                bins[bins["task"].isin(tasks)].reset_index(drop=True),
+                                caption=f"The bins behind Δ_eo: each band holds about the same number of rows; "
+                                        "counts are in table 4.4.", xlabel=attr))
+    return Section("figures", "3  Figures", b)
+
+
+def _tables_section(result, k) -> Section:
+    plan = result.plan
+    rec = result.records
+    b: list[Block] = []
+    # 4.1 results, one table per attribute
+    b.append(Paragraph("4.1  Gap results", "subheading"))
+    b.append(Paragraph(
+        "One row per task, group and measure (PPR = positive prediction rate). Rate = numerator/denominator; "
+        "“compared with” is the group (or groups) the gap is measured against, with its rate. Significant: "
+        "“yes (BH)” after Benjamini–Hochberg correction, “unadjusted only” before correction only.", "note"))
+    gaps = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
+    metric_order = {m: i for i, m in enumerate(plan.metrics)}
+    task_order = {t: i for i, t in enumerate(_tasks(result))}
+    notes: list[list[str]] = []
+    for attr in [str(a) for a in dict.fromkeys(gaps["attribute"])] if not gaps.empty else []:
+        sub = gaps[gaps["attribute"] == attr]
+        sub = sub.assign(_m=sub["metric"].map(metric_order), _t=sub["task"].map(task_order),
+                         _i=range(len(sub))).sort_values(["_m", "_t", "_i"], kind="stable")
+        rows = []
+        for r in sub.itertuples(index=False):
+            comp = _s(r.comparison)
+            if comp:
+                comp += f" ({fmt_rate(r.comparison_rate)})" if num(r.comparison_rate) is not None else \
+                    " (not estimable)"
+            estimable = num(r.gap) is not None
+            gap_txt = fmt_signed(r.gap) if estimable else "not estimable"
+            if estimable and _s(r.reason):
+                gap_txt += " *"
+                notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], _s(r.reason)])
+            rows.append([_s(r.task), _s(r.group), METRIC_SHORT[r.metric],
+                         fmt_count(r.n, k), _rate_cell(r, k), comp or "–", gap_txt,
+                         fmt_ci(r.ci_low, r.ci_high), fmt_p(r.p_value), fmt_p(r.q_value), _sig_text(r),
+                         _s(r.favours) or "–"])
+        b.append(Table(["Task", "Group", "Measure", "n", "Rate (num/den)", "Compared with", "Gap", "95% CI", "p",
+                        "q", "Significant", "Favours"], rows, title=f"Gap results: {attr}",
+
+                       align=list("LLLRLLRRRRLL"), small=True))
+    if notes:
+        b.append(Table(["Task", "Attribute", "Group", "Measure", "Note"], notes,
+                       title="Notes on estimates marked *", small=True))
+
+    # 4.2 Table-4 style summary
+    b.append(Paragraph("4.2  Significant gaps per group across tasks", "subheading"))
+    b.append(Paragraph(
+        "For each attribute, group and measure: the number of tasks tested, how many show a significant gap and the "
+        "share of those that favour the group — before and after Benjamini–Hochberg correction (as Table 4 of "
+        "Zhang et al. 2020).", "note"))
+    srows = []
+    for r in result.summary.itertuples(index=False):
+        share = num(r.share_favouring)
+        share_bh = num(r.share_favouring_bh)
+        srows.append([_s(r.attribute), _s(r.group), METRIC_TITLE.get(r.metric, _s(r.metric)), str(int(r.n_tasks)),
+                      str(int(r.n_significant)), "–" if share is None else f"{share:.0%}",
+                      str(int(r.n_significant_bh)), "–" if share_bh is None else f"{share_bh:.0%}"])
+    b.append(Table(["Attribute", "Group", "Measure", "Tasks tested", "Significant", "Favouring group",
+                    "Significant (BH)", "Favouring group (BH)"], srows, title="Summary of significant gaps",
+                   align=list("LLLRRRRR"), small=True))
+
+    # 4.3 per-group performance
+    b.append(Paragraph("4.3  Performance and prevalence per group", "subheading"))
+    b.append(Paragraph(
+        "AUROC and AUPRC of the model's scores within each group, prevalence (share of positive cases) and the "
+        "confusion counts at the threshold (TN true negatives, FP false positives, FN false negatives, TP true "
+        "positives). Groups not tested for gaps are listed too. AUROC and AUPRC are not estimable in a group that "
+        "holds only one class.", "note"))
+    g = result.groups
+    for attr in [str(a) for a in dict.fromkeys(g["attribute"])] if not g.empty else []:
+        sub = g[g["attribute"] == attr]
+        rows = []
+        for r in sub.itertuples(index=False):
+            auroc, auprc = num(r.auroc), num(r.auprc)
+            one_class = "not estimable"
+            rows.append([_s(r.task), _s(r.group), fmt_count(r.n, k), fmt_count(r.n_positive, k),
+                         fmt_rate(r.prevalence), one_class if auroc is None else fmt_rate(auroc),
+                         one_class if auprc is None else fmt_rate(auprc), fmt_count(r.tn, k), fmt_count(r.fp, k),
+                         fmt_count(r.fn, k), fmt_count(r.tp, k), "yes" if is_true(r.tested) else "no"])
+        b.append(Table(["Task", "Group", "n", "Positives", "Prevalence", "AUROC", "AUPRC", "TN", "FP", "FN", "TP",
+                        "Tested"], rows, title=f"Per-group performance: {attr}",
+
+                       align=list("LLRRRRRRRRRL"), small=True))
+
+    # 4.4 Δ_eo
+    if plan.roles.continuous_attributes:
+        b.append(Paragraph("4.4  Error spread over continuous attributes (Δ_eo) and its bins", "subheading"))
+        d = rec[rec["metric"] == "delta_eo"] if not rec.empty else rec
+        drows = []
+        for r in d.itertuples(index=False):
+            value = num(r.gap)
+            bins = num(r.bins)
+            drows.append([_s(r.task), _s(r.attribute), _s(r.group).removeprefix("N="),
+                          "–" if bins is None else str(int(bins)), fmt_count(r.n, k),
+                          fmt_rate(value) if value is not None else f"not estimable ({_s(r.reason)})",
+                          fmt_ci(r.ci_low, r.ci_high, signed=False), fmt_p(r.p_value), fmt_p(r.q_value),
+                          _sig_text(r)])
+        b.append(Table(["Task", "Attribute", "N requested", "N used", "n", "Δ_eo", "95% CI", "p (perm.)", "q",
+                        "Significant"], drows, title="Δ_eo estimates",
+ align=list("LLRRRRRRRL"),
+                       small=True))
+        brows = []
+        for r in result.delta_bins.itertuples(index=False):
+            brows.append([_s(r.task), _s(r.attribute), str(int(r.bins_used)), str(int(r.bin) + 1),
+                          f"{float(r.lower):.4g} – {float(r.upper):.4g}", fmt_count(r.n, k),
+                          fmt_count(r.n_positive, k), fmt_rate(r.fpr), fmt_rate(r.fnr)])
+        b.append(Table(["Task", "Attribute", "N used", "Bin", "Range", "n", "Positives", "FPR", "FNR"], brows,
+                       title="Bins behind Δ_eo",
+                       align=list("LLRRLRRRR"), small=True))
+    return Section("tables", "4  Tables", b, landscape=True)
+
+
+def _dropped_section(result, k) -> Section:
+    b: list[Block] = []
+    d = result.dropped
+    if d.empty:
+        b.append(Paragraph("Every group was large enough to test; none was dropped."))
+    else:
+        b.append(Paragraph(
+            "These groups were not tested in the task shown (they are dropped for that attribute only). Their sizes "
+            f"are shown so that a reader can judge what the audit does not cover; sizes below {k} appear as “<{k}”."))
+        rows = [[_s(r.task), _s(r.attribute), _s(r.group), fmt_count(r.n, k), suppress_text(_s(r.reason), k)]
+                for r in d.itertuples(index=False)]
+        b.append(Table(["Task", "Attribute", "Group", "n", "Reason"], rows, title="Groups not tested",
+ align=list("LLLRL"), small=len(rows) > 30))
+    return Section("dropped", "5  Groups not tested", b)
+
+
+def _provenance_section(result, k, dataset_name, model_description) -> Section:
+    from fairdesk import __version__
+
+    plan = result.plan
+    prov = result.provenance or {}
+    versions = prov.get("versions") or {}
+    models = prov.get("model_hashes") or {}
+    rows = [
+        ["Audit date", _date(prov)],
+        ["FairDesk version (audit)", str(versions.get("fairdesk", "not recorded"))],
+        ["FairDesk version (report)", __version__],
+        ["Dataset", dataset_name or "not named"],
+        ["Data SHA-256", str(prov.get("data_sha256") or "not recorded")],
+        ["Model", model_description or "not described"],
+    ]
+    if models:
+        rows += [[f"Model SHA-256 ({name})", str(h)] for name, h in sorted(models.items())]
+    else:
+        rows.append(["Model hashes", "none recorded (predictions imported)"])
+    modes = prov.get("bootstrap") or {}
+    rows += [
+        ["Seed", str(prov.get("seed", plan.seed))],
+        ["Bootstrap replicates", f"{int(prov.get('n_boot', plan.n_boot)):,}"],
+        ["Bootstrap mode", (f"{next(iter(modes.values()))} (every task)" if len(set(modes.values())) == 1
+                            else "; ".join(f"{t}: {m}" for t, m in modes.items())) or "not recorded"],
+        ["Permutations", f"{plan.n_permutations:,}"],
+        ["CI level / α", f"{plan.ci_level:.0%} / {plan.alpha:g}"],
+        ["Gap rule", plan.gap_rule],
+        ["Measures", ", ".join(plan.metrics)],
+        ["Thresholds", ", ".join(f"{t}: {v:.4g}" for t, v in result.thresholds.items()) or "–"],
+        ["Minimum group size", str(plan.min_group_size)],
+        ["Rows in table / evaluated", f"{fmt_count(prov.get('n_rows'), k)} / {fmt_count(prov.get('n_eval_rows'), k)}"],
+        ["Columns", "; ".join(f"{role.replace('_', ' ')} = {', '.join(col) if isinstance(col, (list, tuple)) else col}"
+                              for role, col in plan.roles.to_dict().items() if col not in (None, [], ()))],
+        ["Intersections", "; ".join(" × ".join(c) for c in plan.intersections) or "none"],
+        ["Small-cell suppression", f"counts below {k} shown as “<{k}”"],
+    ]
+    b: list[Block] = [Paragraph(
+        "Everything needed to reproduce this audit: the same data (same fingerprint), model, plan and seed give the "
+        "same numbers and the same report.")]
+    b.append(Table(["Item", "Value"], [[a, str(v)] for a, v in rows], title="Audit provenance"))
+    vrows = [[name, str(v)] for name, v in versions.items()]
+    if vrows:
+        b.append(Table(["Package", "Version"], vrows, title="Software versions"))
+    warnings = list(result.warnings)
+    b.append(Paragraph("Warnings recorded during the audit", "subheading"))
+    if warnings:
+        for w in warnings:
+            b.append(Paragraph(suppress_text(str(w), k), "bullet"))
+    else:
+        b.append(Paragraph("None."))
+    return Section("provenance", "6  Provenance", b)

@@ -1,0 +1,407 @@
+"""PDF rendering of a :class:`~fairdesk.core.reports.model.Report` with reportlab (platypus) and matplotlib (Agg).
+
+* A4, a header with the audit title on every page, "page X of Y" in the footer.
+* Tables split across pages with their header row repeated; long tables in a small font; long cells wrap.
+* Figures are PNGs drawn by :mod:`fairdesk.core.reports.figures` from the same data the GUI plots.
+* Deterministic: reportlab's invariant mode (fixed creation date and document id), no wall-clock time anywhere —
+  the date printed is the audit's own date. The same report gives byte-identical PDF bytes.
+* Atomic: the PDF is rendered in memory, written to a temporary file in the target folder and moved over the target
+  with :func:`os.replace`, so a failure never leaves a half-written file over an earlier report.
+* Text is set in DejaVu Sans (shipped with matplotlib) so that symbols such as −, Δ, Σ and ≤ print; if that font
+  cannot be found the standard Helvetica is used and such symbols are spelled out.
+"""
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+from fairdesk.core.reports.model import FigureSpec, Paragraph, Report, Table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairdesk.core.audits.groups import GroupAuditResult
+
+PAGE_MARGIN_MM = 17
+_FONTS: dict[str, str] | None = None
+_ASCII = {"\u2212": "-", "Δ": "Delta ", "Σ": "sum ", "≤": "<=", "≥": ">=", "α": "alpha", "τ": "tau", "◀": "<",
+          "▶": ">", "→": "->", "←": "<-", "¬": "not "}
+
+HEADER_BG = "#2F4858"
+ZEBRA = "#F3F5F8"
+ACCENT = "#C03A00"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Public API
+
+def write_pdf(report: Report, path: str | os.PathLike) -> Path:
+    """Render ``report`` to ``path`` atomically and return the path."""
+    path = Path(path)
+    data = _render(report)
+    _atomic_write(path, data)
+    return path
+
+
+def report_to_pdf(result: "GroupAuditResult", path: str | os.PathLike, **build_kwargs) -> Path:
+    """Build the report model of ``result`` (``build_report`` keyword arguments) and write its PDF."""
+    from fairdesk.core.reports.model import build_report
+
+    return write_pdf(build_report(result, **build_kwargs), path)
+
+
+def render_bytes(report: Report) -> bytes:
+    """The PDF bytes of ``report`` (what :func:`write_pdf` writes)."""
+    return _render(report)
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777  # keep the permissions of the report being replaced
+    except OSError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _fonts() -> dict[str, str]:
+    """Register DejaVu Sans from matplotlib's data folder once; fall back to Helvetica."""
+    global _FONTS
+    if _FONTS is not None:
+        return _FONTS
+    from reportlab.lib.fonts import addMapping
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
+    try:
+        import matplotlib
+
+        base = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+        files = {"FDSans": "DejaVuSans.ttf", "FDSans-Bold": "DejaVuSans-Bold.ttf",
+                 "FDSans-Oblique": "DejaVuSans-Oblique.ttf", "FDSans-BoldOblique": "DejaVuSans-BoldOblique.ttf"}
+        for name, file in files.items():
+            pdfmetrics.registerFont(TTFont(name, str(base / file)))
+        addMapping("FDSans", 0, 0, "FDSans")
+        addMapping("FDSans", 1, 0, "FDSans-Bold")
+        addMapping("FDSans", 0, 1, "FDSans-Oblique")
+        addMapping("FDSans", 1, 1, "FDSans-BoldOblique")
+        _FONTS = {"regular": "FDSans", "bold": "FDSans-Bold", "italic": "FDSans-Oblique", "unicode": "1"}
+    except Exception:  # noqa: BLE001 - any problem with the font means: use the built-in one
+        _FONTS = {"regular": "Helvetica", "bold": "Helvetica-Bold", "italic": "Helvetica-Oblique", "unicode": ""}
+    return _FONTS
+
+
+def _t(text: str) -> str:
+    """Text for the canvas: ASCII stand-ins when the fallback font lacks a symbol."""
+    if _fonts()["unicode"]:
+        return text
+    for a, b in _ASCII.items():
+        text = text.replace(a, b)
+    return text
+
+
+def _x(text: str) -> str:
+    """Text for a platypus Paragraph (escaped markup)."""
+    return escape(_t(text))
+
+
+def _styles():
+    from reportlab.lib import colors
+    from reportlab.lib.styles import ParagraphStyle
+
+    f = _fonts()
+    base = ParagraphStyle("body", fontName=f["regular"], fontSize=9, leading=12.2, spaceAfter=4)
+    return {
+        "title": ParagraphStyle("title", parent=base, fontName=f["bold"], fontSize=17, leading=21, spaceAfter=2),
+        "subtitle": ParagraphStyle("subtitle", parent=base, fontSize=9, textColor=colors.HexColor("#555555"),
+                                   spaceAfter=8),
+        "h1": ParagraphStyle("h1", parent=base, fontName=f["bold"], fontSize=13.5, leading=17, spaceBefore=2,
+                             spaceAfter=6, textColor=colors.HexColor(HEADER_BG), keepWithNext=1),
+        "subheading": ParagraphStyle("subheading", parent=base, fontName=f["bold"], fontSize=10.2, leading=13,
+                                     spaceBefore=6, spaceAfter=3, keepWithNext=1),
+        "body": base,
+        "lead": ParagraphStyle("lead", parent=base, fontName=f["bold"], spaceAfter=4),
+        "bullet": ParagraphStyle("bullet", parent=base, leftIndent=11, bulletIndent=2, spaceAfter=2.5),
+        "finding": ParagraphStyle("finding", parent=base, leftIndent=11, bulletIndent=1, spaceAfter=3.5,
+                                  bulletColor=colors.HexColor(ACCENT), bulletFontName=f["bold"]),
+        "note": ParagraphStyle("note", parent=base, fontSize=7.6, leading=9.6, textColor=colors.HexColor("#444444"),
+                               keepWithNext=1),
+        "table_note": ParagraphStyle("table_note", parent=base, fontSize=7.6, leading=9.6,
+                                     textColor=colors.HexColor("#444444")),
+        "caption": ParagraphStyle("caption", parent=base, fontName=f["italic"], fontSize=7.6, leading=9.6,
+                                  textColor=colors.HexColor("#444444"), spaceAfter=10),
+        "table_title": ParagraphStyle("table_title", parent=base, fontName=f["bold"], fontSize=8.6, leading=11,
+                                      spaceBefore=6, spaceAfter=3),
+        "cell": ParagraphStyle("cell", parent=base, fontSize=8, leading=9.6, spaceAfter=0),
+        "cell_small": ParagraphStyle("cell_small", parent=base, fontSize=6.6, leading=7.9, spaceAfter=0),
+        "head": ParagraphStyle("head", parent=base, fontName=f["bold"], fontSize=8, leading=9.6, spaceAfter=0,
+                               textColor=colors.white),
+        "head_small": ParagraphStyle("head_small", parent=base, fontName=f["bold"], fontSize=6.6, leading=7.9,
+                                     spaceAfter=0, textColor=colors.white),
+    }
+
+
+def _paragraph(block: Paragraph, st):
+    from reportlab.platypus import Paragraph as RLParagraph
+
+    if block.style == "bullet":
+        return RLParagraph(_x(block.text), st["bullet"], bulletText="•")
+    if block.style == "finding":
+        return RLParagraph(_x(block.text), st["finding"], bulletText="■" if _fonts()["unicode"] else "*")
+    return RLParagraph(_x(block.text), st.get(block.style, st["body"]))
+
+
+def _table(block: Table, st, frame_width: float) -> list:
+    from reportlab.lib import colors
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+    from reportlab.lib.enums import TA_RIGHT
+    from reportlab.lib.styles import ParagraphStyle
+    from reportlab.platypus import CondPageBreak, LongTable
+    from reportlab.platypus import Paragraph as RLParagraph
+    from reportlab.platypus import Table as RLTable
+    from reportlab.platypus import TableStyle
+
+    f = _fonts()
+    small = block.small
+    size = 6.6 if small else 8
+    cell_style = st["cell_small" if small else "cell"]
+    head_style = st["head_small" if small else "head"]
+    ncol = len(block.header)
+    pad = 3.0 if small else 4.0
+    texts = [[_t(str(c)) for c in row] for row in block.rows]
+    if block.widths:
+        total = float(sum(block.widths))
+        widths = [frame_width * w / total for w in block.widths]
+    else:
+        widths = _auto_widths(block.header, texts, f, size, pad, frame_width)
+    align = block.align or ["L"] * ncol
+
+    def cell(text: str, j: int):
+        if stringWidth(text, f["regular"], size) <= widths[j] - 2 * pad:
+            return text
+        return RLParagraph(escape(text), cell_style)
+
+    head_right = ParagraphStyle(head_style.name + "_r", parent=head_style, alignment=TA_RIGHT)
+    data = [[RLParagraph(_x(h), head_right if align[j] == "R" else head_style) for j, h in enumerate(block.header)]]
+    data += [[cell(c, j) for j, c in enumerate(row)] for row in texts]
+    cls = LongTable if len(block.rows) > 80 else RLTable
+    table = cls(data, colWidths=widths, repeatRows=1, hAlign="LEFT")
+    cmds = [
+        ("FONT", (0, 0), (-1, -1), f["regular"], size),
+        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor(HEADER_BG)),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("LEFTPADDING", (0, 0), (-1, -1), pad),
+        ("RIGHTPADDING", (0, 0), (-1, -1), pad),
+        ("TOPPADDING", (0, 0), (-1, -1), 1.6 if small else 2.2),
+        ("BOTTOMPADDING", (0, 0), (-1, -1), 1.8 if small else 2.4),
+        ("LINEBELOW", (0, 0), (-1, 0), 0.6, colors.HexColor(HEADER_BG)),
+        ("LINEBELOW", (0, -1), (-1, -1), 0.6, colors.HexColor("#999999")),
+    ]
+    for j, a in enumerate(align):
+        if a == "R":
+            cmds.append(("ALIGN", (j, 1), (j, -1), "RIGHT"))
+    for i in range(2, len(data), 2):
+        cmds.append(("BACKGROUND", (0, i), (-1, i), colors.HexColor(ZEBRA)))
+    for i, row in enumerate(block.rows, start=1):  # mark significant results
+        if any(c == "yes (BH)" for c in row):
+            cmds.append(("TEXTCOLOR", (0, i), (-1, i), colors.HexColor(ACCENT)))
+    table.setStyle(TableStyle(cmds))
+    out = [CondPageBreak(70)]  # a title with its header and a few rows, or a new page (a long table still splits)
+    if block.title:
+        out.append(RLParagraph(_x(block.title), st["table_title"]))
+    out.append(table)
+    if block.note:
+        out.append(RLParagraph(_x(block.note), st["table_note"]))
+    return out
+
+
+def _auto_widths(header: list[str], rows: list[list[str]], fonts: dict, size: float, pad: float,
+                 frame_width: float) -> list[float]:
+    """Column widths that fill the frame: narrow columns get their natural width, wide ones share the rest.
+
+    Natural width = the widest cell; minimum = the widest word (cells wrap only between words; header cells wrap
+    freely). If the natural widths do not fit, a water level L is found so that columns keep
+    ``min(natural, max(minimum, L))``; any slack is spread in proportion to the natural widths.
+    """
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    ncol = len(header)
+    natural = [0.0] * ncol
+    minimum = [0.0] * ncol
+    for j, h in enumerate(header):
+        words = _t(h).split() or [""]
+        minimum[j] = max(stringWidth(w, fonts["bold"], size) for w in words)
+        natural[j] = minimum[j]
+    for row in rows:
+        for j, text in enumerate(row):
+            w = stringWidth(text, fonts["regular"], size)
+            if w > natural[j]:
+                natural[j] = w
+                if w > minimum[j]:
+                    minimum[j] = max(minimum[j], max(stringWidth(t, fonts["regular"], size) for t in text.split())
+                                     if " " in text else w)
+    natural = [n + 2 * pad + 0.5 for n in natural]
+    minimum = [m + 2 * pad + 0.5 for m in minimum]
+    if sum(natural) <= frame_width:
+        slack = frame_width - sum(natural)
+        total = sum(natural)
+        return [n + slack * n / total for n in natural]
+    if sum(minimum) >= frame_width:
+        return [m * frame_width / sum(minimum) for m in minimum]
+    lo, hi = 0.0, max(natural)
+    for _ in range(40):
+        level = (lo + hi) / 2
+        used = sum(min(n, max(m, level)) for n, m in zip(natural, minimum))
+        lo, hi = (level, hi) if used < frame_width else (lo, level)
+    widths = [min(n, max(m, lo)) for n, m in zip(natural, minimum)]
+    slack = frame_width - sum(widths)
+    grow = [n - w for n, w in zip(natural, widths)]
+    if slack > 0 and sum(grow) > 0:
+        widths = [w + slack * g / sum(grow) for w, g in zip(widths, grow)]
+    return widths
+
+
+def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> list:
+    from reportlab.platypus import Image, KeepTogether
+    from reportlab.platypus import Paragraph as RLParagraph
+
+    from fairdesk.core.reports import figures as F
+
+    render = {"forest": (F.render_forest_png, F.forest_size), "delta": (F.render_delta_png, F.delta_size),
+              "bins": (F.render_bins_png, F.bins_size)}[block.kind]
+    buf = io.BytesIO()
+    kwargs = {"xlabel": block.xlabel} if block.kind == "bins" and block.xlabel else {}
+    render[0](block.data, buf, block.title, **kwargs)
+    buf.seek(0)
+    w_in, h_in = render[1](block.data)
+    w, h = w_in * 72.0, h_in * 72.0
+    scale = min(1.0, frame_width / w, (frame_height - 30) / h)
+    img = Image(buf, width=w * scale, height=h * scale)
+    img.hAlign = "CENTER"
+    parts = [img]
+    if block.caption:
+        parts.append(RLParagraph(_x(block.caption), st["caption"]))
+    return [KeepTogether(parts)]
+
+
+def _render(report: Report) -> bytes:
+    from reportlab.lib import colors
+    from reportlab.lib.pagesizes import A4, landscape
+    from reportlab.lib.units import mm
+    from reportlab.pdfgen.canvas import Canvas
+    from reportlab.platypus import (BaseDocTemplate, CondPageBreak, Frame, KeepInFrame, NextPageTemplate,
+                                    PageBreak, PageTemplate, Spacer)
+    from reportlab.platypus import Paragraph as RLParagraph
+
+    fonts = _fonts()
+    st = _styles()
+    page_w, page_h = A4
+    margin = PAGE_MARGIN_MM * mm
+    top, bottom = 19 * mm, 16 * mm
+    frame_w, frame_h = page_w - 2 * margin, page_h - top - bottom
+    land_w, land_h = page_h - 2 * margin, page_w - top - bottom  # the frame of a landscape page
+    header_title = _t(report.title)
+    header_right = _t(report.date)
+    footer_left = _t(report.footer)
+
+    class NumberedCanvas(Canvas):
+        """Defers page output so that every page can say "page X of Y"."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._saved: list[dict] = []
+
+        def showPage(self):  # noqa: N802 - reportlab API
+            self._saved.append(dict(self.__dict__))
+            self._startPage()
+
+        def save(self):
+            total = len(self._saved)
+            for state in self._saved:
+                self.__dict__.update(state)
+                self._decorate(total)
+                super().showPage()
+            super().save()
+
+        def _decorate(self, total: int) -> None:
+            page_w, page_h = self._pagesize
+            self.saveState()
+            self.setStrokeColor(colors.HexColor("#B8C2CC"))
+            self.setLineWidth(0.5)
+            self.line(margin, page_h - 13 * mm, page_w - margin, page_h - 13 * mm)
+            self.line(margin, 11.5 * mm, page_w - margin, 11.5 * mm)
+            self.setFillColor(colors.HexColor("#444444"))
+            self.setFont(fonts["bold"], 7.8)
+            self.drawString(margin, page_h - 11.5 * mm, header_title)
+            self.setFont(fonts["regular"], 7.8)
+            self.drawRightString(page_w - margin, page_h - 11.5 * mm, header_right)
+            self.drawString(margin, 8 * mm, footer_left)
+            self.drawRightString(page_w - margin, 8 * mm, f"page {self._pageNumber} of {total}")
+            self.restoreState()
+
+    story: list = []
+    orientation = "portrait"
+    for i, section in enumerate(report.sections):
+        wanted = "landscape" if section.landscape else "portrait"
+        if wanted != orientation:
+            story.append(NextPageTemplate(wanted))
+            orientation = wanted
+        if i > 0 and (section.new_page or story and isinstance(story[-1], NextPageTemplate)):
+            story.append(PageBreak())
+        width, height = (land_w, land_h) if section.landscape else (frame_w, frame_h)
+        part: list = []
+        if i == 0:
+            part.append(RLParagraph(_x(report.title), st["title"]))
+            if report.subtitle:
+                part.append(RLParagraph(_x(report.subtitle), st["subtitle"]))
+        part.append(RLParagraph(_x(section.title), st["h1"]))
+        for block in section.blocks:
+            if isinstance(block, Paragraph):
+                if block.style == "subheading" and not section.one_page:
+                    part.append(CondPageBreak(90))  # no heading alone at the foot of a page
+                part.append(_paragraph(block, st))
+            elif isinstance(block, Table):
+                part += _table(block, st, width)
+                part.append(Spacer(1, 5))
+            elif isinstance(block, FigureSpec):
+                part += _figure(block, st, width, height)
+            else:  # pragma: no cover - the model only holds these three
+                raise TypeError(f"unknown report block {type(block).__name__}")
+        if section.one_page:
+            # the governance summary must stay on one page: shrink it (rarely needed) rather than spill over
+            story.append(KeepInFrame(width, height - 2, part, mode="shrink"))
+        else:
+            story += part
+
+    buf = io.BytesIO()
+    meta = report.metadata
+    doc = BaseDocTemplate(buf, pagesize=A4, leftMargin=margin, rightMargin=margin, topMargin=top,
+                          bottomMargin=bottom, invariant=1, pageCompression=1,
+                          title=_t(meta.get("title", report.title)), author=_t(meta.get("author", "FairDesk")),
+                          subject=_t(meta.get("subject", "")), creator=_t(meta.get("creator", "FairDesk")),
+                          producer="FairDesk (reportlab)", keywords=[_t(meta.get("keywords", ""))],
+                          displayDocTitle=1, lang="en")
+    def frame(w, h):
+        return Frame(margin, bottom, w, h, id="body", leftPadding=0, rightPadding=0, topPadding=0, bottomPadding=0)
+
+    doc.addPageTemplates([PageTemplate(id="portrait", frames=[frame(frame_w, frame_h)], pagesize=A4),
+                          PageTemplate(id="landscape", frames=[frame(land_w, land_h)], pagesize=landscape(A4))])
+    doc.build(story, canvasmaker=NumberedCanvas)
+    return buf.getvalue()
