@@ -98,6 +98,12 @@ def coerce_binary_label(values: pd.Series) -> pd.Series:
     return mapped
 
 
+def as_group_labels(values: pd.Series) -> pd.Series:
+    """Attribute values as group names (strings); empty or blank values are missing, like NaN."""
+    labels = values.astype("string")
+    return labels.mask(labels.str.strip() == "")
+
+
 def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> ValidationReport:
     """Check a predictions table against its column roles; every problem is named in plain words."""
     rep = ValidationReport()
@@ -170,11 +176,11 @@ def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> 
                 "Check the export; duplicates give those samples double weight.")
 
     for col in roles.attributes:
-        m = df[col].isna()
+        m = as_group_labels(df[col]).isna()
         if m.any():
-            rep.add("warning", f"Attribute '{col}' is missing in {_rows(int(m.sum()))}; those rows form the group "
-                    "'(missing)', which is listed but not tested.", col)
-        if df[col].nunique(dropna=True) < 2:
+            rep.add("warning", f"Attribute '{col}' is missing (empty) in {_rows(int(m.sum()))}; those rows form the "
+                    "group '(missing)', which is listed but not tested.", col)
+        if as_group_labels(df[col]).nunique(dropna=True) < 2:
             rep.add("error", f"Attribute '{col}' has fewer than two groups, so there is nothing to compare. "
                     "Choose another column.", col)
     for col in roles.continuous_attributes:
@@ -190,13 +196,22 @@ def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> 
         return rep
     # Group-level checks, per task: empty, small and single-class groups.
     tasks = df.groupby(roles.task) if roles.task else [("(all)", df)]
+    # every group the attribute knows (declared categories included), to name groups with no rows in a task
+    known = {col: (list(map(str, df[col].cat.categories)) if isinstance(df[col].dtype, pd.CategoricalDtype)
+                   else sorted(as_group_labels(df[col]).dropna().unique())) for col in roles.attributes}
     for task, sub in tasks:
         y = coerce_binary_label(sub[roles.label]).astype(int)
         if y.nunique() < 2:
             rep.add("warning", f"Task '{task}' has only {'positive' if y.iloc[0] == 1 else 'negative'} labels; "
                     "recall or specificity cannot be estimated for it.", roles.label)
         for col in roles.attributes:
-            grouped = y.groupby(sub[col].astype("string").fillna("(missing)"))
+            labels = as_group_labels(sub[col]).fillna("(missing)")
+            present = set(labels.unique())
+            empty = [g for g in known[col] if g not in present]
+            if empty:
+                rep.add("warning", f"Task '{task}', {col} = {', '.join(map(repr, empty))}: no rows (empty group); "
+                        "it cannot be compared for this task.", col)
+            grouped = y.groupby(labels)
             for group, yy in grouped:
                 if group == "(missing)":
                     continue
@@ -217,7 +232,7 @@ def prepare(df: pd.DataFrame, roles: ColumnRoles) -> pd.DataFrame:
     out[roles.label] = coerce_binary_label(out[roles.label]).astype(int)
     out[roles.score] = pd.to_numeric(out[roles.score]).astype(float)
     for col in roles.attributes:
-        out[col] = out[col].astype("string")
+        out[col] = as_group_labels(out[col])
     for col in roles.continuous_attributes:
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): ``python -m benchmarks [--quick]``. See benchmarks/README.md."""

@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.bench_groups import main
+
+sys.exit(main())
