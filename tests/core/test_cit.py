@@ -1,0 +1,321 @@
+"""Counterfactual-invariance tests on arrays (METHODS §6): the published CIT-LR statistic, the default weighted
+GCM (size and power), the DP / EO baselines (EO is not DP), and the oriented effect with its TOST verdicts."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from threadpoolctl import threadpool_limits
+
+from fairdesk.core.audits import cit
+from fairdesk.core.errors import DataError
+from fairdesk.core.progress import CancelToken, Cancelled
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    with threadpool_limits(limits=1):
+        yield
+
+
+def _sigmoid(s):
+    return 1.0 / (1.0 + np.exp(-s))
+
+
+def invariant_data(n, seed, confounded=False):
+    """Ŷ depends on Z only; A is independent of Z (or, confounded, shifts Z)."""
+    rng = np.random.default_rng(seed)
+    a = (rng.random(n) < 0.3).astype(int)
+    z = rng.standard_normal((n, 4))
+    if confounded:
+        z[:, 0] += 1.0 * a
+    yhat = (rng.random(n) < _sigmoid(1.5 * z[:, 0] - z[:, 1])).astype(int)
+    return yhat, a, z
+
+
+def sign_changing_data(n, seed):
+    """Ŷ depends on A through an effect whose sign changes with Z: E[Ŷ | A] is the same in both groups."""
+    rng = np.random.default_rng(seed)
+    a = (rng.random(n) < 0.3).astype(int)
+    z = rng.standard_normal((n, 4))
+    yhat = (rng.random(n) < _sigmoid(0.5 * z[:, 0] + 2.0 * (2 * a - 1) * z[:, 1])).astype(int)
+    return yhat, a, z
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The published statistic
+
+
+def test_cit_lr_is_the_paired_t_test_of_u_against_v():
+    yhat, a, z = sign_changing_data(400, 0)
+    g = lambda aa, zz: _sigmoid(0.5 * zz[:, 0] + 2.0 * (2 * np.asarray(aa) - 1) * zz[:, 1])  # noqa: E731
+    h = lambda zz: 0.7 * g(0, zz) + 0.3 * g(1, zz)  # noqa: E731
+    t, p = cit.cit_lr(yhat, a, z, g, h)
+    ref = stats.ttest_rel(yhat * g(a, z), yhat * h(z))
+    assert t == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue)
+    assert p < 1e-6 and t > 0  # with the true g, h the statistic estimates E[(g − h)²] > 0
+
+
+def test_cit_lr_identical_pairs_mean_no_evidence():
+    yhat, a, z = invariant_data(100, 1)
+    h = lambda zz: np.full(len(zz), 0.4)  # noqa: E731
+    assert cit.cit_lr(yhat, a, z, lambda aa, zz: h(zz), h) == (0.0, 1.0)
+
+
+def test_published_statistic_false_alarms_on_an_invariant_classifier():
+    """Known behaviour recorded in docs/cit_synthetic_findings.md: with estimated ĝ (one model per a, fitted on
+    fewer rows) and ĥ, the paired t-test sees their systematic difference, not a dependence on A."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    a = (rng.random(n) < 0.3).astype(int)
+    z = rng.standard_normal((n, 8))
+    yhat = (z @ np.linspace(1, -1, 8) > 0).astype(int)  # a deterministic function of Z: invariant
+    res = cit.cit_lr_test(yhat, a, z, "logistic", n_folds=5, seed=0)
+    assert res.p_value < 0.01
+    assert cit.gcm_test(yhat, a, z, seed=0).p_value > 0.05
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Regressors
+
+
+@pytest.mark.parametrize("kind", cit.REGRESSOR_KINDS)
+def test_regressors_fit_and_are_deterministic(kind):
+    yhat, a, z = sign_changing_data(500, 2)
+    f1 = cit.fit_cit_regressors(yhat, a, z, kind, seed=4)
+    f2 = cit.fit_cit_regressors(yhat, a, z, kind, seed=4)
+    g1 = f1.g(1, z)
+    assert np.array_equal(g1, f2.g(1, z)) and np.array_equal(f1.h(z), f2.h(z))
+    assert np.all((g1 >= 0) & (g1 <= 1))
+    # they learn the planted sign change: ĝ(1, z) − ĝ(0, z) follows z_1
+    assert np.corrcoef(f1.g(1, z) - f1.g(0, z), z[:, 1])[0, 1] > 0.5
+
+
+def test_logistic_regressor_matches_scikit_learn():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    yhat, _, z = invariant_data(600, 5)
+    ours = cit.fit_prob_model(z * 0.03 + 1.0, yhat, "logistic")(z * 0.03 + 1.0)
+    ref = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, tol=1e-10, max_iter=1000)).fit(
+        z * 0.03 + 1.0, yhat).predict_proba(z * 0.03 + 1.0)[:, 1]
+    assert np.max(np.abs(ours - ref)) < 1e-5
+
+
+def test_constant_predictions_give_no_evidence():
+    _, a, z = invariant_data(300, 6)
+    ones = np.ones(300)
+    assert cit.gcm_test(ones, a, z).p_value == 1.0
+    assert cit.cit_lr_test(ones, a, z).p_value == 1.0
+    assert cit.dp_test(ones, a) == (0.0, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The default test: weighted GCM with sequential fitting
+
+
+def test_default_test_keeps_its_level_on_invariant_classifiers():
+    p = np.array([cit.gcm_test(*invariant_data(800, 100 + s), seed=s).p_value for s in range(40)])
+    assert np.mean(p < 0.05) <= 0.10
+    assert np.all((p >= 0) & (p <= 1))
+
+
+def test_default_test_keeps_its_level_when_a_shifts_z():
+    p = [cit.gcm_test(*invariant_data(800, 200 + s, confounded=True), seed=s).p_value for s in range(25)]
+    dp = [cit.dp_test(*invariant_data(800, 200 + s, confounded=True)[:2])[1] for s in range(25)]
+    assert np.mean(np.array(p) < 0.05) <= 0.12
+    assert np.mean(np.array(dp) < 0.05) == 1.0  # DP fails every invariant classifier here
+
+
+def test_learned_weight_needs_sequential_fitting():
+    """Cross-fitting a learned weight inflates the level (degenerate U-statistic); sequential fitting does not."""
+    seq, xfit = [], []
+    for s in range(30):
+        yhat, a, z = invariant_data(600, 300 + s)
+        yhat = (z[:, 0] + 0.3 * z[:, 2] > 0).astype(int)  # deterministic in Z: the weight is pure noise
+        folds = cit.make_folds(a, 5, s)
+        seq.append(cit.gcm_test(yhat, a, z, folds=folds).p_value)
+        xfit.append(cit.gcm_test(yhat, a, z, folds=folds, scheme="crossfit").p_value)
+    assert np.mean(np.array(seq) < 0.05) <= 0.1
+    assert np.mean(np.array(xfit) < 0.05) > np.mean(np.array(seq) < 0.05)
+
+
+def test_default_test_detects_an_effect_that_changes_sign():
+    yhat, a, z = sign_changing_data(1500, 7)
+    assert cit.cit_test(yhat, a, z).p_value < 1e-6  # default: weighted GCM
+    assert cit.gcm_test(yhat, a, z, weighted=False).p_value > 1e-3  # the plain GCM sees only the average
+    assert cit.dp_test(yhat, a)[1] > 1e-3  # and so does DP
+
+
+def test_cit_test_dispatch_and_result_record():
+    yhat, a, z = sign_changing_data(600, 8)
+    for method in cit.METHODS:
+        res = cit.cit_test(yhat, a, z, method=method, seed=1)
+        assert res.method == method and 0.0 <= res.p_value <= 1.0
+        d = res.to_dict()
+        assert d["method"] == method and isinstance(d["details"], dict)
+    with pytest.raises(DataError):
+        cit.cit_test(yhat, a, z, method="nope")
+
+
+def test_cancel_stops_between_folds():
+    yhat, a, z = sign_changing_data(300, 9)
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(Cancelled):
+        cit.cit_test(yhat, a, z, cancel=token)
+
+
+def test_bad_inputs_are_refused_with_a_message():
+    yhat, a, z = invariant_data(100, 10)
+    with pytest.raises(DataError, match="length"):
+        cit.gcm_test(yhat[:-1], a, z)
+    with pytest.raises(DataError, match="0/1"):
+        cit.gcm_test(yhat, a + 2, z)
+    with pytest.raises(DataError, match="missing"):
+        cit.gcm_test(np.where(np.arange(100) == 3, np.nan, yhat), a, z)
+    with pytest.raises(DataError, match="smallest group"):
+        cit.make_folds(np.r_[np.zeros(50), np.ones(2)], 5)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Baselines
+
+
+def test_dp_is_welch():
+    rng = np.random.default_rng(11)
+    pred = rng.random(300)
+    a = (rng.random(300) < 0.4).astype(int)
+    ref = stats.ttest_ind(pred[a == 1], pred[a == 0], equal_var=False)
+    assert cit.dp_test(pred, a) == pytest.approx((ref.statistic, ref.pvalue))
+
+
+def test_eo_differs_from_dp_when_base_rates_differ():
+    """The release's EO test was a copy of its DP test. With different base rates, a classifier that follows Y
+    fails DP but passes EO (its true-positive rates are equal)."""
+    rng = np.random.default_rng(12)
+    n = 3000
+    a = (rng.random(n) < 0.5).astype(int)
+    y = (rng.random(n) < np.where(a == 1, 0.6, 0.2)).astype(int)
+    pred = np.where(rng.random(n) < 0.9, y, 1 - y)  # 90 % accurate in both groups
+    dp_t, dp_p = cit.dp_test(pred, a)
+    eo_t, eo_p = cit.eo_test(pred, a, y)
+    assert dp_p < 1e-20 and eo_p > 0.01
+    assert (dp_t, dp_p) != (eo_t, eo_p)
+    pos = y == 1
+    ref = stats.ttest_ind(pred[pos & (a == 1)], pred[pos & (a == 0)], equal_var=False)
+    assert eo_p == pytest.approx(ref.pvalue)
+
+
+def test_welch_degenerate_cases():
+    assert cit.welch_test([1, 1, 1], [1, 1]) == (0.0, 1.0)
+    t, p = cit.welch_test([1, 1, 1], [0, 0])
+    assert p == 0.0 and t > 0
+    assert np.isnan(cit.welch_test([1], [0, 1])[1])
+    with pytest.raises(DataError, match="two groups"):
+        cit.dp_test([0, 1, 1], [0, 1, 2])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Oriented effect and equivalence verdicts (exact counterfactuals)
+
+
+def test_planted_dependent_classifier_is_dependent():
+    rng = np.random.default_rng(13)
+    n = 2000
+    a = (rng.random(n) < 0.3).astype(int)
+    pred = (rng.random(n) < 0.4).astype(int)
+    # moving a unit to group 1 switches 20 % of negatives on; moving to group 0 switches them off
+    bump = rng.random(n) < 0.2
+    pred_cf = np.where((a == 0) & bump, 1, np.where((a == 1) & bump, 0, pred))
+    res = cit.oriented_effect(pred, pred_cf, a, margin=0.02)
+    assert res.verdict == "dependent"
+    up = next(d for d in res.directions if d.source == 0)
+    down = next(d for d in res.directions if d.source == 1)
+    assert up.mean_shift > 0.05 and down.mean_shift < -0.05  # oriented: the two directions do not cancel
+    assert up.ci_low > 0 and down.ci_high < 0
+    assert up.flip_rate == pytest.approx(np.mean(pred_cf[a == 0] != pred[a == 0]))
+
+
+def test_invariant_classifier_is_equivalent_within_margin():
+    rng = np.random.default_rng(14)
+    a = (rng.random(3000) < 0.3).astype(int)
+    pred = (rng.random(3000) < 0.5).astype(int)
+    res = cit.oriented_effect(pred, pred.copy(), a, margin=0.02)
+    assert res.verdict == "equivalent within margin"
+    assert all(d.verdict == "equivalent within margin" and d.flip_rate == 0 for d in res.directions)
+    # scores that move by far less than the margin
+    s = rng.random(3000)
+    res = cit.oriented_effect(s, np.clip(s + rng.normal(0, 0.002, 3000), 0, 1), a, margin=0.02)
+    assert res.verdict == "equivalent within margin"
+
+
+def test_too_few_units_is_inconclusive():
+    a = np.array([0] * 10 + [1] * 10)
+    pred = np.array([0, 1] * 10)
+    res = cit.oriented_effect(pred, pred.copy(), a, margin=0.02)
+    assert res.verdict == "inconclusive"  # 0 flips out of 10 does not bound the flip rate below 2 %
+
+
+def test_flips_that_cancel_within_a_direction_are_still_dependent():
+    rng = np.random.default_rng(15)
+    n = 3000
+    a = np.zeros(n, int)
+    pred = (rng.random(n) < 0.5).astype(int)
+    flip = rng.random(n) < 0.2
+    pred_cf = np.where(flip, 1 - pred, pred)  # as many 0→1 as 1→0: mean shift ≈ 0
+    res = cit.oriented_effect(pred, pred_cf, a, a_cf=np.ones(n, int), margin=0.02)
+    assert abs(res.directions[0].mean_shift) < 0.03
+    assert res.verdict == "dependent"
+
+
+def test_shift_inside_the_negative_control_band_is_inconclusive():
+    rng = np.random.default_rng(16)
+    n = 20000
+    a = (rng.random(n) < 0.5).astype(int)
+    s = rng.random(n)
+    s_cf = s + 0.03 + rng.normal(0, 0.01, n)  # small but very significant shift, above a 0.02 margin
+    assert cit.oriented_effect(s, s_cf, a, margin=0.02).verdict == "dependent"
+    res = cit.oriented_effect(s, s_cf, a, margin=0.02, control_band=0.05)
+    assert res.verdict == "inconclusive"
+    assert "negative-control" in res.directions[0].reason
+    d = res.to_dict()
+    assert d["verdict"] == "inconclusive" and len(d["directions"]) == 2
+
+
+def test_multi_valued_attribute_with_rows_per_target():
+    rng = np.random.default_rng(17)
+    n = 600
+    a = rng.integers(0, 3, n)
+    pred = rng.random(n)
+    rows_a, rows_t, rows_p, rows_cf = [], [], [], []
+    for target in range(3):
+        keep = a != target
+        rows_a.append(a[keep]); rows_t.append(np.full(keep.sum(), target))  # noqa: E702
+        rows_p.append(pred[keep]); rows_cf.append(pred[keep] + (0.2 if target == 2 else 0.0))  # noqa: E702
+    res = cit.oriented_effect(np.concatenate(rows_p), np.concatenate(rows_cf), np.concatenate(rows_a),
+                              np.concatenate(rows_t), margin=0.02)
+    verdicts = {(d.source, d.target): d.verdict for d in res.directions}
+    assert len(verdicts) == 6
+    assert verdicts[(0, 2)] == "dependent" and verdicts[(0, 1)] == "equivalent within margin"
+    assert res.verdict == "dependent"
+
+
+def test_invariance_table_per_output_with_bh():
+    yhat_dep, a, z = sign_changing_data(800, 18)
+    rng = np.random.default_rng(1018)  # not 18: those uniforms drew A
+    yhat_inv = (rng.random(800) < _sigmoid(z[:, 0])).astype(int)
+    labels = (rng.random(800) < 0.5).astype(int)
+    seen = []
+    rows = cit.invariance_table({"dependent": yhat_dep, "invariant": yhat_inv}, a, z,
+                                y={"dependent": labels, "invariant": labels}, progress=lambda f, m: seen.append(f))
+    assert [r["output"] for r in rows] == ["dependent", "invariant"]
+    for r in rows:
+        for key in ("p", "q", "cit_lr_p", "cit_lr_q", "dp_p", "dp_q", "eo_p", "eo_q"):
+            assert 0.0 <= r[key] <= 1.0
+        assert r["q"] >= r["p"]
+    assert rows[0]["q"] < 1e-4 and rows[1]["p"] > 0.05
+    assert seen[-1] == pytest.approx(1.0)
+    with pytest.raises(DataError, match="probabilities"):
+        cit.invariance_table({"logits": np.linspace(-3, 3, 800)}, a, z)
