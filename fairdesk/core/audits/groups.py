@@ -58,6 +58,7 @@ class GroupAuditPlan:
     alpha: float = 0.05
     ci_level: float = 0.95
     min_group_size: int = 30
+    min_denominator: int = 10  # a rate resting on fewer cases (e.g. recall of 7 positives) is shown, not tested
     drop_groups: dict[str, list[str]] = field(default_factory=dict)
     eval_split: str = "test"
     val_split: str = "val"
@@ -299,10 +300,13 @@ def _group_labels(df: pd.DataFrame, col: str, intersections: dict[str, tuple[str
     return df[col].astype("string").fillna(MISSING_GROUP)
 
 
+BOUNDARY_PSEUDO = 0.5  # Jeffreys half-row per cell pair in the resampling shares (see stats.bootstrap)
+
+
 def _resample_counts(cells, y, patients, n_cells, plan_n_boot, rng, cluster: bool):
     if cluster:
-        return cluster_cell_counts(cells, patients, n_cells, plan_n_boot, rng)
-    return stratified_cell_counts(cells, y, n_cells, plan_n_boot, rng)
+        return cluster_cell_counts(cells, patients, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
+    return stratified_cell_counts(cells, y, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
 
 
 def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: ProgressFn | None = None,
@@ -466,8 +470,13 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                             plan.n_boot, rng, cluster).reshape(plan.n_boot, g, 4)
 
     for metric in plan.metrics:
-        r_obs, num, den = rate(observed, metric)
+        r_shown, num, den = rate(observed, metric)
         r_boot, _, _ = rate(boot, metric)
+        # A rate on a handful of cases (recall 18/18) barely moves in bootstrap replicates, so its interval
+        # collapses and tiny groups produce "significant" gaps. Such rates are shown but not compared.
+        thin = (den[0] > 0) & (den[0] < plan.min_denominator)
+        r_obs = np.where(thin[None], np.nan, r_shown)
+        r_boot = np.where(thin[None], np.nan, r_boot)
         gaps_obs, comp_obs, gaps_boot = _gaps(plan.gap_rule, observed, boot, r_obs, r_boot, metric)
         low, high = percentile_ci(gaps_boot, plan.ci_level, axis=0)
         if plan.gap_rule == "between":
@@ -477,7 +486,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
             # Repeated patients: a row-level permutation treats a patient's rows as independent (measured: 33-73%
             # significant at alpha 0.05 with no disparity), so the null is taken from the whole-patient bootstrap.
             p = np.array([centred_bootstrap_p_range(r_obs[0], r_boot) if cluster
-                          else permutation_p_range(observed[0], metric, plan.n_permutations, rng)])
+                          else permutation_p_range(observed[0][~thin], metric, plan.n_permutations, rng)])
         else:
             p = bootstrap_p_value(gaps_boot, axis=0)
         n_valid = (~np.isnan(gaps_boot)).sum(axis=0)
@@ -487,20 +496,23 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
             if plan.gap_rule == "between":
                 hi, lo = comp_obs
                 group_name, comp_name = str(tnames[hi]), str(tnames[lo])
-                n_j, rate_j = int(observed[0, hi].sum()), r_obs[0, hi]
+                n_j, rate_j, thin_j = int(observed[0, hi].sum()), r_shown[0, hi], thin[hi]
                 numer, denom = num[0, hi], den[0, hi]
                 comp_rate = r_obs[0, lo]
             else:
                 group_name = str(tnames[j])
-                n_j, rate_j = int(observed[0, j].sum()), r_obs[0, j]
+                n_j, rate_j, thin_j = int(observed[0, j].sum()), r_shown[0, j], thin[j]
                 numer, denom = num[0, j], den[0, j]
                 comp_name, comp_rate = _comparison(plan.gap_rule, comp_obs, j, tnames, observed, metric)
             reason = None
             if math.isnan(rate_j):
                 reason = ("no positive cases in the group" if metric == "recall"
                           else "no negative cases in the group" if metric == "specificity" else "empty group")
+            elif thin_j:
+                unit = {"recall": "positive cases", "specificity": "negative cases"}.get(metric, "rows")
+                reason = f"only {int(denom)} {unit} (fewer than {plan.min_denominator}): too few to test"
             elif not estimable:
-                reason = "no other group has an estimable rate"
+                reason = "no other group has a rate that can be tested"
             if estimable and n_valid[j] < plan.n_boot:
                 # some replicates lost every positive/negative of a group: say so rather than hide it
                 reason = f"estimable in {int(n_valid[j])} of {plan.n_boot} bootstrap replicates"

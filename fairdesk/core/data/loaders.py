@@ -1,6 +1,7 @@
 """Load prediction or feature tables (CSV, Parquet) with messages a user can act on."""
 from __future__ import annotations
 
+import csv
 import hashlib
 from pathlib import Path
 
@@ -47,7 +48,9 @@ def load_table(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
         else:
             sep = "\t" if suffix == ".tsv" else None
             df = pd.read_csv(path, sep=sep, engine="python" if sep is None else "c", nrows=nrows)
-    except (UnicodeDecodeError, pd.errors.ParserError, ValueError, OSError) as err:
+    except pd.errors.EmptyDataError as err:
+        raise DataError(f"{path.name} is empty. Check that it is the right file.") from err
+    except (UnicodeDecodeError, pd.errors.ParserError, csv.Error, ValueError, OSError) as err:
         kind = SUPPORTED[suffix]
         raise DataError(f"{path.name} could not be read as {kind}: {str(err).splitlines()[0]}. "
                         f"Open it in a spreadsheet program and save it again as {kind}.") from err

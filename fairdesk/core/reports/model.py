@@ -532,7 +532,12 @@ def _methods_section(result, k) -> Section:
     b.append(Paragraph(
         f"Bootstrap: {plan.n_boot:,} replicates, {mode_text} (each class keeps its size; with a patient id "
         f"and repeated rows, whole patients are resampled), seed {plan.seed}. Confidence intervals are "
-        f"{plan.ci_level:.0%} percentile intervals of the bootstrap gaps."))
+        f"{plan.ci_level:.0%} percentile intervals of the bootstrap gaps. A rate of exactly 0 or 1 never moves "
+        "under plain resampling, which makes gaps against small groups look certain; each group's split of "
+        "predictions within a class therefore gets half a pseudo-row per outcome when the resampling shares are "
+        "formed (a Jeffreys prior; estimates are not smoothed). "
+        f"A rate resting on fewer than {getattr(plan, 'min_denominator', 1)} cases (positives for recall, "
+        "negatives for specificity) is shown but not tested."))
     if plan.gap_rule == "between":
         b.append(Paragraph(
             f"p-values: the range max − min is tested against its permutation distribution ({plan.n_permutations:,} "

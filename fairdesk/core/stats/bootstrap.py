@@ -8,42 +8,81 @@ explicit index resampling) at a cost that does not grow with the number of rows.
 
 Cluster (whole-patient) resampling draws how often each patient is picked, ``Multinomial(P, 1/P)``, and sums the
 picked patients' cell counts.
+
+Boundary smoothing (``pseudo``): cells come in pairs ``(2k, 2k+1)`` that differ only in the prediction (for example
+group g, label y, prediction 0/1). A rate of 0/60 or 60/60 never moves under plain resampling, so its bootstrap
+distribution is a point mass and a gap against it looks far more certain than it is (measured: with no true gap, a
+30-row group at a 2% event rate was flagged in 53% of runs; on the demo cohort at threshold 0.5, 26 of 48 gaps
+"significant after BH" were of this kind). With ``pseudo = 0.5`` each present pair gets half a
+pseudo-row in each of its two cells when the resampling shares are formed (a Jeffreys prior on the pair's split);
+estimates are never smoothed, and with hundreds of rows per cell the effect on the shares is negligible.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
+def _pair_pseudo(counts: np.ndarray, pseudo: float) -> np.ndarray:
+    """``pseudo`` in both cells of every pair (2k, 2k+1) that holds at least one row; zeros elsewhere."""
+    if pseudo <= 0:
+        return np.zeros(counts.shape, dtype=float)
+    if counts.size % 2:
+        raise ValueError("boundary smoothing needs cells in (prediction 0, prediction 1) pairs")
+    present = (counts[0::2] + counts[1::2]) > 0
+    return np.repeat(present, 2) * float(pseudo)
+
+
 def stratified_cell_counts(cells: np.ndarray, strata: np.ndarray, n_cells: int, n_boot: int,
-                           rng: np.random.Generator) -> np.ndarray:
+                           rng: np.random.Generator, pseudo: float = 0.0) -> np.ndarray:
     """Cell counts of ``n_boot`` row resamples, each stratum keeping its size.
 
     ``cells`` and ``strata`` are integer arrays (one entry per row). Returns an ``(n_boot, n_cells)`` int64 array.
+    ``pseudo`` > 0 smooths the resampling shares at the boundary (see the module docstring).
     """
     cells = np.asarray(cells, dtype=np.int64)
     strata = np.asarray(strata, dtype=np.int64)
     out = np.zeros((n_boot, n_cells), dtype=np.int64)
     for s in np.unique(strata):
         in_s = cells[strata == s]
-        counts = np.bincount(in_s, minlength=n_cells)
-        out += rng.multinomial(in_s.size, counts / in_s.size, size=n_boot)
+        counts = np.bincount(in_s, minlength=n_cells).astype(float)
+        counts += _pair_pseudo(counts, pseudo)
+        out += rng.multinomial(in_s.size, counts / counts.sum(), size=n_boot)
     return out
 
 
 def cluster_cell_counts(cells: np.ndarray, clusters: np.ndarray, n_cells: int, n_boot: int,
-                        rng: np.random.Generator, chunk: int = 100) -> np.ndarray:
-    """Cell counts of ``n_boot`` whole-cluster resamples (as many clusters drawn as there are)."""
+                        rng: np.random.Generator, chunk: int = 100, pseudo: float = 0.0) -> np.ndarray:
+    """Cell counts of ``n_boot`` whole-cluster resamples (as many clusters drawn as there are).
+
+    With ``pseudo`` > 0, every present cell pair adds two one-row pseudo-clusters (one per cell), each drawn
+    ``pseudo`` times as often as a real cluster (boundary smoothing, see the module docstring).
+    """
     cells = np.asarray(cells, dtype=np.int64)
     _, cluster_idx = np.unique(np.asarray(clusters), return_inverse=True)
     n_clusters = int(cluster_idx.max()) + 1 if cluster_idx.size else 0
     per_cluster = np.zeros((n_clusters, n_cells), dtype=np.float64)
     np.add.at(per_cluster, (cluster_idx, cells), 1.0)
+    weight = np.ones(n_clusters)
+    extra = np.flatnonzero(_pair_pseudo(per_cluster.sum(axis=0), pseudo))
+    if extra.size:
+        per_cluster = np.vstack([per_cluster, np.eye(n_cells)[extra]])
+        weight = np.concatenate([weight, np.full(extra.size, float(pseudo))])
     out = np.empty((n_boot, n_cells), dtype=np.int64)
-    share = np.full(n_clusters, 1.0 / max(n_clusters, 1))
+    n_all = per_cluster.shape[0]
+    # Draw n_clusters picks per replicate by inverting the cumulative weights (every real cluster weighs 1, so a
+    # uniform u < n_clusters picks cluster floor(u)); 3x faster than rng.multinomial(n_clusters, shares).
+    total = weight.sum()
     for start in range(0, n_boot, chunk):
         stop = min(start + chunk, n_boot)
-        weights = rng.multinomial(n_clusters, share, size=stop - start).astype(np.float64)
-        out[start:stop] = np.rint(weights @ per_cluster).astype(np.int64)
+        u = rng.random((stop - start, n_clusters)) * total
+        idx = u.astype(np.int64)
+        tail = u >= n_clusters  # a pseudo-cluster was picked (only possible when pseudo > 0)
+        if tail.any():
+            idx[tail] = n_clusters + ((u[tail] - n_clusters) / pseudo).astype(np.int64)
+        idx = np.minimum(idx, n_all - 1)
+        idx += (np.arange(stop - start) * n_all)[:, None]
+        weights = np.bincount(idx.ravel(), minlength=(stop - start) * n_all).reshape(stop - start, n_all)
+        out[start:stop] = np.rint(weights.astype(np.float64) @ per_cluster).astype(np.int64)
     return out
 
 
