@@ -165,6 +165,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_cit_synthetic(args: argparse.Namespace) -> int:
+    from fairdesk.core import atomic
+    from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig, run_cit_benchmark
+    from fairdesk.core.synthetic.scm import DATASETS
+
+    cfg = BenchmarkConfig(datasets=DATASETS if args.dataset == "all" else (args.dataset,),
+                          n_classifiers=args.classifiers, seed=args.seed,
+                          n_confounded_classifiers=args.confounded_classifiers, confounded=not args.no_confounded)
+    progress = TerminalProgress(args.quiet)
+    result = run_cit_benchmark(cfg, progress)
+    progress.done()
+    atomic.write_text(args.json, result.to_json())
+    if args.png:
+        result.plot(args.png)
+    for s in result.summary:
+        if s["dataset"] != "all":
+            rho = {k: round(v, 2) for k, v in s["spearman_eca"].items() if v is not None}
+            print(f"{s['dataset']} ({s['variant']}): Spearman(log10 p, ECA) {rho}")
+    print(f"-> {args.json}")
+    return 0
+
+
 def _add_roles(p: argparse.ArgumentParser) -> None:
     p.add_argument("data", help="CSV or Parquet file, one row per sample (and task)")
     p.add_argument("--label", required=True, help="true outcome column (0/1)")
@@ -232,6 +254,19 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("--out", required=True, help="predictions file (.csv or .parquet), long format")
     tab.add_argument("--quiet", action="store_true")
     tab.set_defaults(func=cmd_train_tabular)
+
+    bench = sub.add_parser("bench", help="built-in audits of the audits").add_subparsers(dest="bench", required=True)
+    cs = bench.add_parser("cit-synthetic", help="004 Fig. 2 study on the synthetic SCM with true counterfactuals")
+    cs.add_argument("--dataset", default="all", choices=["all", "linear", "quadratic", "exponential", "interactive",
+                                                         "log-exponent", "sin"])
+    cs.add_argument("--classifiers", type=int, default=100)
+    cs.add_argument("--confounded-classifiers", type=int, default=10)
+    cs.add_argument("--no-confounded", action="store_true")
+    cs.add_argument("--seed", type=int, default=0)
+    cs.add_argument("--json", required=True)
+    cs.add_argument("--png", help="log10 p against ECA figure")
+    cs.add_argument("--quiet", action="store_true")
+    cs.set_defaults(func=cmd_bench_cit_synthetic)
 
     demo = sub.add_parser("demo", help="run the bundled demo audit headless")
     demo.add_argument("--out", required=True, help="folder for the demo project, PDF and JSON")

@@ -89,3 +89,11 @@ def test_entry_point_runs_as_a_process(predictions, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "No problems found" in proc.stdout or "WARNING" in proc.stdout
     assert not out.exists()
+
+
+def test_bench_cit_synthetic_bad_input(tmp_path, capsys):
+    code = main(["bench", "cit-synthetic", "--dataset", "linear", "--classifiers", "-1", "--json",
+                 str(tmp_path / "b.json"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("fairdesk-cli: error:") and len(err.splitlines()) == 1
+    assert not (tmp_path / "b.json").exists()
