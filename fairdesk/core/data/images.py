@@ -1,0 +1,257 @@
+"""Image datasets: a folder of images (PNG, JPEG, 16-bit PNG, DICOM) described by a CSV (issue 4, Dataset tab).
+
+The CSV may be in CheXpert style (``Path`` like ``CheXpert-v1.0/train/patient00001/study1/view1_frontal.jpg``,
+one column per finding with 1/0/−1/blank, ``Sex``, ``Age``), MIMIC-CXR style (``subject_id``, ``study_id``,
+``dicom_id``, optionally a path column) or anything mapped by hand with :class:`ImageRoles`. Unreadable or corrupt
+files are listed with the reason and left out; they never stop the load. Splits are patient-disjoint
+(:func:`fairdesk.core.models.tabular.patient_disjoint_split`).
+
+Pixels come back as float32 grey images in [0, 1]: 8-bit / 16-bit PNG and JPEG via Pillow (colour converted to
+grey), DICOM via pydicom (rescale slope/intercept applied, MONOCHROME1 inverted, scaled by the stored bit depth
+or the window when present). PIL and pydicom are imported inside functions.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fairdesk.core.errors import DataError
+from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".dcm", ".dicom", ".tif", ".tiff", ".bmp")
+PATH_COLUMNS = ("Path", "path", "image", "image_path", "filepath", "file", "filename")
+PATIENT_COLUMNS = ("patient_id", "PatientID", "subject_id", "patient")
+CHEXPERT_FINDINGS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion",
+                     "Edema", "Consolidation", "Pneumonia", "Atelectasis", "Pneumothorax", "Pleural Effusion",
+                     "Pleural Other", "Fracture", "Support Devices")
+_PATIENT_IN_PATH = re.compile(r"(patient\d+|p\d{8})", re.IGNORECASE)
+
+
+@dataclass
+class ImageRoles:
+    path: str | None = None                 # column holding the image path (relative to the image folder)
+    labels: tuple[str, ...] = ()            # disease outputs (0/1; CheXpert −1 "uncertain" and blanks → missing)
+    attributes: tuple[str, ...] = ()        # sensitive attributes
+    patient_id: str | None = None           # None: parsed from the path when it contains patientNNNNN / pNNNNNNNN
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ImageDataset:
+    table: pd.DataFrame                     # rows whose image is readable; column "_file" = absolute path
+    roles: ImageRoles
+    root: Path
+    unreadable: list[dict] = field(default_factory=list)   # {"path", "reason"}
+    style: str = "custom"
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def files(self) -> list[Path]:
+        return [Path(p) for p in self.table["_file"]]
+
+    def load(self, size: int | tuple[int, int] | None = None, progress: ProgressFn | None = None,
+             cancel: CancelToken | None = None) -> np.ndarray:
+        """All images as (n, H, W) float32 in [0, 1] (resized to ``size`` if given; else all must agree)."""
+        rep = Reporter(progress, cancel)
+        out = []
+        for i, f in enumerate(self.files):
+            if i % 32 == 0:
+                rep(i / max(len(self), 1), f"loading images {i}/{len(self)}")
+            out.append(read_image(f, size))
+        shapes = {im.shape for im in out}
+        if len(shapes) > 1:
+            raise DataError(f"Images have different sizes {sorted(shapes)[:3]}; choose a common size to resize to.")
+        rep(1.0, "images loaded")
+        return np.stack(out) if out else np.zeros((0, 1, 1), np.float32)
+
+    def split(self, val_size: float = 0.15, test_size: float = 0.25, seed: int = 0) -> pd.Series:
+        """"train" / "val" / "test" per row; no patient is in two splits."""
+        from fairdesk.core.models.tabular import patient_disjoint_split
+
+        return patient_disjoint_split(self.table, "_patient", val_size, test_size, seed)
+
+
+def _resize(arr: np.ndarray, size) -> np.ndarray:
+    if size is None:
+        return arr
+    from PIL import Image
+
+    h, w = (size, size) if isinstance(size, int) else size
+    if arr.shape == (h, w):
+        return arr
+    return np.asarray(Image.fromarray(arr.astype(np.float32), mode="F").resize((w, h), Image.BILINEAR),
+                      dtype=np.float32)
+
+
+def _read_dicom(path: Path) -> np.ndarray:
+    import pydicom
+
+    ds = pydicom.dcmread(str(path))
+    if "PixelData" not in ds:
+        raise DataError("DICOM file has no pixel data")
+    arr = ds.pixel_array.astype(np.float64)
+    if arr.ndim == 3 and arr.shape[-1] in (3, 4) and getattr(ds, "SamplesPerPixel", 1) > 1:
+        arr = arr[..., :3].mean(axis=-1)
+    elif arr.ndim == 3:  # multi-frame: first frame
+        arr = arr[0]
+    slope = float(getattr(ds, "RescaleSlope", 1) or 1)
+    intercept = float(getattr(ds, "RescaleIntercept", 0) or 0)
+    arr = arr * slope + intercept
+    center, width = getattr(ds, "WindowCenter", None), getattr(ds, "WindowWidth", None)
+    if center is not None and width is not None:
+        c = float(center[0] if isinstance(center, pydicom.multival.MultiValue) else center)
+        w = float(width[0] if isinstance(width, pydicom.multival.MultiValue) else width)
+        lo, hi = c - w / 2, c + w / 2
+    else:
+        bits = int(getattr(ds, "BitsStored", 0) or 0)
+        signed = int(getattr(ds, "PixelRepresentation", 0) or 0) == 1
+        if bits and slope == 1 and intercept == 0 and not signed:
+            lo, hi = 0.0, float(2 ** bits - 1)
+        else:
+            lo, hi = float(arr.min()), float(arr.max())
+    arr = np.clip((arr - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+    if str(getattr(ds, "PhotometricInterpretation", "")).upper() == "MONOCHROME1":
+        arr = 1.0 - arr
+    return arr.astype(np.float32)
+
+
+def read_image(path: str | Path, size: int | tuple[int, int] | None = None) -> np.ndarray:
+    """One grey image as float32 in [0, 1]. Raises :class:`DataError` with the reason when it cannot be read."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("file not found")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".dcm", ".dicom") or (suffix == "" and _is_dicom(path)):
+            arr = _read_dicom(path)
+        else:
+            from PIL import Image, UnidentifiedImageError
+
+            try:
+                with Image.open(path) as im:
+                    im.load()
+                    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+                        raw = np.asarray(im, dtype=np.float64)
+                        maxval = 65535.0 if im.mode.startswith("I;16") or raw.max() > 255 else 255.0
+                        arr = raw / maxval
+                    elif im.mode == "F":
+                        arr = np.asarray(im, dtype=np.float64)
+                    else:
+                        arr = np.asarray(im.convert("L"), dtype=np.float64) / 255.0
+            except UnidentifiedImageError:
+                raise DataError("not an image file Pillow can read (corrupt or unsupported format)") from None
+    except DataError:
+        raise
+    except Exception as err:  # truncated files, bad DICOM, decoder errors: reported, never fatal for the dataset
+        raise DataError(f"{type(err).__name__}: {err}") from None
+    arr = np.clip(arr, 0.0, 1.0).astype(np.float32)
+    return _resize(arr, size)
+
+
+def _is_dicom(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(128)
+            return fh.read(4) == b"DICM"
+    except OSError:
+        return False
+
+
+def detect_style(df: pd.DataFrame) -> str:
+    cols = set(df.columns)
+    if "Path" in cols and len(cols & set(CHEXPERT_FINDINGS)) >= 3:
+        return "chexpert"
+    if {"subject_id", "study_id", "dicom_id"} <= cols:
+        return "mimic-cxr"
+    return "custom"
+
+
+def default_roles(df: pd.DataFrame) -> ImageRoles:
+    """Roles guessed from the column names (CheXpert / MIMIC-CXR conventions); the user can override every one."""
+    style = detect_style(df)
+    path = next((c for c in PATH_COLUMNS if c in df.columns), None)
+    patient = next((c for c in PATIENT_COLUMNS if c in df.columns), None)
+    labels: tuple[str, ...] = tuple(c for c in CHEXPERT_FINDINGS if c in df.columns)
+    attrs = tuple(c for c in ("Sex", "sex", "gender", "race", "ethnicity", "AP/PA", "Frontal/Lateral")
+                  if c in df.columns)
+    return ImageRoles(path=path, labels=labels, attributes=attrs, patient_id=patient) if style != "custom" or path \
+        else ImageRoles()
+
+
+def _mimic_path(row) -> str:
+    sid = str(int(row["subject_id"]))
+    return f"files/p{sid[:2]}/p{sid}/s{int(row['study_id'])}/{row['dicom_id']}.dcm"
+
+
+def open_image_folder(csv: str | Path | pd.DataFrame, root: str | Path, roles: ImageRoles | None = None,
+                      check: bool = True, progress: ProgressFn | None = None,
+                      cancel: CancelToken | None = None) -> ImageDataset:
+    """Read the CSV, resolve every image path under ``root`` and (``check=True``) try to open each image.
+
+    Rows whose image is missing or unreadable go to ``unreadable`` with the reason. Labels are coerced to 0/1
+    with CheXpert's −1 ("uncertain") and blanks as missing. The patient of each row is in column ``_patient``.
+    """
+    rep = Reporter(progress, cancel)
+    df = pd.read_csv(csv) if not isinstance(csv, pd.DataFrame) else csv.copy()
+    if df.empty:
+        raise DataError("The image table has no rows.")
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"The image folder '{root}' does not exist.")
+    style = detect_style(df)
+    roles = roles or default_roles(df)
+    if roles.path is None:
+        if style == "mimic-cxr":
+            df["_relpath"] = df.apply(_mimic_path, axis=1)
+            roles = ImageRoles("_relpath", roles.labels, roles.attributes, roles.patient_id or "subject_id")
+        else:
+            raise DataError("Which column holds the image paths? None of " + ", ".join(PATH_COLUMNS) +
+                            " is in the table; map it by hand.")
+    missing = [c for c in (roles.path, *roles.labels, *roles.attributes, roles.patient_id) if c and
+               c not in df.columns]
+    if missing:
+        raise DataError(f"Column(s) {missing} are not in the table; available: {list(df.columns)[:20]}.")
+    for col in roles.labels:
+        vals = pd.to_numeric(df[col], errors="coerce")
+        df[col] = vals.where(vals.isin([0, 1]))
+    if roles.patient_id:
+        df["_patient"] = df[roles.patient_id].astype(str)
+    else:
+        found = df[roles.path].astype(str).str.extract(_PATIENT_IN_PATH, expand=False)
+        if found.isna().any():
+            raise DataError("No patient id column was given and the paths do not name the patient (like "
+                            "'patient00001'); choose the patient id column so that splits are patient-disjoint.")
+        df["_patient"] = found.str.lower()
+    files, bad, keep = [], [], []
+    for i, rel in enumerate(df[roles.path].astype(str)):
+        if i % 64 == 0:
+            rep(i / len(df), f"checking images {i}/{len(df)}")
+        f = (root / rel)
+        if not f.exists() and style == "chexpert" and "/" in rel:   # CheXpert paths start with the archive name
+            alt = root / rel.split("/", 1)[1]
+            f = alt if alt.exists() else f
+        reason = None
+        if not f.is_file():
+            reason = "file not found"
+        elif check:
+            try:
+                read_image(f)
+            except DataError as err:
+                reason = str(err)
+        if reason is None:
+            files.append(str(f.resolve()))
+            keep.append(i)
+        else:
+            bad.append({"row": int(i), "path": rel, "reason": reason})
+    table = df.iloc[keep].reset_index(drop=True)
+    table["_file"] = files
+    rep(1.0, f"{len(table)} images readable, {len(bad)} not")
+    return ImageDataset(table, roles, root, bad, style)
