@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
+from fairdesk.core import atomic
 from fairdesk.core.reports.model import FigureSpec, Paragraph, Report, Table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,7 +41,7 @@ def write_pdf(report: Report, path: str | os.PathLike) -> Path:
     """Render ``report`` to ``path`` atomically and return the path."""
     path = Path(path)
     data = _render(report)
-    _atomic_write(path, data)
+    atomic.write_bytes(path, data)
     return path
 
 
@@ -58,28 +58,6 @@ def render_bytes(report: Report) -> bytes:
 
 
 # --------------------------------------------------------------------------------------------------------------
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o777  # keep the permissions of the report being replaced
-    except OSError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
 
 def _fonts() -> dict[str, str]:
     """Register DejaVu Sans from matplotlib's data folder once; fall back to Helvetica."""

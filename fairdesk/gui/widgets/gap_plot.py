@@ -19,6 +19,8 @@ import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor, QFont, QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
+from fairdesk.core.reports.figures import STATUS_ORDER  # noqa: E402
+from fairdesk.core.reports.figures import STATUS_STYLE as _FIGURE_STYLE  # noqa: E402
 
 pg = None  # pyqtgraph, imported when the first plot is drawn (keeps the window's start-up fast)
 
@@ -32,17 +34,10 @@ def _pg():
         pg = pyqtgraph
     return pg
 
-# the same look as the report's figures (kept here too so that the GUI starts without core.reports)
-STATUS_STYLE = {
-    "significant_bh": {"label": "significant after correction (BH)", "color": "#C03A00", "symbol": "o",
-                       "filled": True, "size": 11},
-    "significant_unadjusted": {"label": "significant before correction only", "color": "#0065A8", "symbol": "d",
-                               "filled": True, "size": 10},
-    "not_significant": {"label": "not significant", "color": "#555555", "symbol": "o", "filled": False,
-                        "size": 10},
-    "not_estimable": {"label": "not estimable", "color": "#8C8C8C", "symbol": "x", "filled": False, "size": 9},
-}
-STATUS_ORDER = ("significant_bh", "significant_unadjusted", "not_significant", "not_estimable")
+# the same look as the report's figures: matplotlib markers mapped to pyqtgraph symbols, sizes in pixels
+_SYMBOLS = {"o": "o", "D": "d", "x": "x"}
+STATUS_STYLE = {status: {**style, "symbol": _SYMBOLS[style["marker"]], "size": round(style["size"] * 1.5) + 1}
+                for status, style in _FIGURE_STYLE.items()}
 
 
 def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
