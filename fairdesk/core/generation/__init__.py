@@ -1,0 +1,1 @@
+"""Counterfactual generation (images: :mod:`fairdesk.core.generation.images`)."""

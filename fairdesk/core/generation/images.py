@@ -1,0 +1,560 @@
+"""Counterfactual image generator: a conditional latent diffusion model built from diffusers parts (issue 4,
+METHODS §6).
+
+* ``AutoencoderKL`` (grey images in [0, 1] ↔ a latent of ``latent_channels`` × H/2^(L−1) × W/2^(L−1)), trained first
+  (L1 + small KL);
+* a class-conditioned ``UNet2DModel`` (``num_class_embeds`` = number of attribute values + 1 "null" class for
+  classifier-free guidance) on the scaled latents, trained with ``DDPMScheduler`` noise (ε-prediction);
+* generation with ``DDIMScheduler`` (η = 0): a counterfactual do(A = a′) encodes x to z₀, DETERMINISTICALLY
+  INVERTS z₀ under the observed a to z_T (DDIM inversion; the unit's "abduction"), then denoises z_T under a′ and
+  decodes. ``strength`` < 1 is the partial-noise option (invert / denoise only the first ``strength`` share of the
+  steps). All targets of a batch are denoised together from ONE inversion (batched across targets), and the null
+  intervention a′ = a is just one more target.
+
+Every denoising and inversion step runs through a step callback that reports progress and checks the cancel
+token, so cancel stops within one step. Training reports the loss, can hand sample previews to a callback, writes
+checkpoints with ``save_pretrained`` (safetensors) into a temporary folder renamed into place (a cancelled or
+crashed run keeps its last complete checkpoint) and resumes from one. Nothing is downloaded: models are built from
+configs and loaded from local folders only.
+
+Quality (METHODS §6, 004 App. I): :func:`composition` (L1 under the null intervention after 1 and 10 cycles),
+:func:`reversibility` (L1 after a → a′ → a), :func:`effectiveness` (an attribute classifier's accuracy on the
+counterfactuals w.r.t. a′) and :func:`frechet_distance` in the feature space of a LOCALLY trained extractor (PCA of
+the real training images — not Inception FID, and named as such in results).
+
+torch and diffusers are imported inside functions.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fairdesk.core import atomic
+from fairdesk.core.errors import ModelError
+from fairdesk.core.progress import CancelToken, Cancelled, ProgressFn, Reporter
+
+META_FILE = "fairdesk_generator.json"
+
+
+@dataclass
+class GeneratorConfig:
+    image_size: int = 32
+    in_channels: int = 1
+    n_classes: int = 2
+    vae_channels: tuple[int, ...] = (16, 32)
+    latent_channels: int = 4
+    vae_layers: int = 1
+    unet_channels: tuple[int, ...] = (32, 64)
+    unet_layers: int = 1
+    unet_attention: bool = False
+    norm_groups: int = 8
+    num_train_timesteps: int = 1000
+    beta_schedule: str = "squaredcos_cap_v2"
+    cond_drop: float = 0.1          # share of training steps with the null class (classifier-free guidance)
+    kl_weight: float = 1e-4
+    default_steps: int = 50         # DDIM steps for counterfactuals
+    latent_scale: float = 1.0       # set after VAE training: 1 / std of the latents
+
+    @property
+    def latent_size(self) -> int:
+        return self.image_size // 2 ** (len(self.vae_channels) - 1)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["vae_channels"], d["unet_channels"] = list(self.vae_channels), list(self.unet_channels)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GeneratorConfig":
+        d = dict(d)
+        d["vae_channels"], d["unet_channels"] = tuple(d["vae_channels"]), tuple(d["unet_channels"])
+        return cls(**d)
+
+
+def _build(config: GeneratorConfig):
+    from diffusers import AutoencoderKL, UNet2DModel
+
+    nv = len(config.vae_channels)
+    vae = AutoencoderKL(in_channels=config.in_channels, out_channels=config.in_channels,
+                        down_block_types=("DownEncoderBlock2D",) * nv, up_block_types=("UpDecoderBlock2D",) * nv,
+                        block_out_channels=tuple(config.vae_channels), layers_per_block=config.vae_layers,
+                        latent_channels=config.latent_channels, norm_num_groups=config.norm_groups,
+                        sample_size=config.image_size, mid_block_add_attention=False)
+    nu = len(config.unet_channels)
+    unet = UNet2DModel(sample_size=config.latent_size, in_channels=config.latent_channels,
+                       out_channels=config.latent_channels, layers_per_block=config.unet_layers,
+                       block_out_channels=tuple(config.unet_channels), down_block_types=("DownBlock2D",) * nu,
+                       up_block_types=("UpBlock2D",) * nu, norm_num_groups=config.norm_groups,
+                       add_attention=config.unet_attention, num_class_embeds=config.n_classes + 1)
+    return vae, unet
+
+
+def _schedulers(config: GeneratorConfig):
+    from diffusers import DDIMScheduler, DDPMScheduler
+
+    kw = dict(num_train_timesteps=config.num_train_timesteps, beta_schedule=config.beta_schedule,
+              clip_sample=False)
+    return DDPMScheduler(**kw), DDIMScheduler(**kw, set_alpha_to_one=True, steps_offset=0)
+
+
+class CounterfactualGenerator:
+    """A trained (or loaded) generator. ``counterfactuals(...)`` is the main entry point."""
+
+    def __init__(self, vae, unet, config: GeneratorConfig, meta: dict | None = None) -> None:
+        self.vae, self.unet, self.config = vae, unet, config
+        self.meta = dict(meta or {})
+        self.vae.eval()
+        self.unet.eval()
+        self.ddpm, self.ddim = _schedulers(config)
+
+    # ---------------------------------------------------------------- encode / decode
+    def _to_tensor(self, images: np.ndarray):
+        import torch
+
+        x = np.asarray(images, dtype=np.float32)
+        if x.ndim == 3:
+            x = x[:, None]
+        if x.shape[1:] != (self.config.in_channels, self.config.image_size, self.config.image_size):
+            raise ModelError(f"The generator expects {self.config.image_size}×{self.config.image_size} images with "
+                             f"{self.config.in_channels} channel(s); got {x.shape[1:]}.")
+        return torch.from_numpy(x) * 2.0 - 1.0
+
+    def encode(self, images: np.ndarray, batch_size: int = 256):
+        import torch
+
+        x = self._to_tensor(images)
+        with torch.inference_mode():
+            return torch.cat([self.vae.encode(x[i:i + batch_size]).latent_dist.mean
+                              for i in range(0, len(x), batch_size)]) * self.config.latent_scale
+
+    def decode(self, z, batch_size: int = 256) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            out = torch.cat([self.vae.decode(z[i:i + batch_size] / self.config.latent_scale).sample
+                             for i in range(0, len(z), batch_size)])
+        out = ((out + 1.0) / 2.0).clamp(0.0, 1.0).numpy()
+        return out[:, 0] if self.config.in_channels == 1 else out
+
+    # ---------------------------------------------------------------- DDIM
+    def _eps(self, z, t: int, labels, guidance: float):
+        import torch
+
+        tt = torch.full((len(z),), int(t), dtype=torch.long)
+        if guidance == 1.0:
+            return self.unet(z, tt, class_labels=labels).sample
+        null = torch.full_like(labels, self.config.n_classes)
+        both = self.unet(torch.cat([z, z]), torch.cat([tt, tt]), class_labels=torch.cat([labels, null])).sample
+        cond, unc = both.chunk(2)
+        return unc + guidance * (cond - unc)
+
+    def _timesteps(self, steps: int, strength: float) -> list[int]:
+        self.ddim.set_timesteps(int(steps))
+        ts = [int(t) for t in self.ddim.timesteps]  # descending
+        k = max(1, int(round(strength * len(ts))))
+        return ts[len(ts) - k:]
+
+    def invert(self, z0, labels, steps: int, strength: float = 1.0, guidance: float = 1.0, step_callback=None):
+        """Deterministic DDIM inversion of z₀ under ``labels`` up to the ``strength`` share of the schedule."""
+        import torch
+
+        ac = self.ddim.alphas_cumprod
+        ts = self._timesteps(steps, strength)[::-1]  # ascending; mirrors denoise() step by step
+        z = z0
+        a_prev = torch.tensor(1.0)  # z0 is the clean latent (the scheduler's final alpha is 1)
+        with torch.inference_mode():
+            for i, t in enumerate(ts):
+                # eps at the target timestep: the same network call the matching denoising step makes
+                eps = self._eps(z, t, labels, guidance)
+                x0 = (z - (1 - a_prev).sqrt() * eps) / a_prev.sqrt()
+                z = ac[t].sqrt() * x0 + (1 - ac[t]).sqrt() * eps
+                a_prev = ac[t]
+                if step_callback is not None:
+                    step_callback(i, len(ts), "inversion")
+        return z, ts[-1]
+
+    def denoise(self, zt, labels, steps: int, strength: float = 1.0, guidance: float = 1.0, step_callback=None):
+        """DDIM (η = 0) denoising of z_t under ``labels`` with diffusers' DDIMScheduler."""
+        import torch
+
+        ts = self._timesteps(steps, strength)
+        z = zt
+        with torch.inference_mode():
+            for i, t in enumerate(ts):
+                eps = self._eps(z, t, labels, guidance)
+                z = self.ddim.step(eps, t, z, eta=0.0).prev_sample
+                if step_callback is not None:
+                    step_callback(i, len(ts), "denoising")
+        return z
+
+    def counterfactuals(self, images: np.ndarray, a, targets=None, steps: int | None = None,
+                        strength: float = 1.0, guidance: float = 1.0, batch_size: int = 128,
+                        batched_targets: bool = True, return_latent: bool = False,
+                        progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> dict:
+        """Counterfactual images per target value: ``{a′: (n, H, W)}``.
+
+        ``targets`` default: every attribute value, so the dict holds the null intervention (a′ = a, a
+        reconstruction through the same path) and the counterfactuals. ``batched_targets=False`` denoises each
+        target separately (for benchmarks). With ``return_latent`` the dict also holds ``"z_T"`` (n, …): the
+        inverted latent, the unit's representation for the invariance tests. Cancel is checked at every step.
+        """
+        import torch
+
+        rep = Reporter(progress, cancel)
+        steps = int(steps or self.config.default_steps)
+        a = np.asarray(a).astype(int).reshape(-1)
+        if len(a) != len(images):
+            raise ModelError("One attribute value per image is needed.")
+        if a.min() < 0 or a.max() >= self.config.n_classes:
+            raise ModelError(f"Attribute values must be 0..{self.config.n_classes - 1}.")
+        targets = list(range(self.config.n_classes)) if targets is None else [int(t) for t in targets]
+        n = len(images)
+        out = {t: [] for t in targets}
+        latents = []
+        n_batches = -(-n // batch_size)
+        per_batch = 1 + (1 if batched_targets else len(targets))  # inversion + denoising passes
+        total = max(n_batches * per_batch * steps, 1)
+        done = [0]
+
+        def step_cb(i, k, what):
+            done[0] += max(1, round(steps / k)) if k < steps else 1
+            rep(min(done[0] / total, 1.0), f"counterfactuals: {what} step {i + 1}/{k}")
+            rep.check()  # a cancel requested from the progress callback itself stops before the next step
+
+        for b in range(n_batches):
+            sl = slice(b * batch_size, (b + 1) * batch_size)
+            rep.check()
+            z0 = self.encode(images[sl])
+            lab = torch.from_numpy(a[sl]).long()
+            zt, _ = self.invert(z0, lab, steps, strength, guidance, step_cb)
+            if return_latent:
+                latents.append(zt.reshape(len(zt), -1).numpy())
+            if batched_targets:
+                m = len(zt)
+                zz = zt.repeat(len(targets), 1, 1, 1)
+                labs = torch.cat([torch.full((m,), t, dtype=torch.long) for t in targets])
+                res = self.denoise(zz, labs, steps, strength, guidance, step_cb)
+                imgs = self.decode(res)
+                for j, t in enumerate(targets):
+                    out[t].append(imgs[j * m:(j + 1) * m])
+            else:
+                for t in targets:
+                    labs = torch.full((len(zt),), t, dtype=torch.long)
+                    out[t].append(self.decode(self.denoise(zt, labs, steps, strength, guidance, step_cb)))
+        result = {t: np.concatenate(v) for t, v in out.items()}
+        if return_latent:
+            result["z_T"] = np.concatenate(latents)
+        rep(1.0, "counterfactuals done")
+        return result
+
+    def sample(self, labels, steps: int = 20, seed: int = 0, guidance: float = 1.0) -> np.ndarray:
+        """Unconditional draws per class label (training previews)."""
+        import torch
+
+        g = torch.Generator().manual_seed(seed)
+        c, s = self.config.latent_channels, self.config.latent_size
+        z = torch.randn((len(labels), c, s, s), generator=g)
+        lab = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        return self.decode(self.denoise(z, lab, steps, 1.0, guidance))
+
+    # ---------------------------------------------------------------- save / load
+    def save(self, folder: str | Path, extra_state: dict | None = None) -> Path:
+        """``vae/`` and ``unet/`` via save_pretrained (safetensors) + ``fairdesk_generator.json``, written into a
+        temporary sibling folder and renamed into place, so an interrupted save never damages the previous one."""
+        folder = Path(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            self.vae.save_pretrained(tmp / "vae", safe_serialization=True)
+            self.unet.save_pretrained(tmp / "unet", safe_serialization=True)
+            if extra_state:
+                from safetensors.torch import save_file
+
+                save_file({k: v.detach().contiguous() for k, v in extra_state.items()}, str(tmp / "train_state.safetensors"))
+            atomic.write_text(tmp / META_FILE, json.dumps({"config": self.config.to_dict(), **self.meta}, indent=1))
+            old = folder.parent / f".{folder.name}.old-{os.getpid()}-{time.monotonic_ns()}"
+            if folder.exists():
+                os.replace(folder, old)
+            os.replace(tmp, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return folder
+
+
+def load_generator(folder: str | Path) -> CounterfactualGenerator:
+    """Load a generator folder written by :meth:`CounterfactualGenerator.save` (local files only)."""
+    from diffusers import AutoencoderKL, UNet2DModel
+
+    folder = Path(folder)
+    meta_file = folder / META_FILE
+    if not meta_file.is_file():
+        raise ModelError(f"'{folder}' is not a FairDesk generator folder (no {META_FILE}).")
+    meta = json.loads(meta_file.read_text())
+    config = GeneratorConfig.from_dict(meta.pop("config"))
+    try:
+        vae = AutoencoderKL.from_pretrained(str(folder / "vae"), local_files_only=True, use_safetensors=True)
+        unet = UNet2DModel.from_pretrained(str(folder / "unet"), local_files_only=True, use_safetensors=True)
+    except Exception as err:
+        raise ModelError(f"The generator in '{folder}' cannot be loaded: {type(err).__name__}: {err}") from None
+    return CounterfactualGenerator(vae, unet, config, meta)
+
+
+# ==============================================================================================================
+# Training
+
+
+@dataclass
+class TrainSchedule:
+    vae_steps: int = 400
+    unet_steps: int = 1500
+    batch_size: int = 64
+    vae_lr: float = 2e-3
+    unet_lr: float = 2e-3
+    checkpoint_every: int = 250
+    preview_every: int = 0           # 0: no previews
+    seed: int = 0
+
+
+@dataclass
+class TrainResult:
+    generator: CounterfactualGenerator
+    vae_loss: list[float] = field(default_factory=list)
+    unet_loss: list[float] = field(default_factory=list)
+    checkpoints: list[int] = field(default_factory=list)   # global steps at which a checkpoint was written
+
+
+def _train_state(optimizer) -> dict:
+    """Adam moments flattened to tensors (safetensors cannot hold nested dicts)."""
+    import torch
+
+    st = {}
+    for i, s in enumerate(optimizer.state_dict()["state"].values()):
+        for k, v in s.items():
+            st[f"{i}.{k}"] = v if torch.is_tensor(v) else torch.tensor(float(v))
+    return st
+
+
+def _load_train_state(optimizer, flat: dict) -> None:
+    import torch
+
+    sd = optimizer.state_dict()
+    state = {}
+    for i, pid in enumerate(sd["param_groups"][0]["params"]):
+        keys = {k.split(".", 1)[1]: v for k, v in flat.items() if k.split(".", 1)[0] == str(i)}
+        if keys:
+            state[pid] = {k: (v if k != "step" else torch.tensor(float(v))) for k, v in keys.items()}
+    sd["state"] = state
+    optimizer.load_state_dict(sd)
+
+
+def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None,
+                    schedule: TrainSchedule | None = None, out_dir: str | Path | None = None, resume: bool = False,
+                    preview=None, progress: ProgressFn | None = None,
+                    cancel: CancelToken | None = None) -> TrainResult:
+    """Train the VAE, then the class-conditioned latent UNet, on CPU or wherever torch runs.
+
+    ``out_dir``: checkpoints every ``schedule.checkpoint_every`` steps and at the end (a cancelled or crashed run
+    keeps the last one); ``resume=True`` continues from the checkpoint in ``out_dir`` (weights, Adam moments, step
+    counter, loss history). ``preview(step, images, labels)`` receives sample images every
+    ``schedule.preview_every`` UNet steps. Progress reports the loss; cancel is checked every step.
+    """
+    import torch
+
+    rep = Reporter(progress, cancel)
+    schedule = schedule or TrainSchedule()
+    a = np.asarray(a).astype(int).reshape(-1)
+    if len(a) != len(images) or len(a) < 2:
+        raise ModelError("Need at least two images and one attribute value per image.")
+    out_dir = Path(out_dir) if out_dir is not None else None
+    meta: dict = {"step": 0, "vae_loss": [], "unet_loss": [], "checkpoints": []}
+    opt_state = None
+    if resume:
+        if out_dir is None or not (out_dir / META_FILE).is_file():
+            raise ModelError("Nothing to resume: the output folder has no generator checkpoint.")
+        gen = load_generator(out_dir)
+        config = gen.config
+        meta.update({k: gen.meta[k] for k in meta if k in gen.meta})
+        vae, unet = gen.vae, gen.unet
+        if (out_dir / "train_state.safetensors").is_file():
+            from safetensors.torch import load_file
+
+            opt_state = load_file(str(out_dir / "train_state.safetensors"))
+    else:
+        config = config or GeneratorConfig(image_size=int(np.asarray(images).shape[-1]))
+        if a.max() >= config.n_classes:
+            raise ModelError(f"Attribute values must be 0..{config.n_classes - 1}.")
+        torch.manual_seed(schedule.seed)
+        vae, unet = _build(config)
+    gen = CounterfactualGenerator(vae, unet, config, meta)
+    x_all = gen._to_tensor(images)
+    lab_all = torch.from_numpy(a).long()
+    g = torch.Generator().manual_seed(schedule.seed + 1000 * meta["step"])
+    total = schedule.vae_steps + schedule.unet_steps
+    res = TrainResult(gen, list(meta["vae_loss"]), list(meta["unet_loss"]), list(meta["checkpoints"]))
+
+    def checkpoint(step: int, optimizer) -> None:
+        if out_dir is None:
+            return
+        gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss,
+                        checkpoints=res.checkpoints + [step], phase="vae" if step <= schedule.vae_steps else "unet",
+                        schedule=asdict(schedule))
+        gen.save(out_dir, _train_state(optimizer))
+        res.checkpoints.append(step)
+
+    def batch():
+        idx = torch.randint(0, len(x_all), (min(schedule.batch_size, len(x_all)),), generator=g)
+        return x_all[idx], lab_all[idx]
+
+    step = meta["step"]
+    # ---- phase 1: VAE
+    if step < schedule.vae_steps:
+        opt = torch.optim.AdamW(vae.parameters(), lr=schedule.vae_lr, weight_decay=0.0)
+        if opt_state is not None and meta.get("phase", "vae") == "vae":
+            _load_train_state(opt, opt_state)
+        vae.train()
+        while step < schedule.vae_steps:
+            rep.check()
+            x, _ = batch()
+            post = vae.encode(x).latent_dist
+            rec = vae.decode(post.sample(generator=g)).sample
+            loss = (rec - x).abs().mean() + config.kl_weight * post.kl().mean() / x[0].numel()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            res.vae_loss.append(loss.item())
+            rep(step / total, f"autoencoder step {step}/{schedule.vae_steps} loss {loss.item():.4f}")
+            if step == schedule.vae_steps:
+                vae.eval()
+                with torch.inference_mode():
+                    z = torch.cat([vae.encode(x_all[i:i + 256]).latent_dist.mean for i in range(0, len(x_all), 256)])
+                config.latent_scale = float(1.0 / z.std().clamp_min(1e-6))
+                checkpoint(step, opt)
+            elif schedule.checkpoint_every and step % schedule.checkpoint_every == 0:
+                checkpoint(step, opt)
+        opt_state = None
+    vae.eval()
+    for p in vae.parameters():
+        p.requires_grad_(False)
+    # ---- phase 2: latent UNet (DDPM ε-prediction, class dropout for classifier-free guidance)
+    if step < total:
+        with torch.inference_mode():
+            z_all = torch.cat([vae.encode(x_all[i:i + 256]).latent_dist.mean
+                               for i in range(0, len(x_all), 256)]) * config.latent_scale
+        opt = torch.optim.AdamW(unet.parameters(), lr=schedule.unet_lr, weight_decay=0.0)
+        if opt_state is not None:
+            _load_train_state(opt, opt_state)
+        n_unet = schedule.unet_steps
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: 0.5 * (1 + math.cos(math.pi * min((s + step - schedule.vae_steps) / max(n_unet, 1), 1))))
+        unet.train()
+        while step < total:
+            rep.check()
+            idx = torch.randint(0, len(z_all), (min(schedule.batch_size, len(z_all)),), generator=g)
+            z0, lab = z_all[idx], lab_all[idx].clone()
+            drop = torch.rand(len(lab), generator=g) < config.cond_drop
+            lab[drop] = config.n_classes
+            noise = torch.randn(z0.shape, generator=g)
+            t = torch.randint(0, config.num_train_timesteps, (len(z0),), generator=g)
+            zt = gen.ddpm.add_noise(z0, noise, t)
+            loss = torch.nn.functional.mse_loss(unet(zt, t, class_labels=lab).sample, noise)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(unet.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            res.unet_loss.append(loss.item())
+            rep(step / total, f"diffusion step {step - schedule.vae_steps}/{n_unet} loss {loss.item():.4f}")
+            if preview is not None and schedule.preview_every and (step - schedule.vae_steps) % \
+                    schedule.preview_every == 0:
+                unet.eval()
+                labels = np.arange(config.n_classes).repeat(2)
+                preview(step, gen.sample(labels, steps=10, seed=step), labels)
+                unet.train()
+            if step == total or (schedule.checkpoint_every and step % schedule.checkpoint_every == 0):
+                unet.eval()
+                checkpoint(step, opt)
+                unet.train()
+    unet.eval()
+    for p in vae.parameters():
+        p.requires_grad_(True)
+    gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss, checkpoints=res.checkpoints)
+    return res
+
+
+# ==============================================================================================================
+# Quality (004 App. I)
+
+
+def composition(gen: CounterfactualGenerator, images: np.ndarray, a, cycles=(1, 10), steps: int | None = None,
+                **kw) -> dict:
+    """Mean L1 (pixels in [0, 1]) between x and its null-intervention reconstruction (a′ = a) after k cycles."""
+    a = np.asarray(a).astype(int)
+    images = np.asarray(images, np.float32)
+    out, x, done = {}, images.copy(), 0
+    for k in sorted(cycles):
+        while done < k:
+            nxt = np.empty_like(x)
+            for v in np.unique(a):
+                sel = a == v
+                nxt[sel] = gen.counterfactuals(x[sel], a[sel], targets=[int(v)], steps=steps, **kw)[int(v)]
+            x = nxt
+            done += 1
+        out[f"l1_{k}"] = float(np.abs(x - images).mean())
+    return out
+
+
+def _pick(cfs: dict, targets) -> np.ndarray:
+    targets = np.asarray(targets).astype(int)
+    return np.stack([cfs[int(t)][i] for i, t in enumerate(targets)])
+
+
+def reversibility(gen: CounterfactualGenerator, images: np.ndarray, a, steps: int | None = None, **kw) -> float:
+    """Mean L1 between x and the result of a → a′ → a (binary a: a′ = 1 − a)."""
+    a = np.asarray(a).astype(int)
+    there = _pick(gen.counterfactuals(images, a, targets=None, steps=steps, **kw), 1 - a)
+    back = _pick(gen.counterfactuals(there, 1 - a, targets=None, steps=steps, **kw), a)
+    return float(np.abs(back - images).mean())
+
+
+def effectiveness(attribute_classifier, counterfactual_images: np.ndarray, targets) -> float:
+    """Accuracy of an attribute classifier (images → P(A = 1)) on the counterfactuals w.r.t. the target a′."""
+    p = np.asarray(attribute_classifier(counterfactual_images)).reshape(-1)
+    return float(np.mean((p > 0.5).astype(int) == np.asarray(targets).astype(int)))
+
+
+class PCAFeatures:
+    """The locally trained feature extractor for the Fréchet distance: PCA of the real training images."""
+
+    name = "PCA feature extractor fitted on the real training images (not Inception; no FID weights offline)"
+
+    def __init__(self, images: np.ndarray, n_components: int = 32, seed: int = 0) -> None:
+        x = np.asarray(images, np.float64).reshape(len(images), -1)
+        self.mean = x.mean(axis=0)
+        _, _, vt = np.linalg.svd(x - self.mean, full_matrices=False)
+        self.components = vt[:n_components]
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        return (np.asarray(images, np.float64).reshape(len(images), -1) - self.mean) @ self.components.T
+
+
+def frechet_distance(features, real: np.ndarray, fake: np.ndarray) -> dict:
+    """Fréchet distance between Gaussians fitted to the features of real and generated images."""
+    from scipy import linalg
+
+    f1, f2 = features(real), features(fake)
+    mu1, mu2 = f1.mean(0), f2.mean(0)
+    s1, s2 = np.cov(f1, rowvar=False), np.cov(f2, rowvar=False)
+    covmean = linalg.sqrtm(s1 @ s2)
+    covmean = np.real(covmean)
+    d = float(np.sum((mu1 - mu2) ** 2) + np.trace(s1 + s2 - 2 * covmean))
+    return {"frechet_distance": max(d, 0.0), "feature_extractor": getattr(features, "name", repr(features))}
