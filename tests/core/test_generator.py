@@ -192,3 +192,44 @@ def test_checkpoints_survive_cancel_and_crash_and_resume(tmp_path):
     assert (out / "train_state.safetensors").is_file()
     with pytest.raises(ModelError, match="Nothing to resume"):
         gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=tmp_path / "empty", resume=True)
+
+
+def test_cli_train_generator_and_audit_cit(tmp_path, capsys):
+    """`fairdesk-cli train generator` then `audit cit` end to end on a tiny folder (wired by add_image_commands)."""
+    import argparse
+    import json
+
+    from fairdesk.cli_images import add_image_commands
+    from fairdesk.core.models import image_classifier as ic
+
+    ds = morpho.make_morpho(160, seed=0)
+    csv = morpho.write_folder(ds, tmp_path / "data")
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    audit = sub.add_parser("audit").add_subparsers(dest="audit")
+    train = sub.add_parser("train").add_subparsers(dest="train")
+    add_image_commands(audit, train)
+    gen_dir = tmp_path / "gen"
+    args = parser.parse_args(["train", "generator", "--data", str(csv), "--images", str(tmp_path / "data"),
+                              "--attribute", "attribute", "--out", str(gen_dir), "--vae-steps", "6",
+                              "--unet-steps", "6", "--batch-size", "8", "--steps", "4", "--quiet",
+                              "--preview-every", "6", "--previews", str(tmp_path / "prev")])
+    assert args.func(args) == 0
+    assert gi.load_generator(gen_dir).config.default_steps == 4
+    assert len(list((tmp_path / "prev").glob("*.png"))) == 1
+    torch.manual_seed(0)
+    clf = ic.ImageClassifier(ic.build_architecture("small_cnn", 1, 1, width=4),
+                             ic.ClassifierConfig("small_cnn", 32, ("disease",), width=4))
+    clf.save(tmp_path / "clf")
+    out = tmp_path / "audit.json"
+    args = parser.parse_args(["audit", "cit", "--data", str(csv), "--images", str(tmp_path / "data"),
+                              "--attribute", "attribute", "--classifier", str(tmp_path / "clf"),
+                              "--generator", str(gen_dir), "--labels", "disease", "--split", "all",
+                              "--max-images", "40", "--json", str(out), "--quiet", "--control", str(tmp_path / "clf")])
+    assert args.func(args) == 0
+    res = json.loads(out.read_text())
+    assert [r["output"] for r in res["table"]] == ["disease"]
+    assert res["settings"]["n"] == 40 and res["settings"]["generator"] == "learned"
+    assert res["provenance"]["attribute"] == "attribute" and len(res["provenance"]["data_sha256"]) == 64
+    assert "verdict" in res["table"][0] and "eo_p" in res["table"][0]
+    assert "verdict:" in capsys.readouterr().out
