@@ -1,0 +1,242 @@
+"""Benchmark of the log-probability bias probe (issue 3, METHODS §4): sentences scored per second.
+
+The shipped template list (445 template–attribute pairs × 8 gendered words = 3,560 scores, each needing a target
+and a prior sentence: 7,120 sentences) on a randomly initialised BERT of a chosen shape, single CPU thread:
+
+* **FairDesk** — ``log_probability_scores``: tokenizer offsets, identical sequences run once (one prior per template
+  and mask count; all words of equal piece count in one pass), length-sorted padded batches, LM head only at the
+  needed positions.
+* **one sentence per call** — ``score_sentence`` for a sample of scores: two forward passes per score (target,
+  prior), one sentence each, the full LM head; like the authors' release. Rate extrapolated from the sample.
+* **raw batched forward** — the very token sequences FairDesk runs, pre-tokenized, through plain
+  ``model(input_ids, attention_mask).logits`` in batches of the same size: the floor for FairDesk's own overheads.
+* **raw batched forward, no caching** — all 7,120 sentences batched the same way, for the share of the speed-up
+  that caching gives.
+
+Aims: FairDesk ≥ 10× the one-sentence loop, and FairDesk time ≤ 1.5 × the raw batched forward of its sequences.
+
+``--planted`` also trains the planted and null corpora of the tests and prints the probe's records;
+``--debiasing`` trains baseline / one-step-GRL / five-step-GRL models and prints how well a probe recovers gender
+from [CLS]. Both take minutes.
+
+Run: ``python -m benchmarks.bench_mlm_bias [--size mini|small|base] [--planted] [--debiasing] [--json OUT]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+SHAPES = {"mini": (256, 4, 4), "small": (512, 4, 8), "base": (768, 12, 12)}
+MALE = ["man", "he", "male", "m"]
+FEMALE = ["woman", "she", "female", "f"]
+
+
+def _setup(size: str, vocab_size: int, seed: int = 0):
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from fairdesk.core.models.mlm import corpus_words, vocabulary_tokenizer
+    from fairdesk.core.text.templates import load_bias_templates
+
+    tpl = load_bias_templates()
+    words = corpus_words([t for c in tpl.categories for t in c.templates]
+                         + [a for c in tpl.categories for a in c.attributes]) + MALE + FEMALE
+    filler = [f"w{i:05d}" for i in range(max(0, vocab_size - len(words) - 100))]  # a realistic vocabulary size
+    tok = vocabulary_tokenizer(words + filler)
+    h, n_layers, heads = SHAPES[size]
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=h, num_hidden_layers=n_layers,
+                                       num_attention_heads=heads, intermediate_size=4 * h)).eval()
+    return model, tok, tpl
+
+
+def _raw_forward(model, seqs, pad_id: int, batch_size: int) -> float:
+    import torch
+
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    batches = []
+    for b in range(0, len(order), batch_size):
+        idx = order[b:b + batch_size]
+        T = max(len(seqs[i]) for i in idx)
+        ids = torch.full((len(idx), T), pad_id, dtype=torch.long)
+        att = torch.zeros((len(idx), T), dtype=torch.long)
+        for r, i in enumerate(idx):
+            ids[r, :len(seqs[i])] = torch.tensor(seqs[i])
+            att[r, :len(seqs[i])] = 1
+        batches.append((ids, att))
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for ids, att in batches:
+            model(input_ids=ids, attention_mask=att).logits
+    return time.perf_counter() - t0
+
+
+def speed(size: str = "mini", vocab_size: int = 8000, batch_size: int = 64, sample: int = 120, repeats: int = 2
+          ) -> dict:
+    import numpy as np
+    import torch
+
+    from fairdesk.core.audits import mlm_bias as mb
+
+    torch.set_num_threads(1)
+    model, tok, tpl = _setup(size, vocab_size)
+    opts = mb.ProbeOptions(batch_size=batch_size)
+    mb.log_probability_scores(model, tok, tpl.select(["DNR"]), opts)  # warm-up
+    t_probe = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        df = mb.log_probability_scores(model, tok, tpl, opts)
+        t_probe.append(time.perf_counter() - t0)
+    t_probe = min(t_probe)
+    n_scores = len(df)
+
+    _, pool, requests = mb.prepare_sequences(model, tok, tpl, opts)
+    t_raw = min(_raw_forward(model, pool.seqs, tok.pad_token_id, batch_size) for _ in range(repeats))
+
+    # no caching: every target and prior sentence of every score, batched the same way
+    all_seqs = []
+    for q in requests:
+        ids = list(pool.seqs[q.seq])
+        all_seqs.append(ids)
+    t_raw_all = _raw_forward(model, all_seqs, tok.pad_token_id, batch_size)
+
+    rng = np.random.default_rng(0)
+    rows = df.iloc[rng.choice(len(df), size=min(sample, len(df)), replace=False)]
+    t0 = time.perf_counter()
+    for r in rows.itertuples():
+        mb.score_sentence(model, tok, r.template, r.attribute, r.word)
+    t_loop = (time.perf_counter() - t0) / len(rows) * n_scores  # extrapolated to all scores
+
+    return {"size": size, "vocab": len(tok), "batch_size": batch_size, "scores": n_scores,
+            "sentences": 2 * n_scores, "forward_sequences": len(pool.seqs), "seconds_fairdesk": t_probe,
+            "seconds_loop_est": t_loop, "loop_sample": len(rows), "seconds_raw_forward": t_raw,
+            "seconds_raw_forward_all": t_raw_all,
+            "speedup_vs_loop": t_loop / t_probe, "ratio_to_raw_forward": t_probe / t_raw,
+            "speedup_of_caching": t_raw_all / t_raw}
+
+
+def planted() -> dict:
+    """Train the tests' planted and null corpora (hidden 64, 2 layers, 1,000 steps) and probe them."""
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    from fairdesk.core.audits.mlm_bias import run_mlm_bias_audit
+    from fairdesk.core.models.mlm import MLMTrainConfig, corpus_words, synthetic_notes, train_mlm, \
+        vocabulary_tokenizer
+    from fairdesk.core.text.templates import load_bias_templates
+
+    torch.set_num_threads(1)
+    tpl = load_bias_templates()
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        vocabulary_tokenizer(corpus_words([t for c in tpl.categories for t in c.templates]
+                                          + [a for c in tpl.categories for a in c.attributes]) + MALE + FEMALE
+                             ).save_pretrained(root / "vocab")
+        cfg = MLMTrainConfig(size=None, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128,
+                             dropout=0.0, learning_rate=1e-3, warmup_steps=100, max_steps=1000, batch_size=64,
+                             focus_words=tuple(MALE + FEMALE), focus_probability=1.0, save_every=10**9, seed=0,
+                             tokenizer_from=str(root / "vocab"))
+        for name, plant in (("planted", {"HIV": 0.9}), ("null", None)):
+            synthetic_notes(4000, plant, seed=0, n_fillers=(0, 0)).to_csv(root / f"{name}.csv", index=False)
+            t0 = time.perf_counter()
+            train_mlm(root / f"{name}.csv", root / name, cfg)
+            seconds = time.perf_counter() - t0
+            res = run_mlm_bias_audit(root / name)
+            out[name] = {"train_seconds": seconds, "records": res.table()[[
+                "category", "mean_male", "mean_female", "p_value", "q_value", "effect_size", "mean_difference",
+                "flagged"]].to_dict(orient="records")}
+    return out
+
+
+def debiasing() -> dict:
+    """Baseline vs adversarially debiased (one joint discriminator step, and five) on the gendered corpus."""
+    import tempfile
+    from pathlib import Path
+
+    import pandas as pd
+    import torch
+
+    from fairdesk.core.models import mlm
+
+    torch.set_num_threads(1)
+    out = {}
+    train = mlm.synthetic_notes(2000, None, seed=0, n_fillers=(0, 0), gendered_sentences=2)
+    held = mlm.synthetic_notes(1000, None, seed=1, n_fillers=(0, 0), gendered_sentences=2)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        train.to_csv(root / "c.csv", index=False)
+        mlm.vocabulary_tokenizer(mlm.corpus_words(pd.concat([train, held])["text"])).save_pretrained(root / "v")
+        for seed in (0, 1):
+            for name, attr, steps in (("baseline", None, 1), ("grl_1_step", "gender", 1),
+                                      ("grl_5_steps", "gender", 5)):
+                cfg = mlm.MLMTrainConfig(tokenizer_from=str(root / "v"), size=None, hidden_size=64, num_layers=2,
+                                         num_heads=4, intermediate_size=128, dropout=0.0, learning_rate=1e-3,
+                                         warmup_steps=50, max_steps=600, batch_size=64, save_every=10**9, seed=seed,
+                                         attribute_column=attr, adversary_steps=steps)
+                folder = root / f"{name}_{seed}"
+                res = mlm.train_mlm(root / "c.csv", folder, cfg)
+                model, tok = mlm.load_masked_lm(folder)
+                probe = mlm.attribute_probe(mlm.encode_cls(model, tok, held["text"].tolist()),
+                                            held["gender"].to_numpy())
+                out[f"{name} (seed {seed})"] = {
+                    "probe_accuracy": probe["accuracy"], "probe_auroc": probe["auroc"],
+                    "probe_log_loss": probe["log_loss"],
+                    "discriminator_accuracy_in_training": res.history[-1]["adv_accuracy"]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_mlm_bias", description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=sorted(SHAPES), default="mini")
+    ap.add_argument("--vocab", type=int, default=8000)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--sample", type=int, default=120, help="scores timed one sentence per call")
+    ap.add_argument("--planted", action="store_true", help="also train and probe the planted/null corpora")
+    ap.add_argument("--debiasing", action="store_true", help="also compare baseline and debiased [CLS] probes")
+    ap.add_argument("--json", help="also write the measurements to this file")
+    args = ap.parse_args(argv)
+    print(f"FairDesk masked-LM bias probe benchmark: BERT-{args.size} shape, random weights, vocabulary "
+          f"~{args.vocab:,}, 1 thread ({os.cpu_count()} cores on this machine)", flush=True)
+    res = {"speed": speed(args.size, args.vocab, args.batch_size, args.sample)}
+    s = res["speed"]
+    print(f"\n{s['scores']:,} scores = {s['sentences']:,} target/prior sentences; FairDesk runs "
+          f"{s['forward_sequences']:,} distinct sequences\n")
+    print(f"{'method':<46}{'seconds':>10}{'scores/s':>12}")
+    for label, sec in (("FairDesk log_probability_scores", s["seconds_fairdesk"]),
+                       (f"one sentence per call (est. from {s['loop_sample']})", s["seconds_loop_est"]),
+                       ("raw batched forward of FairDesk's sequences", s["seconds_raw_forward"]),
+                       ("raw batched forward, all sentences (no cache)", s["seconds_raw_forward_all"])):
+        print(f"{label:<46}{sec:>10.2f}{s['scores'] / sec:>12.0f}")
+    print(f"\nspeed-up over the one-sentence loop: {s['speedup_vs_loop']:.1f}×   (aim ≥ 10×)")
+    print(f"FairDesk time / raw batched forward:  {s['ratio_to_raw_forward']:.2f}    (aim ≤ 1.5)")
+    print(f"share of the speed-up from caching:    {s['speedup_of_caching']:.1f}× fewer forward seconds")
+    if args.planted:
+        print("\ntraining the planted and null corpora …", flush=True)
+        res["planted"] = planted()
+        for name, part in res["planted"].items():
+            print(f"\n{name} corpus (trained in {part['train_seconds']:.0f} s)")
+            print(f"{'category':<8}{'male':>9}{'female':>9}{'p':>11}{'q':>11}{'r':>8}{'Δ nats':>9}  flagged")
+            for r in part["records"]:
+                print(f"{r['category']:<8}{r['mean_male']:>9.3f}{r['mean_female']:>9.3f}{r['p_value']:>11.2e}"
+                      f"{r['q_value']:>11.2e}{r['effect_size']:>8.2f}{r['mean_difference']:>9.3f}  {r['flagged']}")
+    if args.debiasing:
+        print("\ntraining baseline and debiased models …", flush=True)
+        res["debiasing"] = debiasing()
+        print(f"\n{'model':<26}{'probe acc':>10}{'AUROC':>8}{'log loss':>10}{'disc. acc':>11}")
+        for name, r in res["debiasing"].items():
+            d = r["discriminator_accuracy_in_training"]
+            print(f"{name:<26}{r['probe_accuracy']:>10.3f}{r['probe_auroc']:>8.3f}{r['probe_log_loss']:>10.3f}"
+                  f"{'' if d is None else f'{d:.2f}':>11}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(res, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

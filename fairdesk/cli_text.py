@@ -1,0 +1,205 @@
+"""``fairdesk-cli audit mlm-bias`` and ``fairdesk-cli train mlm``: the masked-LM commands (issue 3).
+
+Wired into :mod:`fairdesk.cli` with ``add_text_commands(audit_subparsers, train_subparsers)``. Nothing heavy is
+imported here; the commands import torch and transformers when they run. Errors are
+:class:`~fairdesk.core.errors.FairDeskError` (exit code 2 through ``fairdesk.cli.main``), cancel is Ctrl-C (130).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _csv(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def _progress(quiet: bool):
+    from fairdesk.cli import TerminalProgress
+
+    return TerminalProgress(quiet)
+
+
+def _threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def _write_pdf(result, path: str) -> None:
+    """The PDF section of the masked-LM audit belongs to the report module (``mlm_bias_report_to_pdf``)."""
+    from fairdesk.core.errors import FairDeskError
+
+    try:
+        from fairdesk.core.reports.pdf import mlm_bias_report_to_pdf  # type: ignore[attr-defined]
+    except ImportError as err:
+        raise FairDeskError("The PDF report section for masked-LM audits is not part of this version yet; the JSON "
+                            "file holds every result. Run again without --pdf.") from err
+    mlm_bias_report_to_pdf(result, path)
+
+
+def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
+    from fairdesk.core import atomic
+    from fairdesk.core.audits.mlm_bias import ProbeOptions, compare_results, run_mlm_bias_audit, sentence_completion
+    from fairdesk.core.errors import FairDeskError
+    from fairdesk.core.models.mlm import load_masked_lm
+    from fairdesk.core.text.templates import load_bias_templates
+
+    _threads(args.threads)
+    groups = _csv(args.groups)
+    if groups and len(groups) != 2:
+        raise FairDeskError("--groups takes two word groups, e.g. male,female.")
+    opts = ProbeOptions(prior=args.prior, test=args.test, groups=tuple(groups) or None,
+                        categories=tuple(_csv(args.categories)) or None, batch_size=args.batch_size,
+                        alpha=args.alpha, min_effect=args.min_effect, min_log_ratio=args.min_log_ratio, seed=args.seed)
+    templates = load_bias_templates(args.templates)
+    progress = _progress(args.quiet)
+    models = [args.model] + list(args.compare or [])
+    names = _model_names(models)
+    results = {}
+    for i, (name, path) in enumerate(zip(names, models)):
+        rep_start, rep_stop = i / len(models), (i + 1) / len(models)
+        results[name] = run_mlm_bias_audit(
+            path, templates, opts,
+            progress=lambda f, m, a=rep_start, b=rep_stop, n=name: progress(a + (b - a) * f, f"{n}: {m}"))
+    main = results[names[0]]
+    out = main.to_dict()
+    out["model_name"] = names[0]
+    if len(models) > 1:
+        out["compared"] = [{"model_name": n, "model": str(p), **results[n].to_dict()}
+                           for n, p in zip(names[1:], models[1:])]
+        table = compare_results(results)
+        out["comparison"] = json.loads(table.to_json(orient="records"))
+    if args.completion:
+        model, tokenizer = load_masked_lm(args.model)
+        out["completion"] = sentence_completion(model, tokenizer, args.completion_templates, top_k=args.top_k).to_dict()
+    progress.done()
+    atomic.write_text(args.json, json.dumps(out, indent=1, ensure_ascii=False, allow_nan=False))
+    if args.pdf:
+        _write_pdf(main, args.pdf)
+    for name, res in results.items():
+        flagged = [r["category"] for r in res.records if r["flagged"]]
+        print(f"{name}: {len(res.records)} categories, {len(flagged)} flagged"
+              + (f" ({', '.join(flagged)})" if flagged else "") + f" [{res.method['test_code']}, BH q]")
+    print(f"results -> {args.json}" + (f", {args.pdf}" if args.pdf else ""))
+    return 0
+
+
+def _model_names(paths: list[str]) -> list[str]:
+    names: list[str] = []
+    for p in paths:
+        base = Path(p).name or str(p)
+        name, k = base, 2
+        while name in names:
+            name, k = f"{base} ({k})", k + 1
+        names.append(name)
+    return names
+
+
+def cmd_train_mlm(args: argparse.Namespace) -> int:
+    from fairdesk.core.models.mlm import MLMTrainConfig, train_mlm
+
+    _threads(args.threads)
+    explicit = any(v is not None for v in (args.hidden, args.layers, args.heads))
+    cfg = MLMTrainConfig(
+        text_column=args.text_column, attribute_column=args.adversary_attribute, init_model=args.init_model,
+        tokenizer_from=args.tokenizer_from, size=None if explicit and args.size is None else (args.size or "tiny"),
+        hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads, intermediate_size=args.intermediate,
+        vocab_size=args.vocab_size, max_length=args.max_length, min_sequence_tokens=args.min_sequence_tokens,
+        dropout=args.dropout, mlm_probability=args.mlm_probability, focus_words=tuple(_csv(args.focus_word)),
+        focus_probability=args.focus_probability, batch_size=args.batch_size, max_steps=args.steps,
+        learning_rate=args.lr, weight_decay=args.weight_decay, warmup_steps=args.warmup, schedule=args.schedule,
+        adversary_lambda=args.adversary_lambda, adversary_steps=args.adversary_steps,
+        adversary_lr_scale=args.adversary_lr_scale, save_every=args.save_every,
+        keep_checkpoints=args.keep_checkpoints, seed=args.seed, device=args.device)
+    progress = _progress(args.quiet)
+    result = train_mlm(args.corpus, args.out, cfg, resume=args.resume, progress=progress)
+    progress.done()
+    last = result.history[-1] if result.history else {}
+    line = f"trained {result.steps} steps on {result.n_sequences} sequences from {result.n_notes} notes"
+    if last:
+        line += f"; final loss {last['mlm_loss']:.3f}"
+        if last.get("adv_accuracy") is not None:
+            line += f", adversary accuracy {last['adv_accuracy']:.2f}"
+    print(line)
+    print(f"model saved in {result.out_dir} (checkpoints in {Path(result.out_dir) / 'checkpoints'})")
+    return 0
+
+
+def add_text_commands(subparsers_audit, subparsers_train) -> None:
+    """Add ``audit mlm-bias`` and ``train mlm`` to the CLI's ``audit`` and ``train`` sub-parsers."""
+    p = subparsers_audit.add_parser(
+        "mlm-bias", help="log-probability bias probe of a local masked language model (METHODS §4)",
+        description="Score every (template, attribute, gendered word) sentence with ln(p_target/p_prior), test male "
+                    "vs female per category (Wilcoxon signed-rank, BH across categories) and write one JSON record "
+                    "per category with its per-sentence scores.")
+    p.add_argument("--model", required=True, help="local Hugging Face masked-LM folder (config, weights, tokenizer)")
+    p.add_argument("--compare", action="append", metavar="DIR",
+                   help="also audit this model and add a side-by-side comparison (repeatable)")
+    p.add_argument("--templates", help="template list JSON (default: resources/text/mlm_bias_templates.json)")
+    p.add_argument("--categories", action="append", help="only these category codes (comma-separated)")
+    p.add_argument("--groups", help="the two word groups to compare (default: the first two, male,female)")
+    p.add_argument("--prior", choices=["pieces", "words"], default="pieces",
+                   help="mask every word piece of the attribute (default) or one mask per word (the release)")
+    p.add_argument("--test", choices=["wilcoxon", "ranksum"], default="wilcoxon",
+                   help="paired signed-rank test (default, the paper) or unpaired rank-sum test")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--min-effect", type=float, default=0.3, help="|rank-biserial r| needed to flag a category")
+    p.add_argument("--min-log-ratio", type=float, default=0.25,
+                   help="|mean male - female score| in nats needed to flag a category")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--completion", action="store_true", help="also run the race sentence-completion probe")
+    p.add_argument("--completion-templates", help="completion template JSON (default: the shipped one)")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--json", required=True, help="write all results here")
+    p.add_argument("--pdf", help="also write the PDF report here")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_audit_mlm_bias)
+
+    t = subparsers_train.add_parser(
+        "mlm", help="train a WordPiece tokenizer and a BERT masked LM on local notes (METHODS §7)",
+        description="PHI placeholders become special tokens, whole-word masking, short sentences packed into "
+                    "sequences of at least 20 tokens, checkpoints (atomic) and resume; optional adversarial "
+                    "debiasing of [CLS] against a per-note attribute.")
+    t.add_argument("--corpus", required=True, help="CSV/Parquet with a text column, a .txt file or a folder of .txt")
+    t.add_argument("--out", required=True, help="output folder (the finished model is saved in it)")
+    t.add_argument("--text-column", default="text")
+    t.add_argument("--adversary-attribute", metavar="COL", help="per-note protected attribute: adversarial debiasing")
+    t.add_argument("--init-model", metavar="DIR", help="continue pretraining this local BERT/RoBERTa masked LM")
+    t.add_argument("--tokenizer-from", metavar="DIR", help="use this folder's tokenizer instead of training one")
+    t.add_argument("--size", choices=["tiny", "mini", "small", "base"], help="model size preset (default tiny)")
+    t.add_argument("--hidden", type=int)
+    t.add_argument("--layers", type=int)
+    t.add_argument("--heads", type=int)
+    t.add_argument("--intermediate", type=int)
+    t.add_argument("--vocab-size", type=int, default=8000)
+    t.add_argument("--max-length", type=int, default=128)
+    t.add_argument("--min-sequence-tokens", type=int, default=20)
+    t.add_argument("--dropout", type=float, default=0.1)
+    t.add_argument("--mlm-probability", type=float, default=0.15)
+    t.add_argument("--focus-word", action="append", help="words masked with --focus-probability (comma-separated)")
+    t.add_argument("--focus-probability", type=float, default=0.5)
+    t.add_argument("--steps", type=int, default=1000)
+    t.add_argument("--batch-size", type=int, default=32)
+    t.add_argument("--lr", type=float, default=5e-4)
+    t.add_argument("--weight-decay", type=float, default=0.01)
+    t.add_argument("--warmup", type=int, default=100)
+    t.add_argument("--schedule", choices=["constant", "linear"], default="constant")
+    t.add_argument("--adversary-lambda", type=float, default=1.0)
+    t.add_argument("--adversary-steps", type=int, default=5, help="discriminator updates per training step")
+    t.add_argument("--adversary-lr-scale", type=float, default=1.0)
+    t.add_argument("--save-every", type=int, default=500)
+    t.add_argument("--keep-checkpoints", type=int, default=2)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    t.add_argument("--threads", type=int, help="torch CPU threads")
+    t.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=cmd_train_mlm)

@@ -1,0 +1,697 @@
+"""Masked-LM bias probes (METHODS §4): the log-probability bias score and the sentence-completion probe.
+
+Log-probability bias score
+    For a template with a demographic slot (``[GEND]``) and an attribute slot filled by phrase ``a``, and a
+    demographic word ``w``::
+
+        p_target(w) = P(slot = w | sentence with a filled in, slot masked)
+        p_prior(w)  = P(slot = w | the same sentence with the attribute masked too)
+        score       = ln(p_target / p_prior)
+
+    * Prior masking: ``prior="pieces"`` (FairDesk's default) masks every word piece of the attribute, so the prior
+      sentence has exactly the target sentence's length; ``prior="words"`` is the authors' release rule, one
+      ``[MASK]`` per whitespace word of the attribute.
+    * Alignment: slots are located on the tokenized sequence through the tokenizer's own offset mapping, never by
+      counting whitespace words (the release's bug: a word before the slot that splits into pieces shifted it).
+      Golden tests cover WordPiece (BERT) and byte-level BPE (RoBERTa, with and without trimmed offsets).
+    * A demographic word that the vocabulary splits into several pieces (e.g. missing from the vocabulary) fills
+      the slot with as many ``[MASK]`` tokens; its log-probability is the sum of its pieces' log-probabilities at
+      those positions (the release crashed). Such words are listed in the result's method notes.
+    * Efficiency: identical masked sequences are run once — the prior depends only on (template, number of masked
+      pieces), and one forward pass scores every candidate word of equal piece count at once; unique sequences are
+      batched (sorted by length, padded, attention mask) and only the needed positions go through the LM head.
+
+    Per category: mean score of each group, the Wilcoxon signed-rank test (two-sided, ``scipy.stats.wilcoxon``)
+    over the word pairing (man↔woman, he↔she, …) within each (template, attribute) — or, as an option, the
+    unpaired rank-sum test (``scipy.stats.ranksums``) of one release — Benjamini–Hochberg q-values across
+    categories, n, and effect sizes (see :func:`category_statistics`). Sentences share templates, so the tests
+    treat correlated scores as independent (as the paper does): judge by the effect sizes too. A category is
+    *flagged* when q < alpha, |rank-biserial r| ≥ 0.3 and |mean male − female score| ≥ 0.25 nats.
+
+Sentence completion (:func:`sentence_completion`)
+    Templates with a ``[RACE]`` slot and ``[MASK]`` tokens; for every race term the masks are filled greedily —
+    the most confident remaining mask first, then the model is asked again — and the top-k fillers of each mask
+    (at the moment it was filled) are kept side by side. Deterministic (eval mode, argmax; ties → lowest id).
+
+torch, transformers and scipy are imported inside functions only.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fairdesk.core.errors import DataError, ModelError
+from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
+from fairdesk.core.text.templates import ATTR_SLOT, BiasTemplates, CompletionTemplates
+
+PRIOR_RULES: tuple[str, ...] = ("pieces", "words")
+TESTS: tuple[str, ...] = ("wilcoxon", "ranksum")
+TEST_NAMES = {
+    "wilcoxon": "Wilcoxon signed-rank test (paired by word pair within each template and attribute, two-sided, "
+                "scipy.stats.wilcoxon)",
+    "ranksum": "Wilcoxon rank-sum test (unpaired, two-sided, scipy.stats.ranksums)",
+}
+EFFECT_NAMES = {
+    "wilcoxon": "matched-pairs rank-biserial correlation r = (T+ − T−)/(T+ + T−) over the paired differences "
+                "(zero differences dropped); +1 = every pair favours the first group",
+    "ranksum": "rank-biserial correlation r = 2·U/(n1·n2) − 1 (Cliff's delta); +1 = every score of the first "
+               "group exceeds every score of the second",
+}
+# Model classes whose LM head is position-wise on the base model's last hidden state (fast path: only the
+# needed positions go through the head). Others run the full forward pass.
+_GATHER_HEADS = {"BertForMaskedLM": "cls", "RobertaForMaskedLM": "lm_head", "XLMRobertaForMaskedLM": "lm_head",
+                 "CamembertForMaskedLM": "lm_head"}
+
+
+@dataclass
+class ProbeOptions:
+    prior: str = "pieces"                       # "pieces" (FairDesk) or "words" (the release's rule)
+    test: str = "wilcoxon"                      # "wilcoxon" (paired, the paper) or "ranksum"
+    groups: tuple[str, str] | None = None        # the two groups compared (default: the first two in the file)
+    categories: tuple[str, ...] | None = None    # subset of category codes (default: all)
+    batch_size: int = 64
+    alpha: float = 0.05
+    min_effect: float = 0.3                      # |rank-biserial r| needed to flag a category …
+    min_log_ratio: float = 0.25                  # … and |mean paired difference| in nats (ratio e^0.25 ≈ 1.28)
+    seed: int = 0                                # recorded; scoring itself is deterministic
+
+    def check(self) -> "ProbeOptions":
+        if self.prior not in PRIOR_RULES:
+            raise DataError(f"Unknown prior rule '{self.prior}'. Use 'pieces' (mask every word piece of the "
+                            "attribute) or 'words' (one mask per word, the authors' release).")
+        if self.test not in TESTS:
+            raise DataError(f"Unknown test '{self.test}'. Use 'wilcoxon' (signed-rank) or 'ranksum'.")
+        if self.batch_size < 1:
+            raise DataError("The batch size must be at least 1.")
+        return self
+
+
+# ==============================================================================================================
+# Sentence construction and alignment
+
+
+def fill_template(template: str, slot_token: str, word: str, attribute: str) -> tuple[str, tuple[int, int],
+                                                                                      tuple[int, int]]:
+    """``(text, word_span, attribute_span)``: the template with both slots filled; spans are character ranges."""
+    parts = re.split(f"({re.escape(slot_token)}|{re.escape(ATTR_SLOT)})", template)
+    text, wspan, aspan = "", None, None
+    for part in parts:
+        if part == slot_token:
+            wspan = (len(text), len(text) + len(word))
+            text += word
+        elif part == ATTR_SLOT:
+            aspan = (len(text), len(text) + len(attribute))
+            text += attribute
+        else:
+            text += part
+    if wspan is None or aspan is None:
+        raise DataError(f"Template '{template}' needs the slot {slot_token} and the attribute slot {ATTR_SLOT}.")
+    return text, wspan, aspan
+
+
+def tokens_in_span(offsets, span: tuple[int, int], text: str = "", special=None) -> list[int]:
+    """Indices of the tokens whose character offsets fall inside ``span``; a token straddling the span's edge
+    (the tokenizer merged the slot with its neighbour) raises :class:`DataError`. ``special`` flags tokens to skip
+    ([CLS], [SEP], <s> …; their offsets are (0, 0)).
+
+    Byte-level BPE and SentencePiece tokens carry the space before a word ("Ġhe" covers " he" unless the
+    tokenizer trims offsets): leading white space is not counted, and a token that is only white space ("Ġ", "▁",
+    possibly of zero width) belongs to the span when it ends at the span's start or inside it — it is the leading
+    space of a word of the span."""
+    s0, s1 = span
+    out = []
+    for i, (a, b) in enumerate(offsets):
+        if special is not None and special[i]:
+            continue
+        while a < b and a < len(text) and text[a].isspace():
+            a += 1
+        if a == b:  # white space only (or zero width after trimming): the leading space of a word of the span
+            if s0 <= b < s1:
+                out.append(i)
+            continue
+        if b <= s0 or a >= s1:
+            continue
+        if a < s0 or b > s1:
+            raise DataError(f"The tokenizer merges the slot '{text[s0:s1]}' with neighbouring text in '{text}'; put "
+                            "spaces around the slot in the template.")
+        out.append(i)
+    if not out or all(offsets[i][1] - offsets[i][0] == 0 or text[offsets[i][0]:offsets[i][1]].isspace()
+                      for i in out):
+        raise DataError(f"The slot '{text[s0:s1]}' in '{text}' produced no tokens.")
+    return out
+
+
+def _encode(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]], list[int]]]:
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError("The probe needs a fast tokenizer (with offset mappings) to align slots with word pieces.")
+    enc = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True, return_special_tokens_mask=True)
+    return [(list(ids), [tuple(o) for o in offs], list(sp))
+            for ids, offs, sp in zip(enc["input_ids"], enc["offset_mapping"], enc["special_tokens_mask"])]
+
+
+@dataclass
+class _Request:
+    row: int
+    which: str            # "target" or "prior"
+    seq: int
+    positions: list[int]
+    pieces: list[int]
+
+
+class _SequencePool:
+    """Unique input sequences and the (position, token) log-probabilities each one must deliver."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple[int, ...], int] = {}
+        self.seqs: list[tuple[int, ...]] = []
+        self.needed: list[dict[int, set[int]]] = []
+
+    def add(self, ids, positions, pieces) -> int:
+        key = tuple(ids)
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.seqs)
+            self.seqs.append(key)
+            self.needed.append({})
+        for p, t in zip(positions, pieces):
+            self.needed[i].setdefault(p, set()).add(t)
+        return i
+
+
+def _max_positions(model) -> int:
+    return int(getattr(model.config, "max_position_embeddings", 512) or 512)
+
+
+def _forward_logprobs(model, pool: _SequencePool, pad_id: int, batch_size: int, rep: Reporter
+                      ) -> dict[tuple[int, int, int], float]:
+    """Run every unique sequence once (length-sorted batches, padded, attention mask); log-softmax at the needed
+    positions; return {(seq, position, token): log-probability}."""
+    import torch
+
+    head_attr = _GATHER_HEADS.get(type(model).__name__)
+    head = getattr(model, head_attr, None) if head_attr else None
+    device = next(model.parameters()).device
+    order = sorted(range(len(pool.seqs)), key=lambda i: (len(pool.seqs[i]), i))
+    out: dict[tuple[int, int, int], float] = {}
+    n_batches = max(1, math.ceil(len(order) / batch_size))
+    model.eval()
+    with torch.inference_mode():
+        for b in range(n_batches):
+            rep(b / n_batches, f"scoring batch {b + 1} of {n_batches}")
+            idxs = order[b * batch_size:(b + 1) * batch_size]
+            if not idxs:
+                continue
+            T = max(len(pool.seqs[i]) for i in idxs)
+            ids = torch.full((len(idxs), T), pad_id, dtype=torch.long)
+            att = torch.zeros((len(idxs), T), dtype=torch.long)
+            rows, cols, keys = [], [], []
+            for r, i in enumerate(idxs):
+                L = len(pool.seqs[i])
+                ids[r, :L] = torch.tensor(pool.seqs[i], dtype=torch.long)
+                att[r, :L] = 1
+                for p, toks in sorted(pool.needed[i].items()):
+                    rows.append(r)
+                    cols.append(p)
+                    keys.append((i, p, sorted(toks)))
+            ids, att = ids.to(device), att.to(device)
+            if head is not None:
+                hidden = model.base_model(input_ids=ids, attention_mask=att).last_hidden_state
+                logits = head(hidden[rows, cols])
+            else:
+                logits = model(input_ids=ids, attention_mask=att).logits[rows, cols]
+            logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+            for k, (i, p, toks) in enumerate(keys):
+                vals = logp[k, toks].tolist()
+                for t, v in zip(toks, vals):
+                    out[(i, p, t)] = v
+    return out
+
+
+# ==============================================================================================================
+# Scores
+
+
+def _resolve_groups(templates: BiasTemplates, groups) -> tuple[str, str]:
+    names = list(templates.groups)
+    if groups is None:
+        return names[0], names[1]
+    groups = tuple(groups)
+    if len(groups) != 2 or any(g not in templates.groups for g in groups) or groups[0] == groups[1]:
+        raise DataError(f"Choose two different word groups to compare among {', '.join(names)}.")
+    return groups[0], groups[1]
+
+
+def log_probability_scores(model, tokenizer, templates: BiasTemplates, options: ProbeOptions | None = None,
+                           progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> pd.DataFrame:
+    """Per-sentence scores, long format: one row per (category, template, attribute, word) with ``group``,
+    ``pair_index``, ``sentence``, piece counts, ``log_p_target``, ``log_p_prior`` and ``score``."""
+    opts = (options or ProbeOptions()).check()
+    rep = Reporter(progress, cancel)
+    rows, pool, requests = prepare_sequences(model, tokenizer, templates, opts, rep.sub(0.0, 0.05))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rep(0.05, f"{len(pool.seqs)} distinct sequences for {len(rows)} scores")
+    lp = _forward_logprobs(model, pool, pad_id, opts.batch_size, rep.sub(0.05, 0.98))
+    for q in requests:
+        rows[q.row][f"log_p_{q.which}"] = float(sum(lp[(q.seq, p, t)] for p, t in zip(q.positions, q.pieces)))
+    df = pd.DataFrame(rows)
+    df["score"] = df["log_p_target"] - df["log_p_prior"]
+    rep(1.0, "scores done")
+    cols = ["category", "template", "attribute", "group", "pair_index", "word", "sentence", "n_word_pieces",
+            "word_pieces", "n_attribute_pieces", "n_prior_masks", "n_tokens_target", "n_tokens_prior",
+            "log_p_target", "log_p_prior", "score"]
+    df = df[cols].copy()
+    df.attrs["n_forward_sequences"] = len(pool.seqs)
+    df.attrs["n_target_sequences"] = len({q.seq for q in requests if q.which == "target"})
+    df.attrs["n_prior_sequences"] = len({q.seq for q in requests if q.which == "prior"})
+    return df
+
+
+def prepare_sequences(model, tokenizer, templates: BiasTemplates, options: ProbeOptions | None = None,
+                      progress: ProgressFn | None = None):
+    """Build every target and prior sentence, align the slots and collect the distinct masked sequences:
+    ``(rows, pool, requests)`` (``pool.seqs`` are the token-id sequences the model must run — the benchmark's
+    raw-forward baseline runs exactly these)."""
+    opts = (options or ProbeOptions()).check()
+    rep = Reporter(progress)
+    tpl = templates.select(opts.categories)
+    g1, g2 = _resolve_groups(tpl, opts.groups)
+    mask_tok, mask_id = tokenizer.mask_token, tokenizer.mask_token_id
+    if mask_tok is None:
+        raise ModelError("The tokenizer has no mask token; the probe needs a masked language model.")
+    words = [(g, i, w) for g in (g1, g2) for i, w in enumerate(tpl.groups[g])]
+
+    rows: list[dict[str, Any]] = []
+    texts, spans = [], []
+    for code, template, attribute in tpl.pairs():
+        for g, i, w in words:
+            text, wspan, aspan = fill_template(template, tpl.slot_token, w, attribute)
+            rows.append({"category": code, "template": template, "attribute": attribute, "group": g,
+                         "pair_index": i, "word": w, "sentence": text})
+            texts.append(text)
+            spans.append((wspan, aspan))
+    rep(0.02, f"tokenizing {len(texts)} sentences")
+    encoded = _encode(tokenizer, texts)
+    pool = _SequencePool()
+    requests: list[_Request] = []
+    prior_texts: list[tuple[int, str, tuple[int, int]]] = []
+    limit = _max_positions(model)
+    for r, ((ids, offs, sp), (wspan, aspan)) in enumerate(zip(encoded, spans)):
+        if len(ids) > limit:
+            raise DataError(f"The sentence '{texts[r]}' is longer ({len(ids)} tokens) than the model accepts "
+                            f"({limit}).")
+        slot = tokens_in_span(offs, wspan, texts[r], sp)
+        attr = tokens_in_span(offs, aspan, texts[r], sp)
+        pieces = [ids[p] for p in slot]
+        rows[r].update(n_word_pieces=len(slot), word_pieces=tokenizer.convert_ids_to_tokens(pieces),
+                       n_attribute_pieces=len(attr), n_tokens_target=len(ids))
+        target = list(ids)
+        for p in slot:
+            target[p] = mask_id
+        requests.append(_Request(r, "target", pool.add(target, slot, pieces), slot, pieces))
+        if opts.prior == "pieces":
+            prior = list(target)
+            for p in attr:
+                prior[p] = mask_id
+            rows[r]["n_prior_masks"] = len(attr)
+            rows[r]["n_tokens_prior"] = len(prior)
+            requests.append(_Request(r, "prior", pool.add(prior, slot, pieces), slot, pieces))
+        else:
+            row = rows[r]
+            n_words = len(row["attribute"].split())
+            masked_attr = " ".join([mask_tok] * n_words)
+            ptext, pwspan, _ = fill_template(row["template"], tpl.slot_token, row["word"], masked_attr)
+            rows[r]["n_prior_masks"] = n_words
+            prior_texts.append((r, ptext, pwspan))
+    if prior_texts:
+        for (r, ptext, pwspan), (ids, offs, sp) in zip(prior_texts,
+                                                       _encode(tokenizer, [t for _, t, _ in prior_texts])):
+            slot = tokens_in_span(offs, pwspan, ptext, sp)
+            pieces = [ids[p] for p in slot]
+            if pieces != [encoded[r][0][p] for p in tokens_in_span(encoded[r][1], spans[r][0], texts[r],
+                                                                   encoded[r][2])]:
+                raise DataError(f"The word '{rows[r]['word']}' tokenizes differently in '{ptext}' than in "
+                                f"'{texts[r]}'; use the 'pieces' prior rule.")
+            prior = list(ids)
+            for p in slot:
+                prior[p] = mask_id
+            rows[r]["n_tokens_prior"] = len(prior)
+            requests.append(_Request(r, "prior", pool.add(prior, slot, pieces), slot, pieces))
+    rep(1.0, "sentences aligned")
+    return rows, pool, requests
+
+
+def score_sentence(model, tokenizer, template: str, attribute: str, word: str, slot_token: str = "[GEND]",
+                   prior: str = "pieces") -> dict[str, float]:
+    """One score with one forward pass per sentence (no batching, no caching, full LM head): the reference the
+    batched path is tested against and the benchmark's naive loop."""
+    import torch
+
+    text, wspan, aspan = fill_template(template, slot_token, word, attribute)
+    (ids, offs, sp), = _encode(tokenizer, [text])
+    slot = tokens_in_span(offs, wspan, text, sp)
+    pieces = [ids[p] for p in slot]
+    target = list(ids)
+    for p in slot:
+        target[p] = tokenizer.mask_token_id
+    if prior == "pieces":
+        prior_ids, prior_slot = list(target), slot
+        for p in tokens_in_span(offs, aspan, text, sp):
+            prior_ids[p] = tokenizer.mask_token_id
+    else:
+        ptext, pwspan, _ = fill_template(template, slot_token, word,
+                                         " ".join([tokenizer.mask_token] * len(attribute.split())))
+        (prior_ids, poffs, psp), = _encode(tokenizer, [ptext])
+        prior_slot = tokens_in_span(poffs, pwspan, ptext, psp)
+        prior_ids = list(prior_ids)
+        for p in prior_slot:
+            prior_ids[p] = tokenizer.mask_token_id
+    model.eval()
+    out = {}
+    with torch.inference_mode():
+        for name, seq, pos in (("log_p_target", target, slot), ("log_p_prior", prior_ids, prior_slot)):
+            logits = model(input_ids=torch.tensor([seq], device=next(model.parameters()).device)).logits[0]
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            out[name] = float(sum(logp[p, t] for p, t in zip(pos, pieces)))
+    out["score"] = out["log_p_target"] - out["log_p_prior"]
+    return out
+
+
+# ==============================================================================================================
+# Statistics
+
+
+def _rank_biserial_paired(d: np.ndarray) -> float:
+    from scipy.stats import rankdata
+
+    d = d[d != 0]
+    if len(d) == 0:
+        return 0.0
+    ranks = rankdata(np.abs(d))
+    t_plus, t_minus = ranks[d > 0].sum(), ranks[d < 0].sum()
+    return float((t_plus - t_minus) / (t_plus + t_minus))
+
+
+def _rank_biserial_unpaired(x: np.ndarray, y: np.ndarray) -> float:
+    from scipy.stats import rankdata
+
+    ranks = rankdata(np.concatenate([x, y]))
+    u = ranks[:len(x)].sum() - len(x) * (len(x) + 1) / 2
+    return float(2 * u / (len(x) * len(y)) - 1)
+
+
+def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str = "wilcoxon",
+                        alpha: float = 0.05, min_effect: float = 0.3, min_log_ratio: float = 0.25) -> list[dict]:
+    """One record per category: ``category, mean_<g1>, mean_<g2>, statistic, p_value, q_value, n, test`` and
+    effect sizes (``effect_size`` = rank-biserial correlation matching the test, ``mean_difference`` in
+    log-probability units, ``d_z`` = mean paired difference / its SD), ``direction``, ``flagged``.
+
+    Why rank-biserial: it is the test's own statistic rescaled to [−1, 1] (the share of rank mass favouring one
+    group minus the other), so it needs no normality, does not grow with n the way p does, and reads the same for
+    every category and model. Being scale-free, r alone calls a tiny but consistent shift "large" (an untrained
+    model's 1e-4-nat differences can reach r ≈ 0.4), so a category is ``flagged`` only when it is significant
+    (q < alpha), consistent (|r| ≥ min_effect) and large (|mean_difference| ≥ min_log_ratio nats, i.e. the
+    prior-adjusted probability of one group's words at least e^min_log_ratio times the other's).
+    """
+    from scipy.stats import ranksums, wilcoxon
+
+    from fairdesk.core.stats.multiple import benjamini_hochberg
+
+    g1, g2 = groups
+    records = []
+    for code, df in scores.groupby("category", sort=False):
+        a = df[df["group"] == g1]
+        b = df[df["group"] == g2]
+        rec: dict[str, Any] = {"category": code, "groups": [g1, g2], f"mean_{g1}": float(a["score"].mean()),
+                               f"mean_{g2}": float(b["score"].mean()), "test": TEST_NAMES[test],
+                               "test_code": test, "n_templates": int(df["template"].nunique()),
+                               "n_attributes": int(df["attribute"].nunique())}
+        if test == "wilcoxon":
+            if a["pair_index"].nunique() != b["pair_index"].nunique():
+                raise DataError(f"The signed-rank test pairs the words of '{g1}' and '{g2}' position by position, but "
+                                "the lists have different lengths. Give both groups the same number of words, or "
+                                "use the rank-sum test.")
+            key = ["template", "attribute", "pair_index"]
+            paired = a.merge(b, on=key, suffixes=("_a", "_b"))
+            d = (paired["score_a"] - paired["score_b"]).to_numpy()
+            n = len(d)
+            rec["n"] = n
+            if n == 0 or not np.any(d != 0):
+                rec.update(statistic=None, p_value=1.0 if n else None)
+            else:
+                res = wilcoxon(paired["score_a"].to_numpy(), paired["score_b"].to_numpy(), alternative="two-sided",
+                               zero_method="wilcox")
+                rec.update(statistic=float(res.statistic), p_value=float(res.pvalue))
+            rec["effect_size"] = _rank_biserial_paired(d) if n else None
+            sd = float(np.std(d, ddof=1)) if n > 1 else float("nan")
+            rec["d_z"] = float(np.mean(d) / sd) if n > 1 and sd > 0 else None
+        else:
+            x, y = a["score"].to_numpy(), b["score"].to_numpy()
+            rec["n"] = int(len(x) + len(y))
+            rec[f"n_{g1}"], rec[f"n_{g2}"] = int(len(x)), int(len(y))
+            if len(x) and len(y):
+                res = ranksums(x, y, alternative="two-sided")
+                rec.update(statistic=float(res.statistic), p_value=float(res.pvalue),
+                           effect_size=_rank_biserial_unpaired(x, y))
+            else:
+                rec.update(statistic=None, p_value=None, effect_size=None)
+            rec["d_z"] = None
+        rec["mean_difference"] = rec[f"mean_{g1}"] - rec[f"mean_{g2}"]
+        rec["probability_ratio"] = float(np.exp(rec["mean_difference"]))
+        rec["effect_size_name"] = EFFECT_NAMES[test]
+        rec["direction"] = g1 if rec["mean_difference"] > 0 else g2 if rec["mean_difference"] < 0 else "none"
+        records.append(rec)
+    q = benjamini_hochberg([np.nan if r["p_value"] is None else r["p_value"] for r in records])
+    for r, qv in zip(records, q):
+        r["q_value"] = None if np.isnan(qv) else float(qv)
+        r["significant"] = r["q_value"] is not None and r["q_value"] < alpha
+        r["flagged"] = bool(r["significant"] and r["effect_size"] is not None and abs(r["effect_size"]) >= min_effect
+                            and abs(r["mean_difference"]) >= min_log_ratio)
+    return records
+
+
+# ==============================================================================================================
+# The audit
+
+
+@dataclass
+class MLMBiasResult:
+    records: list[dict]              # one per category; each has "scores" (its per-sentence rows)
+    scores: pd.DataFrame             # all per-sentence rows
+    method: dict
+    provenance: dict = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        """The per-category table without the per-sentence scores (001 Table 3 layout plus q and effect)."""
+        return pd.DataFrame([{k: v for k, v in r.items() if k != "scores"} for r in self.records])
+
+    def to_dict(self) -> dict:
+        return _clean({"kind": "mlm_bias", "method": self.method, "records": self.records,
+                       "provenance": self.provenance})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MLMBiasResult":
+        scores = pd.DataFrame([s for r in d["records"] for s in r.get("scores", [])])
+        return cls(d["records"], scores, d.get("method", {}), d.get("provenance", {}))
+
+
+def _clean(obj):
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return None if not np.isfinite(obj) else float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return _clean(obj.tolist())
+    return obj
+
+
+def run_mlm_bias_audit(model, templates: BiasTemplates | str | Path | None = None,
+                       options: ProbeOptions | None = None, tokenizer=None, progress: ProgressFn | None = None,
+                       cancel: CancelToken | None = None) -> MLMBiasResult:
+    """The log-probability bias audit. ``model`` is a local model folder (loaded with
+    :func:`fairdesk.core.models.mlm.load_masked_lm`) or a loaded masked LM with its ``tokenizer``."""
+    from fairdesk.core import provenance
+    from fairdesk.core.models.mlm import load_masked_lm, model_fingerprint
+    from fairdesk.core.text.templates import load_bias_templates
+
+    opts = (options or ProbeOptions()).check()
+    rep = Reporter(progress, cancel)
+    tpl = templates if isinstance(templates, BiasTemplates) else load_bias_templates(templates)
+    tpl = tpl.select(opts.categories)
+    groups = _resolve_groups(tpl, opts.groups)
+    model_hashes, model_name = {}, getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
+    if isinstance(model, (str, Path)):
+        rep(0.0, "loading the model")
+        model_name = str(model)
+        path = model
+        model, tokenizer = load_masked_lm(path)
+        model_hashes = {"masked_lm": model_fingerprint(path)}
+    elif tokenizer is None:
+        raise ModelError("Give the tokenizer together with a loaded model (or a model folder).")
+    import torch
+
+    torch.manual_seed(opts.seed)
+    scores = log_probability_scores(model, tokenizer, tpl, opts, rep.sub(0.02, 0.95), None)
+    rep(0.96, "statistics")
+    records = category_statistics(scores, groups, opts.test, opts.alpha, opts.min_effect, opts.min_log_ratio)
+    names = {c.code: c.name for c in tpl.categories}
+    keep = ["template", "attribute", "group", "pair_index", "word", "sentence", "word_pieces", "n_prior_masks",
+            "log_p_target", "log_p_prior", "score"]
+    for r in records:
+        r["name"] = names.get(r["category"], r["category"])
+        sub = scores[scores["category"] == r["category"]][keep]
+        r["scores"] = sub.to_dict(orient="records")
+    multi = scores[scores["n_word_pieces"] > 1].drop_duplicates("word")
+    method = {
+        "name": "log-probability bias score (Kurita et al. 2019; Zhang et al. 2020, §4.3)",
+        "score": "ln(p_target / p_prior)",
+        "prior_rule": opts.prior,
+        "prior_rule_text": ("every word piece of the attribute masked (prior and target sentences have the same "
+                            "length)" if opts.prior == "pieces" else
+                            "one [MASK] per whitespace word of the attribute (the authors' release)"),
+        "test": TEST_NAMES[opts.test], "test_code": opts.test,
+        "multiple_testing": "Benjamini–Hochberg across categories (q_value); p_value is the raw p",
+        "effect_size": EFFECT_NAMES[opts.test],
+        "flag_rule": f"q < {opts.alpha}, |effect size| ≥ {opts.min_effect} and |mean difference| ≥ "
+                     f"{opts.min_log_ratio} nats",
+        "alpha": opts.alpha, "min_effect": opts.min_effect, "min_log_ratio": opts.min_log_ratio,
+        "n_forward_sequences": scores.attrs.get("n_forward_sequences"), "n_scores": int(len(scores)),
+        "groups": {g: list(tpl.groups[g]) for g in groups}, "slot": tpl.slot,
+        "multi_piece_words": {w: list(p) for w, p in zip(multi["word"], multi["word_pieces"])},
+        "multi_piece_rule": "a word split into several pieces fills the slot with as many masks; its "
+                            "log-probability is the sum over its pieces",
+        "alignment": "slots located with the tokenizer's offset mapping",
+        "templates": {"path": tpl.path, "sha256": tpl.sha256, "source": tpl.source, "counts": tpl.counts(),
+                      "n_pairs": sum(tpl.counts().values())},
+        "model": model_name,
+        "notes": ["Sentences share templates and attributes, so the tests treat correlated scores as independent "
+                  "(as the paper does): judge by the effect sizes as well as p.",
+                  "A significant score is not proof of unwanted bias: conditions differ in prevalence between "
+                  "groups (001 §4.3)."],
+    }
+    prov = provenance.make(opts.seed, tpl.sha256 or None, model_hashes, kind="mlm_bias", model=model_name)
+    rep(1.0, "done")
+    return MLMBiasResult(records, scores, method, prov)
+
+
+def compare_results(results: dict[str, MLMBiasResult]) -> pd.DataFrame:
+    """Side by side per category (e.g. baseline vs debiased, 001 Table 3): for every model its group means, p, q,
+    effect size and flag."""
+    frames = []
+    for name, res in results.items():
+        t = res.table()
+        g1, g2 = t["groups"].iloc[0]
+        cols = {f"mean_{g1}": f"{name}: mean {g1}", f"mean_{g2}": f"{name}: mean {g2}", "p_value": f"{name}: p",
+                "q_value": f"{name}: q", "effect_size": f"{name}: effect", "flagged": f"{name}: flagged"}
+        frames.append(t.set_index("category")[list(cols)].rename(columns=cols))
+    return pd.concat(frames, axis=1).reset_index()
+
+
+# ==============================================================================================================
+# Sentence completion
+
+
+@dataclass
+class CompletionResult:
+    rows: list[dict]     # template, term, sentence, completed, fills: [{mask, order, token, prob, top_k}]
+    top_k: int
+    method: dict
+    provenance: dict = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        """One row per (template, term): the completed sentence and, per mask, its top-k fillers."""
+        out = []
+        for r in self.rows:
+            row = {"template": r["template"], "term": r["term"], "completed": r["completed"]}
+            for f in sorted(r["fills"], key=lambda f: f["mask"]):
+                row[f"mask {f['mask'] + 1}"] = ", ".join(f"{t} ({p:.2f})" for t, p in f["top_k"])
+            out.append(row)
+        return pd.DataFrame(out)
+
+    def to_dict(self) -> dict:
+        return _clean({"kind": "sentence_completion", "top_k": self.top_k, "method": self.method, "rows": self.rows,
+                       "provenance": self.provenance})
+
+
+def sentence_completion(model, tokenizer, templates: CompletionTemplates | str | Path | None = None,
+                        top_k: int = 5, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                        batch_size: int = 64) -> CompletionResult:
+    """Greedy fill of the ``[MASK]`` spans of every template for every race term, top-k fillers kept."""
+    import torch
+
+    from fairdesk.core import provenance
+    from fairdesk.core.text.templates import load_completion_templates
+
+    rep = Reporter(progress, cancel)
+    tpl = templates if isinstance(templates, CompletionTemplates) else load_completion_templates(templates)
+    if tokenizer.mask_token is None:
+        raise ModelError("The tokenizer has no mask token; sentence completion needs a masked language model.")
+    mask_id, pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id or 0
+    banned = sorted(set(tokenizer.all_special_ids))
+    device = next(model.parameters()).device
+    rows = []
+    model.eval()
+    jobs = [(t, term) for t in tpl.templates for term in tpl.terms]
+    for b in range(0, len(jobs), batch_size):
+        chunk = jobs[b:b + batch_size]
+        rep(b / len(jobs), f"completing {b + 1}–{b + len(chunk)} of {len(jobs)} sentences")
+        texts = [t.replace(f"[{tpl.slot}]", term).replace(tpl.mask, tokenizer.mask_token) for t, term in chunk]
+        seqs = [list(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"]]
+        masks = [[i for i, x in enumerate(s) if x == mask_id] for s in seqs]
+        orig_masks = [list(m) for m in masks]
+        fills: list[list[dict]] = [[] for _ in chunk]
+        step = 0
+        while any(masks):
+            rep.check()
+            T = max(len(s) for s in seqs)
+            ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+            att = torch.zeros((len(seqs), T), dtype=torch.long)
+            for r, s in enumerate(seqs):
+                ids[r, :len(s)] = torch.tensor(s)
+                att[r, :len(s)] = 1
+            with torch.inference_mode():
+                logits = model(input_ids=ids.to(device), attention_mask=att.to(device)).logits.float().cpu()
+                logits[:, :, banned] = float("-inf")
+                probs = torch.softmax(logits, dim=-1)
+            for r, remaining in enumerate(masks):
+                if not remaining:
+                    continue
+                best_p, best_pos = -1.0, remaining[0]
+                for pos in remaining:
+                    p = float(probs[r, pos].max())
+                    if p > best_p:
+                        best_p, best_pos = p, pos
+                vals, idx = torch.topk(probs[r, best_pos], k=min(top_k, probs.shape[-1]))
+                tok = int(torch.argmax(probs[r, best_pos]))
+                seqs[r][best_pos] = tok
+                remaining.remove(best_pos)
+                fills[r].append({"mask": orig_masks[r].index(best_pos), "order": step,
+                                 "token": tokenizer.convert_ids_to_tokens(tok), "prob": float(probs[r, best_pos, tok]),
+                                 "top_k": [[tokenizer.convert_ids_to_tokens(int(i)), float(v)]
+                                           for v, i in zip(vals, idx)]})
+            step += 1
+        for (t, term), text, s, f in zip(chunk, texts, seqs, fills):
+            rows.append({"template": t, "term": term, "sentence": text,
+                         "completed": tokenizer.decode(s, skip_special_tokens=True), "fills": f})
+    method = {"name": "sentence completion (001 Fig. 1, App. B)", "fill": "greedy: most confident mask first, "
+              "then ask again", "top_k": top_k, "terms": list(tpl.terms),
+              "templates": {"path": tpl.path, "sha256": tpl.sha256, "source": tpl.source},
+              "excluded_tokens": "special tokens are never proposed"}
+    rep(1.0, "done")
+    return CompletionResult(rows, top_k, method, provenance.make(None, tpl.sha256 or None, None,
+                                                                 kind="sentence_completion"))
