@@ -165,17 +165,27 @@ def test_checkpoints_survive_cancel_and_crash_and_resume(tmp_path):
     cfg = gi.GeneratorConfig(image_size=32, vae_channels=(4, 8, 8), unet_channels=(8, 16), norm_groups=4)
     sched = gi.TrainSchedule(vae_steps=10, unet_steps=20, batch_size=8, checkpoint_every=10, preview_every=10)
     out = tmp_path / "g"
-    tok = CancelToken()
     previews = []
 
-    def progress(f, m):
-        if "diffusion step 15/" in m:
-            tok.cancel()
+    def cancel_at(text):
+        tok = CancelToken()
+
+        def progress(f, m):
+            if text in m:
+                tok.cancel()
+        return progress, tok
+    progress, tok = cancel_at("diffusion step 5/")        # cancelled right after the autoencoder phase
     with pytest.raises(Cancelled):
-        gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, progress=progress, cancel=tok,
+        gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, progress=progress, cancel=tok)
+    kept = gi.load_generator(out)
+    assert kept.meta["step"] == 10 and kept.meta["optimizer_phase"] == "vae"
+    progress, tok = cancel_at("diffusion step 15/")       # resumed from the autoencoder's checkpoint
+    with pytest.raises(Cancelled):
+        gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, resume=True, progress=progress, cancel=tok,
                            preview=lambda s, im, lab: previews.append((s, im.shape, tuple(lab))))
     kept = gi.load_generator(out)
     assert kept.meta["step"] == 20 and kept.meta["checkpoints"] == [10, 20]
+    assert kept.meta["optimizer_phase"] == "unet"
     assert previews == [(20, (4, 32, 32), (0, 0, 1, 1))]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]   # no temp folders left behind
 

@@ -376,6 +376,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     out_dir = Path(out_dir) if out_dir is not None else None
     meta: dict = {"step": 0, "vae_loss": [], "unet_loss": [], "checkpoints": []}
     opt_state = None
+    opt_phase = None
     if resume:
         if out_dir is None or not (out_dir / META_FILE).is_file():
             raise ModelError("Nothing to resume: the output folder has no generator checkpoint.")
@@ -383,6 +384,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
         config = gen.config
         meta.update({k: gen.meta[k] for k in meta if k in gen.meta})
         vae, unet = gen.vae, gen.unet
+        opt_phase = gen.meta.get("optimizer_phase")
         if (out_dir / "train_state.safetensors").is_file():
             from safetensors.torch import load_file
 
@@ -400,12 +402,11 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     total = schedule.vae_steps + schedule.unet_steps
     res = TrainResult(gen, list(meta["vae_loss"]), list(meta["unet_loss"]), list(meta["checkpoints"]))
 
-    def checkpoint(step: int, optimizer) -> None:
+    def checkpoint(step: int, optimizer, phase: str) -> None:
         if out_dir is None:
             return
         gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss,
-                        checkpoints=res.checkpoints + [step], phase="vae" if step <= schedule.vae_steps else "unet",
-                        schedule=asdict(schedule))
+                        checkpoints=res.checkpoints + [step], optimizer_phase=phase, schedule=asdict(schedule))
         gen.save(out_dir, _train_state(optimizer))
         res.checkpoints.append(step)
 
@@ -417,7 +418,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     # ---- phase 1: VAE
     if step < schedule.vae_steps:
         opt = torch.optim.AdamW(vae.parameters(), lr=schedule.vae_lr, weight_decay=0.0)
-        if opt_state is not None and meta.get("phase", "vae") == "vae":
+        if opt_state is not None and opt_phase == "vae":
             _load_train_state(opt, opt_state)
         vae.train()
         while step < schedule.vae_steps:
@@ -437,9 +438,9 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
                 with torch.inference_mode():
                     z = torch.cat([vae.encode(x_all[i:i + 256]).latent_dist.mean for i in range(0, len(x_all), 256)])
                 config.latent_scale = float(1.0 / z.std().clamp_min(1e-6))
-                checkpoint(step, opt)
+                checkpoint(step, opt, "vae")
             elif schedule.checkpoint_every and step % schedule.checkpoint_every == 0:
-                checkpoint(step, opt)
+                checkpoint(step, opt, "vae")
         opt_state = None
     vae.eval()
     for p in vae.parameters():
@@ -450,11 +451,12 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
             z_all = torch.cat([vae.encode(x_all[i:i + 256]).latent_dist.mean
                                for i in range(0, len(x_all), 256)]) * config.latent_scale
         opt = torch.optim.AdamW(unet.parameters(), lr=schedule.unet_lr, weight_decay=0.0)
-        if opt_state is not None:
+        if opt_state is not None and opt_phase == "unet":
             _load_train_state(opt, opt_state)
         n_unet = schedule.unet_steps
+        start = step  # cosine learning-rate decay over the UNet phase, continued on resume
         sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: 0.5 * (1 + math.cos(math.pi * min((s + step - schedule.vae_steps) / max(n_unet, 1), 1))))
+            opt, lambda s: 0.5 * (1 + math.cos(math.pi * min((s + start - schedule.vae_steps) / max(n_unet, 1), 1))))
         unet.train()
         while step < total:
             rep.check()
@@ -482,7 +484,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
                 unet.train()
             if step == total or (schedule.checkpoint_every and step % schedule.checkpoint_every == 0):
                 unet.eval()
-                checkpoint(step, opt)
+                checkpoint(step, opt, "unet")
                 unet.train()
     unet.eval()
     for p in vae.parameters():
