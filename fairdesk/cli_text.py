@@ -45,7 +45,8 @@ def _write_pdf(result, path: str) -> None:
 
 def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
     from fairdesk.core import atomic
-    from fairdesk.core.audits.mlm_bias import ProbeOptions, compare_results, run_mlm_bias_audit, sentence_completion
+    from fairdesk.core.audits.mlm_bias import (ProbeOptions, mlm_audit_document, run_mlm_bias_audit,
+                                               sentence_completion)
     from fairdesk.core.errors import FairDeskError
     from fairdesk.core.models.mlm import load_masked_lm
     from fairdesk.core.text.templates import load_bias_templates
@@ -68,16 +69,11 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
             path, templates, opts,
             progress=lambda f, m, a=rep_start, b=rep_stop, n=name: progress(a + (b - a) * f, f"{n}: {m}"))
     main = results[names[0]]
-    out = main.to_dict()
-    out["model_name"] = names[0]
-    if len(models) > 1:
-        out["compared"] = [{"model_name": n, "model": str(p), **results[n].to_dict()}
-                           for n, p in zip(names[1:], models[1:])]
-        table = compare_results(results)
-        out["comparison"] = json.loads(table.to_json(orient="records"))
+    completion = None
     if args.completion:
         model, tokenizer = load_masked_lm(args.model)
-        out["completion"] = sentence_completion(model, tokenizer, args.completion_templates, top_k=args.top_k).to_dict()
+        completion = sentence_completion(model, tokenizer, args.completion_templates, top_k=args.top_k)
+    out = mlm_audit_document(results, dict(zip(names, map(str, models))), completion)
     progress.done()
     atomic.write_text(args.json, json.dumps(out, indent=1, ensure_ascii=False, allow_nan=False))
     if args.pdf:

@@ -93,14 +93,34 @@ def audit_groups(project_path: str | Path, dataset_id: int, plan, *, name: str |
     return project.add_audit(name or f"Group gaps: {attrs}", "groups", result.to_json(), dataset_id=dataset_id)
 
 
+#: audit kind -> "module:function" writing its PDF from the stored JSON document, ``f(doc: dict, path) -> Path``.
+#: Group audits go through :func:`write_report` (they take the small-cell threshold).
+REPORT_WRITERS = {
+    "mlm_bias": "fairdesk.core.reports.text:mlm_bias_report_to_pdf",
+    "note_classifiers": "fairdesk.core.reports.notes:notes_report_to_pdf",
+    "cit_images": "fairdesk.core.reports.imaging:cit_report_to_pdf",
+}
+
+
 def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path, *, suppress_k: int = 11,
                   progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Path:
-    """Write the PDF report of a stored audit (the same bytes whichever front end asks)."""
+    """Write the PDF report of a stored audit of any kind (the same bytes whichever front end asks)."""
+    import importlib
+    import json
+
     rep = Reporter(progress, cancel)
     rep(0.0, "Loading the audit")
-    result = Project(project_path).load_audit(audit_id)
+    project = Project(project_path)
+    kind = next((a.kind for a in project.audits() if a.id == audit_id), None)
+    if kind is None:
+        raise DataError(f"Audit {audit_id} is not in project {project.name}.")
     rep(0.1, "Drawing figures and tables")
-    return write_report(result, pdf_path, suppress_k=suppress_k)
+    if kind == "groups":
+        return write_report(project.load_audit(audit_id), pdf_path, suppress_k=suppress_k)
+    if kind not in REPORT_WRITERS:
+        raise DataError(f"Audit {audit_id} is of kind '{kind}', which this version cannot report.")
+    module, func = REPORT_WRITERS[kind].split(":")
+    return getattr(importlib.import_module(module), func)(json.loads(project.audit_json(audit_id)), pdf_path)
 
 
 def write_report(result, pdf_path: str | Path, *, suppress_k: int = 11) -> Path:

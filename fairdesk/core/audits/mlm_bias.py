@@ -695,3 +695,36 @@ def sentence_completion(model, tokenizer, templates: CompletionTemplates | str |
     rep(1.0, "done")
     return CompletionResult(rows, top_k, method, provenance.make(None, tpl.sha256 or None, None,
                                                                  kind="sentence_completion"))
+
+
+# ==============================================================================================================
+# The stored / exported document
+
+
+def mlm_audit_document(results: dict[str, MLMBiasResult], paths: dict[str, str] | None = None,
+                       completion: CompletionResult | None = None) -> dict:
+    """The one JSON document of a masked-LM audit, the same from the CLI (``--json``), the GUI and the project
+    store (audit kind ``"mlm_bias"``): the first model's result at top level with ``model_name``; with several
+    models, ``compared`` (the others, each with ``model_name`` and ``model``) and ``comparison`` (001 Table 3 side by
+    side, :func:`compare_results`); with a completion probe, ``completion``."""
+    names = list(results)
+    if not names:
+        raise ModelError("No masked-LM result to store.")
+    paths = paths or {}
+    doc = results[names[0]].to_dict()
+    doc["model_name"] = names[0]
+    if len(names) > 1:
+        doc["compared"] = [{"model_name": n, "model": str(paths.get(n, n)), **results[n].to_dict()}
+                           for n in names[1:]]
+        doc["comparison"] = json.loads(compare_results(results).to_json(orient="records"))
+    if completion is not None:
+        doc["completion"] = completion.to_dict()
+    return _clean(doc)
+
+
+def results_from_document(doc: dict) -> dict[str, MLMBiasResult]:
+    """The per-model results of a document written by :func:`mlm_audit_document`, in order."""
+    out = {doc.get("model_name") or "model": MLMBiasResult.from_dict(doc)}
+    for other in doc.get("compared", []):
+        out[other["model_name"]] = MLMBiasResult.from_dict(other)
+    return out
