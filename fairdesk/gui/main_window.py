@@ -10,6 +10,7 @@ from __future__ import annotations
 import fairdesk._bootstrap  # noqa: F401  (offline environment first)
 
 import html
+import importlib
 import logging
 import os
 import shutil
@@ -54,6 +55,12 @@ STATE_COLOURS = {JobState.FAILED: "#B00020", JobState.CANCELLED: "#8a6d00", JobS
 
 # ----------------------------------------------------------------------------------------------------------------
 # Log dock: a logging handler that forwards records to the GUI thread through a queued signal
+
+#: Sub-pages after the first of each tab: (tab, page title, module, class, window attribute). Each class takes the
+#: window; its module must be cheap to import (heavy libraries load inside the jobs it starts).
+EXTRA_PAGES: list[tuple[str, str, str, str, str]] = [
+]
+
 
 class _LogEmitter(QObject):
     message = Signal(str)
@@ -289,9 +296,19 @@ class MainWindow(QMainWindow):
         self.dataset_tab = DatasetTab(self)
         self.model_tab = ModelTab(self)
         self.audit_tab = AuditTab(self)
-        self.tabs.addTab(self.dataset_tab, "Dataset")
-        self.tabs.addTab(self.model_tab, "Model")
-        self.tabs.addTab(self.audit_tab, "Audit")
+        self.pages: dict[str, QTabWidget] = {}
+        for key, title, first, first_title in (("dataset", "Dataset", self.dataset_tab, "Tables"),
+                                               ("model", "Model", self.model_tab, "Tabular"),
+                                               ("audit", "Audit", self.audit_tab, "Group gaps")):
+            pages = QTabWidget(self)
+            pages.setObjectName(f"{key}_pages")
+            pages.addTab(first, first_title)
+            self.pages[key] = pages
+            self.tabs.addTab(pages, title)
+        for key, title, module, cls, attr in EXTRA_PAGES:
+            widget = getattr(importlib.import_module(module), cls)(self)
+            setattr(self, attr, widget)
+            self.pages[key].addTab(widget, title)
         self.setCentralWidget(self.tabs)
 
         self.jobs_panel = JobsPanel(self.runner, self)
@@ -350,7 +367,7 @@ class MainWindow(QMainWindow):
         self.recent_menu = menu.addMenu("Open &recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self.action_open_data = QAction("Open &dataset (CSV/Parquet)…", self,
-                                        triggered=lambda: (self.tabs.setCurrentWidget(self.dataset_tab),
+                                        triggered=lambda: (self.show_page(self.dataset_tab),
                                                            self.dataset_tab.open_file()))
         self.action_export = QAction("&Export report (PDF)…", self, shortcut="Ctrl+E",
                                      triggered=lambda: self.audit_tab.export_pdf())
@@ -470,6 +487,21 @@ class MainWindow(QMainWindow):
     def notify_project_changed(self) -> None:
         self.project_changed.emit()
 
+    def show_page(self, widget: QWidget) -> None:
+        """Bring ``widget`` (a sub-page of the Dataset, Model or Audit tab) to the front."""
+        for pages in self.pages.values():
+            index = pages.indexOf(widget)
+            if index >= 0:
+                self.tabs.setCurrentWidget(pages)
+                pages.setCurrentIndex(index)
+                return
+        raise ValueError("not a page of this window")
+
+    def current_page(self) -> QWidget | None:
+        """The sub-page in front (e.g. ``window.audit_tab``)."""
+        pages = self.tabs.currentWidget()
+        return pages.currentWidget() if isinstance(pages, QTabWidget) else pages
+
     # ---- demo ----------------------------------------------------------------------------------------------
     def open_demo(self, out_dir: str | Path | None = None, *, n_boot: int = 1000, n_stays: int = 8000,
                   seed: int = 0) -> Job | None:
@@ -480,7 +512,7 @@ class MainWindow(QMainWindow):
         project_file = out / DEMO_PROJECT
         if project_file.exists():
             self.open_project(project_file)
-            self.tabs.setCurrentWidget(self.audit_tab)
+            self.show_page(self.audit_tab)
             return None
         staging = out.with_name(f"{out.name}.building-{os.getpid()}-{int(time.time())}")
 
@@ -498,7 +530,7 @@ class MainWindow(QMainWindow):
 
         def done(job: Job) -> None:
             self.open_project(project_file)
-            self.tabs.setCurrentWidget(self.audit_tab)
+            self.show_page(self.audit_tab)
             self.statusBar().showMessage("Demo project ready: choose an audit on the Audit tab.", 8000)
 
         return self.run_job("Build the demo project", build, on_done=done)

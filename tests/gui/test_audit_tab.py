@@ -25,7 +25,7 @@ def _setup_audit(tab) -> None:
 
 def _run_audit(window, run_and_wait):
     tab = window.audit_tab
-    window.tabs.setCurrentWidget(tab)
+    window.show_page(tab)
     _setup_audit(tab)
     job = run_and_wait(window, tab.run_audit)
     assert job.state == JobState.DONE, job.error

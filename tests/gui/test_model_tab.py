@@ -22,7 +22,7 @@ def features_project(window, project_path):
 
 def test_train_logistic_regression(window, features_project, run_and_wait):
     tab = window.model_tab
-    window.tabs.setCurrentWidget(tab)
+    window.show_page(tab)
     assert tab.dataset_combo.count() == 1
     feats = [c for c in features_project.columns if c.startswith("f_")]
     labels = [c for c in features_project.columns if c.startswith("y_")]

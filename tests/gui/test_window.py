@@ -40,7 +40,7 @@ def test_demo_project_is_built_then_opened(window, run_and_wait, tmp_path):
     assert job.state == JobState.DONE, job.error
     assert (out / "demo.fairdesk").exists() and (out / "demo-audit.pdf").exists()
     assert window.project.path == out / "demo.fairdesk"
-    assert window.tabs.currentWidget() is window.audit_tab
+    assert window.current_page() is window.audit_tab
     assert window.audit_tab.audit_ids()
     assert len(window.audit_tab.gap_plot.data) > 0
     # a second time it just opens

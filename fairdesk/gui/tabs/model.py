@@ -257,6 +257,6 @@ class ModelTab(QWidget):
 
     def import_predictions(self) -> None:
         tab = self.window_.dataset_tab
-        self.window_.tabs.setCurrentWidget(tab)
+        self.window_.show_page(tab)
         tab.kind_combo.setCurrentIndex(tab.kind_combo.findData("predictions"))
         tab.open_file()
