@@ -277,3 +277,272 @@ def audit_with_generator(images: np.ndarray, a, classifier, generator, labels: d
                              f"{min(z_pool, cfg.latent_size)}×{min(z_pool, cfg.latent_size)}",
                            quality=quality)
     return result, {"null": x_null, "cf": x_cf}
+
+
+# ==============================================================================================================
+# The whole pipeline on an image dataset (shared by ``fairdesk-cli audit cit`` and the project job), and the JSON
+# document it produces: result + quality + examples with their images encoded inside the JSON.
+
+#: How example images are stored in the document: a ZIP of ``.npy`` arrays (no pickles; ``np.load`` with
+#: ``allow_pickle=False``), base64-encoded. Images are uint16 = round(pixel · 65535) (pixels in [0, 1]).
+EXAMPLE_ENCODING = "npz+base64; images uint16 = round(pixel * 65535)"
+_IMAGE_SCALE = 65535.0
+
+
+def encode_arrays(arrays: dict[str, np.ndarray]) -> str:
+    """A dict of plain numeric arrays → base64 of an ``.npz`` (deterministic bytes: fixed ZIP timestamps)."""
+    import base64
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(arrays):
+            arr = np.ascontiguousarray(arrays[name])
+            if arr.dtype == object:
+                raise DataError(f"Array '{name}' holds Python objects; only numeric arrays can be stored.")
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            member = io.BytesIO()
+            np.lib.format.write_array(member, arr, allow_pickle=False)
+            zf.writestr(info, member.getvalue())
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def decode_arrays(text: str) -> dict[str, np.ndarray]:
+    """Inverse of :func:`encode_arrays` (never unpickles)."""
+    import base64
+    import binascii
+    import io
+
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (binascii.Error, ValueError, OSError) as err:
+        raise DataError(f"The example images stored with this audit are damaged ({type(err).__name__}: {err}). "
+                        "Run the audit again.") from None
+
+
+def to_uint16(images: np.ndarray) -> np.ndarray:
+    return np.round(np.clip(np.asarray(images, np.float64), 0.0, 1.0) * _IMAGE_SCALE).astype(np.uint16)
+
+
+def from_uint16(images: np.ndarray) -> np.ndarray:
+    return (np.asarray(images, np.float64) / _IMAGE_SCALE).astype(np.float32)
+
+
+def decode_examples(doc: dict) -> dict[str, np.ndarray]:
+    """The example images of a ``cit_images`` document as float32 in [0, 1]: ``original``, ``null``, ``cf``
+    (m, H, W) and ``diff`` = cf − null (signed; what the diff viewer shows), row j ↔ ``doc["examples"]["items"][j]``."""
+    ex = doc.get("examples") or {}
+    if not ex.get("npz_base64"):
+        return {}
+    arrays = decode_arrays(ex["npz_base64"])
+    out = {k: from_uint16(v) for k, v in arrays.items() if v.dtype == np.uint16}
+    out.update({k: v for k, v in arrays.items() if v.dtype != np.uint16})
+    if "cf" in out and "null" in out:
+        out["diff"] = out["cf"] - out["null"]
+    return out
+
+
+class AttributeProbe:
+    """The attribute classifier for EFFECTIVENESS: an L2 logistic regression on the PCA features of the real
+    training images (fitted here, offline). Its accuracy on held-out real images is reported beside the
+    effectiveness, so a weak probe is visible."""
+
+    def __init__(self, images: np.ndarray, a: np.ndarray, n_components: int = 32, seed: int = 0) -> None:
+        from sklearn.linear_model import LogisticRegression
+
+        from fairdesk.core.generation.images import PCAFeatures
+
+        k = int(min(n_components, len(images) - 1, np.prod(np.asarray(images).shape[1:])))
+        self.features = PCAFeatures(images, n_components=max(k, 1), seed=seed)
+        self.model = LogisticRegression(C=1.0, max_iter=2000, random_state=seed)
+        self.model.fit(self.features(images), np.asarray(a).astype(int))
+        self.name = f"logistic regression on {self.features.components.shape[0]} PCA features of the real training images"
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        return self.model.predict_proba(self.features(images))[:, 1]
+
+
+def _file_or_folder_sha256(path) -> str:
+    """SHA-256 over a file, or over every file of a folder (relative names and bytes, sorted)."""
+    import hashlib
+    from pathlib import Path
+
+    path = Path(path)
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            h.update(str(f.relative_to(path)).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def model_sha256(path) -> str:
+    """Hash of a classifier / generator file or folder (weights and configuration), for provenance."""
+    from pathlib import Path
+
+    if not Path(path).exists():
+        raise DataError(f"'{path}' does not exist.")
+    return _file_or_folder_sha256(path)
+
+
+def _pick_examples(change: np.ndarray, n_examples: int, n_random: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((np.arange(len(change)), -change))       # largest change first, ties by position
+    top = order[:min(n_examples, len(change))]
+    rest = np.setdiff1d(np.arange(len(change)), top)
+    rnd = np.sort(np.random.default_rng(seed).choice(rest, min(n_random, len(rest)), replace=False)) \
+        if len(rest) and n_random > 0 else np.zeros(0, int)
+    return top, rnd
+
+
+def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple[str, ...] | dict | None = None,
+                     control=None, splits=None, split: str = "test", split_seed: int = 0, max_images: int = 0,
+                     positive=None, steps: int | None = None, strength: float = 1.0, guidance: float = 1.0,
+                     margin: float = 0.02, alpha: float = 0.05, seed: int = 0, n_examples: int = 16,
+                     n_random_examples: int = 4, quality: bool = True, max_train_images: int = 1000,
+                     provenance: dict | None = None, progress: ProgressFn | None = None,
+                     cancel: CancelToken | None = None) -> dict:
+    """The counterfactual-invariance audit of an image dataset, end to end; returns the JSON document.
+
+    ``ds``: an :class:`~fairdesk.core.data.images.ImageDataset` (readable images only). ``classifier``: images →
+    (n, k) probabilities with ``.outputs`` (an :class:`~fairdesk.core.models.image_classifier.ImageClassifier`).
+    ``generator``: a :class:`~fairdesk.core.generation.images.CounterfactualGenerator`. ``attribute``: the column
+    (two values, or ``positive`` = the value(s) forming group 1 — one value vs the rest, see
+    :func:`~fairdesk.core.data.images.binarise_attribute`). ``labels``: the true-label column per output (tuple in
+    output order, or dict output → column; default: columns named like the outputs), used for EO; missing labels
+    are left out of EO. ``control``: a classifier known to ignore the attribute (the negative-control band).
+    ``splits``: train/val/test per row (default: the patient-disjoint split with ``split_seed``); the audit runs on
+    ``split`` ("all" for every row), at most ``max_images`` of them (random, ``seed``), and the quality probes
+    (attribute classifier for effectiveness, PCA features for the Fréchet distance) are fitted on the "train" rows.
+
+    The document is ``ImageAuditResult.to_dict()`` plus ``kind``, ``attribute``, ``dataset``, ``unreadable``,
+    ``quality`` and ``examples`` (the ``n_examples`` units with the largest |prediction change| and
+    ``n_random_examples`` random ones: predictions and images original / null reconstruction / counterfactual,
+    encoded by :func:`encode_arrays`; decode with :func:`decode_examples`).
+    """
+    import pandas as pd
+
+    from fairdesk.core.data.images import binarise_attribute, load_images
+    from fairdesk.core.generation.images import PCAFeatures, frechet_distance
+
+    rep = Reporter(progress, cancel)
+    table = ds.table
+    if attribute not in table.columns:
+        raise DataError(f"The attribute column '{attribute}' is not in the image table; available columns: "
+                        f"{[c for c in table.columns if not str(c).startswith('_')][:20]}.")
+    outputs = list(getattr(classifier, "outputs", ()) or ())
+    if not outputs:
+        raise DataError("The classifier does not name its outputs.")
+    if labels is None or (not isinstance(labels, dict) and not labels):
+        label_map = {o: o for o in outputs if o in table.columns}
+    elif isinstance(labels, dict):
+        label_map = dict(labels)
+    else:
+        labels = list(labels)
+        if len(labels) != len(outputs):
+            raise DataError(f"{len(labels)} label column(s) for the classifier's {len(outputs)} output(s) "
+                            f"{outputs}; give one label column per output, in order.")
+        label_map = dict(zip(outputs, labels))
+    missing = [c for c in label_map.values() if c not in table.columns]
+    if missing:
+        raise DataError(f"Label column(s) {missing} are not in the image table.")
+    gen_attr = (generator.meta or {}).get("attribute") if hasattr(generator, "meta") else None
+
+    rep(0.0, "choosing the images to audit")
+    if splits is None:
+        splits = ds.split(seed=split_seed)
+    splits = np.asarray(splits, dtype=object)
+    a_all, names, known = binarise_attribute(table[attribute], attribute, positive)
+    if gen_attr and gen_attr.get("values") and list(gen_attr["values"]) != names:
+        raise DataError(f"The generator was trained on '{gen_attr.get('column')}' with groups "
+                        f"{gen_attr['values']}, but the audit codes '{attribute}' as {names}. Use a generator trained "
+                        "on the same attribute and grouping.")
+    in_split = np.ones(len(table), bool) if split == "all" else splits == split
+    if split != "all" and not in_split.any():
+        raise DataError(f"No readable image is in the '{split}' split.")
+    part = np.flatnonzero(in_split & known)
+    n_missing_attr = int((in_split & ~known).sum())
+    if max_images and len(part) > max_images:
+        part = np.sort(np.random.default_rng(seed).choice(part, max_images, replace=False))
+    if len(part) < 20:
+        raise DataError(f"Only {len(part)} readable images with a known '{attribute}' in the '{split}' split; the "
+                        "audit needs at least 20.")
+    a = a_all[part]
+    if len(np.unique(a)) < 2:
+        raise DataError(f"All audited images are in one group of '{attribute}' ({names[int(a[0])]}); the audit needs "
+                        "both groups in the audited split.")
+    size = generator.config.image_size
+    images = load_images(table["_file"].iloc[part], size, rep.sub(0.0, 0.05), rep.cancel)
+    lab = None
+    if label_map:
+        lab = {o: np.asarray(pd.to_numeric(table[c].iloc[part], errors="coerce"), dtype=float)
+               for o, c in label_map.items()}
+        lab = {o: np.nan_to_num(v, nan=-1.0) for o, v in lab.items()}   # missing → not a positive, out of EO
+
+    probe = feats = None
+    train_rows = np.flatnonzero((splits == "train") & known)
+    if quality and len(train_rows) >= 10 and len(np.unique(a_all[train_rows])) == 2:
+        rep(0.05, "fitting the quality probes on the training split")
+        if len(train_rows) > max_train_images:
+            train_rows = np.sort(np.random.default_rng(seed + 1).choice(train_rows, max_train_images, replace=False))
+        train_imgs = load_images(table["_file"].iloc[train_rows], size, rep.sub(0.05, 0.1), rep.cancel)
+        probe = AttributeProbe(train_imgs, a_all[train_rows], seed=seed)
+        feats = PCAFeatures(train_imgs, n_components=int(min(32, len(train_imgs) - 1)), seed=seed)
+
+    prov_extra = dict(provenance or {})
+    prov_extra.setdefault("attribute", attribute)
+    prov_extra["attribute_values"] = names
+    result, gen_images = audit_with_generator(
+        images, a, classifier, generator, labels=lab, control=control, attribute_classifier=probe, steps=steps,
+        strength=strength, guidance=guidance, margin=margin, alpha=alpha, seed=seed, provenance=prov_extra,
+        progress=rep.sub(0.1, 0.95), cancel=rep.cancel)
+    rep(0.95, "counterfactual quality and examples")
+    x_null, x_cf = gen_images["null"], gen_images["cf"]
+    q = result.settings.get("quality", {})
+    if probe is not None:
+        q["effectiveness_classifier"] = probe.name
+    if feats is not None and len(images) > 2:
+        q["frechet_cf"] = frechet_distance(feats, images, x_cf)["frechet_distance"]
+        q["frechet_null"] = frechet_distance(feats, images, x_null)["frechet_distance"]
+        q["frechet_feature_extractor"] = feats.name
+    q["mean_abs_change_cf_vs_null"] = float(np.abs(x_cf - x_null).mean())
+    result.settings["quality"] = q
+
+    # examples: the units with the largest |prediction change| (cf vs null) and a few random ones
+    preds = {k: np.asarray(classifier(x), float).reshape(len(x), -1)
+             for k, x in (("original", images), ("cf", x_cf), ("null", x_null))}
+    change = np.abs(preds["cf"] - preds["null"]).max(axis=1)
+    top, rnd = _pick_examples(change, n_examples, n_random_examples, seed)
+    chosen = np.concatenate([top, rnd]).astype(int)
+    items = []
+    for j, i in enumerate(chosen):
+        items.append({"slot": j, "index": int(i), "row": int(part[i]), "file": str(table["_file"].iloc[part[i]]),
+                      "observed": int(a[i]), "target": int(1 - a[i]),
+                      "observed_label": names[int(a[i])], "target_label": names[int(1 - a[i])],
+                      "selected": "largest change" if j < len(top) else "random",
+                      "max_abs_change": float(change[i]),
+                      "predictions": {o: {k: float(preds[k][i, c]) for k in ("original", "null", "cf")}
+                                      for c, o in enumerate(outputs)},
+                      "l1_null_vs_original": float(np.abs(x_null[i] - images[i]).mean()),
+                      "l1_cf_vs_null": float(np.abs(x_cf[i] - x_null[i]).mean())})
+    enc = encode_arrays({"original": to_uint16(images[chosen]), "null": to_uint16(x_null[chosen]),
+                         "cf": to_uint16(x_cf[chosen])}) if len(chosen) else ""
+    doc = result.to_dict()
+    doc["kind"] = "cit_images"
+    doc["attribute"] = {"column": attribute, "values": names, "positive": None if positive is None else
+                        [str(v) for v in (positive if isinstance(positive, (list, tuple, set)) else [positive])]}
+    doc["dataset"] = {"n_readable": int(len(table)), "split": split, "n_audited": int(len(part)),
+                      "n_missing_attribute": n_missing_attr, "labels": label_map,
+                      "n_per_group": {names[v]: int((a == v).sum()) for v in (0, 1)}}
+    doc["unreadable"] = list(ds.unreadable)
+    doc["quality"] = q
+    doc["examples"] = {"encoding": EXAMPLE_ENCODING, "npz_base64": enc, "items": items,
+                       "shape": list(images.shape[1:])}
+    rep(1.0, "counterfactual-invariance audit done")
+    return cit._clean(doc)

@@ -60,17 +60,13 @@ class ImageDataset:
     def load(self, size: int | tuple[int, int] | None = None, progress: ProgressFn | None = None,
              cancel: CancelToken | None = None) -> np.ndarray:
         """All images as (n, H, W) float32 in [0, 1] (resized to ``size`` if given; else all must agree)."""
-        rep = Reporter(progress, cancel)
-        out = []
-        for i, f in enumerate(self.files):
-            if i % 32 == 0:
-                rep(i / max(len(self), 1), f"loading images {i}/{len(self)}")
-            out.append(read_image(f, size))
-        shapes = {im.shape for im in out}
-        if len(shapes) > 1:
-            raise DataError(f"Images have different sizes {sorted(shapes)[:3]}; choose a common size to resize to.")
-        rep(1.0, "images loaded")
-        return np.stack(out) if out else np.zeros((0, 1, 1), np.float32)
+        return load_images(self.files, size, progress, cancel)
+
+    def subset(self, rows) -> "ImageDataset":
+        """The dataset restricted to ``rows`` (positions or a boolean mask), index reset."""
+        rows = np.asarray(rows)
+        table = self.table[rows] if rows.dtype == bool else self.table.iloc[rows]
+        return ImageDataset(table.reset_index(drop=True), self.roles, self.root, list(self.unreadable), self.style)
 
     def split(self, val_size: float = 0.15, test_size: float = 0.25, seed: int = 0) -> pd.Series:
         """"train" / "val" / "test" per row; no patient is in two splits."""
@@ -154,6 +150,74 @@ def read_image(path: str | Path, size: int | tuple[int, int] | None = None) -> n
         raise DataError(f"{type(err).__name__}: {err}") from None
     arr = np.clip(arr, 0.0, 1.0).astype(np.float32)
     return _resize(arr, size)
+
+
+def load_images(files, size: int | tuple[int, int] | None = None, progress: ProgressFn | None = None,
+                cancel: CancelToken | None = None) -> np.ndarray:
+    """Images as (n, H, W) float32 in [0, 1] (resized to ``size`` if given; else all must agree in size)."""
+    rep = Reporter(progress, cancel)
+    files = list(files)
+    out = []
+    for i, f in enumerate(files):
+        if i % 32 == 0:
+            rep(i / max(len(files), 1), f"loading images {i}/{len(files)}")
+        try:
+            out.append(read_image(f, size))
+        except DataError as err:
+            raise DataError(f"The image '{f}' can no longer be read ({err}); it was readable when the dataset "
+                            "was opened. Restore the file or open the folder again.") from None
+    shapes = {im.shape for im in out}
+    if len(shapes) > 1:
+        raise DataError(f"Images have different sizes {sorted(shapes)[:3]}; choose a common size to resize to.")
+    rep(1.0, "images loaded")
+    return np.stack(out) if out else np.zeros((0, 1, 1), np.float32)
+
+
+def binarise_attribute(values: pd.Series, column: str, positive=None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Code a sensitive attribute 0/1 for the counterfactual-invariance audit.
+
+    Returns ``(a, names, known)``: ``a`` (n,) int with 1 for the second / positive group, ``names`` = [label of 0,
+    label of 1] and ``known`` (n,) bool, False where the attribute is missing (those rows cannot be audited).
+
+    Why binary: the invariance tests (CIT-LR, GCM), the oriented shift a → a′ and the generator's counterfactual
+    pairs are defined for two groups. An attribute with k > 2 values is audited ONE VALUE VS THE REST by naming
+    ``positive`` (a value or a list of values forming group 1): each such audit asks "does the prediction change
+    when a unit is moved into / out of this group", which keeps every test two-sample with the full sample size
+    and needs a generator trained on the same binarisation. (Pairwise audits would need a k-class generator, k(k−1)
+    directions and a multiplicity correction across them, with each test on two small groups only.)
+    """
+    known = values.notna().to_numpy()
+    present = values[known]
+    try:
+        distinct = sorted(set(present.tolist()))
+    except TypeError:
+        distinct = sorted(set(present.tolist()), key=str)
+    if positive is not None:
+        pos = list(positive) if isinstance(positive, (list, tuple, set)) else [positive]
+        as_text = {str(v) for v in pos}
+        a_known = present.map(lambda v: str(v) in as_text).to_numpy()
+        if not a_known.any():
+            raise DataError(f"None of the rows has '{column}' in {sorted(as_text)}; its values are "
+                            f"{distinct[:10]}.")
+        if a_known.all():
+            raise DataError(f"Every row has '{column}' in {sorted(as_text)}: there is no comparison group.")
+        rest = [str(v) for v in distinct if str(v) not in as_text]
+        names = [" / ".join(rest) if len(rest) <= 3 else f"not {' / '.join(sorted(as_text))}",
+                 " / ".join(sorted(as_text))]
+    else:
+        if len(distinct) < 2:
+            raise DataError(f"The attribute '{column}' has only {len(distinct)} value(s) ({distinct}) among the "
+                            "readable images: there is nothing to compare. Choose another attribute or images that "
+                            "include both groups.")
+        if len(distinct) > 2:
+            raise DataError(f"The attribute '{column}' has {len(distinct)} values ({distinct[:8]}); this audit "
+                            "compares two groups. Choose the value(s) that form group 1 (one value vs the rest, "
+                            f"e.g. positive='{distinct[0]}'), or recode the column into two groups.")
+        a_known = (present == distinct[1]).to_numpy()
+        names = [str(distinct[0]), str(distinct[1])]
+    a = np.zeros(len(values), dtype=int)
+    a[known] = a_known.astype(int)
+    return a, names, known
 
 
 def _is_dicom(path: Path) -> bool:

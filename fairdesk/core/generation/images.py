@@ -41,6 +41,7 @@ from fairdesk.core.errors import ModelError
 from fairdesk.core.progress import CancelToken, Cancelled, ProgressFn, Reporter
 
 META_FILE = "fairdesk_generator.json"
+ATTRIBUTE_FILE = "attribute.json"   # which attribute column and groups the generator was trained on
 
 
 @dataclass
@@ -76,6 +77,26 @@ class GeneratorConfig:
         d = dict(d)
         d["vae_channels"], d["unet_channels"] = tuple(d["vae_channels"]), tuple(d["unet_channels"])
         return cls(**d)
+
+
+#: Named sizes offered by the CLI and the GUI: (autoencoder channels, UNet channels). "tiny" trains in minutes on a
+#: CPU at 32×32; "base" is meant for a GPU.
+GENERATOR_SIZES: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "tiny": ((8, 16, 16), (32, 64)), "small": ((16, 32, 32), (64, 128)),
+    "base": ((32, 64, 128, 128), (128, 256, 256))}
+
+
+def config_for_size(size: str, image_size: int, default_steps: int = 50, n_classes: int = 2) -> GeneratorConfig:
+    """The :class:`GeneratorConfig` of a named size (see :data:`GENERATOR_SIZES`)."""
+    if size not in GENERATOR_SIZES:
+        raise ModelError(f"Unknown generator size '{size}'; choose one of {', '.join(GENERATOR_SIZES)}.")
+    vae_ch, unet_ch = GENERATOR_SIZES[size]
+    down = 2 ** (len(vae_ch) - 1)
+    if image_size < 8 or image_size % down:
+        raise ModelError(f"The image size must be a multiple of {down} (and at least 8) for the '{size}' generator; "
+                         f"got {image_size}.")
+    return GeneratorConfig(image_size=image_size, n_classes=n_classes, vae_channels=vae_ch, unet_channels=unet_ch,
+                           default_steps=default_steps)
 
 
 def _build(config: GeneratorConfig):
@@ -304,6 +325,13 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
         unet = UNet2DModel.from_pretrained(str(folder / "unet"), local_files_only=True, use_safetensors=True)
     except Exception as err:
         raise ModelError(f"The generator in '{folder}' cannot be loaded: {type(err).__name__}: {err}") from None
+    attr_file = folder / ATTRIBUTE_FILE
+    if attr_file.is_file():
+        try:
+            attr = json.loads(attr_file.read_text())
+            meta["attribute"] = {"column": attr.get("attribute"), "values": list(attr.get("values") or [])}
+        except (ValueError, AttributeError):
+            raise ModelError(f"'{attr_file}' is damaged; write it again or delete it.") from None
     return CounterfactualGenerator(vae, unet, config, meta)
 
 
@@ -357,14 +385,17 @@ def _load_train_state(optimizer, flat: dict) -> None:
 
 def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None,
                     schedule: TrainSchedule | None = None, out_dir: str | Path | None = None, resume: bool = False,
-                    preview=None, progress: ProgressFn | None = None,
+                    preview=None, metrics=None, attribute: dict | None = None, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None) -> TrainResult:
     """Train the VAE, then the class-conditioned latent UNet, on CPU or wherever torch runs.
 
     ``out_dir``: checkpoints every ``schedule.checkpoint_every`` steps and at the end (a cancelled or crashed run
     keeps the last one); ``resume=True`` continues from the checkpoint in ``out_dir`` (weights, Adam moments, step
     counter, loss history). ``preview(step, images, labels)`` receives sample images every
-    ``schedule.preview_every`` UNet steps. Progress reports the loss; cancel is checked every step.
+    ``schedule.preview_every`` UNet steps. ``metrics(dict)`` is called after every step with ``phase``
+    ("autoencoder" / "diffusion"), ``step`` (global), ``phase_step``, ``loss`` and ``lr`` (for loss curves; it runs
+    on the training thread). ``attribute`` = ``{"column", "values"}`` is stored with every checkpoint (the audit
+    checks that it codes the attribute the same way). Progress reports the loss; cancel is checked every step.
     """
     import torch
 
@@ -383,6 +414,8 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
         gen = load_generator(out_dir)
         config = gen.config
         meta.update({k: gen.meta[k] for k in meta if k in gen.meta})
+        if gen.meta.get("attribute"):
+            meta["attribute"] = gen.meta["attribute"]
         vae, unet = gen.vae, gen.unet
         opt_phase = gen.meta.get("optimizer_phase")
         if (out_dir / "train_state.safetensors").is_file():
@@ -395,6 +428,8 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
             raise ModelError(f"Attribute values must be 0..{config.n_classes - 1}.")
         torch.manual_seed(schedule.seed)
         vae, unet = _build(config)
+    if attribute is not None:
+        meta["attribute"] = {"column": attribute.get("column"), "values": list(attribute.get("values") or [])}
     gen = CounterfactualGenerator(vae, unet, config, meta)
     x_all = gen._to_tensor(images)
     lab_all = torch.from_numpy(a).long()
@@ -432,6 +467,9 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
             opt.step()
             step += 1
             res.vae_loss.append(loss.item())
+            if metrics is not None:
+                metrics({"phase": "autoencoder", "step": step, "phase_step": step, "loss": res.vae_loss[-1],
+                         "lr": float(opt.param_groups[0]["lr"])})
             rep(step / total, f"autoencoder step {step}/{schedule.vae_steps} loss {loss.item():.4f}")
             if step == schedule.vae_steps:
                 vae.eval()
@@ -475,6 +513,9 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
             sched.step()
             step += 1
             res.unet_loss.append(loss.item())
+            if metrics is not None:
+                metrics({"phase": "diffusion", "step": step, "phase_step": step - schedule.vae_steps,
+                         "loss": res.unet_loss[-1], "lr": float(opt.param_groups[0]["lr"])})
             rep(step / total, f"diffusion step {step - schedule.vae_steps}/{n_unet} loss {loss.item():.4f}")
             if preview is not None and schedule.preview_every and (step - schedule.vae_steps) % \
                     schedule.preview_every == 0:
