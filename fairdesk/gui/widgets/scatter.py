@@ -1,0 +1,210 @@
+"""Counterfactual scatter plots: a classifier's prediction on the original (x) against the counterfactual (y).
+
+One column per direction (observed a → target a′) and a last column for the horizontal flip of the original (the
+null baseline: an attribute-irrelevant change), for the output chosen in a combo box. Every panel has the identity
+line y = x (no change), optionally the negative-control band y = x ± band (dashed), linked axes, and a hover
+read-out (unit index, both predictions, the change). The data are the ``scatter`` part of a stored image audit
+(:class:`fairdesk.core.audits.cit_images.ImageAuditResult`): ``{output: {"0->1": {"x", "y", "index"}, …,
+"flip": {"0->1": {…}, …}}}``.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+import numpy as np  # noqa: E402
+import pyqtgraph as pg  # noqa: E402
+from PySide6.QtCore import QPointF, Qt  # noqa: E402
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget  # noqa: E402
+
+FLIP = "flip"
+DIRECTION_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+FLIP_COLOUR = "#7f7f7f"
+
+
+def _direction_label(key: str, attribute: str = "a") -> str:
+    if "->" in key:
+        s, t = key.split("->", 1)
+        return f"{attribute} = {s} → {t}"
+    return key
+
+
+def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
+    return str(data) if data is not None else ""
+
+
+def _flip_parts(entry) -> dict:
+    """The flip entry is either ``{"x", "y"}`` or per observed value ``{"0->1": {"x", "y"}, …}``."""
+    if not isinstance(entry, dict):
+        return {}
+    if "x" in entry and "y" in entry:
+        return {"all": entry}
+    return {k: v for k, v in entry.items() if isinstance(v, dict) and "x" in v}
+
+
+class CounterfactualScatter(QWidget):
+    """``set_data(scatter, band=None, x_label=..., attribute=...)``; choose the output in ``output_combo``."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        self.data: dict = {}
+        self.band: float | None = None
+        self.x_label = "prediction on the original"
+        self.attribute = "a"
+        self.plots: dict[str, pg.PlotItem] = {}
+        self.scatters: dict[str, list] = {}
+        self.output_combo = QComboBox(self)
+        self.output_combo.currentIndexChanged.connect(self._draw)
+        self.graphics = pg.GraphicsLayoutWidget(self)
+        self.graphics.setMinimumHeight(260)
+        self.graphics.scene().sigMouseMoved.connect(self._mouse_moved)
+        self.readout = QLabel("Point at a dot to read the unit and its two predictions.", self)
+        self.readout.setStyleSheet("font-family: monospace;")
+        self.note = QLabel("", self)
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: palette(mid);")
+        self.empty_label = QLabel("Run or choose an audit to see its scatter plots.", self)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setStyleSheet("color: palette(mid); padding: 12px;")
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Output", self))
+        top.addWidget(self.output_combo)
+        top.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(top)
+        layout.addWidget(self.empty_label)
+        layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.readout)
+        layout.addWidget(self.note)
+        self.set_data({})
+
+    # ---- API -----------------------------------------------------------------------------------------------
+    def set_data(self, scatter: dict, *, band: float | None = None, x_label: str | None = None,
+                 attribute: str = "a") -> None:
+        self.data = dict(scatter or {})
+        self.band = band if band is not None and math.isfinite(band) else None
+        self.x_label = x_label or "prediction on the original"
+        self.attribute = attribute or "a"
+        current = self.output_combo.currentData()
+        self.output_combo.blockSignals(True)
+        self.output_combo.clear()
+        for name in self.data:
+            self.output_combo.addItem(str(name), name)
+        idx = self.output_combo.findData(current)
+        self.output_combo.setCurrentIndex(idx if idx >= 0 else (0 if self.data else -1))
+        self.output_combo.blockSignals(False)
+        has = bool(self.data)
+        self.empty_label.setVisible(not has)
+        self.graphics.setVisible(has)
+        self.readout.setVisible(has)
+        self.output_combo.setEnabled(has)
+        self._draw()
+
+    def columns(self) -> list[str]:
+        return list(self.plots)
+
+    def point_count(self, column: str) -> int:
+        return sum(len(s.points()) for s in self.scatters.get(column, []))
+
+    def tooltip_at(self, column: str, x: float, y: float) -> str:
+        for s in self.scatters.get(column, []):
+            pts = s.pointsAt(QPointF(x, y))
+            if len(pts):
+                return "\n".join(str(p.data()) for p in pts)
+        return ""
+
+    # ---- drawing -------------------------------------------------------------------------------------------
+    def _draw(self, *args) -> None:
+        self.graphics.clear()
+        self.plots.clear()
+        self.scatters.clear()
+        name = self.output_combo.currentData()
+        entry = self.data.get(name) if name is not None else None
+        if not entry:
+            self.note.setText("")
+            return
+        directions = [k for k in entry if k != FLIP]
+        columns = [(k, {k: entry[k]}) for k in directions]
+        flip = _flip_parts(entry.get(FLIP))
+        if flip:
+            columns.append((FLIP, flip))
+        xs_all, ys_all = [], []
+        for _, parts in columns:
+            for part in parts.values():
+                xs_all.extend(part.get("x", []))
+                ys_all.extend(part.get("y", []))
+        vals = np.asarray(xs_all + ys_all, dtype=float)
+        vals = vals[np.isfinite(vals)]
+        lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 1.0)
+        if 0.0 <= lo and hi <= 1.0:   # probabilities: show the whole [0, 1] square
+            lo, hi = 0.0, 1.0
+        pad = max(hi - lo, 1e-6) * 0.04
+        first = None
+        for col, (key, parts) in enumerate(columns):
+            is_flip = key == FLIP
+            n = sum(len(p.get("x", [])) for p in parts.values())
+            shift = [np.asarray(p["y"], float) - np.asarray(p["x"], float) for p in parts.values() if p.get("x")]
+            d = np.concatenate(shift) if shift else np.array([])
+            stat = f"mean Δ {d.mean():+.3f}, mean |Δ| {np.abs(d).mean():.3f}" if d.size else "no units"
+            title = ("horizontal flip (null baseline)" if is_flip else _direction_label(key, self.attribute))
+            plot = self.graphics.addPlot(row=0, col=col)
+            plot.setTitle(f"{title}<br><span style='font-size:8pt'>n = {n}; {stat}</span>", size="9pt")
+            plot.setMenuEnabled(False)
+            plot.hideButtons()
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.setLabel("bottom", "prediction on the original" if is_flip else self.x_label)
+            plot.setLabel("left", "prediction on the flipped image" if is_flip else "prediction on the counterfactual")
+            plot.getViewBox().setAspectLocked(True)
+            plot.setRange(xRange=(lo - pad, hi + pad), yRange=(lo - pad, hi + pad), padding=0)
+            if first is None:
+                first = plot
+            else:
+                plot.setXLink(first)
+                plot.setYLink(first)
+            plot.addItem(pg.InfiniteLine(pos=QPointF(0, 0), angle=45, movable=False,
+                                         pen=pg.mkPen("#444444", width=1)))
+            if self.band is not None and not is_flip:
+                for sign in (-1, 1):
+                    plot.addItem(pg.InfiniteLine(pos=QPointF(0, sign * self.band), angle=45, movable=False,
+                                                 pen=pg.mkPen("#b8860b", width=1, style=Qt.PenStyle.DashLine)))
+            items = []
+            for j, (pkey, part) in enumerate(parts.items()):
+                x = np.asarray(part.get("x", []), dtype=float)
+                y = np.asarray(part.get("y", []), dtype=float)
+                index = part.get("index") or list(range(len(x)))
+                colour = FLIP_COLOUR if is_flip and pkey == "all" else DIRECTION_COLOURS[
+                    (directions.index(pkey) if pkey in directions else j) % len(DIRECTION_COLOURS)]
+                src = _direction_label(pkey, self.attribute) if pkey != "all" else ""
+                tips = [f"unit {int(i)}{(' (' + src + ')') if src else ''}: x {xi:.3f}, y {yi:.3f}, Δ {yi - xi:+.3f}"
+                        for i, xi, yi in zip(index, x, y)]
+                s = pg.ScatterPlotItem(x=x, y=y, data=tips, size=6, pen=pg.mkPen(None),
+                                       brush=pg.mkBrush(pg.mkColor(colour).red(), pg.mkColor(colour).green(),
+                                                        pg.mkColor(colour).blue(), 150),
+                                       hoverable=True, tip=_tip, hoverSize=9, hoverPen=pg.mkPen("#000000"))
+                plot.addItem(s)
+                items.append(s)
+            self.plots[key] = plot
+            self.scatters[key] = items
+        notes = ["Dots on the diagonal: the prediction did not change."]
+        if self.band is not None:
+            notes.append(f"Dashed: the negative-control band ±{self.band:.3g} (shifts a classifier known to ignore "
+                         "the attribute shows through the same generator).")
+        if flip:
+            notes.append("Flip column: the same classifier on the horizontally flipped original — how much an "
+                         "attribute-irrelevant change moves the output.")
+        self.note.setText(" ".join(notes))
+
+    def _mouse_moved(self, pos: QPointF) -> None:
+        for key, plot in self.plots.items():
+            vb = plot.getViewBox()
+            if vb.sceneBoundingRect().contains(pos):
+                for s in self.scatters.get(key, []):
+                    pts = s.pointsAt(s.mapFromScene(pos))
+                    if len(pts):
+                        self.readout.setText(str(pts[0].data()))
+                        return
+                return
