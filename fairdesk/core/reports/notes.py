@@ -1,0 +1,271 @@
+"""PDF report of note-level classifiers and the baseline-vs-debiased encoder comparison (001 §4.1, Tables 5, A2, D4).
+
+:func:`build_notes_report` turns the ``note_classifiers`` JSON document (from
+:func:`fairdesk.core.models.note_classifier.note_classifiers_document`, as stored in the project) into the shared
+:class:`~fairdesk.core.reports.model.Report` model; :func:`notes_report_to_pdf` writes it with
+:func:`~fairdesk.core.reports.pdf.write_pdf`. Everything comes from the document (no clock, no files), so the CLI
+and the GUI write the same bytes for the same audit.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fairdesk.core.reports.figures import fmt_count, fmt_rate, num
+from fairdesk.core.reports.model import Block, Paragraph, Report, Section, Table, _date, _join
+
+METRICS = ("parity", "recall", "specificity")
+METRIC_TITLE = {"parity": "Parity gap", "recall": "Recall gap", "specificity": "Specificity gap"}
+
+
+def _pct(value) -> str:
+    f = num(value)
+    return "–" if f is None else f"{100 * f:.0f}%"
+
+
+def _mlp_text(params: dict | None) -> str:
+    if not params:
+        return "–"
+    hidden = params.get("hidden_layer_sizes")
+    hidden = "–".join(str(h) for h in hidden) if isinstance(hidden, (list, tuple)) else str(hidden)
+    extra = "".join(f", {k} {v:g}" if isinstance(v, (int, float)) else f", {k} {v}"
+                    for k, v in params.items() if k not in ("hidden_layer_sizes",))
+    return f"hidden {hidden}{extra}"
+
+
+def _c_text(c) -> str:
+    f = num(c)
+    return "–" if f is None else f"{f:g}"
+
+
+def build_notes_report(doc: dict) -> Report:
+    if doc.get("kind") != "note_classifiers":
+        from fairdesk.core.errors import DataError
+
+        raise DataError(f"This document is of kind '{doc.get('kind')}', not a note-classifier comparison.")
+    prov = doc.get("provenance") or {}
+    method = doc.get("method") or {}
+    encoders = doc.get("encoders") or {}
+    names = list(encoders)
+    tasks = list(doc.get("tasks") or [])
+    attribute = method.get("attribute")
+    results = doc.get("results") or []
+    date = _date(prov)
+    sections = [_summary(doc, names, tasks, attribute, results), _method(doc, method, names),
+                _performance(names, tasks, results)]
+    if doc.get("gaps") is not None and (doc.get("gaps") or attribute):
+        sections.append(_gaps(doc, names, attribute, method))
+    if doc.get("probe"):
+        sections.append(_probe(doc, names, attribute))
+    sections.append(_provenance(doc, names, prov))
+    for i, s in enumerate(sections, start=1):
+        s.title = f"{i}  {s.title}"
+    title = "FairDesk: note-level classifiers on frozen encoders"
+    subtitle = (f"{' vs '.join(names)}" + (f" — gaps and probe for '{attribute}'" if attribute else "")
+                + (f" — notes: {prov.get('dataset')}" if prov.get("dataset") else ""))
+    return Report(title=title, subtitle=subtitle, date=date, suppress_k=1, sections=sections,
+                  footer="FairDesk — frozen-encoder note classifiers (001 §4.1)",
+                  metadata={"title": title, "subject": subtitle, "keywords": "fairness, clinical notes, BERT"})
+
+
+def notes_report_to_pdf(doc: dict, path: str | os.PathLike) -> Path:
+    """Write the PDF report of a ``note_classifiers`` document (atomically) and return the path."""
+    from fairdesk.core.reports.pdf import write_pdf
+
+    return write_pdf(build_notes_report(doc), path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _summary(doc, names, tasks, attribute, results) -> Section:
+    enc = doc.get("encoders") or {}
+    n_notes = next((e.get("n_notes") for e in enc.values()), None)
+    b: list[Block] = [Paragraph(
+        f"{len(tasks)} task(s) ({_join(tasks)}) were predicted from {fmt_count(n_notes)} clinical notes with "
+        f"classifiers trained on the frozen features of {len(names)} encoder(s): {_join(names)}. The encoders are not "
+        "fine-tuned; only the small classifier on top of them is trained, so differences between encoders come from "
+        "their representations.", "lead")]
+    for name in names:
+        rows = [r for r in results if r.get("encoder") == name]
+        aurocs = [num(r.get("test_auroc")) for r in rows if num(r.get("test_auroc")) is not None]
+        auprcs = [num(r.get("test_auprc")) for r in rows if num(r.get("test_auprc")) is not None]
+        text = (f"{name}: mean test AUROC {fmt_rate(sum(aurocs) / len(aurocs)) if aurocs else '–'}, mean test AUPRC "
+                f"{fmt_rate(sum(auprcs) / len(auprcs)) if auprcs else '–'} over {len(rows)} task(s)")
+        gaps = [g for g in doc.get("gaps") or [] if g.get("encoder") == name]
+        if gaps:
+            n_sig = sum(int(g.get("n_significant_bh") or 0) for g in gaps)
+            text += (f"; {n_sig} significant group gap(s) after Benjamini–Hochberg (counted per group and measure, "
+                     f"so with two groups each gap is counted for both)")
+        probe = (doc.get("probe") or {}).get(name)
+        if probe:
+            text += (f"; a probe recovers {attribute} from its features with accuracy {fmt_rate(probe.get('accuracy'))}"
+                     f" (majority rate {fmt_rate(probe.get('majority'))}, AUROC {fmt_rate(probe.get('auroc'))})")
+        b.append(Paragraph(text + ".", "bullet"))
+    if doc.get("probe") and len(names) > 1:
+        b.append(Paragraph(
+            "Reading: a debiased encoder whose features still let a probe recover the attribute has hidden, not "
+            "removed, the information (001 Table D4); similar gap counts before and after debiasing mean the "
+            "debiasing did not change downstream fairness (001 Table 5).", "note"))
+    return Section("summary", "Summary", b, new_page=False)
+
+
+def _method(doc, method, names) -> Section:
+    win = method.get("windows") or {}
+    split = method.get("split") or {}
+    b: list[Block] = [
+        Paragraph("Windows", "subheading"),
+        Paragraph(f"Each note (PHI placeholders such as [**2126-9-19**] replaced by one token per type, as in "
+                  f"pretraining) is tokenized with the encoder's own tokenizer and cut into sliding windows of "
+                  f"{win.get('max_length')} tokens including [CLS] and [SEP], a new window every {win.get('stride')} "
+                  f"word pieces, at most {win.get('max_windows')} windows per note (001 §3.3). Text beyond the last "
+                  "window is truncated; the number of truncated notes is listed under provenance."),
+        Paragraph("Features and classifier", "subheading"),
+        Paragraph(f"Features: {method.get('features')}. Every window carries its note's label. Per task, an "
+                  f"sklearn multi-layer perceptron (ReLU, Adam, at most {method.get('max_iter')} iterations) is "
+                  "fitted for each configuration of the grid below. 001 searches depth, width ratio and dropout of a "
+                  "batch-norm network; sklearn's MLP has neither dropout nor batch norm, so its L2 penalty (alpha) "
+                  "takes dropout's place as the regulariser searched."),
+        Paragraph("Note score", "subheading"),
+        Paragraph(f"The window probabilities p_1 … p_n of a note are merged as {method.get('merge')}. c → ∞ gives the "
+                  "maximum, c → 0 the mean. "
+                  f"{method.get('selection', '')[:1].upper()}{method.get('selection', '')[1:]}, over the c grid "
+                  f"{', '.join(_c_text(c) for c in method.get('c_grid') or [])} (METHODS §1; ties go to the c closest "
+                  f"to the default {_c_text(method.get('default_c'))}). Threshold: {method.get('threshold')}."),
+        Paragraph("Splits and evaluation", "subheading"),
+        Paragraph(f"Notes are split {'by patient (no patient in two splits)' if split.get('patient_disjoint') else 'by note'}"
+                  f", seeded: {100 * (1 - (split.get('val_size') or 0) - (split.get('test_size') or 0)):.0f}% "
+                  f"training, {100 * (split.get('val_size') or 0):.0f}% validation, "
+                  f"{100 * (split.get('test_size') or 0):.0f}% test. AUROC and AUPRC are computed on the merged scores "
+                  "of the test notes."),
+    ]
+    if method.get("attribute"):
+        b += [Paragraph("Gaps and probe", "subheading"),
+              Paragraph(f"Each encoder's predictions go through FairDesk's group audit (METHODS §1) for "
+                        f"'{method.get('attribute')}': parity, recall and specificity gaps on the test notes at the "
+                        f"best-F1 threshold, {method.get('n_boot')} bootstrap replicates (whole patients resampled "
+                        "when a patient has several notes), two-sided bootstrap p-values, Benjamini–Hochberg at "
+                        "q = 0.05 across tasks. The probe is a standardised logistic regression, stratified K-fold, "
+                        "predicting the attribute from a note's [CLS] features (mean over its windows, numeric "
+                        "columns left out), one note per patient so that a patient's notes never sit on both sides "
+                        "of a fold.")]
+    grid = method.get("mlp_grid") or []
+    b.append(Table(["#", "MLP configuration"], [[str(i + 1), _mlp_text(g)] for i, g in enumerate(grid)],
+                   title="MLP grid searched", align=["R", "L"], widths=[1, 12]))
+    return Section("method", "Method", b)
+
+
+def _performance(names, tasks, results) -> Section:
+    rows = []
+    for r in results:
+        rows.append([str(r.get("encoder")), str(r.get("task")), fmt_count(r.get("n_test")),
+                     fmt_rate(r.get("prevalence_test")), fmt_rate(r.get("test_auroc")), fmt_rate(r.get("test_auprc")),
+                     fmt_rate(r.get("val_auprc")), _c_text(r.get("c")), _mlp_text(r.get("mlp")),
+                     fmt_rate(r.get("threshold")), fmt_rate(r.get("test_f1"))])
+    b: list[Block] = [Table(["Encoder", "Task", "Test notes", "Prevalence", "AUROC", "AUPRC", "Val AUPRC", "c",
+                             "MLP chosen", "Threshold", "F1"], rows, title="Test performance per encoder and task",
+                            align=list("LLRRRRRRLRR"), small=len(rows) > 25,
+                            note="AUROC, AUPRC and F1 on the test notes; c, MLP and threshold chosen on validation.")]
+    if len(names) > 1:
+        by = {(r.get("encoder"), r.get("task")): r for r in results}
+        header = ["Task"] + [f"{n} {m}" for n in names for m in ("AUROC", "AUPRC")]
+        crow = []
+        for t in tasks:
+            crow.append([t] + [fmt_rate((by.get((n, t)) or {}).get(f"test_{m}")) for n in names
+                               for m in ("auroc", "auprc")])
+        b.append(Table(header, crow, title="Encoders side by side (001 Table A2)", align=["L"] + ["R"] * (len(header) - 1),
+                       small=len(crow) > 25))
+    return Section("performance", "Performance per task", b, landscape=False)
+
+
+def _gaps(doc, names, attribute, method) -> Section:
+    gaps = doc.get("gaps") or []
+    groups = list(dict.fromkeys(str(g.get("group")) for g in gaps))
+    rows = []
+    for name in names:
+        for group in groups:
+            cells = []
+            for metric in METRICS:
+                g = next((x for x in gaps if x.get("encoder") == name and str(x.get("group")) == group
+                          and x.get("metric") == metric), None)
+                if g is None:
+                    cells.append("–")
+                    continue
+                k_bh, k_raw = int(g.get("n_significant_bh") or 0), int(g.get("n_significant") or 0)
+                cell = f"{k_bh} of {int(g.get('n_tasks') or 0)}"
+                if k_bh:
+                    cell += f" ({_pct(g.get('share_favouring_bh'))} favour)"
+                cell += f"; unadjusted {k_raw}"
+                cells.append(cell)
+            rows.append([name, group] + cells)
+    b: list[Block] = [Paragraph(
+        f"Number of tasks with a significant gap for each group of '{attribute}' after Benjamini–Hochberg "
+        f"correction, with the share of those gaps that favour the group (001 Table 5 layout), and the count "
+        f"before correction. Gaps use the max-gap rule at the best-F1 threshold; {method.get('n_boot')} bootstrap "
+        "replicates.")]
+    if rows:
+        b.append(Table(["Encoder", "Group"] + [METRIC_TITLE[m] for m in METRICS], rows,
+                       title=f"Significant gaps across {attribute} (001 Table 5)", align=list("LLLLL")))
+    else:
+        b.append(Paragraph("No group could be tested (groups too small on the test notes).", "note"))
+    dropped = []
+    for name, audit in (doc.get("audits") or {}).items():
+        for d in audit.get("dropped") or []:
+            dropped.append([name, str(d.get("task")), str(d.get("group")), fmt_count(d.get("n")), str(d.get("reason"))])
+    if dropped:
+        b.append(Table(["Encoder", "Task", "Group", "n", "Reason"], dropped, title="Groups not tested",
+                       align=list("LLLRL"), small=len(dropped) > 20))
+    return Section("gaps", "Group gaps of the downstream classifiers", b)
+
+
+def _probe(doc, names, attribute) -> Section:
+    probe = doc.get("probe") or {}
+    measures = [("Accuracy", "accuracy"), ("Balanced accuracy", "balanced_accuracy"), ("AUROC", "auroc"),
+                ("Log loss", "log_loss"), ("Majority-class rate", "majority")]
+    rows = [[label] + [fmt_rate((probe.get(n) or {}).get(key)) for n in names] for label, key in measures]
+    rows.append(["Notes probed"] + [fmt_count((probe.get(n) or {}).get("n")) for n in names])
+    rows.append(["Folds"] + [str((probe.get(n) or {}).get("n_folds", "–")) for n in names])
+    first = next(iter(probe.values()), {})
+    b: list[Block] = [
+        Paragraph(f"How well '{attribute}' ({_join(first.get('classes') or [])}) can be recovered from each encoder's "
+                  "note features by a cross-validated logistic regression (001 Table D4). Accuracy near the "
+                  "majority-class rate and AUROC near 0.5 mean the features carry little of the attribute."),
+        Table(["Measure"] + names, rows, title=f"Recovering {attribute} from the features",
+              align=["L"] + ["R"] * len(names))]
+    return Section("probe", "Attribute probe", b, new_page=False)
+
+
+def _provenance(doc, names, prov) -> Section:
+    enc = doc.get("encoders") or {}
+    rows = [["Date", _date(prov)], ["Notes", str(prov.get("dataset") or "not named")],
+            ["Data SHA-256", str(prov.get("data_sha256") or "not recorded")], ["Seed", str(prov.get("seed"))],
+            ["Bootstrap replicates", str((doc.get("method") or {}).get("n_boot") or "–")]]
+    if prov.get("elapsed_seconds") is not None:
+        rows.append(["Total time", f"{prov['elapsed_seconds']:.1f} s"])
+    for name in names:
+        e = enc[name]
+        rows += [[f"{name}: folder", str(e.get("path"))], [f"{name}: fingerprint (SHA-256)", str(e.get("fingerprint"))],
+                 [f"{name}: model", f"{e.get('model_type')}, {e.get('num_hidden_layers')} layers, hidden "
+                                    f"{e.get('hidden_size')}, {e.get('layers_concatenated')} [CLS] layers concatenated "
+                                    f"({e.get('feature_dim')} features)"],
+                 [f"{name}: windows", f"{fmt_count(e.get('n_windows'))} for {fmt_count(e.get('n_notes'))} notes "
+                                      f"(mean {fmt_rate(e.get('mean_windows_per_note'), 2)}); "
+                                      f"{fmt_count(e.get('notes_at_window_cap'))} at the cap of {e.get('max_windows')}; "
+                                      f"{fmt_count(e.get('truncated_notes'))} notes truncated "
+                                      f"({fmt_count(e.get('truncated_tokens'))} word pieces left out)"],
+                 [f"{name}: split (notes)", ", ".join(f"{k} {fmt_count(v)}" for k, v in
+                                                      (e.get("split_sizes") or {}).items())],
+                 [f"{name}: feature extraction", f"{fmt_rate(e.get('notes_per_second'), 1)} notes/s"]]
+        for task, h in sorted((e.get("model_hashes") or {}).items()):
+            rows.append([f"{name}: classifier SHA-256 ({task})", str(h)])
+    b: list[Block] = [Paragraph("Everything needed to reproduce these results: the same notes (same fingerprint), "
+                                "encoders, settings and seed give the same numbers and the same report."),
+                      Table(["Item", "Value"], rows, title="Provenance", widths=[3, 7], small=len(rows) > 30)]
+    versions = prov.get("versions") or {}
+    if versions:
+        b.append(Table(["Package", "Version"], [[k, str(v)] for k, v in versions.items()], title="Software versions"))
+    notes = [n for e in enc.values() for n in (e.get("notes") or [])]
+    b.append(Paragraph("Notes recorded during training", "subheading"))
+    for n in dict.fromkeys(notes) or ["None."]:
+        b.append(Paragraph(str(n), "bullet" if notes else "body"))
+    return Section("provenance", "Provenance", b)
