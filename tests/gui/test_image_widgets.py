@@ -187,6 +187,12 @@ def test_thumbnails_load_off_thread_and_list_unreadable(qtbot, tmp_path):
     assert "first 8 of 10" in grid.status.text()
     icon = grid.grid.item(0).icon().pixmap(32, 32).toImage()
     assert icon.width() > 0
+    from fairdesk.core.data.images import read_image
+    from fairdesk.gui.widgets.thumbnails import thumbnail_array
+
+    big = thumbnail_array(files[0], 96)   # 20 px → enlarged ×4 with sharp pixels
+    assert big.shape == (80, 80) and big.dtype == np.uint8
+    np.testing.assert_array_equal(big[::4, ::4], np.round(read_image(files[0]) * 255).astype(np.uint8))
     # a new load cancels the old one
     grid.set_files(files[:2])
     qtbot.waitUntil(lambda: not grid.loading, timeout=10000)

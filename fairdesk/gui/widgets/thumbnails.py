@@ -21,7 +21,8 @@ from PySide6.QtWidgets import QLabel, QListView, QListWidget, QListWidgetItem, Q
 
 
 def thumbnail_array(path: str | Path, size: int) -> np.ndarray:
-    """The image at ``path`` as uint8 grey pixels, longest side ``size`` (aspect kept). Raises DataError."""
+    """The image at ``path`` as uint8 grey pixels, longest side at most ``size`` (aspect kept; small images are
+    enlarged by a whole factor). Raises DataError."""
     from PIL import Image
 
     from fairdesk.core.data.images import read_image
@@ -33,6 +34,9 @@ def thumbnail_array(path: str | Path, size: int) -> np.ndarray:
         im = Image.fromarray(arr, mode="F").resize((max(1, round(w * scale)), max(1, round(h * scale))),
                                                    Image.BILINEAR)
         arr = np.asarray(im, dtype=np.float32)
+    elif scale >= 2:  # tiny images: enlarge by a whole factor, pixels kept sharp
+        k = int(scale)
+        arr = np.repeat(np.repeat(arr, k, axis=0), k, axis=1)
     return np.round(np.clip(arr, 0.0, 1.0) * 255).astype(np.uint8)
 
 
