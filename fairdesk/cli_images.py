@@ -2,14 +2,14 @@
 
 Wired into :mod:`fairdesk.cli` by ``add_image_commands(audit_subparsers, train_subparsers)``. Same conventions as
 the rest of the CLI: exit 0 on success, user errors raise :class:`FairDeskError` (exit 2), cancel → 130.
-The PDF report of the imaging audit is not written yet, so ``audit cit`` has no ``--pdf`` option.
+``audit cit`` runs :func:`fairdesk.core.audits.cit_images.run_cit_pipeline`, the same function the project job
+:func:`fairdesk.jobs.image_tasks.audit_cit` runs, and writes the same JSON document (``--pdf``: the same report).
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from fairdesk.core.errors import FairDeskError
 
 
 def _progress(quiet: bool):
@@ -37,21 +37,16 @@ def _open(args, labels: tuple[str, ...] = ()):
     return open_image_folder(df, args.images, roles)
 
 
-def _binary(values, column: str):
-    import numpy as np
-
-    vals = sorted(set(values.tolist()))
-    if len(vals) != 2:
-        raise FairDeskError(f"The attribute '{column}' must have exactly two values for this audit; it has "
-                            f"{len(vals)} ({vals[:5]}).")
-    return (values == vals[1]).astype(int).to_numpy(), [str(v) for v in vals]
+def _positive(args):
+    values = _split_list(getattr(args, "positive", None))
+    return values or None
 
 
 def cmd_audit_cit(args: argparse.Namespace) -> int:
-    import numpy as np
+    import json
 
     from fairdesk.core import atomic
-    from fairdesk.core.audits.cit_images import audit_with_generator
+    from fairdesk.core.audits.cit_images import model_sha256, run_cit_pipeline
     from fairdesk.core.data.loaders import file_sha256
     from fairdesk.core.generation.images import load_generator
     from fairdesk.core.models.image_classifier import load_classifier
@@ -62,84 +57,67 @@ def cmd_audit_cit(args: argparse.Namespace) -> int:
                           outputs=tuple(_split_list(args.outputs)) or None)
     labels = tuple(_split_list(args.labels))
     ds = _open(args, labels)
-    part = ds.table.index.to_numpy()
-    if args.split != "all":
-        split = ds.split(seed=args.split_seed)
-        part = np.flatnonzero(split.to_numpy() == args.split)
-    if args.max_images and len(part) > args.max_images:
-        part = np.sort(np.random.default_rng(args.seed).choice(part, args.max_images, replace=False))
-    table = ds.table.iloc[part].reset_index(drop=True)
-    if len(table) < 20:
-        raise FairDeskError(f"Only {len(table)} readable images in the '{args.split}' split; the audit needs at "
-                            "least 20.")
-    a, values = _binary(table[args.attribute], args.attribute)
-    progress = _progress(args.quiet)
-    from fairdesk.core.data.images import read_image
-
-    images = np.stack([read_image(f, size) for f in table["_file"]])
-    lab = None
-    if labels:
-        names = list(clf.outputs)
-        lab = {n: table[c].to_numpy(dtype=float) for n, c in zip(names, labels)}
-        lab = {n: np.nan_to_num(v, nan=0.0) for n, v in lab.items()}
     control = load_classifier(args.control, image_size=args.image_size or size) if args.control else None
+    hashes = {"classifier": model_sha256(args.classifier), "generator": model_sha256(args.generator)}
     if control is not None:
         control.name = f"negative control {Path(args.control).name}"
-    prov = {"data_sha256": file_sha256(args.data), "dataset": Path(args.data).name,
-            "classifier": str(args.classifier), "generator": str(args.generator), "attribute": args.attribute,
-            "attribute_values": values, "split": args.split, "n_unreadable": len(ds.unreadable)}
-    result, _ = audit_with_generator(images, a, clf, gen, labels=lab, control=control, steps=args.steps,
-                                     strength=args.strength, guidance=args.guidance, margin=args.margin,
-                                     alpha=args.alpha, seed=args.seed, provenance=prov, progress=progress)
-    result.settings["unreadable"] = ds.unreadable
+        hashes["control"] = model_sha256(args.control)
+    prov = {"data_sha256": file_sha256(args.data), "model_hashes": hashes, "dataset": Path(args.data).name,
+            "classifier": {"path": str(Path(args.classifier).resolve()), "name": Path(args.classifier).name},
+            "generator": {"path": str(Path(args.generator).resolve()), "name": Path(args.generator).name},
+            "control": {"path": str(Path(args.control).resolve()), "name": Path(args.control).name}
+            if args.control else None, "split": args.split, "split_seed": args.split_seed}
+    progress = _progress(args.quiet)
+    doc = run_cit_pipeline(ds, clf, gen, args.attribute, labels=labels or None, control=control,
+                           split=args.split, split_seed=args.split_seed, max_images=args.max_images,
+                           positive=_positive(args), steps=args.steps, strength=args.strength,
+                           guidance=args.guidance, margin=args.margin, alpha=args.alpha, seed=args.seed,
+                           n_examples=args.examples, provenance=prov, progress=progress)
     progress.done()
-    atomic.write_text(args.json, result.to_json())
-    for row in result.table:
-        print(f"{row['output']}: test p = {row['p']:.3g} (q = {row['q']:.3g}), DP p = {row['dp_p']:.3g}, "
-              f"verdict: {row['verdict']}")
-    if result.control_band is not None:
-        print(f"negative-control band ±{result.control_band:.3g}")
+    atomic.write_text(args.json, json.dumps(doc, indent=1, allow_nan=False))
+    _print_summary(doc)
     print(f"-> {args.json}")
+    if args.pdf:
+        from fairdesk.core.reports.imaging import cit_report_to_pdf
+
+        print(f"-> {cit_report_to_pdf(doc, args.pdf)}")
     return 0
 
 
+def _print_summary(doc: dict) -> None:
+    for row in doc["table"]:
+        extra = f", DP p = {row['dp_p']:.3g}" if row.get("dp_p") is not None else ""
+        print(f"{row['output']}: test p = {row['p']:.3g} (q = {row['q']:.3g}){extra}, verdict: {row['verdict']}")
+    if doc.get("control_band") is not None:
+        print(f"negative-control band ±{doc['control_band']:.3g}")
+    if doc.get("unreadable"):
+        print(f"{len(doc['unreadable'])} unreadable image(s) left out (listed in the JSON)")
+
+
 def cmd_train_generator(args: argparse.Namespace) -> int:
-    import json
+    from pathlib import Path as _Path
 
     import numpy as np
 
-    from fairdesk.core import atomic
-    from fairdesk.core.data.images import read_image
-    from fairdesk.core.generation.images import GeneratorConfig, TrainSchedule, train_generator
+    from fairdesk.jobs.image_tasks import fit_generator
 
     ds = _open(args)
-    split = ds.split(seed=args.split_seed)
-    train = ds.table[split.to_numpy() == "train"].reset_index(drop=True)
-    a, values = _binary(train[args.attribute], args.attribute)
-    images = np.stack([read_image(f, args.image_size) for f in train["_file"]])
-    sizes = {"tiny": ((8, 16, 16), (32, 64)), "small": ((16, 32, 32), (64, 128)),
-             "base": ((32, 64, 128, 128), (128, 256, 256))}
-    vae_ch, unet_ch = sizes[args.size]
-    config = GeneratorConfig(image_size=args.image_size, vae_channels=vae_ch, unet_channels=unet_ch,
-                             default_steps=args.steps)
-    schedule = TrainSchedule(vae_steps=args.vae_steps, unet_steps=args.unet_steps, batch_size=args.batch_size,
-                             checkpoint_every=args.checkpoint_every, preview_every=args.preview_every,
-                             seed=args.seed)
     preview = None
     if args.previews:
         from PIL import Image
 
         def preview(step, imgs, labels):
             row = np.concatenate(list(imgs), axis=1)
-            Image.fromarray(np.round(row * 255).astype(np.uint8)).save(Path(args.previews) / f"step{step:06d}.png")
+            Image.fromarray(np.round(row * 255).astype(np.uint8)).save(_Path(args.previews) / f"step{step:06d}.png")
 
-        Path(args.previews).mkdir(parents=True, exist_ok=True)
+        _Path(args.previews).mkdir(parents=True, exist_ok=True)
     progress = _progress(args.quiet)
-    res = train_generator(images, a, config, schedule, out_dir=args.out, resume=args.resume, preview=preview,
-                          progress=progress)
+    res, _ = fit_generator(ds, args.attribute, args.out, split_seed=args.split_seed, image_size=args.image_size,
+                           size=args.size, vae_steps=args.vae_steps, unet_steps=args.unet_steps,
+                           batch_size=args.batch_size, resume=args.resume, seed=args.seed, steps=args.steps,
+                           checkpoint_every=args.checkpoint_every, preview_every=args.preview_every,
+                           positive=_positive(args), on_preview=preview, progress=progress)
     progress.done()
-    atomic.write_text(Path(args.out) / "attribute.json",
-                      json.dumps({"attribute": args.attribute, "values": values, "n_train": int(len(a))}))
     print(f"generator trained ({len(res.unet_loss)} diffusion steps, last loss "
           f"{np.mean(res.unet_loss[-20:]) if res.unet_loss else float('nan'):.4f}) -> {args.out}")
     return 0
@@ -148,7 +126,10 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="CSV: one row per image (CheXpert / MIMIC-CXR style or mapped)")
     p.add_argument("--images", required=True, help="folder the CSV's paths are relative to")
-    p.add_argument("--attribute", required=True, help="binary sensitive attribute column")
+    p.add_argument("--attribute", required=True, help="sensitive attribute column (two values, or use --positive)")
+    p.add_argument("--positive", action="append",
+                   help="attribute value(s) forming group 1 when the column has more than two values (one value vs "
+                        "the rest; repeatable or comma-separated)")
     p.add_argument("--path-column", help="image path column (default: Path/path/... as found)")
     p.add_argument("--patient-id", help="patient id column (default: patient_id/subject_id or parsed from paths)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the patient-disjoint train/val/test split")
@@ -162,7 +143,10 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cit.add_argument("--classifier", required=True, help="classifier folder (config.json + safetensors) or "
                                                          "TorchScript file")
     cit.add_argument("--generator", required=True, help="generator folder written by 'train generator'")
-    cit.add_argument("--json", required=True, help="write all results here")
+    cit.add_argument("--json", required=True, help="write all results here (the document the project stores)")
+    cit.add_argument("--pdf", help="also write the PDF report here")
+    cit.add_argument("--examples", type=int, default=16,
+                     help="example units kept with their images (largest prediction change; plus 4 random)")
     cit.add_argument("--labels", action="append", help="true-label columns, one per classifier output (for EO)")
     cit.add_argument("--outputs", action="append", help="output names of a TorchScript classifier")
     cit.add_argument("--image-size", type=int, help="input size of a TorchScript classifier (default: generator's)")

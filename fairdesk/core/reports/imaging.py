@@ -1,0 +1,549 @@
+"""The PDF report of a counterfactual-invariance audit of an image classifier (issue 4, METHODS §6).
+
+:func:`build_cit_report` turns the stored JSON document (``kind == "cit_images"``, written by
+:func:`fairdesk.core.audits.cit_images.run_cit_pipeline` for both the CLI and the project job) into a
+:class:`~fairdesk.core.reports.model.Report`; :func:`cit_report_to_pdf` renders it. Sections:
+
+1. summary — verdict per output in words, what "dependent", "equivalent within margin" and "inconclusive" mean,
+   the negative-control band;
+2. tests per output in the layout of 004 Tables 12–13: the default conditional-invariance test (statistic, p, BH
+   q), the published CIT-LR (t, p, q), and the demographic-parity and equal-opportunity Welch tests (p);
+3. the oriented prediction shift per direction a → a′ with its confidence interval, flip rate, TOST p and verdict,
+   the flip baseline and the negative control;
+4. scatter plots of each output's prediction on the reference image (original, or the null-intervention
+   reconstruction for a learned generator) against the counterfactual, one panel per direction, plus the
+   horizontal-flip column (the null baseline);
+5. example diff panels: original | null reconstruction | counterfactual | signed difference (counterfactual − null
+   reconstruction, diverging colormap RdBu_r centred at 0);
+6. counterfactual quality (composition, effectiveness, Fréchet distance in a locally fitted feature space — named as
+   such, not Inception FID);
+7. unreadable files, notes, settings and provenance.
+
+Rendering is deterministic (reportlab invariant mode, PNGs without time stamps; the date printed is the audit's) and
+atomic. reportlab and matplotlib are imported inside functions.
+"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fairdesk.core import atomic
+from fairdesk.core.errors import DataError
+from fairdesk.core.reports.figures import fmt_ci, fmt_p, fmt_rate, fmt_signed, num
+from fairdesk.core.reports.model import FigureSpec, Paragraph, Report, Section, Table
+
+MAX_EXAMPLES_IN_REPORT = 6
+MAX_UNREADABLE_ROWS = 60
+TEST_NAMES = {"wgcm": "weighted GCM", "gcm": "GCM", "cit_lr_crossfit": "CIT-LR (cross-fitted)",
+              "cit_lr_split": "CIT-LR (split)"}
+VERDICT_TEXT = {
+    "dependent": "its prediction changes when only the attribute is changed (not counterfactually invariant)",
+    "equivalent within margin": "shown to be invariant within the margin",
+    "inconclusive": "neither dependence nor invariance within the margin is shown",
+}
+
+
+def _dir_label(key: str, values: list[str]) -> str:
+    """'0->1' → 'F → M' using the attribute's group names."""
+    try:
+        s, t = (int(x) for x in key.split("->"))
+        return f"{values[s]} → {values[t]}"
+    except (ValueError, IndexError):
+        return key.replace("->", " → ")
+
+
+# ==============================================================================================================
+# The report model
+
+
+def build_cit_report(doc: dict) -> Report:
+    """The report of a ``cit_images`` document (see the module docstring)."""
+    if not isinstance(doc, dict) or "table" not in doc or "effects" not in doc:
+        raise DataError("This is not a counterfactual-invariance audit document (no 'table' / 'effects').")
+    settings = doc.get("settings", {})
+    prov = doc.get("provenance", {})
+    attr = doc.get("attribute") or {"column": prov.get("attribute", "attribute"),
+                                     "values": prov.get("attribute_values", ["0", "1"])}
+    values = [str(v) for v in attr.get("values") or ["0", "1"]]
+    column = attr.get("column", "attribute")
+    outputs = [r["output"] for r in doc["table"]]
+    learned = settings.get("generator") == "learned"
+    clf_name = ((prov.get("classifier") or {}).get("name") if isinstance(prov.get("classifier"), dict)
+                else prov.get("classifier")) or "the classifier"
+    date = str(prov.get("created_utc", ""))[:10]
+    sections = [_summary(doc, column, values, outputs, learned, clf_name),
+                _tests_section(doc, values),
+                _shift_section(doc, column, values, learned),
+                _scatter_section(doc, values, learned),
+                _examples_section(doc, values),
+                _quality_section(doc),
+                _data_section(doc),
+                _provenance_section(doc)]
+    return Report(title="FairDesk counterfactual-invariance audit (images)",
+                  subtitle=f"{clf_name} · attribute '{column}' ({' vs '.join(values)}) · "
+                           f"{prov.get('dataset', '')}".rstrip(" ·"),
+                  date=date, suppress_k=0, sections=[s for s in sections if s is not None],
+                  footer="FairDesk · counterfactual invariance (METHODS §6)",
+                  metadata={"title": "FairDesk counterfactual-invariance audit", "subject": f"attribute {column}",
+                            "keywords": "fairness, counterfactual invariance, CIT-LR, medical imaging"})
+
+
+def _summary(doc, column, values, outputs, learned, clf_name) -> Section:
+    s = doc.get("settings", {})
+    ds = doc.get("dataset", {})
+    band = doc.get("control_band")
+    blocks = [Paragraph(
+        f"Question: does {clf_name}'s prediction change when only the attribute '{column}' of an image is changed "
+        f"({values[0]} ↔ {values[1]}), everything else about the patient held fixed? "
+        f"{ds.get('n_audited', s.get('n', '?'))} images of the '{ds.get('split', 'test')}' split were audited "
+        f"({', '.join(f'{k}: {v}' for k, v in (ds.get('n_per_group') or {}).items())}).", "lead")]
+    rows = {r["output"]: r for r in doc["table"]}
+    for name in outputs:
+        r = rows[name]
+        v = r.get("verdict", "inconclusive")
+        shifts = [f"{_dir_label(k[6:], values)}: {fmt_signed(r[k])}" for k in sorted(r)
+                  if k.startswith("shift_") and not k.endswith("_ci")]
+        blocks.append(Paragraph(f"{name}: {v} — {VERDICT_TEXT.get(v, v)}. Mean prediction shift "
+                                f"{'; '.join(shifts)} (margin ±{s.get('margin', 0.02):g}); invariance test "
+                                f"p = {fmt_p(r.get('p'))}, demographic-parity p = {fmt_p(r.get('dp_p'))}.", "finding"))
+    blocks.append(Paragraph("How to read the verdicts", "subheading"))
+    blocks += [
+        Paragraph("dependent: the oriented shift (prediction on the counterfactual minus on the reference) differs "
+                  "from 0, or its mean absolute size exceeds the margin, with confidence — and, with a learned "
+                  "generator, it lies outside the negative-control band.", "bullet"),
+        Paragraph("equivalent within margin: a TOST equivalence test shows |mean shift| < margin AND the upper "
+                  "bound of the mean |shift| is below the margin, so shifts in opposite directions cannot hide "
+                  "each other.", "bullet"),
+        Paragraph("inconclusive: neither is shown. In particular a shift no larger than the negative-control band — "
+                  "the shift a classifier known to ignore the attribute shows through the same generator — is "
+                  "reported as inconclusive, never as dependence: a small generator also changes pixels outside "
+                  "the attribute's region, and such artefacts must not be mistaken for bias.", "bullet")]
+    if learned:
+        if band is not None:
+            ce = doc.get("control_effect") or {}
+            blocks.append(Paragraph(f"Negative-control band: ±{band:.3g} (the upper {100 * (1 - s.get('alpha', 0.05)):g}% "
+                                    f"bound of the mean |shift| of '{ce.get('name', 'the control')}').", "body"))
+        else:
+            blocks.append(Paragraph("No negative-control classifier was given, so generator artefacts cannot be told "
+                                    "apart from attribute dependence: 'dependent' verdicts are provisional.", "note"))
+        blocks.append(Paragraph("Counterfactuals come from a learned generator; shifts are measured against the "
+                                "null-intervention reconstruction (a′ = a), not the raw image.", "note"))
+    else:
+        blocks.append(Paragraph("Counterfactuals are exact (rendered from the known mechanism); shifts are measured "
+                                "against the original images.", "note"))
+    return Section("summary", "Summary", blocks, new_page=False)
+
+
+def _tests_section(doc, values) -> Section:
+    s = doc.get("settings", {})
+    test = TEST_NAMES.get(s.get("method", "wgcm"), s.get("method", "wgcm"))
+    header = ["Output", "n", f"{test} stat.", "p", "q", "CIT-LR t", "CIT-LR p", "CIT-LR q", "DP p", "EO p"]
+    rows = []
+    for r in doc["table"]:
+        rows.append([r["output"], str(r.get("n", "")), fmt_signed(r.get("t"), 2), fmt_p(r.get("p")),
+                     fmt_p(r.get("q")), fmt_signed(r.get("cit_lr_t"), 2), fmt_p(r.get("cit_lr_p")),
+                     fmt_p(r.get("cit_lr_q")), fmt_p(r.get("dp_p")), fmt_p(r.get("eo_p"))])
+    blocks = [Table(header, rows, title="Invariance and association tests per output (004 Tables 12–13 layout)",
+                    align=["L"] + ["R"] * 9,
+                    note=(f"{test}: FairDesk's default test of Ŷ ⟂ A | Z (cross-fitted, {s.get('regressor', '')} "
+                          f"regressors, {s.get('n_folds', 5)} folds). CIT-LR: the published paired t-test of "
+                          "Ŷ·ĝ(A,Z) against Ŷ·ĥ(Z) on a held-out split. q: Benjamini–Hochberg across outputs. DP: "
+                          "Welch t-test of the prediction between the groups; EO: the same among true positives "
+                          "(– when no label was given). DP and EO measure association, not the effect of the "
+                          "attribute: they can flag a classifier that uses only legitimate features."))]
+    blocks.append(Paragraph(f"Z, the representation the tests condition on: {s.get('z', 'the exogenous features')}.",
+                            "note"))
+    return Section("tests", "Tests per output", blocks, new_page=False)
+
+
+def _shift_section(doc, column, values, learned) -> Section:
+    s = doc.get("settings", {})
+    header = ["Output", "Direction", "n", "Mean shift", "95% CI", "Mean |shift|", "Flip rate", "TOST p", "Verdict"]
+    rows = []
+    for name, eff in doc["effects"].items():
+        for d in eff.get("directions", []):
+            key = f"{d['source']}->{d['target']}"
+            rows.append([name, _dir_label(key, values), str(d.get("n", "")), fmt_signed(d.get("mean_shift")),
+                         fmt_ci(d.get("ci_low"), d.get("ci_high")), fmt_rate(d.get("mean_abs_shift")),
+                         fmt_rate(d.get("flip_rate")), fmt_p(d.get("p_tost")), d.get("verdict", "")])
+    ref = "the null-intervention reconstruction" if learned else "the original image"
+    blocks = [Table(header, rows, title=f"Oriented prediction shift per direction of '{column}'",
+                    align=["L", "L", "R", "R", "L", "R", "R", "R", "L"],
+                    widths=[1.3, 1.2, 0.55, 0.85, 1.45, 0.85, 0.7, 0.7, 1.5],
+                    note=(f"Shift = prediction on the counterfactual minus prediction on {ref}, per unit, oriented "
+                          "a → a′ (pairs of opposite directions are never pooled, so they cannot cancel). Flip rate: "
+                          "share of units whose thresholded prediction (0.5) changes. TOST: equivalence test of "
+                          f"|mean shift| < {s.get('margin', 0.02):g}."))]
+    base_rows = []
+    for r in doc["table"]:
+        if "flip_mean_abs_shift" in r or "reconstruction_mean_abs_shift" in r:
+            base_rows.append([r["output"], fmt_rate(r.get("flip_mean_abs_shift")), fmt_rate(r.get("flip_upper")),
+                              fmt_rate(r.get("reconstruction_mean_abs_shift"))])
+    if base_rows:
+        blocks.append(Table(["Output", "Flip: mean |shift|", "Flip: upper bound", "Reconstruction: mean |shift|"],
+                            base_rows, title="Baselines", align=["L", "R", "R", "R"],
+                            note="Flip: prediction on the horizontally flipped original minus on the original — how "
+                                 "much an attribute-irrelevant change moves the output. Reconstruction: prediction on "
+                                 "the null-intervention reconstruction minus on the original (generator artefacts)."))
+    band = doc.get("control_band")
+    ce = doc.get("control_effect")
+    if band is not None and ce:
+        crow = [[ce.get("name", "control"), _dir_label(f"{d['source']}->{d['target']}", values),
+                 fmt_signed(d.get("mean_shift")), fmt_rate(d.get("mean_abs_shift")), fmt_rate(d.get("abs_upper"))]
+                for d in ce.get("directions", [])]
+        blocks.append(Table(["Negative control", "Direction", "Mean shift", "Mean |shift|", "Upper bound"], crow,
+                            title=f"Negative-control band ±{band:.3g}", align=["L", "L", "R", "R", "R"],
+                            note="The band is the largest upper bound of the control's mean |shift|. A shift inside "
+                                 "it is inconclusive: the generator alone can move an invariant classifier that "
+                                 "much." + (f" The invariance test on the control: p = {fmt_p(ce.get('test_p'))}."
+                                            if ce.get("test_p") is not None else "")))
+    return Section("shifts", "Prediction shifts, baselines and the negative control", blocks, new_page=False)
+
+
+def _scatter_data(doc, values) -> list[tuple[str, pd.DataFrame]]:
+    out = []
+    for name, panels in (doc.get("scatter") or {}).items():
+        rows = []
+        for key, pts in panels.items():
+            if key == "flip":
+                for sub, p in pts.items():
+                    rows += [{"panel": f"flip ({values[int(sub[0])]})" if sub[0].isdigit() else "flip", "x": x,
+                              "y": y} for x, y in zip(p["x"], p["y"])]
+            else:
+                rows += [{"panel": _dir_label(key, values), "x": x, "y": y} for x, y in zip(pts["x"], pts["y"])]
+        out.append((name, pd.DataFrame(rows, columns=["panel", "x", "y"])))
+    return out
+
+
+def _scatter_section(doc, values, learned) -> Section | None:
+    data = _scatter_data(doc, values)
+    if not data:
+        return None
+    ref = "null-intervention reconstruction" if learned else "original"
+    blocks = []
+    for name, df in data:
+        blocks.append(FigureSpec("cit_scatter", f"{name}: prediction on {ref} (x) vs counterfactual (y)", df,
+                                 caption=("One panel per direction a → a′; the flip columns show the original (x) "
+                                          "against its horizontal flip (y), the null baseline. Points on the "
+                                          "diagonal: the prediction did not change. Grey lines: the 0.5 threshold."),
+                                 xlabel=f"prediction on {ref}"))
+    return Section("scatter", "Scatter plots: original vs counterfactual", blocks)
+
+
+def _examples_section(doc, values) -> Section | None:
+    from fairdesk.core.audits.cit_images import decode_examples
+
+    ex = doc.get("examples") or {}
+    items = ex.get("items") or []
+    if not items:
+        return None
+    arrays = decode_examples(doc)
+    chosen = [i for i, it in enumerate(items) if it.get("selected") != "random"][:MAX_EXAMPLES_IN_REPORT - 2]
+    chosen += [i for i, it in enumerate(items) if it.get("selected") == "random"][:2]
+    rows = []
+    for i in chosen:
+        it = items[i]
+        preds = "; ".join(f"{o}: {p['null']:.2f} → {p['cf']:.2f}" for o, p in it["predictions"].items())
+        rows.append({"label": f"#{it['index']} {it['observed_label']} → {it['target_label']} "
+                              f"({it.get('selected', '')}) {preds}",
+                     "original": arrays["original"][i], "null": arrays["null"][i], "cf": arrays["cf"][i]})
+    df = pd.DataFrame(rows)
+    blocks = [FigureSpec("cit_examples", "Examples: largest prediction changes and random units", df,
+                         caption=("Columns: original | null-intervention reconstruction | counterfactual | signed "
+                                  "difference counterfactual − reconstruction (red: brighter in the counterfactual, "
+                                  "blue: darker; colour scale symmetric about 0, its limit printed on each panel). "
+                                  "Row labels give the unit, the direction and each output's prediction on the "
+                                  "reconstruction → counterfactual."))]
+    item_rows = [[str(items[i]["index"]), Path(items[i].get("file", "")).name,
+                  f"{items[i]['observed_label']} → {items[i]['target_label']}",
+                  fmt_rate(items[i].get("max_abs_change")), fmt_rate(items[i].get("l1_null_vs_original")),
+                  fmt_rate(items[i].get("l1_cf_vs_null"))] for i in range(len(items))]
+    blocks.append(Table(["Unit", "File", "Direction", "Max |change|", "L1 recon.", "L1 cf vs recon."], item_rows,
+                        title="All stored examples", align=["R", "L", "L", "R", "R", "R"], small=True,
+                        note="Max |change|: the largest |prediction change| over the outputs. L1 in pixel units "
+                             "(pixels in [0, 1])."))
+    return Section("examples", "Example counterfactuals", blocks)
+
+
+def _quality_section(doc) -> Section:
+    q = doc.get("quality") or (doc.get("settings") or {}).get("quality") or {}
+    rows = []
+    add = lambda label, key, note: rows.append([label, fmt_rate(q.get(key), 4), note]) if key in q else None  # noqa
+    add("Composition (L1 after 1 cycle)", "composition_l1_1", "mean |x − reconstruction(a′ = a)|, pixels in [0, 1]")
+    add("Composition (L1 after 10 cycles)", "composition_l1_10", "the reconstruction applied ten times")
+    add("Reversibility (L1)", "reversibility_l1", "a → a′ → a")
+    add("Effectiveness", "effectiveness", "attribute classifier's accuracy on the counterfactuals w.r.t. a′")
+    add("Attribute classifier on real images", "attribute_accuracy_real", "its accuracy on the audited originals")
+    add("Fréchet distance (local features), counterfactuals", "frechet_cf", "real vs counterfactual images")
+    add("Fréchet distance (local features), reconstructions", "frechet_null", "real vs null reconstructions")
+    add("Mean |counterfactual − reconstruction|", "mean_abs_change_cf_vs_null", "pixels changed by the intervention")
+    blocks = [Table(["Measure", "Value", "Meaning"], rows, title="Counterfactual quality (004 App. I)",
+                    align=["L", "R", "L"], widths=[2.4, 0.8, 3.2])] if rows else \
+        [Paragraph("No quality measures were computed (exact counterfactuals need none).", "body")]
+    notes = []
+    if "effectiveness_classifier" in q:
+        notes.append(f"Attribute classifier for effectiveness: {q['effectiveness_classifier']}.")
+    if "frechet_feature_extractor" in q:
+        notes.append(f"The Fréchet distance is FID-style, NOT Inception FID: features from a {q['frechet_feature_extractor']}"
+                     .replace("from a PCA", "from the PCA"))
+    blocks += [Paragraph(n, "note") for n in notes]
+    return Section("quality", "Counterfactual quality", blocks, new_page=False)
+
+
+def _data_section(doc) -> Section:
+    ds = doc.get("dataset") or {}
+    bad = doc.get("unreadable") or []
+    blocks = [Paragraph(f"Readable images: {ds.get('n_readable', '–')}; audited: {ds.get('n_audited', '–')} "
+                        f"('{ds.get('split', '')}' split); left out for a missing attribute value: "
+                        f"{ds.get('n_missing_attribute', 0)}; unreadable files: {len(bad)}.", "body")]
+    if ds.get("labels"):
+        blocks.append(Paragraph("True labels for EO: " + ", ".join(f"{k} ← {v}" for k, v in ds["labels"].items()),
+                                "body"))
+    if bad:
+        rows = [[str(b.get("row", "")), str(b.get("path", "")), str(b.get("reason", ""))]
+                for b in bad[:MAX_UNREADABLE_ROWS]]
+        blocks.append(Table(["Row", "File", "Reason"], rows, title="Unreadable files (left out)",
+                            widths=[0.6, 3.0, 3.4], small=True,
+                            note="" if len(bad) <= MAX_UNREADABLE_ROWS else
+                            f"The first {MAX_UNREADABLE_ROWS} of {len(bad)}; all are listed in the JSON document."))
+    for n in doc.get("notes") or []:
+        blocks.append(Paragraph(n, "bullet"))
+    return Section("data", "Data and notes", blocks)
+
+
+def _fmt_setting(v) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def _provenance_section(doc) -> Section:
+    s = dict(doc.get("settings") or {})
+    s.pop("quality", None)
+    s.pop("unreadable", None)
+    prov = doc.get("provenance") or {}
+    rows = [[k, _fmt_setting(v)] for k, v in s.items()]
+    prow = [["seed", str(prov.get("seed"))], ["data SHA-256", str(prov.get("data_sha256"))]]
+    for k in ("images_sha256", "csv_sha256", "dataset", "split", "split_seed", "created_utc"):
+        if prov.get(k) is not None:
+            prow.append([k, str(prov[k])])
+    for k, v in (prov.get("model_hashes") or {}).items():
+        prow.append([f"{k} SHA-256", str(v)])
+    for k in ("classifier", "generator", "control"):
+        v = prov.get(k)
+        if isinstance(v, dict) and v.get("path"):
+            prow.append([f"{k} file", str(v["path"])])
+    for k, v in (prov.get("versions") or {}).items():
+        prow.append([k, str(v)])
+    return Section("provenance", "Settings and provenance", [
+        Table(["Setting", "Value"], rows, title="Settings", widths=[1.6, 5.0], small=True),
+        Table(["Item", "Value"], prow, title="Provenance", widths=[1.6, 5.0], small=True)])
+
+
+# ==============================================================================================================
+# Figures (matplotlib, Agg)
+
+FIG_W = 6.9
+
+
+def _new_figure(w: float, h: float):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig, dpi: int = 150) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+    return buf.getvalue()
+
+
+def scatter_size(df: pd.DataFrame) -> tuple[float, float]:
+    return FIG_W, 2.35
+
+
+def render_scatter_png(df: pd.DataFrame, title: str, xlabel: str = "") -> bytes:
+    """One row of panels (directions, then the flip columns), prediction on reference (x) vs counterfactual (y)."""
+    panels = list(dict.fromkeys(df["panel"]))
+    n = max(len(panels), 1)
+    w, h = scatter_size(df)
+    fig = _new_figure(w, h)
+    fig.suptitle(title, fontsize=8.5, x=0.01, ha="left", y=0.985)
+    left, right, gap, bottom, top = 0.55, 0.1, 0.28, 0.5, 0.42
+    pw = (w - left - right - gap * (n - 1)) / n
+    ph = h - bottom - top
+    side = min(pw, ph)
+    for j, p in enumerate(panels):
+        ax = fig.add_axes(((left + j * (pw + gap)) / w, bottom / h, side / w, side / h))
+        sub = df[df["panel"] == p]
+        flip = p.startswith("flip")
+        ax.plot([0, 1], [0, 1], color="#888888", lw=0.7, zorder=1)
+        ax.axhline(0.5, color="#cccccc", lw=0.6, zorder=0)
+        ax.axvline(0.5, color="#cccccc", lw=0.6, zorder=0)
+        ax.scatter(sub["x"], sub["y"], s=5, alpha=0.55, lw=0, color="#7a7a7a" if flip else "#2F4858", zorder=2,
+                   rasterized=True)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(p, fontsize=7.5)
+        ax.tick_params(labelsize=6)
+        ax.set_xticks([0, 0.5, 1])
+        ax.set_yticks([0, 0.5, 1])
+        if j == 0:
+            ax.set_ylabel("counterfactual / flipped", fontsize=6.8)
+        ax.set_xlabel("original" if flip else (xlabel.replace("prediction on ", "") or "reference"), fontsize=6.8)
+        for side_name in ("top", "right"):
+            ax.spines[side_name].set_visible(False)
+    return _png(fig)
+
+
+EX_CELL, EX_ROW, EX_HEAD = 1.05, 1.42, 0.3
+
+
+def examples_size(df: pd.DataFrame) -> tuple[float, float]:
+    return FIG_W, EX_HEAD + EX_ROW * max(len(df), 1)
+
+
+def render_examples_png(df: pd.DataFrame, title: str) -> bytes:  # noqa: ARG001 (the title is set by the PDF)
+    """Rows of original | reconstruction | counterfactual | signed difference (RdBu_r, centred at 0)."""
+    w, h = examples_size(df)
+    fig = _new_figure(w, h)
+    cols = ["original", "null reconstruction", "counterfactual", "cf − reconstruction"]
+    x0 = 0.25
+    gap = (w - 2 * x0 - 4 * EX_CELL) / 3
+    for j, c in enumerate(cols):
+        fig.text((x0 + j * (EX_CELL + gap) + EX_CELL / 2) / w, (h - 0.2) / h, c, fontsize=7, ha="center",
+                 va="bottom", fontweight="bold")
+    for i, row in enumerate(df.itertuples(index=False)):
+        y = h - EX_HEAD - (i + 1) * EX_ROW + 0.05
+        fig.text(x0 / w, (y + EX_CELL + 0.04) / h, row.label, fontsize=6.2, ha="left", va="bottom")
+        diff = np.asarray(row.cf, float) - np.asarray(row.null, float)
+        lim = max(float(np.abs(diff).max()), 1e-3)
+        for j, (img, kw) in enumerate([(row.original, {"cmap": "gray", "vmin": 0, "vmax": 1}),
+                                       (row.null, {"cmap": "gray", "vmin": 0, "vmax": 1}),
+                                       (row.cf, {"cmap": "gray", "vmin": 0, "vmax": 1}),
+                                       (diff, {"cmap": "RdBu_r", "vmin": -lim, "vmax": lim})]):
+            ax = fig.add_axes(((x0 + j * (EX_CELL + gap)) / w, y / h, EX_CELL / w, EX_CELL / h))
+            ax.imshow(np.asarray(img, float), interpolation="nearest", **kw)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if j == 3:
+                ax.text(1.04, 0.5, f"±{lim:.2g}", transform=ax.transAxes, fontsize=6, va="center", rotation=90)
+    return _png(fig, dpi=110)
+
+
+# ==============================================================================================================
+# PDF
+
+
+def render_cit_bytes(report: Report) -> bytes:
+    """PDF bytes of an imaging report: the shared page layout of :mod:`fairdesk.core.reports.pdf` (fonts, styles,
+    tables, header and "page X of Y" footer), with this module's figures."""
+    from reportlab.lib import colors
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.units import mm
+    from reportlab.pdfgen.canvas import Canvas
+    from reportlab.platypus import BaseDocTemplate, Frame, Image, KeepTogether, PageBreak, PageTemplate, Spacer
+    from reportlab.platypus import Paragraph as RLParagraph
+
+    from fairdesk.core.reports import pdf as P
+
+    fonts = P._fonts()
+    st = P._styles()
+    page_w, page_h = A4
+    margin = P.PAGE_MARGIN_MM * mm
+    top, bottom = 19 * mm, 16 * mm
+    frame_w, frame_h = page_w - 2 * margin, page_h - top - bottom
+    header_title, header_right, footer_left = P._t(report.title), P._t(report.date), P._t(report.footer)
+
+    class NumberedCanvas(Canvas):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._saved: list[dict] = []
+
+        def showPage(self):  # noqa: N802 - reportlab API
+            self._saved.append(dict(self.__dict__))
+            self._startPage()
+
+        def save(self):
+            total = len(self._saved)
+            for state in self._saved:
+                self.__dict__.update(state)
+                self.saveState()
+                self.setStrokeColor(colors.HexColor("#B8C2CC"))
+                self.setLineWidth(0.5)
+                self.line(margin, page_h - 13 * mm, page_w - margin, page_h - 13 * mm)
+                self.line(margin, 11.5 * mm, page_w - margin, 11.5 * mm)
+                self.setFillColor(colors.HexColor("#444444"))
+                self.setFont(fonts["bold"], 7.8)
+                self.drawString(margin, page_h - 11.5 * mm, header_title)
+                self.setFont(fonts["regular"], 7.8)
+                self.drawRightString(page_w - margin, page_h - 11.5 * mm, header_right)
+                self.drawString(margin, 8 * mm, footer_left)
+                self.drawRightString(page_w - margin, 8 * mm, f"page {self._pageNumber} of {total}")
+                self.restoreState()
+                super().showPage()
+            super().save()
+
+    def figure(block: FigureSpec) -> list:
+        if block.kind == "cit_scatter":
+            png, (wi, hi) = render_scatter_png(block.data, block.title, block.xlabel), scatter_size(block.data)
+        elif block.kind == "cit_examples":
+            png, (wi, hi) = render_examples_png(block.data, block.title), examples_size(block.data)
+        else:  # the group-audit figures
+            return P._figure(block, st, frame_w, frame_h)
+        w, h = wi * 72.0, hi * 72.0
+        scale = min(1.0, frame_w / w, (frame_h - 40) / h)
+        img = Image(io.BytesIO(png), width=w * scale, height=h * scale)
+        img.hAlign = "CENTER"
+        parts = [RLParagraph(P._x(block.title), st["table_title"])] if block.kind == "cit_examples" else []
+        parts.append(img)
+        if block.caption:
+            parts.append(RLParagraph(P._x(block.caption), st["caption"]))
+        return [KeepTogether(parts)]
+
+    story: list = []
+    for i, section in enumerate(report.sections):
+        if i > 0 and section.new_page:
+            story.append(PageBreak())
+        if i == 0:
+            story.append(RLParagraph(P._x(report.title), st["title"]))
+            if report.subtitle:
+                story.append(RLParagraph(P._x(report.subtitle), st["subtitle"]))
+        story.append(RLParagraph(P._x(section.title), st["h1"]))
+        for block in section.blocks:
+            if isinstance(block, Paragraph):
+                story.append(P._paragraph(block, st))
+            elif isinstance(block, Table):
+                story += P._table(block, st, frame_w)
+                story.append(Spacer(1, 5))
+            elif isinstance(block, FigureSpec):
+                story += figure(block)
+    buf = io.BytesIO()
+    meta = report.metadata
+    doc = BaseDocTemplate(buf, pagesize=A4, leftMargin=margin, rightMargin=margin, topMargin=top,
+                          bottomMargin=bottom, invariant=1, pageCompression=1,
+                          title=P._t(meta.get("title", report.title)), author="FairDesk",
+                          subject=P._t(meta.get("subject", "")), creator="FairDesk", producer="FairDesk (reportlab)",
+                          keywords=[P._t(meta.get("keywords", ""))], displayDocTitle=1, lang="en")
+    doc.addPageTemplates([PageTemplate(id="portrait", pagesize=A4, frames=[
+        Frame(margin, bottom, frame_w, frame_h, id="body", leftPadding=0, rightPadding=0, topPadding=0,
+              bottomPadding=0)])])
+    doc.build(story, canvasmaker=NumberedCanvas)
+    return buf.getvalue()
+
+
+def cit_report_to_pdf(doc: dict, path: str | os.PathLike) -> Path:
+    """Build the report of a ``cit_images`` document and write its PDF atomically (same doc → same bytes)."""
+    return atomic.write_bytes(Path(path), render_cit_bytes(build_cit_report(doc)))
