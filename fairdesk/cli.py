@@ -203,6 +203,7 @@ def _add_roles(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from fairdesk.cli_images import add_image_commands
+    from fairdesk.cli_notes import add_note_commands
     from fairdesk.cli_text import add_text_commands
 
     parser = argparse.ArgumentParser(prog="fairdesk-cli", description="FairDesk: offline fairness audits.")
@@ -259,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     tab.set_defaults(func=cmd_train_tabular)
     add_image_commands(audit, train)  # audit cit, train generator (fairdesk/cli_images.py)
     add_text_commands(audit, train)  # audit mlm-bias, train mlm (fairdesk/cli_text.py)
+    add_note_commands(audit, train)  # audit encoders, train notes (fairdesk/cli_notes.py)
 
     bench = sub.add_parser("bench", help="built-in audits of the audits").add_subparsers(dest="bench", required=True)
     cs = bench.add_parser("cit-synthetic", help="004 Fig. 2 study on the synthetic SCM with true counterfactuals")
