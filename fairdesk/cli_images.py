@@ -84,6 +84,30 @@ def cmd_audit_cit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit_cit_predictions(args: argparse.Namespace) -> int:
+    import json
+
+    from fairdesk.core import atomic
+    from fairdesk.core.audits.cit_images import audit_prediction_table
+    from fairdesk.core.data.loaders import file_sha256, load_table
+
+    df = load_table(args.predictions)
+    progress = _progress(args.quiet)
+    doc = audit_prediction_table(df, args.attribute, positive=_positive(args), margin=args.margin, alpha=args.alpha,
+                                 seed=args.seed, provenance={"data_sha256": file_sha256(args.predictions),
+                                                             "dataset": Path(args.predictions).name},
+                                 progress=progress)
+    progress.done()
+    atomic.write_text(args.json, json.dumps(doc, indent=1, allow_nan=False))
+    _print_summary(doc)
+    print(f"-> {args.json}")
+    if args.pdf:
+        from fairdesk.core.reports.imaging import cit_report_to_pdf
+
+        print(f"-> {cit_report_to_pdf(doc, args.pdf)}")
+    return 0
+
+
 def _print_summary(doc: dict) -> None:
     for row in doc["table"]:
         extra = f", DP p = {row['dp_p']:.3g}" if row.get("dp_p") is not None else ""
@@ -160,6 +184,23 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cit.add_argument("--margin", type=float, default=0.02, help="equivalence margin on the prediction shift")
     cit.add_argument("--alpha", type=float, default=0.05)
     cit.set_defaults(func=cmd_audit_cit)
+
+    from fairdesk.core.audits.cit_images import PREDICTION_TABLE_COLUMNS
+
+    cp = audit_subparsers.add_parser(
+        "cit-predictions", help="counterfactual invariance from precomputed predictions on originals and "
+                                "counterfactuals (no generator)",
+        description=PREDICTION_TABLE_COLUMNS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cp.add_argument("--predictions", required=True, help="CSV/Parquet table of predictions (columns below)")
+    cp.add_argument("--attribute", required=True, help="sensitive attribute column")
+    cp.add_argument("--positive", action="append", help="attribute value(s) forming group 1 (one value vs the rest)")
+    cp.add_argument("--json", required=True)
+    cp.add_argument("--pdf")
+    cp.add_argument("--margin", type=float, default=0.02)
+    cp.add_argument("--alpha", type=float, default=0.05)
+    cp.add_argument("--seed", type=int, default=0)
+    cp.add_argument("--quiet", action="store_true")
+    cp.set_defaults(func=cmd_audit_cit_predictions)
 
     gen = train_subparsers.add_parser("generator", help="train the counterfactual image generator (CPU or GPU)")
     _common(gen)

@@ -394,3 +394,29 @@ def load_cit_audit(project_path: str | Path, audit_id: int) -> tuple[dict, dict]
         raise DataError(f"Audit {audit_id} is a '{kind}' audit, not a counterfactual-invariance audit of images.")
     doc = json.loads(project.audit_json(audit_id))
     return doc, decode_examples(doc)
+
+
+def audit_cit_predictions(project_path: str | Path, csv_path: str | Path, attribute: str, *, positive=None,
+                          margin: float = 0.02, alpha: float = 0.05, seed: int = 0, name: str | None = None,
+                          progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+    """The "folder of predictions" route: a CSV of the classifier's outputs on originals and counterfactuals
+    computed elsewhere (columns: :data:`fairdesk.core.audits.cit_images.PREDICTION_TABLE_COLUMNS`) is stored as a
+    dataset (kind "cit_predictions") and audited without a generator. Returns the audit id (kind "cit_images")."""
+    import json
+
+    from fairdesk.core.audits.cit_images import audit_prediction_table
+    from fairdesk.core.data.loaders import file_sha256, load_table
+
+    rep = Reporter(progress, cancel)
+    rep(0.0, "reading the predictions")
+    df = load_table(csv_path)
+    sha = file_sha256(csv_path)
+    doc = audit_prediction_table(df, attribute, positive=positive, margin=margin, alpha=alpha, seed=seed,
+                                 provenance={"data_sha256": sha, "dataset": Path(csv_path).name},
+                                 progress=rep.sub(0.05, 0.95), cancel=rep.cancel)
+    project = Project(project_path)
+    did = project.add_dataset(f"Predictions: {Path(csv_path).name}", df, sha, kind="cit_predictions",
+                              source=str(Path(csv_path).resolve()), origin={"attribute": attribute})
+    rep(0.98, "saving the audit")
+    return project.add_audit(name or f"Counterfactual invariance (predictions table): {attribute}", AUDIT_KIND,
+                             json.dumps(doc, allow_nan=False), dataset_id=did)

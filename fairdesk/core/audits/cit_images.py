@@ -459,10 +459,12 @@ def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple
         splits = ds.split(seed=split_seed)
     splits = np.asarray(splits, dtype=object)
     a_all, names, known = binarise_attribute(table[attribute], attribute, positive)
-    if gen_attr and gen_attr.get("values") and list(gen_attr["values"]) != names:
+    if gen_attr and ((gen_attr.get("values") and list(gen_attr["values"]) != names) or
+                     (gen_attr.get("column") and gen_attr["column"] != attribute)):
         raise DataError(f"The generator was trained on '{gen_attr.get('column')}' with groups "
-                        f"{gen_attr['values']}, but the audit codes '{attribute}' as {names}. Use a generator trained "
-                        "on the same attribute and grouping.")
+                        f"{gen_attr.get('values')}, but the audit codes '{attribute}' as {names}. Use a generator "
+                        "trained on the same attribute and grouping (if it is the same attribute under another "
+                        "name, rename the column).")
     in_split = np.ones(len(table), bool) if split == "all" else splits == split
     if split != "all" and not in_split.any():
         raise DataError(f"No readable image is in the '{split}' split.")
@@ -545,4 +547,101 @@ def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple
     doc["examples"] = {"encoding": EXAMPLE_ENCODING, "npz_base64": enc, "items": items,
                        "shape": list(images.shape[1:])}
     rep(1.0, "counterfactual-invariance audit done")
+    return cit._clean(doc)
+
+
+# ==============================================================================================================
+# "Folder of predictions": the classifier's outputs computed elsewhere, audited without a generator
+
+PREDICTION_TABLE_COLUMNS = """\
+One row per audited unit (image). Columns:
+
+* the attribute column (name given by the user; two values, or choose ``positive`` for one value vs the rest);
+* per classifier output NAME: ``NAME`` = prediction on the original image (probability in [0, 1] or 0/1) and
+  ``NAME__cf`` = prediction on its counterfactual under the flipped attribute; optionally ``NAME__null`` =
+  prediction on the null-intervention reconstruction (a' = a; when present for every output, the counterfactuals
+  are treated as coming from a LEARNED generator and shifts are measured against it), ``NAME__flip`` = prediction
+  on the horizontally flipped original (the null baseline) and ``NAME__label`` = the true label (for EO);
+* the representation the invariance tests condition on: one or more columns ``z_0``, ``z_1``, … (e.g. the
+  generator's inverted latent, or known exogenous features of a simulation);
+* optional ``control``, ``control__cf`` and ``control__null``: a classifier known to ignore the attribute (sets
+  the negative-control band); optional ``patient_id`` and ``file`` (kept for reference).
+"""
+
+
+def _prediction_outputs(df) -> list[str]:
+    suffixes = ("__cf", "__null", "__flip", "__label")
+    names = [c[:-4] for c in df.columns if str(c).endswith("__cf") and c[:-4] != "control"]
+    return [n for n in names if n in df.columns and not any(n.endswith(s) for s in suffixes)]
+
+
+def audit_prediction_table(df, attribute: str, *, positive=None, margin: float = 0.02, alpha: float = 0.05,
+                           seed: int = 0, provenance: dict | None = None, progress: ProgressFn | None = None,
+                           cancel: CancelToken | None = None) -> dict:
+    """Audit precomputed predictions on originals and counterfactuals (columns: :data:`PREDICTION_TABLE_COLUMNS`)
+    with :func:`audit_images`; returns the same kind of document as :func:`run_cit_pipeline` (without example
+    images and generator quality, which need the images)."""
+    import pandas as pd
+
+    from fairdesk.core.data.images import binarise_attribute
+
+    if attribute not in df.columns:
+        raise DataError(f"The attribute column '{attribute}' is not in the predictions table; available columns: "
+                        f"{list(df.columns)[:20]}.")
+    outputs = _prediction_outputs(df)
+    if not outputs:
+        raise DataError("No classifier output found: the predictions table needs, per output NAME, a column NAME "
+                        "(prediction on the original) and NAME__cf (on the counterfactual). " +
+                        PREDICTION_TABLE_COLUMNS.splitlines()[0])
+    zcols = sorted((c for c in df.columns if str(c).startswith("z_")), key=lambda c: (len(str(c)), str(c)))
+    if not zcols:
+        raise DataError("The invariance tests condition on a representation Z of each unit: add columns z_0, "
+                        "z_1, … (e.g. the generator's inverted latent, or the exogenous features of a "
+                        "simulation).")
+    a, names, known = binarise_attribute(df[attribute], attribute, positive)
+    cols = [c for o in outputs for c in (o, f"{o}__cf", f"{o}__null", f"{o}__flip") if c in df.columns] + zcols
+    num = df[cols].apply(pd.to_numeric, errors="coerce")
+    ok = known & num.notna().all(axis=1).to_numpy()
+    dropped = int((~ok).sum())
+    d, a = df[ok].reset_index(drop=True), a[ok]
+    num = num[ok].reset_index(drop=True)
+    if len(d) < 20:
+        raise DataError(f"Only {len(d)} rows have the attribute and every prediction; the audit needs at least 20.")
+    learned = all(f"{o}__null" in df.columns for o in outputs)
+    get = lambda suffix: {o: num[f"{o}{suffix}"].to_numpy(float) for o in outputs}  # noqa: E731
+    pred, pred_cf = get(""), get("__cf")
+    pred_null = get("__null") if learned else None
+    pred_flip = get("__flip") if all(f"{o}__flip" in df.columns for o in outputs) else None
+    labels = None
+    if any(f"{o}__label" in df.columns for o in outputs):
+        labels = {o: np.nan_to_num(pd.to_numeric(d[f"{o}__label"], errors="coerce").to_numpy(float), nan=-1.0)
+                  for o in outputs if f"{o}__label" in df.columns}
+    control = None
+    if {"control", "control__cf"} <= set(df.columns):
+        ref = "control__null" if learned and "control__null" in df.columns else "control"
+        control = {"pred_null": pd.to_numeric(d[ref], errors="coerce").to_numpy(float),
+                   "pred_cf": pd.to_numeric(d["control__cf"], errors="coerce").to_numpy(float),
+                   "pred": pd.to_numeric(d["control"], errors="coerce").to_numpy(float),
+                   "name": "control (from the predictions table)"}
+        if not all(np.all(np.isfinite(v)) for k, v in control.items() if k != "name"):
+            raise DataError("The control columns have missing values; fill them in or drop the control columns.")
+    prov_extra = dict(provenance or {})
+    prov_extra.update(attribute=attribute, attribute_values=names, source="predictions table")
+    result = audit_images(pred, pred_cf, a, num[zcols].to_numpy(float), pred_null=pred_null, pred_flip=pred_flip,
+                          labels=labels, control=control, generator="learned" if learned else "exact",
+                          margin=margin, alpha=alpha, seed=seed, provenance=prov_extra, progress=progress,
+                          cancel=cancel)
+    result.settings["z"] = f"columns {', '.join(map(str, zcols[:6]))}{' …' if len(zcols) > 6 else ''} of the table"
+    doc = result.to_dict()
+    doc["kind"] = "cit_images"
+    doc["attribute"] = {"column": attribute, "values": names, "positive": None if positive is None else
+                        [str(v) for v in (positive if isinstance(positive, (list, tuple, set)) else [positive])]}
+    doc["dataset"] = {"n_readable": int(len(df)), "split": "all", "n_audited": int(len(d)),
+                      "n_missing_attribute": dropped, "labels": {o: f"{o}__label" for o in (labels or {})},
+                      "n_per_group": {names[v]: int((a == v).sum()) for v in (0, 1)}}
+    doc["unreadable"] = []
+    doc["quality"] = {}
+    doc["examples"] = {"encoding": EXAMPLE_ENCODING, "npz_base64": "", "items": [], "shape": []}
+    if dropped:
+        doc["notes"].append(f"{dropped} row(s) with a missing attribute or prediction were left out.")
     return cit._clean(doc)

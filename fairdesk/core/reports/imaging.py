@@ -283,7 +283,8 @@ def _quality_section(doc) -> Section:
     add("Mean |counterfactual − reconstruction|", "mean_abs_change_cf_vs_null", "pixels changed by the intervention")
     blocks = [Table(["Measure", "Value", "Meaning"], rows, title="Counterfactual quality (004 App. I)",
                     align=["L", "R", "L"], widths=[2.4, 0.8, 3.2])] if rows else \
-        [Paragraph("No quality measures were computed (exact counterfactuals need none).", "body")]
+        [Paragraph("No quality measures: they are computed from the images by the generator pipeline (exact "
+                   "counterfactuals need none).", "body")]
     notes = []
     if "effectiveness_classifier" in q:
         notes.append(f"Attribute classifier for effectiveness: {q['effectiveness_classifier']}.")
