@@ -31,16 +31,12 @@ def _threads(n: int | None) -> None:
         torch.set_num_threads(n)
 
 
-def _write_pdf(result, path: str) -> None:
-    """The PDF section of the masked-LM audit belongs to the report module (``mlm_bias_report_to_pdf``)."""
-    from fairdesk.core.errors import FairDeskError
+def _write_pdf(doc: dict, path: str) -> None:
+    """The PDF report of the full audit document (every model, the comparison and the completion probe): the same
+    bytes the Audit tab and ``export_report`` write for this document."""
+    from fairdesk.core.reports.text import mlm_bias_report_to_pdf
 
-    try:
-        from fairdesk.core.reports.pdf import mlm_bias_report_to_pdf  # type: ignore[attr-defined]
-    except ImportError as err:
-        raise FairDeskError("The PDF report section for masked-LM audits is not part of this version yet; the JSON "
-                            "file holds every result. Run again without --pdf.") from err
-    mlm_bias_report_to_pdf(result, path)
+    mlm_bias_report_to_pdf(doc, path)
 
 
 def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
@@ -68,7 +64,6 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
         results[name] = run_mlm_bias_audit(
             path, templates, opts,
             progress=lambda f, m, a=rep_start, b=rep_stop, n=name: progress(a + (b - a) * f, f"{n}: {m}"))
-    main = results[names[0]]
     completion = None
     if args.completion:
         model, tokenizer = load_masked_lm(args.model)
@@ -77,7 +72,7 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
     progress.done()
     atomic.write_text(args.json, json.dumps(out, indent=1, ensure_ascii=False, allow_nan=False))
     if args.pdf:
-        _write_pdf(main, args.pdf)
+        _write_pdf(out, args.pdf)
     for name, res in results.items():
         flagged = [r["category"] for r in res.records if r["flagged"]]
         print(f"{name}: {len(res.records)} categories, {len(flagged)} flagged"

@@ -1,0 +1,985 @@
+"""The PDF report of a masked-LM bias audit (METHODS §4; issue 3, points 2, 3 and 5).
+
+:func:`build_mlm_bias_report` turns the stored document of an audit (:func:`~fairdesk.core.audits.mlm_bias.
+mlm_audit_document`: project audit kind ``"mlm_bias"``, the CLI's ``--json`` file) into the same
+:class:`~fairdesk.core.reports.model.Report` tree the group audit uses, and :func:`mlm_bias_report_to_pdf` writes it
+with :func:`~fairdesk.core.reports.pdf.write_pdf` (deterministic bytes, atomic write). Sections: summary in plain
+words with the flag rule, method, the lists used and their sources, per-category results with distribution figures,
+the side-by-side comparison of several models (001 Table 3 style) with a figure, the sentence-completion probe and
+provenance.
+
+The figures' data are pure functions that a GUI can plot with pyqtgraph (no matplotlib):
+:func:`category_distribution_data` (one row per scored sentence, with a deterministic jitter and hover text),
+:func:`category_summary_data` (box-plot statistics per category and group) and :func:`comparison_data` (mean
+difference per category and model). The static renderers (matplotlib, Agg) live here too.
+
+Importing this module is cheap (numpy and pandas); matplotlib and reportlab are imported inside functions.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import numpy as np
+import pandas as pd
+
+from fairdesk.core.errors import DataError
+from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, num
+from fairdesk.core.reports.model import Block, FigureSpec, Paragraph, Report, Section, Table, _cap, _date, _join
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairdesk.core.audits.mlm_bias import MLMBiasResult
+
+TITLE = "FairDesk masked-LM bias audit"
+#: Colours of the two compared word groups (first, second) — also for the GUI.
+GROUP_COLORS = ("#2F6F9F", "#C98A00")
+#: Colours of the models in the comparison figure, in document order.
+MODEL_COLORS = ("#2F4858", "#E08A00", "#0065A8", "#6A8E23", "#8E44AD", "#7F7F7F")
+FLAG_COLOR = "#C03A00"
+PANEL_COLUMNS = 4
+MAX_PANELS = 16          # categories per distribution figure (more are split over several figures)
+MAX_PAIR_LINES = 60      # paired lines are drawn between the groups' points when a category has at most this many
+FIG_WIDTH_IN = 6.7       # the A4 text frame of the report
+
+
+# ==============================================================================================================
+# The stored document
+
+
+def _check_document(doc: dict) -> None:
+    if not isinstance(doc, dict) or doc.get("kind") != "mlm_bias":
+        kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+        raise DataError(f"This is not a masked-LM bias audit (kind '{kind}'); the masked-LM report needs the JSON "
+                        "document written by 'fairdesk-cli audit mlm-bias --json' or stored by the Audit tab.")
+    if not doc.get("records"):
+        raise DataError("The masked-LM audit document holds no category results; run the audit again.")
+    for other in doc.get("compared", []) or []:
+        if not other.get("records"):
+            raise DataError(f"The compared model '{other.get('model_name', '?')}' has no category results in the "
+                            "document; run the comparison again.")
+
+
+def _models(doc: dict) -> list[dict]:
+    """The audited models in document order: name, folder, records, method, provenance."""
+    _check_document(doc)
+    method = doc.get("method") or {}
+    out = [{"name": str(doc.get("model_name") or "model"), "path": str(doc.get("model") or method.get("model") or ""),
+            "records": doc["records"], "method": method, "provenance": doc.get("provenance") or {}}]
+    for other in doc.get("compared", []) or []:
+        m = other.get("method") or {}
+        out.append({"name": str(other.get("model_name") or "model"), "path": str(other.get("model") or
+                                                                                 m.get("model") or ""),
+                    "records": other["records"], "method": m, "provenance": other.get("provenance") or {}})
+    return out
+
+
+def _pick(doc: dict, model: str | None) -> list[dict]:
+    models = _models(doc)
+    if model is None:
+        return models
+    chosen = [m for m in models if m["name"] == model]
+    if not chosen:
+        raise DataError(f"No model '{model}' in the audit; it holds {', '.join(m['name'] for m in models)}.")
+    return chosen
+
+
+def _groups(rec: dict) -> tuple[str, str]:
+    g = rec.get("groups") or ["male", "female"]
+    return str(g[0]), str(g[1])
+
+
+def document_from(doc_or_result: "dict | MLMBiasResult") -> dict:
+    """The audit document of a stored dict (checked) or of one :class:`MLMBiasResult`."""
+    if isinstance(doc_or_result, dict):
+        _check_document(doc_or_result)
+        return doc_or_result
+    from fairdesk.core.audits.mlm_bias import MLMBiasResult, mlm_audit_document
+
+    if isinstance(doc_or_result, MLMBiasResult):
+        name = Path(str(doc_or_result.method.get("model") or "model")).name or "model"
+        return mlm_audit_document({name: doc_or_result})
+    raise DataError(f"Cannot report a {type(doc_or_result).__name__}; give the masked-LM audit document (dict) or "
+                    "its MLMBiasResult.")
+
+
+# ==============================================================================================================
+# Number formatting
+
+
+def fmt_nats(value, signed: bool = False) -> str:
+    """A score in nats: 3 decimals, or 2 significant digits (scientific) when smaller than 0.001 but not 0."""
+    f = num(value)
+    if f is None:
+        return "–"
+    if f != 0 and abs(f) < 0.0005:
+        text = f"{abs(f):.1e}".replace("e-0", "e−").replace("e-", "e−")
+    else:
+        text = f"{abs(f):.3f}"
+        if float(text) == 0:
+            return "0.000"
+    sign = MINUS if f < 0 else ("+" if signed else "")
+    return sign + text
+
+
+def _fmt_stat(value, test_code: str) -> str:
+    f = num(value)
+    if f is None:
+        return "–"
+    return f"{f:,.0f}" if test_code == "wilcoxon" else f"{f:.3f}".replace("-", MINUS)
+
+
+def _fmt_r(value) -> str:
+    f = num(value)
+    if f is None:
+        return "–"
+    return ("+" if f > 0 else MINUS if f < 0 else "") + f"{abs(f):.2f}"
+
+
+def _fmt_q(value) -> str:
+    f = num(value)
+    if f is None:
+        return "–"
+    return f"{f:.1e}".replace("e-0", "e−").replace("e-", "e−") if f < 0.001 else f"{f:.3f}"
+
+
+def _significant(rec: dict) -> bool:
+    return is_true(rec.get("significant"))
+
+
+def _status(rec: dict) -> str:
+    if is_true(rec.get("flagged")):
+        return "flagged"
+    if _significant(rec):
+        return "significant"
+    return "not_significant"
+
+
+STATUS_TEXT = {"flagged": "flagged", "significant": "significant, below the size thresholds",
+               "not_significant": "not significant"}
+
+
+# ==============================================================================================================
+# Figure data (pure: numpy and pandas only; the GUI plots these)
+
+DISTRIBUTION_COLUMNS = ["model", "category", "name", "panel", "group", "group_index", "x", "score", "pair_key",
+                        "template", "attribute", "word", "sentence", "flagged", "significant", "mean_difference",
+                        "q_value", "effect_size", "n", "tooltip"]
+SUMMARY_COLUMNS = ["model", "category", "name", "panel", "group", "group_index", "n", "mean", "median", "q1", "q3",
+                   "whisker_low", "whisker_high", "min", "max", "flagged", "significant", "mean_difference",
+                   "q_value", "effect_size", "tooltip"]
+COMPARISON_COLUMNS = ["category", "name", "model", "model_index", "y", "offset", "mean_difference", "mean_first",
+                      "mean_second", "first_group", "second_group", "q_value", "effect_size", "flagged", "significant",
+                      "status", "min_log_ratio", "tooltip"]
+
+
+def _jitter(i: int) -> float:
+    """A deterministic spread in [−0.5, 0.5) for the i-th point (golden-ratio sequence: even, no random state)."""
+    return ((i * 0.6180339887498949) % 1.0) - 0.5
+
+
+def category_distribution_data(doc: dict, model: str | None = None, *, spread: float = 0.5) -> pd.DataFrame:
+    """One row per scored sentence of every category (of one ``model`` or of all): its group, score and a plotting
+    position ``x`` = group index (0 or 1) + a deterministic jitter of width ``spread``; ``pair_key`` links the two
+    groups' sentences of one word pair (template, attribute, pair index) for paired lines; ``panel`` numbers the
+    categories of a model in order; category results (flagged, q, effect size) are repeated on each row."""
+    rows = []
+    for m in _pick(doc, model):
+        for panel, rec in enumerate(m["records"]):
+            g1, g2 = _groups(rec)
+            counters = {g1: 0, g2: 0}
+            for s in rec.get("scores", []) or []:
+                group = str(s.get("group"))
+                if group not in counters:
+                    continue
+                gi = 0 if group == g1 else 1
+                score = num(s.get("score"))
+                i = counters[group]
+                counters[group] += 1
+                word, sentence = str(s.get("word", "")), str(s.get("sentence", ""))
+                rows.append({
+                    "model": m["name"], "category": str(rec["category"]), "name": str(rec.get("name") or
+                                                                                     rec["category"]),
+                    "panel": panel, "group": group, "group_index": gi, "x": gi + spread * _jitter(i),
+                    "score": np.nan if score is None else score,
+                    "pair_key": f"{s.get('template', '')}\u241f{s.get('attribute', '')}\u241f{s.get('pair_index', '')}",
+                    "template": str(s.get("template", "")), "attribute": str(s.get("attribute", "")), "word": word,
+                    "sentence": sentence, "flagged": is_true(rec.get("flagged")), "significant": _significant(rec),
+                    "mean_difference": num(rec.get("mean_difference")), "q_value": num(rec.get("q_value")),
+                    "effect_size": num(rec.get("effect_size")), "n": num(rec.get("n")),
+                    "tooltip": (f"{sentence}\n{group} word '{word}' · score {fmt_nats(score, True)} nats\n"
+                                f"log p target {fmt_nats(s.get('log_p_target'), True)}, "
+                                f"log p prior {fmt_nats(s.get('log_p_prior'), True)}")})
+    return pd.DataFrame.from_records(rows, columns=DISTRIBUTION_COLUMNS)
+
+
+def _box_stats(values: np.ndarray) -> dict[str, float]:
+    v = np.sort(values[~np.isnan(values)])
+    if v.size == 0:
+        return {k: np.nan for k in ("n", "mean", "median", "q1", "q3", "whisker_low", "whisker_high", "min", "max")}
+    q1, med, q3 = np.percentile(v, [25, 50, 75])
+    iqr = q3 - q1
+    low = v[v >= q1 - 1.5 * iqr].min()
+    high = v[v <= q3 + 1.5 * iqr].max()
+    return {"n": int(v.size), "mean": float(v.mean()), "median": float(med), "q1": float(q1), "q3": float(q3),
+            "whisker_low": float(low), "whisker_high": float(high), "min": float(v[0]), "max": float(v[-1])}
+
+
+def category_summary_data(doc: dict, model: str | None = None) -> pd.DataFrame:
+    """Box-plot statistics per (model, category, group): n, mean, median, quartiles, Tukey whiskers (1.5 IQR, at
+    data points), min, max, with the category's test results and a hover text."""
+    points = category_distribution_data(doc, model)
+    rows = []
+    for m in _pick(doc, model):
+        for panel, rec in enumerate(m["records"]):
+            g1, g2 = _groups(rec)
+            sub = points[(points["model"] == m["name"]) & (points["category"] == str(rec["category"]))]
+            for gi, g in enumerate((g1, g2)):
+                st = _box_stats(sub[sub["group"] == g]["score"].to_numpy(float))
+                row = {"model": m["name"], "category": str(rec["category"]),
+                       "name": str(rec.get("name") or rec["category"]), "panel": panel, "group": g,
+                       "group_index": gi, **st, "flagged": is_true(rec.get("flagged")),
+                       "significant": _significant(rec), "mean_difference": num(rec.get("mean_difference")),
+                       "q_value": num(rec.get("q_value")), "effect_size": num(rec.get("effect_size"))}
+                row["tooltip"] = (f"{row['name']} ({row['category']}) · {g} words\n"
+                                  f"n = {fmt_count(st['n'])} sentences, mean {fmt_nats(st['mean'], True)}, "
+                                  f"median {fmt_nats(st['median'], True)} nats\n"
+                                  f"{g1} − {g2}: {fmt_nats(row['mean_difference'], True)} nats, "
+                                  f"q = {_fmt_q(row['q_value'])}, r = {_fmt_r(row['effect_size'])} · "
+                                  f"{STATUS_TEXT[_status(rec)]}")
+                rows.append(row)
+    return pd.DataFrame.from_records(rows, columns=SUMMARY_COLUMNS)
+
+
+def comparison_data(doc: dict) -> pd.DataFrame:
+    """Mean score difference (first group − second group, nats) per category and model: one row per plotted mark.
+    ``y`` is the category's row from the top (categories in first-seen order), ``offset`` the model's small
+    vertical shift inside the row; ``min_log_ratio`` is that model's flag threshold on |difference|."""
+    models = _models(doc)
+    cats: dict[str, str] = {}
+    for m in models:
+        for rec in m["records"]:
+            cats.setdefault(str(rec["category"]), str(rec.get("name") or rec["category"]))
+    order = {c: i for i, c in enumerate(cats)}
+    k = len(models)
+    rows = []
+    for mi, m in enumerate(models):
+        offset = 0.0 if k == 1 else (mi - (k - 1) / 2) * min(0.7 / (k - 1), 0.25)
+        threshold = num(m["method"].get("min_log_ratio"))
+        for rec in m["records"]:
+            g1, g2 = _groups(rec)
+            c = str(rec["category"])
+            diff = num(rec.get("mean_difference"))
+            status = _status(rec)
+            row = {"category": c, "name": cats[c], "model": m["name"], "model_index": mi, "y": order[c],
+                   "offset": offset, "mean_difference": np.nan if diff is None else diff,
+                   "mean_first": num(rec.get(f"mean_{g1}")), "mean_second": num(rec.get(f"mean_{g2}")),
+                   "first_group": g1, "second_group": g2, "q_value": num(rec.get("q_value")),
+                   "effect_size": num(rec.get("effect_size")), "flagged": status == "flagged",
+                   "significant": _significant(rec), "status": status,
+                   "min_log_ratio": np.nan if threshold is None else threshold}
+            row["tooltip"] = (f"{m['name']} · {cats[c]} ({c})\n"
+                              f"mean {g1} {fmt_nats(row['mean_first'], True)}, mean {g2} "
+                              f"{fmt_nats(row['mean_second'], True)}; difference {fmt_nats(diff, True)} nats\n"
+                              f"q = {_fmt_q(row['q_value'])}, r = {_fmt_r(row['effect_size'])} · "
+                              f"{STATUS_TEXT[status]}")
+            rows.append(row)
+    return pd.DataFrame.from_records(rows, columns=COMPARISON_COLUMNS)
+
+
+# ==============================================================================================================
+# Static figures (matplotlib, Agg)
+
+
+def distribution_size(data: pd.DataFrame) -> tuple[float, float]:
+    n = max(int(data["panel"].nunique()) if len(data) else 1, 1)
+    rows = math.ceil(n / PANEL_COLUMNS)
+    return FIG_WIDTH_IN, 0.75 + 2.05 * rows
+
+
+def comparison_size(data: pd.DataFrame) -> tuple[float, float]:
+    n = max(int(data["y"].nunique()) if len(data) else 1, 1)
+    return FIG_WIDTH_IN, 1.25 + 0.36 * n
+
+
+def _new_figure(size: tuple[float, float]):
+    from fairdesk.core.reports.figures import _new_figure as new
+
+    return new(size)
+
+
+def _save(fig, path_or_buffer, dpi: int) -> None:
+    from fairdesk.core.reports.figures import _save as save
+
+    save(fig, path_or_buffer, dpi)
+
+
+def _style(ax) -> None:
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(labelsize=6.5)
+
+
+def render_distribution_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
+                            dpi: int = 150) -> None:
+    """Small multiples, one panel per category: each sentence's score by group (box plot with the points drawn
+    over it; paired lines between a word pair's two sentences when there are few), zero line, the mean
+    difference and q under the title; flagged categories in red."""
+    fig = _new_figure(distribution_size(data))
+    panels = list(dict.fromkeys(data["panel"])) if len(data) else []
+    if not panels:
+        ax = fig.add_subplot(1, 1, 1)
+        ax.text(0.5, 0.5, "no scores to plot", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    nrow = max(math.ceil(len(panels) / PANEL_COLUMNS), 1)
+    for i, p in enumerate(panels):
+        part = data[data["panel"] == p]
+        ax = fig.add_subplot(nrow, PANEL_COLUMNS, i + 1)
+        first = part.iloc[0]
+        groups = [str(g) for g in part.sort_values("group_index", kind="stable")["group"].drop_duplicates()]
+        values = [part[part["group_index"] == gi]["score"].dropna().to_numpy(float) for gi in (0, 1)]
+        n_pairs = part["pair_key"].nunique()
+        if n_pairs <= MAX_PAIR_LINES:
+            wide = part.pivot_table(index="pair_key", columns="group_index", values=["x", "score"],
+                                    aggfunc="first", sort=True)
+            if ("x", 0) in wide.columns and ("x", 1) in wide.columns:
+                xs = wide[[("x", 0), ("x", 1)]].to_numpy(float).T
+                ys = wide[[("score", 0), ("score", 1)]].to_numpy(float).T
+                ax.plot(xs, ys, color="#B8C2CC", linewidth=0.5, zorder=1)
+        for gi in (0, 1):
+            pts = part[part["group_index"] == gi]
+            ax.scatter(pts["x"], pts["score"], s=4 if len(pts) > 200 else 7, color=GROUP_COLORS[gi],
+                       alpha=0.35 if len(pts) > 200 else 0.6, linewidths=0, zorder=2)
+        if all(len(v) for v in values):
+            ax.boxplot(values, positions=[0, 1], widths=0.6, showfliers=False, whis=1.5, manage_ticks=False,
+                       patch_artist=True, zorder=3,
+                       boxprops={"facecolor": "none", "edgecolor": "#222222", "linewidth": 0.9},
+                       medianprops={"color": "#222222", "linewidth": 1.3},
+                       whiskerprops={"color": "#222222", "linewidth": 0.8},
+                       capprops={"color": "#222222", "linewidth": 0.8})
+            for gi, v in enumerate(values):
+                ax.scatter([gi], [float(np.mean(v))], marker="D", s=16, color="white", edgecolors="#222222",
+                           linewidths=0.9, zorder=4)
+        ax.axhline(0.0, color="#888888", linewidth=0.6, linestyle="--", zorder=0)
+        ax.set_xticks([0, 1], labels=groups + [""] * (2 - len(groups)), fontsize=7)
+        ax.set_xlim(-0.6, 1.6)
+        flagged = bool(first["flagged"])
+        name = str(first["name"])
+        head = str(first["category"]) + (f" · {name}" if name != str(first["category"]) else "")
+        if len(head) > 21:
+            head = head[:20] + "…"
+        ax.set_title(head, fontsize=7.5, loc="left", color=FLAG_COLOR if flagged else "#222222",
+                     fontweight="bold" if flagged else "normal", pad=12)
+        sub = f"Δ {fmt_nats(first['mean_difference'], True)} · q {_fmt_q(first['q_value'])}"
+        sub += " · FLAGGED" if flagged else ""
+        ax.text(0.0, 1.015, sub, transform=ax.transAxes, ha="left", va="bottom", fontsize=6,
+                color=FLAG_COLOR if flagged else "#555555")
+        ax.grid(axis="y", color="#E3E3E3", linewidth=0.5, zorder=0)
+        _style(ax)
+        if i % PANEL_COLUMNS == 0:
+            ax.set_ylabel("score (nats)", fontsize=7)
+    fig.suptitle(title, fontsize=9.5, x=0.08 / fig.get_figwidth(), ha="left", y=1 - 0.06 / fig.get_figheight(),
+                 va="top")
+    h = fig.get_figheight()
+    fig.subplots_adjust(left=0.08, right=0.99, top=1 - 0.72 / h, bottom=0.3 / h, wspace=0.42, hspace=0.62)
+    _save(fig, path_or_buffer, dpi)
+
+
+def render_comparison_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
+                          dpi: int = 150) -> None:
+    """Mean difference (first − second group, nats) per category, one marker per model; filled = flagged,
+    half-tone = significant only, hollow = not significant; the band around 0 is below the flag threshold."""
+    from matplotlib.lines import Line2D
+
+    fig = _new_figure(comparison_size(data))
+    w, h = fig.get_figwidth(), fig.get_figheight()
+    if data.empty:
+        ax = fig.add_subplot(1, 1, 1)
+        ax.text(0.5, 0.5, "no estimates to plot", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        _save(fig, path_or_buffer, dpi)
+        return
+    labels = data.drop_duplicates("y").sort_values("y")
+    label_text = [f"{r.category} · {r.name}" if r.name != r.category else str(r.category)
+                  for r in labels.itertuples(index=False)]
+    left = min(0.2 + 0.055 * max(len(t) for t in label_text), w * 0.4)
+    ax = fig.add_axes((left / w, 0.72 / h, 1 - (left + 0.15) / w, 1 - 1.25 / h))
+    n = int(labels["y"].max()) + 1
+    for y in range(0, n, 2):
+        ax.axhspan(y - 0.5, y + 0.5, color="#F1F4F7", zorder=0, linewidth=0)
+    values = data["mean_difference"].to_numpy(float)
+    thr = data["min_log_ratio"].dropna()
+    span = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 0.0
+    if len(thr):
+        t = float(thr.iloc[0])
+        span = max(span, t)
+        ax.axvspan(-t, t, color="#E6E6E6", zorder=0, linewidth=0)
+    span = max(span, 1e-6) * 1.15
+    ax.axvline(0.0, color="#222222", linewidth=0.9, zorder=1)
+    handles = []
+    for mi, (model, part) in enumerate(data.groupby("model_index", sort=True)):
+        color = MODEL_COLORS[int(model) % len(MODEL_COLORS)]
+        name = str(part["model"].iloc[0])
+        y = part["y"].to_numpy(float) + part["offset"].to_numpy(float)
+        for status, face, alpha in (("flagged", color, 1.0), ("significant", color, 0.35),
+                                    ("not_significant", "white", 1.0)):
+            sel = (part["status"] == status).to_numpy()
+            if sel.any():
+                ax.scatter(part["mean_difference"].to_numpy(float)[sel], y[sel], s=34, marker="o",
+                           facecolors=face if status != "significant" else _blend(color, alpha),
+                           edgecolors=color, linewidths=1.2, zorder=3)
+        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor=color,
+                              markeredgecolor=color, label=name))
+    handles += [Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor="#555555",
+                       markeredgecolor="#555555", label="flagged"),
+                Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor=_blend("#555555", 0.35),
+                       markeredgecolor="#555555", label="significant only"),
+                Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor="white",
+                       markeredgecolor="#555555", label="not significant")]
+    ax.set_yticks(labels["y"].to_numpy(), labels=label_text, fontsize=7)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlim(-span, span)
+    g1, g2 = str(data["first_group"].iloc[0]), str(data["second_group"].iloc[0])
+    ax.set_xlabel(f"mean score difference {g1} − {g2} (nats); grey band: below the flag threshold", fontsize=7.5)
+    ax.text(0.0, 1.0, f"◀ {g2} words more likely", transform=ax.transAxes, ha="left", va="bottom", fontsize=6.5,
+            color="#444444")
+    ax.text(1.0, 1.0, f"{g1} words more likely ▶", transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5,
+            color="#444444")
+    ax.grid(axis="x", color="#DDDDDD", linewidth=0.5, zorder=0)
+    _style(ax)
+    ax.tick_params(axis="y", labelsize=7)
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.02 / h), ncol=min(len(handles), 6),
+               fontsize=6.5, frameon=False, handletextpad=0.3, columnspacing=1.1)
+    fig.suptitle(title, fontsize=9.5, x=0.08 / w, ha="left", y=1 - 0.06 / h, va="top")
+    _save(fig, path_or_buffer, dpi)
+
+
+def _blend(color: str, alpha: float) -> str:
+    """``color`` mixed with white (an opaque half-tone, so that overlapping markers stay readable)."""
+    c = color.lstrip("#")
+    rgb = [int(c[i:i + 2], 16) for i in (0, 2, 4)]
+    return "#" + "".join(f"{round(255 - alpha * (255 - v)):02X}" for v in rgb)
+
+
+#: Figure kinds of this report: kind -> (render(data, buffer, title), size(data) -> (width, height) in inches).
+FIGURE_KINDS = {"mlm_distribution": (render_distribution_png, distribution_size),
+                "mlm_comparison": (render_comparison_png, comparison_size)}
+
+
+def _install_figure_kinds() -> None:
+    """Let :func:`fairdesk.core.reports.pdf.write_pdf` draw this report's figure kinds.
+
+    If the PDF module offers ``register_figure_kind(kind, render, size)`` it is used. Otherwise its figure function
+    (which knows the group-audit kinds only) is wrapped once: the kinds of :data:`FIGURE_KINDS` are laid out the
+    way it lays out its own (image scaled to the frame, caption, kept together); every other kind goes to the
+    original function unchanged.
+    """
+    from fairdesk.core.reports import pdf
+
+    register = getattr(pdf, "register_figure_kind", None)
+    if register is not None:
+        for kind, (render, size) in FIGURE_KINDS.items():
+            register(kind, render, size)
+        return
+    if getattr(pdf._figure, "_fairdesk_text_kinds", False):
+        return
+    original = pdf._figure
+
+    def _figure(block, st, frame_width, frame_height):
+        if block.kind not in FIGURE_KINDS:
+            return original(block, st, frame_width, frame_height)
+        import io
+
+        from reportlab.platypus import Image, KeepTogether
+        from reportlab.platypus import Paragraph as RLParagraph
+
+        render, size = FIGURE_KINDS[block.kind]
+        buf = io.BytesIO()
+        render(block.data, buf, block.title)
+        buf.seek(0)
+        w, h = (v * 72.0 for v in size(block.data))
+        scale = min(1.0, frame_width / w, (frame_height - 30) / h)
+        img = Image(buf, width=w * scale, height=h * scale)
+        img.hAlign = "CENTER"
+        parts = [img]
+        if block.caption:
+            parts.append(RLParagraph(pdf._x(block.caption), st["caption"]))
+        return [KeepTogether(parts)]
+
+    _figure._fairdesk_text_kinds = True  # type: ignore[attr-defined]
+    pdf._figure = _figure
+
+
+# ==============================================================================================================
+# The report
+
+
+def _words(words) -> str:
+    return ", ".join(str(w) for w in words)
+
+
+def _model_label(m: dict) -> str:
+    path = m["path"]
+    return f"“{m['name']}”" + (f" ({path})" if path and path not in (m["name"], "in-memory model") else "")
+
+
+def _finding(rec: dict) -> str:
+    g1, g2 = _groups(rec)
+    diff = num(rec.get("mean_difference")) or 0.0
+    more, less = (g1, g2) if diff > 0 else (g2, g1)
+    n_unit = "word pairs" if rec.get("test_code", "wilcoxon") == "wilcoxon" else "sentences"
+    return (f"{rec.get('name') or rec['category']} ({rec['category']}): the model finds the {more} words more likely "
+            f"than the {less} words in these sentences — their prior-adjusted probability is on average "
+            f"{math.exp(abs(diff)):.2f} times as high (geometric mean; mean score {g1} "
+            f"{fmt_nats(rec.get(f'mean_{g1}'), True)}, {g2} {fmt_nats(rec.get(f'mean_{g2}'), True)}, difference "
+            f"{fmt_nats(diff, True)} nats; rank-biserial r = {_fmt_r(rec.get('effect_size'))}; "
+            f"q = {_fmt_q(rec.get('q_value'))}; {fmt_count(rec.get('n'))} {n_unit}).")
+
+
+def _flag_rule_text(method: dict) -> str:
+    alpha = num(method.get("alpha"))
+    eff = num(method.get("min_effect"))
+    nats = num(method.get("min_log_ratio"))
+    if alpha is None or eff is None or nats is None:
+        return f"Flag rule: {method.get('flag_rule', 'not recorded')}."
+    return (f"A category is flagged only when three things hold: the difference between the groups is significant "
+            f"after Benjamini–Hochberg correction across the categories (q < {alpha:g}); it is consistent — the "
+            f"rank-biserial effect size |r| is at least {eff:g}, so clearly more word pairs lean one way than the "
+            f"other; and it is large enough to matter — the mean score difference is at least {nats:g} nats, i.e. "
+            f"one group's words are at least e^{nats:g} ≈ {math.exp(nats):.2f} times as likely as the other's "
+            f"after adjusting for the prior (recorded rule: {method.get('flag_rule', '')}).")
+
+
+def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
+    main = models[0]
+    method = main["method"]
+    rec0 = main["records"][0]
+    g1, g2 = _groups(rec0)
+    groups = method.get("groups") or {}
+    tpl = method.get("templates") or {}
+    n_pairs = tpl.get("n_pairs")
+    b: list[Block] = [Paragraph("What was audited", "subheading")]
+    subject = (f"the masked language model {_model_label(main)}" if len(models) == 1 else
+               f"{len(models)} masked language models — {_join([_model_label(m) for m in models])}")
+    b.append(Paragraph(
+        f"This report checks whether {subject} {'associates' if len(models) == 1 else 'associate'} clinical "
+        f"conditions with the {g1} words "
+        f"({_words(groups.get(g1, []))}) or with the {g2} words ({_words(groups.get(g2, []))}). "
+        f"Each sentence such as “{_example(rec0)}” is scored by how much more likely the model finds the word in "
+        "the word slot when the medical context is present than when it is masked out: "
+        "score = ln(p_target / p_prior), in nats (0 = the context does not change the word's probability). "
+        f"{len(main['records'])} categories"
+        + (f", {fmt_count(n_pairs)} (template, attribute) pairs" if n_pairs is not None else "")
+        + (f", {fmt_count(method.get('n_scores'))} scored sentences per model" if method.get("n_scores") else "")
+        + f". The audit was run on {date}."))
+    b.append(Paragraph("What was found", "subheading"))
+    for m in models:
+        flagged = [r for r in m["records"] if is_true(r.get("flagged"))]
+        sig_only = [r for r in m["records"] if _significant(r) and not is_true(r.get("flagged"))]
+        who = f"model {_model_label(m)}" if len(models) > 1 else "the model"
+        if flagged:
+            b.append(Paragraph(f"Flagged for {who}: {_join([str(r.get('name') or r['category']) for r in flagged])}."
+                               , "lead"))
+            for r in flagged:
+                b.append(Paragraph(_finding(r), "finding"))
+        else:
+            b.append(Paragraph(f"No category is flagged for {who}.", "lead"))
+        if sig_only:
+            b.append(Paragraph(
+                "Significant after correction but below the size thresholds (not flagged): "
+                + _join([f"{r.get('name') or r['category']} (difference {fmt_nats(r.get('mean_difference'), True)} "
+                         f"nats, r = {_fmt_r(r.get('effect_size'))})" for r in sig_only]) + "."))
+    b.append(Paragraph("How a category is flagged", "subheading"))
+    b.append(Paragraph(_flag_rule_text(method)))
+    b.append(Paragraph("How to read this", "subheading"))
+    for text in (
+        f"A positive difference means the {g1} words gain more probability from the medical context than the {g2} "
+        f"words; a negative one the reverse. A difference of 0.69 nats means twice as likely.",
+        "Sentences share templates and attribute phrases, so their scores are not independent; the tests treat them "
+        "as independent (as the source paper does). Judge by the effect sizes as well as by p and q.",
+        "A flagged category is a signal to investigate, not proof of unwanted bias: conditions differ in prevalence "
+        "between groups (Zhang et al. 2020, §4.3), and a model trained on clinical notes learns those differences.",
+    ):
+        b.append(Paragraph(text, "bullet"))
+    return Section("summary", "1  Summary", b, new_page=False)
+
+
+def _example(rec: dict) -> str:
+    scores = rec.get("scores") or []
+    return str(scores[0].get("sentence")) if scores else "[GEND] has a hx of [ATTR]"
+
+
+def _method_section(models: list[dict], no: int) -> Section:
+    method = models[0]["method"]
+    b: list[Block] = []
+    b.append(Paragraph("The score", "subheading"))
+    slot = method.get("slot", "GEND")
+    b.append(Paragraph(
+        f"For a template with a demographic slot [{slot}] and an attribute slot filled by a phrase a (the medical "
+        f"context), and a word w of one of the compared groups: p_target(w) is the probability the model gives w "
+        f"in the masked slot of the sentence with a filled in; p_prior(w) is the same probability when the words of "
+        f"a are masked too. Score = {method.get('score', 'ln(p_target / p_prior)')} (natural log, in nats). "
+        f"Method: {method.get('name', 'log-probability bias score')}."))
+    b.append(Paragraph(
+        f"Prior rule: {method.get('prior_rule_text') or method.get('prior_rule', 'not recorded')} "
+        f"(rule “{method.get('prior_rule', '?')}”; the alternative rule of the authors' release masks one [MASK] "
+        "per whitespace word of the attribute)."))
+    b.append(Paragraph("Slot alignment and multi-piece words", "subheading"))
+    b.append(Paragraph(
+        f"Alignment: {method.get('alignment', 'not recorded')} — the slot is found on the tokenized sentence, "
+        "never by counting whitespace words (the release's defect: a word before the slot that splits into "
+        "pieces shifted the slot and the probability of the wrong position was read)."))
+    b.append(Paragraph(f"Multi-piece words: {method.get('multi_piece_rule', 'not recorded')}."))
+    for m in models:
+        multi = m["method"].get("multi_piece_words") or {}
+        who = f" ({m['name']})" if len(models) > 1 else ""
+        if multi:
+            b.append(Paragraph(f"Words split into pieces by the tokenizer{who}: "
+                               + "; ".join(f"{w} → {' + '.join(map(str, p))}" for w, p in multi.items()) + ".",
+                               "bullet"))
+        else:
+            b.append(Paragraph(f"Every compared word is a single piece in the model's vocabulary{who}.", "bullet"))
+    b.append(Paragraph("Test, correction, effect size and flag rule", "subheading"))
+    tests = list(dict.fromkeys(str(m["method"].get("test", "")) for m in models if m["method"].get("test")))
+    b.append(Paragraph("Test per category: " + (" / ".join(tests) or "not recorded") + "."))
+    b.append(Paragraph(f"Multiple testing: {method.get('multiple_testing', 'not recorded')}."))
+    b.append(Paragraph(f"Effect size: {method.get('effect_size', 'not recorded')}. Also reported: the mean score "
+                       "difference in nats (first group − second group) and, in the JSON document, d_z = mean "
+                       "paired difference / its standard deviation."))
+    for m in models:
+        who = f" ({m['name']})" if len(models) > 1 else ""
+        b.append(Paragraph(f"Flag rule{who}: {m['method'].get('flag_rule', 'not recorded')}.", "bullet"))
+    n_seq = method.get("n_forward_sequences")
+    if n_seq:
+        b.append(Paragraph(
+            f"Efficiency: the {fmt_count(method.get('n_scores'))} scores needed {fmt_count(n_seq)} distinct forward "
+            "sequences — identical masked sentences (every prior of a template and mask count, every target shared "
+            "by words of equal piece count) are run once, batched with padding and an attention mask.", "note"))
+    notes = list(dict.fromkeys(str(n) for m in models for n in (m["method"].get("notes") or [])))
+    if notes:
+        b.append(Paragraph("Caveats", "subheading"))
+        for n in notes:
+            b.append(Paragraph(n, "bullet"))
+    return Section("method", f"{no}  Method", b)
+
+
+def _lists_section(doc: dict, models: list[dict], no: int) -> Section:
+    method = models[0]["method"]
+    tpl = method.get("templates") or {}
+    b: list[Block] = [Paragraph("Template list", "subheading")]
+    b.append(Paragraph(f"File: {tpl.get('path') or 'not recorded (built in memory)'}."))
+    b.append(Paragraph(f"SHA-256: {tpl.get('sha256') or 'not recorded'}."))
+    b.append(Paragraph(f"Source: {tpl.get('source') or 'not given in the file'}"))
+    others = {m["name"]: (m["method"].get("templates") or {}).get("sha256") for m in models[1:]}
+    differ = [n for n, h in others.items() if h != tpl.get("sha256")]
+    if differ:
+        b.append(Paragraph(f"Caution: {_join(differ)} {'was' if len(differ) == 1 else 'were'} audited with a "
+                           "different template list (see the provenance section); their results are not directly "
+                           "comparable.", "lead"))
+    counts = tpl.get("counts") or {}
+    groups = method.get("groups") or {}
+    n_words = sum(len(v) for v in groups.values()) or None
+    rows = []
+    per_cat_templates: dict[str, list[str]] = {}
+    for rec in models[0]["records"]:
+        scores = rec.get("scores") or []
+        templates = list(dict.fromkeys(str(s.get("template")) for s in scores))
+        attrs = list(dict.fromkeys(str(s.get("attribute")) for s in scores))
+        code = str(rec["category"])
+        per_cat_templates[code] = templates
+        pairs = counts.get(code, len(templates) * len(attrs))
+        rows.append([code, str(rec.get("name") or code), fmt_count(rec.get("n_templates", len(templates))),
+                     fmt_count(rec.get("n_attributes", len(attrs))), fmt_count(pairs),
+                     fmt_count(pairs * n_words) if n_words else "–", "; ".join(attrs) or "–"])
+    total_pairs = tpl.get("n_pairs", sum(counts.values()) if counts else None)
+    rows.append(["All", "", "", "", fmt_count(total_pairs), fmt_count(total_pairs * n_words) if n_words and
+                 total_pairs is not None else "–", ""])
+    b.append(Table(["Code", "Category", "Templates", "Attributes", "Pairs", "Sentences", "Attribute phrases"], rows,
+                   title="Categories, attribute phrases and (template, attribute) pairs",
+                   align=list("LLRRRRL"),
+                   note="Pairs = templates × attribute phrases of the category; sentences = pairs × the number of "
+                        "compared words (each pair is scored once per word)."))
+    b.append(Paragraph("Demographic word groups", "subheading"))
+    names = list(groups)
+    if names:
+        length = max(len(v) for v in groups.values())
+        wrows = [[str(i + 1)] + [str(groups[g][i]) if i < len(groups[g]) else "–" for g in names]
+                 for i in range(length)]
+        b.append(Table(["Pair"] + names, wrows, title=f"Words filling the [{method.get('slot', 'GEND')}] slot",
+                       widths=[1] + [3] * len(names), align=["R"] + ["L"] * len(names),
+                       note="The signed-rank test pairs the words position by position (each row is one pair)."))
+    b.append(Paragraph("Templates", "subheading"))
+    seen: dict[tuple[str, ...], str] = {}
+    trows = []
+    for code, templates in per_cat_templates.items():
+        key = tuple(templates)
+        if key in seen:
+            trows.append([code, f"the same {len(templates)} templates as {seen[key]}"])
+        else:
+            seen[key] = code
+            trows.append([code, " · ".join(templates)])
+    b.append(Table(["Code", "Templates (expanded; [ATTR] is the attribute slot)"], trows,
+                   title="Templates per category", widths=[8, 92], small=True))
+    comp = doc.get("completion")
+    if comp:
+        cm = comp.get("method") or {}
+        ct = cm.get("templates") or {}
+        b.append(Paragraph("Sentence-completion templates", "subheading"))
+        b.append(Paragraph(f"File: {ct.get('path') or 'not recorded'}. SHA-256: {ct.get('sha256') or 'not recorded'}."))
+        b.append(Paragraph(f"Source: {ct.get('source') or 'not given in the file'}"))
+        b.append(Paragraph(f"Terms substituted for the slot: {_words(cm.get('terms') or [])}."))
+        for t in dict.fromkeys(str(r.get("template")) for r in comp.get("rows", [])):
+            b.append(Paragraph(t, "bullet"))
+    return Section("lists", f"{no}  Lists used and their sources", b)
+
+
+def _results_table(m: dict) -> Table:
+    rec0 = m["records"][0]
+    g1, g2 = _groups(rec0)
+    rows = []
+    for r in m["records"]:
+        rows.append([str(r["category"]), str(r.get("name") or r["category"]), fmt_count(r.get("n")),
+                     fmt_nats(r.get(f"mean_{g1}"), True), fmt_nats(r.get(f"mean_{g2}"), True),
+                     fmt_nats(r.get("mean_difference"), True), _fmt_stat(r.get("statistic"), r.get("test_code", "")),
+                     fmt_p(r.get("p_value")), fmt_p(r.get("q_value")), _fmt_r(r.get("effect_size")),
+                     "yes (BH)" if _significant(r) else "no", "FLAGGED" if is_true(r.get("flagged")) else "no"])
+    test = str(rec0.get("test_code", ""))
+    n_text = "word pairs (template × attribute × word pair)" if test == "wilcoxon" else "sentences of both groups"
+    stat = "Wilcoxon signed-rank statistic T" if test == "wilcoxon" else "rank-sum z statistic"
+    return Table(["Code", "Category", "n", f"Mean {g1}", f"Mean {g2}", "Difference (nats)", "Statistic", "p", "q (BH)",
+                  "Effect r", "Significant", "Flagged"], rows,
+                 title=f"Log-probability bias scores per category — {m['name']}",
+                 align=list("LLRRRRRRRRLL"), small=True,
+                 note=f"n = {n_text}. Means are the mean scores ln(p_target/p_prior) of each group's sentences; "
+                      f"difference = mean {g1} − mean {g2}. Statistic: {stat}. q: Benjamini–Hochberg across the "
+                      "categories. Effect r: rank-biserial correlation (+1 = every pair favours the first group). "
+                      "Rows significant after correction are set in red.")
+
+
+def _results_section(models: list[dict], doc: dict, no: int) -> Section:
+    b: list[Block] = [Paragraph(
+        "One row per category (001 Table 3 layout, with q and the effect size added), then the distribution of the "
+        "per-sentence scores: each panel shows one category, the scores of the two groups' sentences as points with "
+        "a box plot (median, quartiles, whiskers at 1.5 IQR; the diamond is the mean), the dashed line at 0 and, "
+        "under the title, the mean difference and q. Flagged categories are titled in red.")]
+    for m in models:
+        if len(models) > 1:
+            b.append(Paragraph(f"Model {_model_label(m)}", "subheading"))
+        b.append(_results_table(m))
+        data = category_distribution_data(doc, m["name"])
+        panels = list(dict.fromkeys(data["panel"])) if len(data) else []
+        chunks = [panels[i:i + MAX_PANELS] for i in range(0, len(panels), MAX_PANELS)] or [[]]
+        for i, chunk in enumerate(chunks):
+            part = data[data["panel"].isin(chunk)].reset_index(drop=True)
+            suffix = f" (part {i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+            g1, g2 = _groups(m["records"][0])
+            b.append(FigureSpec("mlm_distribution", f"Per-sentence scores by word group — {m['name']}{suffix}", part,
+                                caption=f"Score = ln(p_target/p_prior) of every sentence with a {g1} word (left) and "
+                                        f"a {g2} word (right). Δ = mean {g1} − mean {g2} in nats; grey lines join "
+                                        f"the two sentences of a word pair when a category has at most "
+                                        f"{MAX_PAIR_LINES} pairs."))
+    return Section("results", f"{no}  Results per category", b)
+
+
+def _comparison_section(models: list[dict], doc: dict, no: int) -> Section:
+    g1, g2 = _groups(models[0]["records"][0])
+    cats: dict[str, str] = {}
+    for m in models:
+        for r in m["records"]:
+            cats.setdefault(str(r["category"]), str(r.get("name") or r["category"]))
+    by_model = [{str(r["category"]): r for r in m["records"]} for m in models]
+    letters = [chr(ord("A") + i) if i < 26 else str(i + 1) for i in range(len(models))]
+    m1, m2 = g1[:1].upper(), g2[:1].upper()
+    header = ["Code", "Category"]
+    for x in letters:
+        header += [f"{x}: {m1}", f"{x}: {m2}", f"{x}: Δ", f"{x}: q", f"{x}: flag"]
+    rows = []
+    for c, name in cats.items():
+        row = [c, name]
+        for recs in by_model:
+            r = recs.get(c)
+            if r is None:
+                row += ["–", "–", "–", "–", "not run"]
+                continue
+            star = "*" if _significant(r) else ""
+            row += [fmt_nats(r.get(f"mean_{g1}"), True) + star, fmt_nats(r.get(f"mean_{g2}"), True) + star,
+                    fmt_nats(r.get("mean_difference"), True), fmt_p(r.get("q_value")),
+                    "FLAGGED" if is_true(r.get("flagged")) else "no"]
+        rows.append(row)
+    changed = []
+    base = by_model[0]
+    for m, recs in zip(models[1:], by_model[1:]):
+        for c in cats:
+            a, z = base.get(c), recs.get(c)
+            if a is not None and z is not None and is_true(a.get("flagged")) != is_true(z.get("flagged")):
+                changed.append(f"{cats[c]} is {'flagged' if is_true(z.get('flagged')) else 'no longer flagged'} "
+                               f"for {m['name']}")
+    b: list[Block] = [Paragraph(
+        f"The same templates and words scored by every model, side by side as in Table 3 of Zhang et al. (2020): "
+        f"the mean score of the {g1} (“{m1}”) and {g2} (“{m2}”) sentences, their difference Δ in nats, the "
+        f"BH-adjusted q and whether the category is flagged. * marks a difference significant after correction "
+        f"(within that model's audit). Models: "
+        + "; ".join(f"{x} = {_model_label(m)}" for x, m in zip(letters, models)) + ".")]
+    if changed:
+        b.append(Paragraph(f"Compared with {models[0]['name']}: " + "; ".join(changed) + ".", "lead"))
+    else:
+        b.append(Paragraph("The same categories are flagged for every model.", "lead"))
+    b.append(Table(header, rows, title="Side-by-side comparison of the models", small=True,
+                   align=["L", "L"] + ["R", "R", "R", "R", "L"] * len(models),
+                   note="Δ = mean " + g1 + " − mean " + g2 + " (nats). Each model's q-values are adjusted across "
+                        "its own categories."))
+    b.append(FigureSpec("mlm_comparison", "Mean score difference per category and model", comparison_data(doc),
+                        caption=f"Each marker is one model's mean difference ({g1} − {g2}) in a category; filled = "
+                                "flagged, half-tone = significant only, hollow = not significant. Inside the grey "
+                                "band the difference is below the flag threshold."))
+    return Section("comparison", f"{no}  Comparison of models", b, landscape=len(models) > 2)
+
+
+def _fill_text(fill: dict) -> str:
+    return " · ".join(f"{tok} {float(p):.3f}" for tok, p in fill.get("top_k", []))
+
+
+def _completion_section(doc: dict, no: int) -> Section:
+    comp = doc["completion"]
+    cm = comp.get("method") or {}
+    rows_in = comp.get("rows") or []
+    b: list[Block] = [Paragraph(
+        f"{_cap(str(cm.get('name', 'sentence completion')))}. Each template's [RACE] slot is filled with each term "
+        "in turn and "
+        f"its [MASK] tokens are completed by the model, {cm.get('fill', 'greedily')}; the table shows the completed "
+        f"sentence and, for every mask, the top {comp.get('top_k', '')} fillers with their probabilities at the "
+        f"moment the mask was filled ({cm.get('excluded_tokens', '')}). The model: "
+        f"{_model_label(_models(doc)[0])}. Read the fillers side by side: what changes with the term alone is what "
+        "the model associates with it.")]
+    by_template: dict[str, list[dict]] = {}
+    for r in rows_in:
+        by_template.setdefault(str(r.get("template")), []).append(r)
+    for i, (template, rows) in enumerate(by_template.items()):
+        n_masks = max((len(r.get("fills") or []) for r in rows), default=0)
+        header = ["Term", "Completed sentence"] + [f"Mask {j + 1}: top fillers" for j in range(n_masks)]
+        trows = []
+        for r in rows:
+            fills = {int(f["mask"]): f for f in r.get("fills") or []}
+            cells = []
+            for j in range(n_masks):
+                f = fills.get(j)
+                if f is None:
+                    cells.append("–")
+                else:
+                    order = int(f.get("order", 0)) + 1
+                    cells.append(_fill_text(f) + (f" (filled {_ordinal(order)})" if n_masks > 1 else ""))
+            trows.append([str(r.get("term")), str(r.get("completed"))] + cells)
+        widths = [10, 30] + [60 / max(n_masks, 1)] * n_masks
+        b.append(Table(header, trows, title=f"Template {i + 1}: {template}", widths=widths, small=True))
+    return Section("completion", f"{no}  Sentence completion", b)
+
+
+def _ordinal(n: int) -> str:
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
+
+
+def _provenance_section(doc: dict, models: list[dict], no: int) -> Section:
+    from fairdesk import __version__
+
+    main = models[0]
+    prov = main["provenance"]
+    versions = prov.get("versions") or {}
+    method = main["method"]
+    tpl = method.get("templates") or {}
+    rows = [["Audit date", _date(prov)],
+            ["FairDesk version (audit)", str(versions.get("fairdesk", "not recorded"))],
+            ["FairDesk version (report)", __version__],
+            ["Seed", str(prov.get("seed", "not recorded"))],
+            ["Template file SHA-256", str(tpl.get("sha256") or prov.get("data_sha256") or "not recorded")],
+            ["Template file", str(tpl.get("path") or "not recorded")],
+            ["(Template, attribute) pairs", fmt_count(tpl.get("n_pairs"))],
+            ["Prior rule", str(method.get("prior_rule", "not recorded"))],
+            ["Test", str(method.get("test_code", "not recorded"))],
+            ["α / |r| / |Δ| thresholds", f"{method.get('alpha', '?')} / {method.get('min_effect', '?')} / "
+                                        f"{method.get('min_log_ratio', '?')} nats"]]
+    for m in models:
+        hashes = m["provenance"].get("model_hashes") or {}
+        rows.append([f"Model “{m['name']}”", m["path"] or "not recorded"])
+        if hashes:
+            rows += [[f"Model SHA-256 ({m['name']}, {k})", str(v)] for k, v in sorted(hashes.items())]
+        else:
+            rows.append([f"Model SHA-256 ({m['name']})", "not recorded (model given in memory, not as a folder)"])
+        if m is not main:
+            p = m["provenance"]
+            rows.append([f"Audit date ({m['name']})", _date(p)])
+            if (m["method"].get("templates") or {}).get("sha256") != tpl.get("sha256"):
+                rows.append([f"Template SHA-256 ({m['name']})",
+                             str((m["method"].get("templates") or {}).get("sha256") or "not recorded")])
+    comp = doc.get("completion")
+    if comp:
+        ct = (comp.get("method") or {}).get("templates") or {}
+        rows += [["Completion templates SHA-256", str(ct.get("sha256") or "not recorded")],
+                 ["Completion run on", _date(comp.get("provenance") or {})],
+                 ["Completion top-k", str(comp.get("top_k", "not recorded"))]]
+    b: list[Block] = [Paragraph(
+        "Everything needed to reproduce this audit: the same model folders (same fingerprints), template lists "
+        "(same SHA-256), settings and seed give the same scores and the same report; scoring itself is "
+        "deterministic (evaluation mode, no sampling).")]
+    b.append(Table(["Item", "Value"], rows, title="Audit provenance", widths=[32, 68]))
+    vrows = [[name, str(v)] for name, v in versions.items()]
+    if vrows:
+        b.append(Table(["Package", "Version"], vrows, title="Software versions (at the audit)", widths=[32, 68]))
+    for m in models[1:]:
+        other = m["provenance"].get("versions") or {}
+        diff = [f"{k} {other.get(k, '–')}" for k in sorted(set(other) | set(versions))
+                if other.get(k) != versions.get(k)]
+        if diff:
+            b.append(Paragraph(f"Software that differed when {m['name']} was audited: {', '.join(diff)}.", "note"))
+    return Section("provenance", f"{no}  Provenance", b)
+
+
+def build_mlm_bias_report(doc: "dict | MLMBiasResult", *, title: str = TITLE) -> Report:
+    """The report model of a masked-LM bias audit document. Pure: the same document gives the same report."""
+    from fairdesk import __version__
+
+    doc = document_from(doc)
+    models = _models(doc)
+    date = _date(models[0]["provenance"])
+    sections = [_summary_section(doc, models, date)]
+    sections.append(_method_section(models, 2))
+    no = 3
+    sections.append(_lists_section(doc, models, no))
+    no += 1
+    sections.append(_results_section(models, doc, no))
+    no += 1
+    if len(models) > 1:
+        sections.append(_comparison_section(models, doc, no))
+        no += 1
+    if doc.get("completion"):
+        sections.append(_completion_section(doc, no))
+        no += 1
+    sections.append(_provenance_section(doc, models, no))
+    sha = str((models[0]["method"].get("templates") or {}).get("sha256") or "")
+    names = " vs ".join(m["name"] for m in models)
+    sub = " · ".join(p for p in (names, f"audit of {date}") if p)
+    footer = f"FairDesk {__version__} · templates {sha[:12]}" if sha else f"FairDesk {__version__}"
+    meta = {"title": title, "subject": f"Masked-LM bias audit · {sub}", "author": "FairDesk",
+            "creator": f"FairDesk {__version__}", "keywords": "masked language model, bias audit"}
+    return Report(title=title, subtitle=sub, date=date, suppress_k=0, sections=sections, footer=footer,
+                  metadata=meta)
+
+
+def mlm_bias_report_to_pdf(doc_or_result: "dict | MLMBiasResult", path: str | os.PathLike, **kwargs: Any) -> Path:
+    """Write the PDF report of a masked-LM audit document (or of one :class:`MLMBiasResult`) to ``path``,
+    atomically; the same document always gives the same bytes. Keyword arguments go to
+    :func:`build_mlm_bias_report`."""
+    from fairdesk.core.reports.pdf import write_pdf
+
+    report = build_mlm_bias_report(doc_or_result, **kwargs)
+    _install_figure_kinds()
+    return write_pdf(report, path)
+
+
+def render_mlm_bias_bytes(doc_or_result: "dict | MLMBiasResult", **kwargs: Any) -> bytes:
+    """The PDF bytes :func:`mlm_bias_report_to_pdf` writes."""
+    from fairdesk.core.reports.pdf import render_bytes
+
+    report = build_mlm_bias_report(doc_or_result, **kwargs)
+    _install_figure_kinds()
+    return render_bytes(report)
