@@ -560,7 +560,7 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
             row[f"{s}_auroc"], row[f"{s}_auprc"] = _auc_pair(y[masks[s]], note_scores[masks[s]])
         yhat = note_scores[masks["test"]] >= threshold
         yt = y[masks["test"]]
-        row.update({"c": c, "c_curve": curve, "mlp": _jsonable(spec.mlp_grid[g_best]), "mlp_grid": grid_rows,
+        row.update({"n_features": int(X.shape[1]), "c": c, "c_curve": curve, "mlp": _jsonable(spec.mlp_grid[g_best]), "mlp_grid": grid_rows,
                     "threshold": float(threshold),
                     "test_f1": (float(2 * np.sum(yhat & (yt == 1)) / max(np.sum(yhat) + np.sum(yt == 1), 1))
                                 if masks["test"].any() else None),
