@@ -116,7 +116,8 @@ def test_image_model_panel_train_classifier_and_generator_live(window, image_pro
     xs, ys = panel.curves["diffusion"].getData()
     assert len(xs) == 4
     assert panel.preview_step == 7 and len(panel.preview_labels) == 8   # 2 samples × 2 groups, image + caption
-    assert "step 7" in panel.preview_box.title()
+    assert "step 7" in panel.preview_box.title() and panel.preview_labels[0].isVisible()
+    assert panel.plot_widget.isVisible()
     folder = Path(panel.out_edit.text())
     gen = next(m for m in Project(project_path).models() if m.kind == "image_generator")
     assert Path(gen.info["path"]) == folder.resolve() and gen.info["step"] == 7
@@ -146,3 +147,132 @@ def test_image_model_panel_train_classifier_and_generator_live(window, image_pro
     assert "checkpoint" in panel.status.text() and "Resume" in panel.status.text()
     assert (tmp_path / "gen-cancel" / "fairdesk_generator.json").is_file()
     assert not panel.cancel_button.isEnabled() and panel.train_gen_button.isEnabled()
+
+
+@pytest.fixture(scope="module")
+def audit_project(tmp_path_factory, morpho_folder):
+    """A project with the Morpho images, a classifier, a control classifier and a tiny generator (job functions)."""
+    import torch
+
+    from fairdesk.core.data.images import ImageRoles
+    from fairdesk.jobs import image_tasks as it
+
+    torch.set_num_threads(1)
+    csv, folder = morpho_folder
+    root = tmp_path_factory.mktemp("audit-project")
+    project = root / "audit.fairdesk"
+    ds_id = it.import_image_dataset(project, csv, folder, ImageRoles("Path", ("disease",), ("attribute",),
+                                                                     "patient_id"), "morpho")
+    clf = it.train_image_classifier(project, ds_id, ["disease"], root / "clf", epochs=1, image_size=16, seed=0)
+    ctrl = it.train_image_classifier(project, ds_id, ["disease"], root / "ctrl", epochs=1, image_size=16, seed=1,
+                                     name="control")
+    gen = it.train_generator_job(project, ds_id, "attribute", root / "gen", image_size=16, vae_steps=3,
+                                 unet_steps=4, batch_size=8, checkpoint_every=0, steps=3)
+    return project, ds_id, clf, ctrl, gen
+
+
+def test_image_audit_panel_run_results_scatter_examples_export(window, audit_project, run_and_wait, qtbot,
+                                                               tmp_path):
+    from fairdesk.core.project import Project
+    from fairdesk.gui.tabs.image_audit import ImageAuditPanel
+
+    project, ds_id, clf, ctrl, gen = audit_project
+    window.settings.threads = 1
+    window.open_project(project)
+    panel = ImageAuditPanel(window)
+    qtbot.addWidget(panel)
+    panel.resize(1400, 850)
+    panel.show()
+    assert panel.dataset_combo.currentData() == ds_id and panel.classifier_combo.currentData() == clf
+    assert panel.generator_combo.currentData() == gen and panel.attribute_combo.currentData() == "attribute"
+    assert panel.label_map() == {"disease": "disease"} and panel._label_combos["disease"].isVisible()
+    assert panel.positive_combo.currentData() is None
+    panel.control_combo.setCurrentIndex(panel.control_combo.findData(ctrl))
+    panel.steps_spin.setValue(3)
+    panel.examples_spin.setValue(4)
+    job = run_and_wait(window, panel.run_audit)
+    assert job.state == JobState.DONE, job.error
+    audit_id = job.result
+    assert panel.audit_ids()[-1] == audit_id and panel.audit_id == audit_id
+    doc = panel.doc
+    assert doc["kind"] == "cit_images" and doc["control_band"] is not None
+
+    # tests table: 004 Tables 12-13 columns plus the oriented shifts and the verdict
+    table = panel.table_view.frame()
+    assert table["output"].tolist() == ["disease"]
+    for col in ("weighted GCM p", "weighted GCM q", "CIT-LR t", "CIT-LR p", "CIT-LR q", "DP p", "EO p",
+                "shift 0→1", "95% CI 0→1", "flip rate 1→0", "flip baseline mean |Δ|", "verdict"):
+        assert col in table.columns, col
+    row = doc["table"][0]
+    assert table.loc[0, "CIT-LR p"] == pytest.approx(row["cit_lr_p"])
+    assert table.loc[0, "shift 0→1"] == pytest.approx(row["shift_0->1"])
+    assert table.loc[0, "verdict"] in ("dependent", "equivalent within margin", "inconclusive")
+    text = panel.verdict_view.toPlainText()
+    assert f"Negative-control band ±{doc['control_band']:.3g}" in text and "disease" in text
+    if table.loc[0, "verdict"] == "inconclusive":
+        assert "inconclusive —" in text
+    assert "Composition" in panel.quality_view.toPlainText()
+
+    # scatter: one column per direction + the flip column, one dot per audited unit
+    panel.show_page("scatter")
+    sc = panel.scatter
+    assert sc.isVisible() and sc.graphics.isVisible()
+    assert sc.columns() == ["0->1", "1->0", "flip"]
+    n = doc["dataset"]["n_audited"]
+    assert sc.point_count("0->1") + sc.point_count("1->0") == n and sc.point_count("flip") == n
+    assert sc.band == pytest.approx(doc["control_band"])
+    panel.grab().save(str(tmp_path / "audit_scatter.png"))
+
+    # diff viewer over the stored examples: largest change first, difference against the null reconstruction
+    panel.show_page("examples")
+    viewer = panel.diff_viewer
+    assert viewer.isVisible() and viewer.graphics.isVisible()
+    items = doc["examples"]["items"]
+    assert len(viewer.examples) == len(items) > 0
+    changes = [viewer.examples[i].change() for i in viewer.order]
+    assert changes == sorted(changes, reverse=True)
+    ex = viewer.examples[viewer.current]
+    np.testing.assert_allclose(viewer.image("difference"), next(iter(ex.counterfactuals.values())) - ex.reference,
+                               atol=1e-6)
+    np.testing.assert_allclose(viewer.image("difference"), panel.arrays["diff"][viewer.current], atol=1e-6)
+    panel.grab().save(str(tmp_path / "audit_examples.png"))
+    panel.show_page("tests")
+    panel.grab().save(str(tmp_path / "audit_tests.png"))
+
+    # export: the PDF written by the GUI's job is the same bytes as the job function's
+    pdf = tmp_path / "gui.pdf"
+    job = run_and_wait(window, lambda: panel.export_pdf(pdf))
+    assert job.state == JobState.DONE, job.error
+    from fairdesk.jobs.tasks import export_report
+
+    export_report(project, audit_id, tmp_path / "cli.pdf")
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.read_bytes() == (tmp_path / "cli.pdf").read_bytes()
+    assert Project(project).audits()[-1].id == audit_id
+
+
+def test_synthetic_benchmark_view(window, run_and_wait, qtbot, tmp_path):
+    from fairdesk.gui.tabs.image_audit import ImageAuditPanel
+
+    panel = ImageAuditPanel(window)
+    qtbot.addWidget(panel)
+    panel.resize(1300, 700)
+    panel.show()
+    panel.show_page("benchmark")
+    view = panel.benchmark
+    view.datasets_list.set_checked(["linear"])
+    view.n_classifiers.setValue(4)
+    view.confounded.setChecked(False)
+    view.config_overrides = dict(n_train=200, n_audit=200, n_eca=300, gap_units=20, gap_reps=2,
+                                 oracle_types=("bayes", "logistic"))
+    job = run_and_wait(window, view.run)
+    assert job.state == JobState.DONE, job.error
+    res = view.result
+    assert len(res["classifiers"]) == 6
+    assert [view.point_count(t) for t in ("cit_p", "wgcm_p", "dp_p", "eo_p")] == [6, 6, 6, 6]
+    summary = view.summary_view.frame()
+    linear = summary[(summary["dataset"] == "linear") & (summary["variant"] == "paper")]
+    assert len(linear) == 4 and "Spearman ρ (log p, ECA)" in summary.columns
+    rho = {r["test"]: r["Spearman ρ (log p, ECA)"] for _, r in linear.iterrows()}
+    expected = next(s for s in res["summary"] if s["dataset"] == "linear")["spearman_eca"]["wgcm_p"]
+    assert rho[res["tests"]["wgcm_p"]] == expected or (expected is None and pd.isna(rho[res["tests"]["wgcm_p"]]))
+    panel.grab().save(str(tmp_path / "benchmark.png"))

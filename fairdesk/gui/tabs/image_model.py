@@ -490,6 +490,7 @@ class ImageModelPanel(QWidget):
                                            name=f"{phase} loss")
         self.plot_placeholder.hide()
         self.plot_host.addWidget(self.plot_widget)
+        self.plot_widget.show()
 
     def _reset_curves(self, resume_from: Path | None) -> None:
         self.losses = {p: ([], []) for p in PHASES}
@@ -551,6 +552,8 @@ class ImageModelPanel(QWidget):
             caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self.preview_grid.addWidget(cell, 0, j)
             self.preview_grid.addWidget(caption, 1, j)
+            cell.show()
+            caption.show()
             self.preview_labels += [cell, caption]
         self.preview_step = int(step)
         self.preview_box.setTitle(f"Samples at step {step} (10 DDIM steps, per group)")

@@ -24,9 +24,12 @@ DIRECTION_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 FLIP_COLOUR = "#7f7f7f"
 
 
-def _direction_label(key: str, attribute: str = "a") -> str:
+def _direction_label(key: str, attribute: str = "a", names=None) -> str:
+    """"0->1" → "sex = 0 → 1", or with value names "sex: F → M"."""
     if "->" in key:
         s, t = key.split("->", 1)
+        if names is not None and s.isdigit() and t.isdigit() and max(int(s), int(t)) < len(names):
+            return f"{attribute}: {names[int(s)]} → {names[int(t)]}"
         return f"{attribute} = {s} → {t}"
     return key
 
@@ -54,6 +57,7 @@ class CounterfactualScatter(QWidget):
         self.band: float | None = None
         self.x_label = "prediction on the original"
         self.attribute = "a"
+        self.names: list[str] | None = None
         self.plots: dict[str, pg.PlotItem] = {}
         self.scatters: dict[str, list] = {}
         self.output_combo = QComboBox(self)
@@ -84,7 +88,9 @@ class CounterfactualScatter(QWidget):
 
     # ---- API -----------------------------------------------------------------------------------------------
     def set_data(self, scatter: dict, *, band: float | None = None, x_label: str | None = None,
-                 attribute: str = "a") -> None:
+                 attribute: str = "a", names: list[str] | None = None) -> None:
+        """``names``: the attribute's value labels [group 0, group 1] for the column titles."""
+        self.names = list(names) if names else None
         self.data = dict(scatter or {})
         self.band = band if band is not None and math.isfinite(band) else None
         self.x_label = x_label or "prediction on the original"
@@ -150,7 +156,8 @@ class CounterfactualScatter(QWidget):
             shift = [np.asarray(p["y"], float) - np.asarray(p["x"], float) for p in parts.values() if p.get("x")]
             d = np.concatenate(shift) if shift else np.array([])
             stat = f"mean Δ {d.mean():+.3f}, mean |Δ| {np.abs(d).mean():.3f}" if d.size else "no units"
-            title = ("horizontal flip (null baseline)" if is_flip else _direction_label(key, self.attribute))
+            title = ("horizontal flip (null baseline)" if is_flip else
+                     _direction_label(key, self.attribute, self.names))
             plot = self.graphics.addPlot(row=0, col=col)
             plot.setTitle(f"{title}<br><span style='font-size:8pt'>n = {n}; {stat}</span>", size="9pt")
             plot.setMenuEnabled(False)
@@ -178,7 +185,7 @@ class CounterfactualScatter(QWidget):
                 index = part.get("index") or list(range(len(x)))
                 colour = FLIP_COLOUR if is_flip and pkey == "all" else DIRECTION_COLOURS[
                     (directions.index(pkey) if pkey in directions else j) % len(DIRECTION_COLOURS)]
-                src = _direction_label(pkey, self.attribute) if pkey != "all" else ""
+                src = _direction_label(pkey, self.attribute, self.names) if pkey != "all" else ""
                 tips = [f"unit {int(i)}{(' (' + src + ')') if src else ''}: x {xi:.3f}, y {yi:.3f}, Δ {yi - xi:+.3f}"
                         for i, xi, yi in zip(index, x, y)]
                 s = pg.ScatterPlotItem(x=x, y=y, data=tips, size=6, pen=pg.mkPen(None),

@@ -1,0 +1,790 @@
+"""Audit tab — Images: the counterfactual-invariance audit of an image classifier (METHODS §6, 004 Tables 12–13).
+
+Set-up: image dataset, classifier under audit, counterfactual generator, optional negative-control classifier (one
+known to ignore the attribute: its shift through the same generator is the band inside which shifts are called
+"inconclusive"), attribute, label column per output, split, equivalence margin → a job
+(:func:`fairdesk.jobs.image_tasks.audit_cit`). Results of a stored ``cit_images`` audit:
+
+* the tests per output (default conditional-invariance test p / q, published CIT-LR t / p / q, DP and EO p), the
+  oriented shift per direction with its CI, flip rates, the flip baseline and the verdict — "inconclusive" is
+  explained (inside the control band, or neither shift nor equivalence shown) and the control band is stated;
+* counterfactual quality (composition, effectiveness, Fréchet distance in a locally fitted feature space);
+* the scatter of predictions original/reconstruction vs counterfactual with the flip column;
+* the diff viewer over the stored example units;
+* export of the PDF report as a job (:func:`fairdesk.jobs.tasks.export_report`, the same bytes as the CLI's).
+
+A "Synthetic benchmark" page runs the 004 Fig. 2 study (:func:`fairdesk.core.synthetic.cit_benchmark.run_cit_benchmark`)
+on a few classifiers as a job and plots log10 p against ECA per test, with Spearman ρ.
+
+pyqtgraph widgets are created when first shown; this module is cheap to import.
+"""
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar, QPushButton,
+                               QScrollArea, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
+
+from fairdesk.gui.tabs.image_data import (AUDIT_KIND, CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
+                                          models_of)
+from fairdesk.gui.widgets.tables import CheckList, DataFrameView
+
+NONE = "(none)"
+SPLITS = {"test": "test (default)", "val": "validation", "train": "train", "all": "all images"}
+TEST_NAMES = {"wgcm": "weighted GCM", "gcm": "GCM", "cit_lr_crossfit": "CIT-LR (cross-fitted)",
+              "cit_lr_split": "CIT-LR (split)"}
+VERDICT_COLOURS = {"dependent": "#B00020", "equivalent within margin": "#1b6e20", "inconclusive": "#8a6d00"}
+BENCH_TESTS = ("cit_p", "wgcm_p", "dp_p", "eo_p")
+
+
+def _num(v) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+    return f
+
+
+def _dir_label(key: str, values: list[str]) -> str:
+    try:
+        s, t = (int(x) for x in key.split("->"))
+        return f"{values[s]}→{values[t]}"
+    except (ValueError, IndexError):
+        return key.replace("->", "→")
+
+
+def results_table(doc: dict) -> pd.DataFrame:
+    """One row per output, in the layout of 004 Tables 12–13 plus FairDesk's oriented shifts and verdict."""
+    values = list((doc.get("attribute") or {}).get("values") or ["0", "1"])
+    rows = []
+    for r in doc.get("table", []):
+        test = TEST_NAMES.get(r.get("test"), r.get("test"))
+        row = {"output": r.get("output"), "n": r.get("n"), f"{test} p": _num(r.get("p")),
+               f"{test} q": _num(r.get("q")), "CIT-LR t": _num(r.get("cit_lr_t")), "CIT-LR p": _num(r.get("cit_lr_p")),
+               "CIT-LR q": _num(r.get("cit_lr_q")), "DP p": _num(r.get("dp_p")), "EO p": _num(r.get("eo_p"))}
+        for key in ("0->1", "1->0"):
+            if f"shift_{key}" in r:
+                lab = _dir_label(key, values)
+                ci = r.get(f"shift_{key}_ci") or [None, None]
+                row[f"shift {lab}"] = _num(r[f"shift_{key}"])
+                row[f"95% CI {lab}"] = (f"[{_num(ci[0]):+.4f}, {_num(ci[1]):+.4f}]" if None not in ci else "—")
+                row[f"flip rate {lab}"] = _num(r.get(f"flip_rate_{key}"))
+                row[f"TOST p {lab}"] = _num(r.get(f"p_tost_{key}"))
+        if "flip_mean_abs_shift" in r:
+            row["flip baseline mean |Δ|"] = _num(r["flip_mean_abs_shift"])
+        row["verdict"] = r.get("verdict")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict_html(doc: dict) -> str:
+    """The verdicts in words: why "inconclusive", the control band, the notes."""
+    esc = html.escape
+    values = list((doc.get("attribute") or {}).get("values") or ["0", "1"])
+    column = (doc.get("attribute") or {}).get("column", "the attribute")
+    settings = doc.get("settings") or {}
+    margin = settings.get("margin")
+    band = doc.get("control_band")
+    parts = [f"<p>Attribute <b>{esc(str(column))}</b> ({esc(' vs '.join(map(str, values)))}); shifts measured "
+             f"against the <b>{esc(str(settings.get('shift_reference', 'original')))}</b>; equivalence margin "
+             f"±{_num(margin):g}.</p>"]
+    if band is not None:
+        ctrl = doc.get("control_effect") or {}
+        parts.append(f"<p><b>Negative-control band ±{_num(band):.3g}</b>: the upper bound of the mean |shift| of "
+                     f"'{esc(str(ctrl.get('name', 'the control classifier')))}', a classifier known to ignore the "
+                     "attribute, through the same generator. A shift inside it is reported as inconclusive, never "
+                     "as dependence.</p>")
+    else:
+        parts.append("<p><b>No negative control</b> was given: with a learned generator, part of a shift may be a "
+                     "generator artefact, so a 'dependent' verdict is provisional.</p>"
+                     if settings.get("generator") == "learned" else "")
+    for name, eff in (doc.get("effects") or {}).items():
+        verdict = eff.get("verdict", "")
+        colour = VERDICT_COLOURS.get(verdict, "#222222")
+        lines = []
+        for d in eff.get("directions", []):
+            lab = _dir_label(f"{d.get('source')}->{d.get('target')}", values)
+            lines.append(f"{esc(lab)}: shift {_num(d.get('mean_shift')):+.4f} "
+                         f"[{_num(d.get('ci_low')):+.4f}, {_num(d.get('ci_high')):+.4f}], flip rate "
+                         f"{_num(d.get('flip_rate')):.3f} — <i>{esc(str(d.get('verdict')))}</i>: "
+                         f"{esc(str(d.get('reason', '')))}")
+        why = ""
+        if verdict == "inconclusive":
+            inside = any("control band" in str(d.get("reason", "")) for d in eff.get("directions", []))
+            why = (" — the shift is no larger than what a classifier that ignores the attribute shows through this "
+                   "generator, so it cannot be told apart from generator artefacts" if inside else
+                   " — the data show neither a shift nor equivalence within the margin (more images or a wider "
+                   "margin may decide)")
+        parts.append(f"<p><b>{esc(str(name))}</b>: <span style='color:{colour}'><b>{esc(verdict)}</b></span>"
+                     f"{esc(why)}<br>" + "<br>".join(lines) + "</p>")
+    notes = doc.get("notes") or []
+    if notes:
+        parts.append("<p><b>Notes</b></p><ul>" + "".join(f"<li>{esc(str(n))}</li>" for n in notes) + "</ul>")
+    return "".join(parts)
+
+
+def quality_html(doc: dict) -> str:
+    esc = html.escape
+    q = doc.get("quality") or {}
+    s = doc.get("settings") or {}
+    d = doc.get("dataset") or {}
+    rows = [("Composition: L1 of the null reconstruction vs the original (1 cycle)", q.get("composition_l1_1")),
+            ("Effectiveness: attribute probe's accuracy on the counterfactuals (w.r.t. the target)",
+             q.get("effectiveness")),
+            ("…the same probe's accuracy on real images", q.get("attribute_accuracy_real")),
+            ("Fréchet distance real vs counterfactual", q.get("frechet_cf")),
+            ("Fréchet distance real vs null reconstruction", q.get("frechet_null")),
+            ("Mean |counterfactual − null reconstruction| per pixel", q.get("mean_abs_change_cf_vs_null"))]
+    body = "".join(f"<tr><td>{esc(k)}</td><td align='right'>&nbsp;&nbsp;{_fmt(v)}</td></tr>" for k, v in rows
+                   if v is not None)
+    named = [("Effectiveness probe", q.get("effectiveness_classifier")),
+             ("Feature extractor of the Fréchet distance", q.get("frechet_feature_extractor")),
+             ("Representation Z", s.get("z")), ("DDIM steps", s.get("steps")), ("strength", s.get("strength")),
+             ("Invariance test", TEST_NAMES.get(s.get("method"), s.get("method"))),
+             ("Regressor", s.get("regressor")), ("Split audited", d.get("split")),
+             ("Images audited", d.get("n_audited")), ("Per group", d.get("n_per_group")),
+             ("Images without the attribute (left out)", d.get("n_missing_attribute")),
+             ("Unreadable files (left out)", len(doc.get("unreadable") or [])),
+             ("Seed", (doc.get("provenance") or {}).get("seed"))]
+    body2 = "".join(f"<tr><td>{esc(k)}</td><td>&nbsp;&nbsp;{esc(str(v))}</td></tr>" for k, v in named
+                    if v is not None)
+    hashes = (doc.get("provenance") or {}).get("model_hashes") or {}
+    body3 = "".join(f"<tr><td>{esc(k)}</td><td>&nbsp;&nbsp;<code>{esc(str(v)[:16])}…</code></td></tr>"
+                    for k, v in hashes.items())
+    return (f"<h4>Counterfactual quality</h4><table>{body or '<tr><td>not computed</td></tr>'}</table>"
+            f"<h4>Settings</h4><table>{body2}</table><h4>Model hashes (SHA-256)</h4><table>{body3}</table>")
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "—" if not math.isfinite(v) else f"{v:.4g}"
+    return str(v)
+
+
+def diff_examples(doc: dict, arrays: dict) -> list:
+    """The stored example units as :class:`~fairdesk.gui.widgets.image_diff.DiffExample` (imports pyqtgraph)."""
+    from fairdesk.gui.widgets.image_diff import DiffExample
+
+    items = (doc.get("examples") or {}).get("items") or []
+    column = (doc.get("attribute") or {}).get("column", "a")
+    out = []
+    for j, it in enumerate(items):
+        if "original" not in arrays or j >= len(arrays["original"]):
+            break
+        target = f"{column} = {it.get('target_label', it.get('target'))}"
+        preds = {o: {"original": p.get("original"), "reference": p.get("null"), "cf": {target: p.get("cf")}}
+                 for o, p in (it.get("predictions") or {}).items()}
+        out.append(DiffExample(original=arrays["original"][j], counterfactuals={target: arrays["cf"][j]},
+                               reference=arrays["null"][j] if "null" in arrays else None, predictions=preds,
+                               title=f"image {it.get('index')} ({it.get('selected', '')})",
+                               observed=f"{column} = {it.get('observed_label', it.get('observed'))}"))
+    return out
+
+
+# ================================================================================================================
+
+class ImageAuditPanel(QWidget):
+    """The "Images" page of the Audit tab."""
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window_ = window
+        self.job = None
+        self.export_job = None
+        self.doc: dict | None = None
+        self.arrays: dict = {}
+        self.audit_id: int | None = None
+        self.scatter = None
+        self.diff_viewer = None
+        self._label_combos: dict[str, QComboBox] = {}
+        self._table: pd.DataFrame | None = None
+        self._build_setup()
+        self._build_results()
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(self.setup_panel)
+        split.addWidget(self.results_panel)
+        split.setStretchFactor(1, 1)
+        split.setSizes([470, 900])
+        layout = QVBoxLayout(self)
+        layout.addWidget(split)
+        window.project_changed.connect(self.refresh_project)
+        window.runner.progress.connect(self._on_progress)
+        window.runner.finished.connect(self._on_finished)
+        self.refresh_project()
+
+    # ---- set-up --------------------------------------------------------------------------------------------
+    def _build_setup(self) -> None:
+        self.dataset_combo = QComboBox(self)
+        self.dataset_combo.setPlaceholderText("Import images on the Dataset tab first")
+        self.dataset_combo.currentIndexChanged.connect(self._dataset_changed)
+        self.classifier_combo = QComboBox(self)
+        self.classifier_combo.setPlaceholderText("Import or train a classifier on the Model tab")
+        self.classifier_combo.currentIndexChanged.connect(self._classifier_changed)
+        self.generator_combo = QComboBox(self)
+        self.generator_combo.setPlaceholderText("Train a generator on the Model tab")
+        self.generator_combo.currentIndexChanged.connect(self._generator_changed)
+        self.control_combo = QComboBox(self)
+        self.control_combo.setToolTip("A classifier known to ignore the attribute: its shift through the same "
+                                      "generator sets the negative-control band.")
+        self.attribute_combo = QComboBox(self)
+        self.positive_combo = QComboBox(self)
+        self.labels_form = QFormLayout()
+        self.split_combo = QComboBox(self)
+        for key, text in SPLITS.items():
+            self.split_combo.addItem(text, key)
+        self.margin_spin = QDoubleSpinBox(self)
+        self.margin_spin.setRange(0.0, 1.0)
+        self.margin_spin.setDecimals(3)
+        self.margin_spin.setSingleStep(0.005)
+        self.margin_spin.setValue(0.02)
+        self.margin_spin.setToolTip("Equivalence margin: a shift smaller than this is clinically irrelevant.")
+        self.alpha_spin = QDoubleSpinBox(self)
+        self.alpha_spin.setRange(0.001, 0.2)
+        self.alpha_spin.setDecimals(3)
+        self.alpha_spin.setValue(0.05)
+        self.steps_spin = QSpinBox(self)
+        self.steps_spin.setRange(0, 1000)
+        self.steps_spin.setSpecialValueText("generator default")
+        self.max_images = QSpinBox(self)
+        self.max_images.setRange(0, 10**7)
+        self.max_images.setSpecialValueText("all")
+        self.examples_spin = QSpinBox(self)
+        self.examples_spin.setRange(0, 200)
+        self.examples_spin.setValue(16)
+        self.seed_spin = QSpinBox(self)
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.quality_check = QCheckBox("Measure counterfactual quality", self)
+        self.quality_check.setChecked(True)
+        self.run_button = QPushButton("Run audit", self)
+        self.run_button.clicked.connect(lambda: self.run_audit())
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 1000)
+        self.status = QLabel("", self)
+        self.status.setWordWrap(True)
+
+        box = QGroupBox("Counterfactual invariance of an image classifier", self)
+        form = QFormLayout(box)
+        form.addRow("Image dataset", self.dataset_combo)
+        form.addRow("Classifier under audit", self.classifier_combo)
+        form.addRow("Generator", self.generator_combo)
+        form.addRow("Negative control\n(ignores the attribute)", self.control_combo)
+        form.addRow("Attribute", self.attribute_combo)
+        form.addRow("Group 1", self.positive_combo)
+        labels_box = QGroupBox("True label per output (for equal opportunity)", box)
+        labels_box.setLayout(self.labels_form)
+        form.addRow(labels_box)
+        form.addRow("Split", self.split_combo)
+        form.addRow("Equivalence margin", self.margin_spin)
+        form.addRow("α", self.alpha_spin)
+        form.addRow("DDIM steps", self.steps_spin)
+        form.addRow("At most (images)", self.max_images)
+        form.addRow("Examples kept", self.examples_spin)
+        form.addRow("Seed", self.seed_spin)
+        form.addRow(self.quality_check)
+        inner = QWidget(self)
+        iv = QVBoxLayout(inner)
+        iv.addWidget(box)
+        iv.addStretch(1)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(440)
+        self.setup_panel = QWidget(self)
+        lv = QVBoxLayout(self.setup_panel)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(scroll, 1)
+        run = QHBoxLayout()
+        run.addWidget(self.run_button)
+        run.addWidget(self.cancel_button)
+        run.addWidget(self.progress, 1)
+        lv.addLayout(run)
+        lv.addWidget(self.status)
+
+    def _build_results(self) -> None:
+        self.audit_list = QListWidget(self)
+        self.audit_list.setMaximumHeight(110)
+        self.audit_list.currentItemChanged.connect(self._audit_selected)
+        self.export_button = QPushButton("Export PDF…", self)
+        self.export_button.clicked.connect(lambda: self.export_pdf())
+        self.verdict_view = QTextBrowser(self)
+        self.table_view = DataFrameView(self, filterable=False, placeholder="Run an audit, or choose one above.")
+        tests_page = QSplitter(Qt.Orientation.Vertical, self)
+        tests_page.addWidget(self.table_view)
+        tests_page.addWidget(self.verdict_view)
+        tests_page.setSizes([220, 320])
+        self.quality_view = QTextBrowser(self)
+        self.scatter_host = QWidget(self)
+        QVBoxLayout(self.scatter_host).setContentsMargins(0, 0, 0, 0)
+        self.examples_host = QWidget(self)
+        QVBoxLayout(self.examples_host).setContentsMargins(0, 0, 0, 0)
+        self.benchmark = SyntheticBenchmarkView(self.window_, self)
+        self.result_tabs = QTabWidget(self)
+        self.result_tabs.addTab(tests_page, "Tests and verdicts")
+        self.result_tabs.addTab(self.quality_view, "Quality and provenance")
+        self.result_tabs.addTab(self.scatter_host, "Scatter")
+        self.result_tabs.addTab(self.examples_host, "Examples")
+        self.result_tabs.addTab(self.benchmark, "Synthetic benchmark")
+        self.result_tabs.currentChanged.connect(lambda *_: self._fill_lazy())
+        self.results_panel = QWidget(self)
+        rv = QVBoxLayout(self.results_panel)
+        rv.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Stored counterfactual audits", self))
+        top.addStretch(1)
+        top.addWidget(self.export_button)
+        rv.addLayout(top)
+        rv.addWidget(self.audit_list)
+        rv.addWidget(self.result_tabs, 1)
+
+    # ---- project -------------------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self.job is not None and not self.job.state.finished
+
+    def refresh_project(self) -> None:
+        project = self.window_.project
+        fill_combo(self.dataset_combo, [(f"{d.name}  (#{d.id}, {d.n_rows:,} images)", d.id)
+                                        for d in image_datasets(project)])
+        classifiers = models_of(project, CLASSIFIER_KIND)
+        fill_combo(self.classifier_combo, [(f"{m.name}  (#{m.id})", m.id) for m in classifiers],
+                   default=classifiers[0].id if classifiers else None)
+        fill_combo(self.control_combo, [(NONE, None)] + [(f"{m.name}  (#{m.id})", m.id) for m in classifiers])
+        generators = models_of(project, GENERATOR_KIND)
+        fill_combo(self.generator_combo, [(f"{m.name}  (#{m.id})", m.id) for m in generators],
+                   default=generators[-1].id if generators else None)
+        self._dataset_changed()
+        self.refresh_audits()
+
+    def _model(self, model_id):
+        project = self.window_.project
+        if project is None or model_id is None:
+            return None
+        return next((m for m in project.models() if m.id == model_id), None)
+
+    def _dataset_changed(self, *args) -> None:
+        project = self.window_.project
+        dataset_id = self.dataset_combo.currentData()
+        self._table = project.load_dataset(dataset_id) if project is not None and dataset_id is not None else None
+        self._roles = project.dataset(dataset_id).roles or {} if self._table is not None else {}
+        cols = [c for c in (self._table.columns if self._table is not None else []) if not str(c).startswith("_")
+                and c != "split"]
+        attrs = list(self._roles.get("attributes") or [])
+        fill_combo(self.attribute_combo, [(c, c) for c in attrs + [c for c in cols if c not in attrs]],
+                   default=attrs[0] if attrs else None)
+        self._generator_changed()
+        self._classifier_changed()
+
+    def _generator_changed(self, *args) -> None:
+        gen = self._model(self.generator_combo.currentData())
+        attr = (gen.info.get("attribute") or {}) if gen is not None else {}
+        if attr.get("column") and self.attribute_combo.findData(attr["column"]) >= 0:
+            self.attribute_combo.setCurrentIndex(self.attribute_combo.findData(attr["column"]))
+        col = self.attribute_combo.currentData()
+        values = sorted(map(str, self._table[col].dropna().unique())) if self._table is not None and col in \
+            self._table else []
+        items = ([("(two values: the second is group 1)", None)] if len(values) == 2 else []) + \
+            [(f"{v} (vs the rest)", v) for v in values]
+        positive = (attr.get("positive") or [None])[0] if attr.get("column") == col else None
+        fill_combo(self.positive_combo, items, keep=False, default=positive)
+        self._update_buttons()
+
+    def _classifier_changed(self, *args) -> None:
+        while self.labels_form.rowCount():
+            self.labels_form.removeRow(0)
+        self._label_combos = {}
+        clf = self._model(self.classifier_combo.currentData())
+        outputs = list(clf.info.get("outputs") or []) if clf is not None else []
+        cols = [c for c in (self._table.columns if self._table is not None else []) if not str(c).startswith("_")
+                and c != "split"]
+        labels = list(self._roles.get("labels") or []) if self._table is not None else []
+        for o in outputs:
+            combo = QComboBox(self)
+            default = o if o in cols else (labels[0] if len(outputs) == 1 and labels else None)
+            fill_combo(combo, [(NONE, None)] + [(c, c) for c in cols], keep=False, default=default)
+            self.labels_form.addRow(o, combo)
+            combo.show()   # added to a visible form: show now, not at the next event loop turn
+            self._label_combos[o] = combo
+        self._update_buttons()
+
+    def label_map(self) -> dict:
+        return {o: c.currentData() for o, c in self._label_combos.items() if c.currentData() is not None}
+
+    def _update_buttons(self, *args) -> None:
+        ok = all(c.currentData() is not None for c in (self.dataset_combo, self.classifier_combo,
+                                                       self.generator_combo, self.attribute_combo))
+        self.run_button.setEnabled(ok and not self.busy)
+        self.cancel_button.setEnabled(self.busy)
+        self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None)
+
+    # ---- run -----------------------------------------------------------------------------------------------
+    def run_audit(self):
+        project = self.window_.require_project()
+        if project is None or not self.run_button.isEnabled():
+            return None
+        project_path = project.path
+        args = (self.dataset_combo.currentData(), self.classifier_combo.currentData(),
+                self.generator_combo.currentData(), self.attribute_combo.currentData())
+        kw = dict(labels=self.label_map() or None, control=self.control_combo.currentData(),
+                  split=self.split_combo.currentData(), max_images=self.max_images.value(),
+                  steps=self.steps_spin.value() or None, margin=self.margin_spin.value(),
+                  alpha=self.alpha_spin.value(), seed=self.seed_spin.value(), n_examples=self.examples_spin.value(),
+                  positive=self.positive_combo.currentData(), quality=self.quality_check.isChecked())
+        threads = max(1, int(self.window_.settings.threads))
+
+        def work(progress, cancel):
+            import torch
+
+            from fairdesk.jobs.image_tasks import audit_cit
+
+            torch.set_num_threads(threads)
+            return audit_cit(project_path, *args, progress=progress, cancel=cancel, **kw)
+
+        def done(job) -> None:
+            self.progress.setValue(1000)
+            self.status.setText(f"Audit #{job.result} stored.")
+            self.window_.notify_project_changed()
+            self.refresh_audits(select=job.result)
+
+        def failed(job) -> None:
+            self.status.setText(job.error or "The audit did not finish.")
+
+        self.progress.setValue(0)
+        self.status.setText("Generating counterfactuals and testing…")
+        self.job = self.window_.run_job(f"Counterfactual audit: {self.classifier_combo.currentText()}", work,
+                                        on_done=done, on_fail=failed)
+        self._update_buttons()
+        return self.job
+
+    def cancel(self) -> None:
+        if self.busy:
+            self.window_.runner.cancel(self.job.id)
+
+    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
+        if self.job is not None and job_id == self.job.id:
+            self.progress.setValue(int(round(fraction * 1000)))
+            if message:
+                self.status.setText(message)
+
+    def _on_finished(self, job) -> None:
+        if self.job is not None and job.id == self.job.id:
+            self._update_buttons()
+
+    # ---- stored audits -------------------------------------------------------------------------------------
+    def refresh_audits(self, select: int | None = None) -> None:
+        project = self.window_.project
+        audits = [a for a in project.audits() if a.kind == AUDIT_KIND] if project is not None else []
+        keep = select if select is not None else self.audit_id
+        self.audit_list.blockSignals(True)
+        self.audit_list.clear()
+        for a in audits:
+            item = QListWidgetItem(f"#{a.id}  {a.name}  ({a.created.replace('T', ' ')[:16]})")
+            item.setData(Qt.ItemDataRole.UserRole, a.id)
+            self.audit_list.addItem(item)
+        self.audit_list.blockSignals(False)
+        ids = [a.id for a in audits]
+        if keep in ids:
+            self.audit_list.setCurrentRow(ids.index(keep))
+            if select is not None or self.doc is None:
+                self.show_audit(keep)
+        elif ids:
+            self.audit_list.setCurrentRow(len(ids) - 1)
+        else:
+            self.show_audit(None)
+
+    def audit_ids(self) -> list[int]:
+        return [self.audit_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.audit_list.count())]
+
+    def _audit_selected(self, item, previous=None) -> None:
+        if item is not None:
+            self.show_audit(item.data(Qt.ItemDataRole.UserRole))
+
+    def show_audit(self, audit_id: int | None) -> None:
+        """Load a stored audit (its JSON and the small example images) and fill the result pages."""
+        self.audit_id = audit_id
+        self.doc, self.arrays = None, {}
+        self._filled: set[str] = set()
+        if audit_id is not None and self.window_.project is not None:
+            from fairdesk.core.errors import FairDeskError
+            from fairdesk.jobs.image_tasks import load_cit_audit
+
+            try:
+                self.doc, self.arrays = load_cit_audit(self.window_.project.path, audit_id)
+            except FairDeskError as err:
+                self.window_.show_error("Could not open the audit", str(err))
+        doc = self.doc
+        self.table_view.set_frame(results_table(doc) if doc else None)
+        self.verdict_view.setHtml(verdict_html(doc) if doc else "")
+        self.quality_view.setHtml(quality_html(doc) if doc else "")
+        self._fill_lazy()
+        self._update_buttons()
+
+    def _fill_lazy(self) -> None:
+        """Build and fill the pyqtgraph pages when they are first shown (or when a new audit is chosen)."""
+        page = self.result_tabs.currentWidget()
+        filled = getattr(self, "_filled", set())
+        if page is self.scatter_host and "scatter" not in filled:
+            self.ensure_scatter()
+            doc = self.doc or {}
+            learned = (doc.get("settings") or {}).get("shift_reference") == "null reconstruction"
+            attr = doc.get("attribute") or {}
+            self.scatter.set_data(doc.get("scatter") or {}, band=doc.get("control_band"),
+                                  x_label="prediction on the null reconstruction" if learned else None,
+                                  attribute=str(attr.get("column", "a")), names=attr.get("values"))
+            filled.add("scatter")
+        elif page is self.examples_host and "examples" not in filled:
+            self.ensure_diff_viewer()
+            self.diff_viewer.set_examples(diff_examples(self.doc, self.arrays) if self.doc else [])
+            filled.add("examples")
+        self._filled = filled
+
+    def ensure_scatter(self):
+        if self.scatter is None:
+            from fairdesk.gui.widgets.scatter import CounterfactualScatter
+
+            self.scatter = CounterfactualScatter(self.scatter_host)
+            self.scatter_host.layout().addWidget(self.scatter)
+            self.scatter.show()
+        return self.scatter
+
+    def ensure_diff_viewer(self):
+        if self.diff_viewer is None:
+            from fairdesk.gui.widgets.image_diff import DiffViewer
+
+            self.diff_viewer = DiffViewer(self.examples_host)
+            self.examples_host.layout().addWidget(self.diff_viewer)
+            self.diff_viewer.show()
+        return self.diff_viewer
+
+    def show_page(self, name: str) -> None:
+        """Switch to a result page: "tests", "quality", "scatter", "examples" or "benchmark"."""
+        pages = {"tests": 0, "quality": 1, "scatter": 2, "examples": 3, "benchmark": 4}
+        self.result_tabs.setCurrentIndex(pages[name])
+        self._fill_lazy()
+
+    # ---- export --------------------------------------------------------------------------------------------
+    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
+        project = self.window_.project
+        audit_id = audit_id if audit_id is not None else self.audit_id
+        if project is None or audit_id is None:
+            return None
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export the audit report",
+                                                  str(Path(self.window_.settings.last_dir()) /
+                                                      f"cit-audit-{audit_id}.pdf"), "PDF (*.pdf)")
+            if not path:
+                return None
+        path = Path(path)
+        project_path = project.path
+
+        def work(progress, cancel):
+            from fairdesk.jobs.tasks import export_report
+
+            return export_report(project_path, audit_id, path, progress=progress, cancel=cancel)
+
+        self.export_job = self.window_.run_job(f"Export PDF of audit #{audit_id}", work,
+                                               on_done=lambda job: self.status.setText(f"Report written: {job.result}"),
+                                               on_fail=lambda job: self.status.setText(job.error or "Export failed."))
+        return self.export_job
+
+
+# ================================================================================================================
+
+class SyntheticBenchmarkView(QWidget):
+    """The 004 Fig. 2 study on a few classifiers: log10 p against ECA per test, Spearman ρ, power and FPR."""
+
+    def __init__(self, window, parent=None) -> None:
+        super().__init__(parent)
+        self.window_ = window
+        self.job = None
+        self.result: dict | None = None
+        self.graphics = None
+        self.plots: dict = {}
+        self.config_overrides: dict = {}   # extra BenchmarkConfig fields (tests use small samples)
+        from fairdesk.core.synthetic.scm import DATASETS
+
+        self.datasets_list = CheckList(self, max_visible_rows=6)
+        self.datasets_list.set_items(DATASETS, ["linear"])
+        self.n_classifiers = QSpinBox(self)
+        self.n_classifiers.setRange(1, 1000)
+        self.n_classifiers.setValue(20)
+        self.n_classifiers.setToolTip("Base classifiers per dataset (the 10 scikit-learn model types of 004 cycled "
+                                      "over seeds; the paper uses 100).")
+        self.seed_spin = QSpinBox(self)
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.confounded = QCheckBox("Also the confounded variant (A shifts the root features)", self)
+        self.confounded.setChecked(True)
+        self.run_button = QPushButton("Run benchmark", self)
+        self.run_button.clicked.connect(lambda: self.run())
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(lambda: self.job is not None and self.window_.runner.cancel(self.job.id))
+        self.status = QLabel("Runs on synthetic data with known counterfactuals; nothing is stored in the project.",
+                             self)
+        self.status.setWordWrap(True)
+        self.variant_combo = QComboBox(self)
+        self.variant_combo.currentIndexChanged.connect(lambda *_: self.draw())
+        self.dataset_combo = QComboBox(self)
+        self.dataset_combo.currentIndexChanged.connect(lambda *_: self.draw())
+        self.summary_view = DataFrameView(self, filterable=False, placeholder="Spearman ρ, power and false-positive "
+                                                                              "rate per test appear here.")
+        self.plot_host = QVBoxLayout()
+        left = QGroupBox("Synthetic SCM benchmark (004 Fig. 2)", self)
+        form = QFormLayout(left)
+        form.addRow("Datasets", self.datasets_list)
+        form.addRow("Classifiers per dataset", self.n_classifiers)
+        form.addRow("Seed", self.seed_spin)
+        form.addRow(self.confounded)
+        row = QHBoxLayout()
+        row.addWidget(self.run_button)
+        row.addWidget(self.cancel_button)
+        form.addRow(row)
+        form.addRow(self.status)
+        right = QWidget(self)
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Variant", right))
+        top.addWidget(self.variant_combo)
+        top.addWidget(QLabel("Dataset", right))
+        top.addWidget(self.dataset_combo)
+        top.addStretch(1)
+        rv.addLayout(top)
+        rv.addLayout(self.plot_host, 3)
+        rv.addWidget(self.summary_view, 2)
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setSizes([300, 800])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(split)
+        window.runner.finished.connect(self._finished)
+
+    def config(self):
+        from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig
+
+        n = self.n_classifiers.value()
+        kw = dict(datasets=tuple(self.datasets_list.checked()), n_classifiers=n, seed=self.seed_spin.value(),
+                  confounded=self.confounded.isChecked(), n_confounded_classifiers=min(n, 10))
+        kw.update(self.config_overrides)
+        return BenchmarkConfig(**kw)
+
+    def run(self):
+        if not self.datasets_list.checked() or (self.job is not None and not self.job.state.finished):
+            return None
+        try:
+            cfg = self.config()
+        except Exception as err:  # noqa: BLE001 - a DataError from the configuration, shown to the user
+            self.status.setText(str(err))
+            return None
+
+        def work(progress, cancel):
+            from fairdesk.core.synthetic.cit_benchmark import run_cit_benchmark
+
+            return run_cit_benchmark(cfg, progress=progress, cancel=cancel).to_dict()
+
+        def done(job) -> None:
+            self.set_result(job.result)
+            res = job.result
+            self.status.setText(f"{len(res['classifiers'])} classifiers in {res['elapsed_s']:.1f} s.")
+
+        self.status.setText("Running the benchmark…")
+        self.job = self.window_.run_job("Synthetic CIT benchmark", work, on_done=done,
+                                        on_fail=lambda job: self.status.setText(job.error or "Did not finish."))
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        return self.job
+
+    def _finished(self, job) -> None:
+        if self.job is not None and job.id == self.job.id:
+            self.run_button.setEnabled(True)
+            self.cancel_button.setEnabled(False)
+
+    def set_result(self, result: dict) -> None:
+        self.result = result
+        recs = result.get("classifiers", [])
+        fill_combo(self.variant_combo, [(v, v) for v in dict.fromkeys(r["variant"] for r in recs)])
+        fill_combo(self.dataset_combo, [(d, d) for d in dict.fromkeys(r["dataset"] for r in recs)])
+        rows = []
+        labels = result.get("tests", {})
+        for s in result.get("summary", []):
+            for test in BENCH_TESTS:
+                rows.append({"dataset": s["dataset"], "variant": s["variant"], "test": labels.get(test, test),
+                             "Spearman ρ (log p, ECA)": (s.get("spearman_eca") or {}).get(test),
+                             "power (ECA < threshold)": (s.get("power_low_eca") or {}).get(test),
+                             "n low ECA": s.get("n_low_eca"),
+                             "FPR on oracles": (s.get("fpr_oracles") or {}).get(test),
+                             "n oracles": s.get("n_oracles")})
+        self.summary_view.set_frame(pd.DataFrame(rows) if rows else None)
+        self.draw()
+
+    def _ensure_plots(self) -> None:
+        if self.graphics is not None:
+            return
+        import os
+
+        os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+        import pyqtgraph as pg
+
+        pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        self.graphics = pg.GraphicsLayoutWidget(self)
+        self.graphics.setMinimumHeight(260)
+        self.plot_host.addWidget(self.graphics)
+        self.graphics.show()
+
+    def draw(self) -> None:
+        if self.result is None:
+            return
+        self._ensure_plots()
+        import pyqtgraph as pg
+
+        self.graphics.clear()
+        self.plots = {}
+        variant, dataset = self.variant_combo.currentData(), self.dataset_combo.currentData()
+        recs = [r for r in self.result.get("classifiers", []) if r["variant"] == variant and r["dataset"] == dataset]
+        summ = next((s for s in self.result.get("summary", []) if s["variant"] == variant and
+                     s["dataset"] == dataset), {})
+        alpha = (self.result.get("config") or {}).get("alpha", 0.05)
+        labels = self.result.get("tests", {})
+        first = None
+        for col, test in enumerate(BENCH_TESTS):
+            rho = (summ.get("spearman_eca") or {}).get(test)
+            plot = self.graphics.addPlot(row=0, col=col)
+            plot.setTitle(f"{labels.get(test, test)}<br>ρ = {'—' if rho is None else f'{rho:.2f}'}", size="8pt")
+            plot.setLabel("bottom", "ECA")
+            if col == 0:
+                plot.setLabel("left", "log10 p")
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.addItem(pg.InfiniteLine(pos=math.log10(alpha), angle=0, movable=False,
+                                         pen=pg.mkPen("#d62728", style=Qt.PenStyle.DashLine)))
+            points = 0
+            for role, symbol, colour in (("base", "o", "#1f77b4"), ("oracle", "t", "#ff7f0e")):
+                pts = [(r["eca"], max(math.log10(max(r[test], 1e-300)), -30.0)) for r in recs
+                       if r["role"] == role and r.get(test) is not None and math.isfinite(r[test])]
+                if pts:
+                    xs, ys = (np.array(v) for v in zip(*pts))
+                    tips = [f"{r['model_type']} seed {r['seed']} ({role}): ECA {r['eca']:.3f}, p {r[test]:.3g}"
+                            for r in recs if r["role"] == role and r.get(test) is not None and
+                            math.isfinite(r[test])]
+                    plot.addItem(pg.ScatterPlotItem(x=xs, y=ys, symbol=symbol, size=7, pen=pg.mkPen(None),
+                                                    brush=pg.mkBrush(colour), data=tips, hoverable=True,
+                                                    tip=lambda x=None, y=None, data=None: str(data)))
+                    points += len(xs)
+            self.plots[test] = (plot, points)
+            if first is None:
+                first = plot
+            else:
+                plot.setYLink(first)
+
+    def point_count(self, test: str) -> int:
+        return self.plots.get(test, (None, 0))[1]
