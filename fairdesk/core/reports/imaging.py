@@ -47,6 +47,12 @@ VERDICT_TEXT = {
 }
 
 
+def _p_is(value) -> str:
+    """'p = 0.123' or 'p < 0.001' for running text."""
+    text = fmt_p(value)
+    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
 def _dir_label(key: str, values: list[str]) -> str:
     """'0->1' → 'F → M' using the attribute's group names."""
     try:
@@ -99,7 +105,8 @@ def _summary(doc, column, values, outputs, learned, clf_name) -> Section:
     blocks = [Paragraph(
         f"Question: does {clf_name}'s prediction change when only the attribute '{column}' of an image is changed "
         f"({values[0]} ↔ {values[1]}), everything else about the patient held fixed? "
-        f"{ds.get('n_audited', s.get('n', '?'))} images of the '{ds.get('split', 'test')}' split were audited "
+        f"{ds.get('n_audited', s.get('n', '?'))} images "
+        f"{'in all' if ds.get('split') == 'all' else 'of the ' + repr(ds.get('split', 'test')) + ' split'} were audited "
         f"({', '.join(f'{k}: {v}' for k, v in (ds.get('n_per_group') or {}).items())}).", "lead")]
     rows = {r["output"]: r for r in doc["table"]}
     for name in outputs:
@@ -109,7 +116,7 @@ def _summary(doc, column, values, outputs, learned, clf_name) -> Section:
                   if k.startswith("shift_") and not k.endswith("_ci")]
         blocks.append(Paragraph(f"{name}: {v} — {VERDICT_TEXT.get(v, v)}. Mean prediction shift "
                                 f"{'; '.join(shifts)} (margin ±{s.get('margin', 0.02):g}); invariance test "
-                                f"p = {fmt_p(r.get('p'))}, demographic-parity p = {fmt_p(r.get('dp_p'))}.", "finding"))
+                                f"{_p_is(r.get('p'))}, demographic parity {_p_is(r.get('dp_p'))}.", "finding"))
     blocks.append(Paragraph("How to read the verdicts", "subheading"))
     blocks += [
         Paragraph("dependent: the oriented shift (prediction on the counterfactual minus on the reference) differs "
@@ -149,7 +156,7 @@ def _tests_section(doc, values) -> Section:
                      fmt_p(r.get("cit_lr_q")), fmt_p(r.get("dp_p")), fmt_p(r.get("eo_p"))])
     blocks = [Table(header, rows, title="Invariance and association tests per output (004 Tables 12–13 layout)",
                     align=["L"] + ["R"] * 9,
-                    note=(f"{test}: FairDesk's default test of Ŷ ⟂ A | Z (cross-fitted, {s.get('regressor', '')} "
+                    note=(f"{test}: FairDesk's default test of Ŷ ⊥ A | Z (cross-fitted, {s.get('regressor', '')} "
                           f"regressors, {s.get('n_folds', 5)} folds). CIT-LR: the published paired t-test of "
                           "Ŷ·ĝ(A,Z) against Ŷ·ĥ(Z) on a held-out split. q: Benjamini–Hochberg across outputs. DP: "
                           "Welch t-test of the prediction between the groups; EO: the same among true positives "
@@ -173,7 +180,7 @@ def _shift_section(doc, column, values, learned) -> Section:
     ref = "the null-intervention reconstruction" if learned else "the original image"
     blocks = [Table(header, rows, title=f"Oriented prediction shift per direction of '{column}'",
                     align=["L", "L", "R", "R", "L", "R", "R", "R", "L"],
-                    widths=[1.3, 1.2, 0.55, 0.85, 1.45, 0.85, 0.7, 0.7, 1.5],
+                    widths=[1.2, 1.05, 0.5, 0.75, 1.7, 0.75, 0.65, 0.8, 1.5],
                     note=(f"Shift = prediction on the counterfactual minus prediction on {ref}, per unit, oriented "
                           "a → a′ (pairs of opposite directions are never pooled, so they cannot cancel). Flip rate: "
                           "share of units whose thresholded prediction (0.5) changes. TOST: equivalence test of "
@@ -199,7 +206,7 @@ def _shift_section(doc, column, values, learned) -> Section:
                             title=f"Negative-control band ±{band:.3g}", align=["L", "L", "R", "R", "R"],
                             note="The band is the largest upper bound of the control's mean |shift|. A shift inside "
                                  "it is inconclusive: the generator alone can move an invariant classifier that "
-                                 "much." + (f" The invariance test on the control: p = {fmt_p(ce.get('test_p'))}."
+                                 "much." + (f" The invariance test on the control: {_p_is(ce.get('test_p'))}."
                                             if ce.get("test_p") is not None else "")))
     return Section("shifts", "Prediction shifts, baselines and the negative control", blocks, new_page=False)
 
@@ -313,7 +320,7 @@ def _data_section(doc) -> Section:
                             f"The first {MAX_UNREADABLE_ROWS} of {len(bad)}; all are listed in the JSON document."))
     for n in doc.get("notes") or []:
         blocks.append(Paragraph(n, "bullet"))
-    return Section("data", "Data and notes", blocks)
+    return Section("data", "Data and notes", blocks, new_page=False)
 
 
 def _fmt_setting(v) -> str:
