@@ -261,11 +261,12 @@ def _provenance(doc, names, prov) -> Section:
     b: list[Block] = [Paragraph("Everything needed to reproduce these results: the same notes (same fingerprint), "
                                 "encoders, settings and seed give the same numbers and the same report."),
                       Table(["Item", "Value"], rows, title="Provenance", widths=[3, 7], small=len(rows) > 30)]
-    versions = prov.get("versions") or {}
-    if versions:
-        b.append(Table(["Package", "Version"], [[k, str(v)] for k, v in versions.items()], title="Software versions"))
     notes = [n for e in enc.values() for n in (e.get("notes") or [])]
     b.append(Paragraph("Notes recorded during training", "subheading"))
     for n in dict.fromkeys(notes) or ["None."]:
         b.append(Paragraph(str(n), "bullet" if notes else "body"))
+    versions = prov.get("versions") or {}
+    if versions:
+        b.append(Table(["Package", "Version"], [[k, str(v)] for k, v in versions.items()], title="Software versions",
+                       small=True))
     return Section("provenance", "Provenance", b)
