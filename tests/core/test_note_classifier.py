@@ -274,7 +274,8 @@ def test_jobs_store_predictions_and_cancel_stores_nothing(tmp_path, notes, encod
 
     model_id, pred_id = note_tasks.train_note_classifiers(project, csv, encoders["baseline"], _spec())
     info = p.dataset(pred_id)
-    assert info.kind == "predictions" and info.roles["sample_id"] == "sample_id" and info.roles["attributes"] == ["gender"]
+    assert info.kind == "predictions" and info.roles["sample_id"] == "sample_id"
+    assert info.roles["attributes"] == ["gender"]
     model = next(m for m in p.models() if m.id == model_id)
     assert model.predictions_id == pred_id and model.kind == nc.MODEL_KIND
     from fairdesk.jobs.tasks import model_hashes_for

@@ -560,7 +560,8 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
             row[f"{s}_auroc"], row[f"{s}_auprc"] = _auc_pair(y[masks[s]], note_scores[masks[s]])
         yhat = note_scores[masks["test"]] >= threshold
         yt = y[masks["test"]]
-        row.update({"n_features": int(X.shape[1]), "c": c, "c_curve": curve, "mlp": _jsonable(spec.mlp_grid[g_best]), "mlp_grid": grid_rows,
+        row.update({"n_features": int(X.shape[1]), "c": c, "c_curve": curve,
+                    "mlp": _jsonable(spec.mlp_grid[g_best]), "mlp_grid": grid_rows,
                     "threshold": float(threshold),
                     "test_f1": (float(2 * np.sum(yhat & (yt == 1)) / max(np.sum(yhat) + np.sum(yt == 1), 1))
                                 if masks["test"].any() else None),
@@ -591,8 +592,8 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
 def probe_attribute(encoded: EncodedNotes, notes: pd.DataFrame, attribute: str, patient_id: str | None,
                     seed: int = 0) -> dict[str, Any]:
     """How well a cross-validated logistic regression recovers ``attribute`` from the notes' [CLS] features
-    (mean over a note's windows, numeric columns not included). One note per patient (drawn with ``seed``), so that notes
-    of one patient never sit on both sides of a fold."""
+    (mean over a note's windows, numeric columns not included). One note per patient (drawn with ``seed``), so
+    that notes of one patient never sit on both sides of a fold."""
     from fairdesk.core.models.mlm import attribute_probe
 
     df = notes.reset_index(drop=True)
@@ -649,7 +650,8 @@ def note_classifiers_document(results: dict[str, NoteClassifierResult], *, attri
             "mlp_grid": _jsonable(list(spec.mlp_grid)), "max_iter": spec.max_iter,
             "selection": "MLP configuration and c jointly by validation AUPRC of the merged note scores",
             "threshold": "best F1 on the validation notes",
-            "split": {"val_size": spec.val_size, "test_size": spec.test_size, "patient_disjoint": bool(spec.patient_id)},
+            "split": {"val_size": spec.val_size, "test_size": spec.test_size,
+                      "patient_disjoint": bool(spec.patient_id)},
             "n_boot": n_boot, "attribute": attribute,
         },
         "tasks": list(spec.resolved_tasks()),

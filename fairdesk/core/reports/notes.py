@@ -127,13 +127,15 @@ def _method(doc, method, names) -> Section:
                   "batch-norm network; sklearn's MLP has neither dropout nor batch norm, so its L2 penalty (alpha) "
                   "takes dropout's place as the regulariser searched."),
         Paragraph("Note score", "subheading"),
-        Paragraph(f"The window probabilities p_1 … p_n of a note are merged as {method.get('merge')}. c → ∞ gives the "
+        Paragraph(f"The window probabilities p_1 … p_n of a note are merged as {method.get('merge')}. "
+                  "c → ∞ gives the "
                   "maximum, c → 0 the mean. "
                   f"{method.get('selection', '')[:1].upper()}{method.get('selection', '')[1:]}, over the c grid "
                   f"{', '.join(_c_text(c) for c in method.get('c_grid') or [])} (METHODS §1; ties go to the c closest "
                   f"to the default {_c_text(method.get('default_c'))}). Threshold: {method.get('threshold')}."),
         Paragraph("Splits and evaluation", "subheading"),
-        Paragraph(f"Notes are split {'by patient (no patient in two splits)' if split.get('patient_disjoint') else 'by note'}"
+        Paragraph("Notes are split "
+                  f"{'by patient (no patient in two splits)' if split.get('patient_disjoint') else 'by note'}"
                   f", seeded: {100 * (1 - (split.get('val_size') or 0) - (split.get('test_size') or 0)):.0f}% "
                   f"training, {100 * (split.get('val_size') or 0):.0f}% validation, "
                   f"{100 * (split.get('test_size') or 0):.0f}% test. AUROC and AUPRC are computed on the merged scores "
@@ -173,7 +175,8 @@ def _performance(names, tasks, results) -> Section:
         for t in tasks:
             crow.append([t] + [fmt_rate((by.get((n, t)) or {}).get(f"test_{m}")) for n in names
                                for m in ("auroc", "auprc")])
-        b.append(Table(header, crow, title="Encoders side by side (001 Table A2)", align=["L"] + ["R"] * (len(header) - 1),
+        b.append(Table(header, crow, title="Encoders side by side (001 Table A2)",
+                       align=["L"] + ["R"] * (len(header) - 1),
                        small=len(crow) > 25))
     return Section("performance", "Performance per task", b, landscape=False)
 
@@ -250,7 +253,8 @@ def _provenance(doc, names, prov) -> Section:
                                     f"({e.get('feature_dim')} features)"],
                  [f"{name}: windows", f"{fmt_count(e.get('n_windows'))} for {fmt_count(e.get('n_notes'))} notes "
                                       f"(mean {fmt_rate(e.get('mean_windows_per_note'), 2)}); "
-                                      f"{fmt_count(e.get('notes_at_window_cap'))} at the cap of {e.get('max_windows')}; "
+                                      f"{fmt_count(e.get('notes_at_window_cap'))} at the cap of "
+                                      f"{e.get('max_windows')}; "
                                       f"{fmt_count(e.get('truncated_notes'))} notes truncated "
                                       f"({fmt_count(e.get('truncated_tokens'))} word pieces left out)"],
                  [f"{name}: split (notes)", ", ".join(f"{k} {fmt_count(v)}" for k, v in
