@@ -227,6 +227,10 @@ def test_image_audit_panel_run_results_scatter_examples_export(window, audit_pro
     panel.show_page("examples")
     viewer = panel.diff_viewer
     assert viewer.isVisible() and viewer.graphics.isVisible()
+    qtbot.wait(30)   # the image is fitted to the panels once the page is laid out
+    r = viewer.views[0].viewRange()
+    size = panel.arrays["original"].shape[-1]
+    assert r[0][0] <= 0 and r[0][1] >= size and min(r[0][1] - r[0][0], r[1][1] - r[1][0]) < size * 1.2
     items = doc["examples"]["items"]
     assert len(viewer.examples) == len(items) > 0
     changes = [viewer.examples[i].change() for i in viewer.order]
@@ -258,6 +262,7 @@ def test_synthetic_benchmark_view(window, run_and_wait, qtbot, tmp_path):
     panel.resize(1300, 700)
     panel.show()
     panel.show_page("benchmark")
+    assert not panel.setup_panel.isVisible()
     view = panel.benchmark
     view.datasets_list.set_checked(["linear"])
     view.n_classifiers.setValue(4)

@@ -83,6 +83,12 @@ def test_diff_viewer_linked_zoom_and_flicker(qtbot, morpho):
     viewer.show()
     examples, _ = _examples(morpho)
     viewer.set_examples(examples)
+    qtbot.wait(30)   # the fit-to-panel after show/resize has run
+    # the image fills the panels: the whole 24 px fits and not much more is shown
+    r = viewer.views[0].viewRange()
+    assert r[0][0] <= 0 and r[0][1] >= 24 and r[1][0] <= 0 and r[1][1] >= 24
+    assert min(r[0][1] - r[0][0], r[1][1] - r[1][0]) < 24 * 1.2
+    viewer._user_zoomed()   # what a mouse zoom does (sigRangeChangedManually): stop fitting on resize
     viewer.views[2].setRange(xRange=(4, 10), yRange=(5, 11), padding=0)
     qtbot.wait(20)
     # linked: every panel shows the same centre at the same scale (panels of unequal width show more or less

@@ -182,7 +182,8 @@ def diff_examples(doc: dict, arrays: dict) -> list:
                  for o, p in (it.get("predictions") or {}).items()}
         out.append(DiffExample(original=arrays["original"][j], counterfactuals={target: arrays["cf"][j]},
                                reference=arrays["null"][j] if "null" in arrays else None, predictions=preds,
-                               title=f"image {it.get('index')} ({it.get('selected', '')})",
+                               title=f"image {it.get('index')}" + (" (random)" if it.get("selected") == "random"
+                                                                   else ""),
                                observed=f"{column} = {it.get('observed_label', it.get('observed'))}"))
     return out
 
@@ -333,7 +334,7 @@ class ImageAuditPanel(QWidget):
         self.result_tabs.addTab(self.scatter_host, "Scatter")
         self.result_tabs.addTab(self.examples_host, "Examples")
         self.result_tabs.addTab(self.benchmark, "Synthetic benchmark")
-        self.result_tabs.currentChanged.connect(lambda *_: self._fill_lazy())
+        self.result_tabs.currentChanged.connect(lambda *_: self._page_changed())
         self.results_panel = QWidget(self)
         rv = QVBoxLayout(self.results_panel)
         rv.setContentsMargins(0, 0, 0, 0)
@@ -527,6 +528,11 @@ class ImageAuditPanel(QWidget):
         self._fill_lazy()
         self._update_buttons()
 
+    def _page_changed(self) -> None:
+        # the audit set-up has nothing to do with the synthetic benchmark: give its page the room
+        self.setup_panel.setVisible(self.result_tabs.currentWidget() is not self.benchmark)
+        self._fill_lazy()
+
     def _fill_lazy(self) -> None:
         """Build and fill the pyqtgraph pages when they are first shown (or when a new audit is chosen)."""
         page = self.result_tabs.currentWidget()
@@ -627,8 +633,9 @@ class SyntheticBenchmarkView(QWidget):
         self.cancel_button = QPushButton("Cancel", self)
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(lambda: self.job is not None and self.window_.runner.cancel(self.job.id))
-        self.status = QLabel("Runs on synthetic data with known counterfactuals; nothing is stored in the project.",
-                             self)
+        self.status = QLabel("Runs on synthetic data with known counterfactuals (blue: base classifiers, orange "
+                             "triangles: oracles reading the root features, invariant by construction; red: "
+                             "p = α; p clipped at 1e-30). Nothing is stored in the project.", self)
         self.status.setWordWrap(True)
         self.variant_combo = QComboBox(self)
         self.variant_combo.currentIndexChanged.connect(lambda *_: self.draw())
@@ -637,37 +644,43 @@ class SyntheticBenchmarkView(QWidget):
         self.summary_view = DataFrameView(self, filterable=False, placeholder="Spearman ρ, power and false-positive "
                                                                               "rate per test appear here.")
         self.plot_host = QVBoxLayout()
-        left = QGroupBox("Synthetic SCM benchmark (004 Fig. 2)", self)
-        form = QFormLayout(left)
-        form.addRow("Datasets", self.datasets_list)
+        self.datasets_list.setMaximumHeight(4 * 20 + 8)
+        box = QGroupBox("Synthetic SCM benchmark (004 Fig. 2): does a test's log10 p track the expected "
+                        "counterfactual accuracy?", self)
+        grid = QHBoxLayout(box)
+        grid.addWidget(QLabel("Datasets", box))
+        grid.addWidget(self.datasets_list, 1)
+        form = QFormLayout()
         form.addRow("Classifiers per dataset", self.n_classifiers)
         form.addRow("Seed", self.seed_spin)
         form.addRow(self.confounded)
-        row = QHBoxLayout()
-        row.addWidget(self.run_button)
-        row.addWidget(self.cancel_button)
-        form.addRow(row)
-        form.addRow(self.status)
-        right = QWidget(self)
-        rv = QVBoxLayout(right)
-        rv.setContentsMargins(0, 0, 0, 0)
+        grid.addLayout(form)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.cancel_button)
+        buttons.addStretch(1)
+        grid.addLayout(buttons)
         top = QHBoxLayout()
-        top.addWidget(QLabel("Variant", right))
+        top.addWidget(QLabel("Variant", self))
         top.addWidget(self.variant_combo)
-        top.addWidget(QLabel("Dataset", right))
+        top.addWidget(QLabel("Dataset", self))
         top.addWidget(self.dataset_combo)
         top.addStretch(1)
-        rv.addLayout(top)
-        rv.addLayout(self.plot_host, 3)
-        rv.addWidget(self.summary_view, 2)
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(left)
-        split.addWidget(right)
+        plots = QWidget(self)
+        pv = QVBoxLayout(plots)
+        pv.setContentsMargins(0, 0, 0, 0)
+        pv.addLayout(top)
+        pv.addLayout(self.plot_host, 1)
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.addWidget(plots)
+        split.addWidget(self.summary_view)
+        split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
-        split.setSizes([300, 800])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(split)
+        layout.addWidget(box)
+        layout.addWidget(self.status)
+        layout.addWidget(split, 1)
         window.runner.finished.connect(self._finished)
 
     def config(self):
@@ -738,7 +751,7 @@ class SyntheticBenchmarkView(QWidget):
 
         pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
         self.graphics = pg.GraphicsLayoutWidget(self)
-        self.graphics.setMinimumHeight(260)
+        self.graphics.setMinimumHeight(360)
         self.plot_host.addWidget(self.graphics)
         self.graphics.show()
 
@@ -756,35 +769,37 @@ class SyntheticBenchmarkView(QWidget):
                      s["dataset"] == dataset), {})
         alpha = (self.result.get("config") or {}).get("alpha", 0.05)
         labels = self.result.get("tests", {})
-        first = None
-        for col, test in enumerate(BENCH_TESTS):
+        finite = [r for r in recs if any(r.get(t) is not None and math.isfinite(r[t]) for t in BENCH_TESTS)]
+        x_lo = min([r["eca"] for r in finite] + [0.9]) - 0.02
+        logs = [max(math.log10(max(r[t], 1e-300)), -30.0) for r in finite for t in BENCH_TESTS
+                if r.get(t) is not None and math.isfinite(r[t])]
+        y_lo = min(logs + [math.log10(alpha)]) - 0.5
+        for k, test in enumerate(BENCH_TESTS):
             rho = (summ.get("spearman_eca") or {}).get(test)
-            plot = self.graphics.addPlot(row=0, col=col)
-            plot.setTitle(f"{labels.get(test, test)}<br>ρ = {'—' if rho is None else f'{rho:.2f}'}", size="8pt")
+            plot = self.graphics.addPlot(row=k // 2, col=k % 2)
+            plot.setTitle(f"{labels.get(test, test)}: ρ = {'—' if rho is None else f'{rho:.2f}'}", size="8pt")
             plot.setLabel("bottom", "ECA")
-            if col == 0:
-                plot.setLabel("left", "log10 p")
+            plot.setLabel("left", "log10 p")
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).enableAutoSIPrefix(False)
             plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.setMenuEnabled(False)
             plot.addItem(pg.InfiniteLine(pos=math.log10(alpha), angle=0, movable=False,
                                          pen=pg.mkPen("#d62728", style=Qt.PenStyle.DashLine)))
             points = 0
             for role, symbol, colour in (("base", "o", "#1f77b4"), ("oracle", "t", "#ff7f0e")):
-                pts = [(r["eca"], max(math.log10(max(r[test], 1e-300)), -30.0)) for r in recs
-                       if r["role"] == role and r.get(test) is not None and math.isfinite(r[test])]
-                if pts:
-                    xs, ys = (np.array(v) for v in zip(*pts))
+                sel = [r for r in recs if r["role"] == role and r.get(test) is not None and math.isfinite(r[test])]
+                if sel:
+                    xs = np.array([r["eca"] for r in sel])
+                    ys = np.array([max(math.log10(max(r[test], 1e-300)), -30.0) for r in sel])
                     tips = [f"{r['model_type']} seed {r['seed']} ({role}): ECA {r['eca']:.3f}, p {r[test]:.3g}"
-                            for r in recs if r["role"] == role and r.get(test) is not None and
-                            math.isfinite(r[test])]
+                            for r in sel]
                     plot.addItem(pg.ScatterPlotItem(x=xs, y=ys, symbol=symbol, size=7, pen=pg.mkPen(None),
                                                     brush=pg.mkBrush(colour), data=tips, hoverable=True,
                                                     tip=lambda x=None, y=None, data=None: str(data)))
                     points += len(xs)
+            plot.setRange(xRange=(x_lo, 1.02), yRange=(y_lo, 0.3), padding=0)
             self.plots[test] = (plot, points)
-            if first is None:
-                first = plot
-            else:
-                plot.setYLink(first)
 
     def point_count(self, test: str) -> int:
         return self.plots.get(test, (None, 0))[1]

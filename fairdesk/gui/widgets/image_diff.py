@@ -123,18 +123,25 @@ class DiffViewer(QWidget):
         self.flicker_timer.timeout.connect(self._flicker_tick)
 
         self.example_list = QListWidget(self)
-        self.example_list.setMinimumWidth(190)
+        self.example_list.setMinimumWidth(230)
         self.example_list.setToolTip("Examples, largest prediction change first.")
         self.example_list.currentRowChanged.connect(self._row_changed)
 
-        # ---- plots
-        self.graphics = pg.GraphicsLayoutWidget(self)
+        # ---- plots: one GraphicsLayoutWidget per panel in an equal-stretch row (a single graphics layout would
+        # size its columns by their titles), the colour bar in a narrow one of its own
+        self.graphics = QWidget(self)
         self.graphics.setMinimumSize(420, 200)
+        row = QHBoxLayout(self.graphics)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(2)
+        self.panel_widgets: list = []
         self.plots: list = []
         self.views: list = []
         self.items: dict[str, pg.ImageItem] = {}
-        for col, name in enumerate(self.PANELS):
-            plot = self.graphics.addPlot(row=0, col=col, title=name)
+        for name in self.PANELS:
+            gw = pg.GraphicsLayoutWidget(self.graphics)
+            gw.ci.setContentsMargins(2, 2, 2, 2)
+            plot = gw.addPlot(row=0, col=0, title=name)
             plot.hideAxis("left")
             plot.hideAxis("bottom")
             plot.setMenuEnabled(False)
@@ -144,6 +151,10 @@ class DiffViewer(QWidget):
             vb.invertY(True)
             item = pg.ImageItem(axisOrder="row-major")
             plot.addItem(item)
+            gw.scene().sigMouseMoved.connect(self._mouse_moved)
+            gw.setMinimumWidth(60)
+            row.addWidget(gw, 1)
+            self.panel_widgets.append(gw)
             self.plots.append(plot)
             self.views.append(vb)
             self.items[name] = item
@@ -156,14 +167,17 @@ class DiffViewer(QWidget):
                                         colorMapMenu=False)
         self.colorbar.axis.enableAutoSIPrefix(False)
         self.colorbar.setImageItem(self.diff_item)
-        self.graphics.addItem(self.colorbar, row=0, col=len(self.PANELS))
-        grid = self.graphics.ci.layout   # equal panels, so that linked ranges keep the same aspect in each
-        for col in range(len(self.PANELS)):
-            grid.setColumnStretchFactor(col, 1)
-            grid.setColumnPreferredWidth(col, 10)
-        grid.setColumnStretchFactor(len(self.PANELS), 0)
-        self.graphics.scene().sigMouseMoved.connect(self._mouse_moved)
+        bar = pg.GraphicsLayoutWidget(self.graphics)
+        bar.addItem(self.colorbar, row=0, col=0)
+        bar.setFixedWidth(86)
+        row.addWidget(bar, 0)
+        self.colorbar_widget = bar
+        self._auto_fit = True   # fit the image to the panels until the user zooms or pans
+        for vb in self.views:
+            vb.sigRangeChangedManually.connect(self._user_zoomed)
 
+        self.caption = QLabel("", self)
+        self.caption.setWordWrap(True)
         self.readout = QLabel("Point at a pixel to read its values.", self)
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setStyleSheet("font-family: monospace;")
@@ -195,6 +209,7 @@ class DiffViewer(QWidget):
         right = QWidget(self)
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
+        rv.addWidget(self.caption)
         rv.addWidget(self.graphics, 1)
         rv.addWidget(self.readout)
         rv.addWidget(self.predictions_label)
@@ -202,7 +217,7 @@ class DiffViewer(QWidget):
         split.addWidget(left)
         split.addWidget(right)
         split.setStretchFactor(1, 1)
-        split.setSizes([200, 700])
+        split.setSizes([240, 700])
         self.split = split
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -348,9 +363,11 @@ class DiffViewer(QWidget):
         self.colorbar.setLevels(levels)   # also sets the image's levels (the bar drives the image)
         self.diff_item.setLevels(levels)
         ref_name = "null reconstruction" if use_ref else "original"
-        self.plots[0].setTitle("original" if self.flicker_showing == ORIGINAL else f"counterfactual {target}")
-        self.plots[1].setTitle(f"counterfactual {target}")
-        self.plots[2].setTitle(f"counterfactual − {ref_name}")
+        self.plots[0].setTitle("original" if self.flicker_showing == ORIGINAL else "counterfactual")
+        self.plots[1].setTitle("counterfactual")
+        self.plots[2].setTitle("difference")
+        self.caption.setText(f"Counterfactual: do({target}).  Difference = counterfactual − {ref_name} "
+                             f"(blue: darker, red: brighter; ±{levels[1]:.3g}).")
         self.colorbar.axis.setLabel(f"difference (±{levels[1]:.3g})")
         self._current_target = target
         self.predictions_label.setText(self._predictions_html(ex, target))
@@ -385,11 +402,30 @@ class DiffViewer(QWidget):
 
     # ---- zoom, read-out ------------------------------------------------------------------------------------
     def reset_zoom(self) -> None:
+        """Fit the image to the panels (and keep fitting it when the widget is resized)."""
         img = self._images.get("original")
+        self._auto_fit = True
         if img is None:
             return
         h, w = img.shape[:2]
         self.views[0].setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
+
+    def _user_zoomed(self, *args) -> None:
+        self._auto_fit = False
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if self._auto_fit:
+            QTimer.singleShot(0, self._refit)
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if self._auto_fit:
+            QTimer.singleShot(0, self._refit)
+
+    def _refit(self) -> None:
+        if self._auto_fit:
+            self.reset_zoom()
 
     def readout_at(self, row: int, col: int) -> str:
         img = self._images.get("original")
@@ -433,8 +469,7 @@ class DiffViewer(QWidget):
         self.flicker_showing = "counterfactual" if self.flicker_showing == ORIGINAL else ORIGINAL
         img = self._images["original"] if self.flicker_showing == ORIGINAL else self._images["counterfactual"]
         self.original_item.setImage(img, levels=self._grey_levels, autoLevels=False)
-        self.plots[0].setTitle("original" if self.flicker_showing == ORIGINAL else
-                               f"counterfactual {self._current_target}")
+        self.plots[0].setTitle("original" if self.flicker_showing == ORIGINAL else "counterfactual")
 
     def shown_first_panel(self) -> np.ndarray | None:
         """What the first panel draws right now (the original, or the counterfactual during flicker)."""
