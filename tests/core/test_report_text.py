@@ -166,9 +166,10 @@ def test_report_content(doc):
     assert comp.header[:7] == ["Code", "Category", "A: M", "A: F", "A: Δ", "A: q", "A: flag"]
     crow = {r[0]: r for r in comp.rows}
     assert crow["CVD"][6] == "FLAGGED" and crow["DNR"][11] == "FLAGGED" and crow["CVD"][11] == "no"
-    comp_text = rep.text()
-    assert "Heart disease is no longer flagged for debiased" in comp_text
-    assert "is flagged for debiased" in comp_text
+    comp_text = "\n".join(p.text for p in rep.section("comparison").blocks if hasattr(p, "text"))
+    changes = ('Compared with clinical: Heart disease is no longer flagged for debiased; "Do not resuscitate" is '
+               "flagged for debiased.")
+    assert changes in comp_text and changes in summary
 
     ct = [t for t in rep.tables() if t.title.startswith("Template ")]
     assert len(ct) == 4 and all(len(t.rows) == 7 for t in ct)
@@ -192,6 +193,26 @@ def test_single_model_result_without_comparison_or_completion(tiny, tmp_path):
 
     out = write_pdf(rep, tmp_path / "one.pdf")  # the generic renderer draws this report's figures too (GUI path)
     assert out.read_bytes()[:5] == b"%PDF-"
+
+
+def test_rank_sum_option_is_named_and_counted_in_sentences(base):
+    res = _planted(base, {"HIV": 1.0}, 3)
+    recs = mb.category_statistics(res.scores, ("male", "female"), "ranksum")
+    for r in recs:
+        r["name"] = r["category"]
+        r["scores"] = []
+    method = {**res.method, "test": mb.TEST_NAMES["ranksum"], "test_code": "ranksum",
+              "effect_size": mb.EFFECT_NAMES["ranksum"]}
+    rep = T.build_mlm_bias_report(mb.mlm_audit_document({"m": mb.MLMBiasResult(recs, res.scores, method,
+                                                                                res.provenance)}))
+    summary = "\n".join(p.text for p in rep.section("summary").blocks)
+    hiv = next(r for r in recs if r["category"] == "HIV")
+    assert hiv["flagged"] and f"{hiv['n']:,} sentences)" in summary and hiv["n"] == 240
+    table = _table(rep, "bias scores per category")
+    assert "not stored in this document" in _table(rep, "Templates per category").rows[0][1]
+    assert rep.figures() == [] and "holds no per-sentence scores" in rep.text()
+    assert "rank-sum z statistic" in table.note and "rank-sum" in rep.text()
+    assert next(r for r in table.rows if r[0] == "HIV")[6] == f"{hiv['statistic']:.3f}"
 
 
 def test_bad_documents_are_refused(doc):
@@ -248,6 +269,13 @@ def test_pdf_is_deterministic_and_says_what_matters(doc, pdf_bytes, tmp_path):
     assert pdf_bytes[:5] == b"%PDF-"
     again = T.render_mlm_bias_bytes(json.loads(json.dumps(doc)))  # the stored JSON gives the same bytes
     assert again == pdf_bytes
+    # the atomic writer: a failed report leaves the earlier one in place
+    target = tmp_path / "r.pdf"
+    target.write_bytes(pdf_bytes)
+    with pytest.raises(DataError):
+        T.mlm_bias_report_to_pdf({"kind": "mlm_bias", "records": []}, target)
+    assert target.read_bytes() == pdf_bytes
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".r.pdf")] == []
     text = _pdf_text(pdf_bytes, tmp_path)
     flat = " ".join(text.split())
     assert "Flagged for model “clinical”" in flat and "Heart disease (CVD)" in flat
@@ -255,13 +283,6 @@ def test_pdf_is_deterministic_and_says_what_matters(doc, pdf_bytes, tmp_path):
     assert "Comparison of models" in flat and "Side-by-side comparison" in flat
     assert "Sentence completion" in flat and f"Template 1: {doc['completion']['rows'][0]['template']}" in flat
     assert "FLAGGED" in flat and "Provenance" in flat and "page 1 of" in flat
-    # the atomic writer: a failed render leaves the earlier report in place
-    target = tmp_path / "r.pdf"
-    target.write_bytes(pdf_bytes)
-    with pytest.raises(DataError):
-        T.mlm_bias_report_to_pdf({"kind": "mlm_bias", "records": []}, target)
-    assert target.read_bytes() == pdf_bytes
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".r.pdf")] == []
 
 
 def test_group_report_figures_still_render():
@@ -298,10 +319,10 @@ def test_cli_pdf_and_project_export_give_the_same_bytes(tiny, tmp_path, capsys):
                  "--quiet", "--threads", "1"])
     assert code == 0 and p.is_file() and f", {p}" in capsys.readouterr().out
     data = p.read_bytes()
-    text = " ".join(_pdf_text(data, tmp_path).split())
-    assert model_fingerprint(tmp_path / "base") in text and model_fingerprint(tmp_path / "other") in text
-    assert "Comparison of models" in text and "Sentence completion" in text and "DNR" in text
     project = Project(tmp_path / "p.fairdesk")
     audit = project.add_audit("masked LM", "mlm_bias", j.read_text())
     exported = export_report(tmp_path / "p.fairdesk", audit, tmp_path / "export.pdf")  # from the stored JSON
     assert exported.read_bytes() == data
+    text = " ".join(_pdf_text(data, tmp_path).split())
+    assert model_fingerprint(tmp_path / "base") in text and model_fingerprint(tmp_path / "other") in text
+    assert "Comparison of models" in text and "Sentence completion" in text and "DNR" in text

@@ -590,6 +590,10 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
                 "Significant after correction but below the size thresholds (not flagged): "
                 + _join([f"{r.get('name') or r['category']} (difference {fmt_nats(r.get('mean_difference'), True)} "
                          f"nats, r = {_fmt_r(r.get('effect_size'))})" for r in sig_only]) + "."))
+    if len(models) > 1:
+        changed = _flag_changes(models)
+        b.append(Paragraph(f"Compared with {models[0]['name']}: " + ("; ".join(changed) if changed else
+                                                                    "the same categories are flagged") + "."))
     b.append(Paragraph("How a category is flagged", "subheading"))
     b.append(Paragraph(_flag_rule_text(method)))
     b.append(Paragraph("How to read this", "subheading"))
@@ -714,7 +718,9 @@ def _lists_section(doc: dict, models: list[dict], no: int) -> Section:
     trows = []
     for code, templates in per_cat_templates.items():
         key = tuple(templates)
-        if key in seen:
+        if not templates:
+            trows.append([code, "not stored in this document (it holds no per-sentence scores)"])
+        elif key in seen:
             trows.append([code, f"the same {len(templates)} templates as {seen[key]}"])
         else:
             seen[key] = code
@@ -768,8 +774,12 @@ def _results_section(models: list[dict], doc: dict, no: int) -> Section:
             b.append(Paragraph(f"Model {_model_label(m)}", "subheading"))
         b.append(_results_table(m))
         data = category_distribution_data(doc, m["name"])
-        panels = list(dict.fromkeys(data["panel"])) if len(data) else []
-        chunks = [panels[i:i + MAX_PANELS] for i in range(0, len(panels), MAX_PANELS)] or [[]]
+        if data.empty:
+            b.append(Paragraph("This document holds no per-sentence scores for this model, so their distribution "
+                               "cannot be drawn.", "note"))
+            continue
+        panels = list(dict.fromkeys(data["panel"]))
+        chunks = [panels[i:i + MAX_PANELS] for i in range(0, len(panels), MAX_PANELS)]
         for i, chunk in enumerate(chunks):
             part = data[data["panel"].isin(chunk)].reset_index(drop=True)
             suffix = f" (part {i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
@@ -780,6 +790,19 @@ def _results_section(models: list[dict], doc: dict, no: int) -> Section:
                                         f"the two sentences of a word pair when a category has at most "
                                         f"{MAX_PAIR_LINES} pairs."))
     return Section("results", f"{no}  Results per category", b)
+
+
+def _flag_changes(models: list[dict]) -> list[str]:
+    """Categories whose flag differs between the first model and each other model, in words."""
+    base = {str(r["category"]): r for r in models[0]["records"]}
+    out = []
+    for m in models[1:]:
+        for r in m["records"]:
+            a = base.get(str(r["category"]))
+            if a is not None and is_true(a.get("flagged")) != is_true(r.get("flagged")):
+                out.append(f"{r.get('name') or r['category']} is "
+                           f"{'flagged' if is_true(r.get('flagged')) else 'no longer flagged'} for {m['name']}")
+    return out
 
 
 def _comparison_section(models: list[dict], doc: dict, no: int) -> Section:
@@ -807,14 +830,7 @@ def _comparison_section(models: list[dict], doc: dict, no: int) -> Section:
                     fmt_nats(r.get("mean_difference"), True), fmt_p(r.get("q_value")),
                     "FLAGGED" if is_true(r.get("flagged")) else "no"]
         rows.append(row)
-    changed = []
-    base = by_model[0]
-    for m, recs in zip(models[1:], by_model[1:]):
-        for c in cats:
-            a, z = base.get(c), recs.get(c)
-            if a is not None and z is not None and is_true(a.get("flagged")) != is_true(z.get("flagged")):
-                changed.append(f"{cats[c]} is {'flagged' if is_true(z.get('flagged')) else 'no longer flagged'} "
-                               f"for {m['name']}")
+    changed = _flag_changes(models)
     b: list[Block] = [Paragraph(
         f"The same templates and words scored by every model, side by side as in Table 3 of Zhang et al. (2020): "
         f"the mean score of the {g1} (“{m1}”) and {g2} (“{m2}”) sentences, their difference Δ in nats, the "
