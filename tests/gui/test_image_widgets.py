@@ -62,7 +62,11 @@ def test_diff_viewer_difference_levels_order_and_readout(qtbot, morpho, tmp_path
     # hover through the scene: the read-out label follows the pointer
     vb = viewer.views[2]
     scene_pos = vb.mapViewToScene(__import__("PySide6.QtCore", fromlist=["QPointF"]).QPointF(c + 0.5, r + 0.5))
-    viewer._mouse_moved(scene_pos)
+    viewer._mouse_moved(scene_pos, vb)
+    assert viewer.readout.text() == text
+    # a real mouse move in the difference panel's own scene reaches the read-out the same way
+    viewer.readout.setText("")
+    viewer.panel_widgets[2].scene().sigMouseMoved.emit(scene_pos)
     assert viewer.readout.text() == text
     # predictions of the shown example
     assert "disease" in viewer.predictions_label.text() and f"{changes[first]:+.3f}" in viewer.predictions_label.text()
@@ -166,6 +170,12 @@ def test_scatter_columns_points_band_and_tooltip(qtbot, tmp_path):
     tip = w.tooltip_at("0->1", float(x0[3]), float(x0[3] * 0.5))
     assert "unit 3" in tip and f"Δ {x0[3] * 0.5 - x0[3]:+.3f}" in tip
     assert "±0.05" in w.note.text()
+    # hover in the 0->1 column's scene: its read-out names the unit under the pointer
+    plot = w.plots["0->1"]
+    pos = plot.getViewBox().mapViewToScene(__import__("PySide6.QtCore", fromlist=["QPointF"]).QPointF(
+        float(x0[3]), float(x0[3] * 0.5)))
+    w._widgets[0].scene().sigMouseMoved.emit(pos)
+    assert w.readout.text().startswith("unit ") and w.readout.text() in tip.split("\n")
     w.grab().save(str(tmp_path / "scatter.png"))
     w.output_combo.setCurrentIndex(w.output_combo.findData("other"))
     assert w.columns() == ["0->1"] and w.point_count("0->1") == 1

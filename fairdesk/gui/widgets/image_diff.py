@@ -151,7 +151,7 @@ class DiffViewer(QWidget):
             vb.invertY(True)
             item = pg.ImageItem(axisOrder="row-major")
             plot.addItem(item)
-            gw.scene().sigMouseMoved.connect(self._mouse_moved)
+            gw.scene().sigMouseMoved.connect(lambda pos, v=vb: self._mouse_moved(pos, v))
             gw.setMinimumWidth(60)
             row.addWidget(gw, 1)
             self.panel_widgets.append(gw)
@@ -435,8 +435,9 @@ class DiffViewer(QWidget):
         return (f"row {row}, col {col}:  original {vals['original']:.4f}   counterfactual "
                 f"{vals['counterfactual']:.4f}   difference {vals['difference']:+.4f}")
 
-    def _mouse_moved(self, pos: QPointF) -> None:
-        for vb in self.views:
+    def _mouse_moved(self, pos: QPointF, view=None) -> None:
+        """``pos`` in the scene of ``view`` (each panel has its own scene)."""
+        for vb in ([view] if view is not None else self.views):
             if vb.sceneBoundingRect().contains(pos):
                 p = vb.mapSceneToView(pos)
                 text = self.readout_at(int(math.floor(p.y())), int(math.floor(p.x())))

@@ -62,9 +62,12 @@ class CounterfactualScatter(QWidget):
         self.scatters: dict[str, list] = {}
         self.output_combo = QComboBox(self)
         self.output_combo.currentIndexChanged.connect(self._draw)
-        self.graphics = pg.GraphicsLayoutWidget(self)
+        # one PlotWidget per column in an equal-stretch row (a single graphics layout sizes columns by their titles)
+        self.graphics = QWidget(self)
         self.graphics.setMinimumHeight(260)
-        self.graphics.scene().sigMouseMoved.connect(self._mouse_moved)
+        self._row = QHBoxLayout(self.graphics)
+        self._row.setContentsMargins(0, 0, 0, 0)
+        self._widgets: list = []
         self.readout = QLabel("Point at a dot to read the unit and its two predictions.", self)
         self.readout.setStyleSheet("font-family: monospace;")
         self.note = QLabel("", self)
@@ -125,7 +128,10 @@ class CounterfactualScatter(QWidget):
 
     # ---- drawing -------------------------------------------------------------------------------------------
     def _draw(self, *args) -> None:
-        self.graphics.clear()
+        for w in self._widgets:
+            self._row.removeWidget(w)
+            w.deleteLater()
+        self._widgets = []
         self.plots.clear()
         self.scatters.clear()
         name = self.output_combo.currentData()
@@ -158,14 +164,21 @@ class CounterfactualScatter(QWidget):
             stat = f"mean Δ {d.mean():+.3f}, mean |Δ| {np.abs(d).mean():.3f}" if d.size else "no units"
             title = ("horizontal flip (null baseline)" if is_flip else
                      _direction_label(key, self.attribute, self.names))
-            plot = self.graphics.addPlot(row=0, col=col)
+            widget = pg.PlotWidget(self.graphics)
+            widget.setMinimumWidth(120)
+            widget.scene().sigMouseMoved.connect(lambda pos, k=key: self._mouse_moved(pos, k))
+            self._row.addWidget(widget, 1)
+            widget.show()
+            self._widgets.append(widget)
+            plot = widget.getPlotItem()
             plot.setTitle(f"{title}<br><span style='font-size:8pt'>n = {n}; {stat}</span>", size="9pt")
             plot.setMenuEnabled(False)
             plot.hideButtons()
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setLabel("bottom", "prediction on the original" if is_flip else self.x_label)
             plot.setLabel("left", "prediction on the flipped image" if is_flip else "prediction on the counterfactual")
-            plot.getViewBox().setAspectLocked(True)
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).enableAutoSIPrefix(False)
             plot.setRange(xRange=(lo - pad, hi + pad), yRange=(lo - pad, hi + pad), padding=0)
             if first is None:
                 first = plot
@@ -205,8 +218,11 @@ class CounterfactualScatter(QWidget):
                          "attribute-irrelevant change moves the output.")
         self.note.setText(" ".join(notes))
 
-    def _mouse_moved(self, pos: QPointF) -> None:
+    def _mouse_moved(self, pos: QPointF, column: str | None = None) -> None:
+        """``pos`` in the scene of ``column``'s plot (each column has its own scene)."""
         for key, plot in self.plots.items():
+            if column is not None and key != column:
+                continue
             vb = plot.getViewBox()
             if vb.sceneBoundingRect().contains(pos):
                 for s in self.scatters.get(key, []):
