@@ -781,7 +781,8 @@ def _results_section(models: list[dict], doc: dict, no: int) -> Section:
         panels = list(dict.fromkeys(data["panel"]))
         chunks = [panels[i:i + MAX_PANELS] for i in range(0, len(panels), MAX_PANELS)]
         for i, chunk in enumerate(chunks):
-            part = data[data["panel"].isin(chunk)].reset_index(drop=True)
+            # the hover texts (one per sentence) are for the GUI; the printed figure does not need them
+            part = data[data["panel"].isin(chunk)].drop(columns=["tooltip"]).reset_index(drop=True)
             suffix = f" (part {i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
             g1, g2 = _groups(m["records"][0])
             b.append(FigureSpec("mlm_distribution", f"Per-sentence scores by word group — {m['name']}{suffix}", part,
