@@ -72,7 +72,8 @@ def cmd_audit_cit(args: argparse.Namespace) -> int:
                            split=args.split, split_seed=args.split_seed, max_images=args.max_images,
                            positive=_positive(args), steps=args.steps, strength=args.strength,
                            guidance=args.guidance, margin=args.margin, alpha=args.alpha, seed=args.seed,
-                           n_examples=args.examples, provenance=prov, progress=progress)
+                           n_examples=args.examples, full_quality=args.full_quality, provenance=prov,
+                           progress=progress)
     progress.done()
     atomic.write_text(args.json, json.dumps(doc, indent=1, allow_nan=False))
     _print_summary(doc)
@@ -182,6 +183,8 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cit.add_argument("--strength", type=float, default=1.0, help="share of the schedule to invert (partial noise)")
     cit.add_argument("--guidance", type=float, default=1.0, help="classifier-free guidance scale for a'")
     cit.add_argument("--margin", type=float, default=0.02, help="equivalence margin on the prediction shift")
+    cit.add_argument("--full-quality", action="store_true",
+                     help="also composition after 10 cycles and reversibility (on up to 32 images)")
     cit.add_argument("--alpha", type=float, default=0.05)
     cit.set_defaults(func=cmd_audit_cit)
 

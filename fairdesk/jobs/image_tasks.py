@@ -159,7 +159,11 @@ def train_image_classifier(project_path: str | Path, dataset_id: int, label_colu
     if missing:
         raise DataError(f"Label column(s) {missing} are not in the image table.")
     split = ds.table["split"].to_numpy()
-    y = np.column_stack([ds.table[c].astype(float).to_numpy() for c in label_columns])
+    import pandas as pd
+
+    # 0/1 labels; CheXpert's −1 ("uncertain"), blanks and anything else are missing (ignored in the loss)
+    y = np.column_stack([pd.to_numeric(ds.table[c], errors="coerce").where(lambda v: v.isin([0, 1])).to_numpy(float)
+                         for c in label_columns])
     parts = {}
     for k in ("train", "val", "test"):
         idx = np.flatnonzero(split == k)
@@ -335,7 +339,7 @@ def audit_cit(project_path: str | Path, dataset_id: int, classifier_model_id_or_
               attribute: str, *, labels=None, control=None, split: str = "test", max_images: int = 0,
               steps: int | None = None, strength: float = 1.0, guidance: float = 1.0, margin: float = 0.02,
               alpha: float = 0.05, seed: int = 0, n_examples: int = 16, positive=None, quality: bool = True,
-              name: str | None = None, progress: ProgressFn | None = None,
+              full_quality: bool = False, name: str | None = None, progress: ProgressFn | None = None,
               cancel: CancelToken | None = None) -> int:
     """Counterfactual-invariance audit of a classifier (model id or path) through a generator (model id or path)
     on a stored image dataset; stores the audit (kind "cit_images") and returns its id.
@@ -370,7 +374,8 @@ def audit_cit(project_path: str | Path, dataset_id: int, classifier_model_id_or_
     doc = run_cit_pipeline(ds, clf, gen, attribute, labels=labels, control=ctrl,
                            splits=ds.table["split"].to_numpy(), split=split, max_images=max_images,
                            positive=positive, steps=steps, strength=strength, guidance=guidance, margin=margin,
-                           alpha=alpha, seed=seed, n_examples=n_examples, quality=quality, provenance=prov,
+                           alpha=alpha, seed=seed, n_examples=n_examples, quality=quality,
+                           full_quality=full_quality, provenance=prov,
                            progress=rep.sub(0.02, 0.98), cancel=rep.cancel)
     rep(0.99, "saving the audit")
     text = json.dumps(doc, allow_nan=False)

@@ -70,7 +70,7 @@ def learned_doc(tmp_path_factory):
     clf.outputs = ("disease",)
     ctrl = morpho.train_pixel_classifier(bench.images, bench.y, mask=morpho.central_mask())
     return run_cit_pipeline(ds, clf, gen, "attribute", control=ctrl, split="all", steps=2, n_examples=4,
-                            seed=0, provenance={"data_sha256": "d" * 64, "dataset": "labels.csv"})
+                            seed=0, full_quality=True, provenance={"data_sha256": "d" * 64, "dataset": "labels.csv"})
 
 
 def test_exact_counterfactuals_from_a_predictions_table(exact_table):
@@ -104,7 +104,8 @@ def test_report_tables_and_words(learned_doc, exact_table):
     shifts = next(t for t in rep.tables() if t.title.startswith("Oriented prediction shift"))
     assert {r[1] for r in shifts.rows} == {"0 → 1", "1 → 0"}
     for phrase in ("Negative-control band", "inconclusive", "null-intervention reconstruction",
-                   "NOT Inception FID", "Effectiveness", "Composition", "img_00007.png", "Unreadable files"):
+                   "NOT Inception FID", "Effectiveness", "Composition (L1 after 10 cycles)", "Reversibility",
+                   "img_00007.png", "Unreadable files"):
         assert phrase in text, phrase
     kinds = [f.kind for f in rep.figures()]
     assert kinds == ["cit_scatter", "cit_examples"]

@@ -405,7 +405,8 @@ def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple
                      control=None, splits=None, split: str = "test", split_seed: int = 0, max_images: int = 0,
                      positive=None, steps: int | None = None, strength: float = 1.0, guidance: float = 1.0,
                      margin: float = 0.02, alpha: float = 0.05, seed: int = 0, n_examples: int = 16,
-                     n_random_examples: int = 4, quality: bool = True, max_train_images: int = 1000,
+                     n_random_examples: int = 4, quality: bool = True, full_quality: bool = False,
+                     max_train_images: int = 1000,
                      provenance: dict | None = None, progress: ProgressFn | None = None,
                      cancel: CancelToken | None = None) -> dict:
     """The counterfactual-invariance audit of an image dataset, end to end; returns the JSON document.
@@ -420,6 +421,8 @@ def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple
     ``splits``: train/val/test per row (default: the patient-disjoint split with ``split_seed``); the audit runs on
     ``split`` ("all" for every row), at most ``max_images`` of them (random, ``seed``), and the quality probes
     (attribute classifier for effectiveness, PCA features for the Fréchet distance) are fitted on the "train" rows.
+    ``full_quality``: also composition after 10 cycles and reversibility (a → a′ → a), on at most 32 audited images
+    (eleven more generator passes over them).
 
     The document is ``ImageAuditResult.to_dict()`` plus ``kind``, ``attribute``, ``dataset``, ``unreadable``,
     ``quality`` and ``examples`` (the ``n_examples`` units with the largest |prediction change| and
@@ -514,6 +517,15 @@ def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple
         q["frechet_null"] = frechet_distance(feats, images, x_null)["frechet_distance"]
         q["frechet_feature_extractor"] = feats.name
     q["mean_abs_change_cf_vs_null"] = float(np.abs(x_cf - x_null).mean())
+    if full_quality:
+        from fairdesk.core.generation.images import composition, reversibility
+
+        m = min(32, len(images))
+        kw = dict(steps=steps, strength=strength, guidance=guidance)
+        comp = composition(generator, images[:m], a[:m], cycles=(1, 10), cancel=rep.cancel, **kw)
+        q["composition_l1_10"] = comp["l1_10"]
+        q["reversibility_l1"] = reversibility(generator, images[:m], a[:m], cancel=rep.cancel, **kw)
+        q["full_quality_n"] = m
     result.settings["quality"] = q
 
     # examples: the units with the largest |prediction change| (cf vs null) and a few random ones
