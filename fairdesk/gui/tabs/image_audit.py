@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
                                QScrollArea, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.gui.tabs.image_data import (AUDIT_KIND, CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
-                                          models_of)
+                                          models_of, stored_table)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
@@ -374,7 +374,7 @@ class ImageAuditPanel(QWidget):
     def _dataset_changed(self, *args) -> None:
         project = self.window_.project
         dataset_id = self.dataset_combo.currentData()
-        self._table = project.load_dataset(dataset_id) if project is not None and dataset_id is not None else None
+        self._table = stored_table(project, dataset_id) if project is not None and dataset_id is not None else None
         self._roles = project.dataset(dataset_id).roles or {} if self._table is not None else {}
         cols = [c for c in (self._table.columns if self._table is not None else []) if not str(c).startswith("_")
                 and c != "split"]

@@ -70,6 +70,21 @@ def models_of(project, kind: str) -> list:
     return [m for m in project.models() if m.kind == kind] if project is not None else []
 
 
+_TABLES: dict = {}
+
+
+def stored_table(project, dataset_id: int) -> pd.DataFrame:
+    """A stored image table, cached by (project, id, hash): the pages refresh on every project change, and a
+    stored dataset never changes."""
+    info = project.dataset(dataset_id)
+    key = (str(project.path), int(dataset_id), info.sha256)
+    if key not in _TABLES:
+        if len(_TABLES) >= 4:
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[key] = project.load_dataset(dataset_id)
+    return _TABLES[key]
+
+
 def split_counts(table: pd.DataFrame, roles: dict) -> pd.DataFrame:
     """Per split: images, patients, positives per label and counts per attribute value."""
     rows = []

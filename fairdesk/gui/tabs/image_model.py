@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
                                QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
-                                          model_folder, models_of)
+                                          model_folder, models_of, stored_table)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ARCHITECTURES = {"small_cnn": "Small CNN", "small_resnet": "Small ResNet"}
@@ -302,7 +302,7 @@ class ImageModelPanel(QWidget):
         if project is not None and dataset_id is not None:
             info = project.dataset(dataset_id)
             roles = info.roles or {}
-            self._table = project.load_dataset(dataset_id)
+            self._table = stored_table(project, dataset_id)
         cols = [c for c in (self._table.columns if self._table is not None else []) if not str(c).startswith("_")
                 and c not in ("split", roles.get("path"))]
         labels = list(roles.get("labels") or [])
