@@ -215,3 +215,30 @@ def test_bad_attributes_give_clear_errors(ws):
         it.fit_generator(ds, "const", ws["root"] / "never", splits=table["split"].to_numpy(), vae_steps=1,
                          unet_steps=1)
     assert not (ws["root"] / "never").exists()
+
+
+def test_cancel_stores_nothing_and_empty_folder_is_explained(ws, tmp_path):
+    from fairdesk.core.progress import CancelToken, Cancelled
+
+    p = Project(ws["proj"])
+    n_audits, n_models = len(p.audits()), len(p.models())
+    tok = CancelToken()
+    seen = []
+
+    def progress(f, msg):
+        seen.append(msg)
+        if "denoising" in msg:
+            tok.cancel()
+    with pytest.raises(Cancelled):
+        it.audit_cit(ws["proj"], ws["did"], ws["clf_id"], ws["gen_id"], "attribute", steps=STEPS,
+                     progress=progress, cancel=tok)
+    assert any("inversion" in m for m in seen)
+    tok = CancelToken()
+    tok.cancel()
+    with pytest.raises(Cancelled):
+        it.train_generator_job(ws["proj"], ws["did"], "attribute", tmp_path / "g2", vae_steps=2, unet_steps=2,
+                               cancel=tok)
+    assert len(p.audits()) == n_audits and len(p.models()) == n_models
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="None of the 200 images"):
+        it.import_image_dataset(ws["proj"], ws["csv"], tmp_path / "empty")
