@@ -256,19 +256,32 @@ def _auto_widths(header: list[str], rows: list[list[str]], fonts: dict, size: fl
     return widths
 
 
+#: figure kind -> (render(data, buf, title, **kw) writing a PNG, size(data) -> (width, height) in inches)
+_FIGURE_KINDS: dict[str, tuple] = {}
+
+
+def register_figure_kind(kind: str, render, size) -> None:
+    """Teach the renderer a figure kind: ``render(data, buf, title)`` draws a PNG into ``buf``, ``size(data)``
+    gives its (width, height) in inches. Report modules register their kinds when they build a report."""
+    _FIGURE_KINDS[kind] = (render, size)
+
+
 def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> list:
     from reportlab.platypus import Image, KeepTogether
     from reportlab.platypus import Paragraph as RLParagraph
 
     from fairdesk.core.reports import figures as F
 
-    render = {"forest": (F.render_forest_png, F.forest_size), "delta": (F.render_delta_png, F.delta_size),
-              "bins": (F.render_bins_png, F.bins_size)}[block.kind]
+    kinds = {"forest": (F.render_forest_png, F.forest_size), "delta": (F.render_delta_png, F.delta_size),
+             "bins": (F.render_bins_png, F.bins_size), **_FIGURE_KINDS}
+    if block.kind not in kinds:
+        raise KeyError(f"unknown figure kind {block.kind!r}")
+    render, size = kinds[block.kind]
     buf = io.BytesIO()
     kwargs = {"xlabel": block.xlabel} if block.kind == "bins" and block.xlabel else {}
-    render[0](block.data, buf, block.title, **kwargs)
+    render(block.data, buf, block.title, **kwargs)
     buf.seek(0)
-    w_in, h_in = render[1](block.data)
+    w_in, h_in = size(block.data)
     w, h = w_in * 72.0, h_in * 72.0
     scale = min(1.0, frame_width / w, (frame_height - 30) / h)
     img = Image(buf, width=w * scale, height=h * scale)

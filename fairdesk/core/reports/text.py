@@ -468,47 +468,11 @@ FIGURE_KINDS = {"mlm_distribution": (render_distribution_png, distribution_size)
 
 
 def _install_figure_kinds() -> None:
-    """Let :func:`fairdesk.core.reports.pdf.write_pdf` draw this report's figure kinds.
-
-    If the PDF module offers ``register_figure_kind(kind, render, size)`` it is used. Otherwise its figure function
-    (which knows the group-audit kinds only) is wrapped once: the kinds of :data:`FIGURE_KINDS` are laid out the
-    way it lays out its own (image scaled to the frame, caption, kept together); every other kind goes to the
-    original function unchanged.
-    """
+    """Teach :func:`fairdesk.core.reports.pdf.write_pdf` this report's figure kinds (:data:`FIGURE_KINDS`)."""
     from fairdesk.core.reports import pdf
 
-    register = getattr(pdf, "register_figure_kind", None)
-    if register is not None:
-        for kind, (render, size) in FIGURE_KINDS.items():
-            register(kind, render, size)
-        return
-    if getattr(pdf._figure, "_fairdesk_text_kinds", False):
-        return
-    original = pdf._figure
-
-    def _figure(block, st, frame_width, frame_height):
-        if block.kind not in FIGURE_KINDS:
-            return original(block, st, frame_width, frame_height)
-        import io
-
-        from reportlab.platypus import Image, KeepTogether
-        from reportlab.platypus import Paragraph as RLParagraph
-
-        render, size = FIGURE_KINDS[block.kind]
-        buf = io.BytesIO()
-        render(block.data, buf, block.title)
-        buf.seek(0)
-        w, h = (v * 72.0 for v in size(block.data))
-        scale = min(1.0, frame_width / w, (frame_height - 30) / h)
-        img = Image(buf, width=w * scale, height=h * scale)
-        img.hAlign = "CENTER"
-        parts = [img]
-        if block.caption:
-            parts.append(RLParagraph(pdf._x(block.caption), st["caption"]))
-        return [KeepTogether(parts)]
-
-    _figure._fairdesk_text_kinds = True  # type: ignore[attr-defined]
-    pdf._figure = _figure
+    for kind, (render, size) in FIGURE_KINDS.items():
+        pdf.register_figure_kind(kind, render, size)
 
 
 # ==============================================================================================================
