@@ -281,3 +281,37 @@ def test_synthetic_benchmark_view(window, run_and_wait, qtbot, tmp_path):
     expected = next(s for s in res["summary"] if s["dataset"] == "linear")["spearman_eca"]["wgcm_p"]
     assert rho[res["tests"]["wgcm_p"]] == expected or (expected is None and pd.isna(rho[res["tests"]["wgcm_p"]]))
     panel.grab().save(str(tmp_path / "benchmark.png"))
+
+
+def test_image_model_panel_import_classifiers(window, project_path, audit_project, run_and_wait, qtbot, tmp_path):
+    """A FairDesk classifier folder and a TorchScript file are imported as jobs; a bad file fails clearly."""
+    import torch
+
+    from fairdesk.core.project import Project
+    from fairdesk.gui.tabs.image_model import ImageModelPanel
+
+    window.open_project(project_path, create=True)
+    panel = ImageModelPanel(window)
+    qtbot.addWidget(panel)
+    folder = Path(audit_project[0]).parent / "clf"
+    panel.import_path.setText(str(folder))
+    job = run_and_wait(window, panel.import_classifier)
+    assert job.state == JobState.DONE, job.error
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16 * 16, 2))
+    ts = tmp_path / "model.pt"
+    torch.jit.trace(net.eval(), torch.zeros(1, 1, 16, 16)).save(str(ts))
+    panel.import_path.setText(str(ts))
+    panel.import_size.setValue(16)
+    panel.import_outputs.setText("effusion, edema")
+    job = run_and_wait(window, panel.import_classifier)
+    assert job.state == JobState.DONE, job.error
+    models = [m for m in Project(project_path).models() if m.kind == "image_classifier"]
+    assert [m.info["outputs"] for m in models] == [["disease"], ["effusion", "edema"]]
+    assert [m.info["format"] for m in models] == ["safetensors", "torchscript"]
+    assert panel.models_view.frame()["outputs / attribute"].tolist() == ["disease", "effusion, edema"]
+    bad = tmp_path / "notes.pt"
+    bad.write_text("not a model")
+    panel.import_path.setText(str(bad))
+    job = run_and_wait(window, panel.import_classifier)
+    assert job.state == JobState.FAILED and "TorchScript" in panel.status.text()
+    assert len([m for m in Project(project_path).models()]) == 2
