@@ -713,6 +713,8 @@ def mlm_audit_document(results: dict[str, MLMBiasResult], paths: dict[str, str] 
     paths = paths or {}
     doc = results[names[0]].to_dict()
     doc["model_name"] = names[0]
+    if names[0] in paths:
+        doc["model"] = str(paths[names[0]])
     if len(names) > 1:
         doc["compared"] = [{"model_name": n, "model": str(paths.get(n, n)), **results[n].to_dict()}
                            for n in names[1:]]
