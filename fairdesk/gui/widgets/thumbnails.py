@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon, QImage, QPixmap
-from PySide6.QtWidgets import QLabel, QListView, QListWidget, QListWidgetItem, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QApplication, QLabel, QListView, QListWidget, QListWidgetItem, QSplitter,
+                               QVBoxLayout, QWidget)
 
 
 def thumbnail_array(path: str | Path, size: int) -> np.ndarray:
@@ -94,6 +95,9 @@ class ThumbnailGrid(QWidget):
         self.timer = QTimer(self)
         self.timer.setInterval(30)
         self.timer.timeout.connect(self._drain)
+        app = QApplication.instance()
+        if app is not None:   # child widgets get no closeEvent when the window closes: stop the reader on quit
+            app.aboutToQuit.connect(self.stop)
         self._set_unreadable([])
 
     # ---- API -----------------------------------------------------------------------------------------------
