@@ -102,6 +102,8 @@ class DiffViewer(QWidget):
                                         "generator, the null-intervention reconstruction (a' = a) removes the "
                                         "generator's own artefacts from the comparison.")
         self.reference_combo.currentIndexChanged.connect(self._refresh_images)
+        for combo in (self.output_combo, self.target_combo, self.reference_combo):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.prev_button = QPushButton("◀ Previous", self)
         self.next_button = QPushButton("Next ▶", self)
         self.prev_button.clicked.connect(lambda: self.step(-1))
