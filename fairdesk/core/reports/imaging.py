@@ -19,8 +19,9 @@
    such, not Inception FID);
 7. unreadable files, notes, settings and provenance.
 
-Rendering is deterministic (reportlab invariant mode, PNGs without time stamps; the date printed is the audit's) and
-atomic. reportlab and matplotlib are imported inside functions.
+Rendering goes through the shared renderer (:func:`fairdesk.core.reports.pdf.render_bytes`, figure kinds
+"cit_scatter" and "cit_examples" registered here): deterministic (reportlab invariant mode, PNGs without time stamps;
+the date printed is the audit's) and atomic. reportlab and matplotlib are imported inside functions.
 """
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ def build_cit_report(doc: dict) -> Report:
                 _quality_section(doc),
                 _data_section(doc),
                 _provenance_section(doc)]
+    register_figures()
     return Report(title="FairDesk counterfactual-invariance audit (images)",
                   subtitle=f"{clf_name} · attribute '{column}' ({' vs '.join(values)}) · "
                            f"{prov.get('dataset', '')}".rstrip(" ·"),
@@ -233,6 +235,7 @@ def _scatter_section(doc, values, learned) -> Section | None:
     ref = "null-intervention reconstruction" if learned else "original"
     blocks = []
     for name, df in data:
+        df.attrs["xlabel"] = f"prediction on {ref}"
         blocks.append(FigureSpec("cit_scatter", f"{name}: prediction on {ref} (x) vs counterfactual (y)", df,
                                  caption=("One panel per direction a → a′; the flip columns show the original (x) "
                                           "against its horizontal flip (y), the null baseline. Points on the "
@@ -259,7 +262,8 @@ def _examples_section(doc, values) -> Section | None:
                               f"({it.get('selected', '')}) {preds}",
                      "original": arrays["original"][i], "null": arrays["null"][i], "cf": arrays["cf"][i]})
     df = pd.DataFrame(rows)
-    blocks = [FigureSpec("cit_examples", "Examples: largest prediction changes and random units", df,
+    title = "Examples: largest prediction changes and random units"
+    blocks = [Paragraph(title, "subheading"), FigureSpec("cit_examples", title, df,
                          caption=("Columns: original | null-intervention reconstruction | counterfactual | signed "
                                   "difference counterfactual − reconstruction (red: brighter in the counterfactual, "
                                   "blue: darker; colour scale symmetric about 0, its limit printed on each panel). "
@@ -382,8 +386,10 @@ def scatter_size(df: pd.DataFrame) -> tuple[float, float]:
     return FIG_W, 2.35
 
 
-def render_scatter_png(df: pd.DataFrame, title: str, xlabel: str = "") -> bytes:
-    """One row of panels (directions, then the flip columns), prediction on reference (x) vs counterfactual (y)."""
+def render_scatter_png(df: pd.DataFrame, buf, title: str) -> None:
+    """One row of panels (directions, then the flip columns), prediction on reference (x) vs counterfactual (y);
+    the x label of the direction panels is ``df.attrs["xlabel"]``."""
+    xlabel = df.attrs.get("xlabel", "")
     panels = list(dict.fromkeys(df["panel"]))
     n = max(len(panels), 1)
     w, h = scatter_size(df)
@@ -413,7 +419,7 @@ def render_scatter_png(df: pd.DataFrame, title: str, xlabel: str = "") -> bytes:
         ax.set_xlabel("original" if flip else (xlabel.replace("prediction on ", "") or "reference"), fontsize=6.8)
         for side_name in ("top", "right"):
             ax.spines[side_name].set_visible(False)
-    return _png(fig)
+    buf.write(_png(fig))
 
 
 EX_CELL, EX_ROW, EX_HEAD = 1.05, 1.42, 0.3
@@ -423,7 +429,7 @@ def examples_size(df: pd.DataFrame) -> tuple[float, float]:
     return FIG_W, EX_HEAD + EX_ROW * max(len(df), 1)
 
 
-def render_examples_png(df: pd.DataFrame, title: str) -> bytes:  # noqa: ARG001 (the title is set by the PDF)
+def render_examples_png(df: pd.DataFrame, buf, title: str) -> None:  # noqa: ARG001 (a subheading carries it)
     """Rows of original | reconstruction | counterfactual | signed difference (RdBu_r, centred at 0)."""
     w, h = examples_size(df)
     fig = _new_figure(w, h)
@@ -448,108 +454,27 @@ def render_examples_png(df: pd.DataFrame, title: str) -> bytes:  # noqa: ARG001 
             ax.set_yticks([])
             if j == 3:
                 ax.text(1.04, 0.5, f"±{lim:.2g}", transform=ax.transAxes, fontsize=6, va="center", rotation=90)
-    return _png(fig, dpi=110)
+    buf.write(_png(fig, dpi=110))
 
 
 # ==============================================================================================================
 # PDF
 
 
+def register_figures() -> None:
+    """Teach the shared PDF renderer this module's figure kinds."""
+    from fairdesk.core.reports.pdf import register_figure_kind
+
+    register_figure_kind("cit_scatter", render_scatter_png, scatter_size)
+    register_figure_kind("cit_examples", render_examples_png, examples_size)
+
+
 def render_cit_bytes(report: Report) -> bytes:
-    """PDF bytes of an imaging report: the shared page layout of :mod:`fairdesk.core.reports.pdf` (fonts, styles,
-    tables, header and "page X of Y" footer), with this module's figures."""
-    from reportlab.lib import colors
-    from reportlab.lib.pagesizes import A4
-    from reportlab.lib.units import mm
-    from reportlab.pdfgen.canvas import Canvas
-    from reportlab.platypus import BaseDocTemplate, Frame, Image, KeepTogether, PageBreak, PageTemplate, Spacer
-    from reportlab.platypus import Paragraph as RLParagraph
+    """PDF bytes of an imaging report (the shared renderer of :mod:`fairdesk.core.reports.pdf`)."""
+    from fairdesk.core.reports.pdf import render_bytes
 
-    from fairdesk.core.reports import pdf as P
-
-    fonts = P._fonts()
-    st = P._styles()
-    page_w, page_h = A4
-    margin = P.PAGE_MARGIN_MM * mm
-    top, bottom = 19 * mm, 16 * mm
-    frame_w, frame_h = page_w - 2 * margin, page_h - top - bottom
-    header_title, header_right, footer_left = P._t(report.title), P._t(report.date), P._t(report.footer)
-
-    class NumberedCanvas(Canvas):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self._saved: list[dict] = []
-
-        def showPage(self):  # noqa: N802 - reportlab API
-            self._saved.append(dict(self.__dict__))
-            self._startPage()
-
-        def save(self):
-            total = len(self._saved)
-            for state in self._saved:
-                self.__dict__.update(state)
-                self.saveState()
-                self.setStrokeColor(colors.HexColor("#B8C2CC"))
-                self.setLineWidth(0.5)
-                self.line(margin, page_h - 13 * mm, page_w - margin, page_h - 13 * mm)
-                self.line(margin, 11.5 * mm, page_w - margin, 11.5 * mm)
-                self.setFillColor(colors.HexColor("#444444"))
-                self.setFont(fonts["bold"], 7.8)
-                self.drawString(margin, page_h - 11.5 * mm, header_title)
-                self.setFont(fonts["regular"], 7.8)
-                self.drawRightString(page_w - margin, page_h - 11.5 * mm, header_right)
-                self.drawString(margin, 8 * mm, footer_left)
-                self.drawRightString(page_w - margin, 8 * mm, f"page {self._pageNumber} of {total}")
-                self.restoreState()
-                super().showPage()
-            super().save()
-
-    def figure(block: FigureSpec) -> list:
-        if block.kind == "cit_scatter":
-            png, (wi, hi) = render_scatter_png(block.data, block.title, block.xlabel), scatter_size(block.data)
-        elif block.kind == "cit_examples":
-            png, (wi, hi) = render_examples_png(block.data, block.title), examples_size(block.data)
-        else:  # the group-audit figures
-            return P._figure(block, st, frame_w, frame_h)
-        w, h = wi * 72.0, hi * 72.0
-        scale = min(1.0, frame_w / w, (frame_h - 40) / h)
-        img = Image(io.BytesIO(png), width=w * scale, height=h * scale)
-        img.hAlign = "CENTER"
-        parts = [RLParagraph(P._x(block.title), st["table_title"])] if block.kind == "cit_examples" else []
-        parts.append(img)
-        if block.caption:
-            parts.append(RLParagraph(P._x(block.caption), st["caption"]))
-        return [KeepTogether(parts)]
-
-    story: list = []
-    for i, section in enumerate(report.sections):
-        if i > 0 and section.new_page:
-            story.append(PageBreak())
-        if i == 0:
-            story.append(RLParagraph(P._x(report.title), st["title"]))
-            if report.subtitle:
-                story.append(RLParagraph(P._x(report.subtitle), st["subtitle"]))
-        story.append(RLParagraph(P._x(section.title), st["h1"]))
-        for block in section.blocks:
-            if isinstance(block, Paragraph):
-                story.append(P._paragraph(block, st))
-            elif isinstance(block, Table):
-                story += P._table(block, st, frame_w)
-                story.append(Spacer(1, 5))
-            elif isinstance(block, FigureSpec):
-                story += figure(block)
-    buf = io.BytesIO()
-    meta = report.metadata
-    doc = BaseDocTemplate(buf, pagesize=A4, leftMargin=margin, rightMargin=margin, topMargin=top,
-                          bottomMargin=bottom, invariant=1, pageCompression=1,
-                          title=P._t(meta.get("title", report.title)), author="FairDesk",
-                          subject=P._t(meta.get("subject", "")), creator="FairDesk", producer="FairDesk (reportlab)",
-                          keywords=[P._t(meta.get("keywords", ""))], displayDocTitle=1, lang="en")
-    doc.addPageTemplates([PageTemplate(id="portrait", pagesize=A4, frames=[
-        Frame(margin, bottom, frame_w, frame_h, id="body", leftPadding=0, rightPadding=0, topPadding=0,
-              bottomPadding=0)])])
-    doc.build(story, canvasmaker=NumberedCanvas)
-    return buf.getvalue()
+    register_figures()
+    return render_bytes(report)
 
 
 def cit_report_to_pdf(doc: dict, path: str | os.PathLike) -> Path:
