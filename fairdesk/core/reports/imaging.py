@@ -34,7 +34,7 @@ import pandas as pd
 
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.figures import fmt_ci, fmt_p, fmt_rate, fmt_signed, num
+from fairdesk.core.reports.figures import fmt_ci, fmt_p, fmt_rate, fmt_signed
 from fairdesk.core.reports.model import FigureSpec, Paragraph, Report, Section, Table
 
 MAX_EXAMPLES_IN_REPORT = 6
