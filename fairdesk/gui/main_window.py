@@ -59,6 +59,9 @@ STATE_COLOURS = {JobState.FAILED: "#B00020", JobState.CANCELLED: "#8a6d00", JobS
 #: Sub-pages after the first of each tab: (tab, page title, module, class, window attribute). Each class takes the
 #: window; its module must be cheap to import (heavy libraries load inside the jobs it starts).
 EXTRA_PAGES: list[tuple[str, str, str, str, str]] = [
+    ("dataset", "Images", "fairdesk.gui.tabs.image_data", "ImageDataPanel", "image_data_panel"),
+    ("model", "Images", "fairdesk.gui.tabs.image_model", "ImageModelPanel", "image_model_panel"),
+    ("audit", "Images (counterfactual)", "fairdesk.gui.tabs.image_audit", "ImageAuditPanel", "image_audit_panel"),
 ]
 
 

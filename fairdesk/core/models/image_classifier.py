@@ -281,8 +281,9 @@ def train_cnn(images: np.ndarray, labels: np.ndarray, config: ClassifierConfig |
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss)
-            rep((epoch + (b + 1) / n_batches) / epochs, f"epoch {epoch + 1}/{epochs} loss {float(loss):.4f}")
+            value = loss.item()
+            total += value
+            rep((epoch + (b + 1) / n_batches) / epochs, f"epoch {epoch + 1}/{epochs} loss {value:.4f}")
         hist.loss.append(total / n_batches)
         if val is not None:
             from sklearn.metrics import roc_auc_score
