@@ -124,12 +124,14 @@ def unique_names(names: list[str]) -> list[str]:
 def audit_mlm_bias(project_path: str | Path, model_dirs: list, templates_path: str | Path | None = None,
                    options=None, completion: bool = False, *, names: list[str] | None = None,
                    completion_templates: str | Path | None = None, top_k: int = 5, audit_name: str | None = None,
+                   expected_fingerprints: list[str | None] | None = None,
                    threads: int | None = None, progress: ProgressFn | None = None,
                    cancel: CancelToken | None = None) -> int:
     """Run the log-probability bias probe on one model (or several: the first is the main one, the others are
     compared with it), optionally the sentence-completion probe on the first, and store the document of
     :func:`~fairdesk.core.audits.mlm_bias.mlm_audit_document` as audit kind ``"mlm_bias"``. Returns the audit id.
-    Nothing is stored when it fails or is cancelled."""
+    Nothing is stored when it fails or is cancelled. ``expected_fingerprints`` (one per folder, e.g. those stored
+    when the models were added to the project) make the audit refuse a folder whose files changed since."""
     from fairdesk.core.audits.mlm_bias import ProbeOptions, mlm_audit_document, run_mlm_bias_audit, \
         sentence_completion
     from fairdesk.core.models.mlm import load_masked_lm
@@ -152,6 +154,12 @@ def audit_mlm_bias(project_path: str | Path, model_dirs: list, templates_path: s
         results[name] = run_mlm_bias_audit(path, templates, opts,
                                            progress=lambda f, m, s=sub, n=name: s(f, f"{n}: {m}"),
                                            cancel=rep.cancel)
+        expected = (expected_fingerprints or [None] * len(dirs))[i]
+        found = results[name].provenance.get("model_hashes", {}).get("masked_lm")
+        if expected and found != expected:
+            raise ModelError(f"The files of model '{name}' in {path} changed since it was added to the project "
+                             "(its fingerprint differs). Open the folder again on the Model tab to audit it as it "
+                             "is now.")
     done_completion = None
     if completion:
         rep(0.9, "sentence completion")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -186,3 +187,174 @@ def test_cancel_keeps_checkpoints_stores_nothing_and_resume_finishes(window, lm_
     assert steps == [float(s) for s in range(2, 17, 2)]
     [m] = Project(window.project.path).models()
     assert m.info["training"]["resumed_from"] >= 6 and not lm_panel.resume_check.isChecked()
+
+
+# ==============================================================================================================
+# Bias probe panel
+
+
+@pytest.fixture
+def audit_panel(window, project_path, qtbot, tiny_models):
+    from fairdesk.gui.tabs.text_audit import MLMAuditPanel
+    from fairdesk.jobs.text_tasks import register_language_model
+
+    register_language_model(project_path, tiny_models[0], name="base")
+    register_language_model(project_path, tiny_models[1], name="other")
+    window.open_project(project_path)
+    panel = MLMAuditPanel(window)
+    qtbot.addWidget(panel)
+    panel.resize(1350, 820)
+    panel.show()
+    return panel
+
+
+def test_audit_panel_runs_the_probe_and_shows_table_and_plot(window, audit_panel, run_and_wait, monkeypatch):
+    panel = audit_panel
+    shown = _errors(window, monkeypatch)
+    assert [panel.model_combo.itemText(i) for i in range(panel.model_combo.count())] == ["base  (#1)",
+                                                                                        "other  (#2)"]
+    assert panel.categories_list.count() == 8 and panel.categories() is None
+    assert "445" in panel.templates_info.text()
+    panel.model_combo.setCurrentIndex(0)
+    panel.categories_list.set_checked([panel.categories_list.item(i).text() for i in (3, 5)])  # DNR, HIV
+    assert panel.categories() == ("DNR", "HIV")
+    panel.completion_check.setChecked(True)
+    job = run_and_wait(window, panel.run_audit)
+    assert job.state == JobState.DONE, job.error
+    assert shown == []
+    [a] = Project(window.project.path).audits()
+    assert a.kind == "mlm_bias" and panel.result_id == a.id == job.result and panel.audit_ids() == [a.id]
+    frame = panel.table_view.frame()
+    assert list(frame["category"]) == ["DNR", "HIV"] and panel.table_view.row_count() == 2
+    assert {"mean male", "mean female", "p_value", "q_value", "n", "effect_size", "flagged"} <= set(frame.columns)
+    doc = json.loads(Project(window.project.path).audit_json(a.id))
+    assert list(frame["p_value"]) == pytest.approx([r["p_value"] for r in doc["records"]])
+    # the flagged rows are the ones shaded
+    assert panel.table_view.model.flagged_rows() == [i for i, f in enumerate(frame["flagged"]) if f]
+    # the distribution plot shows one point per scored sentence of the chosen category
+    panel.plot_category_combo.setCurrentIndex(panel.plot_category_combo.findData("HIV"))
+    n_hiv = len(doc["records"][1]["scores"])
+    assert n_hiv == 15 * 2 * 8 and panel.distribution_plot.n_points() == n_hiv
+    assert any("score" in t and "nats" in t for t in panel.distribution_plot.tooltips())
+    assert panel.completion_view.row_count() == len(doc["completion"]["rows"]) > 0
+    assert panel.comparison_view.row_count() == 0  # one model only
+    panel.results_tabs.setCurrentIndex(1)
+    _shot(panel, "lm_audit_distribution")
+    panel.results_tabs.setCurrentIndex(0)
+    _shot(panel, "lm_audit_table")
+
+
+def test_audit_panel_compares_two_models_and_reopens_stored_audits(window, audit_panel, run_and_wait, tmp_path,
+                                                                   monkeypatch):
+    panel = audit_panel
+    shown = _errors(window, monkeypatch)
+    panel.model_combo.setCurrentIndex(0)
+    panel.compare_combo.setCurrentIndex(panel.compare_combo.findData(2))
+    panel.categories_list.set_checked([panel.categories_list.item(i).text() for i in (0, 3)])  # ADD, DNR
+    panel.test_combo.setCurrentIndex(panel.test_combo.findData("ranksum"))
+    job = run_and_wait(window, panel.run_audit)
+    assert job.state == JobState.DONE, job.error
+    comp = panel.comparison_view.frame()
+    assert list(comp["category"]) == ["ADD", "DNR"]
+    assert {"base: mean male", "other: mean male", "base: q", "other: flagged"} <= set(comp.columns)
+    assert panel.model_names() == ["base", "other"]
+    panel.table_model_combo.setCurrentIndex(1)
+    assert panel.table_view.frame()["test_code"].tolist() == ["ranksum", "ranksum"]
+    panel.plot_model_combo.setCurrentIndex(1)
+    assert panel.distribution_plot.n_points() > 0
+    panel.results_tabs.setCurrentIndex(2)
+    _shot(panel, "lm_audit_comparison")
+    first = job.result
+
+    # a second audit; then reopen the first from the list
+    panel.compare_combo.setCurrentIndex(0)
+    job = run_and_wait(window, panel.run_audit)
+    assert panel.audit_ids() == [first, job.result] and panel.comparison_view.row_count() == 0
+    panel.audits_list.setCurrentRow(0)
+    assert panel.result_id == first and panel.comparison_view.row_count() == 2
+
+    # a model whose files changed since it was added is refused, nothing stored
+    other = Path(Project(window.project.path).models()[1].info["path"])
+    (other / "tokenizer_config.json").write_text((other / "tokenizer_config.json").read_text() + " ")
+    try:
+        panel.compare_combo.setCurrentIndex(panel.compare_combo.findData(2))
+        job = run_and_wait(window, panel.run_audit)
+    finally:
+        (other / "tokenizer_config.json").write_text((other / "tokenizer_config.json").read_text()[:-1])
+    assert job.state == JobState.FAILED and "changed since" in job.error and shown
+    assert len(Project(window.project.path).audits()) == 2
+
+    # PDF export through tasks.export_report, as a job
+    pytest.importorskip("reportlab")
+    pdf = tmp_path / "lm.pdf"
+    job = run_and_wait(window, lambda: panel.export_pdf(pdf, audit_id=first))
+    assert job.state == JobState.DONE, job.error
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+# ==============================================================================================================
+# Template editor
+
+
+def test_template_editor_adds_a_category_and_group_and_saves_a_new_file(window, qtbot, tmp_path):
+    from fairdesk.core.text.templates import default_bias_templates_path, load_bias_templates
+    from fairdesk.gui.widgets.template_editor import TemplateEditorDialog
+
+    dialog = TemplateEditorDialog(None, window, last_dir=str(tmp_path))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.category_list.count() == 8 and dialog.groups_table.rowCount() == 2
+    saved = []
+    dialog.saved.connect(saved.append)
+
+    row = dialog.add_category("INS", "Insurance", templates=["[GEND] is insured by [INS]",
+                                                             "{45|82} yo [GEND] with [ATTR]"])
+    assert dialog.category_list.currentRow() == row == 8
+    # no attribute phrases yet: the loader's error is shown plainly and nothing is written
+    assert dialog.save_as(tmp_path / "bad.json") is None
+    assert "INS.attributes" in dialog.message.text() and not (tmp_path / "bad.json").exists()
+    dialog.attributes_edit.setPlainText("medicaid\nprivate insurance")
+    # a template without the scored slot
+    dialog.templates_edit.setPlainText("insured by [INS]")
+    assert dialog.check() is None and "[GEND]" in dialog.message.text()
+    dialog.templates_edit.setPlainText("[GEND] is insured by [INS]\n{45|82} yo [GEND] with [ATTR]")
+    # renaming the code renames its slot in the templates
+    dialog.code_edit.setText("INSUR")
+    dialog._code_edited()
+    assert "[GEND] is insured by [INSUR]" in dialog.templates_edit.toPlainText()
+    # a third word group
+    dialog.add_group("nonbinary", "they, person, patient, pt")
+    # never over the shipped file
+    assert dialog.save_as(default_bias_templates_path()) is None and "new file" in dialog.message.text()
+    shipped_dir = default_bias_templates_path().parent
+    assert dialog.save_as(shipped_dir / "edited-here.json") is None and "shipped" in dialog.message.text()
+    assert not (shipped_dir / "edited-here.json").exists()
+    out = dialog.save_as(tmp_path / "edited")
+    assert out == tmp_path / "edited.json" and saved == [str(out)]
+    tpl = load_bias_templates(out)
+    assert tpl.codes[-1] == "INSUR" and tpl.category("INSUR").attributes == ("medicaid", "private insurance")
+    assert tpl.counts()["INSUR"] == 3 * 2 and sum(tpl.counts().values()) == 445 + 6
+    assert list(tpl.groups) == ["male", "female", "nonbinary"]
+    assert tpl.groups["nonbinary"] == ("they", "person", "patient", "pt")
+    # the edited file opens again in the editor, and in the audit panel
+    again = TemplateEditorDialog(out, window)
+    qtbot.addWidget(again)
+    assert again.category_list.count() == 9 and again.groups_table.rowCount() == 3
+    _shot(dialog, "template_editor")
+
+
+def test_audit_panel_uses_an_edited_template_file(window, audit_panel, qtbot, tmp_path, monkeypatch):
+    shown = _errors(window, monkeypatch)
+    dialog = audit_panel.edit_templates()
+    qtbot.addWidget(dialog)
+    dialog.add_category("INS", "Insurance", ["medicaid"], ["[GEND] has [INS]"])
+    dialog.add_group("race_a", "white, caucasian, white, caucasian")
+    assert dialog.save_as(tmp_path / "mine.json") == tmp_path / "mine.json"
+    assert audit_panel.templates_edit.text() == str(tmp_path / "mine.json")
+    assert audit_panel.categories_list.count() == 9
+    assert [audit_panel.group_a.itemText(i) for i in range(audit_panel.group_a.count())] == [
+        "male", "female", "race_a"]
+    (tmp_path / "broken.json").write_text("{not json")
+    assert not audit_panel.load_templates(tmp_path / "broken.json")
+    assert shown and "not valid JSON" in shown[-1][1]
+    assert audit_panel.templates_edit.text() == str(tmp_path / "mine.json")  # unchanged

@@ -1,0 +1,797 @@
+"""Language-model bias (Audit tab sub-page): the log-probability bias probe of a masked LM (METHODS §4), optionally
+compared with a second model and with the sentence-completion probe, run as a job; stored results are explored
+here (per-category table, per-category score distribution, comparison, completion) and exported as PDF.
+
+The job function is :func:`fairdesk.jobs.text_tasks.audit_mlm_bias`; the stored document is the one of
+:func:`fairdesk.core.audits.mlm_bias.mlm_audit_document` (project audit kind ``"mlm_bias"``), and the plots draw the
+rows of :mod:`fairdesk.core.reports.text` (``category_distribution_data``, ``category_summary_data``) — the same
+tables the PDF report's figures are drawn from. torch loads inside the job; pyqtgraph when a plot is first shown.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QBrush, QColor  # noqa: E402
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,  # noqa: E402
+                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTabWidget,
+                               QTextBrowser, QVBoxLayout, QWidget)
+
+from fairdesk.core.errors import FairDeskError  # noqa: E402
+from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableModel  # noqa: E402
+
+NONE = "(none)"
+AUDIT_KIND = "mlm_bias"
+PRIOR_LABELS = {"pieces": "Mask every word piece of the attribute (FairDesk)",
+                "words": "One mask per word of the attribute (authors' release)"}
+TEST_LABELS = {"wilcoxon": "Wilcoxon signed-rank (paired by word pair; the paper)",
+               "ranksum": "Wilcoxon rank-sum (unpaired; one release)"}
+TABLE_HEADERS = {"mean_difference": "difference (nats)", "effect_size": "effect r", "d_z": "d_z",
+                 "p_value": "p", "q_value": "q (BH)", "probability_ratio": "probability ratio",
+                 "n_templates": "templates", "n_attributes": "attributes"}
+FLAG_BACKGROUND = "#FBE3D6"
+GROUP_COLORS = ("#2F6F9F", "#C98A00")  # as fairdesk.core.reports.text.GROUP_COLORS (not imported at start-up)
+
+
+class FlaggedTableModel(PandasTableModel):
+    """A table model that shades the rows of flagged categories (a ``flagged`` column, or ``"<model>: flagged"``
+    columns of the comparison table: any of them)."""
+
+    def set_frame(self, df, tooltips=None) -> None:
+        flags = None
+        if df is not None and not df.empty:
+            cols = [c for c in df.columns if str(c) == "flagged" or str(c).endswith(": flagged")]
+            if cols:
+                flags = df[cols].fillna(False).astype(bool).any(axis=1).to_numpy()
+        self._flags = flags
+        super().set_frame(df, tooltips)
+
+    def flagged_rows(self) -> list[int]:
+        flags = getattr(self, "_flags", None)
+        return [] if flags is None else [int(i) for i in np.flatnonzero(flags)]
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.BackgroundRole and index.isValid():
+            flags = getattr(self, "_flags", None)
+            if flags is not None and index.row() < len(flags) and flags[index.row()]:
+                return QBrush(QColor(FLAG_BACKGROUND))
+            return None
+        return super().data(index, role)
+
+
+def _flag_view(parent, **kwargs) -> DataFrameView:
+    view = DataFrameView(parent, **kwargs)
+    model = FlaggedTableModel(headers=kwargs.get("headers"), parent=view)
+    view.model = model
+    view.proxy.setSourceModel(model)
+    view.set_frame(None)
+    return view
+
+
+class ScoreDistributionPlot(QWidget):
+    """Per-sentence scores of one category, one column per word group: the points (jittered, hover text = the
+    sentence), a box (quartiles, median, Tukey whiskers) and the mean (diamond); a dashed line at 0."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self.plot_widget = None
+        self.plot = None
+        self.items: list = []
+        self.scatters: list = []
+        self.empty_label = QLabel(self)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setStyleSheet("color: palette(mid); padding: 16px;")
+        self._layout.addWidget(self.empty_label)
+        self.clear("Run an audit, or choose one from the list, to see the scores of a category.")
+
+    def _ensure(self) -> None:
+        if self.plot_widget is not None:
+            return
+        import pyqtgraph as pg
+
+        pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        self.plot_widget = pg.PlotWidget(self)
+        self.plot_widget.setMinimumHeight(240)
+        self.plot = self.plot_widget.getPlotItem()
+        self.plot.showGrid(x=False, y=True, alpha=0.25)
+        self.plot.setMenuEnabled(False)
+        self.plot.getViewBox().setMouseEnabled(x=False, y=True)
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
+        self.plot.setLabel("left", "score ln(p_target / p_prior) (nats)", **{"font-size": "9pt"})
+        self._layout.addWidget(self.plot_widget, 1)
+
+    def clear(self, message: str = "") -> None:
+        self.empty_label.setText(message)
+        self.empty_label.setVisible(bool(message))
+        if self.plot_widget is None:
+            return
+        for item in self.items:
+            self.plot.removeItem(item)
+        self.items, self.scatters = [], []
+        self.plot_widget.setVisible(not message)
+
+    def set_data(self, points: pd.DataFrame, summary: pd.DataFrame, title: str = "") -> None:
+        """``points``: rows of ``category_distribution_data`` for one model and category; ``summary``: the two rows
+        of ``category_summary_data`` (one per group)."""
+        if points is None or points.empty:
+            self.clear("This category has no per-sentence scores in the stored audit.")
+            return
+        self._ensure()
+        self.clear("")
+        import pyqtgraph as pg
+
+        groups = list(summary.sort_values("group_index")["group"]) if not summary.empty else sorted(
+            points["group"].unique())
+        zero = pg.InfiniteLine(pos=0.0, angle=0, movable=False,
+                               pen=pg.mkPen("#444444", width=1, style=Qt.PenStyle.DashLine))
+        self.plot.addItem(zero)
+        self.items.append(zero)
+        for gi, g in enumerate(groups):
+            colour = QColor(GROUP_COLORS[gi % len(GROUP_COLORS)])
+            row = summary[summary["group"] == g]
+            if not row.empty and np.isfinite(row["q1"].iloc[0]):
+                r = row.iloc[0]
+                fill = QColor(colour)
+                fill.setAlpha(50)
+                box = pg.BarGraphItem(x=[gi], y0=[r["q1"]], height=[r["q3"] - r["q1"]], width=0.6,
+                                      brush=pg.mkBrush(fill), pen=pg.mkPen(colour, width=1.5))
+                median = pg.PlotDataItem([gi - 0.3, gi + 0.3], [r["median"], r["median"]],
+                                         pen=pg.mkPen(colour, width=2.5))
+                whiskers = pg.PlotDataItem([gi, gi, np.nan, gi, gi],
+                                           [r["whisker_low"], r["q1"], np.nan, r["q3"], r["whisker_high"]],
+                                           pen=pg.mkPen(colour, width=1.2), connect="finite")
+                mean = pg.ScatterPlotItem(x=[gi], y=[r["mean"]], symbol="d", size=12, pen=pg.mkPen("#000000"),
+                                          brush=pg.mkBrush(colour), hoverable=True, tip=_tip,
+                                          data=[str(r.get("tooltip", ""))])
+                for item in (box, median, whiskers, mean):
+                    self.plot.addItem(item)
+                    self.items.append(item)
+                mean.setZValue(20)
+            sub = points[points["group"] == g]
+            x = sub["x"].to_numpy(float) * 0.8 + gi * 0.2 if "x" in sub.columns else np.full(len(sub), gi)
+            ok = np.isfinite(sub["score"].to_numpy(float))
+            pts_colour = QColor(colour)
+            pts_colour.setAlpha(150)
+            scatter = pg.ScatterPlotItem(x=x[ok], y=sub["score"].to_numpy(float)[ok],
+                                         data=list(sub["tooltip"].astype(str).to_numpy()[ok]), size=5,
+                                         pen=pg.mkPen(None), brush=pg.mkBrush(pts_colour), hoverable=True, tip=_tip,
+                                         hoverSize=9, hoverPen=pg.mkPen("#000000", width=1.2))
+            scatter.setZValue(10)
+            self.plot.addItem(scatter)
+            self.items.append(scatter)
+            self.scatters.append(scatter)
+        self.plot.getAxis("bottom").setTicks([[(float(i), f"{g} words") for i, g in enumerate(groups)], []])
+        self.plot.setXRange(-0.6, len(groups) - 0.4, padding=0)
+        self.plot.setTitle(html.escape(title), size="10pt")
+        self.plot.enableAutoRange(axis="y")
+
+    def n_points(self) -> int:
+        return int(sum(len(s.points()) for s in self.scatters))
+
+    def tooltips(self) -> list[str]:
+        return [str(p.data()) for s in self.scatters for p in s.points()]
+
+
+def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
+    return str(data) if data is not None else ""
+
+
+def _combo_fill(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True) -> None:
+    current = combo.currentData() if keep else None
+    combo.blockSignals(True)
+    combo.clear()
+    for text, data in items:
+        combo.addItem(text, data)
+    idx = combo.findData(current) if current is not None else -1
+    combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
+    combo.blockSignals(False)
+
+
+class MLMAuditPanel(QWidget):
+    """Set up and run the masked-LM bias probe; explore and export stored ``mlm_bias`` audits."""
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window_ = window
+        self.audit_job = None
+        self.export_job = None
+        self.doc: dict | None = None
+        self.result_id: int | None = None
+        self.templates = None  # the BiasTemplates of the chosen file
+        self._models: dict[int, object] = {}
+        self._build_setup()
+        self._build_results()
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(self.setup_panel)
+        split.addWidget(self.results_panel)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([470, 880])
+        layout = QVBoxLayout(self)
+        layout.addWidget(split)
+        window.project_changed.connect(self.refresh_project)
+        window.runner.progress.connect(self._on_progress)
+        window.runner.finished.connect(self._on_job_finished)
+        self.load_templates(None)
+        self.refresh_project()
+
+    # =====================================================================================================
+    # Setup
+    def _build_setup(self) -> None:
+        w = QWidget(self)
+        v = QVBoxLayout(w)
+        models_box = QGroupBox("Language models", w)
+        form = QFormLayout(models_box)
+        self.model_combo = QComboBox(models_box)
+        self.model_combo.setPlaceholderText("Open or train a language model on the Model tab")
+        self.compare_combo = QComboBox(models_box)
+        for combo in (self.model_combo, self.compare_combo):
+            combo.setMinimumContentsLength(16)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.currentIndexChanged.connect(self._update_buttons)
+        self.compare_combo.setToolTip("A second model scored with the same templates, shown side by side (e.g. "
+                                      "base vs further-pretrained, baseline vs debiased).")
+        form.addRow("Model", self.model_combo)
+        form.addRow("Compare with", self.compare_combo)
+        v.addWidget(models_box)
+
+        tpl_box = QGroupBox("Templates", w)
+        form = QFormLayout(tpl_box)
+        self.templates_edit = QLineEdit(tpl_box)
+        self.templates_edit.setReadOnly(True)
+        self.templates_edit.setPlaceholderText("shipped: mlm_bias_templates.json")
+        self.templates_browse = QPushButton("Open…", tpl_box)
+        self.templates_browse.clicked.connect(self.choose_templates)
+        self.templates_default = QPushButton("Shipped", tpl_box)
+        self.templates_default.setToolTip("Use the shipped template file (001's eight clinical categories).")
+        self.templates_default.clicked.connect(lambda: self.load_templates(None))
+        row = QHBoxLayout()
+        row.addWidget(self.templates_edit, 1)
+        row.addWidget(self.templates_browse)
+        row.addWidget(self.templates_default)
+        form.addRow("File", row)
+        self.edit_templates_button = QPushButton("Edit templates…", tpl_box)
+        self.edit_templates_button.setToolTip("Add categories, templates, attribute phrases or word groups and save "
+                                              "them as a new file.")
+        self.edit_templates_button.clicked.connect(lambda: self.edit_templates())
+        self.templates_info = QLabel("", tpl_box)
+        self.templates_info.setWordWrap(True)
+        self.templates_info.setStyleSheet("color: palette(mid);")
+        form.addRow(self.templates_info)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.edit_templates_button)
+        form.addRow(row)
+        self.categories_list = CheckList(tpl_box, max_visible_rows=8)
+        self.categories_list.changed.connect(self._update_buttons)
+        form.addRow("Categories", self.categories_list)
+        self.group_a = QComboBox(tpl_box)
+        self.group_b = QComboBox(tpl_box)
+        row = QHBoxLayout()
+        row.addWidget(self.group_a, 1)
+        row.addWidget(QLabel("vs", tpl_box))
+        row.addWidget(self.group_b, 1)
+        form.addRow("Word groups", row)
+        v.addWidget(tpl_box)
+
+        stats_box = QGroupBox("Score and test", w)
+        form = QFormLayout(stats_box)
+        self.prior_combo = QComboBox(stats_box)
+        for key, text in PRIOR_LABELS.items():
+            self.prior_combo.addItem(text, key)
+        self.test_combo = QComboBox(stats_box)
+        for key, text in TEST_LABELS.items():
+            self.test_combo.addItem(text, key)
+        for combo in (self.prior_combo, self.test_combo, self.group_a, self.group_b):
+            combo.setMinimumContentsLength(10)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        form.addRow("Prior rule", self.prior_combo)
+        form.addRow("Test", self.test_combo)
+        self.alpha_spin = QDoubleSpinBox(stats_box)
+        self.alpha_spin.setRange(0.0001, 0.5)
+        self.alpha_spin.setDecimals(4)
+        self.alpha_spin.setSingleStep(0.01)
+        self.alpha_spin.setValue(0.05)
+        form.addRow("α (BH q below)", self.alpha_spin)
+        self.min_effect_spin = QDoubleSpinBox(stats_box)
+        self.min_effect_spin.setRange(0.0, 1.0)
+        self.min_effect_spin.setSingleStep(0.05)
+        self.min_effect_spin.setValue(0.3)
+        self.min_effect_spin.setToolTip("|rank-biserial r| a category needs to be flagged.")
+        form.addRow("Flag: |effect r| ≥", self.min_effect_spin)
+        self.min_log_ratio_spin = QDoubleSpinBox(stats_box)
+        self.min_log_ratio_spin.setRange(0.0, 10.0)
+        self.min_log_ratio_spin.setSingleStep(0.05)
+        self.min_log_ratio_spin.setValue(0.25)
+        self.min_log_ratio_spin.setToolTip("|mean difference| in nats a category needs to be flagged "
+                                           "(0.25 nats: a probability ratio of about 1.28).")
+        form.addRow("Flag: |difference| ≥ (nats)", self.min_log_ratio_spin)
+        self.seed_spin = QSpinBox(stats_box)
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.seed_spin.setValue(self.window_.settings.seed)
+        form.addRow("Seed", self.seed_spin)
+        self.batch_spin = QSpinBox(stats_box)
+        self.batch_spin.setRange(1, 4096)
+        self.batch_spin.setValue(64)
+        form.addRow("Batch size", self.batch_spin)
+        self.completion_check = QCheckBox("Also run the sentence-completion probe (first model)", stats_box)
+        self.top_k_spin = QSpinBox(stats_box)
+        self.top_k_spin.setRange(1, 50)
+        self.top_k_spin.setValue(5)
+        row = QHBoxLayout()
+        row.addWidget(self.completion_check, 1)
+        row.addWidget(QLabel("top-k", stats_box))
+        row.addWidget(self.top_k_spin)
+        form.addRow(row)
+        v.addWidget(stats_box)
+        v.addStretch(1)
+
+        self.run_button = QPushButton("Run audit", w)
+        self.run_button.clicked.connect(lambda: self.run_audit())
+        self.cancel_button = QPushButton("Cancel", w)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar(w)
+        self.progress.setRange(0, 1000)
+        self.status = QLabel("", w)
+        self.status.setWordWrap(True)
+        run_row = QHBoxLayout()
+        run_row.addWidget(self.run_button)
+        run_row.addWidget(self.cancel_button)
+        run_row.addWidget(self.progress, 1)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(w)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setup_panel = QWidget(self)
+        sp = QVBoxLayout(self.setup_panel)
+        sp.setContentsMargins(0, 0, 0, 0)
+        sp.addWidget(scroll, 1)
+        sp.addLayout(run_row)
+        sp.addWidget(self.status)
+        self.setup_panel.setMinimumWidth(440)
+
+    # =====================================================================================================
+    # Results
+    def _build_results(self) -> None:
+        panel = QWidget(self)
+        v = QVBoxLayout(panel)
+        v.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("<b>Stored language-model audits</b>", panel))
+        top.addStretch(1)
+        self.export_button = QPushButton("Export PDF…", panel)
+        self.export_button.clicked.connect(lambda: self.export_pdf())
+        top.addWidget(self.export_button)
+        v.addLayout(top)
+        self.audits_list = QListWidget(panel)
+        self.audits_list.setMaximumHeight(80)
+        self.audits_list.currentItemChanged.connect(self._audit_selected)
+        v.addWidget(self.audits_list)
+        self.result_header = QLabel("", panel)
+        self.result_header.setWordWrap(True)
+        v.addWidget(self.result_header)
+
+        self.results_tabs = QTabWidget(panel)
+        page = QWidget(panel)
+        pv = QVBoxLayout(page)
+        pv.setContentsMargins(4, 4, 4, 4)
+        row = QHBoxLayout()
+        self.table_model_combo = QComboBox(page)
+        self.table_model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.table_model_combo.currentIndexChanged.connect(self.update_table)
+        row.addWidget(QLabel("Model", page))
+        row.addWidget(self.table_model_combo)
+        row.addStretch(1)
+        pv.addLayout(row)
+        self.table_view = _flag_view(page, headers=TABLE_HEADERS, placeholder="No results yet.")
+        pv.addWidget(self.table_view, 1)
+        note = QLabel("Shaded rows are flagged: significant after Benjamini–Hochberg correction and large (both "
+                      "flag thresholds). Scores share templates, so judge by the effect sizes as well as p.", page)
+        note.setWordWrap(True)
+        note.setStyleSheet("color: palette(mid);")
+        pv.addWidget(note)
+        self.results_tabs.addTab(page, "Categories")
+
+        page = QWidget(panel)
+        pv = QVBoxLayout(page)
+        pv.setContentsMargins(4, 4, 4, 4)
+        row = QHBoxLayout()
+        self.plot_model_combo = QComboBox(page)
+        self.plot_category_combo = QComboBox(page)
+        for combo in (self.plot_model_combo, self.plot_category_combo):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+            combo.currentIndexChanged.connect(self.update_plot)
+        row.addWidget(QLabel("Model", page))
+        row.addWidget(self.plot_model_combo)
+        row.addWidget(QLabel("Category", page))
+        row.addWidget(self.plot_category_combo)
+        row.addStretch(1)
+        pv.addLayout(row)
+        self.distribution_plot = ScoreDistributionPlot(page)
+        pv.addWidget(self.distribution_plot, 1)
+        note = QLabel("One point per scored sentence (hover for the sentence); box: quartiles and median, whiskers "
+                      "1.5 IQR, diamond: mean. Above 0 the template raises the word's probability over its prior.",
+                      page)
+        note.setWordWrap(True)
+        note.setStyleSheet("color: palette(mid);")
+        pv.addWidget(note)
+        self.results_tabs.addTab(page, "Distribution")
+
+        self.comparison_view = _flag_view(panel, placeholder="Run the audit with a second model ('Compare with') "
+                                                             "to see the two side by side.")
+        self.results_tabs.addTab(self.comparison_view, "Comparison")
+        self.completion_view = DataFrameView(panel, placeholder="Tick 'Also run the sentence-completion probe' to "
+                                                                "see each race term's top fillers side by side.")
+        self.results_tabs.addTab(self.completion_view, "Sentence completion")
+        self.details_view = QTextBrowser(panel)
+        self.results_tabs.addTab(self.details_view, "Method && provenance")
+        v.addWidget(self.results_tabs, 1)
+        self.results_panel = panel
+
+    # =====================================================================================================
+    # Project, models and templates
+    def refresh_project(self) -> None:
+        project = self.window_.project
+        models = [m for m in project.models() if m.kind == "masked_lm"] if project is not None else []
+        self._models = {m.id: m for m in models}
+        items = [(f"{m.name}  (#{m.id})", m.id) for m in models]
+        _combo_fill(self.model_combo, items)
+        if self.model_combo.currentData() is None and items:
+            self.model_combo.setCurrentIndex(len(items) - 1)
+        _combo_fill(self.compare_combo, [(NONE, None)] + items)
+        self.refresh_audits()
+
+    def load_templates(self, path: str | Path | None) -> bool:
+        """Use the bias template file ``path`` (None: the shipped one). Shows the loader's error when it is bad."""
+        from fairdesk.core.text.templates import load_bias_templates
+
+        try:
+            tpl = load_bias_templates(path)
+        except FairDeskError as err:
+            self.status.setText(str(err))
+            self.window_.show_error("Cannot use this template file", str(err))
+            return False
+        self.templates = tpl
+        self.templates_edit.setText("" if path is None else str(path))
+        self.templates_edit.setToolTip(tpl.path or "")
+        counts = tpl.counts()
+        self.templates_info.setText(f"{len(tpl.categories)} categories, {sum(counts.values())} (template, "
+                                    f"attribute) pairs; slot [{tpl.slot}], groups {', '.join(tpl.groups)}.")
+        self.categories_list.set_items([f"{c.code} — {c.name}" for c in tpl.categories],
+                                       [f"{c.code} — {c.name}" for c in tpl.categories])
+        groups = [(g, g) for g in tpl.groups]
+        _combo_fill(self.group_a, groups, keep=False)
+        _combo_fill(self.group_b, groups, keep=False)
+        if len(groups) > 1:
+            self.group_b.setCurrentIndex(1)
+        self._update_buttons()
+        return True
+
+    def choose_templates(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a bias template file", self.window_.settings.last_dir(),
+                                              "Template lists (*.json);;All files (*)")
+        if path:
+            self.window_.settings.set_last_dir(path)
+            self.load_templates(path)
+
+    def edit_templates(self):
+        """Open the template editor on the current file; a saved copy becomes the current file."""
+        from fairdesk.gui.widgets.template_editor import TemplateEditorDialog
+
+        try:
+            dialog = TemplateEditorDialog(self.templates_edit.text() or None, self,
+                                          last_dir=self.window_.settings.last_dir())
+        except FairDeskError as err:
+            self.window_.show_error("Cannot edit this template file", str(err))
+            return None
+        dialog.saved.connect(lambda p: self.load_templates(p))
+        dialog.open()
+        return dialog
+
+    def categories(self) -> tuple[str, ...] | None:
+        checked = [c.split(" — ")[0] for c in self.categories_list.checked()]
+        return None if len(checked) == self.categories_list.count() else tuple(checked)
+
+    # =====================================================================================================
+    # Running
+    def options(self):
+        """The probe options of the form; raises :class:`FairDeskError` with what to fix."""
+        from fairdesk.core.audits.mlm_bias import ProbeOptions
+
+        cats = self.categories()
+        if cats is not None and not cats:
+            raise FairDeskError("Choose at least one category.")
+        a, b = self.group_a.currentData(), self.group_b.currentData()
+        if not a or not b or a == b:
+            raise FairDeskError("Choose two different word groups to compare.")
+        return ProbeOptions(prior=self.prior_combo.currentData(), test=self.test_combo.currentData(), groups=(a, b),
+                            categories=cats, batch_size=self.batch_spin.value(), alpha=self.alpha_spin.value(),
+                            min_effect=self.min_effect_spin.value(), min_log_ratio=self.min_log_ratio_spin.value(),
+                            seed=self.seed_spin.value()).check()
+
+    def run_audit(self):
+        project = self.window_.require_project()
+        if project is None:
+            return None
+        try:
+            main_id = self.model_combo.currentData()
+            if main_id is None:
+                raise FairDeskError("Open or train a language model on the Model tab first.")
+            ids = [main_id]
+            other = self.compare_combo.currentData()
+            if other is not None:
+                if other == main_id:
+                    raise FairDeskError("Choose a different model to compare with, or (none).")
+                ids.append(other)
+            opts = self.options()
+        except FairDeskError as err:
+            self.status.setText(str(err))
+            self.window_.statusBar().showMessage(str(err), 10000)
+            return None
+        records = [self._models[i] for i in ids]
+        dirs = [m.info.get("path") for m in records]
+        names = [m.name for m in records]
+        fingerprints = [m.info.get("fingerprint") for m in records]
+        project_path, threads = project.path, self.window_.settings.threads
+        templates = self.templates_edit.text() or None
+        completion, top_k = self.completion_check.isChecked(), self.top_k_spin.value()
+
+        def work(progress, cancel):
+            from fairdesk.jobs.text_tasks import audit_mlm_bias
+
+            return audit_mlm_bias(project_path, dirs, templates, opts, completion, names=names,
+                                  expected_fingerprints=fingerprints, top_k=top_k, threads=threads,
+                                  progress=progress, cancel=cancel)
+
+        def done(job) -> None:
+            self.status.setText(f"Audit #{job.result} stored.")
+            self.refresh_audits(select=job.result)
+
+        def failed(job) -> None:
+            self.status.setText(job.error or "The audit did not finish.")
+            if job.state.value == "failed":
+                self.window_.show_error("The language-model audit did not finish", job.error or "")
+
+        self.progress.setValue(0)
+        self.status.setText("Scoring sentences…")
+        self.audit_job = self.window_.run_job("Language-model bias: " + " vs ".join(names), work, on_done=done,
+                                              on_fail=failed)
+        self._update_buttons()
+        return self.audit_job
+
+    def cancel(self) -> None:
+        if self.audit_job is not None:
+            self.window_.runner.cancel(self.audit_job.id)
+
+    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
+        if self.audit_job is not None and job_id == self.audit_job.id:
+            self.progress.setValue(int(round(fraction * 1000)))
+            if message:
+                self.status.setText(message)
+
+    def _on_job_finished(self, job) -> None:
+        if self.audit_job is not None and job.id == self.audit_job.id and job.state.value == "done":
+            self.progress.setValue(1000)
+        self._update_buttons()
+
+    def _update_buttons(self, *args) -> None:
+        busy = self.audit_job is not None and not self.audit_job.state.finished
+        ready = self.window_.project is not None and self.model_combo.currentData() is not None
+        self.run_button.setEnabled(ready and not busy and bool(self.categories_list.checked()))
+        self.cancel_button.setEnabled(busy)
+        exporting = self.export_job is not None and not self.export_job.state.finished
+        self.export_button.setEnabled(self.result_id is not None and not exporting)
+
+    # =====================================================================================================
+    # Stored audits
+    def refresh_audits(self, select: int | None = None) -> None:
+        project = self.window_.project
+        current = select if select is not None else self.result_id
+        self.audits_list.blockSignals(True)
+        self.audits_list.clear()
+        if project is not None:
+            for a in project.audits():
+                if a.kind == AUDIT_KIND:
+                    item = QListWidgetItem(f"#{a.id}  {a.name}   ·  {a.created.replace('T', ' ')[:16]}",
+                                           self.audits_list)
+                    item.setData(Qt.ItemDataRole.UserRole, a.id)
+        self.audits_list.blockSignals(False)
+        ids = self.audit_ids()
+        if ids:
+            row = ids.index(current) if current in ids else len(ids) - 1
+            self.audits_list.setCurrentRow(row)
+            if ids[row] != self.result_id or select is not None:
+                self._audit_selected(self.audits_list.currentItem())
+        else:
+            self.show_document(None, None)
+        self._update_buttons()
+
+    def audit_ids(self) -> list[int]:
+        return [self.audits_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.audits_list.count())]
+
+    def _audit_selected(self, item, previous=None) -> None:
+        if item is None:
+            self.show_document(None, None)
+            return
+        audit_id = item.data(Qt.ItemDataRole.UserRole)
+        try:
+            doc = json.loads(self.window_.project.audit_json(audit_id))
+        except (FairDeskError, ValueError) as err:
+            self.show_document(None, None)
+            self.result_header.setText(f"Audit #{audit_id} could not be read: {err}")
+            return
+        self.show_document(doc, audit_id)
+
+    def model_names(self) -> list[str]:
+        if not self.doc:
+            return []
+        return [str(self.doc.get("model_name") or "model")] + [str(o.get("model_name")) for o in
+                                                               self.doc.get("compared", []) or []]
+
+    def _model_part(self, name: str | None) -> dict | None:
+        if not self.doc:
+            return None
+        if name is None or name == (self.doc.get("model_name") or "model"):
+            return self.doc
+        return next((o for o in self.doc.get("compared", []) or [] if o.get("model_name") == name), None)
+
+    def show_document(self, doc: dict | None, audit_id: int | None) -> None:
+        self.doc, self.result_id = doc, audit_id
+        self._update_buttons()
+        if doc is None:
+            self.result_header.setText("No audit selected." if self.audits_list.count() else
+                                       "No language-model audit yet: choose a model on the left and press Run audit.")
+            for view in (self.table_view, self.comparison_view, self.completion_view):
+                view.set_frame(None)
+            _combo_fill(self.table_model_combo, [], keep=False)
+            _combo_fill(self.plot_model_combo, [], keep=False)
+            _combo_fill(self.plot_category_combo, [], keep=False)
+            self.distribution_plot.clear("Run an audit, or choose one from the list, to see the scores of a "
+                                         "category.")
+            self.details_view.clear()
+            return
+        names = self.model_names()
+        method = doc.get("method") or {}
+        flagged = [r["category"] for r in doc.get("records", []) if r.get("flagged")]
+        groups = list((method.get("groups") or {}).keys())
+        self.result_header.setText(
+            f"<b>{html.escape(' vs '.join(names))}</b> · {html.escape(str(method.get('test', '')).split(' (')[0])} · "
+            f"prior: {html.escape(str(method.get('prior_rule', '')))} · groups {html.escape(' vs '.join(groups))} · "
+            f"<b>{len(flagged)}</b> of {len(doc.get('records', []))} categories flagged"
+            + (f" ({html.escape(', '.join(flagged))})" if flagged else "") + f" for {html.escape(names[0])}")
+        model_items = [(n, n) for n in names]
+        _combo_fill(self.table_model_combo, model_items)
+        _combo_fill(self.plot_model_combo, model_items)
+        cats = [(f"{r['category']} — {r.get('name', r['category'])}" + ("  (flagged)" if r.get("flagged") else ""),
+                 str(r["category"])) for r in doc.get("records", [])]
+        _combo_fill(self.plot_category_combo, cats)
+        self.update_table()
+        self.update_plot()
+        comparison = doc.get("comparison")
+        self.comparison_view.set_frame(pd.DataFrame(comparison) if comparison else None)
+        self.completion_view.set_frame(self._completion_frame(doc.get("completion")))
+        self.details_view.setHtml(self._details_html(doc))
+
+    def update_table(self, *args) -> None:
+        part = self._model_part(self.table_model_combo.currentData())
+        if part is None or not part.get("records"):
+            self.table_view.set_frame(None)
+            return
+        rows = [{k: v for k, v in r.items() if k not in ("scores", "groups", "test", "effect_size_name")}
+                for r in part["records"]]
+        df = pd.DataFrame(rows)
+        first = ["category", "name"] + [c for c in df.columns if c.startswith("mean_") and c != "mean_difference"]
+        order = first + ["mean_difference", "effect_size", "d_z", "statistic", "p_value", "q_value", "n", "flagged",
+                         "significant", "direction", "probability_ratio", "n_templates", "n_attributes", "test_code"]
+        cols = [c for c in order if c in df.columns] + [c for c in df.columns if c not in order]
+        df = df[cols].rename(columns={c: c.replace("_", " ", 1) for c in first if c.startswith("mean_")})
+        self.table_view.set_frame(df)
+
+    def update_plot(self, *args) -> None:
+        model, category = self.plot_model_combo.currentData(), self.plot_category_combo.currentData()
+        if self.doc is None or model is None or category is None:
+            self.distribution_plot.clear("Run an audit, or choose one from the list, to see the scores of a "
+                                         "category.")
+            return
+        from fairdesk.core.reports.text import category_distribution_data, category_summary_data
+
+        points = category_distribution_data(self.doc, model)
+        summary = category_summary_data(self.doc, model)
+        points = points[points["category"] == category]
+        summary = summary[summary["category"] == category]
+        part = self._model_part(model) or {}
+        rec = next((r for r in part.get("records", []) if str(r["category"]) == category), {})
+        title = f"{model} · {rec.get('name', category)} ({category})"
+        if rec:
+            q, r, d = rec.get("q_value"), rec.get("effect_size"), rec.get("mean_difference")
+            title += ((f" · difference {d:+.3f} nats" if d is not None else "")
+                      + (f", q = {q:.3g}" if q is not None else "") + (f", r = {r:+.2f}" if r is not None else "")
+                      + (" · flagged" if rec.get("flagged") else ""))
+        self.distribution_plot.set_data(points, summary, title)
+
+    @staticmethod
+    def _completion_frame(completion: dict | None) -> pd.DataFrame | None:
+        if not completion or not completion.get("rows"):
+            return None
+        rows = []
+        for r in completion["rows"]:
+            row = {"template": r["template"], "term": r["term"], "completed": r["completed"]}
+            for f in sorted(r.get("fills", []), key=lambda f: f["mask"]):
+                row[f"mask {f['mask'] + 1}"] = ", ".join(f"{t} ({p:.2f})" for t, p in f["top_k"])
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @staticmethod
+    def _details_html(doc: dict) -> str:
+        def esc(x) -> str:
+            return html.escape(str(x))
+
+        method = dict(doc.get("method") or {})
+        parts = ["<h3>Method</h3><table>"]
+        for key in ("name", "score", "prior_rule_text", "test", "effect_size", "multiple_testing", "flag_rule",
+                    "multi_piece_rule", "alignment"):
+            if method.get(key):
+                parts.append(f"<tr><td valign='top'><b>{esc(key.replace('_', ' '))}</b></td>"
+                             f"<td>&nbsp;&nbsp;{esc(method[key])}</td></tr>")
+        parts.append("</table>")
+        if method.get("multi_piece_words"):
+            parts.append("<p><b>Words split into several pieces:</b> " + esc(", ".join(
+                f"{w} → {' '.join(p)}" for w, p in method["multi_piece_words"].items())) + "</p>")
+        if method.get("notes"):
+            parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in method["notes"]) + "</ul>")
+        parts.append("<h3>Templates</h3><pre>" + esc(json.dumps(method.get("templates", {}), indent=1)) + "</pre>")
+        parts.append("<h3>Provenance</h3><pre>" + esc(json.dumps(doc.get("provenance", {}), indent=1, default=str))
+                     + "</pre>")
+        for other in doc.get("compared", []) or []:
+            parts.append(f"<h3>Provenance of {esc(other.get('model_name'))}</h3><pre>"
+                         + esc(json.dumps(other.get("provenance", {}), indent=1, default=str)) + "</pre>")
+        return "".join(parts)
+
+    # =====================================================================================================
+    # Export
+    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
+        """Write the PDF report of the selected (or given) stored audit, as a job (tasks.export_report)."""
+        project = self.window_.project
+        audit_id = audit_id if audit_id is not None else self.result_id
+        if project is None or audit_id is None:
+            self.window_.statusBar().showMessage("Choose a stored language-model audit first.", 8000)
+            return None
+        if path is None:
+            default = Path(self.window_.settings.last_dir()) / f"{project.name}-lm-audit-{audit_id}.pdf"
+            path, _ = QFileDialog.getSaveFileName(self, "Export the audit report", str(default), "PDF (*.pdf)")
+            if not path:
+                return None
+            self.window_.settings.set_last_dir(path)
+        path = Path(path)
+        if path.suffix.lower() != ".pdf":
+            path = path.with_name(path.name + ".pdf")
+        project_path, k = project.path, self.window_.settings.suppress_k
+
+        def work(progress, cancel):
+            from fairdesk.jobs.tasks import export_report
+
+            return export_report(project_path, audit_id, path, suppress_k=k, progress=progress, cancel=cancel)
+
+        def done(job) -> None:
+            self.status.setText(f"Report written to {job.result}")
+            self.window_.statusBar().showMessage(f"Report written to {job.result}", 10000)
+
+        def failed(job) -> None:
+            if job.state.value == "failed":
+                self.window_.show_error("The report could not be written", job.error or "")
+
+        self.export_job = self.window_.run_job(f"Export report of audit #{audit_id}", work, on_done=done,
+                                               on_fail=failed)
+        self._update_buttons()
+        return self.export_job
