@@ -236,12 +236,37 @@ def test_audit_panel_runs_the_probe_and_shows_table_and_plot(window, audit_panel
     n_hiv = len(doc["records"][1]["scores"])
     assert n_hiv == 15 * 2 * 8 and panel.distribution_plot.n_points() == n_hiv
     assert any("score" in t and "nats" in t for t in panel.distribution_plot.tooltips())
-    assert panel.completion_view.row_count() == len(doc["completion"]["rows"]) > 0
+    terms = doc["completion"]["method"]["terms"]
+    n_templates = len({r["template"] for r in doc["completion"]["rows"]})
+    assert panel.completion_template_combo.count() == n_templates + 1  # each template, and all of them
+    shown_rows = panel.completion_view.frame()
+    assert list(shown_rows["term"]) == terms and "template" not in shown_rows.columns
+    assert "mask 1" in shown_rows.columns
+    panel.completion_template_combo.setCurrentIndex(n_templates)
+    assert panel.completion_view.row_count() == len(doc["completion"]["rows"]) == n_templates * len(terms)
+    panel.completion_template_combo.setCurrentIndex(0)
     assert panel.comparison_view.row_count() == 0  # one model only
     panel.results_tabs.setCurrentIndex(1)
     _shot(panel, "lm_audit_distribution")
+    # a flagged category is shaded (the tiny random model flags none: mark one in a copy of the document)
+    from PySide6.QtCore import Qt
+
+    marked = json.loads(json.dumps(doc))
+    marked["records"][1]["flagged"] = True
+    panel.show_document(marked, a.id)
+    model = panel.table_view.model
+    assert model.flagged_rows() == [1]
+    assert model.data(model.index(1, 0), Qt.ItemDataRole.BackgroundRole) is not None
+    assert model.data(model.index(0, 0), Qt.ItemDataRole.BackgroundRole) is None
+    assert "1</b> of 2 categories flagged (HIV)" in panel.result_header.text()
+    assert "(flagged)" in panel.plot_category_combo.itemText(1)
     panel.results_tabs.setCurrentIndex(0)
     _shot(panel, "lm_audit_table")
+    panel.results_tabs.setCurrentIndex(3)
+    _shot(panel, "lm_audit_completion")
+    panel.results_tabs.setCurrentIndex(4)
+    assert "Provenance" in panel.details_view.toPlainText()
+    _shot(panel, "lm_audit_method")
 
 
 def test_audit_panel_compares_two_models_and_reopens_stored_audits(window, audit_panel, run_and_wait, tmp_path,

@@ -209,6 +209,7 @@ class MLMAuditPanel(QWidget):
         self.doc: dict | None = None
         self.result_id: int | None = None
         self.templates = None  # the BiasTemplates of the chosen file
+        self._completion: pd.DataFrame | None = None
         self._models: dict[int, object] = {}
         self._build_setup()
         self._build_results()
@@ -431,9 +432,27 @@ class MLMAuditPanel(QWidget):
         self.comparison_view = _flag_view(panel, placeholder="Run the audit with a second model ('Compare with') "
                                                              "to see the two side by side.")
         self.results_tabs.addTab(self.comparison_view, "Comparison")
-        self.completion_view = DataFrameView(panel, placeholder="Tick 'Also run the sentence-completion probe' to "
-                                                                "see each race term's top fillers side by side.")
-        self.results_tabs.addTab(self.completion_view, "Sentence completion")
+        page = QWidget(panel)
+        pv = QVBoxLayout(page)
+        pv.setContentsMargins(4, 4, 4, 4)
+        row = QHBoxLayout()
+        self.completion_template_combo = QComboBox(page)
+        self.completion_template_combo.setMinimumContentsLength(40)
+        self.completion_template_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.completion_template_combo.currentIndexChanged.connect(self.update_completion)
+        row.addWidget(QLabel("Template", page))
+        row.addWidget(self.completion_template_combo, 1)
+        pv.addLayout(row)
+        self.completion_view = DataFrameView(page, placeholder="Tick 'Also run the sentence-completion probe' to "
+                                                               "see each race term's top fillers side by side.")
+        pv.addWidget(self.completion_view, 1)
+        note = QLabel("Each [MASK] is filled greedily (the most confident first, then the model is asked again); "
+                      "a cell lists that mask's top-k fillers with their probabilities when it was filled.", page)
+        note.setWordWrap(True)
+        note.setStyleSheet("color: palette(mid);")
+        pv.addWidget(note)
+        self.results_tabs.addTab(page, "Sentence completion")
         self.details_view = QTextBrowser(panel)
         self.results_tabs.addTab(self.details_view, "Method && provenance")
         v.addWidget(self.results_tabs, 1)
@@ -654,6 +673,8 @@ class MLMAuditPanel(QWidget):
                                        "No language-model audit yet: choose a model on the left and press Run audit.")
             for view in (self.table_view, self.comparison_view, self.completion_view):
                 view.set_frame(None)
+            self._completion = None
+            _combo_fill(self.completion_template_combo, [], keep=False)
             _combo_fill(self.table_model_combo, [], keep=False)
             _combo_fill(self.plot_model_combo, [], keep=False)
             _combo_fill(self.plot_category_combo, [], keep=False)
@@ -680,7 +701,11 @@ class MLMAuditPanel(QWidget):
         self.update_plot()
         comparison = doc.get("comparison")
         self.comparison_view.set_frame(pd.DataFrame(comparison) if comparison else None)
-        self.completion_view.set_frame(self._completion_frame(doc.get("completion")))
+        self._completion = self._completion_frame(doc.get("completion"))
+        templates = [] if self._completion is None else list(dict.fromkeys(self._completion["template"]))
+        _combo_fill(self.completion_template_combo, [(t, t) for t in templates] + (
+            [("(all templates)", "")] if len(templates) > 1 else []))
+        self.update_completion()
         self.details_view.setHtml(self._details_html(doc))
 
     def update_table(self, *args) -> None:
@@ -719,6 +744,17 @@ class MLMAuditPanel(QWidget):
                       + (f", q = {q:.3g}" if q is not None else "") + (f", r = {r:+.2f}" if r is not None else "")
                       + (" · flagged" if rec.get("flagged") else ""))
         self.distribution_plot.set_data(points, summary, title)
+
+    def update_completion(self, *args) -> None:
+        """The completion rows of the chosen template side by side (one row per race term), or all of them."""
+        frame = getattr(self, "_completion", None)
+        template = self.completion_template_combo.currentData()
+        if frame is None:
+            self.completion_view.set_frame(None)
+            return
+        if template:
+            frame = frame[frame["template"] == template].drop(columns=["template"])
+        self.completion_view.set_frame(frame.dropna(axis=1, how="all"))
 
     @staticmethod
     def _completion_frame(completion: dict | None) -> pd.DataFrame | None:
