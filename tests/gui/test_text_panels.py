@@ -90,7 +90,11 @@ def _errors(window, monkeypatch) -> list:
 
 def test_open_model_folder_registers_it_and_bad_folders_are_refused(window, lm_panel, tiny_models, tmp_path,
                                                                      run_and_wait, monkeypatch):
+    from fairdesk.gui.tabs.text_audit import MLMAuditPanel
+
     shown = _errors(window, monkeypatch)
+    audit_panel = MLMAuditPanel(window)  # listens to the same project_changed signal
+    assert audit_panel.model_combo.count() == 0 and not audit_panel.run_button.isEnabled()
     job = run_and_wait(window, lambda: lm_panel.open_folder(tiny_models[0]))
     assert job.state == JobState.DONE, job.error
     [m] = Project(window.project.path).models()
@@ -98,6 +102,8 @@ def test_open_model_folder_registers_it_and_bad_folders_are_refused(window, lm_p
     assert lm_panel.model_ids() == [m.id]
     assert "language model #" in lm_panel.status.text()
     assert shown == []
+    assert audit_panel.model_combo.currentData() == m.id and audit_panel.run_button.isEnabled()
+    audit_panel.deleteLater()
 
     # a folder without config.json: refused at once, plainly, nothing stored
     empty = tmp_path / "not-a-model"
