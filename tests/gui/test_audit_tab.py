@@ -45,6 +45,10 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     job = _run_audit(window, run_and_wait)
     audit_id = job.result
     assert tab.audit_ids() == [audit_id] and tab.result_id == audit_id
+    # audits of other kinds (language-model, imaging) live on their own pages, never in this list
+    Project(window.project.path).add_audit("probe", "mlm_bias", "{}")
+    tab.refresh_audits()
+    assert tab.audit_ids() == [audit_id] and tab.result_id == audit_id
     result = Project(window.project.path).load_audit(audit_id)
     assert result.plan.threshold == "best_f1" and result.plan.n_boot == N_BOOT
     assert ("sex", "ethnicity") in result.plan.intersections

@@ -328,7 +328,7 @@ class AuditTab(QWidget):
         self.audits_list.blockSignals(True)
         self.audits_list.clear()
         if project is not None:
-            for a in project.audits():
+            for a in (a for a in project.audits() if a.kind == "groups"):  # other kinds have their own pages
                 item = QListWidgetItem(f"#{a.id}  {a.name}   ·  {a.created.replace('T', ' ')[:16]}", self.audits_list)
                 item.setData(Qt.ItemDataRole.UserRole, a.id)
         self.audits_list.blockSignals(False)
