@@ -5,6 +5,15 @@ METHODS §6).
   (L1 + small KL);
 * a class-conditioned ``UNet2DModel`` (``num_class_embeds`` = number of attribute values + 1 "null" class for
   classifier-free guidance) on the scaled latents, trained with ``DDPMScheduler`` noise (ε-prediction);
+* optionally (``mine_lambda`` > 0) the MINE disentangling map of 004 §3.3 (:mod:`.mine`), trained between the two
+  phases on the scaled latents: the UNet then learns, inverts and denoises ``φ(z₀) = z₀ + λ·m(z₀)/‖m(z₀)‖`` instead
+  of ``z₀`` (training, DDIM inversion and counterfactuals alike). The DECODER is applied to the diffusion's output
+  as it comes, i.e. to a latent in φ's image, without undoing φ: this is the paper's pipeline (§3.2–3.3, Fig. 1:
+  E → φ → diffusion under a → D on the generated latent); φ has no closed-form inverse, it moves each latent by
+  exactly λ (per sample, ℓ2 over the whole scaled latent, whose elements have unit standard deviation) so the
+  decoder sees latents within λ of those it was trained on (the paper's λ is 1e-3), and subtracting the original's
+  perturbation instead would add back to the counterfactual the very direction m(z₀) that carried the attribute
+  of the ORIGINAL image. The map's weights are saved with the generator (``mine/*.safetensors``);
 * generation with ``DDIMScheduler`` (η = 0): a counterfactual do(A = a′) encodes x to z₀, DETERMINISTICALLY
   INVERTS z₀ under the observed a to z_T (DDIM inversion; the unit's "abduction"), then denoises z_T under a′ and
   decodes. ``strength`` < 1 is the partial-noise option (invert / denoise only the first ``strength`` share of the
@@ -42,6 +51,7 @@ from fairdesk.core.progress import CancelToken, Cancelled, ProgressFn, Reporter
 
 META_FILE = "fairdesk_generator.json"
 ATTRIBUTE_FILE = "attribute.json"   # which attribute column and groups the generator was trained on
+MINE_DIR = "mine"                   # map.safetensors (m) and critic.safetensors (T) of the disentangling map
 
 
 @dataclass
@@ -62,6 +72,9 @@ class GeneratorConfig:
     kl_weight: float = 1e-4
     default_steps: int = 50         # DDIM steps for counterfactuals
     latent_scale: float = 1.0       # set after VAE training: 1 / std of the latents
+    mine_lambda: float = 0.0        # > 0: the MINE disentangling map φ with this λ (004 §3.3; the paper's λ: 1e-3)
+    mine_width: int = 16            # base width of the map m (a U-shaped CNN)
+    mine_critic_width: int = 32     # base width of the statistics network T (only needed while training)
 
     @property
     def latent_size(self) -> int:
@@ -134,6 +147,12 @@ class CounterfactualGenerator:
         self.vae.eval()
         self.unet.eval()
         self.ddpm, self.ddim = _schedulers(config)
+        self.mine_map = None      # the trained map m (None: no map, or not trained yet)
+        self.mine_critic = None   # its statistics network T (kept for resuming and for diagnostics)
+
+    @property
+    def uses_map(self) -> bool:
+        return self.mine_map is not None and self.config.mine_lambda > 0
 
     # ---------------------------------------------------------------- encode / decode
     def _to_tensor(self, images: np.ndarray):
@@ -154,6 +173,22 @@ class CounterfactualGenerator:
         with torch.inference_mode():
             return torch.cat([self.vae.encode(x[i:i + batch_size]).latent_dist.mean
                               for i in range(0, len(x), batch_size)]) * self.config.latent_scale
+
+    def disentangle(self, z0):
+        """``φ(z₀)`` when the generator has a MINE map, else ``z₀`` unchanged (scaled latents)."""
+        if not self.uses_map:
+            return z0
+        import torch
+
+        from fairdesk.core.generation.mine import phi
+
+        self.mine_map.eval()
+        with torch.inference_mode():
+            return phi(self.mine_map, z0, self.config.mine_lambda)
+
+    def latent(self, images: np.ndarray, batch_size: int = 256):
+        """The latent the diffusion model works on: ``φ(E(x))`` (or ``E(x)`` without a map)."""
+        return self.disentangle(self.encode(images, batch_size))
 
     def decode(self, z, batch_size: int = 256) -> np.ndarray:
         import torch
@@ -252,7 +287,7 @@ class CounterfactualGenerator:
         for b in range(n_batches):
             sl = slice(b * batch_size, (b + 1) * batch_size)
             rep.check()
-            z0 = self.encode(images[sl])
+            z0 = self.latent(images[sl])
             lab = torch.from_numpy(a[sl]).long()
             zt, _ = self.invert(z0, lab, steps, strength, guidance, step_cb)
             if return_latent:
@@ -295,6 +330,14 @@ class CounterfactualGenerator:
         try:
             self.vae.save_pretrained(tmp / "vae", safe_serialization=True)
             self.unet.save_pretrained(tmp / "unet", safe_serialization=True)
+            if self.mine_map is not None:
+                from safetensors.torch import save_file
+
+                (tmp / MINE_DIR).mkdir()
+                for name, net in (("map", self.mine_map), ("critic", self.mine_critic)):
+                    if net is not None:
+                        save_file({k: v.detach().contiguous() for k, v in net.state_dict().items()},
+                                  str(tmp / MINE_DIR / f"{name}.safetensors"))
             if extra_state:
                 from safetensors.torch import save_file
 
@@ -325,6 +368,9 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
         unet = UNet2DModel.from_pretrained(str(folder / "unet"), local_files_only=True, use_safetensors=True)
     except Exception as err:
         raise ModelError(f"The generator in '{folder}' cannot be loaded: {type(err).__name__}: {err}") from None
+    gen = CounterfactualGenerator(vae, unet, config, meta)
+    if config.mine_lambda > 0 and (folder / MINE_DIR / "map.safetensors").is_file():
+        gen.mine_map, gen.mine_critic = _load_mine(folder, config)
     attr_file = folder / ATTRIBUTE_FILE
     if attr_file.is_file():
         try:
@@ -332,7 +378,34 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
             meta["attribute"] = {"column": attr.get("attribute"), "values": list(attr.get("values") or [])}
         except (ValueError, AttributeError):
             raise ModelError(f"'{attr_file}' is damaged; write it again or delete it.") from None
-    return CounterfactualGenerator(vae, unet, config, meta)
+    gen.meta = meta
+    return gen
+
+
+def _mine_nets(config: GeneratorConfig):
+    from fairdesk.core.generation.mine import build_critic, build_map
+
+    return (build_map(config.latent_channels, config.latent_size, config.mine_width),
+            build_critic(config.latent_channels, config.latent_size, config.n_classes, config.mine_critic_width))
+
+
+def _load_mine(folder: Path, config: GeneratorConfig):
+    from safetensors.torch import load_file
+
+    map_net, critic = _mine_nets(config)
+    try:
+        map_net.load_state_dict(load_file(str(folder / MINE_DIR / "map.safetensors")))
+        if (folder / MINE_DIR / "critic.safetensors").is_file():
+            critic.load_state_dict(load_file(str(folder / MINE_DIR / "critic.safetensors")))
+        else:
+            critic = None
+    except Exception as err:
+        raise ModelError(f"The disentangling map in '{folder / MINE_DIR}' cannot be loaded: "
+                         f"{type(err).__name__}: {err}") from None
+    map_net.eval()
+    if critic is not None:
+        critic.eval()
+    return map_net, critic
 
 
 # ==============================================================================================================
@@ -349,6 +422,11 @@ class TrainSchedule:
     checkpoint_every: int = 250
     preview_every: int = 0           # 0: no previews
     seed: int = 0
+    # MINE disentangling map (only when the config's mine_lambda > 0), between the two phases. One step =
+    # ``mine_critic_iters`` updates of T then one of m (004 App. H.2: 5 and 1; Adam 1e-4, weight decay 1e-5).
+    mine_steps: int = 200
+    mine_lr: float = 1e-4
+    mine_critic_iters: int = 5
 
 
 @dataclass
@@ -357,6 +435,7 @@ class TrainResult:
     vae_loss: list[float] = field(default_factory=list)
     unet_loss: list[float] = field(default_factory=list)
     checkpoints: list[int] = field(default_factory=list)   # global steps at which a checkpoint was written
+    mine_dv: list[float] = field(default_factory=list)     # DV estimate of I(φ(z₀); a) per MINE step (training T)
 
 
 def _train_state(optimizer) -> dict:
@@ -396,6 +475,10 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     ("autoencoder" / "diffusion"), ``step`` (global), ``phase_step``, ``loss`` and ``lr`` (for loss curves; it runs
     on the training thread). ``attribute`` = ``{"column", "values"}`` is stored with every checkpoint (the audit
     checks that it codes the attribute the same way). Progress reports the loss; cancel is checked every step.
+
+    With ``config.mine_lambda`` > 0 a third phase sits between the two: ``schedule.mine_steps`` steps of the MINE
+    disentangling map (:mod:`.mine`) on the scaled latents (metrics phase "disentangling", ``loss`` = the DV estimate
+    of I(φ(z₀); a) under the current T); the UNet is then trained on φ(z₀). Global steps count all three phases.
     """
     import torch
 
@@ -405,7 +488,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     if len(a) != len(images) or len(a) < 2:
         raise ModelError("Need at least two images and one attribute value per image.")
     out_dir = Path(out_dir) if out_dir is not None else None
-    meta: dict = {"step": 0, "vae_loss": [], "unet_loss": [], "checkpoints": []}
+    meta: dict = {"step": 0, "vae_loss": [], "unet_loss": [], "checkpoints": [], "mine_dv": []}
     opt_state = None
     opt_phase = None
     if resume:
@@ -417,6 +500,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
         if gen.meta.get("attribute"):
             meta["attribute"] = gen.meta["attribute"]
         vae, unet = gen.vae, gen.unet
+        mine_map, mine_critic = gen.mine_map, gen.mine_critic
         opt_phase = gen.meta.get("optimizer_phase")
         if (out_dir / "train_state.safetensors").is_file():
             from safetensors.torch import load_file
@@ -426,23 +510,30 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
         config = config or GeneratorConfig(image_size=int(np.asarray(images).shape[-1]))
         if a.max() >= config.n_classes:
             raise ModelError(f"Attribute values must be 0..{config.n_classes - 1}.")
+        if config.mine_lambda < 0 or not math.isfinite(config.mine_lambda):
+            raise ModelError(f"The disentangling map's λ must be ≥ 0 (0: no map); got {config.mine_lambda}.")
         torch.manual_seed(schedule.seed)
         vae, unet = _build(config)
+        mine_map = mine_critic = None
     if attribute is not None:
         meta["attribute"] = {"column": attribute.get("column"), "values": list(attribute.get("values") or [])}
     gen = CounterfactualGenerator(vae, unet, config, meta)
+    gen.mine_map, gen.mine_critic = mine_map, mine_critic
     x_all = gen._to_tensor(images)
     lab_all = torch.from_numpy(a).long()
     g = torch.Generator().manual_seed(schedule.seed + 1000 * meta["step"])
-    total = schedule.vae_steps + schedule.unet_steps
-    res = TrainResult(gen, list(meta["vae_loss"]), list(meta["unet_loss"]), list(meta["checkpoints"]))
+    n_mine = int(schedule.mine_steps) if config.mine_lambda > 0 else 0
+    unet_start = schedule.vae_steps + n_mine
+    total = unet_start + schedule.unet_steps
+    res = TrainResult(gen, list(meta["vae_loss"]), list(meta["unet_loss"]), list(meta["checkpoints"]),
+                      list(meta["mine_dv"]))
 
     def checkpoint(step: int, optimizer, phase: str) -> None:
         if out_dir is None:
             return
-        gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss,
+        gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss, mine_dv=res.mine_dv,
                         checkpoints=res.checkpoints + [step], optimizer_phase=phase, schedule=asdict(schedule))
-        gen.save(out_dir, _train_state(optimizer))
+        gen.save(out_dir, optimizer.state() if phase == "mine" else _train_state(optimizer))
         res.checkpoints.append(step)
 
     def batch():
@@ -483,18 +574,51 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     vae.eval()
     for p in vae.parameters():
         p.requires_grad_(False)
-    # ---- phase 2: latent UNet (DDPM ε-prediction, class dropout for classifier-free guidance)
+    z_all = None
     if step < total:
         with torch.inference_mode():
             z_all = torch.cat([vae.encode(x_all[i:i + 256]).latent_dist.mean
                                for i in range(0, len(x_all), 256)]) * config.latent_scale
+    # ---- phase 2 (optional): the MINE disentangling map φ on the scaled latents
+    if step < unet_start:
+        from fairdesk.core.generation.mine import MineTrainer, class_prior
+
+        if gen.mine_map is None or gen.mine_critic is None or opt_phase != "mine":
+            torch.manual_seed(schedule.seed + 7)
+            gen.mine_map, gen.mine_critic = _mine_nets(config)
+            opt_state = None
+        trainer = MineTrainer(gen.mine_map, gen.mine_critic, config.mine_lambda, class_prior(a, config.n_classes),
+                              lr=schedule.mine_lr, critic_iters=schedule.mine_critic_iters)
+        if opt_state is not None:
+            trainer.load_state(opt_state)
+        z_mine = z_all.clone()  # out of inference mode: the map's gradient flows through φ(z)
+
+        def mine_batch():
+            idx = torch.randint(0, len(z_mine), (min(schedule.batch_size, len(z_mine)),), generator=g)
+            return z_mine[idx], lab_all[idx]
+        while step < unet_start:
+            rep.check()
+            dv = trainer.step(mine_batch)
+            step += 1
+            res.mine_dv.append(dv)
+            k = step - schedule.vae_steps
+            if metrics is not None:
+                metrics({"phase": "disentangling", "step": step, "phase_step": k, "loss": dv,
+                         "lr": float(trainer.opt_map.param_groups[0]["lr"])})
+            rep(step / total, f"disentangling step {k}/{n_mine} DV estimate of I(φ(z); a) {dv:.4f}")
+            if step == unet_start or (schedule.checkpoint_every and step % schedule.checkpoint_every == 0):
+                checkpoint(step, trainer, "mine")
+        opt_state = None
+    # ---- phase 3: latent UNet (DDPM ε-prediction, class dropout for classifier-free guidance) on φ(z₀)
+    if step < total:
+        z_all = gen.disentangle(z_all)
         opt = torch.optim.AdamW(unet.parameters(), lr=schedule.unet_lr, weight_decay=0.0)
         if opt_state is not None and opt_phase == "unet":
             _load_train_state(opt, opt_state)
         n_unet = schedule.unet_steps
         start = step  # cosine learning-rate decay over the UNet phase, continued on resume
         sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: 0.5 * (1 + math.cos(math.pi * min((s + start - schedule.vae_steps) / max(n_unet, 1), 1))))
+            opt, lambda s: 0.5 * (1 + math.cos(math.pi * min((s + start - unet_start) / max(n_unet, 1), 1))))
         unet.train()
         while step < total:
             rep.check()
@@ -514,10 +638,10 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
             step += 1
             res.unet_loss.append(loss.item())
             if metrics is not None:
-                metrics({"phase": "diffusion", "step": step, "phase_step": step - schedule.vae_steps,
+                metrics({"phase": "diffusion", "step": step, "phase_step": step - unet_start,
                          "loss": res.unet_loss[-1], "lr": float(opt.param_groups[0]["lr"])})
-            rep(step / total, f"diffusion step {step - schedule.vae_steps}/{n_unet} loss {loss.item():.4f}")
-            if preview is not None and schedule.preview_every and (step - schedule.vae_steps) % \
+            rep(step / total, f"diffusion step {step - unet_start}/{n_unet} loss {loss.item():.4f}")
+            if preview is not None and schedule.preview_every and (step - unet_start) % \
                     schedule.preview_every == 0:
                 unet.eval()
                 labels = np.arange(config.n_classes).repeat(2)
@@ -530,7 +654,8 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     unet.eval()
     for p in vae.parameters():
         p.requires_grad_(True)
-    gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss, checkpoints=res.checkpoints)
+    gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss, mine_dv=res.mine_dv,
+                    checkpoints=res.checkpoints)
     return res
 
 
