@@ -141,7 +141,8 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
                            size=args.size, vae_steps=args.vae_steps, unet_steps=args.unet_steps,
                            batch_size=args.batch_size, resume=args.resume, seed=args.seed, steps=args.steps,
                            checkpoint_every=args.checkpoint_every, preview_every=args.preview_every,
-                           positive=_positive(args), on_preview=preview, progress=progress)
+                           positive=_positive(args), mine_lambda=args.mine_lambda, mine_steps=args.mine_steps,
+                           on_preview=preview, progress=progress)
     progress.done()
     print(f"generator trained ({len(res.unet_loss)} diffusion steps, last loss "
           f"{np.mean(res.unet_loss[-20:]) if res.unet_loss else float('nan'):.4f}) -> {args.out}")
@@ -218,4 +219,10 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     gen.add_argument("--preview-every", type=int, default=0)
     gen.add_argument("--previews", help="folder for sample preview PNGs")
     gen.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    gen.add_argument("--mine-lambda", type=float, default=0.0,
+                     help="λ of the MINE disentangling map φ(z) = z + λ·m(z)/‖m(z)‖ (004 §3.3; the paper uses 1e-3; "
+                          "0: no map)")
+    gen.add_argument("--mine-steps", type=int, default=200,
+                     help="training steps of the disentangling map (5 statistics-network updates + 1 map update "
+                          "each) between the autoencoder and diffusion phases")
     gen.set_defaults(func=cmd_train_generator)

@@ -248,19 +248,22 @@ def train_generator_job(project_path: str | Path, dataset_id: int, attribute: st
                         image_size: int = 32, size: str = "tiny", vae_steps: int = 400, unet_steps: int = 1500,
                         batch_size: int = 32, resume: bool = False, seed: int = 0, steps: int = 50,
                         checkpoint_every: int = 250, preview_every: int = 0, positive=None,
-                        max_train_images: int = 0, name: str | None = None, on_metrics=None, on_preview=None,
+                        max_train_images: int = 0, name: str | None = None, mine_lambda: float = 0.0,
+                        mine_steps: int = 200, on_metrics=None, on_preview=None,
                         progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """Train the counterfactual generator on the dataset's "train" split for a binary attribute (or ``positive``
     value(s) vs the rest) and store the model record (kind "image_generator"). Returns the model id.
 
     ``on_metrics(dict)``: every step, ``{"phase", "step", "phase_step", "loss", "lr"}`` (worker thread).
     ``on_preview(step, images, labels)``: samples every ``preview_every`` diffusion steps. Checkpoints go to
-    ``out_dir`` every ``checkpoint_every`` steps; a cancelled run keeps the last one and ``resume=True`` continues."""
+    ``out_dir`` every ``checkpoint_every`` steps; a cancelled run keeps the last one and ``resume=True`` continues.
+    ``mine_lambda`` > 0 adds the MINE disentangling map (``mine_steps`` steps between the two phases; 004 §3.3)."""
     ds = image_dataset(project_path, dataset_id)
     res, attr = fit_generator(ds, attribute, out_dir, splits=ds.table["split"].to_numpy(), image_size=image_size,
                               size=size, vae_steps=vae_steps, unet_steps=unet_steps, batch_size=batch_size,
                               resume=resume, seed=seed, steps=steps, checkpoint_every=checkpoint_every,
                               preview_every=preview_every, positive=positive, max_train_images=max_train_images,
+                              mine_lambda=mine_lambda, mine_steps=mine_steps,
                               on_metrics=on_metrics, on_preview=on_preview, progress=progress, cancel=cancel)
     from fairdesk.core.audits.cit_images import model_sha256
 
@@ -269,6 +272,7 @@ def train_generator_job(project_path: str | Path, dataset_id: int, attribute: st
             "schedule": gen.meta.get("schedule"), "size": size, "seed": seed, "step": gen.meta.get("step"),
             "last_vae_loss": res.vae_loss[-1] if res.vae_loss else None,
             "last_unet_loss": res.unet_loss[-1] if res.unet_loss else None,
+            "mine_lambda": gen.config.mine_lambda, "last_mine_dv": res.mine_dv[-1] if res.mine_dv else None,
             "checkpoints": res.checkpoints, "sha256": model_sha256(out_dir)}
     return Project(project_path).add_model(name or f"Generator for {attribute} ({size}, {image_size} px)",
                                            GENERATOR_KIND, info, dataset_id=dataset_id)
@@ -278,8 +282,8 @@ def fit_generator(ds, attribute: str, out_dir: str | Path, *, splits=None, split
                   image_size: int = 32, size: str = "tiny", vae_steps: int = 400, unet_steps: int = 1500,
                   batch_size: int = 32, resume: bool = False, seed: int = 0, steps: int = 50,
                   checkpoint_every: int = 250, preview_every: int = 0, positive=None, max_train_images: int = 0,
-                  on_metrics=None, on_preview=None, progress: ProgressFn | None = None,
-                  cancel: CancelToken | None = None):
+                  mine_lambda: float = 0.0, mine_steps: int = 200, on_metrics=None, on_preview=None,
+                  progress: ProgressFn | None = None, cancel: CancelToken | None = None):
     """Generator training on an open :class:`ImageDataset` (shared by the job and ``fairdesk-cli train
     generator``). Returns ``(TrainResult, attribute_record)``; writes ``attribute.json`` into ``out_dir``."""
     import json
@@ -305,8 +309,10 @@ def fit_generator(ds, attribute: str, out_dir: str | Path, *, splits=None, split
                         f"{'' if len(rows) < 8 else ', all in one group'}; the generator needs at least 8 images "
                         "from both groups.")
     config = config_for_size(size, image_size, default_steps=steps)
+    config.mine_lambda = float(mine_lambda)
     schedule = TrainSchedule(vae_steps=vae_steps, unet_steps=unet_steps, batch_size=batch_size,
-                             checkpoint_every=checkpoint_every, preview_every=preview_every, seed=seed)
+                             checkpoint_every=checkpoint_every, preview_every=preview_every, seed=seed,
+                             mine_steps=int(mine_steps))
     images = ds.subset(rows).load(image_size, rep.sub(0.0, 0.05), rep.cancel)
     attr = {"column": attribute, "values": names,
             "positive": None if positive is None else

@@ -160,3 +160,30 @@ def test_cancel_and_resume_through_the_mine_phase(tmp_path):
     assert any(not torch.equal(p, q) for p, q in zip(kept.mine_map.state_dict().values(),
                                                      final.mine_map.state_dict().values()))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_cli_train_generator_passes_the_map_options(tmp_path):
+    """`fairdesk-cli train generator --mine-lambda --mine-steps` (through fit_generator) trains and stores the map."""
+    import argparse
+
+    from fairdesk.cli_images import add_image_commands
+
+    ds = morpho.make_morpho(48, seed=2)
+    csv = morpho.write_folder(ds, tmp_path / "data")
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    add_image_commands(sub.add_parser("audit").add_subparsers(dest="audit"),
+                       sub.add_parser("train").add_subparsers(dest="train"))
+    base = ["train", "generator", "--data", str(csv), "--images", str(tmp_path / "data"), "--attribute",
+            "attribute", "--image-size", "16", "--vae-steps", "2", "--unet-steps", "2", "--batch-size", "8",
+            "--steps", "3", "--quiet"]
+    args = parser.parse_args(base + ["--out", str(tmp_path / "plain")])
+    assert args.mine_lambda == 0.0 and args.mine_steps == 200
+    assert args.func(args) == 0
+    plain = gi.load_generator(tmp_path / "plain")
+    assert not plain.uses_map and plain.meta["step"] == 4 and not (tmp_path / "plain" / gi.MINE_DIR).exists()
+    args = parser.parse_args(base + ["--out", str(tmp_path / "mine"), "--mine-lambda", "0.01", "--mine-steps", "3"])
+    assert args.func(args) == 0
+    gen = gi.load_generator(tmp_path / "mine")
+    assert gen.uses_map and gen.config.mine_lambda == 0.01 and len(gen.meta["mine_dv"]) == 3
+    assert gen.meta["step"] == 7 and gen.meta["schedule"]["mine_steps"] == 3
