@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage, QPixmap
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox, QHBoxLayout,
-                               QLabel, QLineEdit, QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout,
+                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
@@ -175,6 +175,19 @@ class ImageModelPanel(QWidget):
         self.checkpoint_spin.setValue(250)
         self.gen_seed = QSpinBox(self)
         self.gen_seed.setRange(0, 2**31 - 1)
+        self.mine_check = QCheckBox("MINE disentangling map", self)
+        self.mine_check.setToolTip("Train φ(z) = z + λ·m(z)/‖m(z)‖ between the autoencoder and the diffusion model so "
+                                   "that the latent carries as little information about the attribute as possible "
+                                   "(004 §3.3); the diffusion model then works on φ(z).")
+        self.mine_lambda = QDoubleSpinBox(self)
+        self.mine_lambda.setDecimals(4)
+        self.mine_lambda.setRange(0.0001, 100.0)
+        self.mine_lambda.setSingleStep(0.001)
+        self.mine_lambda.setValue(0.001)
+        self.mine_lambda.setToolTip("λ: how far φ moves each latent (ℓ2 norm over the whole latent, whose elements have "
+                                    "unit standard deviation). The paper uses 1e-3.")
+        self.mine_lambda.setEnabled(False)
+        self.mine_check.toggled.connect(self.mine_lambda.setEnabled)
         self.out_edit = QLineEdit(self)
         self.out_edit.setPlaceholderText("(a new folder next to the project)")
         self.out_button = QPushButton("Folder…", self)
@@ -199,6 +212,12 @@ class ImageModelPanel(QWidget):
         f.addRow("Preview every", self.preview_spin)
         f.addRow("Checkpoint every", self.checkpoint_spin)
         f.addRow("Seed", self.gen_seed)
+        mine_row = QHBoxLayout()
+        mine_row.addWidget(self.mine_check)
+        mine_row.addWidget(QLabel("λ", gen))
+        mine_row.addWidget(self.mine_lambda)
+        mine_row.addStretch(1)
+        f.addRow("Disentangling", mine_row)
         row = QHBoxLayout()
         row.addWidget(self.out_edit, 1)
         row.addWidget(self.out_button)
@@ -431,7 +450,8 @@ class ImageModelPanel(QWidget):
                   vae_steps=self.vae_steps.value(), unet_steps=self.unet_steps.value(),
                   batch_size=self.batch_spin.value(), resume=resume, seed=self.gen_seed.value(),
                   checkpoint_every=self.checkpoint_spin.value(), preview_every=self.preview_spin.value(),
-                  positive=self.positive_combo.currentData())
+                  positive=self.positive_combo.currentData(),
+                  mine_lambda=self.mine_lambda.value() if self.mine_check.isChecked() else 0.0)
         threads = max(1, int(self.window_.settings.threads))
         feed = self.feed = LiveFeed()
         self._reset_curves(out if resume else None)
