@@ -146,6 +146,10 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
     progress.done()
     print(f"generator trained ({len(res.unet_loss)} diffusion steps, last loss "
           f"{np.mean(res.unet_loss[-20:]) if res.unet_loss else float('nan'):.4f}) -> {args.out}")
+    mine = res.generator.meta.get("mine")
+    if mine:
+        print(f"disentangling map λ={mine['lambda']:g}: held-out MINE estimate of I(z; a) {mine['mi_z0']:.4f} nats "
+              f"-> I(φ(z); a) {mine['mi_phi_z0']:.4f} nats")
     return 0
 
 

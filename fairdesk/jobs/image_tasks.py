@@ -273,6 +273,7 @@ def train_generator_job(project_path: str | Path, dataset_id: int, attribute: st
             "last_vae_loss": res.vae_loss[-1] if res.vae_loss else None,
             "last_unet_loss": res.unet_loss[-1] if res.unet_loss else None,
             "mine_lambda": gen.config.mine_lambda, "last_mine_dv": res.mine_dv[-1] if res.mine_dv else None,
+            "mine": gen.meta.get("mine"),
             "checkpoints": res.checkpoints, "sha256": model_sha256(out_dir)}
     return Project(project_path).add_model(name or f"Generator for {attribute} ({size}, {image_size} px)",
                                            GENERATOR_KIND, info, dataset_id=dataset_id)

@@ -88,13 +88,18 @@ def test_generator_with_map_trains_on_phi_and_round_trips(tmp_path, monkeypatch)
         return ddpm, ddim
     monkeypatch.setattr(gi, "_schedulers", spy)
     rows = []
+    messages = []
     res = gi.train_generator(ds.images, ds.a, cfg, gi.TrainSchedule(vae_steps=4, mine_steps=3, unet_steps=3,
-                                                                     batch_size=8, checkpoint_every=0),
-                             out_dir=tmp_path / "g", metrics=rows.append)
+                                                                     batch_size=8, checkpoint_every=0,
+                                                                     mine_eval_steps=20),
+                             out_dir=tmp_path / "g", metrics=rows.append, progress=lambda f, m: messages.append(m))
     monkeypatch.setattr(gi, "_schedulers", real)
     assert [r["phase"] for r in rows] == ["autoencoder"] * 4 + ["disentangling"] * 3 + ["diffusion"] * 3
     assert [r["phase_step"] for r in rows[4:]] == [1, 2, 3, 1, 2, 3] and rows[-1]["step"] == 10
     assert len(res.mine_dv) == 3 and all(np.isfinite(res.mine_dv))
+    diag = res.generator.meta["mine"]                 # held-out estimates before / after the map
+    assert diag["lambda"] == 0.5 and np.isfinite(diag["mi_z0"]) and np.isfinite(diag["mi_phi_z0"])
+    assert sum("measuring" in m for m in messages) == 2
     gen = res.generator
     assert gen.uses_map
     # the UNet was trained on φ(z₀): every latent it saw is a row of φ(E(x)), none is a row of E(x)
@@ -119,6 +124,7 @@ def test_generator_with_map_trains_on_phi_and_round_trips(tmp_path, monkeypatch)
     assert (tmp_path / "g" / gi.MINE_DIR / "map.safetensors").is_file()
     loaded = gi.load_generator(tmp_path / "g")
     assert loaded.uses_map and loaded.config.mine_lambda == 0.5 and loaded.meta["mine_dv"] == res.mine_dv
+    assert loaded.meta["mine"] == diag
     torch.testing.assert_close(loaded.latent(ds.images), phi, atol=0, rtol=0)
     again = loaded.counterfactuals(ds.images[:6], ds.a[:6], steps=3)
     for t in (0, 1):
@@ -134,7 +140,8 @@ def test_generator_with_map_trains_on_phi_and_round_trips(tmp_path, monkeypatch)
 def test_cancel_and_resume_through_the_mine_phase(tmp_path):
     ds = morpho.make_morpho(48, seed=1)
     cfg = gi.GeneratorConfig(**TINY, mine_lambda=0.3)
-    sched = gi.TrainSchedule(vae_steps=4, mine_steps=6, unet_steps=4, batch_size=8, checkpoint_every=2)
+    sched = gi.TrainSchedule(vae_steps=4, mine_steps=6, unet_steps=4, batch_size=8, checkpoint_every=2,
+                             mine_eval_steps=0)
     out = tmp_path / "g"
     tok = CancelToken()
 
@@ -155,7 +162,7 @@ def test_cancel_and_resume_through_the_mine_phase(tmp_path):
     assert len(res.vae_loss) == 4 and len(res.unet_loss) == 4
     final = gi.load_generator(out)
     assert final.meta["step"] == 14 and final.meta["checkpoints"] == [2, 4, 6, 8, 10, 12, 14]
-    assert final.meta["optimizer_phase"] == "unet" and final.uses_map
+    assert final.meta["optimizer_phase"] == "unet" and final.uses_map and "mine" not in final.meta
     # the map's weights changed after the resume (training continued from the kept ones)
     assert any(not torch.equal(p, q) for p, q in zip(kept.mine_map.state_dict().values(),
                                                      final.mine_map.state_dict().values()))
@@ -187,3 +194,4 @@ def test_cli_train_generator_passes_the_map_options(tmp_path):
     gen = gi.load_generator(tmp_path / "mine")
     assert gen.uses_map and gen.config.mine_lambda == 0.01 and len(gen.meta["mine_dv"]) == 3
     assert gen.meta["step"] == 7 and gen.meta["schedule"]["mine_steps"] == 3
+    assert set(gen.meta["mine"]) >= {"mi_z0", "mi_phi_z0", "lambda", "estimator"}

@@ -382,6 +382,21 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
     return gen
 
 
+def _mine_diagnostics(gen: "CounterfactualGenerator", z0, a, schedule, rep, fraction: float) -> dict:
+    """What the map achieved, measured honestly: a FRESH statistics network per latent, trained on one half of
+    the training latents and evaluated on the other (:func:`.mine.estimate_mi`), for z₀ and for φ(z₀)."""
+    from fairdesk.core.generation.mine import estimate_mi
+
+    out = {"lambda": gen.config.mine_lambda,
+           "estimator": "MINE Donsker-Varadhan bound, fresh statistics network, held-out half of the training "
+                        "latents (nats)"}
+    for key, z in (("mi_z0", z0), ("mi_phi_z0", gen.disentangle(z0))):
+        rep(fraction, f"disentangling: measuring {'I(z; a)' if key == 'mi_z0' else 'I(φ(z); a)'}")
+        out[key] = estimate_mi(z.clone(), a, gen.config.n_classes, steps=schedule.mine_eval_steps,
+                               seed=schedule.seed, check=rep.check)
+    return out
+
+
 def _mine_nets(config: GeneratorConfig):
     from fairdesk.core.generation.mine import build_critic, build_map
 
@@ -427,6 +442,7 @@ class TrainSchedule:
     mine_steps: int = 200
     mine_lr: float = 1e-4
     mine_critic_iters: int = 5
+    mine_eval_steps: int = 300       # after the phase: held-out MINE estimates of I(z₀; a) and I(φ(z₀); a) (0: skip)
 
 
 @dataclass
@@ -606,6 +622,8 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
                 metrics({"phase": "disentangling", "step": step, "phase_step": k, "loss": dv,
                          "lr": float(trainer.opt_map.param_groups[0]["lr"])})
             rep(step / total, f"disentangling step {k}/{n_mine} DV estimate of I(φ(z); a) {dv:.4f}")
+            if step == unet_start and schedule.mine_eval_steps:
+                gen.meta["mine"] = _mine_diagnostics(gen, z_all, a, schedule, rep, step / total)
             if step == unet_start or (schedule.checkpoint_every and step % schedule.checkpoint_every == 0):
                 checkpoint(step, trainer, "mine")
         opt_state = None

@@ -290,10 +290,11 @@ def apply_map(map_net, z, lam: float) -> np.ndarray:
 
 
 def estimate_mi(z, a, n_classes: int | None = None, *, steps: int = 300, batch_size: int = 256, lr: float = 1e-3,
-                width: int = 32, holdout: float = 0.5, seed: int = 0) -> float:
+                width: int = 32, holdout: float = 0.5, seed: int = 0, check=None) -> float:
     """An honest MINE estimate of ``I(z; a)`` in nats: a FRESH statistics network is trained to maximise the DV
     bound on one part of the sample and the bound is evaluated on the held-out rest (so an over-fitted critic cannot
     report information that is not there; the held-out estimate may come out slightly below 0 when there is none).
+    ``check()`` is called before every step (a cancel token's check raises there).
     """
     import torch
 
@@ -312,6 +313,8 @@ def estimate_mi(z, a, n_classes: int | None = None, *, steps: int = 300, batch_s
     g = torch.Generator().manual_seed(seed + 1)
     log_ma = None
     for _ in range(int(steps)):
+        if check is not None:
+            check()
         idx = fit[torch.randint(0, n_fit, (min(batch_size, n_fit),), generator=g)]
         joint, log_marg = dv_terms(critic, z[idx], a[idx], prior)
         lm = float(log_marg.detach())
