@@ -36,7 +36,9 @@ def test_dv_estimate_matches_analytic_mi_and_vanishes_under_independence():
     assert abs(est - exact) < 0.06, (est, exact)            # measured 0.355 (held-out half, 1000 points)
     indep = rng.standard_normal((n, 1)).astype(np.float32)
     est0 = mine.estimate_mi(indep, a, steps=250)
-    assert abs(est0) < 0.03, est0                           # measured −0.004
+    assert 0.0 <= est0 < 0.03, est0                         # held-out DV −0.004, reported as max(0, ·)
+    # few latents: the critic over-fits, its held-out bound is negative and is reported as 0 (nothing detectable)
+    assert mine.estimate_mi(indep[:30], a[:30], steps=250) == 0.0
     assert mine.gaussian_mixture_mi(0.0, 1.0) == pytest.approx(0.0, abs=1e-7)
 
 

@@ -389,7 +389,7 @@ def _mine_diagnostics(gen: "CounterfactualGenerator", z0, a, schedule, rep, frac
 
     out = {"lambda": gen.config.mine_lambda,
            "estimator": "MINE Donsker-Varadhan bound, fresh statistics network, held-out half of the training "
-                        "latents (nats)"}
+                        "latents (nats; 0 = nothing detectable)", "n_latents": int(len(z0))}
     for key, z in (("mi_z0", z0), ("mi_phi_z0", gen.disentangle(z0))):
         rep(fraction, f"disentangling: measuring {'I(z; a)' if key == 'mi_z0' else 'I(φ(z); a)'}")
         out[key] = estimate_mi(z.clone(), a, gen.config.n_classes, steps=schedule.mine_eval_steps,

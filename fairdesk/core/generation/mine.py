@@ -293,8 +293,10 @@ def estimate_mi(z, a, n_classes: int | None = None, *, steps: int = 300, batch_s
                 width: int = 32, holdout: float = 0.5, seed: int = 0, check=None) -> float:
     """An honest MINE estimate of ``I(z; a)`` in nats: a FRESH statistics network is trained to maximise the DV
     bound on one part of the sample and the bound is evaluated on the held-out rest (so an over-fitted critic cannot
-    report information that is not there; the held-out estimate may come out slightly below 0 when there is none).
-    ``check()`` is called before every step (a cancel token's check raises there).
+    report information that is not there). Any fixed T gives a lower bound and T ≡ 0 gives 0, so the result is
+    ``max(0, held-out DV)``: with few latents the critic over-fits and its held-out bound is negative — that says
+    "no detectable information", not a negative MI. ``check()`` is called before every step (a cancel token's check
+    raises there).
     """
     import torch
 
@@ -324,7 +326,7 @@ def estimate_mi(z, a, n_classes: int | None = None, *, steps: int = 300, batch_s
         loss.backward()
         torch.nn.utils.clip_grad_norm_(critic.parameters(), 1.0)
         opt.step()
-    return dv_estimate(critic, z[test], a[test], prior)
+    return max(0.0, dv_estimate(critic, z[test], a[test], prior))
 
 
 def gaussian_mixture_mi(mu: float, sigma: float, p1: float = 0.5) -> float:
