@@ -143,13 +143,17 @@ def test_cancel_and_resume_through_the_mine_phase(tmp_path):
     ds = morpho.make_morpho(48, seed=1)
     cfg = gi.GeneratorConfig(**TINY, mine_lambda=0.3)
     sched = gi.TrainSchedule(vae_steps=4, mine_steps=6, unet_steps=4, batch_size=8, checkpoint_every=2,
-                             mine_eval_steps=0)
+                             mine_eval_steps=5)
     out = tmp_path / "g"
-    tok = CancelToken()
 
-    def progress(f, m):
-        if "disentangling step 3/" in m:
-            tok.cancel()
+    def cancel_at(text):
+        tok = CancelToken()
+
+        def progress(f, m):
+            if text in m:
+                tok.cancel()
+        return progress, tok
+    progress, tok = cancel_at("disentangling step 3/")
     with pytest.raises(Cancelled):
         gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, progress=progress, cancel=tok)
     kept = gi.load_generator(out)
@@ -159,12 +163,25 @@ def test_cancel_and_resume_through_the_mine_phase(tmp_path):
     state = load_file(str(out / "train_state.safetensors"))
     assert any(k.startswith("critic.") for k in state) and any(k.startswith("map.") for k in state)
     assert "ema.log_ma" in state
+    assert "mine" not in kept.meta                       # the diagnostics come at the end of the phase
+    progress, tok = cancel_at("measuring I(φ(z); a)")    # cancel reaches the diagnostics too
+    with pytest.raises(Cancelled):
+        gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, resume=True, progress=progress, cancel=tok)
+    assert gi.load_generator(out).meta["step"] == 8
+    progress, tok = cancel_at("diffusion step 1/")       # right after the MINE phase's checkpoint
+    with pytest.raises(Cancelled):
+        gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, resume=True, progress=progress, cancel=tok)
+    after_mine = gi.load_generator(out)
+    assert after_mine.meta["step"] == 10 and after_mine.meta["optimizer_phase"] == "mine"
+    diag = after_mine.meta["mine"]
     res = gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, resume=True)
     assert res.mine_dv[:2] == kept.meta["mine_dv"] and len(res.mine_dv) == 6
     assert len(res.vae_loss) == 4 and len(res.unet_loss) == 4
     final = gi.load_generator(out)
     assert final.meta["step"] == 14 and final.meta["checkpoints"] == [2, 4, 6, 8, 10, 12, 14]
-    assert final.meta["optimizer_phase"] == "unet" and final.uses_map and "mine" not in final.meta
+    assert final.meta["optimizer_phase"] == "unet" and final.uses_map and final.meta["mine"] == diag
+    # the resumed UNet phase used the kept map: its latents are φ(E(x)) under the map saved at step 10
+    torch.testing.assert_close(final.latent(ds.images), after_mine.latent(ds.images), atol=0, rtol=0)
     # the map's weights changed after the resume (training continued from the kept ones)
     assert any(not torch.equal(p, q) for p, q in zip(kept.mine_map.state_dict().values(),
                                                      final.mine_map.state_dict().values()))

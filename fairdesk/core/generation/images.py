@@ -513,8 +513,9 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
         gen = load_generator(out_dir)
         config = gen.config
         meta.update({k: gen.meta[k] for k in meta if k in gen.meta})
-        if gen.meta.get("attribute"):
-            meta["attribute"] = gen.meta["attribute"]
+        for key in ("attribute", "mine"):
+            if gen.meta.get(key):
+                meta[key] = gen.meta[key]
         vae, unet = gen.vae, gen.unet
         mine_map, mine_critic = gen.mine_map, gen.mine_critic
         opt_phase = gen.meta.get("optimizer_phase")
