@@ -220,6 +220,18 @@ def test_bad_notes_files_give_errors_before_any_job(window, project_path, assets
     (tmp_path / "notes.txt").write_text("not a table")
     assert not panel.set_notes_file(tmp_path / "notes.txt")
     assert "not a CSV or Parquet" in panel.status.text()
+    two = tmp_path / "two.csv"
+    notes[["text", "sepsis"]].to_csv(two, index=False)
+    assert not panel.set_notes_file(two) and "only 2 column(s)" in panel.status.text()
+    assert panel.train() is None
+
+    # Parquet and semicolon-separated CSV are read as the job reads them (first rows only)
+    notes.to_parquet(tmp_path / "notes.parquet", index=False)
+    assert panel.set_notes_file(tmp_path / "notes.parquet")
+    assert panel.tasks_list.checked() == ["sepsis", "shuffled"] and panel.text_combo.currentData() == "text"
+    notes.to_csv(tmp_path / "semicolon.csv", index=False, sep=";")
+    assert panel.set_notes_file(tmp_path / "semicolon.csv")
+    assert panel.patient_combo.currentData() == "patient_id" and panel.attributes_list.checked() == ["gender"]
 
     # the file changes on disk after the columns were chosen: the missing task column is named, no job starts
     changing = tmp_path / "changing.csv"

@@ -29,7 +29,7 @@ from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 LM_KIND = "masked_lm"  # fairdesk.jobs.text_tasks.MODEL_KIND
 NOTE_MODEL_KIND = "note_mlp"  # fairdesk.core.models.note_classifier.MODEL_KIND
 AUDIT_KIND = "note_classifiers"
-NOTE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet", ".pq")
+NOTE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")  # what fairdesk.core.data.loaders reads
 TEXT_NAMES = ("text", "note", "notes", "note_text", "text_note", "notetext", "report", "body", "content",
               "document", "discharge_summary", "narrative")
 #: numeric columns offered as extra features by default (acuity scores; 001 appends such structured data)
@@ -47,53 +47,52 @@ ERROR_STYLE = "color: #B00020;"
 
 
 def _suffix(path: Path) -> str:
-    name = path.name.lower()
-    return next((s for s in NOTE_SUFFIXES if name.endswith(s)), path.suffix.lower())
+    return path.suffix.lower()
+
+
+def _read_head(path: Path, n: int) -> pd.DataFrame:
+    """The first ``n`` rows, read as the job will read the file (:func:`fairdesk.core.data.loaders.load_table`:
+    delimiter sniffed, column names stripped); Parquet through its first row batch only."""
+    if _suffix(path) in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(path)
+            batch = next(pf.iter_batches(batch_size=n), None)
+            df = batch.to_pandas() if batch is not None else pd.DataFrame(columns=pf.schema_arrow.names)
+        except Exception as err:  # noqa: BLE001 - any reader error becomes one clear message
+            raise DataError(f"{path.name} could not be read as Parquet ({str(err).splitlines()[0]}). Save it again "
+                            "as Parquet or CSV.") from err
+        df.columns = [str(c).strip() for c in df.columns]
+        return df
+    from fairdesk.core.data.loaders import load_table
+
+    return load_table(path, nrows=n)
 
 
 def notes_header(path: str | Path) -> list[str]:
-    """The column names of a CSV/TSV/Parquet notes file, without reading its rows. Raises :class:`DataError`."""
-    p = Path(path).expanduser()
-    if not str(path).strip():
-        raise DataError("Choose the notes file: a CSV or Parquet table with a text column, 0/1 task label columns, "
-                        "a patient id and the protected attributes.")
-    if not p.is_file():
-        raise DataError(f"The notes file {p} does not exist. Choose a CSV or Parquet file.")
-    suffix = _suffix(p)
-    if suffix not in NOTE_SUFFIXES:
-        raise DataError(f"{p.name} is not a CSV or Parquet file. Save the notes as a table (.csv or .parquet) with "
-                        "one note per row.")
-    try:
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            cols = [str(c) for c in pq.read_schema(p).names]
-        else:
-            cols = [str(c) for c in pd.read_csv(p, nrows=0, sep="\t" if ".tsv" in suffix else ",").columns]
-    except Exception as err:  # noqa: BLE001 - any parser error becomes one clear message
-        raise DataError(f"{p.name} could not be read as a {suffix.lstrip('.').upper()} table ({err}). Check that it "
-                        "is a table with a header row.") from err
-    if len(cols) < 3:
-        raise DataError(f"{p.name} has only {len(cols)} column(s) ({', '.join(cols) or 'none'}); a notes table needs "
-                        "at least a text column, a 0/1 label column and a patient id.")
-    return cols
+    """The column names of a CSV/TSV/Parquet notes file (reading at most its first row). Raises
+    :class:`DataError` saying what is wrong and how to fix it."""
+    return list(notes_sample(path, 1).columns)
 
 
 def notes_sample(path: str | Path, n: int = 200) -> pd.DataFrame:
-    """The first ``n`` rows of the notes file (to guess column roles); an empty frame with the header if the rows
-    cannot be read cheaply."""
+    """The first ``n`` rows of the notes file (to guess column roles). Raises :class:`DataError`."""
+    if not str(path).strip():
+        raise DataError("Choose the notes file: a CSV or Parquet table with a text column, 0/1 task label columns, "
+                        "a patient id and the protected attributes.")
     p = Path(path).expanduser()
-    cols = notes_header(p)
-    suffix = _suffix(p)
-    try:
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            batch = next(pq.ParquetFile(p).iter_batches(batch_size=n), None)
-            return batch.to_pandas() if batch is not None else pd.DataFrame(columns=cols)
-        return pd.read_csv(p, nrows=n, sep="\t" if ".tsv" in suffix else ",")
-    except Exception:  # noqa: BLE001 - the header is enough to fill the form; the job reports bad rows
-        return pd.DataFrame(columns=cols)
+    if not p.is_file():
+        raise DataError(f"The notes file {p} does not exist. Choose a CSV or Parquet file.")
+    if _suffix(p) not in NOTE_SUFFIXES:
+        raise DataError(f"{p.name} is not a CSV or Parquet file. Save the notes as a table (.csv, .tsv or .parquet) "
+                        "with one note per row and a header row.")
+    df = _read_head(p, n)
+    cols = [str(c) for c in df.columns]
+    if len(cols) < 3:
+        raise DataError(f"{p.name} has only {len(cols)} column(s) ({', '.join(cols) or 'none'}); a notes table needs "
+                        "at least a text column, a 0/1 label column and a patient id.")
+    return df
 
 
 def _is_binary(s: pd.Series) -> bool:
@@ -641,7 +640,7 @@ class NoteClassifierPanel(QWidget):
     # ---- notes file --------------------------------------------------------------------------------------------
     def choose_notes_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose the notes table", self.window_.settings.last_dir(),
-                                              "Tables (*.csv *.tsv *.csv.gz *.parquet *.pq);;All files (*)")
+                                              "Tables (*.csv *.tsv *.parquet *.pq);;All files (*)")
         if path:
             self.window_.settings.set_last_dir(path)
             self.set_notes_file(path)
