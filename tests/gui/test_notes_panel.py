@@ -151,6 +151,8 @@ def test_compare_stores_an_audit_fills_the_tables_and_exports_the_pdf(window, pr
     _fast(panel)
     panel.numeric_list.set_checked([])
     panel.tasks_list.set_checked(["sepsis"])
+    panel.notes_edit.editingFinished.emit()  # leaving the unchanged path field keeps the choices made
+    assert panel.tasks_list.checked() == ["sepsis"] and panel.numeric_list.checked() == []
     assert panel.choose_encoder_folder(assets["baseline"], target=panel.baseline_combo) == assets["baseline"]
     assert panel.choose_encoder_folder(assets["debiased"], target=panel.debiased_combo) == assets["debiased"]
     assert panel.baseline_combo.currentData() == assets["baseline"]
@@ -181,6 +183,7 @@ def test_compare_stores_an_audit_fills_the_tables_and_exports_the_pdf(window, pr
     gaps = panel.gaps_view.frame()
     assert len(gaps) == 4 and set(gaps["group"]) == {"male", "female"}
     assert all(" of " in cell and "unadjusted" in cell for cell in gaps["Recall gap"])
+    assert "Benjamini" in panel.gaps_note.text() and not panel.gaps_note.isHidden()
     probe = panel.probe_view.frame().set_index("measure")
     assert probe.loc["AUROC", "debiased"] == pytest.approx(doc["probe"]["debiased"]["auroc"])
     panel.result_tabs.setCurrentIndex(1)

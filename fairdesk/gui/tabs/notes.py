@@ -40,6 +40,8 @@ ID_WORDS = ("id", "row_id", "note_id", "hadm_id", "stay_id", "icustay_id", "subj
 MEASURES = ("parity", "recall", "specificity")
 MEASURE_TITLE = {"parity": "Parity gap", "recall": "Recall gap", "specificity": "Specificity gap"}
 ERROR_STYLE = "color: #B00020;"
+GAPS_NOTE = ("Each cell: tasks with a significant gap for the group after Benjamini–Hochberg, of the tasks where the "
+             "measure could be tested (enough notes in every group), then the count before correction.")
 
 
 # ================================================================================================================
@@ -331,7 +333,7 @@ class NoteClassifierPanel(QWidget):
         form = QFormLayout(notes_box)
         self.notes_edit = QLineEdit(notes_box)
         self.notes_edit.setPlaceholderText("CSV/Parquet: one note per row")
-        self.notes_edit.editingFinished.connect(lambda: self.set_notes_file(self.notes_edit.text()))
+        self.notes_edit.editingFinished.connect(self._notes_edited)
         self.notes_button = QPushButton("Browse…", notes_box)
         self.notes_button.clicked.connect(self.choose_notes_file)
         row = QHBoxLayout()
@@ -669,6 +671,11 @@ class NoteClassifierPanel(QWidget):
                    "compare.")
         return True
 
+    def _notes_edited(self) -> None:
+        text = self.notes_edit.text().strip()
+        if self.notes_path is None or Path(text).expanduser() != self.notes_path:  # keep the choices made
+            self.set_notes_file(text)
+
     def _fill_columns(self, cols: list[str], guess: dict) -> None:
         self._columns = cols
         text = guess.get("text")
@@ -949,8 +956,8 @@ class NoteClassifierPanel(QWidget):
         self.performance_view.set_frame(comparison_performance(doc) if doc else None)
         self.gaps_view.set_frame(comparison_gaps(doc) if doc else None)
         self.probe_view.set_frame(comparison_probe(doc) if doc else None)
-        self.gaps_note.setText(dropped_groups_text(doc) if doc else "")
-        self.gaps_note.setVisible(bool(self.gaps_note.text()))
+        self.gaps_note.setText(" ".join(t for t in (GAPS_NOTE, dropped_groups_text(doc)) if t) if doc else "")
+        self.gaps_note.setVisible(bool(doc))
         self._update_buttons()
 
     def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
