@@ -393,7 +393,7 @@ def _mine_diagnostics(gen: "CounterfactualGenerator", z0, a, schedule, rep, frac
     for key, z in (("mi_z0", z0), ("mi_phi_z0", gen.disentangle(z0))):
         rep(fraction, f"disentangling: measuring {'I(z; a)' if key == 'mi_z0' else 'I(φ(z); a)'}")
         out[key] = estimate_mi(z.clone(), a, gen.config.n_classes, steps=schedule.mine_eval_steps,
-                               seed=schedule.seed, check=rep.check)
+                               batch_size=128, seed=schedule.seed, check=rep.check)
     return out
 
 
@@ -442,7 +442,7 @@ class TrainSchedule:
     mine_steps: int = 200
     mine_lr: float = 1e-4
     mine_critic_iters: int = 5
-    mine_eval_steps: int = 300       # after the phase: held-out MINE estimates of I(z₀; a) and I(φ(z₀); a) (0: skip)
+    mine_eval_steps: int = 200       # after the phase: held-out MINE estimates of I(z₀; a) and I(φ(z₀); a) (0: skip)
 
 
 @dataclass

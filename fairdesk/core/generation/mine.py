@@ -26,6 +26,16 @@ Choices, and where they differ from the paper:
   paper), applies a small stride-2 CNN down to at most 4×4 and an MLP, instead of a ResNet-18. GroupNorm replaces
   BatchNorm: a DV batch is scored under several attribute values and BatchNorm would make ``T`` depend on the batch.
 
+What it achieves (measured, CPU, one thread): on a toy latent whose attribute sits in one coordinate (±1 + noise)
+the map with λ = 1 takes the held-out MINE estimate of I(φ(z); a) from 0.68 to 0.002 nats (tests/core/
+test_mine.py). On the Morpho benchmark's tiny generator (scaled latent 4×8×8, mean norm 18.6, attribute almost
+separable: I(z₀; a) ≈ 0.69 nats ≈ ln 2) it did NOT: 0.67 at the paper's λ = 1e-3 (a shift of 1e-3 against a
+latent norm of 18.6 is an identity for all practical purposes), 0.69 at λ = 5.6 and 11.2 (half and all of the
+distance between the class means) after 400 steps at learning rate 1e-3. One bounded shift per latent can move a
+class mean but not make two differently shaped class-conditional distributions equal, so the option is offered as
+the paper describes it and the generator records the held-out estimates before and after the map
+(``meta["mine"]``) so that a user can see whether it did anything.
+
 torch is imported inside functions (the GUI imports this module's parent package at start-up).
 """
 from __future__ import annotations
