@@ -61,6 +61,7 @@ STATE_COLOURS = {JobState.FAILED: "#B00020", JobState.CANCELLED: "#8a6d00", JobS
 EXTRA_PAGES: list[tuple[str, str, str, str, str]] = [
     ("dataset", "Images", "fairdesk.gui.tabs.image_data", "ImageDataPanel", "image_data_panel"),
     ("model", "Language models", "fairdesk.gui.tabs.text_model", "LanguageModelPanel", "language_model_panel"),
+    ("model", "Note classifiers", "fairdesk.gui.tabs.notes", "NoteClassifierPanel", "notes_panel"),
     ("model", "Images", "fairdesk.gui.tabs.image_model", "ImageModelPanel", "image_model_panel"),
     ("audit", "Language-model bias", "fairdesk.gui.tabs.text_audit", "MLMAuditPanel", "mlm_audit_panel"),
     ("audit", "Images (counterfactual)", "fairdesk.gui.tabs.image_audit", "ImageAuditPanel", "image_audit_panel"),

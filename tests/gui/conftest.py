@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 N_BOOT = 200
+_BLOCKERS: list = []  # see run_and_wait: PySide may deliver a queued signal to a freed pytest-qt blocker (segfault)
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +48,26 @@ def predictions_csv(tmp_path) -> Path:
     path = tmp_path / "predictions.csv"
     make_predictions().to_csv(path, index=False)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _no_blocking_dialogs(monkeypatch):
+    """A modal dialog nobody answers would hang the run (pytest-timeout cannot interrupt Qt's modal loop): every
+    static dialog a test did not replace itself fails the test at once, naming the dialog."""
+    from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+
+    def refuse(name):
+        def call(*args, **kwargs):
+            text = " | ".join(str(a) for a in args[1:3])
+            raise AssertionError(f"unexpected modal dialog {name}: {text}")
+        return call
+
+    for cls, names in ((QMessageBox, ("question", "warning", "critical", "information")),
+                       (QFileDialog, ("getOpenFileName", "getSaveFileName", "getExistingDirectory",
+                                      "getOpenFileNames")),
+                       (QInputDialog, ("getText", "getItem", "getInt", "getDouble"))):
+        for name in names:
+            monkeypatch.setattr(cls, name, refuse(f"{cls.__name__}.{name}"))
 
 
 @pytest.fixture
@@ -91,13 +112,17 @@ def run_and_wait(qtbot):
     """``run_and_wait(window, trigger)``: call ``trigger()`` (it queues a job and returns it) and wait, with
     ``qtbot.waitSignal``, for the runner's ``finished`` signal of that job; the window's slots have run by then."""
 
+    keep = _BLOCKERS  # blockers are never freed: a queued "finished" of another job may still be on its way to one
+
     def run(window, trigger, timeout: int = 120000):
         ids: dict[str, int] = {}
 
         def check(job) -> bool:
             return job.id == ids.get("id")
 
-        with qtbot.waitSignal(window.runner.finished, timeout=timeout, check_params_cb=check):
+        blocker = qtbot.waitSignal(window.runner.finished, timeout=timeout, check_params_cb=check)
+        keep.append((blocker, check))
+        with blocker:
             job = trigger()
             assert job is not None, "the action did not start a job"
             ids["id"] = job.id
