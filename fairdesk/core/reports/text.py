@@ -541,7 +541,7 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
     for m in models:
         flagged = [r for r in m["records"] if is_true(r.get("flagged"))]
         sig_only = [r for r in m["records"] if _significant(r) and not is_true(r.get("flagged"))]
-        who = f"model {_model_label(m)}" if len(models) > 1 else "the model"
+        who = f"model “{m['name']}”" if len(models) > 1 else "the model"  # its folder is named above
         if flagged:
             b.append(Paragraph(f"Flagged for {who}: {_join([str(r.get('name') or r['category']) for r in flagged])}."
                                , "lead"))
