@@ -23,33 +23,17 @@ GRID = ({"hidden_layer_sizes": (32,), "alpha": 1e-3},)
 MAX_POS = 64
 
 
-def _notes(n: int = 320, seed: int = 0) -> pd.DataFrame:
-    """Generated notes: 'sepsis' is 1 exactly when the note says "pt has sepsis"; 'shuffled' is the same labels
-    permuted (no signal). Two notes per patient, a patient's notes share the gender."""
-    df = mlm.synthetic_notes(n, seed=seed, n_fillers=(1, 3))
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 2, len(df))
-    df["text"] = [t + (" pt has sepsis ." if yi else " pt has fever .") for t, yi in zip(df["text"], y)]
-    df["sepsis"] = y
-    df["shuffled"] = rng.permutation(y)
-    df["patient_id"] = [f"p{(i // 4) * 2 + i % 2}" for i in range(len(df))]
-    df["age"] = rng.normal(60, 10, len(df)).round(1)
-    return df
-
-
 def _save_encoder(path, tok, seed: int, layers: int = 3):
-    from transformers import BertConfig, BertForMaskedLM
+    from tiny_text import save_tiny_mlm
 
-    torch.manual_seed(seed)
-    BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
-                               intermediate_size=64, max_position_embeddings=MAX_POS)).save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return save_tiny_mlm(path, tok, seed, layers=layers, max_positions=MAX_POS)
 
 
 @pytest.fixture(scope="module")
 def notes():
-    return _notes()
+    from tiny_text import labelled_notes
+
+    return labelled_notes()
 
 
 @pytest.fixture(scope="module")

@@ -23,39 +23,26 @@ from fairdesk.core.audits import mlm_bias as mb  # noqa: E402
 from fairdesk.core.errors import DataError  # noqa: E402
 from fairdesk.core.reports import text as T  # noqa: E402
 from fairdesk.core.reports.model import Table  # noqa: E402
-from fairdesk.core.text.templates import load_bias_templates, load_completion_templates  # noqa: E402
+from fairdesk.core.text.templates import load_bias_templates  # noqa: E402
 
 KEEP = ["template", "attribute", "group", "pair_index", "word", "sentence", "word_pieces", "n_prior_masks",
         "log_p_target", "log_p_prior", "score"]
 
 
 def _tokenizer():
+    """The probe's words without "woman": a gendered word split into pieces (w ##o ##m ##a ##n) that the report must
+    name."""
+    from tiny_text import probe_words
+
     from fairdesk.core.models.mlm import vocabulary_tokenizer
 
-    tpl, comp = load_bias_templates(), load_completion_templates()
-    words = set()
-    for c in tpl.categories:
-        for t in c.templates:
-            words |= set(t.replace("[GEND]", " ").replace("[ATTR]", " ").split())
-        for a in c.attributes:
-            words |= set(a.split())
-    for g in tpl.groups.values():
-        words |= set(g)
-    words.discard("woman")  # a gendered word split into pieces (w ##o ##m ##a ##n): the report must say so
-    for t in comp.templates:
-        words |= set(t.replace("[RACE]", " ").replace("[MASK]", " ").split())
-    for term in comp.terms:
-        words |= set(term.split())
-    return vocabulary_tokenizer(sorted(words))
+    return vocabulary_tokenizer(probe_words(completion_templates=True, drop=("woman",)))
 
 
 def _model(n_vocab: int, seed: int):
-    from transformers import BertConfig, BertForMaskedLM
+    from tiny_text import tiny_bert
 
-    torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=n_vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=64)
-    return BertForMaskedLM(cfg).eval()
+    return tiny_bert(n_vocab, seed)
 
 
 def _planted(res: mb.MLMBiasResult, shifts: dict[str, float], seed: int) -> mb.MLMBiasResult:

@@ -25,31 +25,10 @@ def _shot(widget, name: str) -> None:
         widget.grab().save(os.path.join(SHOTS, f"{name}.png"))
 
 
-def _notes(n: int = 160, seed: int = 0):
-    """Generated notes (as in tests/core/test_note_classifier.py): 'sepsis' is 1 exactly when the note says
-    "pt has sepsis"; 'shuffled' is the same labels permuted; two notes per patient."""
-    from fairdesk.core.models.mlm import synthetic_notes
-
-    df = synthetic_notes(n, seed=seed, n_fillers=(1, 3))
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 2, len(df))
-    df["text"] = [t + (" pt has sepsis ." if yi else " pt has fever .") for t, yi in zip(df["text"], y)]
-    df["sepsis"] = y
-    df["shuffled"] = rng.permutation(y)
-    df["patient_id"] = [f"p{(i // 4) * 2 + i % 2}" for i in range(len(df))]
-    df["age"] = rng.normal(60, 10, len(df)).round(1)
-    df["sapsii"] = rng.normal(35, 8, len(df)).round(0)
-    return df
-
-
 def _encoder(path, tok, seed: int) -> str:
-    from transformers import BertConfig, BertForMaskedLM
+    from tiny_text import save_tiny_mlm
 
-    torch.manual_seed(seed)
-    BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, max_position_embeddings=64)).save_pretrained(str(path))
-    tok.save_pretrained(str(path))
-    return str(path.resolve())
+    return save_tiny_mlm(path, tok, seed, layers=2)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +36,9 @@ def assets(tmp_path_factory):
     from fairdesk.core.models import mlm
 
     root = tmp_path_factory.mktemp("notes_panel")
-    notes = _notes()
+    from tiny_text import labelled_notes
+
+    notes = labelled_notes(160, numeric=True)
     csv = root / "notes.csv"
     notes.to_csv(csv, index=False)
     tok = mlm.vocabulary_tokenizer(mlm.corpus_words(notes["text"]))

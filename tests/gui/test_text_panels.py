@@ -23,38 +23,12 @@ def _shot(widget, name: str) -> None:
         widget.grab().save(os.path.join(SHOTS, f"{name}.png"))
 
 
-def build_tiny_mlm(folder, seed: int = 0):
-    """A random BERT masked LM over the probe's own words (hand-made WordPiece vocabulary), saved to ``folder``."""
-    from transformers import BertConfig, BertForMaskedLM
-
-    from fairdesk.core.models.mlm import vocabulary_tokenizer
-    from fairdesk.core.text.templates import load_bias_templates, load_completion_templates
-
-    tpl = load_bias_templates()
-    words = set()
-    for c in tpl.categories:
-        for t in c.templates:
-            words |= set(t.replace("[GEND]", " ").replace("[ATTR]", " ").split())
-        for a in c.attributes:
-            words |= set(a.split())
-    for g in tpl.groups.values():
-        words |= set(g)
-    for t in load_completion_templates().terms:
-        words |= set(t.split())
-    tok = vocabulary_tokenizer(sorted(words))
-    torch.manual_seed(seed)
-    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
-                                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                       initializer_range=0.5))
-    model.save_pretrained(str(folder), safe_serialization=True)
-    tok.save_pretrained(str(folder))
-    return folder
-
-
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny_mlms")
-    return build_tiny_mlm(root / "base", 0), build_tiny_mlm(root / "other", 1)
+    from tiny_text import build_probe_mlm
+
+    return build_probe_mlm(root / "base", 0), build_probe_mlm(root / "other", 1)
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ import numpy as np
 
 from fairdesk.core import atomic
 from fairdesk.core.errors import ModelError
-from fairdesk.core.progress import CancelToken, Cancelled, ProgressFn, Reporter
+from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 META_FILE = "fairdesk_generator.json"
 ATTRIBUTE_FILE = "attribute.json"   # which attribute column and groups the generator was trained on

@@ -496,7 +496,6 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
     if spec.numeric_columns:
         numeric = df[list(spec.numeric_columns)].apply(pd.to_numeric).to_numpy(dtype=np.float64)
         X = np.hstack([X, numeric[encoded.note_index]])  # standardised on the training windows by the pipeline
-    win_split = split[encoded.note_index]
     feature_names = [f"cls_{i}" for i in range(encoded.features.shape[1])] + list(spec.numeric_columns)
 
     sample_ids = (df[spec.note_id].astype(str) if spec.note_id

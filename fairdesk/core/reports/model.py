@@ -644,7 +644,7 @@ def _figures_section(result, k) -> Section:
             suffix = f" (part {i + 1} of {len(parts)})" if len(parts) > 1 else ""
             b.append(FigureSpec("bins", f"Error rates by {attr} band (N = {n_max} requested){suffix}",
                                 bins[bins["task"].isin(tasks)].reset_index(drop=True),
-                                caption=f"The bins behind Δ_eo: each band holds about the same number of rows; "
+                                caption="The bins behind Δ_eo: each band holds about the same number of rows; "
                                         "counts are in table 4.4.", xlabel=attr))
     return Section("figures", "3  Figures", b)
 
