@@ -157,7 +157,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     progress = TerminalProgress(args.quiet)
     out = run_demo(args.out, n_boot=args.n_boot, seed=args.seed, progress=progress)
     progress.done()
-    print(f"demo report: {out['pdf']}\naudit JSON: {out['json']}\nproject: {out['project']}")
+    print(f"demo report: {out['pdf']}\nimaging report: {out['cit_pdf']}\naudit JSON: {out['json']}\n"
+          f"project: {out['project']}")
     if args.gui:
         from fairdesk.gui.app import main as gui_main
 

@@ -42,6 +42,7 @@ def test_demo_project_is_built_then_opened(window, run_and_wait, tmp_path):
     assert window.project.path == out / "demo.fairdesk"
     assert window.current_page() is window.audit_tab
     assert window.audit_tab.audit_ids()
+    assert window.image_audit_panel.audit_ids(), "the imaging demo audit is listed on its page"
     assert len(window.audit_tab.gap_plot.data) > 0
     # a second time it just opens
     assert window.open_demo(out) is None

@@ -85,3 +85,22 @@ def test_job_states_and_messages(project):
     cancelled = Job("x", lambda progress, cancel: None)
     cancelled.cancel()
     assert cancelled.run().state is JobState.CANCELLED
+
+
+def test_imaging_demo_flags_the_shortcut_reader_and_clears_the_central_reader(tmp_path):
+    """The demo's imaging part: exact counterfactuals; the whole-image classifier is 'dependent', the central-disc
+    one 'equivalent within margin' although demographic parity flags it; the scans are an image dataset."""
+    import json
+
+    from fairdesk.jobs.tasks import imaging_demo
+
+    out = imaging_demo(tmp_path, tmp_path / "demo.fairdesk", seed=0)
+    project = Project(tmp_path / "demo.fairdesk")
+    doc = json.loads(project.audit_json(out["audit_id"]))
+    rows = {r["output"]: r for r in doc["table"]}
+    assert rows["reads_whole_image"]["verdict"] == "dependent"
+    assert rows["central_disc_only"]["verdict"] == "equivalent within margin"
+    assert rows["central_disc_only"]["dp_p"] < 0.01
+    assert out["pdf"].read_bytes().startswith(b"%PDF")
+    images = project.dataset(out["images_id"])
+    assert images.kind == "images" and images.n_rows == 400 and images.roles["attributes"] == ["sex"]
