@@ -8,16 +8,18 @@ from pathlib import Path
 
 import pandas as pd
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
-                               QGridLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QProgressBar, QPushButton, QRadioButton, QScrollArea, QSpinBox, QSplitter,
-                               QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout,
+                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
+                               QRadioButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.audits.groups import GAP_RULES, METRICS, GroupAuditPlan
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.dataset import NONE, attribute_candidates, guess_roles
 from fairdesk.gui.widgets.gap_plot import GapPlot
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job, fill_combo, job_running,
+                                              progress_bar, push_button, run_row, scroll_area, setup_column,
+                                              show_progress, split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ALL_TASKS = "(all tasks)"
@@ -41,14 +43,7 @@ SUMMARY_HEADERS = {"n_tasks": "tasks tested", "n_significant": "significant task
 
 
 def _combo_set(combo: QComboBox, items: list, keep: bool = True, data: list | None = None) -> None:
-    current = combo.currentData() if keep else None
-    combo.blockSignals(True)
-    combo.clear()
-    for i, item in enumerate(items):
-        combo.addItem(str(item), data[i] if data is not None else item)
-    idx = combo.findData(current) if current is not None else -1
-    combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
-    combo.blockSignals(False)
+    fill_combo(combo, [(str(item), data[i] if data is not None else item) for i, item in enumerate(items)], keep)
 
 
 class AuditTab(QWidget):
@@ -63,14 +58,7 @@ class AuditTab(QWidget):
         self.result_id: int | None = None
         self._build_setup()
         self._build_results()
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.setup_panel)
-        split.addWidget(self.results_panel)
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setSizes([500, 850])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, self.setup_panel, self.results_panel, [500, 850])
         window.project_changed.connect(self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._on_job_finished)
@@ -185,31 +173,16 @@ class AuditTab(QWidget):
         form.addRow("Minimum group size", self.min_group_spin)
         v.addWidget(gaps_box)
 
-        self.run_button = QPushButton("Run audit", w)
-        self.run_button.clicked.connect(lambda: self.run_audit())
-        self.cancel_button = QPushButton("Cancel", w)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress = QProgressBar(w)
-        self.progress.setRange(0, 1000)
-        self.status = QLabel("", w)
-        self.status.setWordWrap(True)
-        run_row = QHBoxLayout()
-        run_row.addWidget(self.run_button)
-        run_row.addWidget(self.cancel_button)
-        run_row.addWidget(self.progress, 1)
+        self.run_button = push_button("Run audit", w, self.run_audit)
+        self.cancel_button = push_button("Cancel", w, self.cancel)
+        self.progress = progress_bar(w)
+        self.status = wrapped_label("", w)
         v.addStretch(1)
-        self.setup_scroll = QScrollArea(self)
-        self.setup_scroll.setWidgetResizable(True)
-        self.setup_scroll.setWidget(w)
-        self.setup_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setup_scroll = scroll_area(self, w)
         # the Run row stays in view below the scrolling form
-        self.setup_panel = QWidget(self)
-        sp = QVBoxLayout(self.setup_panel)
-        sp.setContentsMargins(0, 0, 0, 0)
-        sp.addWidget(self.setup_scroll, 1)
-        sp.addLayout(run_row)
-        sp.addWidget(self.status)
-        self.setup_panel.setMinimumWidth(480)
+        self.setup_panel = setup_column(self, self.setup_scroll,
+                                        run_row(self.run_button, self.cancel_button, progress=self.progress),
+                                        self.status, min_width=480)
 
     # =====================================================================================================
     # Results panel
@@ -217,19 +190,9 @@ class AuditTab(QWidget):
         panel = QWidget(self)
         v = QVBoxLayout(panel)
         v.setContentsMargins(0, 0, 0, 0)
-        top = QHBoxLayout()
-        top.addWidget(QLabel("<b>Stored audits</b>", panel))
-        top.addStretch(1)
-        self.export_button = QPushButton("Export PDF…", panel)
-        self.export_button.clicked.connect(lambda: self.export_pdf())
-        top.addWidget(self.export_button)
-        v.addLayout(top)
-        self.audits_list = QListWidget(panel)
-        self.audits_list.setMaximumHeight(80)
-        self.audits_list.currentItemChanged.connect(self._audit_selected)
-        v.addWidget(self.audits_list)
-        self.result_header = QLabel("", panel)
-        self.result_header.setWordWrap(True)
+        self.export_button, self.audits_list = stored_audits_header(panel, v, "<b>Stored audits</b>", self.export_pdf,
+                                                                    self._audit_selected, max_height=80)
+        self.result_header = wrapped_label("", panel)
         v.addWidget(self.result_header)
 
         self.results_tabs = QTabWidget(panel)
@@ -498,14 +461,10 @@ class AuditTab(QWidget):
         return self.audit_job
 
     def cancel(self) -> None:
-        if self.audit_job is not None:
-            self.window_.runner.cancel(self.audit_job.id)
+        cancel_job(self.window_, self.audit_job)
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.audit_job is not None and job_id == self.audit_job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self.status.setText(message)
+        show_progress(self.audit_job, job_id, fraction, message, self.progress, self.status.setText)
 
     def _on_job_finished(self, job) -> None:
         if self.audit_job is not None and job.id == self.audit_job.id:
@@ -516,7 +475,7 @@ class AuditTab(QWidget):
             self._update_buttons()
 
     def _update_buttons(self, *args) -> None:
-        busy = self.audit_job is not None and not self.audit_job.state.finished
+        busy = job_running(self.audit_job)
         ready = self.df is not None and self.window_.project is not None
         self.run_button.setEnabled(ready and not busy)
         self.cancel_button.setEnabled(busy)
@@ -524,7 +483,7 @@ class AuditTab(QWidget):
         self.best_f1_radio.setEnabled(has_split)
         if not has_split and self.best_f1_radio.isChecked():
             self.fixed_radio.setChecked(True)
-        exporting = self.export_job is not None and not self.export_job.state.finished
+        exporting = job_running(self.export_job)
         self.export_button.setEnabled(self.result_id is not None and not exporting)
 
     # =====================================================================================================
@@ -652,24 +611,17 @@ class AuditTab(QWidget):
             self.window_.statusBar().showMessage("Choose a stored audit on the Audit tab first.", 8000)
             return None
         if path is None:
-            default = Path(self.window_.settings.last_dir()) / f"{project.name}-audit-{audit_id}.pdf"
-            path, _ = QFileDialog.getSaveFileName(self, "Export the audit report", str(default), "PDF (*.pdf)")
-            if not path:
+            path = ask_pdf_path(self, self.window_, "Export the audit report", f"{project.name}-audit-{audit_id}.pdf")
+            if path is None:
                 return None
-            self.window_.settings.set_last_dir(path)
         path = Path(path)
         if path.suffix.lower() != ".pdf":
             path = path.with_name(path.name + ".pdf")
-        project_path, k = project.path, self.window_.settings.suppress_k
-
-        def work(progress, cancel):
-            from fairdesk.jobs.tasks import export_report
-
-            return export_report(project_path, audit_id, path, suppress_k=k, progress=progress, cancel=cancel)
 
         def done(job) -> None:
             self.window_.statusBar().showMessage(f"Report written to {job.result}", 10000)
 
-        self.export_job = self.window_.run_job(f"Export report of audit #{audit_id}", work, on_done=done)
+        self.export_job = export_report_job(self.window_, f"Export report of audit #{audit_id}", project.path,
+                                            audit_id, path, on_done=done, suppress_k=self.window_.settings.suppress_k)
         self._update_buttons()
         return self.export_job

@@ -21,11 +21,14 @@ import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QBrush, QColor  # noqa: E402
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,  # noqa: E402
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTabWidget,
-                               QTextBrowser, QVBoxLayout, QWidget)
+                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidgetItem, QPushButton, QSpinBox,
+                               QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import FairDeskError  # noqa: E402
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job,  # noqa: E402
+                                              fill_combo, job_running, progress_bar, push_button, run_row,
+                                              scroll_area, setup_column, show_progress, split_page,
+                                              stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableModel  # noqa: E402
 
 NONE = "(none)"
@@ -187,17 +190,6 @@ def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x
     return str(data) if data is not None else ""
 
 
-def _combo_fill(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True) -> None:
-    current = combo.currentData() if keep else None
-    combo.blockSignals(True)
-    combo.clear()
-    for text, data in items:
-        combo.addItem(text, data)
-    idx = combo.findData(current) if current is not None else -1
-    combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
-    combo.blockSignals(False)
-
-
 class MLMAuditPanel(QWidget):
     """Set up and run the masked-LM bias probe; explore and export stored ``mlm_bias`` audits."""
 
@@ -213,14 +205,7 @@ class MLMAuditPanel(QWidget):
         self._models: dict[int, object] = {}
         self._build_setup()
         self._build_results()
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.setup_panel)
-        split.addWidget(self.results_panel)
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setSizes([470, 880])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, self.setup_panel, self.results_panel, [470, 880])
         window.project_changed.connect(self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._on_job_finished)
@@ -338,29 +323,13 @@ class MLMAuditPanel(QWidget):
         v.addWidget(stats_box)
         v.addStretch(1)
 
-        self.run_button = QPushButton("Run audit", w)
-        self.run_button.clicked.connect(lambda: self.run_audit())
-        self.cancel_button = QPushButton("Cancel", w)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress = QProgressBar(w)
-        self.progress.setRange(0, 1000)
-        self.status = QLabel("", w)
-        self.status.setWordWrap(True)
-        run_row = QHBoxLayout()
-        run_row.addWidget(self.run_button)
-        run_row.addWidget(self.cancel_button)
-        run_row.addWidget(self.progress, 1)
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(w)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setup_panel = QWidget(self)
-        sp = QVBoxLayout(self.setup_panel)
-        sp.setContentsMargins(0, 0, 0, 0)
-        sp.addWidget(scroll, 1)
-        sp.addLayout(run_row)
-        sp.addWidget(self.status)
-        self.setup_panel.setMinimumWidth(440)
+        self.run_button = push_button("Run audit", w, self.run_audit)
+        self.cancel_button = push_button("Cancel", w, self.cancel)
+        self.progress = progress_bar(w)
+        self.status = wrapped_label("", w)
+        self.setup_panel = setup_column(self, scroll_area(self, w),
+                                        run_row(self.run_button, self.cancel_button, progress=self.progress),
+                                        self.status, min_width=440)
 
     # =====================================================================================================
     # Results
@@ -368,19 +337,10 @@ class MLMAuditPanel(QWidget):
         panel = QWidget(self)
         v = QVBoxLayout(panel)
         v.setContentsMargins(0, 0, 0, 0)
-        top = QHBoxLayout()
-        top.addWidget(QLabel("<b>Stored language-model audits</b>", panel))
-        top.addStretch(1)
-        self.export_button = QPushButton("Export PDF…", panel)
-        self.export_button.clicked.connect(lambda: self.export_pdf())
-        top.addWidget(self.export_button)
-        v.addLayout(top)
-        self.audits_list = QListWidget(panel)
-        self.audits_list.setMaximumHeight(80)
-        self.audits_list.currentItemChanged.connect(self._audit_selected)
-        v.addWidget(self.audits_list)
-        self.result_header = QLabel("", panel)
-        self.result_header.setWordWrap(True)
+        self.export_button, self.audits_list = stored_audits_header(panel, v, "<b>Stored language-model audits</b>",
+                                                                    self.export_pdf, self._audit_selected,
+                                                                    max_height=80)
+        self.result_header = wrapped_label("", panel)
         v.addWidget(self.result_header)
 
         self.results_tabs = QTabWidget(panel)
@@ -465,10 +425,10 @@ class MLMAuditPanel(QWidget):
         models = [m for m in project.models() if m.kind == "masked_lm"] if project is not None else []
         self._models = {m.id: m for m in models}
         items = [(f"{m.name}  (#{m.id})", m.id) for m in models]
-        _combo_fill(self.model_combo, items)
+        fill_combo(self.model_combo, items)
         if self.model_combo.currentData() is None and items:
             self.model_combo.setCurrentIndex(len(items) - 1)
-        _combo_fill(self.compare_combo, [(NONE, None)] + items)
+        fill_combo(self.compare_combo, [(NONE, None)] + items)
         self.refresh_audits()
 
     def load_templates(self, path: str | Path | None) -> bool:
@@ -490,8 +450,8 @@ class MLMAuditPanel(QWidget):
         self.categories_list.set_items([f"{c.code} — {c.name}" for c in tpl.categories],
                                        [f"{c.code} — {c.name}" for c in tpl.categories])
         groups = [(g, g) for g in tpl.groups]
-        _combo_fill(self.group_a, groups, keep=False)
-        _combo_fill(self.group_b, groups, keep=False)
+        fill_combo(self.group_a, groups, keep=False)
+        fill_combo(self.group_b, groups, keep=False)
         if len(groups) > 1:
             self.group_b.setCurrentIndex(1)
         self._update_buttons()
@@ -590,14 +550,10 @@ class MLMAuditPanel(QWidget):
         return self.audit_job
 
     def cancel(self) -> None:
-        if self.audit_job is not None:
-            self.window_.runner.cancel(self.audit_job.id)
+        cancel_job(self.window_, self.audit_job)
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.audit_job is not None and job_id == self.audit_job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self.status.setText(message)
+        show_progress(self.audit_job, job_id, fraction, message, self.progress, self.status.setText)
 
     def _on_job_finished(self, job) -> None:
         if self.audit_job is not None and job.id == self.audit_job.id and job.state.value == "done":
@@ -605,11 +561,11 @@ class MLMAuditPanel(QWidget):
         self._update_buttons()
 
     def _update_buttons(self, *args) -> None:
-        busy = self.audit_job is not None and not self.audit_job.state.finished
+        busy = job_running(self.audit_job)
         ready = self.window_.project is not None and self.model_combo.currentData() is not None
         self.run_button.setEnabled(ready and not busy and bool(self.categories_list.checked()))
         self.cancel_button.setEnabled(busy)
-        exporting = self.export_job is not None and not self.export_job.state.finished
+        exporting = job_running(self.export_job)
         self.export_button.setEnabled(self.result_id is not None and not exporting)
 
     # =====================================================================================================
@@ -674,10 +630,10 @@ class MLMAuditPanel(QWidget):
             for view in (self.table_view, self.comparison_view, self.completion_view):
                 view.set_frame(None)
             self._completion = None
-            _combo_fill(self.completion_template_combo, [], keep=False)
-            _combo_fill(self.table_model_combo, [], keep=False)
-            _combo_fill(self.plot_model_combo, [], keep=False)
-            _combo_fill(self.plot_category_combo, [], keep=False)
+            fill_combo(self.completion_template_combo, [], keep=False)
+            fill_combo(self.table_model_combo, [], keep=False)
+            fill_combo(self.plot_model_combo, [], keep=False)
+            fill_combo(self.plot_category_combo, [], keep=False)
             self.distribution_plot.clear("Run an audit, or choose one from the list, to see the scores of a "
                                          "category.")
             self.details_view.clear()
@@ -692,18 +648,18 @@ class MLMAuditPanel(QWidget):
             f"<b>{len(flagged)}</b> of {len(doc.get('records', []))} categories flagged"
             + (f" ({html.escape(', '.join(flagged))})" if flagged else "") + f" for {html.escape(names[0])}")
         model_items = [(n, n) for n in names]
-        _combo_fill(self.table_model_combo, model_items)
-        _combo_fill(self.plot_model_combo, model_items)
+        fill_combo(self.table_model_combo, model_items)
+        fill_combo(self.plot_model_combo, model_items)
         cats = [(f"{r['category']} — {r.get('name', r['category'])}" + ("  (flagged)" if r.get("flagged") else ""),
                  str(r["category"])) for r in doc.get("records", [])]
-        _combo_fill(self.plot_category_combo, cats)
+        fill_combo(self.plot_category_combo, cats)
         self.update_table()
         self.update_plot()
         comparison = doc.get("comparison")
         self.comparison_view.set_frame(pd.DataFrame(comparison) if comparison else None)
         self._completion = self._completion_frame(doc.get("completion"))
         templates = [] if self._completion is None else list(dict.fromkeys(self._completion["template"]))
-        _combo_fill(self.completion_template_combo, [(t, t) for t in templates] + (
+        fill_combo(self.completion_template_combo, [(t, t) for t in templates] + (
             [("(all templates)", "")] if len(templates) > 1 else []))
         self.update_completion()
         self.details_view.setHtml(self._details_html(doc))
@@ -804,20 +760,13 @@ class MLMAuditPanel(QWidget):
             self.window_.statusBar().showMessage("Choose a stored language-model audit first.", 8000)
             return None
         if path is None:
-            default = Path(self.window_.settings.last_dir()) / f"{project.name}-lm-audit-{audit_id}.pdf"
-            path, _ = QFileDialog.getSaveFileName(self, "Export the audit report", str(default), "PDF (*.pdf)")
-            if not path:
+            path = ask_pdf_path(self, self.window_, "Export the audit report",
+                                f"{project.name}-lm-audit-{audit_id}.pdf")
+            if path is None:
                 return None
-            self.window_.settings.set_last_dir(path)
         path = Path(path)
         if path.suffix.lower() != ".pdf":
             path = path.with_name(path.name + ".pdf")
-        project_path, k = project.path, self.window_.settings.suppress_k
-
-        def work(progress, cancel):
-            from fairdesk.jobs.tasks import export_report
-
-            return export_report(project_path, audit_id, path, suppress_k=k, progress=progress, cancel=cancel)
 
         def done(job) -> None:
             self.status.setText(f"Report written to {job.result}")
@@ -827,7 +776,8 @@ class MLMAuditPanel(QWidget):
             if job.state.value == "failed":
                 self.window_.show_error("The report could not be written", job.error or "")
 
-        self.export_job = self.window_.run_job(f"Export report of audit #{audit_id}", work, on_done=done,
-                                               on_fail=failed)
+        self.export_job = export_report_job(self.window_, f"Export report of audit #{audit_id}", project.path,
+                                            audit_id, path, on_done=done, on_fail=failed,
+                                            suppress_k=self.window_.settings.suppress_k)
         self._update_buttons()
         return self.export_job

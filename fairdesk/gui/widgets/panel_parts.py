@@ -1,0 +1,174 @@
+"""Small building blocks shared by the GUI pages (Qt only, cheap imports).
+
+The pages have the same shape: a scrolling set-up column with a Run row (buttons, a progress bar) and a status line
+below it, beside the results; a list of stored audits with an Export PDF button; a job that reports progress and
+can be cancelled. These helpers build those parts and do that plumbing; each page keeps its own attributes
+(``run_button``, ``progress``, ``status``, ...), its own logic and its own jobs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QProgressBar, QPushButton,
+                               QScrollArea, QSplitter, QVBoxLayout, QWidget)
+
+PROGRESS_STEPS = 1000  # the progress bars run 0..1000; job progress comes as a fraction 0..1
+NOTE_STYLE = "color: palette(mid);"
+
+
+# ---- small widgets ---------------------------------------------------------------------------------------------
+
+def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True, default=None) -> None:
+    """Replace a combo's ``(text, data)`` items without emitting signals; keep the current choice when it is still
+    there, else choose ``default`` (when given and present), else the first item."""
+    current = combo.currentData() if keep else None
+    combo.blockSignals(True)
+    combo.clear()
+    for text, data in items:
+        combo.addItem(text, data)
+    idx = combo.findData(current) if current is not None else -1
+    if idx < 0 and default is not None:
+        idx = combo.findData(default)
+    combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
+    combo.blockSignals(False)
+
+
+def wrapped_label(text: str, parent: QWidget | None = None) -> QLabel:
+    """A word-wrapping label (status lines, result headers)."""
+    label = QLabel(text, parent)
+    label.setWordWrap(True)
+    return label
+
+
+def note_label(text: str, parent: QWidget | None = None) -> QLabel:
+    """A word-wrapping explanatory note in the palette's muted colour."""
+    label = wrapped_label(text, parent)
+    label.setStyleSheet(NOTE_STYLE)
+    return label
+
+
+def push_button(text: str, parent: QWidget | None, slot, tooltip: str | None = None) -> QPushButton:
+    """A button that calls ``slot()`` (without Qt's ``checked`` argument) when clicked."""
+    button = QPushButton(text, parent)
+    if tooltip:
+        button.setToolTip(tooltip)
+    button.clicked.connect(lambda: slot())
+    return button
+
+
+def progress_bar(parent: QWidget | None = None) -> QProgressBar:
+    bar = QProgressBar(parent)
+    bar.setRange(0, PROGRESS_STEPS)
+    return bar
+
+
+# ---- layout ----------------------------------------------------------------------------------------------------
+
+def run_row(*buttons: QWidget, progress: QProgressBar) -> QHBoxLayout:
+    """The Run row: the buttons, then the progress bar taking the rest of the width."""
+    row = QHBoxLayout()
+    for button in buttons:
+        row.addWidget(button)
+    row.addWidget(progress, 1)
+    return row
+
+
+def scroll_area(parent: QWidget, inner: QWidget, min_width: int | None = None) -> QScrollArea:
+    """A vertical-only scroll area around a set-up form."""
+    scroll = QScrollArea(parent)
+    scroll.setWidgetResizable(True)
+    scroll.setWidget(inner)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    if min_width is not None:
+        scroll.setMinimumWidth(min_width)
+    return scroll
+
+
+def setup_column(parent: QWidget, scroll: QScrollArea, row: QHBoxLayout, status: QLabel,
+                 min_width: int | None = None) -> QWidget:
+    """The set-up column: the scrolling form, and below it (always in view) the Run row and the status line."""
+    column = QWidget(parent)
+    v = QVBoxLayout(column)
+    v.setContentsMargins(0, 0, 0, 0)
+    v.addWidget(scroll, 1)
+    v.addLayout(row)
+    v.addWidget(status)
+    if min_width is not None:
+        column.setMinimumWidth(min_width)
+    return column
+
+
+def split_page(page: QWidget, left: QWidget, right: QWidget, sizes: list[int],
+               stretch: tuple[int, int] = (0, 1)) -> QSplitter:
+    """Lay ``page`` out as a horizontal splitter of ``left`` and ``right``."""
+    split = QSplitter(Qt.Orientation.Horizontal, page)
+    split.addWidget(left)
+    split.addWidget(right)
+    split.setStretchFactor(0, stretch[0])
+    split.setStretchFactor(1, stretch[1])
+    split.setSizes(sizes)
+    QVBoxLayout(page).addWidget(split)
+    return split
+
+
+def stored_audits_header(parent: QWidget, layout: QVBoxLayout, title: str, on_export, on_selected,
+                         max_height: int) -> tuple[QPushButton, QListWidget]:
+    """Add the stored-audits block to ``layout``: a title row with an Export PDF… button, then the list of audits
+    (``on_selected(item, previous)`` on a change of selection). Returns (export button, list)."""
+    top = QHBoxLayout()
+    top.addWidget(QLabel(title, parent))
+    top.addStretch(1)
+    export_button = push_button("Export PDF…", parent, on_export)
+    top.addWidget(export_button)
+    layout.addLayout(top)
+    audits = QListWidget(parent)
+    audits.setMaximumHeight(max_height)
+    audits.currentItemChanged.connect(on_selected)
+    layout.addWidget(audits)
+    return export_button, audits
+
+
+# ---- jobs ------------------------------------------------------------------------------------------------------
+
+def job_running(job) -> bool:
+    """True while ``job`` (or None) is pending or running."""
+    return job is not None and not job.state.finished
+
+
+def cancel_job(window, job) -> None:
+    """Ask the runner to stop ``job`` (nothing happens when it is None or already finished)."""
+    if job is not None:
+        window.runner.cancel(job.id)
+
+
+def show_progress(job, job_id: int, fraction: float, message: str, bar: QProgressBar, say) -> None:
+    """A runner ``progress`` signal: when it is about ``job``, move ``bar`` and pass a non-empty message to
+    ``say`` (a page's status setter)."""
+    if job is not None and job_id == job.id:
+        bar.setValue(int(round(fraction * PROGRESS_STEPS)))
+        if message:
+            say(message)
+
+
+def ask_pdf_path(parent: QWidget, window, title: str, file_name: str, remember: bool = True) -> str | None:
+    """A save dialog for a PDF report, starting in the last folder used; None when cancelled."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, str(Path(window.settings.last_dir()) / file_name),
+                                          "PDF (*.pdf)")
+    if not path:
+        return None
+    if remember:
+        window.settings.set_last_dir(path)
+    return path
+
+
+def export_report_job(window, name: str, project_path, audit_id: int, path, on_done=None, on_fail=None,
+                      **options):
+    """Write the PDF report of a stored audit as a job (:func:`fairdesk.jobs.tasks.export_report`; ``options``
+    such as ``suppress_k`` are passed on). Returns the job."""
+    def work(progress, cancel):
+        from fairdesk.jobs.tasks import export_report
+
+        return export_report(project_path, audit_id, path, progress=progress, cancel=cancel, **options)
+
+    return window.run_job(name, work, on_done=on_done, on_fail=on_fail)
