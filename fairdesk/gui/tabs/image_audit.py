@@ -27,12 +27,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar, QPushButton,
-                               QScrollArea, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QListWidgetItem, QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser,
+                               QVBoxLayout, QWidget)
 
 from fairdesk.gui.tabs.image_data import (AUDIT_KIND, CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
                                           models_of, stored_table)
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job, job_running, progress_bar,
+                                              push_button, run_row, scroll_area, setup_column, show_progress,
+                                              split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
@@ -207,13 +210,7 @@ class ImageAuditPanel(QWidget):
         self._table: pd.DataFrame | None = None
         self._build_setup()
         self._build_results()
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.setup_panel)
-        split.addWidget(self.results_panel)
-        split.setStretchFactor(1, 1)
-        split.setSizes([470, 900])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, self.setup_panel, self.results_panel, [470, 900])
         window.project_changed.connect(self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._on_finished)
@@ -262,14 +259,10 @@ class ImageAuditPanel(QWidget):
         self.seed_spin.setRange(0, 2**31 - 1)
         self.quality_check = QCheckBox("Measure counterfactual quality", self)
         self.quality_check.setChecked(True)
-        self.run_button = QPushButton("Run audit", self)
-        self.run_button.clicked.connect(lambda: self.run_audit())
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress = QProgressBar(self)
-        self.progress.setRange(0, 1000)
-        self.status = QLabel("", self)
-        self.status.setWordWrap(True)
+        self.run_button = push_button("Run audit", self, self.run_audit)
+        self.cancel_button = push_button("Cancel", self, self.cancel)
+        self.progress = progress_bar(self)
+        self.status = wrapped_label("", self)
 
         box = QGroupBox("Counterfactual invariance of an image classifier", self)
         form = QFormLayout(box)
@@ -294,28 +287,17 @@ class ImageAuditPanel(QWidget):
         iv = QVBoxLayout(inner)
         iv.addWidget(box)
         iv.addStretch(1)
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(inner)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(440)
-        self.setup_panel = QWidget(self)
-        lv = QVBoxLayout(self.setup_panel)
-        lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(scroll, 1)
-        run = QHBoxLayout()
-        run.addWidget(self.run_button)
-        run.addWidget(self.cancel_button)
-        run.addWidget(self.progress, 1)
-        lv.addLayout(run)
-        lv.addWidget(self.status)
+        self.setup_panel = setup_column(self, scroll_area(self, inner, min_width=440),
+                                        run_row(self.run_button, self.cancel_button, progress=self.progress),
+                                        self.status)
 
     def _build_results(self) -> None:
-        self.audit_list = QListWidget(self)
-        self.audit_list.setMaximumHeight(110)
-        self.audit_list.currentItemChanged.connect(self._audit_selected)
-        self.export_button = QPushButton("Export PDF…", self)
-        self.export_button.clicked.connect(lambda: self.export_pdf())
+        self.results_panel = QWidget(self)
+        rv = QVBoxLayout(self.results_panel)
+        rv.setContentsMargins(0, 0, 0, 0)
+        self.export_button, self.audit_list = stored_audits_header(self, rv, "Stored counterfactual audits",
+                                                                   self.export_pdf, self._audit_selected,
+                                                                   max_height=110)
         self.verdict_view = QTextBrowser(self)
         self.table_view = DataFrameView(self, filterable=False, placeholder="Run an audit, or choose one above.")
         tests_page = QSplitter(Qt.Orientation.Vertical, self)
@@ -335,21 +317,12 @@ class ImageAuditPanel(QWidget):
         self.result_tabs.addTab(self.examples_host, "Examples")
         self.result_tabs.addTab(self.benchmark, "Synthetic benchmark")
         self.result_tabs.currentChanged.connect(lambda *_: self._page_changed())
-        self.results_panel = QWidget(self)
-        rv = QVBoxLayout(self.results_panel)
-        rv.setContentsMargins(0, 0, 0, 0)
-        top = QHBoxLayout()
-        top.addWidget(QLabel("Stored counterfactual audits", self))
-        top.addStretch(1)
-        top.addWidget(self.export_button)
-        rv.addLayout(top)
-        rv.addWidget(self.audit_list)
         rv.addWidget(self.result_tabs, 1)
 
     # ---- project -------------------------------------------------------------------------------------------
     @property
     def busy(self) -> bool:
-        return self.job is not None and not self.job.state.finished
+        return job_running(self.job)
 
     def refresh_project(self) -> None:
         project = self.window_.project
@@ -466,14 +439,10 @@ class ImageAuditPanel(QWidget):
         return self.job
 
     def cancel(self) -> None:
-        if self.busy:
-            self.window_.runner.cancel(self.job.id)
+        cancel_job(self.window_, self.job)
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.job is not None and job_id == self.job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self.status.setText(message)
+        show_progress(self.job, job_id, fraction, message, self.progress, self.status.setText)
 
     def _on_finished(self, job) -> None:
         if self.job is not None and job.id == self.job.id:
@@ -583,22 +552,14 @@ class ImageAuditPanel(QWidget):
         if project is None or audit_id is None:
             return None
         if path is None:
-            path, _ = QFileDialog.getSaveFileName(self, "Export the audit report",
-                                                  str(Path(self.window_.settings.last_dir()) /
-                                                      f"cit-audit-{audit_id}.pdf"), "PDF (*.pdf)")
-            if not path:
+            path = ask_pdf_path(self, self.window_, "Export the audit report", f"cit-audit-{audit_id}.pdf",
+                                remember=False)
+            if path is None:
                 return None
-        path = Path(path)
-        project_path = project.path
-
-        def work(progress, cancel):
-            from fairdesk.jobs.tasks import export_report
-
-            return export_report(project_path, audit_id, path, progress=progress, cancel=cancel)
-
-        self.export_job = self.window_.run_job(f"Export PDF of audit #{audit_id}", work,
-                                               on_done=lambda job: self.status.setText(f"Report written: {job.result}"),
-                                               on_fail=lambda job: self.status.setText(job.error or "Export failed."))
+        self.export_job = export_report_job(
+            self.window_, f"Export PDF of audit #{audit_id}", project.path, audit_id, Path(path),
+            on_done=lambda job: self.status.setText(f"Report written: {job.result}"),
+            on_fail=lambda job: self.status.setText(job.error or "Export failed."))
         return self.export_job
 
 

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+                               QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
+from fairdesk.gui.widgets.panel_parts import (fill_combo, progress_bar, push_button, run_row, scroll_area,
+                                              show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 from fairdesk.gui.widgets.thumbnails import ThumbnailGrid
 
@@ -34,19 +34,6 @@ AUDIT_KIND = "cit_images"
 
 
 # ---- helpers shared by the three image panels ------------------------------------------------------------------
-
-def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True, default=None) -> None:
-    """Replace a combo's items ``(text, data)``; keep the current choice when it is still there."""
-    current = combo.currentData() if keep else None
-    combo.blockSignals(True)
-    combo.clear()
-    for text, data in items:
-        combo.addItem(text, data)
-    idx = combo.findData(current) if current is not None else -1
-    if idx < 0 and default is not None:
-        idx = combo.findData(default)
-    combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
-    combo.blockSignals(False)
 
 
 def model_folder(project_path: str | Path, kind: str) -> Path:
@@ -147,14 +134,11 @@ class ImageDataPanel(QWidget):
             spin.setSingleStep(0.05)
             spin.setDecimals(2)
             spin.setValue(value)
-        self.import_button = QPushButton("Import images", self)
-        self.import_button.setToolTip("Open every image once (unreadable ones are listed, not fatal), split by "
-                                      "patient, and store the table in the project.")
-        self.import_button.clicked.connect(lambda: self.import_dataset())
-        self.progress = QProgressBar(self)
-        self.progress.setRange(0, 1000)
-        self.status = QLabel("", self)
-        self.status.setWordWrap(True)
+        self.import_button = push_button("Import images", self, self.import_dataset,
+                                         "Open every image once (unreadable ones are listed, not fatal), split by "
+                                         "patient, and store the table in the project.")
+        self.progress = progress_bar(self)
+        self.status = wrapped_label("", self)
 
         box = QGroupBox("Import an image folder", self)
         form = QFormLayout(box)
@@ -180,27 +164,19 @@ class ImageDataPanel(QWidget):
         split_row.addWidget(self.seed_spin)
         form.addRow("Split shares", split_row)
         form.addRow("Name", self.name_edit)
-        run = QHBoxLayout()
-        run.addWidget(self.import_button)
-        run.addWidget(self.progress, 1)
-        form.addRow(run)
+        form.addRow(run_row(self.import_button, progress=self.progress))
         form.addRow(self.status)
         inner = QWidget(self)
         iv = QVBoxLayout(inner)
         iv.addWidget(box)
         iv.addStretch(1)
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(inner)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(520)
+        scroll = scroll_area(self, inner, min_width=520)
 
         # ---- stored datasets
         self.dataset_combo = QComboBox(self)
         self.dataset_combo.setPlaceholderText("Import an image folder first")
         self.dataset_combo.currentIndexChanged.connect(lambda *_: self.show_dataset())
-        self.info_label = QLabel("", self)
-        self.info_label.setWordWrap(True)
+        self.info_label = wrapped_label("", self)
         self.thumbnails = ThumbnailGrid(self, thumb_size=96, max_items=240)
         self.counts_view = DataFrameView(self, filterable=False, placeholder="Split counts appear here.")
         self.unreadable_view = DataFrameView(self, placeholder="No unreadable files.")
@@ -218,13 +194,7 @@ class ImageDataPanel(QWidget):
         rv.addWidget(self.info_label)
         rv.addWidget(self.views, 1)
 
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(scroll)
-        split.addWidget(right)
-        split.setStretchFactor(1, 1)
-        split.setSizes([560, 700])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, scroll, right, [560, 700])
         window.project_changed.connect(self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         self._set_header(None)
@@ -335,10 +305,7 @@ class ImageDataPanel(QWidget):
         return self.import_job
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.import_job is not None and job_id == self.import_job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self.status.setText(message)
+        show_progress(self.import_job, job_id, fraction, message, self.progress, self.status.setText)
 
     # ---- stored datasets -----------------------------------------------------------------------------------
     def refresh_project(self) -> None:

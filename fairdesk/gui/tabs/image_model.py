@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage, QPixmap
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout,
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
                                           model_folder, models_of, stored_table)
+from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, progress_bar, push_button, run_row,
+                                              scroll_area, setup_column, show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ARCHITECTURES = {"small_cnn": "Small CNN", "small_resnet": "Small ResNet"}
@@ -225,12 +226,9 @@ class ImageModelPanel(QWidget):
         f.addRow(self.resume_check)
         f.addRow(self.train_gen_button)
 
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress = QProgressBar(self)
-        self.progress.setRange(0, 1000)
-        self.status = QLabel("", self)
-        self.status.setWordWrap(True)
+        self.cancel_button = push_button("Cancel", self, self.cancel)
+        self.progress = progress_bar(self)
+        self.status = wrapped_label("", self)
 
         inner = QWidget(self)
         iv = QVBoxLayout(inner)
@@ -241,20 +239,8 @@ class ImageModelPanel(QWidget):
         iv.addWidget(cnn)
         iv.addWidget(gen)
         iv.addStretch(1)
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(inner)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(500)
-        left = QWidget(self)
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(scroll, 1)
-        run = QHBoxLayout()
-        run.addWidget(self.cancel_button)
-        run.addWidget(self.progress, 1)
-        lv.addLayout(run)
-        lv.addWidget(self.status)
+        left = setup_column(self, scroll_area(self, inner, min_width=500),
+                            run_row(self.cancel_button, progress=self.progress), self.status)
 
         # ---- right: training view + models
         self.training_page = QWidget(self)
@@ -276,13 +262,7 @@ class ImageModelPanel(QWidget):
         self.right_tabs = QTabWidget(self)
         self.right_tabs.addTab(self.training_page, "Generator training")
         self.right_tabs.addTab(self.models_view, "Image models")
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(left)
-        split.addWidget(self.right_tabs)
-        split.setStretchFactor(1, 1)
-        split.setSizes([540, 700])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, left, self.right_tabs, [540, 700])
         window.project_changed.connect(self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._on_finished)
@@ -291,7 +271,7 @@ class ImageModelPanel(QWidget):
     # ---- project -------------------------------------------------------------------------------------------
     @property
     def busy(self) -> bool:
-        return self.job is not None and not self.job.state.finished
+        return job_running(self.job)
 
     def refresh_project(self) -> None:
         project = self.window_.project
@@ -472,14 +452,10 @@ class ImageModelPanel(QWidget):
         return job
 
     def cancel(self) -> None:
-        if self.busy:
-            self.window_.runner.cancel(self.job.id)
+        cancel_job(self.window_, self.job)
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.job is not None and job_id == self.job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self.status.setText(message)
+        show_progress(self.job, job_id, fraction, message, self.progress, self.status.setText)
 
     def _on_finished(self, job) -> None:
         if self.job is not None and job.id == self.job.id:

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import pandas as pd
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
-                               QScrollArea, QSpinBox, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QPushButton, QSpinBox, QVBoxLayout,
+                               QWidget)
 
 from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _PATIENT_NAMES, _SAMPLE_NAMES, NONE, _first, _norm
+from fairdesk.gui.widgets.panel_parts import (cancel_job, note_label, progress_bar, push_button, run_row,
+                                              scroll_area, setup_column, show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 # The model kinds of fairdesk.core.models.tabular (kept here so the window starts without importing it).
@@ -73,26 +74,16 @@ class ModelTab(QWidget):
         form.addRow("Carry over to predictions\n(protected attributes)", self.carry_list)
         form.addRow("Model", self.kind_combo)
         form.addRow("Seed", self.seed_spin)
-        self.device_note = QLabel("Splits: 60% train, 15% validation, 25% test, patient-disjoint. The MLP runs on a "
-                                  "GPU when one is present, else on the CPU.", self)
-        self.device_note.setWordWrap(True)
-        self.device_note.setStyleSheet("color: palette(mid);")
+        self.device_note = note_label("Splits: 60% train, 15% validation, 25% test, patient-disjoint. The MLP runs "
+                                      "on a GPU when one is present, else on the CPU.", self)
         form.addRow(self.device_note)
 
-        self.train_button = QPushButton("Train", self)
-        self.train_button.clicked.connect(lambda: self.train())
-        self.cancel_button = QPushButton("Cancel", self)
+        self.train_button = push_button("Train", self, self.train)
+        self.cancel_button = push_button("Cancel", self, self.cancel)
         self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress = QProgressBar(self)
-        self.progress.setRange(0, 1000)
+        self.progress = progress_bar(self)
         self.progress.setValue(0)
-        self.status = QLabel("", self)
-        self.status.setWordWrap(True)
-        run_row = QHBoxLayout()
-        run_row.addWidget(self.train_button)
-        run_row.addWidget(self.cancel_button)
-        run_row.addWidget(self.progress, 1)
+        self.status = wrapped_label("", self)
 
         self.import_button = QPushButton("Import predictions made elsewhere…", self)
         self.import_button.setToolTip("Load a CSV/Parquet file with a label and a score column on the Dataset tab.")
@@ -102,32 +93,17 @@ class ModelTab(QWidget):
         ll = QVBoxLayout(left_inner)
         ll.addWidget(form_box)
         ll.addStretch(1)
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(left_inner)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        left = QWidget(self)
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(scroll, 1)
-        lv.addLayout(run_row)
-        lv.addWidget(self.status)
-        lv.addWidget(self.import_button)
-        left.setMinimumWidth(440)
+        left = setup_column(self, scroll_area(self, left_inner),
+                            run_row(self.train_button, self.cancel_button, progress=self.progress), self.status,
+                            min_width=440)
+        left.layout().addWidget(self.import_button)
 
         self.models_view = DataFrameView(self, placeholder="Trained models appear here, with validation and test "
                                                             "AUROC per task.")
         models_box = QGroupBox("Models in the project (AUROC / AUPRC per task)", self)
         ml = QVBoxLayout(models_box)
         ml.addWidget(self.models_view)
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(left)
-        split.addWidget(models_box)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 3)
-        split.setSizes([500, 800])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, left, models_box, [500, 800], stretch=(2, 3))
         window.project_changed.connect(self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._job_finished)
@@ -246,14 +222,10 @@ class ModelTab(QWidget):
             self._update_buttons()
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.train_job is not None and job_id == self.train_job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self.status.setText(message)
+        show_progress(self.train_job, job_id, fraction, message, self.progress, self.status.setText)
 
     def cancel(self) -> None:
-        if self.train_job is not None:
-            self.window_.runner.cancel(self.train_job.id)
+        cancel_job(self.window_, self.train_job)
 
     def import_predictions(self) -> None:
         tab = self.window_.dataset_tab

@@ -18,12 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QProgressBar, QPushButton, QScrollArea,
-                               QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
+                               QListWidgetItem, QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser,
+                               QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import DataError, FairDeskError, ModelError
 from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _CONTINUOUS_WORDS, _PATIENT_NAMES, NONE, _first, _norm
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job, fill_combo, job_running,
+                                              progress_bar, push_button, run_row, scroll_area, setup_column,
+                                              show_progress, split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 LM_KIND = "masked_lm"  # fairdesk.jobs.text_tasks.MODEL_KIND
@@ -311,14 +314,7 @@ class NoteClassifierPanel(QWidget):
         self.last_predictions_id: int | None = None
         self._build_form()
         self._build_results()
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.form_panel)
-        split.addWidget(self.result_tabs)
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setSizes([480, 860])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, self.form_panel, self.result_tabs, [480, 860])
         window.project_changed.connect(self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._on_finished)
@@ -452,39 +448,21 @@ class NoteClassifierPanel(QWidget):
         iv.addWidget(cmp_box)
         iv.addStretch(1)
 
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(inner)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.train_button = QPushButton("Train classifiers", self)
-        self.train_button.setToolTip("Train one classifier per task on the encoder's frozen features (a job).")
-        self.train_button.clicked.connect(lambda: self.train())
-        self.compare_button = QPushButton("Compare encoders", self)
-        self.compare_button.setToolTip("Baseline vs debiased: classifiers, group gaps and attribute probe per "
-                                       "encoder, stored as one audit (a job).")
-        self.compare_button.clicked.connect(lambda: self.compare())
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.setToolTip("Stop the running job; nothing is stored.")
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress = QProgressBar(self)
-        self.progress.setRange(0, 1000)
-        self.status = QLabel("", self)
-        self.status.setWordWrap(True)
+        self.train_button = push_button("Train classifiers", self, self.train,
+                                        "Train one classifier per task on the encoder's frozen features (a job).")
+        self.compare_button = push_button("Compare encoders", self, self.compare,
+                                          "Baseline vs debiased: classifiers, group gaps and attribute probe per "
+                                          "encoder, stored as one audit (a job).")
+        self.cancel_button = push_button("Cancel", self, self.cancel, "Stop the running job; nothing is stored.")
+        self.progress = progress_bar(self)
+        self.status = wrapped_label("", self)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.status.setMinimumHeight(self.status.fontMetrics().lineSpacing() * 4 + 4)
-        run = QHBoxLayout()
-        run.addWidget(self.train_button)
-        run.addWidget(self.compare_button)
-        run.addWidget(self.cancel_button)
-        run.addWidget(self.progress, 1)
-        self.form_panel = QWidget(self)
-        lv = QVBoxLayout(self.form_panel)
-        lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(scroll, 1)
-        lv.addLayout(run)
-        lv.addWidget(self.status)
-        self.form_panel.setMinimumWidth(450)
+        self.form_panel = setup_column(self, scroll_area(self, inner),
+                                       run_row(self.train_button, self.compare_button, self.cancel_button,
+                                               progress=self.progress),
+                                       self.status, min_width=450)
 
     def _build_results(self) -> None:
         self.result_tabs = QTabWidget(self)
@@ -522,17 +500,9 @@ class NoteClassifierPanel(QWidget):
         # comparison page
         page = QWidget(self)
         cv = QVBoxLayout(page)
-        top = QHBoxLayout()
-        top.addWidget(QLabel("Stored encoder comparisons", page))
-        top.addStretch(1)
-        self.export_button = QPushButton("Export PDF…", page)
-        self.export_button.clicked.connect(lambda: self.export_pdf())
-        top.addWidget(self.export_button)
-        cv.addLayout(top)
-        self.audit_list = QListWidget(page)
-        self.audit_list.setMaximumHeight(74)
-        self.audit_list.currentItemChanged.connect(self._audit_selected)
-        cv.addWidget(self.audit_list)
+        self.export_button, self.audit_list = stored_audits_header(page, cv, "Stored encoder comparisons",
+                                                                   self.export_pdf, self._audit_selected,
+                                                                   max_height=74)
         self.summary_view = DataFrameView(page, filterable=False, placeholder="Compare a baseline and a debiased "
                                                                               "encoder, or choose a stored "
                                                                               "comparison above.")
@@ -563,7 +533,7 @@ class NoteClassifierPanel(QWidget):
     # ---- project -------------------------------------------------------------------------------------------
     @property
     def busy(self) -> bool:
-        return self.job is not None and not self.job.state.finished
+        return job_running(self.job)
 
     def language_models(self) -> list:
         """The project's masked-LM records."""
@@ -592,9 +562,9 @@ class NoteClassifierPanel(QWidget):
 
     def refresh_project(self) -> None:
         items = self.encoder_items()
-        _fill(self.encoder_combo, items, default=items[0][1] if items else None)
-        _fill(self.baseline_combo, items, default=items[0][1] if items else None)
-        _fill(self.debiased_combo, [(NONE, None)] + items, default=items[1][1] if len(items) > 1 else None)
+        fill_combo(self.encoder_combo, items, default=items[0][1] if items else None)
+        fill_combo(self.baseline_combo, items, default=items[0][1] if items else None)
+        fill_combo(self.debiased_combo, [(NONE, None)] + items, default=items[1][1] if len(items) > 1 else None)
         self.refresh_models()
         self.refresh_audits()
         self._update_buttons()
@@ -604,8 +574,9 @@ class NoteClassifierPanel(QWidget):
         models = [m for m in project.models() if m.kind == NOTE_MODEL_KIND] if project is not None else []
         self._models = {m.id: m for m in models}
         current = select if select is not None else self.model_combo.currentData()
-        _fill(self.model_combo, [(f"#{m.id}  {m.name}  ({m.created.replace('T', ' ')[:16]})", m.id) for m in models],
-              keep=False, default=current if current in self._models else (models[-1].id if models else None))
+        fill_combo(self.model_combo,
+                   [(f"#{m.id}  {m.name}  ({m.created.replace('T', ' ')[:16]})", m.id) for m in models],
+                   keep=False, default=current if current in self._models else (models[-1].id if models else None))
         self.show_model(self.model_combo.currentData())
 
     def show_model(self, model_id) -> None:
@@ -679,12 +650,12 @@ class NoteClassifierPanel(QWidget):
     def _fill_columns(self, cols: list[str], guess: dict) -> None:
         self._columns = cols
         text = guess.get("text")
-        _fill(self.text_combo, [(c, c) for c in cols], keep=False, default=text)
+        fill_combo(self.text_combo, [(c, c) for c in cols], keep=False, default=text)
         if text is None:
             self.text_combo.setCurrentIndex(-1)
         patient = guess.get("patient_id")
-        _fill(self.patient_combo, [(f"{NONE} (every note a different patient)", None)] + [(c, c) for c in cols],
-              keep=False, default=patient)
+        fill_combo(self.patient_combo, [(f"{NONE} (every note a different patient)", None)] + [(c, c) for c in cols],
+                   keep=False, default=patient)
         others = [c for c in cols if c not in (text, patient)]
         tasks = guess.get("tasks") or []
         self.tasks_list.set_items([c for c in others if c in tasks] + [c for c in others if c not in tasks], tasks)
@@ -699,7 +670,7 @@ class NoteClassifierPanel(QWidget):
 
     def _attributes_changed(self, *args) -> None:
         attrs = self.attributes_list.checked() or [c for c in self.attributes_list.items()]
-        _fill(self.attribute_combo, [(c, c) for c in attrs], default=attrs[0] if attrs else None)
+        fill_combo(self.attribute_combo, [(c, c) for c in attrs], default=attrs[0] if attrs else None)
         self._update_buttons()
 
     # ---- encoders ----------------------------------------------------------------------------------------------
@@ -881,14 +852,10 @@ class NoteClassifierPanel(QWidget):
         return self.job
 
     def cancel(self) -> None:
-        if self.busy:
-            self.window_.runner.cancel(self.job.id)
+        cancel_job(self.window_, self.job)
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.job is not None and job_id == self.job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self._info(message)
+        show_progress(self.job, job_id, fraction, message, self.progress, self._info)
 
     def _on_finished(self, job) -> None:
         if self.job is not None and job.id == self.job.id:
@@ -967,25 +934,17 @@ class NoteClassifierPanel(QWidget):
         if project is None or audit_id is None:
             return None
         if path is None:
-            path, _ = QFileDialog.getSaveFileName(self, "Export the comparison report",
-                                                  str(Path(self.window_.settings.last_dir())
-                                                      / f"note-classifiers-{audit_id}.pdf"), "PDF (*.pdf)")
-            if not path:
+            path = ask_pdf_path(self, self.window_, "Export the comparison report",
+                                f"note-classifiers-{audit_id}.pdf")
+            if path is None:
                 return None
-            self.window_.settings.set_last_dir(path)
-        path, project_path = Path(path), project.path
-
-        def work(progress, cancel):
-            from fairdesk.jobs.tasks import export_report
-
-            return export_report(project_path, audit_id, path, progress=progress, cancel=cancel)
 
         def failed(job) -> None:
             self._error(job.error or "The report was not written.")
 
-        self.export_job = self.window_.run_job(f"Export PDF of audit #{audit_id}", work,
-                                               on_done=lambda job: self._info(f"Report written: {job.result}"),
-                                               on_fail=failed)
+        self.export_job = export_report_job(self.window_, f"Export PDF of audit #{audit_id}", project.path, audit_id,
+                                            Path(path), on_done=lambda job: self._info(f"Report written: {job.result}"),
+                                            on_fail=failed)
         return self.export_job
 
 
@@ -994,17 +953,3 @@ def _threads(n: int | None) -> None:
         import torch
 
         torch.set_num_threads(int(n))
-
-
-def _fill(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True, default=None) -> None:
-    """Replace a combo's ``(text, data)`` items; keep the current choice when it is still there."""
-    current = combo.currentData() if keep else None
-    combo.blockSignals(True)
-    combo.clear()
-    for text, data in items:
-        combo.addItem(text, data)
-    idx = combo.findData(current) if current is not None else -1
-    if idx < 0 and default is not None:
-        idx = combo.findData(default)
-    combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
-    combo.blockSignals(False)

@@ -17,11 +17,13 @@ os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
 import pandas as pd  # noqa: E402
 from PySide6.QtCore import QObject, Qt, Signal  # noqa: E402
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,  # noqa: E402
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QScrollArea,
-                               QSpinBox, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,  # noqa: E402
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import FairDeskError  # noqa: E402
+from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, note_label, progress_bar,  # noqa: E402
+                                              push_button, run_row, scroll_area, setup_column, show_progress,
+                                              split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import DataFrameView  # noqa: E402
 
 NONE = "(none)"
@@ -280,45 +282,25 @@ class LanguageModelPanel(QWidget):
         self.resume_check.setToolTip("Continue a cancelled or interrupted run in the output folder, with the same "
                                      "corpus and settings.")
         form.addRow("", self.resume_check)
-        self.threads_note = QLabel(f"CPU threads: {self.window_.settings.threads} (Settings → Preferences).", box)
-        self.threads_note.setStyleSheet("color: palette(mid);")
-        self.threads_note.setWordWrap(True)
+        self.threads_note = note_label(f"CPU threads: {self.window_.settings.threads} (Settings → Preferences).", box)
         form.addRow(self.threads_note)
         fv.addWidget(box)
         fv.addStretch(1)
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(form_inner)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll = scroll_area(self, form_inner)
 
-        self.train_button = QPushButton("Train", self)
-        self.train_button.clicked.connect(lambda: self.train())
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.setToolTip("Stop at the next step; a checkpoint of the finished steps is kept.")
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress = QProgressBar(self)
-        self.progress.setRange(0, 1000)
-        self.status = QLabel("", self)
-        self.status.setWordWrap(True)
-        run_row = QHBoxLayout()
-        run_row.addWidget(self.train_button)
-        run_row.addWidget(self.cancel_button)
-        run_row.addWidget(self.progress, 1)
-        left = QWidget(self)
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(scroll, 1)
-        lv.addLayout(run_row)
-        lv.addWidget(self.status)
-        left.setMinimumWidth(440)
+        self.train_button = push_button("Train", self, self.train)
+        self.cancel_button = push_button("Cancel", self, self.cancel,
+                                         "Stop at the next step; a checkpoint of the finished steps is kept.")
+        self.progress = progress_bar(self)
+        self.status = wrapped_label("", self)
+        left = setup_column(self, scroll, run_row(self.train_button, self.cancel_button, progress=self.progress),
+                            self.status, min_width=440)
 
         models_box = QGroupBox("Language models in the project", self)
         mv = QVBoxLayout(models_box)
         top = QHBoxLayout()
-        note = QLabel("Local Hugging Face masked-LM folders (config.json, weights, tokenizer). FairDesk never "
-                      "downloads a model.", models_box)
-        note.setWordWrap(True)
-        note.setStyleSheet("color: palette(mid);")
+        note = note_label("Local Hugging Face masked-LM folders (config.json, weights, tokenizer). FairDesk never "
+                          "downloads a model.", models_box)
         top.addWidget(note, 1)
         self.open_button = QPushButton("Open model folder…", models_box)
         self.open_button.clicked.connect(lambda: self.open_folder())
@@ -335,14 +317,7 @@ class LanguageModelPanel(QWidget):
         right.addWidget(models_box)
         right.addWidget(curve_box)
         right.setSizes([260, 420])
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(left)
-        split.addWidget(right)
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setSizes([480, 820])
-        layout = QVBoxLayout(self)
-        layout.addWidget(split)
+        split_page(self, left, right, [480, 820])
 
     # =====================================================================================================
     # Project
@@ -544,8 +519,7 @@ class LanguageModelPanel(QWidget):
         return self.train_job
 
     def cancel(self) -> None:
-        if self.train_job is not None:
-            self.window_.runner.cancel(self.train_job.id)
+        cancel_job(self.window_, self.train_job)
 
     # ---- job feedback (GUI thread) ----------------------------------------------------------------------
     def _on_record(self, run: int, record: dict) -> None:
@@ -555,10 +529,7 @@ class LanguageModelPanel(QWidget):
         self.loss_curve.add(record)
 
     def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        if self.train_job is not None and job_id == self.train_job.id:
-            self.progress.setValue(int(round(fraction * 1000)))
-            if message:
-                self.status.setText(message)
+        show_progress(self.train_job, job_id, fraction, message, self.progress, self.status.setText)
 
     def _on_job_finished(self, job) -> None:
         if self.train_job is not None and job.id == self.train_job.id and job.state.value == "done":
@@ -566,8 +537,7 @@ class LanguageModelPanel(QWidget):
         self._update_buttons()
 
     def _update_buttons(self, *args) -> None:
-        training = self.train_job is not None and not self.train_job.state.finished
-        opening = self.open_job is not None and not self.open_job.state.finished
+        training, opening = job_running(self.train_job), job_running(self.open_job)
         self.train_button.setEnabled(not training)
         self.cancel_button.setEnabled(training)
         self.open_button.setEnabled(not opening)
