@@ -17,9 +17,10 @@ from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.dataset import NONE, attribute_candidates, guess_roles
 from fairdesk.gui.widgets.gap_plot import GapPlot
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job, fill_combo, job_running,
-                                              progress_bar, push_button, run_row, scroll_area, setup_column,
-                                              show_progress, split_page, stored_audits_header, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
+                                              fill_list, hrow, job_running, list_data, note_label, progress_bar,
+                                              push_button, run_row, scroll_area, setup_column, show_progress,
+                                              split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ALL_TASKS = "(all tasks)"
@@ -200,27 +201,19 @@ class AuditTab(QWidget):
         plot_page = QWidget(panel)
         pv = QVBoxLayout(plot_page)
         pv.setContentsMargins(4, 4, 4, 4)
-        row = QHBoxLayout()
         self.plot_attribute = QComboBox(plot_page)
         self.plot_metric = QComboBox(plot_page)
         self.plot_task = QComboBox(plot_page)
         for combo in (self.plot_attribute, self.plot_metric, self.plot_task):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
             combo.currentIndexChanged.connect(self.update_plot)
-        row.addWidget(QLabel("Attribute", plot_page))
-        row.addWidget(self.plot_attribute)
-        row.addWidget(QLabel("Gap", plot_page))
-        row.addWidget(self.plot_metric)
-        row.addWidget(QLabel("Task", plot_page))
-        row.addWidget(self.plot_task)
-        row.addStretch(1)
-        pv.addLayout(row)
+        pv.addLayout(hrow(plot_page, "Attribute", self.plot_attribute, "Gap", self.plot_metric, "Task", self.plot_task,
+                          stretch=True))
         self.gap_plot = GapPlot(plot_page)
         pv.addWidget(self.gap_plot, 1)
-        self.plot_note = QLabel("Hover over a point for its n, counts, rates, 95% CI, p and q. Filled red: significant "
-                                "after Benjamini–Hochberg correction; hollow grey: not significant.", plot_page)
-        self.plot_note.setWordWrap(True)
-        self.plot_note.setStyleSheet("color: palette(mid);")
+        self.plot_note = note_label("Hover over a point for its n, counts, rates, 95% CI, p and q. Filled red: "
+                                    "significant after Benjamini–Hochberg correction; hollow grey: not significant.",
+                                    plot_page)
         pv.addWidget(self.plot_note)
         self.results_tabs.addTab(plot_page, "Gap plot")
 
@@ -243,14 +236,10 @@ class AuditTab(QWidget):
         delta_page = QWidget(panel)
         dv = QVBoxLayout(delta_page)
         dv.setContentsMargins(4, 4, 4, 4)
-        drow = QHBoxLayout()
         self.delta_attribute = QComboBox(delta_page)
         self.delta_attribute.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.delta_attribute.currentIndexChanged.connect(self.update_delta)
-        drow.addWidget(QLabel("Continuous attribute", delta_page))
-        drow.addWidget(self.delta_attribute)
-        drow.addStretch(1)
-        dv.addLayout(drow)
+        dv.addLayout(hrow(delta_page, "Continuous attribute", self.delta_attribute, stretch=True))
         dsplit = QSplitter(Qt.Orientation.Vertical, delta_page)
         self.delta_plot = GapPlot(delta_page)
         self.delta_view = DataFrameView(delta_page, filterable=False, placeholder="No Δ_eo estimates.")
@@ -288,13 +277,8 @@ class AuditTab(QWidget):
     def refresh_audits(self, select: int | None = None) -> None:
         project = self.window_.project
         current = select if select is not None else self.result_id
-        self.audits_list.blockSignals(True)
-        self.audits_list.clear()
-        if project is not None:
-            for a in (a for a in project.audits() if a.kind == "groups"):  # other kinds have their own pages
-                item = QListWidgetItem(f"#{a.id}  {a.name}   ·  {a.created.replace('T', ' ')[:16]}", self.audits_list)
-                item.setData(Qt.ItemDataRole.UserRole, a.id)
-        self.audits_list.blockSignals(False)
+        audits = [a for a in project.audits() if a.kind == "groups"] if project is not None else []  # others: own pages
+        fill_list(self.audits_list, [(f"#{a.id}  {a.name}   ·  {created_text(a.created)}", a.id) for a in audits])
         target = None
         for i in range(self.audits_list.count()):
             if self.audits_list.item(i).data(Qt.ItemDataRole.UserRole) == current:
@@ -310,7 +294,7 @@ class AuditTab(QWidget):
         self._update_buttons()
 
     def audit_ids(self) -> list[int]:
-        return [self.audits_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.audits_list.count())]
+        return list_data(self.audits_list)
 
     def _dataset_changed(self, *args) -> None:
         dataset_id = self.dataset_combo.currentData()

@@ -28,14 +28,14 @@ import numpy as np
 import pandas as pd
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QListWidgetItem, QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser,
-                               QVBoxLayout, QWidget)
+                               QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.gui.tabs.image_data import (AUDIT_KIND, CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
                                           models_of, stored_table)
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job, job_running, progress_bar,
-                                              push_button, run_row, scroll_area, setup_column, show_progress,
-                                              split_page, stored_audits_header, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_list,
+                                              hrow, job_running, list_data, progress_bar, push_button, run_row,
+                                              scroll_area, setup_column, show_progress, split_page,
+                                              stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
@@ -453,14 +453,7 @@ class ImageAuditPanel(QWidget):
         project = self.window_.project
         audits = [a for a in project.audits() if a.kind == AUDIT_KIND] if project is not None else []
         keep = select if select is not None else self.audit_id
-        self.audit_list.blockSignals(True)
-        self.audit_list.clear()
-        for a in audits:
-            item = QListWidgetItem(f"#{a.id}  {a.name}  ({a.created.replace('T', ' ')[:16]})")
-            item.setData(Qt.ItemDataRole.UserRole, a.id)
-            self.audit_list.addItem(item)
-        self.audit_list.blockSignals(False)
-        ids = [a.id for a in audits]
+        ids = fill_list(self.audit_list, [(f"#{a.id}  {a.name}  ({created_text(a.created)})", a.id) for a in audits])
         if keep in ids:
             self.audit_list.setCurrentRow(ids.index(keep))
             if select is not None or self.doc is None:
@@ -471,7 +464,7 @@ class ImageAuditPanel(QWidget):
             self.show_audit(None)
 
     def audit_ids(self) -> list[int]:
-        return [self.audit_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.audit_list.count())]
+        return list_data(self.audit_list)
 
     def _audit_selected(self, item, previous=None) -> None:
         if item is not None:
@@ -621,12 +614,7 @@ class SyntheticBenchmarkView(QWidget):
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
         grid.addLayout(buttons)
-        top = QHBoxLayout()
-        top.addWidget(QLabel("Variant", self))
-        top.addWidget(self.variant_combo)
-        top.addWidget(QLabel("Dataset", self))
-        top.addWidget(self.dataset_combo)
-        top.addStretch(1)
+        top = hrow(self, "Variant", self.variant_combo, "Dataset", self.dataset_combo, stretch=True)
         plots = QWidget(self)
         pv = QVBoxLayout(plots)
         pv.setContentsMargins(0, 0, 0, 0)

@@ -17,7 +17,7 @@ import pandas as pd
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
-from fairdesk.gui.widgets.panel_parts import (fill_combo, progress_bar, push_button, run_row, scroll_area,
+from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, progress_bar, push_button, run_row, scroll_area,
                                               show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 from fairdesk.gui.widgets.thumbnails import ThumbnailGrid
@@ -155,14 +155,7 @@ class ImageDataPanel(QWidget):
         form.addRow("Disease labels (0/1)", self.labels_list)
         form.addRow("Sensitive attributes", self.attributes_list)
         form.addRow("Patient id\n(splits keep patients apart)", self.patient_combo)
-        split_row = QHBoxLayout()
-        split_row.addWidget(QLabel("val", box))
-        split_row.addWidget(self.val_spin)
-        split_row.addWidget(QLabel("test", box))
-        split_row.addWidget(self.test_spin)
-        split_row.addWidget(QLabel("seed", box))
-        split_row.addWidget(self.seed_spin)
-        form.addRow("Split shares", split_row)
+        form.addRow("Split shares", hrow(box, "val", self.val_spin, "test", self.test_spin, "seed", self.seed_spin))
         form.addRow("Name", self.name_edit)
         form.addRow(run_row(self.import_button, progress=self.progress))
         form.addRow(self.status)

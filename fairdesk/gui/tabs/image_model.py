@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
                                           model_folder, models_of, stored_table)
-from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, progress_bar, push_button, run_row,
+from fairdesk.gui.widgets.panel_parts import (cancel_job, hrow, job_running, progress_bar, push_button, run_row,
                                               scroll_area, setup_column, show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
@@ -203,22 +203,12 @@ class ImageModelPanel(QWidget):
         f.addRow("Group 1", self.positive_combo)
         f.addRow("Size", self.size_combo)
         f.addRow("Image size (px)", self.gen_size)
-        steps_row = QHBoxLayout()
-        steps_row.addWidget(QLabel("autoencoder", gen))
-        steps_row.addWidget(self.vae_steps)
-        steps_row.addWidget(QLabel("diffusion", gen))
-        steps_row.addWidget(self.unet_steps)
-        f.addRow("Training steps", steps_row)
+        f.addRow("Training steps", hrow(gen, "autoencoder", self.vae_steps, "diffusion", self.unet_steps))
         f.addRow("Batch size", self.batch_spin)
         f.addRow("Preview every", self.preview_spin)
         f.addRow("Checkpoint every", self.checkpoint_spin)
         f.addRow("Seed", self.gen_seed)
-        mine_row = QHBoxLayout()
-        mine_row.addWidget(self.mine_check)
-        mine_row.addWidget(QLabel("λ", gen))
-        mine_row.addWidget(self.mine_lambda)
-        mine_row.addStretch(1)
-        f.addRow("Disentangling", mine_row)
+        f.addRow("Disentangling", hrow(gen, self.mine_check, "λ", self.mine_lambda, stretch=True))
         row = QHBoxLayout()
         row.addWidget(self.out_edit, 1)
         row.addWidget(self.out_button)

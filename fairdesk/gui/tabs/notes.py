@@ -19,14 +19,14 @@ from pathlib import Path
 import pandas as pd
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
-                               QListWidgetItem, QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser,
-                               QVBoxLayout, QWidget)
+                               QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import DataError, FairDeskError, ModelError
 from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _CONTINUOUS_WORDS, _PATIENT_NAMES, NONE, _first, _norm
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job, fill_combo, job_running,
-                                              progress_bar, push_button, run_row, scroll_area, setup_column,
-                                              show_progress, split_page, stored_audits_header, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
+                                              fill_list, job_running, list_data, note_label, progress_bar, push_button,
+                                              run_row, scroll_area, setup_column, show_progress, split_page,
+                                              stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 LM_KIND = "masked_lm"  # fairdesk.jobs.text_tasks.MODEL_KIND
@@ -392,10 +392,8 @@ class NoteClassifierPanel(QWidget):
         self.max_iter_spin.setRange(10, 10000)
         self.max_iter_spin.setValue(200)
         sf.addRow("MLP epochs (max)", self.max_iter_spin)
-        note = QLabel("Splits 60/15/25 % train/validation/test, patient-disjoint. MLP and merge constant c chosen by "
-                      "validation AUPRC, threshold by best validation F1.", settings_box)
-        note.setWordWrap(True)
-        note.setStyleSheet("color: palette(mid);")
+        note = note_label("Splits 60/15/25 % train/validation/test, patient-disjoint. MLP and merge constant c chosen "
+                          "by validation AUPRC, threshold by best validation F1.", settings_box)
         sf.addRow(note)
         iv.addWidget(settings_box)
 
@@ -413,10 +411,8 @@ class NoteClassifierPanel(QWidget):
         row.addWidget(self.encoder_combo, 1)
         row.addWidget(self.folder_button)
         tf.addRow("Encoder", row)
-        hint = QLabel("Train classifiers: one per task on this encoder's features; the predictions go into the "
-                      "project for the Audit tab.", train_box)
-        hint.setWordWrap(True)
-        hint.setStyleSheet("color: palette(mid);")
+        hint = note_label("Train classifiers: one per task on this encoder's features; the predictions go into the "
+                          "project for the Audit tab.", train_box)
         tf.addRow(hint)
         iv.addWidget(train_box)
 
@@ -509,9 +505,7 @@ class NoteClassifierPanel(QWidget):
         self.performance_view = DataFrameView(page, filterable=False)
         self.gaps_view = DataFrameView(page, filterable=False)
         self.probe_view = DataFrameView(page, filterable=False)
-        self.gaps_note = QLabel("", page)
-        self.gaps_note.setWordWrap(True)
-        self.gaps_note.setStyleSheet("color: palette(mid);")
+        self.gaps_note = note_label("", page)
         split = QSplitter(Qt.Orientation.Vertical, page)
         for title, view, extra in (("Summary per encoder: mean test AUROC/AUPRC over the tasks, significant gaps, "
                                     "probe", self.summary_view, None),
@@ -887,14 +881,7 @@ class NoteClassifierPanel(QWidget):
         project = self.window_.project
         audits = [a for a in project.audits() if a.kind == AUDIT_KIND] if project is not None else []
         keep = select if select is not None else self.audit_id
-        self.audit_list.blockSignals(True)
-        self.audit_list.clear()
-        for a in audits:
-            item = QListWidgetItem(f"#{a.id}  {a.name}  ({a.created.replace('T', ' ')[:16]})")
-            item.setData(Qt.ItemDataRole.UserRole, a.id)
-            self.audit_list.addItem(item)
-        self.audit_list.blockSignals(False)
-        ids = [a.id for a in audits]
+        ids = fill_list(self.audit_list, [(f"#{a.id}  {a.name}  ({created_text(a.created)})", a.id) for a in audits])
         target = keep if keep in ids else (ids[-1] if ids else None)
         if target is not None:
             self.audit_list.setCurrentRow(ids.index(target))
@@ -903,7 +890,7 @@ class NoteClassifierPanel(QWidget):
         self._update_buttons()
 
     def audit_ids(self) -> list[int]:
-        return [self.audit_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.audit_list.count())]
+        return list_data(self.audit_list)
 
     def _audit_selected(self, item, previous=None) -> None:
         if item is not None:

@@ -20,15 +20,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QBrush, QColor  # noqa: E402
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,  # noqa: E402
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidgetItem, QPushButton, QSpinBox,
-                               QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,  # noqa: E402
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QTabWidget, QTextBrowser,
+                               QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import FairDeskError  # noqa: E402
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, export_report_job,  # noqa: E402
-                                              fill_combo, job_running, progress_bar, push_button, run_row,
-                                              scroll_area, setup_column, show_progress, split_page,
-                                              stored_audits_header, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job,  # noqa: E402
+                                              fill_combo, fill_list, hrow, job_running, list_data, note_label,
+                                              progress_bar, push_button, run_row, scroll_area, setup_column,
+                                              show_progress, split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableModel  # noqa: E402
 
 NONE = "(none)"
@@ -251,9 +251,7 @@ class MLMAuditPanel(QWidget):
         self.edit_templates_button.setToolTip("Add categories, templates, attribute phrases or word groups and save "
                                               "them as a new file.")
         self.edit_templates_button.clicked.connect(lambda: self.edit_templates())
-        self.templates_info = QLabel("", tpl_box)
-        self.templates_info.setWordWrap(True)
-        self.templates_info.setStyleSheet("color: palette(mid);")
+        self.templates_info = note_label("", tpl_box)
         form.addRow(self.templates_info)
         row = QHBoxLayout()
         row.addStretch(1)
@@ -264,11 +262,7 @@ class MLMAuditPanel(QWidget):
         form.addRow("Categories", self.categories_list)
         self.group_a = QComboBox(tpl_box)
         self.group_b = QComboBox(tpl_box)
-        row = QHBoxLayout()
-        row.addWidget(self.group_a, 1)
-        row.addWidget(QLabel("vs", tpl_box))
-        row.addWidget(self.group_b, 1)
-        form.addRow("Word groups", row)
+        form.addRow("Word groups", hrow(tpl_box, (self.group_a, 1), "vs", (self.group_b, 1)))
         v.addWidget(tpl_box)
 
         stats_box = QGroupBox("Score and test", w)
@@ -315,11 +309,7 @@ class MLMAuditPanel(QWidget):
         self.top_k_spin = QSpinBox(stats_box)
         self.top_k_spin.setRange(1, 50)
         self.top_k_spin.setValue(5)
-        row = QHBoxLayout()
-        row.addWidget(self.completion_check, 1)
-        row.addWidget(QLabel("top-k", stats_box))
-        row.addWidget(self.top_k_spin)
-        form.addRow(row)
+        form.addRow(hrow(stats_box, (self.completion_check, 1), "top-k", self.top_k_spin))
         v.addWidget(stats_box)
         v.addStretch(1)
 
@@ -347,45 +337,31 @@ class MLMAuditPanel(QWidget):
         page = QWidget(panel)
         pv = QVBoxLayout(page)
         pv.setContentsMargins(4, 4, 4, 4)
-        row = QHBoxLayout()
         self.table_model_combo = QComboBox(page)
         self.table_model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.table_model_combo.currentIndexChanged.connect(self.update_table)
-        row.addWidget(QLabel("Model", page))
-        row.addWidget(self.table_model_combo)
-        row.addStretch(1)
-        pv.addLayout(row)
+        pv.addLayout(hrow(page, "Model", self.table_model_combo, stretch=True))
         self.table_view = _flag_view(page, headers=TABLE_HEADERS, placeholder="No results yet.")
         pv.addWidget(self.table_view, 1)
-        note = QLabel("Shaded rows are flagged: significant after Benjamini–Hochberg correction and large (both "
-                      "flag thresholds). Scores share templates, so judge by the effect sizes as well as p.", page)
-        note.setWordWrap(True)
-        note.setStyleSheet("color: palette(mid);")
+        note = note_label("Shaded rows are flagged: significant after Benjamini–Hochberg correction and large (both "
+                          "flag thresholds). Scores share templates, so judge by the effect sizes as well as p.", page)
         pv.addWidget(note)
         self.results_tabs.addTab(page, "Categories")
 
         page = QWidget(panel)
         pv = QVBoxLayout(page)
         pv.setContentsMargins(4, 4, 4, 4)
-        row = QHBoxLayout()
         self.plot_model_combo = QComboBox(page)
         self.plot_category_combo = QComboBox(page)
         for combo in (self.plot_model_combo, self.plot_category_combo):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
             combo.currentIndexChanged.connect(self.update_plot)
-        row.addWidget(QLabel("Model", page))
-        row.addWidget(self.plot_model_combo)
-        row.addWidget(QLabel("Category", page))
-        row.addWidget(self.plot_category_combo)
-        row.addStretch(1)
-        pv.addLayout(row)
+        pv.addLayout(hrow(page, "Model", self.plot_model_combo, "Category", self.plot_category_combo, stretch=True))
         self.distribution_plot = ScoreDistributionPlot(page)
         pv.addWidget(self.distribution_plot, 1)
-        note = QLabel("One point per scored sentence (hover for the sentence); box: quartiles and median, whiskers "
-                      "1.5 IQR, diamond: mean. Above 0 the template raises the word's probability over its prior.",
-                      page)
-        note.setWordWrap(True)
-        note.setStyleSheet("color: palette(mid);")
+        note = note_label("One point per scored sentence (hover for the sentence); box: quartiles and median, whiskers "
+                          "1.5 IQR, diamond: mean. Above 0 the template raises the word's probability over its prior.",
+                          page)
         pv.addWidget(note)
         self.results_tabs.addTab(page, "Distribution")
 
@@ -395,22 +371,17 @@ class MLMAuditPanel(QWidget):
         page = QWidget(panel)
         pv = QVBoxLayout(page)
         pv.setContentsMargins(4, 4, 4, 4)
-        row = QHBoxLayout()
         self.completion_template_combo = QComboBox(page)
         self.completion_template_combo.setMinimumContentsLength(40)
         self.completion_template_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.completion_template_combo.currentIndexChanged.connect(self.update_completion)
-        row.addWidget(QLabel("Template", page))
-        row.addWidget(self.completion_template_combo, 1)
-        pv.addLayout(row)
+        pv.addLayout(hrow(page, "Template", (self.completion_template_combo, 1)))
         self.completion_view = DataFrameView(page, placeholder="Tick 'Also run the sentence-completion probe' to "
                                                                "see each race term's top fillers side by side.")
         pv.addWidget(self.completion_view, 1)
-        note = QLabel("Each [MASK] is filled greedily (the most confident first, then the model is asked again); "
-                      "a cell lists that mask's top-k fillers with their probabilities when it was filled.", page)
-        note.setWordWrap(True)
-        note.setStyleSheet("color: palette(mid);")
+        note = note_label("Each [MASK] is filled greedily (the most confident first, then the model is asked again); "
+                          "a cell lists that mask's top-k fillers with their probabilities when it was filled.", page)
         pv.addWidget(note)
         self.results_tabs.addTab(page, "Sentence completion")
         self.details_view = QTextBrowser(panel)
@@ -573,15 +544,8 @@ class MLMAuditPanel(QWidget):
     def refresh_audits(self, select: int | None = None) -> None:
         project = self.window_.project
         current = select if select is not None else self.result_id
-        self.audits_list.blockSignals(True)
-        self.audits_list.clear()
-        if project is not None:
-            for a in project.audits():
-                if a.kind == AUDIT_KIND:
-                    item = QListWidgetItem(f"#{a.id}  {a.name}   ·  {a.created.replace('T', ' ')[:16]}",
-                                           self.audits_list)
-                    item.setData(Qt.ItemDataRole.UserRole, a.id)
-        self.audits_list.blockSignals(False)
+        audits = [a for a in project.audits() if a.kind == AUDIT_KIND] if project is not None else []
+        fill_list(self.audits_list, [(f"#{a.id}  {a.name}   ·  {created_text(a.created)}", a.id) for a in audits])
         ids = self.audit_ids()
         if ids:
             row = ids.index(current) if current in ids else len(ids) - 1
@@ -593,7 +557,7 @@ class MLMAuditPanel(QWidget):
         self._update_buttons()
 
     def audit_ids(self) -> list[int]:
-        return [self.audits_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.audits_list.count())]
+        return list_data(self.audits_list)
 
     def _audit_selected(self, item, previous=None) -> None:
         if item is None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QProgressBar, QPushButton,
-                               QScrollArea, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar,
+                               QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
 PROGRESS_STEPS = 1000  # the progress bars run 0..1000; job progress comes as a fraction 0..1
 NOTE_STYLE = "color: palette(mid);"
@@ -32,6 +32,27 @@ def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = T
         idx = combo.findData(default)
     combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
     combo.blockSignals(False)
+
+
+def fill_list(widget: QListWidget, items: list[tuple[str, object]]) -> list:
+    """Replace a list's ``(text, data)`` items without emitting signals (the data under ``UserRole``); returns the
+    data in order."""
+    widget.blockSignals(True)
+    widget.clear()
+    for text, data in items:
+        QListWidgetItem(text, widget).setData(Qt.ItemDataRole.UserRole, data)
+    widget.blockSignals(False)
+    return [data for _, data in items]
+
+
+def list_data(widget: QListWidget) -> list:
+    """The ``UserRole`` data of a list's items, in order."""
+    return [widget.item(i).data(Qt.ItemDataRole.UserRole) for i in range(widget.count())]
+
+
+def created_text(created: str) -> str:
+    """A stored record's ISO creation time as ``YYYY-MM-DD HH:MM``."""
+    return created.replace("T", " ")[:16]
 
 
 def wrapped_label(text: str, parent: QWidget | None = None) -> QLabel:
@@ -64,6 +85,22 @@ def progress_bar(parent: QWidget | None = None) -> QProgressBar:
 
 
 # ---- layout ----------------------------------------------------------------------------------------------------
+
+def hrow(parent: QWidget | None, *items, stretch: bool = False) -> QHBoxLayout:
+    """A row of widgets: a string stands for a label (``QLabel(text, parent)``), a ``(widget, factor)`` pair is
+    added with that stretch factor; ``stretch`` ends the row with a stretch."""
+    row = QHBoxLayout()
+    for item in items:
+        if isinstance(item, str):
+            row.addWidget(QLabel(item, parent))
+        elif isinstance(item, tuple):
+            row.addWidget(*item)
+        else:
+            row.addWidget(item)
+    if stretch:
+        row.addStretch(1)
+    return row
+
 
 def run_row(*buttons: QWidget, progress: QProgressBar) -> QHBoxLayout:
     """The Run row: the buttons, then the progress bar taking the rest of the width."""
