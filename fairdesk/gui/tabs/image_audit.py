@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 from fairdesk.gui.tabs.image_data import (AUDIT_KIND, CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
                                           models_of, stored_table)
 from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_list,
-                                              hrow, job_running, list_data, progress_bar, push_button, run_row,
-                                              scroll_area, setup_column, show_progress, split_page,
+                                              hrow, job_running, list_data, load_pyqtgraph, progress_bar, push_button,
+                                              run_row, scroll_area, setup_column, show_progress, split_page,
                                               stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
@@ -693,12 +693,7 @@ class SyntheticBenchmarkView(QWidget):
     def _ensure_plots(self) -> None:
         if self.graphics is not None:
             return
-        import os
-
-        os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
-        import pyqtgraph as pg
-
-        pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        pg = load_pyqtgraph()
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setMinimumHeight(360)
         self.plot_host.addWidget(self.graphics)

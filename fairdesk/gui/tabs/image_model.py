@@ -25,8 +25,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
                                           model_folder, models_of, stored_table)
-from fairdesk.gui.widgets.panel_parts import (cancel_job, hrow, job_running, progress_bar, push_button, run_row,
-                                              scroll_area, setup_column, show_progress, split_page, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (cancel_job, hrow, job_running, load_pyqtgraph, placeholder_label,
+                                              progress_bar, push_button, run_row, scroll_area, setup_column,
+                                              show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ARCHITECTURES = {"small_cnn": "Small CNN", "small_resnet": "Small ResNet"}
@@ -236,9 +237,8 @@ class ImageModelPanel(QWidget):
         self.training_page = QWidget(self)
         tv = QVBoxLayout(self.training_page)
         self.plot_host = QVBoxLayout()
-        self.plot_placeholder = QLabel("Loss curves of the generator appear here while it trains.", self)
-        self.plot_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.plot_placeholder.setStyleSheet("color: palette(mid); padding: 16px;")
+        self.plot_placeholder = placeholder_label("Loss curves of the generator appear here while it trains.", self,
+                                                  wrap=False)
         self.plot_host.addWidget(self.plot_placeholder)
         tv.addLayout(self.plot_host, 3)
         self.loss_label = QLabel("", self)
@@ -458,12 +458,7 @@ class ImageModelPanel(QWidget):
     def _ensure_plot(self) -> None:
         if self.plot_widget is not None:
             return
-        import os
-
-        os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
-        import pyqtgraph as pg
-
-        pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        pg = load_pyqtgraph()
         self.plot_widget = pg.PlotWidget(self)
         plot = self.plot_widget.getPlotItem()
         plot.setLogMode(y=True)

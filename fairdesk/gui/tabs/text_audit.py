@@ -21,14 +21,15 @@ import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QBrush, QColor  # noqa: E402
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,  # noqa: E402
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QTabWidget, QTextBrowser,
-                               QVBoxLayout, QWidget)
+                               QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QTabWidget, QTextBrowser, QVBoxLayout,
+                               QWidget)
 
 from fairdesk.core.errors import FairDeskError  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job,  # noqa: E402
-                                              fill_combo, fill_list, hrow, job_running, list_data, note_label,
-                                              progress_bar, push_button, run_row, scroll_area, setup_column,
-                                              show_progress, split_page, stored_audits_header, wrapped_label)
+                                              fill_combo, fill_list, hrow, job_running, list_data, load_pyqtgraph,
+                                              note_label, placeholder_label, progress_bar, push_button, run_row,
+                                              scroll_area, setup_column, show_progress, split_page,
+                                              stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableModel  # noqa: E402
 
 NONE = "(none)"
@@ -91,19 +92,14 @@ class ScoreDistributionPlot(QWidget):
         self.plot = None
         self.items: list = []
         self.scatters: list = []
-        self.empty_label = QLabel(self)
-        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty_label.setWordWrap(True)
-        self.empty_label.setStyleSheet("color: palette(mid); padding: 16px;")
+        self.empty_label = placeholder_label("", self)
         self._layout.addWidget(self.empty_label)
         self.clear("Run an audit, or choose one from the list, to see the scores of a category.")
 
     def _ensure(self) -> None:
         if self.plot_widget is not None:
             return
-        import pyqtgraph as pg
-
-        pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        pg = load_pyqtgraph()
         self.plot_widget = pg.PlotWidget(self)
         self.plot_widget.setMinimumHeight(240)
         self.plot = self.plot_widget.getPlotItem()

@@ -18,12 +18,12 @@ os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 import pandas as pd  # noqa: E402
 from PySide6.QtCore import QObject, Qt, Signal  # noqa: E402
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,  # noqa: E402
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
+                               QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import FairDeskError  # noqa: E402
-from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, note_label, progress_bar,  # noqa: E402
-                                              push_button, run_row, scroll_area, setup_column, show_progress,
-                                              split_page, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, load_pyqtgraph, note_label,  # noqa: E402
+                                              placeholder_label, progress_bar, push_button, run_row, scroll_area,
+                                              setup_column, show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import DataFrameView  # noqa: E402
 
 NONE = "(none)"
@@ -94,18 +94,13 @@ class LossCurve(QWidget):
         self.curves: dict = {}
         self.data: dict[str, tuple[list[float], list[float]]] = {}
         self.adversarial = False
-        self.placeholder = QLabel("The loss curve of a training run appears here, point by point.", self)
-        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: palette(mid); padding: 16px;")
+        self.placeholder = placeholder_label("The loss curve of a training run appears here, point by point.", self)
         self._layout.addWidget(self.placeholder)
 
     def _ensure(self) -> None:
         if self.widget is not None:
             return
-        import pyqtgraph as pg
-
-        pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+        pg = load_pyqtgraph()
         self.widget = pg.GraphicsLayoutWidget(self)
         self.widget.setMinimumHeight(220)
         self.loss_plot = self.widget.addPlot(row=0, col=0)

@@ -7,6 +7,7 @@ can be cancelled. These helpers build those parts and do that plumbing; each pag
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -67,6 +68,25 @@ def note_label(text: str, parent: QWidget | None = None) -> QLabel:
     label = wrapped_label(text, parent)
     label.setStyleSheet(NOTE_STYLE)
     return label
+
+
+def placeholder_label(text: str, parent: QWidget | None = None, wrap: bool = True) -> QLabel:
+    """The centred, muted text that stands in a plot's place until there is something to draw."""
+    label = QLabel(text, parent)
+    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    if wrap:
+        label.setWordWrap(True)
+    label.setStyleSheet(NOTE_STYLE + " padding: 16px;")
+    return label
+
+
+def load_pyqtgraph():
+    """pyqtgraph on PySide6 with the pages' plot style; imported on first use (slow to import), never at start-up."""
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    import pyqtgraph as pg
+
+    pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+    return pg
 
 
 def push_button(text: str, parent: QWidget | None, slot, tooltip: str | None = None) -> QPushButton:
