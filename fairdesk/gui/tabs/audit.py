@@ -20,7 +20,7 @@ from fairdesk.gui.widgets.gap_plot import GapPlot
 from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
                                               fill_list, hrow, job_running, list_data, note_label, progress_bar,
                                               push_button, run_row, scroll_area, setup_column, show_progress,
-                                              split_page, stored_audits_header, wrapped_label)
+                                              size_combos, split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ALL_TASKS = "(all tasks)"
@@ -73,17 +73,14 @@ class AuditTab(QWidget):
         data_box = QGroupBox("Predictions", w)
         form = QFormLayout(data_box)
         self.dataset_combo = QComboBox(data_box)
-        self.dataset_combo.setMinimumContentsLength(16)
         self.dataset_combo.setPlaceholderText("Add a predictions dataset first")
-        self.dataset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.dataset_combo.currentIndexChanged.connect(self._dataset_changed)
+        size_combos(self.dataset_combo, chars=16, on_change=self._dataset_changed)
         form.addRow("Dataset", self.dataset_combo)
         self.role_combos: dict[str, QComboBox] = {}
         for key, text in (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id"),
                           ("split", "Split")):
             combo = QComboBox(data_box)
-            combo.setMinimumContentsLength(12)
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            size_combos(combo, chars=12)
             self.role_combos[key] = combo
             form.addRow(text, combo)
         self.role_combos["task"].currentIndexChanged.connect(self._fill_tasks)
@@ -103,9 +100,7 @@ class AuditTab(QWidget):
         form.addRow("Bins for Δ_eo", self.bins_edit)
         self.cross_a = QComboBox(attr_box)
         self.cross_b = QComboBox(attr_box)
-        for combo in (self.cross_a, self.cross_b):
-            combo.setMinimumContentsLength(6)
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        size_combos(self.cross_a, self.cross_b, chars=6)
         self.cross_add = QPushButton("Add", attr_box)
         self.cross_add.clicked.connect(self.add_intersection)
         cross_row = QHBoxLayout()
@@ -204,9 +199,7 @@ class AuditTab(QWidget):
         self.plot_attribute = QComboBox(plot_page)
         self.plot_metric = QComboBox(plot_page)
         self.plot_task = QComboBox(plot_page)
-        for combo in (self.plot_attribute, self.plot_metric, self.plot_task):
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-            combo.currentIndexChanged.connect(self.update_plot)
+        size_combos(self.plot_attribute, self.plot_metric, self.plot_task, on_change=self.update_plot)
         pv.addLayout(hrow(plot_page, "Attribute", self.plot_attribute, "Gap", self.plot_metric, "Task", self.plot_task,
                           stretch=True))
         self.gap_plot = GapPlot(plot_page)
@@ -237,8 +230,7 @@ class AuditTab(QWidget):
         dv = QVBoxLayout(delta_page)
         dv.setContentsMargins(4, 4, 4, 4)
         self.delta_attribute = QComboBox(delta_page)
-        self.delta_attribute.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.delta_attribute.currentIndexChanged.connect(self.update_delta)
+        size_combos(self.delta_attribute, on_change=self.update_delta)
         dv.addLayout(hrow(delta_page, "Continuous attribute", self.delta_attribute, stretch=True))
         dsplit = QSplitter(Qt.Orientation.Vertical, delta_page)
         self.delta_plot = GapPlot(delta_page)

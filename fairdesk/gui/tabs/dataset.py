@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, Q
                                QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.data.schema import ColumnRoles, ValidationReport
+from fairdesk.gui.widgets.panel_parts import size_combos
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
@@ -131,9 +132,7 @@ class DatasetTab(QWidget):
         self.role_combos: dict[str, QComboBox] = {}
         for key, text in self.ROLE_FIELDS:
             combo = QComboBox(self.roles_box)
-            combo.setMinimumContentsLength(14)
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.currentIndexChanged.connect(self._roles_changed)
+            size_combos(combo, chars=14, on_change=self._roles_changed)
             self.role_combos[key] = combo
             form.addRow(text, combo)
         self.label_combo = self.role_combos["label"]

@@ -6,8 +6,8 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHBoxLayout, Q
                                QWidget)
 
 from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _PATIENT_NAMES, _SAMPLE_NAMES, NONE, _first, _norm
-from fairdesk.gui.widgets.panel_parts import (cancel_job, note_label, progress_bar, push_button, run_row,
-                                              scroll_area, setup_column, show_progress, split_page, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (cancel_job, note_label, progress_bar, push_button, run_row, scroll_area,
+                                              setup_column, show_progress, size_combos, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 # The model kinds of fairdesk.core.models.tabular (kept here so the window starts without importing it).
@@ -35,10 +35,8 @@ class ModelTab(QWidget):
         self._columns: list[str] = []
 
         self.dataset_combo = QComboBox(self)
-        self.dataset_combo.setMinimumContentsLength(16)
-        self.dataset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.dataset_combo.setPlaceholderText("Add a features table on the Dataset tab first")
-        self.dataset_combo.currentIndexChanged.connect(self._dataset_changed)
+        size_combos(self.dataset_combo, chars=16, on_change=self._dataset_changed)
         self.features_list = CheckList(self, max_visible_rows=7)
         self.labels_list = CheckList(self, max_visible_rows=5)
         self.carry_list = CheckList(self, max_visible_rows=5)

@@ -25,8 +25,8 @@ from fairdesk.core.errors import DataError, FairDeskError, ModelError
 from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _CONTINUOUS_WORDS, _PATIENT_NAMES, NONE, _first, _norm
 from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
                                               fill_list, job_running, list_data, note_label, progress_bar, push_button,
-                                              run_row, scroll_area, setup_column, show_progress, split_page,
-                                              stored_audits_header, wrapped_label)
+                                              run_row, scroll_area, setup_column, show_progress, size_combos,
+                                              split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 LM_KIND = "masked_lm"  # fairdesk.jobs.text_tasks.MODEL_KIND
@@ -400,10 +400,8 @@ class NoteClassifierPanel(QWidget):
         train_box = QGroupBox("Train classifiers", inner)
         tf = QFormLayout(train_box)
         self.encoder_combo = QComboBox(train_box)
-        self.encoder_combo.setMinimumContentsLength(18)
-        self.encoder_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.encoder_combo.setPlaceholderText("Open a language model or choose a folder")
-        self.encoder_combo.currentIndexChanged.connect(self._update_buttons)
+        size_combos(self.encoder_combo, chars=18, on_change=self._update_buttons)
         self.folder_button = QPushButton("Folder…", train_box)
         self.folder_button.setToolTip("Use a local masked-LM folder (config.json, weights, tokenizer) directly.")
         self.folder_button.clicked.connect(lambda: self.choose_encoder_folder())
@@ -420,10 +418,7 @@ class NoteClassifierPanel(QWidget):
         cf = QFormLayout(cmp_box)
         self.baseline_combo = QComboBox(cmp_box)
         self.debiased_combo = QComboBox(cmp_box)
-        for combo in (self.baseline_combo, self.debiased_combo):
-            combo.setMinimumContentsLength(18)
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.currentIndexChanged.connect(self._update_buttons)
+        size_combos(self.baseline_combo, self.debiased_combo, chars=18, on_change=self._update_buttons)
         cf.addRow("Baseline encoder", self.baseline_combo)
         cf.addRow("Debiased encoder", self.debiased_combo)
         self.attribute_combo = QComboBox(cmp_box)

@@ -28,7 +28,7 @@ from fairdesk.core.errors import FairDeskError  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job,  # noqa: E402
                                               fill_combo, fill_list, hrow, job_running, list_data, load_pyqtgraph,
                                               note_label, placeholder_label, progress_bar, push_button, run_row,
-                                              scroll_area, setup_column, show_progress, split_page,
+                                              scroll_area, setup_column, show_progress, size_combos, split_page,
                                               stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableModel  # noqa: E402
 
@@ -218,10 +218,7 @@ class MLMAuditPanel(QWidget):
         self.model_combo = QComboBox(models_box)
         self.model_combo.setPlaceholderText("Open or train a language model on the Model tab")
         self.compare_combo = QComboBox(models_box)
-        for combo in (self.model_combo, self.compare_combo):
-            combo.setMinimumContentsLength(16)
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.currentIndexChanged.connect(self._update_buttons)
+        size_combos(self.model_combo, self.compare_combo, chars=16, on_change=self._update_buttons)
         self.compare_combo.setToolTip("A second model scored with the same templates, shown side by side (e.g. "
                                       "base vs further-pretrained, baseline vs debiased).")
         form.addRow("Model", self.model_combo)
@@ -269,9 +266,7 @@ class MLMAuditPanel(QWidget):
         self.test_combo = QComboBox(stats_box)
         for key, text in TEST_LABELS.items():
             self.test_combo.addItem(text, key)
-        for combo in (self.prior_combo, self.test_combo, self.group_a, self.group_b):
-            combo.setMinimumContentsLength(10)
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        size_combos(self.prior_combo, self.test_combo, self.group_a, self.group_b, chars=10)
         form.addRow("Prior rule", self.prior_combo)
         form.addRow("Test", self.test_combo)
         self.alpha_spin = QDoubleSpinBox(stats_box)
@@ -334,8 +329,7 @@ class MLMAuditPanel(QWidget):
         pv = QVBoxLayout(page)
         pv.setContentsMargins(4, 4, 4, 4)
         self.table_model_combo = QComboBox(page)
-        self.table_model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.table_model_combo.currentIndexChanged.connect(self.update_table)
+        size_combos(self.table_model_combo, on_change=self.update_table)
         pv.addLayout(hrow(page, "Model", self.table_model_combo, stretch=True))
         self.table_view = _flag_view(page, headers=TABLE_HEADERS, placeholder="No results yet.")
         pv.addWidget(self.table_view, 1)
@@ -349,9 +343,7 @@ class MLMAuditPanel(QWidget):
         pv.setContentsMargins(4, 4, 4, 4)
         self.plot_model_combo = QComboBox(page)
         self.plot_category_combo = QComboBox(page)
-        for combo in (self.plot_model_combo, self.plot_category_combo):
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-            combo.currentIndexChanged.connect(self.update_plot)
+        size_combos(self.plot_model_combo, self.plot_category_combo, on_change=self.update_plot)
         pv.addLayout(hrow(page, "Model", self.plot_model_combo, "Category", self.plot_category_combo, stretch=True))
         self.distribution_plot = ScoreDistributionPlot(page)
         pv.addWidget(self.distribution_plot, 1)
@@ -368,10 +360,7 @@ class MLMAuditPanel(QWidget):
         pv = QVBoxLayout(page)
         pv.setContentsMargins(4, 4, 4, 4)
         self.completion_template_combo = QComboBox(page)
-        self.completion_template_combo.setMinimumContentsLength(40)
-        self.completion_template_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.completion_template_combo.currentIndexChanged.connect(self.update_completion)
+        size_combos(self.completion_template_combo, chars=40, on_change=self.update_completion)
         pv.addLayout(hrow(page, "Template", (self.completion_template_combo, 1)))
         self.completion_view = DataFrameView(page, placeholder="Tick 'Also run the sentence-completion probe' to "
                                                                "see each race term's top fillers side by side.")

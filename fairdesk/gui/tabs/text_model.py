@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 from fairdesk.core.errors import FairDeskError  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, load_pyqtgraph, note_label,  # noqa: E402
                                               placeholder_label, progress_bar, push_button, run_row, scroll_area,
-                                              setup_column, show_progress, split_page, wrapped_label)
+                                              setup_column, show_progress, size_combos, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import DataFrameView  # noqa: E402
 
 NONE = "(none)"
@@ -259,9 +259,7 @@ class LanguageModelPanel(QWidget):
         for key, text in DEVICES.items():
             self.device_combo.addItem(text, key)
         form.addRow("Device", self.device_combo)
-        for combo in (self.text_column, self.attribute_combo, self.size_combo, self.device_combo):
-            combo.setMinimumContentsLength(12)
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        size_combos(self.text_column, self.attribute_combo, self.size_combo, self.device_combo, chars=12)
         self.out_edit = QLineEdit(box)
         self.out_edit.setPlaceholderText("an empty folder; the finished model is saved in it")
         self.out_button = QPushButton("Browse…", box)

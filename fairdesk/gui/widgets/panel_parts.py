@@ -35,6 +35,19 @@ def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = T
     combo.blockSignals(False)
 
 
+def size_combos(*combos: QComboBox, chars: int | None = None, on_change=None) -> None:
+    """Size combos to their contents, or, given ``chars``, let them shrink to about that many characters (longer
+    items are elided) rather than grow to their longest item; connect ``on_change`` to ``currentIndexChanged``."""
+    for combo in combos:
+        if chars is None:
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        else:
+            combo.setMinimumContentsLength(chars)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        if on_change is not None:
+            combo.currentIndexChanged.connect(on_change)
+
+
 def fill_list(widget: QListWidget, items: list[tuple[str, object]]) -> list:
     """Replace a list's ``(text, data)`` items without emitting signals (the data under ``UserRole``); returns the
     data in order."""
