@@ -315,3 +315,26 @@ def test_image_model_panel_import_classifiers(window, project_path, audit_projec
     job = run_and_wait(window, panel.import_classifier)
     assert job.state == JobState.FAILED and "TorchScript" in panel.status.text()
     assert len([m for m in Project(project_path).models()]) == 2
+
+
+def test_mine_phase_has_its_own_curve_between_the_two_losses(window, qtbot, tmp_path):
+    """With the MINE map, the worker reports a 'disentangling' phase (the DV estimate): drawn as its own curve, and a
+    resumed run shows autoencoder, MINE and diffusion histories one after another."""
+    import json
+
+    from fairdesk.gui.tabs.image_model import ImageModelPanel, LiveFeed
+
+    panel = ImageModelPanel(window)
+    qtbot.addWidget(panel)
+    panel._reset_curves(None)
+    panel.feed = LiveFeed()
+    for step, (phase, loss) in enumerate([("autoencoder", 0.5), ("disentangling", 0.6), ("disentangling", 0.2),
+                                          ("diffusion", 0.9)], start=1):
+        panel.feed.metrics({"phase": phase, "step": step, "loss": loss})
+    panel.drain()
+    assert panel.losses["disentangling"] == ([2, 3], [0.6, 0.2])
+    assert len(panel.curves["disentangling"].getData()[0]) == 2
+    (tmp_path / "fairdesk_generator.json").write_text(json.dumps(
+        {"vae_loss": [0.5, 0.4], "mine_dv": [0.6, 0.3, 0.1], "unet_loss": [0.9]}))
+    panel._reset_curves(tmp_path)
+    assert [panel.losses[p][0] for p in ("autoencoder", "disentangling", "diffusion")] == [[1, 2], [3, 4, 5], [6]]

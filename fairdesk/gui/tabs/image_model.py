@@ -33,8 +33,10 @@ from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 ARCHITECTURES = {"small_cnn": "Small CNN", "small_resnet": "Small ResNet"}
 GENERATOR_SIZES = {"tiny": "Tiny (CPU, minutes)", "small": "Small (CPU, longer)", "base": "Base (GPU)"}
 TWO_VALUES = "(two values: the second is group 1)"
-PHASES = ("autoencoder", "diffusion")
-PHASE_COLOURS = {"autoencoder": "#1f77b4", "diffusion": "#d62728"}
+PHASES = ("autoencoder", "disentangling", "diffusion")   # the middle phase only with the MINE map
+PHASE_COLOURS = {"autoencoder": "#1f77b4", "disentangling": "#2ca02c", "diffusion": "#d62728"}
+PHASE_NAMES = {"autoencoder": "autoencoder loss", "disentangling": "MINE: DV estimate of I(φ(z); a), nats",
+               "diffusion": "diffusion loss"}
 
 
 class LiveFeed:
@@ -468,7 +470,7 @@ class ImageModelPanel(QWidget):
         plot.addLegend(offset=(-10, 10))
         for phase in PHASES:
             self.curves[phase] = plot.plot([], [], pen=pg.mkPen(PHASE_COLOURS[phase], width=1.5),
-                                           name=f"{phase} loss")
+                                           name=PHASE_NAMES[phase])
         self.plot_placeholder.hide()
         self.plot_host.addWidget(self.plot_widget)
         self.plot_widget.show()
@@ -482,10 +484,11 @@ class ImageModelPanel(QWidget):
                 meta = json.loads(meta_file.read_text())
             except (OSError, ValueError):
                 meta = {}
-            vae = [float(v) for v in meta.get("vae_loss") or []]
-            unet = [float(v) for v in meta.get("unet_loss") or []]
-            self.losses["autoencoder"] = (list(range(1, len(vae) + 1)), vae)
-            self.losses["diffusion"] = (list(range(len(vae) + 1, len(vae) + len(unet) + 1)), unet)
+            start = 1
+            for phase, key in (("autoencoder", "vae_loss"), ("disentangling", "mine_dv"), ("diffusion", "unet_loss")):
+                values = [float(v) for v in meta.get(key) or []]
+                self.losses[phase] = (list(range(start, start + len(values))), values)
+                start += len(values)
         self._ensure_plot()
         self._redraw()
 
