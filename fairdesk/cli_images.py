@@ -43,9 +43,6 @@ def _positive(args):
 
 
 def cmd_audit_cit(args: argparse.Namespace) -> int:
-    import json
-
-    from fairdesk.core import atomic
     from fairdesk.core.audits.cit_images import model_sha256, run_cit_pipeline
     from fairdesk.core.data.loaders import file_sha256
     from fairdesk.core.generation.images import load_generator
@@ -75,20 +72,10 @@ def cmd_audit_cit(args: argparse.Namespace) -> int:
                            n_examples=args.examples, full_quality=args.full_quality, provenance=prov,
                            progress=progress)
     progress.done()
-    atomic.write_text(args.json, json.dumps(doc, indent=1, allow_nan=False))
-    _print_summary(doc)
-    print(f"-> {args.json}")
-    if args.pdf:
-        from fairdesk.core.reports.imaging import cit_report_to_pdf
-
-        print(f"-> {cit_report_to_pdf(doc, args.pdf)}")
-    return 0
+    return _write_outputs(doc, args)
 
 
 def cmd_audit_cit_predictions(args: argparse.Namespace) -> int:
-    import json
-
-    from fairdesk.core import atomic
     from fairdesk.core.audits.cit_images import audit_prediction_table
     from fairdesk.core.data.loaders import file_sha256, load_table
 
@@ -99,6 +86,15 @@ def cmd_audit_cit_predictions(args: argparse.Namespace) -> int:
                                                              "dataset": Path(args.predictions).name},
                                  progress=progress)
     progress.done()
+    return _write_outputs(doc, args)
+
+
+def _write_outputs(doc: dict, args: argparse.Namespace) -> int:
+    """The JSON document (atomic), a summary line per output and, with ``--pdf``, the report."""
+    import json
+
+    from fairdesk.core import atomic
+
     atomic.write_text(args.json, json.dumps(doc, indent=1, allow_nan=False))
     _print_summary(doc)
     print(f"-> {args.json}")
