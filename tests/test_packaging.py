@@ -17,3 +17,4 @@ def test_frozen_cli_runs_the_demo(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "demo-audit.pdf").read_bytes().startswith(b"%PDF")
     assert json.loads((tmp_path / "demo-audit.json").read_text())["records"]
+    assert (tmp_path / "demo-cit.pdf").read_bytes().startswith(b"%PDF")  # the imaging part, frozen
