@@ -78,3 +78,24 @@ def labelled_notes(n: int = 320, seed: int = 0, *, numeric: bool = False):
     if numeric:
         df["sapsii"] = rng.normal(35, 8, len(df)).round(0)
     return df
+
+
+# Fixtures shared by the language-model job and GUI tests (import them into a test module to use them).
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    """Two random probe-vocabulary masked LMs saved to folders ("base", "other")."""
+    root = tmp_path_factory.mktemp("tiny_mlms")
+    return build_probe_mlm(root / "base", 0), build_probe_mlm(root / "other", 1)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """80 generated notes (HIV planted with male words) as a CSV: a training corpus for a few steps."""
+    from fairdesk.core.models.mlm import synthetic_notes
+
+    path = tmp_path_factory.mktemp("corpus") / "notes.csv"
+    synthetic_notes(80, {"HIV": 0.9}, seed=0, n_fillers=(1, 2)).to_csv(path, index=False)
+    return path

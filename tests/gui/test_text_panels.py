@@ -23,21 +23,7 @@ def _shot(widget, name: str) -> None:
         widget.grab().save(os.path.join(SHOTS, f"{name}.png"))
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny_mlms")
-    from tiny_text import build_probe_mlm
-
-    return build_probe_mlm(root / "base", 0), build_probe_mlm(root / "other", 1)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    from fairdesk.core.models.mlm import synthetic_notes
-
-    path = tmp_path_factory.mktemp("corpus") / "notes.csv"
-    synthetic_notes(80, {"HIV": 0.9}, seed=0, n_fillers=(1, 2)).to_csv(path, index=False)
-    return path
+from tiny_text import corpus, tiny_models  # noqa: E402,F401  (shared fixtures)
 
 
 @pytest.fixture

@@ -20,21 +20,7 @@ TINY_TRAIN = dict(size=None, hidden_size=32, num_layers=1, num_heads=2, intermed
                   batch_size=8, max_steps=12, save_every=4, log_every=2, warmup_steps=2, seed=1)
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny_mlms")
-    from tiny_text import build_probe_mlm
-
-    return build_probe_mlm(root / "base", 0), build_probe_mlm(root / "other", 1)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    from fairdesk.core.models.mlm import synthetic_notes
-
-    path = tmp_path_factory.mktemp("corpus") / "notes.csv"
-    synthetic_notes(80, {"HIV": 0.9}, seed=0, n_fillers=(1, 2)).to_csv(path, index=False)
-    return path
+from tiny_text import corpus, tiny_models  # noqa: E402,F401  (shared fixtures)
 
 
 def test_register_stores_path_and_fingerprint_once(tmp_path, tiny_models):
