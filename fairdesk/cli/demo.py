@@ -9,7 +9,7 @@ from fairdesk.core.export import check_output_folders
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from fairdesk.jobs.tasks import run_demo
+    from fairdesk.jobs.demo import run_demo
 
     check_output_folders([("--out", args.out)])
     progress = TerminalProgress(args.quiet)

@@ -15,7 +15,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
     from fairdesk.core.data.loaders import file_sha256, load_table
     from fairdesk.core.project import Project
-    from fairdesk.jobs.tasks import write_report
+    from fairdesk.core.kinds import ReportSettings, build_report
 
     roles = column_roles(args)
     plan = GroupAuditPlan(roles=roles, metrics=tuple(args.metric or ("parity", "recall", "specificity")),
@@ -44,7 +44,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                                          result.to_json(), dataset_id=ds)
         print(f"stored as audit {audit_id} in {project.path}")
     if args.pdf:
-        write_report(result, args.pdf, suppress_k=args.suppress_k)
+        build_report("groups", result.to_dict(), args.pdf, ReportSettings(args.suppress_k))
     from fairdesk.core.audits.groups import verdict_counts
 
     c = verdict_counts(result)
@@ -65,7 +65,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from fairdesk.jobs.tasks import export_report
+    from fairdesk.jobs.reports import export_report
 
     check_outputs([("--pdf", args.pdf)], [("the project (--project)", args.project)])
     check_output_files([("--pdf", args.pdf)])

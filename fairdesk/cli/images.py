@@ -3,7 +3,7 @@
 Wired into :mod:`fairdesk.cli` by ``add_image_commands(audit_subparsers, train_subparsers)``. Same conventions as
 the rest of the CLI: exit 0 on success, user errors raise :class:`FairDeskError` (exit 2), cancel → 130.
 ``audit cit`` runs :func:`fairdesk.core.audits.cit_images.run_cit_pipeline`, the same function the project job
-:func:`fairdesk.jobs.image_tasks.audit_cit` runs, and writes the same JSON document (``--pdf``: the same report).
+:func:`fairdesk.jobs.images.audit_cit` runs, and writes the same JSON document (``--pdf``: the same report).
 """
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
     import numpy as np
 
     from fairdesk.core.export import check_output_folders, check_outputs
-    from fairdesk.jobs.image_tasks import fit_generator
+    from fairdesk.jobs.images import fit_generator
 
     check_outputs([("--out", args.out), ("--previews", args.previews)],
                   [("the data table (--data)", args.data), ("the images folder (--images)", args.images)])

@@ -72,7 +72,7 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
     progress = TerminalProgress(args.quiet)
     if args.project:
         from fairdesk.core.project import Project
-        from fairdesk.jobs.note_tasks import train_note_classifiers
+        from fairdesk.jobs.notes import train_note_classifiers
 
         model_id, pred_id = train_note_classifiers(args.project, args.notes, args.model, spec, progress=progress)
         project = Project(args.project)
@@ -126,7 +126,7 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
     progress = TerminalProgress(args.quiet)
     if args.project:
         from fairdesk.core.project import Project
-        from fairdesk.jobs.note_tasks import compare_encoders_job
+        from fairdesk.jobs.notes import compare_encoders_job
 
         audit_id = compare_encoders_job(args.project, args.notes, encoders, tasks, args.attribute, spec,
                                         n_boot=args.n_boot, min_group_size=args.min_group_size, progress=progress)

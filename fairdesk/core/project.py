@@ -354,6 +354,13 @@ class Project:
         return rows[0][0]
 
     def load_audit(self, audit_id: int):
-        from fairdesk.core.audits.groups import GroupAuditResult
+        """The typed result of a stored audit, parsed by its kind's row in :mod:`fairdesk.core.kinds`."""
+        from fairdesk.core.kinds import parse_document
 
-        return GroupAuditResult.from_json(self.audit_json(audit_id))
+        return parse_document(self.audit_kind(audit_id), json.loads(self.audit_json(audit_id)))
+
+    def audit_kind(self, audit_id: int) -> str:
+        rows = self._query("SELECT kind FROM audits WHERE id=?", (audit_id,))
+        if not rows:
+            raise ProjectError(f"Audit {audit_id} is not in project {self.name}.")
+        return rows[0][0]

@@ -1,6 +1,6 @@
 """The main window: Dataset, Model and Audit tabs, a jobs dock, a log dock, menus and the project.
 
-Long work never runs here: every action builds a job from a function of :mod:`fairdesk.jobs.tasks` (the same
+Long work never runs here: every action builds a job from a function of :mod:`fairdesk.jobs` (the same
 functions the CLI calls) and hands it to the :class:`~fairdesk.jobs.qt_bridge.JobRunner`, whose single worker
 thread runs it. Heavy libraries (torch, scikit-learn, scipy, matplotlib, reportlab) are imported inside those
 functions, so they load in the worker thread and the window appears quickly.
@@ -512,7 +512,7 @@ class MainWindow(QMainWindow):
     def open_demo(self, out_dir: str | Path | None = None, *, n_boot: int = 1000, n_stays: int = 8000,
                   seed: int = 0) -> Job | None:
         """Open the bundled demo project; build it first (as a job) unless it already exists."""
-        from fairdesk.jobs.tasks import DEMO_PROJECT
+        from fairdesk.jobs.demo import DEMO_PROJECT
 
         out = Path(out_dir) if out_dir else paths.data_dir() / "demo"
         project_file = out / DEMO_PROJECT
@@ -523,7 +523,7 @@ class MainWindow(QMainWindow):
         staging = out.with_name(f"{out.name}.building-{os.getpid()}-{int(time.time())}")
 
         def build(progress, cancel):
-            from fairdesk.jobs.tasks import run_demo
+            from fairdesk.jobs.demo import run_demo
 
             try:
                 result = run_demo(staging, n_boot=n_boot, seed=seed, n_stays=n_stays, progress=progress,

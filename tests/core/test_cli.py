@@ -112,7 +112,7 @@ def test_cli_and_gui_start_each_other_as_programs(tmp_path, monkeypatch, capsys)
     (the two never import each other: tests/test_layers.py)."""
     from fairdesk import paths
     from fairdesk.gui import app
-    from fairdesk.jobs import tasks
+    from fairdesk.jobs import demo as tasks
 
     assert paths.program_command("fairdesk-cli") == [sys.executable, "-m", "fairdesk.cli"]
     assert paths.program_command("fairdesk") == [sys.executable, "-m", "fairdesk.gui.app"]

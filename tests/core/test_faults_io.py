@@ -142,7 +142,7 @@ def test_json_on_the_project_is_refused_and_the_project_kept(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("FairDesk never overwrites its inputs") == 3 and "Traceback" not in err
     assert project.read_bytes() == before
-    from fairdesk.jobs.tasks import export_report  # the GUI's report export goes through the same check
+    from fairdesk.jobs.reports import export_report  # the GUI's report export goes through the same check
 
     with pytest.raises(DataError, match="never overwrites"):
         export_report(project, 1, tmp_path / "." / "p.fairdesk")
@@ -407,7 +407,7 @@ def test_cit_report_with_hostile_output_names(tmp_path, capsys):
 
 def test_table_widths_never_go_negative():
     """Many narrow columns plus one unbreakable name: every column keeps room for its padding."""
-    from fairdesk.core.reports.model import Report, Section, Table
+    from fairdesk.core.reports.document import Report, Section, Table
     from fairdesk.core.reports.pdf import render_bytes
 
     rows = [[LONG * 2] + [f"{i}" for i in range(13)], ["x"] * 14]

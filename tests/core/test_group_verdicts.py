@@ -17,7 +17,8 @@ from fairdesk.core.audits import groups as groups_module
 from fairdesk.core.audits.groups import (GroupAuditPlan, correct, findings, run_group_audit, tail_p,
                                          verdict_counts)
 from fairdesk.core.data.schema import ColumnRoles
-from fairdesk.core.reports.model import Paragraph, build_report
+from fairdesk.core.reports.document import Paragraph
+from fairdesk.core.reports.model import build_report
 from fairdesk.core.stats import gaps as G
 from fairdesk.core.stats.multiple import holm
 from fairdesk.core.synthetic.group_sim import simulate_audit_table

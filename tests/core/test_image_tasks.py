@@ -19,7 +19,7 @@ from fairdesk.core.errors import DataError, ModelError  # noqa: E402
 from fairdesk.core.generation.images import load_generator  # noqa: E402
 from fairdesk.core.project import Project  # noqa: E402
 from fairdesk.core.synthetic import morpho  # noqa: E402
-from fairdesk.jobs import image_tasks as it  # noqa: E402
+from fairdesk.jobs import images as it  # noqa: E402
 
 STEPS = 3
 

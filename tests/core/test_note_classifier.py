@@ -240,7 +240,7 @@ def _cancel_at(word):
 
 
 def test_jobs_store_predictions_and_cancel_stores_nothing(tmp_path, notes, encoders):
-    from fairdesk.jobs import note_tasks
+    from fairdesk.jobs import notes as note_tasks
 
     csv = tmp_path / "notes.csv"
     notes.to_csv(csv, index=False)
@@ -262,14 +262,14 @@ def test_jobs_store_predictions_and_cancel_stores_nothing(tmp_path, notes, encod
     assert info.roles["attributes"] == ["gender"]
     model = next(m for m in p.models() if m.id == model_id)
     assert model.predictions_id == pred_id and model.kind == nc.MODEL_KIND
-    from fairdesk.jobs.tasks import model_hashes_for
+    from fairdesk.jobs.groups import model_hashes_for
 
     assert set(model_hashes_for(p, pred_id)) == {"note_mlp:sepsis", "note_mlp:shuffled"}
 
 
 def test_cli_exit_codes_and_pdf(tmp_path, notes, encoders):
     from fairdesk.cli import main
-    from fairdesk.jobs.tasks import export_report
+    from fairdesk.jobs.reports import export_report
 
     csv = tmp_path / "notes.csv"
     notes.to_csv(csv, index=False)

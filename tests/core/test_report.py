@@ -17,7 +17,8 @@ from fairdesk.core.audits.groups import RULE_TEXT, GroupAuditPlan, GroupAuditRes
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports import pdf as P
-from fairdesk.core.reports.model import Paragraph, build_report, suppress_text
+from fairdesk.core.reports.document import Paragraph, suppress_text
+from fairdesk.core.reports.model import build_report
 
 TASKS = ("sepsis", "mortality", "aki")
 PLANTED_SHIFT = 0.12  # Black patients with sepsis get scores lowered by this much -> lower recall in sepsis

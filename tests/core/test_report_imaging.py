@@ -17,8 +17,8 @@ from fairdesk.core.audits.cit_images import PREDICTION_TABLE_COLUMNS, audit_pred
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.imaging import build_cit_report, cit_report_to_pdf, render_cit_bytes
 from fairdesk.core.synthetic import morpho
-from fairdesk.jobs import image_tasks as it
-from fairdesk.jobs.tasks import export_report
+from fairdesk.jobs import images as it
+from fairdesk.jobs.reports import export_report
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -22,7 +22,7 @@ torch.set_num_threads(1)
 from fairdesk.core.audits import mlm_bias as mb  # noqa: E402
 from fairdesk.core.errors import DataError  # noqa: E402
 from fairdesk.core.reports import text as T  # noqa: E402
-from fairdesk.core.reports.model import Table  # noqa: E402
+from fairdesk.core.reports.document import Table  # noqa: E402
 from fairdesk.core.text.templates import load_bias_templates  # noqa: E402
 
 KEEP = ["template", "attribute", "group", "pair_index", "word", "sentence", "word_pieces", "n_prior_masks",
@@ -298,7 +298,7 @@ def test_pdf_is_deterministic_and_says_what_matters(doc, pdf_bytes, tmp_path):
 def test_group_report_figures_still_render():
     """The figure kinds added for this report do not disturb the group report's own kinds."""
     from fairdesk.core.reports import figures as F
-    from fairdesk.core.reports.model import FigureSpec, Report, Section
+    from fairdesk.core.reports.document import FigureSpec, Report, Section
     from fairdesk.core.reports.pdf import render_bytes
 
     T._install_figure_kinds()
@@ -317,7 +317,7 @@ def test_cli_pdf_and_project_export_give_the_same_bytes(tiny, tmp_path, capsys):
     from fairdesk.cli import main
     from fairdesk.core.models.mlm import model_fingerprint
     from fairdesk.core.project import Project
-    from fairdesk.jobs.tasks import export_report
+    from fairdesk.jobs.reports import export_report
 
     _, tok = tiny
     for name, seed in (("base", 0), ("other", 1)):

@@ -140,7 +140,7 @@ def predictions_frame():
 def stored_predictions(window, project_path, tmp_path):
     """The window with a project holding one predictions dataset (imported with tasks.import_table)."""
     from fairdesk.core.data.schema import ColumnRoles
-    from fairdesk.jobs.tasks import import_table
+    from fairdesk.jobs.groups import import_table
 
     path = tmp_path / "stored.csv"
     make_predictions().to_csv(path, index=False)

@@ -67,7 +67,7 @@ def test_image_data_panel_import_thumbnails_splits(window, project_path, morpho_
 
 @pytest.fixture
 def image_project(project_path, morpho_folder):
-    from fairdesk.jobs.image_tasks import import_image_dataset
+    from fairdesk.jobs.images import import_image_dataset
 
     csv, folder = morpho_folder
     from fairdesk.core.data.images import ImageRoles
@@ -155,7 +155,7 @@ def audit_project(tmp_path_factory, morpho_folder):
     import torch
 
     from fairdesk.core.data.images import ImageRoles
-    from fairdesk.jobs import image_tasks as it
+    from fairdesk.jobs import images as it
 
     torch.set_num_threads(1)
     csv, folder = morpho_folder
@@ -247,7 +247,7 @@ def test_image_audit_panel_run_results_scatter_examples_export(window, audit_pro
     pdf = tmp_path / "gui.pdf"
     job = run_and_wait(window, lambda: panel.export_pdf(pdf))
     assert job.state == JobState.DONE, job.error
-    from fairdesk.jobs.tasks import export_report
+    from fairdesk.jobs.reports import export_report
 
     export_report(project, audit_id, tmp_path / "cli.pdf")
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.read_bytes() == (tmp_path / "cli.pdf").read_bytes()

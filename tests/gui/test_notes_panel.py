@@ -68,7 +68,7 @@ def _fast(panel) -> None:
 
 def test_form_guesses_then_training_fills_the_table_and_stores_predictions(window, project_path, assets, panel_for,
                                                                           run_and_wait, tmp_path):
-    from fairdesk.jobs.text_tasks import register_language_model
+    from fairdesk.jobs.text import register_language_model
 
     lm_id = register_language_model(project_path, assets["baseline"])
     window.open_project(project_path, create=True)
@@ -253,7 +253,7 @@ def test_bad_notes_files_give_errors_before_any_job(window, project_path, assets
 
 
 def test_cancel_stores_nothing(window, project_path, assets, panel_for, qtbot, monkeypatch):
-    from fairdesk.jobs import note_tasks
+    from fairdesk.jobs import notes as note_tasks
 
     reached, release = threading.Event(), threading.Event()
     original = note_tasks.train_note_classifiers

@@ -162,7 +162,7 @@ def test_cancel_keeps_checkpoints_stores_nothing_and_resume_finishes(window, lm_
 @pytest.fixture
 def audit_panel(window, project_path, qtbot, tiny_models):
     from fairdesk.gui.tabs.text_audit import MLMAuditPanel
-    from fairdesk.jobs.text_tasks import register_language_model
+    from fairdesk.jobs.text import register_language_model
 
     register_language_model(project_path, tiny_models[0], name="base")
     register_language_model(project_path, tiny_models[1], name="other")

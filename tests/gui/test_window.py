@@ -107,7 +107,7 @@ def _features_project(path):
 
 
 def _train_job(path, features, spec):
-    from fairdesk.jobs.tasks import train
+    from fairdesk.jobs.groups import train
 
     return lambda progress, cancel: train(path, features, spec, progress=progress, cancel=cancel)
 

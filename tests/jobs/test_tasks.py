@@ -8,7 +8,7 @@ from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.errors import DataError
 from fairdesk.core.progress import CancelToken, Cancelled
 from fairdesk.core.project import Project
-from fairdesk.jobs import tasks
+from fairdesk.jobs import groups as tasks
 from fairdesk.jobs.engine import Job, JobState
 
 ROLES = ColumnRoles(label="y", score="p", task="task", attributes=("sex",), patient_id="pid")
@@ -92,7 +92,7 @@ def test_imaging_demo_flags_the_shortcut_reader_and_clears_the_central_reader(tm
     one 'equivalent within margin' although demographic parity flags it; the scans are an image dataset."""
     import json
 
-    from fairdesk.jobs.tasks import imaging_demo
+    from fairdesk.jobs.demo import imaging_demo
 
     out = imaging_demo(tmp_path, tmp_path / "demo.fairdesk", seed=0)
     project = Project(tmp_path / "demo.fairdesk")

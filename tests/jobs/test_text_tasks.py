@@ -14,7 +14,7 @@ torch.set_num_threads(1)
 from fairdesk.core.errors import ModelError  # noqa: E402
 from fairdesk.core.progress import CancelToken, Cancelled  # noqa: E402
 from fairdesk.core.project import Project  # noqa: E402
-from fairdesk.jobs import text_tasks  # noqa: E402
+from fairdesk.jobs import text as text_tasks  # noqa: E402
 
 TINY_TRAIN = dict(size=None, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, vocab_size=300,
                   batch_size=8, max_steps=12, save_every=4, log_every=2, warmup_steps=2, seed=1)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "build_report": "model", "Report": "model", "Section": "model", "Paragraph": "model", "Table": "model",
-    "FigureSpec": "model", "write_pdf": "pdf", "report_to_pdf": "pdf", "render_bytes": "pdf",
+    "Report": "document", "Section": "document", "Paragraph": "document", "Table": "document",
+    "FigureSpec": "document", "write_pdf": "pdf", "report_to_pdf": "pdf", "render_bytes": "pdf",
     "forest_data": "figures", "delta_eo_data": "figures", "delta_bins_data": "figures",
     "render_forest_png": "figures", "render_delta_png": "figures", "render_bins_png": "figures",
     "STATUS_STYLE": "figures",

@@ -35,7 +35,7 @@ import pandas as pd
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import fmt_ci, fmt_p, fmt_rate, fmt_signed
-from fairdesk.core.reports.model import FigureSpec, Paragraph, Report, Section, Table
+from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Section, Table
 
 MAX_EXAMPLES_IN_REPORT = 6
 MAX_UNREADABLE_ROWS = 60
@@ -523,3 +523,8 @@ def cit_report_to_pdf(doc: dict, path: str | os.PathLike) -> Path:
 
 def _fmt2(v) -> str:
     return "–" if v is None else f"{float(v):.2f}"
+
+
+def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
+    """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
+    return cit_report_to_pdf(doc, path)  # TODO(issue 11): honour settings.suppress_k

@@ -20,6 +20,8 @@ import pandas as pd
 from fairdesk.core.audits.groups import (CORRECTIONS, FAMILY_TEXT, METRIC_TEXT, RULE_TEXT, findings,
                                          verdict_counts)
 from fairdesk.core.reports import figures as F
+from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
+                                            plural, report_date, suppress_text)
 from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
                                            verdict_text)
 
@@ -33,86 +35,6 @@ MAX_BIN_TASKS = 12  # small multiples per bins figure
 
 # --------------------------------------------------------------------------------------------------------------
 # The model
-
-@dataclass
-class Paragraph:
-    """Plain text (no markup). ``style``: body | lead | bullet | note | subheading | finding."""
-
-    text: str
-    style: str = "body"
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-    title: str = ""
-    widths: list[float] | None = None  # relative column widths
-    align: list[str] | None = None  # "L" or "R" per column
-    small: bool = False  # long tables are set in a smaller font
-    note: str = ""
-
-
-@dataclass
-class FigureSpec:
-    kind: str  # "forest" | "delta" | "bins"
-    title: str
-    data: pd.DataFrame
-    caption: str = ""
-    xlabel: str = ""
-
-
-Block = Union[Paragraph, Table, FigureSpec]
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    blocks: list[Block] = field(default_factory=list)
-    new_page: bool = True
-    one_page: bool = False  # the renderer shrinks the section to fit one page (the governance summary)
-    landscape: bool = False  # wide tables: set on landscape pages
-
-
-@dataclass
-class Report:
-    title: str
-    subtitle: str
-    date: str  # the audit's date (from its provenance), never the time of rendering
-    suppress_k: int
-    sections: list[Section]
-    footer: str = ""
-    metadata: dict[str, str] = field(default_factory=dict)
-
-    def section(self, key: str) -> Section:
-        for s in self.sections:
-            if s.key == key:
-                return s
-        raise KeyError(key)
-
-    def tables(self) -> list[Table]:
-        return [b for s in self.sections for b in s.blocks if isinstance(b, Table)]
-
-    def figures(self) -> list[FigureSpec]:
-        return [b for s in self.sections for b in s.blocks if isinstance(b, FigureSpec)]
-
-    def text(self, include_tooltips: bool = True) -> str:
-        """Every word of the report as plain text (for tests, search and a text export)."""
-        out = [self.title, self.subtitle, self.date]
-        for s in self.sections:
-            out.append(s.title)
-            for b in s.blocks:
-                if isinstance(b, Paragraph):
-                    out.append(b.text)
-                elif isinstance(b, Table):
-                    out += [b.title, " | ".join(b.header)] + [" | ".join(r) for r in b.rows] + [b.note]
-                else:
-                    out += [b.title, b.caption]
-                    if include_tooltips and "tooltip" in b.data:
-                        out += list(b.data["tooltip"])
-        return "\n".join(t for t in out if t)
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Wording helpers
@@ -143,43 +65,10 @@ RULE_PLAIN = {
     "between": "the group with the highest rate is compared with the group with the lowest rate",
     "to-overall": "each group is compared with all other tested groups together",
 }
-_COUNT_IN_TEXT = re.compile(r"\b(\d[\d,]*)(\s+(?:rows?|patients?|cases?|samples?|stays?|people))\b")
-
-
-def suppress_text(text: str, k: int) -> str:
-    """Replace counts such as "7 rows" in free text by "<k rows" when below k."""
-    def repl(m: re.Match) -> str:
-        value = int(m.group(1).replace(",", ""))
-        return (f"<{k}" if value < k else m.group(1)) + m.group(2)
-
-    return _COUNT_IN_TEXT.sub(repl, text)
-
-
 def _s(value) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
     return str(value)
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
-
-
-def _join(items: list[str]) -> str:
-    items = list(items)
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _date(prov: dict) -> str:
-    stamp = str(prov.get("created_utc") or "")
-    m = re.match(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})", stamp)
-    return f"{m.group(1)} {m.group(2)} UTC" if m else (stamp or "date not recorded")
 
 
 def _sig_text(row, margin: float = 0.05) -> str:
@@ -266,12 +155,12 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
             parts.append(f"{mag:.2f} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
         more = len(comps) - MAX_COMPARISONS_IN_FINDING
         if more > 0:
-            parts.append(f"also {direction} than for {_plural(more, 'other group')}")
-        sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {_join(parts)} in task {task}. "
+            parts.append(f"also {direction} than for {plural(more, 'other group')}")
+        sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)} in task {task}. "
                     f"Meaning: {CONSEQUENCE[(metric, direction)]}.")
         if fragile:
             thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
-            names = _join([f"{name} ({fmt_count(d, k)} {CASES[metric]})" for name, d in thin.items()])
+            names = join_words([f"{name} ({fmt_count(d, k)} {CASES[metric]})" for name, d in thin.items()])
             sentence += (f" Caution: few cases behind the rate{'s' if len(thin) > 1 else ''} of {names}, so "
                          "this estimate is fragile.")
         out.append(Finding(sentence, comps[0][0], (task_order.get(task, 0), attr, metric, subject), fragile))
@@ -307,7 +196,7 @@ def _delta_findings(result: "GroupAuditResult", significant_col: str = "signific
                          f"(without dependence 95% of values fall at or below {fmt_rate(row.ci_high, 2)})")
         out.append(Finding(
             f"The model's error rates (missed cases and false alarms) vary with {attr} more than chance would "
-            f"explain in task {task}: error spread {_join(parts)}, where 0 would mean equal error rates in every "
+            f"explain in task {task}: error spread {join_words(parts)}, where 0 would mean equal error rates in every "
             "band.", max(float(r.gap) for r in rows), (task_order.get(task, 0), attr, "delta_eo", ""),
             kind=1))
     return out
@@ -335,7 +224,7 @@ def build_report(result: "GroupAuditResult", *, title: str = "FairDesk fairness 
         raise ValueError("suppress_k must be at least 1 (1 shows every count).")
     k = int(suppress_k)
     prov = result.provenance or {}
-    date = _date(prov)
+    date = report_date(prov)
     sections = [
         _summary_section(result, title, dataset_name, model_description, k, date),
         _methods_section(result, k),
@@ -401,7 +290,7 @@ def _attribute_lines(result, k: int) -> list[str]:
         untested = [str(x) for x in dict.fromkeys(sub[~sub["tested"].map(is_true)]["group"])]
         kind = "combined groups" if " × " in attr else "groups"
         listed = f" ({', '.join(names)})" if len(names) <= 6 else ""
-        line = f"{attr}: {_plural(len(names), kind[:-1], kind)}{listed}"
+        line = f"{attr}: {plural(len(names), kind[:-1], kind)}{listed}"
         if untested:
             shown = ", ".join(untested[:4]) + (f" and {len(untested) - 4} more" if len(untested) > 4 else "")
             line += f"; not tested in some or all tasks (too small or missing): {shown}"
@@ -409,7 +298,7 @@ def _attribute_lines(result, k: int) -> list[str]:
     bins = result.plan.bins
     for attr in result.plan.roles.continuous_attributes:
         lines.append(f"{attr} (continuous): how much the model's error rates vary across "
-                     f"{_join([str(b) for b in bins])} equal-sized {attr} bands.")
+                     f"{join_words([str(b) for b in bins])} equal-sized {attr} bands.")
     return lines
 
 
@@ -421,7 +310,7 @@ def _verdict_sentence(result, counts: dict) -> str:
     corr = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
     scope = {"audit": "one correction over the whole audit", "task": "a correction within each task",
              "attribute-group-measure": "a correction within each attribute, group and measure across tasks"}[family]
-    return (f"Of {_plural(counts['total'], 'comparison')} made (each pair of groups counted once), "
+    return (f"Of {plural(counts['total'], 'comparison')} made (each pair of groups counted once), "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}, "
             f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} "
             f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, after "
@@ -441,11 +330,11 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     model = model_description or "a model whose predictions were loaded into FairDesk"
     blocks.append(Paragraph("What was audited", "subheading"))
     n_eval = prov.get("n_eval_rows")
-    task_list = _join([f"{t} (n\u00a0=\u00a0{fmt_count(sizes.get(t), k)})" for t in tasks]) if len(tasks) <= 8 else \
+    task_list = join_words([f"{t} (n\u00a0=\u00a0{fmt_count(sizes.get(t), k)})" for t in tasks]) if len(tasks) <= 8 else \
         f"{len(tasks)} tasks (listed in the tables)"
     blocks.append(Paragraph(
         f"This report checks whether {model} performs equally well for different patient groups in {ds}. "
-        f"It covers {_plural(len(tasks), 'prediction task')}: {task_list}"
+        f"It covers {plural(len(tasks), 'prediction task')}: {task_list}"
         + (f", {fmt_count(n_eval, k)} prediction rows in all." if n_eval is not None else ".")
         + f" {_threshold_text(result)} The audit was run on {date}."))
     blocks.append(Paragraph("Patient groups compared:", "body"))
@@ -473,12 +362,12 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
             blocks.append(Paragraph(f.sentence, "finding"))
         if len(found) > len(shown):
             rest = len(found) - len(shown)
-            blocks.append(Paragraph(f"… and {_plural(rest, 'more finding')}: every difference is marked "
+            blocks.append(Paragraph(f"… and {plural(rest, 'more finding')}: every difference is marked "
                                     "“differs” in the results tables of section 4.", "body"))
     else:
         blocks.append(Paragraph(
             "No comparison differs after the correction. This is not proof that the model is fair: "
-            f"{_plural(counts['inconclusive'], 'comparison is', 'comparisons are')} inconclusive (the data cannot "
+            f"{plural(counts['inconclusive'], 'comparison is', 'comparisons are')} inconclusive (the data cannot "
             f"tell either way), only {counts['equivalent']} shown equivalent within ±{margin:g}, and only the "
             "groups, measures and tasks listed above were checked.", "lead"))
     notes = []
@@ -486,12 +375,12 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     n_unadj_only = int((f_rows["significant"].map(is_true) & (f_rows["verdict"] != "differs")).sum()) \
         if not f_rows.empty else 0
     if n_unadj_only:
-        notes.append(f"A further {_plural(n_unadj_only, 'comparison')} had p ≤ {plan.alpha:g} before the "
+        notes.append(f"A further {plural(n_unadj_only, 'comparison')} had p ≤ {plan.alpha:g} before the "
                      "correction only; with this many tests some are expected by chance, so they count as "
                      "inconclusive.")
     n_dropped = len(result.dropped)
     if n_dropped:
-        notes.append(f"{_plural(n_dropped, 'group')} (counted per task) could not be tested because "
+        notes.append(f"{plural(n_dropped, 'group')} (counted per task) could not be tested because "
                      f"{'it was' if n_dropped == 1 else 'they were'} smaller than {plan.min_group_size} rows, "
                      "had missing values or were excluded; section 5 lists them with their sizes.")
     if notes:
@@ -523,7 +412,7 @@ def _methods_section(result, k) -> Section:
     b: list[Block] = []
     b.append(Paragraph("Rates", "subheading"))
     for m in plan.metrics:
-        b.append(Paragraph(f"{_cap(METRIC_TEXT[m])}.", "bullet"))
+        b.append(Paragraph(f"{cap(METRIC_TEXT[m])}.", "bullet"))
     b.append(Paragraph(
         "A rate whose denominator is zero in a group (no positive cases for recall, no negative cases for "
         "specificity) is reported as “not estimable” with the reason, never as 0: turning it into 0 would "
@@ -578,9 +467,9 @@ def _methods_section(result, k) -> Section:
     if plan.roles.continuous_attributes:
         b.append(Paragraph("Continuous attributes", "subheading"))
         b.append(Paragraph(
-            f"{_cap(METRIC_TEXT['delta_eo'])}. Bins are equal-frequency; a bin lacking either class is merged with a "
+            f"{cap(METRIC_TEXT['delta_eo'])}. Bins are equal-frequency; a bin lacking either class is merged with a "
             f"neighbour and the number of bins actually used is reported. Requested N: "
-            f"{_join([str(x) for x in plan.bins])}. 0 means the same error rates in every bin; at most 2N. "
+            f"{join_words([str(x) for x in plan.bins])}. 0 means the same error rates in every bin; at most 2N. "
             f"p-value: permutation test ({plan.n_permutations:,} permutations; predicted positives spread over "
             "the bins at random within each class); where fewer than 10 permutations reach the observed value, "
             "the tail of a gamma distribution fitted to the permutation values gives p, so it is not limited to "
@@ -606,7 +495,7 @@ def _methods_section(result, k) -> Section:
         f"Groups with fewer than {plan.min_group_size} rows in a task, rows with a missing attribute value and "
         "groups excluded by the user are not tested; they are dropped for that attribute only (other attributes "
         "keep every row) and listed with their sizes in section 5."
-        + (f" Intersectional groups ({_join(inter)}) combine the values of several attributes." if inter else "")))
+        + (f" Intersectional groups ({join_words(inter)}) combine the values of several attributes." if inter else "")))
     b.append(Paragraph(
         f"Small-cell suppression: every count below {k} (group sizes, numerators, denominators, positives, "
         f"confusion counts) is shown as “<{k}” in this report; rates computed from such cells are still shown."))
@@ -818,7 +707,7 @@ def _provenance_section(result, k, dataset_name, model_description) -> Section:
     versions = prov.get("versions") or {}
     models = prov.get("model_hashes") or {}
     rows = [
-        ["Audit date", _date(prov)],
+        ["Audit date", report_date(prov)],
         ["FairDesk version (audit)", str(versions.get("fairdesk", "not recorded"))],
         ["FairDesk version (report)", __version__],
         ["Dataset", dataset_name or "not named"],

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from fairdesk.core.reports.figures import fmt_count, fmt_rate, is_true, num
-from fairdesk.core.reports.model import Block, Paragraph, Report, Section, Table, _date, _join
+from fairdesk.core.reports.document import Block, Paragraph, Report, Section, Table, report_date, join_words
 
 METRICS = ("parity", "recall", "specificity")
 METRIC_TITLE = {"parity": "Parity gap", "recall": "Recall gap", "specificity": "Specificity gap"}
@@ -137,7 +137,7 @@ def build_notes_report(doc: dict) -> Report:
     tasks = list(doc.get("tasks") or [])
     attribute = method.get("attribute")
     results = doc.get("results") or []
-    date = _date(prov)
+    date = report_date(prov)
     sections = [_summary(doc, names, tasks, attribute, results), _method(doc, method, names),
                 _performance(names, tasks, results)]
     if doc.get("gaps") is not None and (doc.get("gaps") or attribute):
@@ -169,8 +169,8 @@ def _summary(doc, names, tasks, attribute, results) -> Section:
     enc = doc.get("encoders") or {}
     n_notes = next((e.get("n_notes") for e in enc.values()), None)
     b: list[Block] = [Paragraph(
-        f"{len(tasks)} task(s) ({_join(tasks)}) were predicted from {fmt_count(n_notes)} clinical notes with "
-        f"classifiers trained on the frozen features of {len(names)} encoder(s): {_join(names)}. The encoders are not "
+        f"{len(tasks)} task(s) ({join_words(tasks)}) were predicted from {fmt_count(n_notes)} clinical notes with "
+        f"classifiers trained on the frozen features of {len(names)} encoder(s): {join_words(names)}. The encoders are not "
         "fine-tuned; only the small classifier on top of them is trained, so differences between encoders come from "
         "their representations.", "lead")]
     for name in names:
@@ -327,7 +327,7 @@ def _probe(doc, names, attribute) -> Section:
     rows.append(["Folds"] + [str((probe.get(n) or {}).get("n_folds", "–")) for n in names])
     first = next(iter(probe.values()), {})
     b: list[Block] = [
-        Paragraph(f"How well '{attribute}' ({_join(first.get('classes') or [])}) can be recovered from each encoder's "
+        Paragraph(f"How well '{attribute}' ({join_words(first.get('classes') or [])}) can be recovered from each encoder's "
                   "note features by a cross-validated logistic regression (001 Table D4). Accuracy near the "
                   "majority-class rate and AUROC near 0.5 mean the features carry little of the attribute."),
         Table(["Measure"] + names, rows, title=f"Recovering {attribute} from the features",
@@ -337,7 +337,7 @@ def _probe(doc, names, attribute) -> Section:
 
 def _provenance(doc, names, prov) -> Section:
     enc = doc.get("encoders") or {}
-    rows = [["Date", _date(prov)], ["Notes", str(prov.get("dataset") or "not named")],
+    rows = [["Date", report_date(prov)], ["Notes", str(prov.get("dataset") or "not named")],
             ["Data SHA-256", str(prov.get("data_sha256") or "not recorded")], ["Seed", str(prov.get("seed"))],
             ["Bootstrap replicates", str((doc.get("method") or {}).get("n_boot") or "–")]]
     if prov.get("elapsed_seconds") is not None:
@@ -371,3 +371,8 @@ def _provenance(doc, names, prov) -> Section:
         b.append(Table(["Package", "Version"], [[k, str(v)] for k, v in versions.items()], title="Software versions",
                        small=True))
     return Section("provenance", "Provenance", b)
+
+
+def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
+    """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
+    return notes_report_to_pdf(doc, path)  # TODO(issue 11): honour settings.suppress_k

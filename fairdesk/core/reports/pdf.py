@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from fairdesk.core import atomic
-from fairdesk.core.reports.model import FigureSpec, Paragraph, Report, Table
+from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Table
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairdesk.core.audits.groups import GroupAuditResult
@@ -472,3 +472,12 @@ def _render(report: Report) -> bytes:
                           PageTemplate(id="landscape", frames=[frame(land_w, land_h)], pagesize=landscape(A4))])
     doc.build(story, canvasmaker=NumberedCanvas)
     return buf.getvalue()
+
+
+def build_group_report(doc: dict, path: str | os.PathLike, settings) -> Path:
+    """The group audit's PDF from its stored document (the registry's one report signature)."""
+    from fairdesk.core.audits.groups import GroupAuditResult
+
+    result = GroupAuditResult.from_dict(doc)
+    return report_to_pdf(result, path, dataset_name=result.provenance.get("dataset", ""),
+                         suppress_k=settings.suppress_k)

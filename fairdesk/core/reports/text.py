@@ -27,7 +27,7 @@ import pandas as pd
 
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, num
-from fairdesk.core.reports.model import Block, FigureSpec, Paragraph, Report, Section, Table, _cap, _date, _join
+from fairdesk.core.reports.document import Block, FigureSpec, Paragraph, Report, Section, Table, cap, report_date, join_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairdesk.core.audits.mlm_bias import MLMBiasResult
@@ -588,7 +588,7 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
     n_pairs = tpl.get("n_pairs")
     b: list[Block] = [Paragraph("What was audited", "subheading")]
     subject = (f"the masked language model {_model_label(main)}" if len(models) == 1 else
-               f"{len(models)} masked language models — {_join([_model_label(m) for m in models])}")
+               f"{len(models)} masked language models — {join_words([_model_label(m) for m in models])}")
     b.append(Paragraph(
         f"This report checks whether {subject} {'associates' if len(models) == 1 else 'associate'} clinical "
         f"conditions with the {g1} words "
@@ -614,7 +614,7 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
             f"{len(equiv)} equivalent"
             + (f" within ±{mm:g} nats" if mm is not None else "") + f", {len(incon)} inconclusive.", "lead"))
         if flagged:
-            b.append(Paragraph(f"Flagged for {who}: {_join([str(r.get('name') or r['category']) for r in flagged])}."
+            b.append(Paragraph(f"Flagged for {who}: {join_words([str(r.get('name') or r['category']) for r in flagged])}."
                                , "lead"))
             for r in flagged:
                 b.append(Paragraph(_finding(r), "finding"))
@@ -623,14 +623,14 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
         if equiv:
             b.append(Paragraph(
                 "Equivalent — shown to differ by less than the margin: "
-                + _join([f"{r.get('name') or r['category']} (difference {fmt_nats(r.get('mean_difference'), True)} "
+                + join_words([f"{r.get('name') or r['category']} (difference {fmt_nats(r.get('mean_difference'), True)} "
                          f"nats, 95% CI {fmt_nats(r.get('ci_low'), True)} to {fmt_nats(r.get('ci_high'), True)})"
                          for r in equiv]) + "."))
         if incon:
             b.append(Paragraph(
                 "Inconclusive — the data show neither a difference nor equivalence, so no conclusion either way "
                 "(not evidence of fairness): "
-                + _join([f"{r.get('name') or r['category']} ({_incon_reason(r)})" for r in incon]) + "."))
+                + join_words([f"{r.get('name') or r['category']} ({_incon_reason(r)})" for r in incon]) + "."))
     if len(models) > 1:
         changed = _flag_changes(models)
         b.append(Paragraph(f"Compared with {models[0]['name']}: " + ("; ".join(changed) if changed else
@@ -743,7 +743,7 @@ def _lists_section(doc: dict, models: list[dict], no: int) -> Section:
     others = {m["name"]: (m["method"].get("templates") or {}).get("sha256") for m in models[1:]}
     differ = [n for n, h in others.items() if h != tpl.get("sha256")]
     if differ:
-        b.append(Paragraph(f"Caution: {_join(differ)} {'was' if len(differ) == 1 else 'were'} audited with a "
+        b.append(Paragraph(f"Caution: {join_words(differ)} {'was' if len(differ) == 1 else 'were'} audited with a "
                            "different template list (see the provenance section); their results are not directly "
                            "comparable.", "lead"))
     counts = tpl.get("counts") or {}
@@ -959,7 +959,7 @@ def _completion_section(doc: dict, no: int) -> Section:
     cm = comp.get("method") or {}
     rows_in = comp.get("rows") or []
     b: list[Block] = [Paragraph(
-        f"{_cap(str(cm.get('name', 'sentence completion')))}. Each template's [RACE] slot is filled with each term "
+        f"{cap(str(cm.get('name', 'sentence completion')))}. Each template's [RACE] slot is filled with each term "
         "in turn and "
         f"its [MASK] tokens are completed by the model, {cm.get('fill', 'greedily')}; the table shows the completed "
         f"sentence and, for every mask, the top {comp.get('top_k', '')} fillers with their probabilities at the "
@@ -1001,7 +1001,7 @@ def _provenance_section(doc: dict, models: list[dict], no: int) -> Section:
     versions = prov.get("versions") or {}
     method = main["method"]
     tpl = method.get("templates") or {}
-    rows = [["Audit date", _date(prov)],
+    rows = [["Audit date", report_date(prov)],
             ["FairDesk version (audit)", str(versions.get("fairdesk", "not recorded"))],
             ["FairDesk version (report)", __version__],
             ["Seed", str(prov.get("seed", "not recorded"))],
@@ -1024,7 +1024,7 @@ def _provenance_section(doc: dict, models: list[dict], no: int) -> Section:
             rows.append([f"Model SHA-256 ({m['name']})", "not recorded (model given in memory, not as a folder)"])
         if m is not main:
             p = m["provenance"]
-            rows.append([f"Audit date ({m['name']})", _date(p)])
+            rows.append([f"Audit date ({m['name']})", report_date(p)])
             if (m["method"].get("templates") or {}).get("sha256") != tpl.get("sha256"):
                 rows.append([f"Template SHA-256 ({m['name']})",
                              str((m["method"].get("templates") or {}).get("sha256") or "not recorded")])
@@ -1032,7 +1032,7 @@ def _provenance_section(doc: dict, models: list[dict], no: int) -> Section:
     if comp:
         ct = (comp.get("method") or {}).get("templates") or {}
         rows += [["Completion templates SHA-256", str(ct.get("sha256") or "not recorded")],
-                 ["Completion run on", _date(comp.get("provenance") or {})],
+                 ["Completion run on", report_date(comp.get("provenance") or {})],
                  ["Completion top-k", str(comp.get("top_k", "not recorded"))]]
     b: list[Block] = [Paragraph(
         "Everything needed to reproduce this audit: the same model folders (same fingerprints), template lists "
@@ -1058,7 +1058,7 @@ def build_mlm_bias_report(doc: "dict | MLMBiasResult", *, title: str = TITLE) ->
     doc = document_from(doc)
     _install_figure_kinds()  # so that pdf.write_pdf / render_bytes can draw this report's figures
     models = _models(doc)
-    date = _date(models[0]["provenance"])
+    date = report_date(models[0]["provenance"])
     sections = [_summary_section(doc, models, date)]
     sections.append(_method_section(models, 2))
     no = 3
@@ -1097,3 +1097,8 @@ def render_mlm_bias_bytes(doc_or_result: "dict | MLMBiasResult", **kwargs: Any) 
     from fairdesk.core.reports.pdf import render_bytes
 
     return render_bytes(build_mlm_bias_report(doc_or_result, **kwargs))
+
+
+def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
+    """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
+    return mlm_bias_report_to_pdf(doc, path)  # TODO(issue 11): honour settings.suppress_k

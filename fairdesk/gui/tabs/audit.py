@@ -447,7 +447,7 @@ class AuditTab(QWidget):
         name = f"Group gaps: {', '.join(attrs)} ({plan.gap_rule}, B={plan.n_boot})"
 
         def work(progress, cancel):
-            from fairdesk.jobs.tasks import audit_groups
+            from fairdesk.jobs.groups import audit_groups
 
             return audit_groups(project_path, dataset_id, plan, name=name, progress=progress, cancel=cancel)
 

@@ -3,7 +3,7 @@
 Set-up: image dataset, classifier under audit, counterfactual generator, optional negative-control classifier (one
 known to ignore the attribute: its shift through the same generator is the band inside which shifts are called
 "inconclusive"), attribute, label column per output, split, equivalence margin → a job
-(:func:`fairdesk.jobs.image_tasks.audit_cit`). Results of a stored ``cit_images`` audit:
+(:func:`fairdesk.jobs.images.audit_cit`). Results of a stored ``cit_images`` audit:
 
 * the tests per output (default conditional-invariance test p / q, published CIT-LR t / p / q, DP and EO p), the
   oriented shift per direction with its CI, flip rates, the flip baseline and the verdict — "inconclusive" is
@@ -11,7 +11,7 @@ known to ignore the attribute: its shift through the same generator is the band 
 * counterfactual quality (composition, effectiveness, Fréchet distance in a locally fitted feature space);
 * the scatter of predictions original/reconstruction vs counterfactual with the flip column;
 * the diff viewer over the stored example units;
-* export of the PDF report as a job (:func:`fairdesk.jobs.tasks.export_report`, the same bytes as the CLI's).
+* export of the PDF report as a job (:func:`fairdesk.jobs.reports.export_report`, the same bytes as the CLI's).
 
 A "Synthetic benchmark" page runs the 004 Fig. 2 study (:func:`fairdesk.core.synthetic.cit_benchmark.run_cit_benchmark`)
 on a few classifiers as a job and plots log10 p against ECA per test, with Spearman ρ. A "Validity" page runs the
@@ -422,7 +422,7 @@ class ImageAuditPanel(QWidget):
         def work(progress, cancel):
             import torch
 
-            from fairdesk.jobs.image_tasks import audit_cit
+            from fairdesk.jobs.images import audit_cit
 
             torch.set_num_threads(threads)
             return audit_cit(project_path, *args, progress=progress, cancel=cancel, **kw)
@@ -482,7 +482,7 @@ class ImageAuditPanel(QWidget):
         self._filled: set[str] = set()
         if audit_id is not None and self.window_.project is not None:
             from fairdesk.core.errors import FairDeskError
-            from fairdesk.jobs.image_tasks import load_cit_audit
+            from fairdesk.jobs.images import load_cit_audit
 
             try:
                 self.doc, self.arrays = load_cit_audit(self.window_.project.path, audit_id)

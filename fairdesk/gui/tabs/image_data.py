@@ -2,7 +2,7 @@
 
 Open the CSV (its header is read here; CheXpert and MIMIC-CXR columns are recognised and pre-mapped), choose the
 image folder, map the roles (path, disease labels, sensitive attributes, patient id), and import as a job
-(:func:`fairdesk.jobs.image_tasks.import_image_dataset`: every image is opened once, unreadable files are listed
+(:func:`fairdesk.jobs.images.import_image_dataset`: every image is opened once, unreadable files are listed
 and left out, patient-disjoint train/validation/test splits). A stored image dataset is re-opened as a job and
 shown as a lazy thumbnail grid with its split counts and the unreadable files.
 
@@ -27,7 +27,7 @@ FROM_PATH = "(parse from the path: patientNNNNN / pNNNNNNNN)"
 STYLE_TEXT = {"chexpert": "CheXpert style recognised: paths, findings and attributes are mapped.",
               "mimic-cxr": "MIMIC-CXR style recognised: paths are built from subject / study / dicom ids.",
               "custom": "Map the columns by hand."}
-IMAGES_KIND = "images"   # fairdesk.jobs.image_tasks.IMAGES_KIND (not imported: keeps start-up light)
+IMAGES_KIND = "images"   # fairdesk.jobs.images.IMAGES_KIND (not imported: keeps start-up light)
 CLASSIFIER_KIND = "image_classifier"
 GENERATOR_KIND = "image_generator"
 AUDIT_KIND = "cit_images"
@@ -278,7 +278,7 @@ class ImageDataPanel(QWidget):
         project_path = project.path
 
         def work(progress, cancel):
-            from fairdesk.jobs.image_tasks import import_image_dataset
+            from fairdesk.jobs.images import import_image_dataset
 
             return import_image_dataset(project_path, csv, folder, roles, name, split_seed=seed, val_size=val,
                                         test_size=test, progress=progress, cancel=cancel)
@@ -324,7 +324,7 @@ class ImageDataPanel(QWidget):
         project_path = project.path
 
         def work(progress, cancel):
-            from fairdesk.jobs.image_tasks import image_dataset
+            from fairdesk.jobs.images import image_dataset
 
             return image_dataset(project_path, dataset_id, progress=progress, cancel=cancel)
 

@@ -374,7 +374,7 @@ class ImageModelPanel(QWidget):
         outputs = [o.strip() for o in self.import_outputs.text().split(",") if o.strip()] or None
 
         def work(progress, cancel):
-            from fairdesk.jobs.image_tasks import import_image_classifier
+            from fairdesk.jobs.images import import_image_classifier
 
             return import_image_classifier(project_path, path, image_size=size, outputs=outputs, progress=progress,
                                            cancel=cancel)
@@ -397,7 +397,7 @@ class ImageModelPanel(QWidget):
         def work(progress, cancel):
             import torch
 
-            from fairdesk.jobs.image_tasks import train_image_classifier
+            from fairdesk.jobs.images import train_image_classifier
 
             torch.set_num_threads(threads)
             return train_image_classifier(project_path, dataset_id, labels, out, arch=arch, epochs=epochs,
@@ -431,7 +431,7 @@ class ImageModelPanel(QWidget):
         def work(progress, cancel):
             import torch
 
-            from fairdesk.jobs.image_tasks import train_generator_job
+            from fairdesk.jobs.images import train_generator_job
 
             torch.set_num_threads(threads)
             return train_generator_job(project_path, dataset_id, attribute, out, on_metrics=feed.metrics,

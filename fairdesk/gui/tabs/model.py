@@ -194,7 +194,7 @@ class ModelTab(QWidget):
         kind_text = self.kind_combo.currentText()
 
         def work(progress, cancel):
-            from fairdesk.jobs.tasks import train
+            from fairdesk.jobs.groups import train
 
             return train(project_path, dataset_id, spec, progress=progress, cancel=cancel)
 

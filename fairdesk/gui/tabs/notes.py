@@ -3,10 +3,10 @@ baseline-vs-debiased encoder comparison (issue 3 point 4; 001 §4.1, Tables 5, A
 
 The form reads only the notes file's header (and, for CSV, its first rows) to offer columns with sensible guesses;
 everything else runs as jobs through ``window.run_job`` with the job functions the CLI calls too
-(:func:`fairdesk.jobs.note_tasks.train_note_classifiers` and :func:`~fairdesk.jobs.note_tasks.compare_encoders_job`).
+(:func:`fairdesk.jobs.notes.train_note_classifiers` and :func:`~fairdesk.jobs.notes.compare_encoders_job`).
 Training stores a predictions dataset with column roles (ready for the Audit tab) and a model record of kind
 ``note_mlp``; the comparison stores an audit of kind ``note_classifiers``, whose PDF is written by
-:func:`fairdesk.jobs.tasks.export_report` (the same bytes as ``fairdesk-cli audit encoders --pdf``).
+:func:`fairdesk.jobs.reports.export_report` (the same bytes as ``fairdesk-cli audit encoders --pdf``).
 Encoders are the project's language models (model records of kind ``masked_lm``) or folders chosen here.
 torch, transformers and sklearn load inside the jobs only.
 """
@@ -29,7 +29,7 @@ from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_
                                               split_page, stored_audits_header, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
-LM_KIND = "masked_lm"  # fairdesk.jobs.text_tasks.MODEL_KIND
+LM_KIND = "masked_lm"  # fairdesk.jobs.text.MODEL_KIND
 NOTE_MODEL_KIND = "note_mlp"  # fairdesk.core.models.note_classifier.MODEL_KIND
 AUDIT_KIND = "note_classifiers"
 NOTE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")  # what fairdesk.core.data.loaders reads
@@ -535,7 +535,7 @@ class NoteClassifierPanel(QWidget):
         if project is None:
             return []
         try:
-            from fairdesk.jobs.text_tasks import language_models
+            from fairdesk.jobs.text import language_models
         except ImportError:  # pragma: no cover - text_tasks ships with FairDesk
             return [m for m in project.models() if m.kind == LM_KIND]
         return language_models(project)
@@ -771,7 +771,7 @@ class NoteClassifierPanel(QWidget):
 
         def work(progress, cancel):
             _threads(threads)
-            from fairdesk.jobs.note_tasks import train_note_classifiers
+            from fairdesk.jobs.notes import train_note_classifiers
 
             return train_note_classifiers(project_path, notes, encoder, spec, progress=progress, cancel=cancel)
 
@@ -816,7 +816,7 @@ class NoteClassifierPanel(QWidget):
 
         def work(progress, cancel):
             _threads(threads)
-            from fairdesk.jobs.note_tasks import compare_encoders_job
+            from fairdesk.jobs.notes import compare_encoders_job
 
             return compare_encoders_job(project_path, notes, encoders, list(spec.tasks), attribute, spec,
                                         n_boot=n_boot, min_group_size=min_group, name=audit_name,
@@ -915,7 +915,7 @@ class NoteClassifierPanel(QWidget):
         self._update_buttons()
 
     def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
-        """Write the PDF report of a stored comparison as a job (:func:`fairdesk.jobs.tasks.export_report`)."""
+        """Write the PDF report of a stored comparison as a job (:func:`fairdesk.jobs.reports.export_report`)."""
         project = self.window_.project
         audit_id = audit_id if audit_id is not None else self.audit_id
         if project is None or audit_id is None:

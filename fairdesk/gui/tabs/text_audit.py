@@ -2,7 +2,7 @@
 compared with a second model and with the sentence-completion probe, run as a job; stored results are explored
 here (per-category table, per-category score distribution, comparison, completion) and exported as PDF.
 
-The job function is :func:`fairdesk.jobs.text_tasks.audit_mlm_bias`; the stored document is the one of
+The job function is :func:`fairdesk.jobs.text.audit_mlm_bias`; the stored document is the one of
 :func:`fairdesk.core.audits.mlm_bias.mlm_audit_document` (project audit kind ``"mlm_bias"``), and the plots draw the
 rows of :mod:`fairdesk.core.reports.text` (``category_distribution_data``, ``category_summary_data``) — the same
 tables the PDF report's figures are drawn from. torch loads inside the job; pyqtgraph when a plot is first shown.
@@ -532,7 +532,7 @@ class MLMAuditPanel(QWidget):
         completion, top_k = self.completion_check.isChecked(), self.top_k_spin.value()
 
         def work(progress, cancel):
-            from fairdesk.jobs.text_tasks import audit_mlm_bias
+            from fairdesk.jobs.text import audit_mlm_bias
 
             return audit_mlm_bias(project_path, dirs, templates, opts, completion, names=names,
                                   expected_fingerprints=fingerprints, top_k=top_k, threads=threads,

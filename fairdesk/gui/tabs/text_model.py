@@ -1,7 +1,7 @@
 """Language models (Model tab sub-page): the project's masked LMs, "Open model folder…", and training a masked LM
 from local notes as a job with a live loss curve, checkpoints, cancel and resume (METHODS §7).
 
-The job functions are :mod:`fairdesk.jobs.text_tasks` (``register_language_model``, ``train_language_model``).
+The job functions are :mod:`fairdesk.jobs.text` (``register_language_model``, ``train_language_model``).
 The training loop calls ``on_log(record)`` on the worker thread; the record is handed to the GUI thread by a Qt
 signal of a QObject living in the GUI thread (a queued connection), so no widget is touched from the worker.
 torch and transformers load inside the jobs; pyqtgraph when the loss curve is first shown.
@@ -360,7 +360,7 @@ class LanguageModelPanel(QWidget):
         project_path = project.path
 
         def work(progress, cancel):
-            from fairdesk.jobs.text_tasks import register_language_model
+            from fairdesk.jobs.text import register_language_model
 
             return register_language_model(project_path, folder, progress=progress, cancel=cancel)
 
@@ -475,7 +475,7 @@ class LanguageModelPanel(QWidget):
             bridge.record.emit(run, dict(record))
 
         def work(progress, cancel):
-            from fairdesk.jobs.text_tasks import train_language_model
+            from fairdesk.jobs.text import train_language_model
 
             return train_language_model(project_path, corpus, out, cfg, resume, name=name, on_log=on_log,
                                         threads=threads, progress=progress, cancel=cancel)

@@ -234,10 +234,10 @@ def ask_pdf_path(parent: QWidget, window, title: str, file_name: str, remember: 
 
 def export_report_job(window, name: str, project_path, audit_id: int, path, on_done=None, on_fail=None,
                       **options):
-    """Write the PDF report of a stored audit as a job (:func:`fairdesk.jobs.tasks.export_report`; ``options``
+    """Write the PDF report of a stored audit as a job (:func:`fairdesk.jobs.reports.export_report`; ``options``
     such as ``suppress_k`` are passed on). Returns the job."""
     def work(progress, cancel):
-        from fairdesk.jobs.tasks import export_report
+        from fairdesk.jobs.reports import export_report
 
         return export_report(project_path, audit_id, path, progress=progress, cancel=cancel, **options)
 

@@ -12,7 +12,7 @@ Every function is ``f(inputs..., progress=None, cancel=None) -> result`` and run
 * model, kind ``"image_generator"``: ``info["path"]`` (generator folder), ``attribute`` ``{"column", "values",
   "positive"}``, ``config``, ``schedule``, ``sha256``, ``step``, losses.
 * audit, kind ``"cit_images"``: the document of :func:`fairdesk.core.audits.cit_images.run_cit_pipeline` (the same
-  JSON that ``fairdesk-cli audit cit --json`` writes); its PDF via ``export_report`` in :mod:`fairdesk.jobs.tasks`.
+  JSON that ``fairdesk-cli audit cit --json`` writes); its PDF via ``export_report`` in :mod:`fairdesk.jobs`.
 """
 from __future__ import annotations
 

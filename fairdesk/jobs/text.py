@@ -1,6 +1,6 @@
 """Job functions of the language-model audits (issue 3): register or train a masked LM, run the bias probe.
 
-Each is ``f(inputs..., progress, cancel) -> id`` like :mod:`fairdesk.jobs.tasks`; the GUI runs them on the worker
+Each is ``f(inputs..., progress, cancel) -> id`` like :mod:`fairdesk.jobs`; the GUI runs them on the worker
 thread and the CLI could call them too. torch and transformers are imported inside the core functions they call.
 
 Project records
@@ -123,7 +123,7 @@ def unique_names(names: list[str]) -> list[str]:
 
 def audit_mlm_bias(project_path: str | Path, model_dirs: list, templates_path: str | Path | None = None,
                    options=None, completion: bool = False, *, names: list[str] | None = None,
-                   completion_templates: str | Path | None = None, top_k: int = 5, audit_name: str | None = None,
+                   completion_templates: str | Path | None = None, top_k: int = 5, name: str | None = None,
                    expected_fingerprints: list[str | None] | None = None,
                    threads: int | None = None, progress: ProgressFn | None = None,
                    cancel: CancelToken | None = None) -> int:
@@ -149,15 +149,15 @@ def audit_mlm_bias(project_path: str | Path, model_dirs: list, templates_path: s
         raise ModelError("Give one name per model folder.")
     results = {}
     span = 0.9 if completion else 1.0
-    for i, (name, path) in enumerate(zip(names, dirs)):
+    for i, (model_name, path) in enumerate(zip(names, dirs)):
         sub = rep.sub(span * i / len(dirs), span * (i + 1) / len(dirs))
-        results[name] = run_mlm_bias_audit(path, templates, opts,
-                                           progress=lambda f, m, s=sub, n=name: s(f, f"{n}: {m}"),
+        results[model_name] = run_mlm_bias_audit(path, templates, opts,
+                                           progress=lambda f, m, s=sub, n=model_name: s(f, f"{n}: {m}"),
                                            cancel=rep.cancel)
         expected = (expected_fingerprints or [None] * len(dirs))[i]
-        found = results[name].provenance.get("model_hashes", {}).get("masked_lm")
+        found = results[model_name].provenance.get("model_hashes", {}).get("masked_lm")
         if expected and found != expected:
-            raise ModelError(f"The files of model '{name}' in {path} changed since it was added to the project "
+            raise ModelError(f"The files of model '{model_name}' in {path} changed since it was added to the project "
                              "(its fingerprint differs). Open the folder again on the Model tab to audit it as it "
                              "is now.")
     done_completion = None
@@ -168,7 +168,7 @@ def audit_mlm_bias(project_path: str | Path, model_dirs: list, templates_path: s
                                               progress=rep.sub(0.9, 0.99), cancel=rep.cancel)
     doc = mlm_audit_document(results, dict(zip(names, dirs)), done_completion)
     rep.check()
-    title = audit_name or ("Language-model bias: " + " vs ".join(names))
+    title = name or ("Language-model bias: " + " vs ".join(names))
     audit_id = Project(project_path).add_audit(title, AUDIT_KIND, json.dumps(doc, ensure_ascii=False,
                                                                              allow_nan=False))
     rep(1.0, f"stored as audit #{audit_id}")

@@ -1,0 +1,124 @@
+"""The kind registry: every dataset, model and audit kind FairDesk knows, one row each.
+
+An audit kind is one :class:`AuditKind` row naming, by ``"module:attribute"`` reference (never by import, so this
+module stays import-light and the layers stay clean):
+
+* ``job`` — the one function both front ends call: ``job(project_path, ..., name=None, progress=None,
+  cancel=None) -> audit_id``. It runs the audit and stores its document in the project. The CLI runs it on a
+  temporary project when no ``--project`` is given, so the CLI and the GUI store the same document.
+* ``parser`` — ``parse(doc: dict) -> object``, the typed result of a stored document (``None``: the dict itself).
+* ``report`` — ``build_report(doc: dict, path, settings: ReportSettings) -> Path``: the PDF, one signature for
+  every kind, honouring every report setting (the small-cell k above all).
+* ``page`` — the GUI page class showing the kind (it takes the main window).
+
+Who resolves what (so no layer reaches upward by import): core resolves ``parser`` and ``report``; ``fairdesk.jobs``
+resolves ``job``; ``fairdesk.gui`` resolves ``page``. ``tests/test_kinds.py`` checks that every reference resolves and
+that every kind string stored by the code is a row here.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from fairdesk.core.errors import DataError
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """Every setting a report builder takes. ``suppress_k``: counts below k print as "<k" everywhere (tables,
+    figure labels, lists of dropped groups)."""
+
+    suppress_k: int = 11
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.suppress_k, int) or self.suppress_k < 1:
+            raise DataError("The small-cell threshold k must be a whole number of at least 1.")
+
+
+@dataclass(frozen=True)
+class AuditKind:
+    name: str  # the kind string stored in the project
+    title: str  # what a user reads
+    job: str
+    report: str
+    page: str
+    parser: str | None = None
+
+
+@dataclass(frozen=True)
+class DatasetKind:
+    name: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    name: str
+    title: str
+
+
+AUDIT_KINDS: dict[str, AuditKind] = {k.name: k for k in (
+    AuditKind("groups", "Group performance gaps",
+              job="fairdesk.jobs.groups:audit_groups",
+              report="fairdesk.core.reports.pdf:build_group_report",
+              page="fairdesk.gui.tabs.audit:AuditTab",
+              parser="fairdesk.core.audits.groups:GroupAuditResult.from_dict"),
+    AuditKind("mlm_bias", "Masked-language-model bias",
+              job="fairdesk.jobs.text:audit_mlm_bias",
+              report="fairdesk.core.reports.text:build_report",
+              page="fairdesk.gui.tabs.text_audit:MLMAuditPanel"),
+    AuditKind("note_classifiers", "Encoder comparison (note classifiers)",
+              job="fairdesk.jobs.notes:compare_encoders_job",
+              report="fairdesk.core.reports.notes:build_report",
+              page="fairdesk.gui.tabs.notes:NoteClassifierPanel"),
+    AuditKind("cit_images", "Counterfactual invariance (images)",
+              job="fairdesk.jobs.images:audit_cit",
+              report="fairdesk.core.reports.imaging:build_report",
+              page="fairdesk.gui.tabs.image_audit:ImageAuditPanel"),
+)}
+
+DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (
+    DatasetKind("predictions", "Predictions (label, score, group columns)"),
+    DatasetKind("features", "Features table"),
+    DatasetKind("images", "Image dataset"),
+    DatasetKind("cit_predictions", "Counterfactual predictions (scored elsewhere)"),
+)}
+
+MODEL_KINDS: dict[str, ModelKind] = {k.name: k for k in (
+    ModelKind("logistic_regression", "Logistic regression"),
+    ModelKind("gradient_boosting", "Gradient boosting"),
+    ModelKind("random_forest", "Random forest"),
+    ModelKind("mlp", "Multilayer perceptron"),
+    ModelKind("masked_lm", "Masked language model"),
+    ModelKind("note_mlp", "Note classifier (frozen encoder + MLP)"),
+    ModelKind("image_classifier", "Image classifier"),
+    ModelKind("image_generator", "Counterfactual image generator"),
+)}
+
+
+def audit_kind(name: str) -> AuditKind:
+    try:
+        return AUDIT_KINDS[name]
+    except KeyError:
+        raise DataError(f"Audits of kind '{name}' are not known to this version of FairDesk "
+                        f"(known: {', '.join(AUDIT_KINDS)}).") from None
+
+
+def resolve(ref: str):
+    """The object a ``"package.module:attr.attr"`` reference names (imported on first use)."""
+    module, _, attrs = ref.partition(":")
+    obj = importlib.import_module(module)
+    for part in attrs.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def parse_document(name: str, doc: dict):
+    """The typed result of a stored audit document of kind ``name`` (the dict itself for kinds without a parser)."""
+    kind = audit_kind(name)
+    return resolve(kind.parser)(doc) if kind.parser else doc
+
+
+def build_report(name: str, doc: dict, path, settings: ReportSettings | None = None):
+    """Write the PDF of an audit document of kind ``name``: the one route every front end uses."""
+    return resolve(audit_kind(name).report)(doc, path, settings or ReportSettings())

@@ -1,0 +1,125 @@
+"""The generic report document: a plain tree of sections holding paragraphs, tables (header + rows of strings) and
+figure specs. Every audit kind's report builder (``fairdesk.core.reports.<kind>``) produces one; the renderer
+(:mod:`fairdesk.core.reports.pdf`) only lays it out, so everything a report claims is decided, worded and
+small-cell-suppressed before rendering, where tests can read it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+import pandas as pd
+
+
+@dataclass
+class Paragraph:
+    """Plain text (no markup). ``style``: body | lead | bullet | note | subheading | finding."""
+
+    text: str
+    style: str = "body"
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    title: str = ""
+    widths: list[float] | None = None  # relative column widths
+    align: list[str] | None = None  # "L" or "R" per column
+    small: bool = False  # long tables are set in a smaller font
+    note: str = ""
+
+
+@dataclass
+class FigureSpec:
+    kind: str  # "forest" | "delta" | "bins"
+    title: str
+    data: pd.DataFrame
+    caption: str = ""
+    xlabel: str = ""
+
+
+Block = Union[Paragraph, Table, FigureSpec]
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    new_page: bool = True
+    one_page: bool = False  # the renderer shrinks the section to fit one page (the governance summary)
+    landscape: bool = False  # wide tables: set on landscape pages
+
+
+@dataclass
+class Report:
+    title: str
+    subtitle: str
+    date: str  # the audit's date (from its provenance), never the time of rendering
+    suppress_k: int
+    sections: list[Section]
+    footer: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def section(self, key: str) -> Section:
+        for s in self.sections:
+            if s.key == key:
+                return s
+        raise KeyError(key)
+
+    def tables(self) -> list[Table]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, Table)]
+
+    def figures(self) -> list[FigureSpec]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, FigureSpec)]
+
+    def text(self, include_tooltips: bool = True) -> str:
+        """Every word of the report as plain text (for tests, search and a text export)."""
+        out = [self.title, self.subtitle, self.date]
+        for s in self.sections:
+            out.append(s.title)
+            for b in s.blocks:
+                if isinstance(b, Paragraph):
+                    out.append(b.text)
+                elif isinstance(b, Table):
+                    out += [b.title, " | ".join(b.header)] + [" | ".join(r) for r in b.rows] + [b.note]
+                else:
+                    out += [b.title, b.caption]
+                    if include_tooltips and "tooltip" in b.data:
+                        out += list(b.data["tooltip"])
+        return "\n".join(t for t in out if t)
+
+
+_COUNT_IN_TEXT = re.compile(r"\b(\d[\d,]*)(\s+(?:rows?|patients?|cases?|samples?|stays?|people))\b")
+
+
+def suppress_text(text: str, k: int) -> str:
+    """Replace counts such as "7 rows" in free text by "<k rows" when below k."""
+    def repl(m: re.Match) -> str:
+        value = int(m.group(1).replace(",", ""))
+        return (f"<{k}" if value < k else m.group(1)) + m.group(2)
+
+    return _COUNT_IN_TEXT.sub(repl, text)
+
+
+def cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def join_words(items: list[str]) -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def report_date(prov: dict) -> str:
+    stamp = str(prov.get("created_utc") or "")
+    m = re.match(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})", stamp)
+    return f"{m.group(1)} {m.group(2)} UTC" if m else (stamp or "date not recorded")
