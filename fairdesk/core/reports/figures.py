@@ -383,7 +383,8 @@ def bins_size(data: pd.DataFrame) -> tuple[float, float]:
     return FIG_WIDTH_IN, 0.45 + 1.95 * rows
 
 
-def _new_figure(size: tuple[float, float]):
+def new_figure(size: tuple[float, float]):
+    """A matplotlib figure on the Agg canvas (no pyplot state, no display), ``size`` in inches at 100 dpi."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)  # no display is needed; harmless when the GUI has chosen its own backend
@@ -413,7 +414,8 @@ def _single_axes(fig, labels, label_size: float = 7.0):
     return fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, 1 - (top + bottom) / h))
 
 
-def _save(fig, path_or_buffer, dpi: int) -> None:
+def save_figure(fig, path_or_buffer, dpi: int) -> None:
+    """Write ``fig`` as PNG. Deterministic: no metadata that varies between runs."""
     # no metadata that varies between runs; PNG text chunks carry only the software name
     fig.savefig(path_or_buffer, format="png", dpi=dpi, metadata={"Software": None},
                 pil_kwargs={"compress_level": 1})  # the PDF re-compresses the pixels anyway
@@ -492,7 +494,7 @@ def _legend(fig, ax, data: pd.DataFrame, band: bool = False) -> None:
 def render_forest_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
                       xlabel: str | None = None, dpi: int = 150) -> None:
     """A forest plot of ``forest_data`` rows: estimate, CI whiskers, significant gaps filled and coloured."""
-    fig = _new_figure(forest_size(data))
+    fig = new_figure(forest_size(data))
     ax = _single_axes(fig, data["label"] if len(data) else [])
     n = len(data)
     if n == 0:
@@ -519,14 +521,14 @@ def render_forest_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO
         _legend(fig, ax, data)
     fig.suptitle(title, fontsize=9.5, x=0.08 / fig.get_figwidth(), ha="left", y=1 - 0.06 / fig.get_figheight(),
                  va="top")
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def render_delta_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
                      dpi: int = 150) -> None:
     """Δ_eo^(N) estimates (markers by verdict) over their 95% permutation null band (grey bar): an estimate right of
     its band is unlikely without dependence; 0 = the same error rates in every bin."""
-    fig = _new_figure(delta_size(data))
+    fig = new_figure(delta_size(data))
     ax = _single_axes(fig, data["label"] if len(data) else [])
     n = len(data)
     if n == 0:
@@ -548,13 +550,13 @@ def render_delta_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO"
         _legend(fig, ax, data, band=True)
     fig.suptitle(title, fontsize=9.5, x=0.08 / fig.get_figwidth(), ha="left", y=1 - 0.06 / fig.get_figheight(),
                  va="top")
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def render_bins_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
                     xlabel: str = "", dpi: int = 150) -> None:
     """Small multiples, one per task: false positive and false negative rate in each bin of the attribute."""
-    fig = _new_figure(bins_size(data))
+    fig = new_figure(bins_size(data))
     tasks = list(dict.fromkeys(data["task"])) if not data.empty else []
     if not tasks:
         ax = fig.add_subplot(1, 1, 1)
@@ -588,4 +590,4 @@ def render_bins_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO",
     h = fig.get_figheight()
     fig.subplots_adjust(left=0.07, right=0.985, top=1 - 0.62 / h, bottom=(0.62 if xlabel else 0.45) / h,
                         wspace=0.28, hspace=0.6)
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)

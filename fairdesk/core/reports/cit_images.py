@@ -2,7 +2,7 @@
 
 :func:`build_cit_report` turns the stored JSON document (``kind == "cit_images"``, written by
 :func:`fairdesk.core.audits.cit_images.run_cit_pipeline` for both the CLI and the project job) into a
-:class:`~fairdesk.core.reports.model.Report`; :func:`cit_report_to_pdf` renders it. Sections:
+:class:`~fairdesk.core.reports.document.Report`; :func:`cit_report_to_pdf` renders it. Sections:
 
 1. summary — verdict per output in words, what "dependent", "equivalent within margin" and "inconclusive" mean,
    the negative-control band;
@@ -34,7 +34,7 @@ import pandas as pd
 
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.figures import fmt_ci, fmt_p, fmt_rate, fmt_signed
+from fairdesk.core.reports.figures import fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, save_figure
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Section, Table
 
 MAX_EXAMPLES_IN_REPORT = 6
@@ -404,20 +404,12 @@ FIG_W = 6.9
 
 
 def _new_figure(w: float, h: float):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(w, h), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
+    return new_figure((w, h))
 
 
 def _png(fig, dpi: int = 150) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+    save_figure(fig, buf, dpi)
     return buf.getvalue()
 
 

@@ -2,7 +2,7 @@
 
 :func:`build_mlm_bias_report` turns the stored document of an audit (:func:`~fairdesk.core.audits.mlm_bias.
 mlm_audit_document`: project audit kind ``"mlm_bias"``, the CLI's ``--json`` file) into the same
-:class:`~fairdesk.core.reports.model.Report` tree the group audit uses, and :func:`mlm_bias_report_to_pdf` writes it
+:class:`~fairdesk.core.reports.document.Report` tree the group audit uses, and :func:`mlm_bias_report_to_pdf` writes it
 with :func:`~fairdesk.core.reports.pdf.write_pdf` (deterministic bytes, atomic write). Sections: summary in plain
 words with the flag rule, method, the lists used and their sources, per-category results with distribution figures,
 the side-by-side comparison of several models (001 Table 3 style) with a figure, the sentence-completion probe and
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, num
+from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, new_figure, num, save_figure
 from fairdesk.core.reports.document import Block, FigureSpec, Paragraph, Report, Section, Table, cap, report_date, join_words
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -313,18 +313,6 @@ def comparison_size(data: pd.DataFrame) -> tuple[float, float]:
     return FIG_WIDTH_IN, 1.25 + 0.36 * n
 
 
-def _new_figure(size: tuple[float, float]):
-    from fairdesk.core.reports.figures import _new_figure as new
-
-    return new(size)
-
-
-def _save(fig, path_or_buffer, dpi: int) -> None:
-    from fairdesk.core.reports.figures import _save as save
-
-    save(fig, path_or_buffer, dpi)
-
-
 def _style(ax) -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -336,7 +324,7 @@ def render_distribution_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bi
     """Small multiples, one panel per category: each sentence's score by group (box plot with the points drawn
     over it; paired lines between a word pair's two sentences when there are few), zero line, the mean
     difference and q under the title; flagged categories in red."""
-    fig = _new_figure(distribution_size(data))
+    fig = new_figure(distribution_size(data))
     panels = list(dict.fromkeys(data["panel"])) if len(data) else []
     if not panels:
         ax = fig.add_subplot(1, 1, 1)
@@ -395,7 +383,7 @@ def render_distribution_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bi
                  va="top")
     h = fig.get_figheight()
     fig.subplots_adjust(left=0.08, right=0.99, top=1 - 0.72 / h, bottom=0.3 / h, wspace=0.42, hspace=0.62)
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def render_comparison_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
@@ -405,13 +393,13 @@ def render_comparison_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bina
     below the flag threshold."""
     from matplotlib.lines import Line2D
 
-    fig = _new_figure(comparison_size(data))
+    fig = new_figure(comparison_size(data))
     w, h = fig.get_figwidth(), fig.get_figheight()
     if data.empty:
         ax = fig.add_subplot(1, 1, 1)
         ax.text(0.5, 0.5, "no estimates to plot", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
-        _save(fig, path_or_buffer, dpi)
+        save_figure(fig, path_or_buffer, dpi)
         return
     labels = data.drop_duplicates("y").sort_values("y")
     label_text = [f"{r.category} · {r.name}" if r.name != r.category else str(r.category)
@@ -464,7 +452,7 @@ def render_comparison_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bina
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.02 / h), ncol=min(len(handles), 6),
                fontsize=6.5, frameon=False, handletextpad=0.3, columnspacing=1.1)
     fig.suptitle(title, fontsize=9.5, x=0.08 / w, ha="left", y=1 - 0.06 / h, va="top")
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def _blend(color: str, alpha: float) -> str:

@@ -1,4 +1,4 @@
-"""The PDF report of masked-LM bias audits (fairdesk.core.reports.text): report content, figure data, deterministic
+"""The PDF report of masked-LM bias audits (fairdesk.core.reports.mlm_bias): report content, figure data, deterministic
 and atomic PDF, the CLI's --pdf and the project's export giving the same bytes.
 
 No training: the scores come from the real probe run on a tiny untrained BERT over the shipped templates (445
@@ -21,7 +21,7 @@ torch.set_num_threads(1)
 
 from fairdesk.core.audits import mlm_bias as mb  # noqa: E402
 from fairdesk.core.errors import DataError  # noqa: E402
-from fairdesk.core.reports import text as T  # noqa: E402
+from fairdesk.core.reports import mlm_bias as T  # noqa: E402
 from fairdesk.core.reports.document import Table  # noqa: E402
 from fairdesk.core.text.templates import load_bias_templates  # noqa: E402
 
@@ -264,7 +264,7 @@ def test_figure_data(doc):
 
 
 def test_module_import_is_light():
-    code = ("import sys, fairdesk.core.reports.text; "
+    code = ("import sys, fairdesk.core.reports.mlm_bias; "
             "print(sorted(m for m in ('matplotlib', 'reportlab', 'torch', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

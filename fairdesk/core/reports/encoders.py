@@ -2,7 +2,7 @@
 
 :func:`build_notes_report` turns the ``note_classifiers`` JSON document (from
 :func:`fairdesk.core.models.note_classifier.note_classifiers_document`, as stored in the project) into the shared
-:class:`~fairdesk.core.reports.model.Report` model; :func:`notes_report_to_pdf` writes it with
+:class:`~fairdesk.core.reports.document.Report` model; :func:`notes_report_to_pdf` writes it with
 :func:`~fairdesk.core.reports.pdf.write_pdf`. Everything comes from the document (no clock, no files), so the CLI
 and the GUI write the same bytes for the same audit.
 """
