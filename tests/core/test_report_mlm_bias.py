@@ -106,7 +106,7 @@ def _table(report, title_part: str) -> Table:
 
 
 def test_report_content(doc):
-    rep = T.build_mlm_bias_report(doc)
+    rep = T.build_mlm_bias_report(doc, suppress_k=1)  # every count shown (k = 11 below: test_counts_below_k)
     assert [s.key for s in rep.sections] == ["summary", "method", "lists", "results", "comparison", "completion",
                                              "provenance"]
     clinical = {r["category"]: r for r in doc["records"]}
@@ -292,7 +292,24 @@ def test_pdf_is_deterministic_and_says_what_matters(doc, pdf_bytes, tmp_path):
     assert "Comparison of models" in flat and "Side-by-side comparison" in flat
     assert "Sentence completion" in flat and f"Template 1: {doc['completion']['rows'][0]['template']}" in flat
     assert "DIFFERS" in flat and "Provenance" in flat and "page 1 of" in flat
-    assert "inconclusive: 2 templates" in flat and "equivalent (±0.25 nats)" in flat
+    assert "inconclusive: <11 templates" in flat and "equivalent (±0.25 nats)" in flat  # the default k = 11
+    assert "inconclusive: 2 templates" not in flat
+
+
+def test_counts_below_k(doc):
+    """The default k = 11 suppresses counts of templates, pairs and sentences below 11 — in tables and verdicts —
+    and leaves settings (minimum templates) alone."""
+    rep = T.build_mlm_bias_report(doc)
+    assert rep.suppress_k == 11
+    rows = {r[0]: r for r in _table(rep, "attribute phrases").rows}
+    assert rows["DNR"][4] == "<11" and rows["CVD"][4] == "150" and rows["DRUG"][2] == "<11"
+    res = {r[0]: r for r in _table(rep, "per category — clinical").rows}
+    assert res["DRUG"][-1] == "inconclusive: <11 templates" and res["CVD"][2] == "15"
+    crow = {r[0]: r for r in _table(rep, "Side-by-side").rows}
+    assert crow["DNR"][11] == "inconclusive (<11 tpl.)"
+    text = rep.text()
+    assert "Minimum templates: 6" in text and "counts below 11 shown as “<11”" in text
+    assert "(2 templates)" not in text and "(<11 templates)" in text
 
 
 def test_group_report_figures_still_render():

@@ -201,7 +201,7 @@ def forest_data(result: "GroupAuditResult", attribute: str, metric: str, task: s
                "comparison_denominator": _nan(cden), "p_value": _nan(r.p_value), "q_value": _nan(r.q_value),
                "favours": None if r.favours is None or (isinstance(r.favours, float) and math.isnan(r.favours))
                else str(r.favours),
-               "reason": None if not isinstance(r.reason, str) else r.reason}
+               "reason": None if not isinstance(r.reason, str) else _reason(r.reason, suppress_k)}
         row["tooltip"] = forest_tooltip(row, rule, suppress_k, margin=float(getattr(result.plan, "margin", 0.05)))
         rows.append(row)
     return pd.DataFrame.from_records(rows, columns=FOREST_COLUMNS)
@@ -246,13 +246,20 @@ def comparison_counts(result: "GroupAuditResult", task: str, attribute: str, gro
     return _comparison_counts(cache[attribute], str(task), str(group), comparison, result.plan.gap_rule, metric)
 
 
+def _reason(text, k: int | None) -> str:
+    """A reason recorded by the audit ("only 3 positive cases …"), its counts below k shown as "<k"."""
+    from fairdesk.core.reports.document import suppress_text
+
+    return suppress_text(str(text), k) if k else str(text)
+
+
 def forest_tooltip(row: dict, rule: str, suppress_k: int | None = None, margin: float = 0.05) -> str:
     """Hover / report text for one gap estimate: n, denominators, rates, gap, CI, p and q."""
     k = suppress_k
     metric = METRIC_NAMES.get(row["metric"], row["metric"])
     lines = [f"{row['task']} · {row['attribute']} = {row['group']} · {metric}"]
     if num(row["rate"]) is None:
-        lines.append(f"rate: not estimable ({row['reason'] or 'no cases in the denominator'})")
+        lines.append(f"rate: not estimable ({_reason(row['reason'] or 'no cases in the denominator', k)})")
     else:
         lines.append(f"rate {fmt_rate(row['rate'])} = {fmt_fraction(row['numerator'], row['denominator'], k)}"
                      f"  (group n = {fmt_count(row['n'], k)})")
@@ -273,9 +280,9 @@ def forest_tooltip(row: dict, rule: str, suppress_k: int | None = None, margin: 
         if row["favours"]:
             lines.append(f"favours {row['favours']}")
         if row["reason"]:
-            lines.append(f"note: {row['reason']}")
+            lines.append(f"note: {_reason(row['reason'], k)}")
     else:
-        lines.append(f"gap not estimable ({row['reason'] or 'no comparison possible'})")
+        lines.append(f"gap not estimable ({_reason(row['reason'] or 'no comparison possible', k)})")
     return "\n".join(lines)
 
 
@@ -310,7 +317,7 @@ def delta_eo_data(result: "GroupAuditResult", attribute: str, *, suppress_k: int
                "significant_bh": is_true(r.significant_bh), "verdict": verdict_of(getattr(r, "verdict", None)),
                "status": gap_status(getattr(r, "verdict", None), estimable), "estimable": estimable,
                "n": _nan(r.n), "p_value": _nan(r.p_value), "q_value": _nan(r.q_value),
-               "reason": r.reason if isinstance(r.reason, str) else None}
+               "reason": _reason(r.reason, suppress_k) if isinstance(r.reason, str) else None}
         lines = [f"{row['task']} · {attribute} · Δ_eo with N = {n_req} bins"
                  + ("" if used is None or str(int(used)) == n_req else f" ({int(used)} used)")]
         if estimable:
@@ -320,7 +327,7 @@ def delta_eo_data(result: "GroupAuditResult", attribute: str, *, suppress_k: int
                       f"{verdict_text(row['verdict']) if row['verdict'] else 'not tested'}",
                       f"n = {fmt_count(r.n, suppress_k)}"]
         else:
-            lines.append(f"not estimable ({row['reason'] or 'both classes are needed'})")
+            lines.append(f"not estimable ({_reason(row['reason'] or 'both classes are needed', suppress_k)})")
         row["tooltip"] = "\n".join(lines)
         rows.append(row)
     return pd.DataFrame.from_records(rows, columns=DELTA_COLUMNS)

@@ -83,7 +83,7 @@ def _rate_cell(row, k: int) -> str:
     rate = num(row.rate)
     if rate is None:
         reason = _s(row.reason) or "no cases in the denominator"
-        return f"not estimable ({reason})"
+        return f"not estimable ({suppress_text(reason, k)})"
     return f"{fmt_rate(rate)} ({F.fmt_fraction(row.numerator, row.denominator, k)})"
 
 
@@ -623,7 +623,7 @@ def _tables_section(result, k) -> Section:
             gap_txt = fmt_signed(r.gap) if estimable else "not estimable"
             if estimable and _s(r.reason):
                 gap_txt += " *"
-                notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], _s(r.reason)])
+                notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], suppress_text(_s(r.reason), k)])
             rows.append([_s(r.task), _s(r.group), METRIC_SHORT[r.metric],
                          fmt_count(r.n, k), _rate_cell(r, k), comp or "–", gap_txt,
                          fmt_ci(r.ci_low, r.ci_high), fmt_p(r.p_value), fmt_p(r.q_value),
@@ -689,7 +689,8 @@ def _tables_section(result, k) -> Section:
             bins = num(r.bins)
             drows.append([_s(r.task), _s(r.attribute), _s(r.group).removeprefix("N="),
                           "–" if bins is None else str(int(bins)), fmt_count(r.n, k),
-                          fmt_rate(value) if value is not None else f"not estimable ({_s(r.reason)})",
+                          fmt_rate(value) if value is not None else
+                          f"not estimable ({suppress_text(_s(r.reason), k)})",
                           fmt_ci(r.ci_low, r.ci_high, signed=False), fmt_p(r.p_value), fmt_p(r.q_value),
                           _sig_text(r)])
         b.append(Table(["Task", "Attribute", "N requested", "N used", "n", "Δ_eo", "95% null band", "p (perm.)",
