@@ -172,9 +172,6 @@ CYCLE_ALLOWLIST: set[tuple[str, ...]] = set()
 
 # Private names imported from another fairdesk module: (importer, module imported from, name).
 PRIVATE_ALLOWLIST = {
-    # figure helpers shared by name between report modules: the reports helper makes them public.
-    ("fairdesk.core.reports.text", "fairdesk.core.reports.figures", "_new_figure"),
-    ("fairdesk.core.reports.text", "fairdesk.core.reports.figures", "_save"),
     # the cit audit's JSON cleaner (NaN -> null) reused by the validity benchmark: issue 11 (one document writer
     # shared by every kind).
     ("fairdesk.core.validity", "fairdesk.core.audits.cit", "_clean"),

@@ -101,7 +101,7 @@ def _write_outputs(doc: dict, args: argparse.Namespace) -> int:
     _print_summary(doc)
     print(f"-> {args.json}")
     if args.pdf:
-        from fairdesk.core.reports.imaging import cit_report_to_pdf
+        from fairdesk.core.reports.cit_images import cit_report_to_pdf
 
         print(f"-> {cit_report_to_pdf(doc, args.pdf)}")
     return 0

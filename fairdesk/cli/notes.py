@@ -102,7 +102,7 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
 def cmd_audit_encoders(args: argparse.Namespace) -> int:
     from fairdesk.core import atomic
     from fairdesk.core.errors import DataError
-    from fairdesk.core.reports.notes import notes_report_to_pdf
+    from fairdesk.core.reports.encoders import notes_report_to_pdf
 
     set_threads(args.threads)
     encoders = {"baseline": args.baseline}

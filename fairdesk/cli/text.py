@@ -17,7 +17,7 @@ from fairdesk.cli.progress import TerminalProgress
 def _write_pdf(doc: dict, path: str) -> None:
     """The PDF report of the full audit document (every model, the comparison and the completion probe): the same
     bytes the Audit tab and ``export_report`` write for this document."""
-    from fairdesk.core.reports.text import mlm_bias_report_to_pdf
+    from fairdesk.core.reports.mlm_bias import mlm_bias_report_to_pdf
 
     mlm_bias_report_to_pdf(doc, path)
 

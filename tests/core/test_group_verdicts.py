@@ -18,7 +18,7 @@ from fairdesk.core.audits.groups import (GroupAuditPlan, correct, findings, run_
                                          verdict_counts)
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.reports.document import Paragraph
-from fairdesk.core.reports.model import build_report
+from fairdesk.core.reports.groups import build_group_report
 from fairdesk.core.stats import gaps as G
 from fairdesk.core.stats.multiple import holm
 from fairdesk.core.synthetic.group_sim import simulate_audit_table
@@ -150,11 +150,11 @@ def test_finding7_a_pair_shown_twice_has_mirrored_interval_and_one_verdict():
     c = verdict_counts(res)
     assert len(f) == f["test_id"].nunique() == c["total"] < res.records["test_id"].notna().sum()
     assert c["tests"] == 18
-    text = build_report(res).text()
+    text = build_group_report(res).text()
     assert f"Of {c['total']} comparisons made (each pair of groups counted once), {c['differs']} differ" in text
     # the sentence about the lower group quotes that group's own interval
     if w["verdict"] == "differs":
-        lines = [b.text for b in build_report(res).section("summary").blocks
+        lines = [b.text for b in build_group_report(res).section("summary").blocks
                  if isinstance(b, Paragraph) and b.style == "finding" and "= Hispanic" in b.text]
         # Hispanic: gap −0.12, CI [−0.19, −0.06] -> "0.12 lower … 95% CI 0.06 to 0.19" (White's row, mirrored,
         # says the same; before issue 9 the sentence quoted White's own, different interval)
@@ -193,7 +193,7 @@ def test_equivalent_needs_precision_and_inconclusive_is_not_fair():
     assert set(small.records["verdict"]) == {"inconclusive"}
     assert (big.summary["n_equivalent"] == 1).all() and (small.summary["n_inconclusive"] == 1).all()
     # a wider margin turns the small audit's verdicts no further than the data allow
-    text = build_report(small).text()
+    text = build_group_report(small).text()
     assert "0 differ, 0 are equivalent within ±0.05 and 3 are inconclusive" in text
     assert "not proof that the model is fair" in text and "inconclusive comparison is not evidence of fairness" in text
     # JSON carries the verdict and the tests table

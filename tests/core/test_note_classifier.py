@@ -301,7 +301,7 @@ def test_cli_exit_codes_and_pdf(tmp_path, notes, encoders):
 
 
 def test_report_text(notes, encoders):
-    from fairdesk.core.reports.notes import build_notes_report
+    from fairdesk.core.reports.encoders import build_notes_report
 
     doc = json.loads((json.dumps(nc.note_classifiers_document(
         {"baseline": nc.train_note_classifiers(notes, encoders["baseline"], _spec(tasks=["sepsis"]))}))))

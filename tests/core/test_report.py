@@ -16,9 +16,10 @@ import pytest
 from fairdesk.core.audits.groups import RULE_TEXT, GroupAuditPlan, GroupAuditResult, run_group_audit
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.reports import figures as F
+from fairdesk.core.reports import groups as G
 from fairdesk.core.reports import pdf as P
 from fairdesk.core.reports.document import Paragraph, suppress_text
-from fairdesk.core.reports.model import build_report
+from fairdesk.core.reports.groups import build_group_report
 
 TASKS = ("sepsis", "mortality", "aki")
 PLANTED_SHIFT = 0.12  # Black patients with sepsis get scores lowered by this much -> lower recall in sepsis
@@ -57,7 +58,7 @@ def audit(table) -> GroupAuditResult:
 
 @pytest.fixture(scope="module")
 def report(audit):
-    return build_report(audit, dataset_name="Synthetic ICU cohort", model_description="the test model")
+    return build_group_report(audit, dataset_name="Synthetic ICU cohort", model_description="the test model")
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +193,7 @@ def test_summary_says_when_nothing_is_significant(audit):
     rec["significant_bh"] = rec["significant_bh"].map(lambda v: None if v is None else False)
     rec["verdict"] = rec["verdict"].map(lambda v: None if v is None else "inconclusive")
     quiet = dataclasses.replace(audit, records=rec)
-    quiet_report = build_report(quiet)
+    quiet_report = build_group_report(quiet)
     text = quiet_report.text()
     assert "No comparison differs after the correction" in text
     assert "not proof that the model is fair" in text and " 0 differ, " in text
@@ -248,7 +249,7 @@ def test_every_count_below_k_is_suppressed_in_the_model(report, audit):
 
 
 def test_suppression_k_is_configurable(audit):
-    text = build_report(audit, suppress_k=5).text()
+    text = build_group_report(audit, suppress_k=5).text()
     assert "<5" in text and "<11" not in text
     assert suppress_text("only 7 rows (< 30); all 12 rows are positive", 11) == \
         "only <11 rows (< 30); all 12 rows are positive"
@@ -259,7 +260,7 @@ def test_not_estimable_rates_are_never_zero():
     t.loc[(t.task == "aki") & (t.ethnicity == "Asian"), "label"] = 0  # no positives: recall undefined
     res = run_group_audit(t, GroupAuditPlan(roles=ROLES, n_boot=100, n_permutations=100, metrics=("recall",),
                                             bins=(2,)))
-    rep = build_report(res)
+    rep = build_group_report(res)
     table = next(x for x in rep.tables() if x.title == "Gap results: ethnicity")
     row = next(r for r in table.rows if r[0] == "aki" and r[1] == "Asian")
     assert row[4] == "not estimable (no positive cases in the group)" and row[6] == "not estimable"
@@ -273,7 +274,7 @@ def test_not_estimable_rates_are_never_zero():
 
 def test_report_from_stored_json_is_the_same(report, audit):
     again = GroupAuditResult.from_json(audit.to_json())
-    rebuilt = build_report(again, dataset_name="Synthetic ICU cohort", model_description="the test model")
+    rebuilt = build_group_report(again, dataset_name="Synthetic ICU cohort", model_description="the test model")
     assert rebuilt.text() == report.text()
     assert [t.rows for t in rebuilt.tables()] == [t.rows for t in report.tables()]
 
@@ -297,12 +298,12 @@ def test_pdf_is_well_formed(pdf_file):
 
 def test_same_result_gives_identical_pdf_bytes(audit, tmp_path):
     small = _sex_only(audit)
-    path = P.report_to_pdf(small, tmp_path / "sub" / "sex.pdf", title="Sex only", suppress_k=5)
+    path = G.report_to_pdf(small, tmp_path / "sub" / "sex.pdf", title="Sex only", suppress_k=5)
     first = path.read_bytes()
     assert first.startswith(b"%PDF-")
     # rebuilt from the result as stored in a project (JSON): the same bytes again
     stored = GroupAuditResult.from_json(small.to_json())
-    assert P.render_bytes(build_report(stored, title="Sex only", suppress_k=5)) == first
+    assert P.render_bytes(build_group_report(stored, title="Sex only", suppress_k=5)) == first
     text = _pdftotext(path)
     assert "Sex only" in text and "Gap results: sex" in text and "Gap results: ethnicity" not in text
 

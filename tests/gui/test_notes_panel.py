@@ -124,7 +124,7 @@ def test_form_guesses_then_training_fills_the_table_and_stores_predictions(windo
 
 def test_compare_stores_an_audit_fills_the_tables_and_exports_the_pdf(window, project_path, assets, panel_for,
                                                                      run_and_wait, tmp_path):
-    from fairdesk.core.reports.notes import notes_report_to_pdf
+    from fairdesk.core.reports.encoders import notes_report_to_pdf
 
     window.open_project(project_path, create=True)
     panel = panel_for()
@@ -309,7 +309,7 @@ def _gap_doc(with_verdicts: bool) -> dict:
 
 
 def test_gap_verdicts_are_counted_with_and_without_the_verdict_column():
-    from fairdesk.core.reports.notes import build_notes_report, gap_cell, gap_verdict_counts
+    from fairdesk.core.reports.encoders import build_notes_report, gap_cell, gap_verdict_counts
     from fairdesk.gui.tabs.notes import comparison_gaps, comparison_summary
 
     new, old = _gap_doc(True), _gap_doc(False)

@@ -28,7 +28,7 @@ split, n_windows`` + attributes), see :func:`prediction_roles`.
 :func:`compare_encoders` runs all this for several encoders (e.g. baseline and debiased), audits every encoder's
 predictions for group gaps (BH-corrected significant-gap counts, 001 Table 5) and probes how well the protected
 attribute can be recovered from the note features (001 Table D4), returning one JSON document of kind
-``"note_classifiers"`` (:func:`note_classifiers_document`), which :mod:`fairdesk.core.reports.notes` renders.
+``"note_classifiers"`` (:func:`note_classifiers_document`), which :mod:`fairdesk.core.reports.encoders` renders.
 
 torch, transformers and sklearn are imported inside functions only.
 """

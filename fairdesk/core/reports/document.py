@@ -92,16 +92,45 @@ class Report:
         return "\n".join(t for t in out if t)
 
 
-_COUNT_IN_TEXT = re.compile(r"\b(\d[\d,]*)(\s+(?:rows?|patients?|cases?|samples?|stays?|people))\b")
+#: the units whose counts are suppressed in free text ("7 rows", "3 notes", "2 units"); a number directly after
+#: a decimal point, a letter or a sign is not a count
+COUNT_UNITS = ("rows", "row", "patients", "patient", "cases", "case", "samples", "sample", "stays", "stay", "people",
+               "notes", "note", "images", "image", "scans", "scan", "units", "unit", "windows", "window",
+               "word pieces", "word piece", "sentences", "sentence", "templates", "template", "tpl.",
+               "word pairs", "word pair", "pairs", "pair", "positives", "negatives", "files", "file",
+               "positive cases", "negative cases")
+_UNITS = "|".join(re.escape(u) for u in sorted(COUNT_UNITS, key=len, reverse=True))
+_NUMBER = r"(\d{1,3}(?:,\d{3})+|\d+)"  # 1,234 or 1234 (a comma after a number is punctuation)
+_COUNT_IN_TEXT = re.compile(r"(?<![\w.,<\u2212+-])" + _NUMBER + r"(\s+(?:" + _UNITS + r"))(?![\w])")
+_N_EQUALS = re.compile(r"(\bn\s*=\s*)" + _NUMBER + r"(?!\d|[.,]\d)")
+
+
+#: a number after these words is a threshold (a setting such as "fewer than 30 rows"), not a count
+_THRESHOLD_BEFORE = re.compile(r"(?:at least|at most|fewer than|more than|less than|smaller than|larger than|"
+                               r"minimum of|maximum of|cap of)\s*$")
 
 
 def suppress_text(text: str, k: int) -> str:
-    """Replace counts such as "7 rows" in free text by "<k rows" when below k."""
+    """Replace counts such as "7 rows" or "n = 7" in free text by "<k rows", "n = <k" when below k. Thresholds
+    ("fewer than 5 rows": a setting, not a count) are left as they are."""
     def repl(m: re.Match) -> str:
         value = int(m.group(1).replace(",", ""))
-        return (f"<{k}" if value < k else m.group(1)) + m.group(2)
+        if value >= k or _THRESHOLD_BEFORE.search(m.string, 0, m.start()):
+            return m.group(0)
+        return f"<{k}" + m.group(2)
 
-    return _COUNT_IN_TEXT.sub(repl, text)
+    def repl_n(m: re.Match) -> str:
+        value = int(m.group(2).replace(",", ""))
+        return m.group(1) + (f"<{k}" if value < k else m.group(2))
+
+    return _N_EQUALS.sub(repl_n, _COUNT_IN_TEXT.sub(repl, text))
+
+
+def suppression_note(k: int) -> str:
+    """The sentence every report prints about its small-cell setting."""
+    if k <= 1:
+        return "Small-cell suppression: off (k = 1): every count is shown."
+    return f"Small-cell suppression: every count below {k} is shown as “<{k}”."
 
 
 def cap(text: str) -> str:

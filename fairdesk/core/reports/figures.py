@@ -201,7 +201,7 @@ def forest_data(result: "GroupAuditResult", attribute: str, metric: str, task: s
                "comparison_denominator": _nan(cden), "p_value": _nan(r.p_value), "q_value": _nan(r.q_value),
                "favours": None if r.favours is None or (isinstance(r.favours, float) and math.isnan(r.favours))
                else str(r.favours),
-               "reason": None if not isinstance(r.reason, str) else r.reason}
+               "reason": None if not isinstance(r.reason, str) else _reason(r.reason, suppress_k)}
         row["tooltip"] = forest_tooltip(row, rule, suppress_k, margin=float(getattr(result.plan, "margin", 0.05)))
         rows.append(row)
     return pd.DataFrame.from_records(rows, columns=FOREST_COLUMNS)
@@ -246,13 +246,20 @@ def comparison_counts(result: "GroupAuditResult", task: str, attribute: str, gro
     return _comparison_counts(cache[attribute], str(task), str(group), comparison, result.plan.gap_rule, metric)
 
 
+def _reason(text, k: int | None) -> str:
+    """A reason recorded by the audit ("only 3 positive cases …"), its counts below k shown as "<k"."""
+    from fairdesk.core.reports.document import suppress_text
+
+    return suppress_text(str(text), k) if k else str(text)
+
+
 def forest_tooltip(row: dict, rule: str, suppress_k: int | None = None, margin: float = 0.05) -> str:
     """Hover / report text for one gap estimate: n, denominators, rates, gap, CI, p and q."""
     k = suppress_k
     metric = METRIC_NAMES.get(row["metric"], row["metric"])
     lines = [f"{row['task']} · {row['attribute']} = {row['group']} · {metric}"]
     if num(row["rate"]) is None:
-        lines.append(f"rate: not estimable ({row['reason'] or 'no cases in the denominator'})")
+        lines.append(f"rate: not estimable ({_reason(row['reason'] or 'no cases in the denominator', k)})")
     else:
         lines.append(f"rate {fmt_rate(row['rate'])} = {fmt_fraction(row['numerator'], row['denominator'], k)}"
                      f"  (group n = {fmt_count(row['n'], k)})")
@@ -273,9 +280,9 @@ def forest_tooltip(row: dict, rule: str, suppress_k: int | None = None, margin: 
         if row["favours"]:
             lines.append(f"favours {row['favours']}")
         if row["reason"]:
-            lines.append(f"note: {row['reason']}")
+            lines.append(f"note: {_reason(row['reason'], k)}")
     else:
-        lines.append(f"gap not estimable ({row['reason'] or 'no comparison possible'})")
+        lines.append(f"gap not estimable ({_reason(row['reason'] or 'no comparison possible', k)})")
     return "\n".join(lines)
 
 
@@ -310,7 +317,7 @@ def delta_eo_data(result: "GroupAuditResult", attribute: str, *, suppress_k: int
                "significant_bh": is_true(r.significant_bh), "verdict": verdict_of(getattr(r, "verdict", None)),
                "status": gap_status(getattr(r, "verdict", None), estimable), "estimable": estimable,
                "n": _nan(r.n), "p_value": _nan(r.p_value), "q_value": _nan(r.q_value),
-               "reason": r.reason if isinstance(r.reason, str) else None}
+               "reason": _reason(r.reason, suppress_k) if isinstance(r.reason, str) else None}
         lines = [f"{row['task']} · {attribute} · Δ_eo with N = {n_req} bins"
                  + ("" if used is None or str(int(used)) == n_req else f" ({int(used)} used)")]
         if estimable:
@@ -320,7 +327,7 @@ def delta_eo_data(result: "GroupAuditResult", attribute: str, *, suppress_k: int
                       f"{verdict_text(row['verdict']) if row['verdict'] else 'not tested'}",
                       f"n = {fmt_count(r.n, suppress_k)}"]
         else:
-            lines.append(f"not estimable ({row['reason'] or 'both classes are needed'})")
+            lines.append(f"not estimable ({_reason(row['reason'] or 'both classes are needed', suppress_k)})")
         row["tooltip"] = "\n".join(lines)
         rows.append(row)
     return pd.DataFrame.from_records(rows, columns=DELTA_COLUMNS)
@@ -383,7 +390,8 @@ def bins_size(data: pd.DataFrame) -> tuple[float, float]:
     return FIG_WIDTH_IN, 0.45 + 1.95 * rows
 
 
-def _new_figure(size: tuple[float, float]):
+def new_figure(size: tuple[float, float]):
+    """A matplotlib figure on the Agg canvas (no pyplot state, no display), ``size`` in inches at 100 dpi."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)  # no display is needed; harmless when the GUI has chosen its own backend
@@ -413,7 +421,8 @@ def _single_axes(fig, labels, label_size: float = 7.0):
     return fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, 1 - (top + bottom) / h))
 
 
-def _save(fig, path_or_buffer, dpi: int) -> None:
+def save_figure(fig, path_or_buffer, dpi: int) -> None:
+    """Write ``fig`` as PNG. Deterministic: no metadata that varies between runs."""
     # no metadata that varies between runs; PNG text chunks carry only the software name
     fig.savefig(path_or_buffer, format="png", dpi=dpi, metadata={"Software": None},
                 pil_kwargs={"compress_level": 1})  # the PDF re-compresses the pixels anyway
@@ -492,7 +501,7 @@ def _legend(fig, ax, data: pd.DataFrame, band: bool = False) -> None:
 def render_forest_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
                       xlabel: str | None = None, dpi: int = 150) -> None:
     """A forest plot of ``forest_data`` rows: estimate, CI whiskers, significant gaps filled and coloured."""
-    fig = _new_figure(forest_size(data))
+    fig = new_figure(forest_size(data))
     ax = _single_axes(fig, data["label"] if len(data) else [])
     n = len(data)
     if n == 0:
@@ -519,14 +528,14 @@ def render_forest_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO
         _legend(fig, ax, data)
     fig.suptitle(title, fontsize=9.5, x=0.08 / fig.get_figwidth(), ha="left", y=1 - 0.06 / fig.get_figheight(),
                  va="top")
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def render_delta_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
                      dpi: int = 150) -> None:
     """Δ_eo^(N) estimates (markers by verdict) over their 95% permutation null band (grey bar): an estimate right of
     its band is unlikely without dependence; 0 = the same error rates in every bin."""
-    fig = _new_figure(delta_size(data))
+    fig = new_figure(delta_size(data))
     ax = _single_axes(fig, data["label"] if len(data) else [])
     n = len(data)
     if n == 0:
@@ -548,13 +557,13 @@ def render_delta_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO"
         _legend(fig, ax, data, band=True)
     fig.suptitle(title, fontsize=9.5, x=0.08 / fig.get_figwidth(), ha="left", y=1 - 0.06 / fig.get_figheight(),
                  va="top")
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def render_bins_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
                     xlabel: str = "", dpi: int = 150) -> None:
     """Small multiples, one per task: false positive and false negative rate in each bin of the attribute."""
-    fig = _new_figure(bins_size(data))
+    fig = new_figure(bins_size(data))
     tasks = list(dict.fromkeys(data["task"])) if not data.empty else []
     if not tasks:
         ax = fig.add_subplot(1, 1, 1)
@@ -588,4 +597,4 @@ def render_bins_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO",
     h = fig.get_figheight()
     fig.subplots_adjust(left=0.07, right=0.985, top=1 - 0.62 / h, bottom=(0.62 if xlabel else 0.45) / h,
                         wspace=0.28, hspace=0.6)
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)

@@ -1,4 +1,4 @@
-"""PDF rendering of a :class:`~fairdesk.core.reports.model.Report` with reportlab (platypus) and matplotlib (Agg).
+"""PDF rendering of a :class:`~fairdesk.core.reports.document.Report` with reportlab (platypus) and matplotlib (Agg).
 
 * A4, a header with the audit title on every page, "page X of Y" in the footer.
 * Tables split across pages with their header row repeated; long tables in a small font; long cells wrap.
@@ -23,14 +23,10 @@ import io
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from fairdesk.core import atomic
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Table
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fairdesk.core.audits.groups import GroupAuditResult
 
 PAGE_MARGIN_MM = 17
 _FONTS: dict[str, str] | None = None
@@ -51,13 +47,6 @@ def write_pdf(report: Report, path: str | os.PathLike) -> Path:
     data = _render(report)
     atomic.write_bytes(path, data)
     return path
-
-
-def report_to_pdf(result: "GroupAuditResult", path: str | os.PathLike, **build_kwargs) -> Path:
-    """Build the report model of ``result`` (``build_report`` keyword arguments) and write its PDF."""
-    from fairdesk.core.reports.model import build_report
-
-    return write_pdf(build_report(result, **build_kwargs), path)
 
 
 def render_bytes(report: Report) -> bytes:
@@ -473,11 +462,3 @@ def _render(report: Report) -> bytes:
     doc.build(story, canvasmaker=NumberedCanvas)
     return buf.getvalue()
 
-
-def build_group_report(doc: dict, path: str | os.PathLike, settings) -> Path:
-    """The group audit's PDF from its stored document (the registry's one report signature)."""
-    from fairdesk.core.audits.groups import GroupAuditResult
-
-    result = GroupAuditResult.from_dict(doc)
-    return report_to_pdf(result, path, dataset_name=result.provenance.get("dataset", ""),
-                         suppress_k=settings.suppress_k)

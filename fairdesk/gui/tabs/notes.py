@@ -197,7 +197,7 @@ def encoder_text(enc: dict) -> str:
 def comparison_summary(doc: dict) -> pd.DataFrame:
     """One row per encoder: mean test AUROC/AUPRC, gap verdicts (differs = significant after BH, equivalent,
     inconclusive; and the unadjusted significant count), attribute probe."""
-    from fairdesk.core.reports.notes import gap_verdict_counts
+    from fairdesk.core.reports.encoders import gap_verdict_counts
 
     rows = []
     for name in doc.get("encoders") or {}:
@@ -237,8 +237,8 @@ def comparison_performance(doc: dict) -> pd.DataFrame:
 def comparison_gaps(doc: dict) -> pd.DataFrame:
     """001 Table 5 layout: per encoder and group and measure, the gap verdicts over the tasks tested — differs
     (significant after BH, with the share favouring the group), equivalent, inconclusive — and the unadjusted
-    count (:func:`fairdesk.core.reports.notes.gap_cell`, the PDF's cell)."""
-    from fairdesk.core.reports.notes import gap_cell
+    count (:func:`fairdesk.core.reports.encoders.gap_cell`, the PDF's cell)."""
+    from fairdesk.core.reports.encoders import gap_cell
 
     gaps = doc.get("gaps") or []
     groups = list(dict.fromkeys(str(g.get("group")) for g in gaps))

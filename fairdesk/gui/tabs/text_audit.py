@@ -4,7 +4,7 @@ here (per-category table, per-category score distribution, comparison, completio
 
 The job function is :func:`fairdesk.jobs.text.audit_mlm_bias`; the stored document is the one of
 :func:`fairdesk.core.audits.mlm_bias.mlm_audit_document` (project audit kind ``"mlm_bias"``), and the plots draw the
-rows of :mod:`fairdesk.core.reports.text` (``category_distribution_data``, ``category_summary_data``) — the same
+rows of :mod:`fairdesk.core.reports.mlm_bias` (``category_distribution_data``, ``category_summary_data``) — the same
 tables the PDF report's figures are drawn from. torch loads inside the job; pyqtgraph when a plot is first shown.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ TABLE_HEADERS = {"verdict_text": "verdict", "mean_difference": "difference (nats
                  "p_equivalence": "p equivalence"}
 FLAG_BACKGROUND = "#FBE3D6"
 INCONCLUSIVE_FOREGROUND = "#6B6B6B"   # inconclusive rows: grey italics (neither a finding nor a clearance)
-GROUP_COLORS = ("#2F6F9F", "#C98A00")  # as fairdesk.core.reports.text.GROUP_COLORS (not imported at start-up)
+GROUP_COLORS = ("#2F6F9F", "#C98A00")  # as fairdesk.core.reports.mlm_bias.GROUP_COLORS (not imported at start-up)
 
 
 class FlaggedTableModel(PandasTableModel):
@@ -638,7 +638,7 @@ class MLMAuditPanel(QWidget):
             return
         names = self.model_names()
         method = doc.get("method") or {}
-        from fairdesk.core.reports.text import verdict_of, verdict_text
+        from fairdesk.core.reports.mlm_bias import verdict_of, verdict_text
 
         records = doc.get("records", [])
         flagged = [r["category"] for r in records if r.get("flagged")]
@@ -682,7 +682,7 @@ class MLMAuditPanel(QWidget):
             return
         rows = [{k: v for k, v in r.items() if k not in ("scores", "groups", "test", "effect_size_name")}
                 for r in part["records"]]
-        from fairdesk.core.reports.text import verdict_of, verdict_text
+        from fairdesk.core.reports.mlm_bias import verdict_of, verdict_text
 
         df = pd.DataFrame(rows)
         # a document stored before verdicts: derived from the flag, never "equivalent"
@@ -703,7 +703,7 @@ class MLMAuditPanel(QWidget):
             self.distribution_plot.clear("Run an audit, or choose one from the list, to see the scores of a "
                                          "category.")
             return
-        from fairdesk.core.reports.text import category_distribution_data, category_summary_data, verdict_text
+        from fairdesk.core.reports.mlm_bias import category_distribution_data, category_summary_data, verdict_text
 
         points = category_distribution_data(self.doc, model)
         summary = category_summary_data(self.doc, model)

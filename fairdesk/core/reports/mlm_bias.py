@@ -1,8 +1,8 @@
-"""The PDF report of a masked-LM bias audit (METHODS §4; issue 3, points 2, 3 and 5).
+"""The report of a masked-LM bias audit (kind ``"mlm_bias"``; METHODS §4; issue 3, points 2, 3 and 5).
 
 :func:`build_mlm_bias_report` turns the stored document of an audit (:func:`~fairdesk.core.audits.mlm_bias.
 mlm_audit_document`: project audit kind ``"mlm_bias"``, the CLI's ``--json`` file) into the same
-:class:`~fairdesk.core.reports.model.Report` tree the group audit uses, and :func:`mlm_bias_report_to_pdf` writes it
+:class:`~fairdesk.core.reports.document.Report` tree the group audit uses, and :func:`mlm_bias_report_to_pdf` writes it
 with :func:`~fairdesk.core.reports.pdf.write_pdf` (deterministic bytes, atomic write). Sections: summary in plain
 words with the flag rule, method, the lists used and their sources, per-category results with distribution figures,
 the side-by-side comparison of several models (001 Table 3 style) with a figure, the sentence-completion probe and
@@ -12,6 +12,12 @@ The figures' data are pure functions that a GUI can plot with pyqtgraph (no matp
 :func:`category_distribution_data` (one row per scored sentence, with a deterministic jitter and hover text),
 :func:`category_summary_data` (box-plot statistics per category and group) and :func:`comparison_data` (mean
 difference per category and model). The static renderers (matplotlib, Agg) live here too.
+
+Small-cell suppression (``suppress_k``): the audit holds no patient data, but the setting is honoured for every
+count of audited units all the same — templates, attribute phrases, (template, attribute) pairs, word pairs,
+sentences, forward sequences, also inside verdicts such as "inconclusive: 2 templates" — so that a report never
+prints a count below k. Counts of categories and models and the settings (minimum templates, top-k, the flag
+thresholds) are shown.
 
 Importing this module is cheap (numpy and pandas); matplotlib and reportlab are imported inside functions.
 """
@@ -26,8 +32,9 @@ import numpy as np
 import pandas as pd
 
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, num
-from fairdesk.core.reports.document import Block, FigureSpec, Paragraph, Report, Section, Table, cap, report_date, join_words
+from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, new_figure, num, save_figure
+from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
+                                            report_date, suppress_text, suppression_note)
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairdesk.core.audits.mlm_bias import MLMBiasResult
@@ -154,12 +161,12 @@ def verdict_of(rec: dict) -> str:
     return "differs" if is_true(rec.get("flagged")) else "inconclusive"
 
 
-def verdict_text(rec: dict) -> str:
+def verdict_text(rec: dict, suppress_k: int | None = None) -> str:
     """The verdict in a few words ("differs (male-leaning)", "equivalent (±0.25 nats)", "inconclusive: 2
-    templates")."""
+    templates"); with ``suppress_k`` a count below k in it prints as "<k"."""
     t = rec.get("verdict_text")
     if t and rec.get("verdict") in VERDICTS:
-        return str(t)
+        return suppress_text(str(t), suppress_k) if suppress_k else str(t)
     return verdict_of(rec)
 
 
@@ -236,9 +243,10 @@ def _box_stats(values: np.ndarray) -> dict[str, float]:
             "whisker_low": float(low), "whisker_high": float(high), "min": float(v[0]), "max": float(v[-1])}
 
 
-def category_summary_data(doc: dict, model: str | None = None) -> pd.DataFrame:
+def category_summary_data(doc: dict, model: str | None = None, *, suppress_k: int | None = None) -> pd.DataFrame:
     """Box-plot statistics per (model, category, group): n, mean, median, quartiles, Tukey whiskers (1.5 IQR, at
-    data points), min, max, with the category's test results and a hover text."""
+    data points), min, max, with the category's test results and a hover text (counts below ``suppress_k`` in it
+    print as "<k")."""
     points = category_distribution_data(doc, model)
     rows = []
     for m in _pick(doc, model):
@@ -253,19 +261,21 @@ def category_summary_data(doc: dict, model: str | None = None) -> pd.DataFrame:
                        "significant": _significant(rec), "mean_difference": num(rec.get("mean_difference")),
                        "q_value": num(rec.get("q_value")), "effect_size": num(rec.get("effect_size"))}
                 row["tooltip"] = (f"{row['name']} ({row['category']}) · {g} words\n"
-                                  f"n = {fmt_count(st['n'])} sentences, mean {fmt_nats(st['mean'], True)}, "
+                                  f"n = {fmt_count(st['n'], suppress_k)} sentences, mean "
+                                  f"{fmt_nats(st['mean'], True)}, "
                                   f"median {fmt_nats(st['median'], True)} nats\n"
                                   f"{g1} − {g2}: {fmt_nats(row['mean_difference'], True)} nats, "
                                   f"q = {_fmt_q(row['q_value'])}, r = {_fmt_r(row['effect_size'])} · "
-                                  f"{verdict_text(rec)}")
+                                  f"{verdict_text(rec, suppress_k)}")
                 rows.append(row)
     return pd.DataFrame.from_records(rows, columns=SUMMARY_COLUMNS)
 
 
-def comparison_data(doc: dict) -> pd.DataFrame:
+def comparison_data(doc: dict, *, suppress_k: int | None = None) -> pd.DataFrame:
     """Mean score difference (first group − second group, nats) per category and model: one row per plotted mark.
     ``y`` is the category's row from the top (categories in first-seen order), ``offset`` the model's small
-    vertical shift inside the row; ``min_log_ratio`` is that model's flag threshold on |difference|."""
+    vertical shift inside the row; ``min_log_ratio`` is that model's flag threshold on |difference|. Counts below
+    ``suppress_k`` in the verdict texts print as "<k"."""
     models = _models(doc)
     cats: dict[str, str] = {}
     for m in models:
@@ -288,12 +298,13 @@ def comparison_data(doc: dict) -> pd.DataFrame:
                    "first_group": g1, "second_group": g2, "q_value": num(rec.get("q_value")),
                    "effect_size": num(rec.get("effect_size")), "flagged": status == "flagged",
                    "significant": _significant(rec), "status": status, "verdict": verdict_of(rec),
-                   "verdict_text": verdict_text(rec), "min_log_ratio": np.nan if threshold is None else threshold}
+                   "verdict_text": verdict_text(rec, suppress_k),
+                   "min_log_ratio": np.nan if threshold is None else threshold}
             row["tooltip"] = (f"{m['name']} · {cats[c]} ({c})\n"
                               f"mean {g1} {fmt_nats(row['mean_first'], True)}, mean {g2} "
                               f"{fmt_nats(row['mean_second'], True)}; difference {fmt_nats(diff, True)} nats\n"
                               f"q = {_fmt_q(row['q_value'])}, r = {_fmt_r(row['effect_size'])} · "
-                              f"{verdict_text(rec)}")
+                              f"{verdict_text(rec, suppress_k)}")
             rows.append(row)
     return pd.DataFrame.from_records(rows, columns=COMPARISON_COLUMNS)
 
@@ -313,18 +324,6 @@ def comparison_size(data: pd.DataFrame) -> tuple[float, float]:
     return FIG_WIDTH_IN, 1.25 + 0.36 * n
 
 
-def _new_figure(size: tuple[float, float]):
-    from fairdesk.core.reports.figures import _new_figure as new
-
-    return new(size)
-
-
-def _save(fig, path_or_buffer, dpi: int) -> None:
-    from fairdesk.core.reports.figures import _save as save
-
-    save(fig, path_or_buffer, dpi)
-
-
 def _style(ax) -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -336,7 +335,7 @@ def render_distribution_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bi
     """Small multiples, one panel per category: each sentence's score by group (box plot with the points drawn
     over it; paired lines between a word pair's two sentences when there are few), zero line, the mean
     difference and q under the title; flagged categories in red."""
-    fig = _new_figure(distribution_size(data))
+    fig = new_figure(distribution_size(data))
     panels = list(dict.fromkeys(data["panel"])) if len(data) else []
     if not panels:
         ax = fig.add_subplot(1, 1, 1)
@@ -395,7 +394,7 @@ def render_distribution_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bi
                  va="top")
     h = fig.get_figheight()
     fig.subplots_adjust(left=0.08, right=0.99, top=1 - 0.72 / h, bottom=0.3 / h, wspace=0.42, hspace=0.62)
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def render_comparison_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO", title: str, *,
@@ -405,13 +404,13 @@ def render_comparison_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bina
     below the flag threshold."""
     from matplotlib.lines import Line2D
 
-    fig = _new_figure(comparison_size(data))
+    fig = new_figure(comparison_size(data))
     w, h = fig.get_figwidth(), fig.get_figheight()
     if data.empty:
         ax = fig.add_subplot(1, 1, 1)
         ax.text(0.5, 0.5, "no estimates to plot", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
-        _save(fig, path_or_buffer, dpi)
+        save_figure(fig, path_or_buffer, dpi)
         return
     labels = data.drop_duplicates("y").sort_values("y")
     label_text = [f"{r.category} · {r.name}" if r.name != r.category else str(r.category)
@@ -464,7 +463,7 @@ def render_comparison_png(data: pd.DataFrame, path_or_buffer: "str | Path | Bina
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.02 / h), ncol=min(len(handles), 6),
                fontsize=6.5, frameon=False, handletextpad=0.3, columnspacing=1.1)
     fig.suptitle(title, fontsize=9.5, x=0.08 / w, ha="left", y=1 - 0.06 / h, va="top")
-    _save(fig, path_or_buffer, dpi)
+    save_figure(fig, path_or_buffer, dpi)
 
 
 def _blend(color: str, alpha: float) -> str:
@@ -500,7 +499,7 @@ def _model_label(m: dict) -> str:
     return f"“{m['name']}”" + (f" ({path})" if path and path not in (m["name"], "in-memory model") else "")
 
 
-def _finding(rec: dict) -> str:
+def _finding(rec: dict, k: int) -> str:
     g1, g2 = _groups(rec)
     diff = num(rec.get("mean_difference")) or 0.0
     more, less = (g1, g2) if diff > 0 else (g2, g1)
@@ -510,8 +509,8 @@ def _finding(rec: dict) -> str:
     if num(rec.get("ci_low")) is not None and num(rec.get("ci_high")) is not None:
         ci = (f", 95% CI over templates {fmt_nats(rec.get('ci_low'), True)} to "
               f"{fmt_nats(rec.get('ci_high'), True)}")
-    size = (f"{fmt_count(rec.get('n_templates'))} templates, {fmt_count(rec.get('n'))} {n_unit}"
-            if test == "template" else f"{fmt_count(rec.get('n'))} {n_unit}")
+    size = (f"{fmt_count(rec.get('n_templates'), k)} templates, {fmt_count(rec.get('n'), k)} {n_unit}"
+            if test == "template" else f"{fmt_count(rec.get('n'), k)} {n_unit}")
     return (f"{rec.get('name') or rec['category']} ({rec['category']}): the model finds the {more} words more likely "
             f"than the {less} words in these sentences — their prior-adjusted probability is on average "
             f"{math.exp(abs(diff)):.2f} times as high (geometric mean; mean score {g1} "
@@ -578,7 +577,7 @@ def _flag_rule_text(method: dict) -> str:
             f"after adjusting for the prior (recorded rule: {method.get('flag_rule', '')}).")
 
 
-def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
+def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Section:
     main = models[0]
     method = main["method"]
     rec0 = main["records"][0]
@@ -597,8 +596,8 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
         "the word slot when the medical context is present than when it is masked out: "
         "score = ln(p_target / p_prior), in nats (0 = the context does not change the word's probability). "
         f"{len(main['records'])} categories"
-        + (f", {fmt_count(n_pairs)} (template, attribute) pairs" if n_pairs is not None else "")
-        + (f", {fmt_count(method.get('n_scores'))} scored sentences per model" if method.get("n_scores") else "")
+        + (f", {fmt_count(n_pairs, k)} (template, attribute) pairs" if n_pairs is not None else "")
+        + (f", {fmt_count(method.get('n_scores'), k)} scored sentences per model" if method.get("n_scores") else "")
         + f". The audit was run on {date}."))
     b.append(Paragraph("What was found", "subheading"))
     margin = _margin(method)
@@ -617,7 +616,7 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
             b.append(Paragraph(f"Flagged for {who}: {join_words([str(r.get('name') or r['category']) for r in flagged])}."
                                , "lead"))
             for r in flagged:
-                b.append(Paragraph(_finding(r), "finding"))
+                b.append(Paragraph(_finding(r, k), "finding"))
         else:
             b.append(Paragraph(f"No category is flagged for {who}.", "lead"))
         if equiv:
@@ -630,7 +629,7 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
             b.append(Paragraph(
                 "Inconclusive — the data show neither a difference nor equivalence, so no conclusion either way "
                 "(not evidence of fairness): "
-                + join_words([f"{r.get('name') or r['category']} ({_incon_reason(r)})" for r in incon]) + "."))
+                + join_words([f"{r.get('name') or r['category']} ({_incon_reason(r, k)})" for r in incon]) + "."))
     if len(models) > 1:
         changed = _flag_changes(models)
         b.append(Paragraph(f"Compared with {models[0]['name']}: " + ("; ".join(changed) if changed else
@@ -654,8 +653,8 @@ def _summary_section(doc: dict, models: list[dict], date: str) -> Section:
     return Section("summary", "1  Summary", b, new_page=False)
 
 
-def _incon_reason(rec: dict) -> str:
-    text = verdict_text(rec)
+def _incon_reason(rec: dict, k: int) -> str:
+    text = verdict_text(rec, k)
     if text.startswith("inconclusive:"):
         return text.split(":", 1)[1].strip()
     if _significant(rec):
@@ -669,7 +668,7 @@ def _example(rec: dict) -> str:
     return str(scores[0].get("sentence")) if scores else "[GEND] has a hx of [ATTR]"
 
 
-def _method_section(models: list[dict], no: int) -> Section:
+def _method_section(models: list[dict], no: int, k: int) -> Section:
     method = models[0]["method"]
     b: list[Block] = []
     b.append(Paragraph("The score", "subheading"))
@@ -722,18 +721,22 @@ def _method_section(models: list[dict], no: int) -> Section:
     n_seq = method.get("n_forward_sequences")
     if n_seq:
         b.append(Paragraph(
-            f"Efficiency: the {fmt_count(method.get('n_scores'))} scores needed {fmt_count(n_seq)} distinct forward "
+            f"Efficiency: the {fmt_count(method.get('n_scores'), k)} scores needed {fmt_count(n_seq, k)} distinct "
+            "forward "
             "sequences — identical masked sentences (every prior of a template and mask count, every target shared "
             "by words of equal piece count) are run once, batched with padding and an attention mask.", "note"))
+    b.append(Paragraph(
+        suppression_note(k) + " The audit holds no patient data; the setting applies to the counts of templates, "
+        "attribute phrases, pairs and sentences all the same (section 3 lists the templates themselves).", "note"))
     notes = list(dict.fromkeys(str(n) for m in models for n in (m["method"].get("notes") or [])))
     if notes:
         b.append(Paragraph("Caveats", "subheading"))
         for n in notes:
-            b.append(Paragraph(n, "bullet"))
+            b.append(Paragraph(suppress_text(n, k), "bullet"))
     return Section("method", f"{no}  Method", b)
 
 
-def _lists_section(doc: dict, models: list[dict], no: int) -> Section:
+def _lists_section(doc: dict, models: list[dict], no: int, k: int) -> Section:
     method = models[0]["method"]
     tpl = method.get("templates") or {}
     b: list[Block] = [Paragraph("Template list", "subheading")]
@@ -758,11 +761,11 @@ def _lists_section(doc: dict, models: list[dict], no: int) -> Section:
         code = str(rec["category"])
         per_cat_templates[code] = templates
         pairs = counts.get(code, len(templates) * len(attrs))
-        rows.append([code, str(rec.get("name") or code), fmt_count(rec.get("n_templates", len(templates))),
-                     fmt_count(rec.get("n_attributes", len(attrs))), fmt_count(pairs),
-                     fmt_count(pairs * n_words) if n_words else "–", "; ".join(attrs) or "–"])
+        rows.append([code, str(rec.get("name") or code), fmt_count(rec.get("n_templates", len(templates)), k),
+                     fmt_count(rec.get("n_attributes", len(attrs)), k), fmt_count(pairs, k),
+                     fmt_count(pairs * n_words, k) if n_words else "–", "; ".join(attrs) or "–"])
     total_pairs = tpl.get("n_pairs", sum(counts.values()) if counts else None)
-    rows.append(["All", "", "", "", fmt_count(total_pairs), fmt_count(total_pairs * n_words) if n_words and
+    rows.append(["All", "", "", "", fmt_count(total_pairs, k), fmt_count(total_pairs * n_words, k) if n_words and
                  total_pairs is not None else "–", ""])
     b.append(Table(["Code", "Category", "Templates", "Attributes", "Pairs", "Sentences", "Attribute phrases"], rows,
                    title="Categories, attribute phrases and (template, attribute) pairs",
@@ -786,7 +789,7 @@ def _lists_section(doc: dict, models: list[dict], no: int) -> Section:
         if not templates:
             trows.append([code, "not stored in this document (it holds no per-sentence scores)"])
         elif key in seen:
-            trows.append([code, f"the same {len(templates)} templates as {seen[key]}"])
+            trows.append([code, f"the same {fmt_count(len(templates), k)} templates as {seen[key]}"])
         else:
             seen[key] = code
             trows.append([code, " · ".join(templates)])
@@ -812,16 +815,16 @@ def _fmt_ci(rec: dict) -> str:
     return f"{fmt_nats(lo, True)} to {fmt_nats(hi, True)}"
 
 
-def _results_table(m: dict) -> Table:
+def _results_table(m: dict, k: int) -> Table:
     rec0 = m["records"][0]
     g1, g2 = _groups(rec0)
     rows = []
     for r in m["records"]:
-        rows.append([str(r["category"]), str(r.get("name") or r["category"]), fmt_count(r.get("n_templates")),
-                     fmt_count(r.get("n")), fmt_nats(r.get(f"mean_{g1}"), True), fmt_nats(r.get(f"mean_{g2}"), True),
+        rows.append([str(r["category"]), str(r.get("name") or r["category"]), fmt_count(r.get("n_templates"), k),
+                     fmt_count(r.get("n"), k), fmt_nats(r.get(f"mean_{g1}"), True), fmt_nats(r.get(f"mean_{g2}"), True),
                      fmt_nats(r.get("mean_difference"), True), _fmt_ci(r), fmt_p(r.get("p_value")),
                      fmt_p(r.get("q_value")), _fmt_r(r.get("effect_size")),
-                     "yes (BH)" if _significant(r) else "no", verdict_text(r)])
+                     "yes (BH)" if _significant(r) else "no", verdict_text(r, k)])
     test = str(rec0.get("test_code", ""))
     n_text = ("word pairs (template × attribute × word pair)" if test in ("wilcoxon", "template")
               else "sentences of both groups")
@@ -846,7 +849,7 @@ def _results_table(m: dict) -> Table:
                       "; inconclusive = neither shown. Rows significant after correction are set in red.")
 
 
-def _results_section(models: list[dict], doc: dict, no: int) -> Section:
+def _results_section(models: list[dict], doc: dict, no: int, k: int) -> Section:
     b: list[Block] = [Paragraph(
         "One row per category (001 Table 3 layout, with q and the effect size added), then the distribution of the "
         "per-sentence scores: each panel shows one category, the scores of the two groups' sentences as points with "
@@ -855,7 +858,7 @@ def _results_section(models: list[dict], doc: dict, no: int) -> Section:
     for m in models:
         if len(models) > 1:
             b.append(Paragraph(f"Model {_model_label(m)}", "subheading"))
-        b.append(_results_table(m))
+        b.append(_results_table(m, k))
         data = category_distribution_data(doc, m["name"])
         if data.empty:
             b.append(Paragraph("This document holds no per-sentence scores for this model, so their distribution "
@@ -890,19 +893,19 @@ def _flag_changes(models: list[dict]) -> list[str]:
     return out
 
 
-def _short_verdict(rec: dict) -> str:
+def _short_verdict(rec: dict, k: int) -> str:
     """The verdict in a narrow column: DIFFERS, equivalent, inconclusive (N tpl.)."""
     v = verdict_of(rec)
     if v == "differs":
         return "DIFFERS"
-    text = verdict_text(rec)
+    text = verdict_text(rec, k)
     if v == "inconclusive" and text.startswith("inconclusive:"):
         n = text.split(":", 1)[1].strip().replace("templates", "tpl.").replace("template", "tpl.")
         return f"inconclusive ({n})"
     return v
 
 
-def _comparison_section(models: list[dict], doc: dict, no: int) -> Section:
+def _comparison_section(models: list[dict], doc: dict, no: int, k: int) -> Section:
     g1, g2 = _groups(models[0]["records"][0])
     cats: dict[str, str] = {}
     for m in models:
@@ -924,7 +927,7 @@ def _comparison_section(models: list[dict], doc: dict, no: int) -> Section:
                 continue
             star = "*" if _significant(r) else ""
             row += [fmt_nats(r.get(f"mean_{g1}"), True) + star, fmt_nats(r.get(f"mean_{g2}"), True) + star,
-                    fmt_nats(r.get("mean_difference"), True), fmt_p(r.get("q_value")), _short_verdict(r)]
+                    fmt_nats(r.get("mean_difference"), True), fmt_p(r.get("q_value")), _short_verdict(r, k)]
         rows.append(row)
     changed = _flag_changes(models)
     b: list[Block] = [Paragraph(
@@ -942,7 +945,8 @@ def _comparison_section(models: list[dict], doc: dict, no: int) -> Section:
                    align=["L", "L"] + ["R", "R", "R", "R", "L"] * len(models),
                    note="Δ = mean " + g1 + " − mean " + g2 + " (nats). Each model's q-values are adjusted across "
                         "its own categories."))
-    b.append(FigureSpec("mlm_comparison", "Mean score difference per category and model", comparison_data(doc),
+    b.append(FigureSpec("mlm_comparison", "Mean score difference per category and model",
+                        comparison_data(doc, suppress_k=k),
                         caption=f"Each marker is one model's mean difference ({g1} − {g2}) in a category; filled "
                                 "circle = differs (flagged), tinted diamond = equivalent within the margin, hollow "
                                 "circle = inconclusive. Inside the grey band the difference is below the flag "
@@ -993,7 +997,7 @@ def _ordinal(n: int) -> str:
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
 
 
-def _provenance_section(doc: dict, models: list[dict], no: int) -> Section:
+def _provenance_section(doc: dict, models: list[dict], no: int, k: int) -> Section:
     from fairdesk import __version__
 
     main = models[0]
@@ -1007,14 +1011,15 @@ def _provenance_section(doc: dict, models: list[dict], no: int) -> Section:
             ["Seed", str(prov.get("seed", "not recorded"))],
             ["Template file SHA-256", str(tpl.get("sha256") or prov.get("data_sha256") or "not recorded")],
             ["Template file", str(tpl.get("path") or "not recorded")],
-            ["(Template, attribute) pairs", fmt_count(tpl.get("n_pairs"))],
+            ["(Template, attribute) pairs", fmt_count(tpl.get("n_pairs"), k)],
             ["Prior rule", str(method.get("prior_rule", "not recorded"))],
             ["Test", str(method.get("test_code", "not recorded"))],
             ["Unit of inference", str(method.get("unit", "sentence pair (not recorded)"))],
             ["Equivalence margin / minimum templates", f"{method.get('margin', 'not recorded')} nats / "
                                                        f"{method.get('min_templates', 'not recorded')}"],
             ["α / |r| / |Δ| thresholds", f"{method.get('alpha', '?')} / {method.get('min_effect', '?')} / "
-                                        f"{method.get('min_log_ratio', '?')} nats"]]
+                                        f"{method.get('min_log_ratio', '?')} nats"],
+            ["Small-cell suppression", f"counts below {k} shown as “<{k}”" if k > 1 else "off (k = 1)"]]
     for m in models:
         hashes = m["provenance"].get("model_hashes") or {}
         rows.append([f"Model “{m['name']}”", m["path"] or "not recorded"])
@@ -1051,35 +1056,39 @@ def _provenance_section(doc: dict, models: list[dict], no: int) -> Section:
     return Section("provenance", f"{no}  Provenance", b)
 
 
-def build_mlm_bias_report(doc: "dict | MLMBiasResult", *, title: str = TITLE) -> Report:
-    """The report model of a masked-LM bias audit document. Pure: the same document gives the same report."""
+def build_mlm_bias_report(doc: "dict | MLMBiasResult", *, title: str = TITLE, suppress_k: int = 11) -> Report:
+    """The report model of a masked-LM bias audit document; counts below ``suppress_k`` print as "<k". Pure: the
+    same document gives the same report."""
     from fairdesk import __version__
 
+    k = int(suppress_k)
+    if k < 1:
+        raise ValueError("suppress_k must be at least 1 (1 shows every count).")
     doc = document_from(doc)
     _install_figure_kinds()  # so that pdf.write_pdf / render_bytes can draw this report's figures
     models = _models(doc)
     date = report_date(models[0]["provenance"])
-    sections = [_summary_section(doc, models, date)]
-    sections.append(_method_section(models, 2))
+    sections = [_summary_section(doc, models, date, k)]
+    sections.append(_method_section(models, 2, k))
     no = 3
-    sections.append(_lists_section(doc, models, no))
+    sections.append(_lists_section(doc, models, no, k))
     no += 1
-    sections.append(_results_section(models, doc, no))
+    sections.append(_results_section(models, doc, no, k))
     no += 1
     if len(models) > 1:
-        sections.append(_comparison_section(models, doc, no))
+        sections.append(_comparison_section(models, doc, no, k))
         no += 1
     if doc.get("completion"):
         sections.append(_completion_section(doc, no))
         no += 1
-    sections.append(_provenance_section(doc, models, no))
+    sections.append(_provenance_section(doc, models, no, k))
     sha = str((models[0]["method"].get("templates") or {}).get("sha256") or "")
     names = " vs ".join(m["name"] for m in models)
     sub = " · ".join(p for p in (names, f"audit of {date}") if p)
     footer = f"FairDesk {__version__} · templates {sha[:12]}" if sha else f"FairDesk {__version__}"
     meta = {"title": title, "subject": f"Masked-LM bias audit · {sub}", "author": "FairDesk",
             "creator": f"FairDesk {__version__}", "keywords": "masked language model, bias audit"}
-    return Report(title=title, subtitle=sub, date=date, suppress_k=0, sections=sections, footer=footer,
+    return Report(title=title, subtitle=sub, date=date, suppress_k=k, sections=sections, footer=footer,
                   metadata=meta)
 
 
@@ -1101,4 +1110,9 @@ def render_mlm_bias_bytes(doc_or_result: "dict | MLMBiasResult", **kwargs: Any) 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return mlm_bias_report_to_pdf(doc, path)  # TODO(issue 11): honour settings.suppress_k
+    return mlm_bias_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
+
+
+def report_tree(doc: dict, settings) -> Report:
+    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
+    return build_mlm_bias_report(doc, suppress_k=settings.suppress_k)

@@ -1,4 +1,4 @@
-"""The PDF report of masked-LM bias audits (fairdesk.core.reports.text): report content, figure data, deterministic
+"""The PDF report of masked-LM bias audits (fairdesk.core.reports.mlm_bias): report content, figure data, deterministic
 and atomic PDF, the CLI's --pdf and the project's export giving the same bytes.
 
 No training: the scores come from the real probe run on a tiny untrained BERT over the shipped templates (445
@@ -21,7 +21,7 @@ torch.set_num_threads(1)
 
 from fairdesk.core.audits import mlm_bias as mb  # noqa: E402
 from fairdesk.core.errors import DataError  # noqa: E402
-from fairdesk.core.reports import text as T  # noqa: E402
+from fairdesk.core.reports import mlm_bias as T  # noqa: E402
 from fairdesk.core.reports.document import Table  # noqa: E402
 from fairdesk.core.text.templates import load_bias_templates  # noqa: E402
 
@@ -106,7 +106,7 @@ def _table(report, title_part: str) -> Table:
 
 
 def test_report_content(doc):
-    rep = T.build_mlm_bias_report(doc)
+    rep = T.build_mlm_bias_report(doc, suppress_k=1)  # every count shown (k = 11 below: test_counts_below_k)
     assert [s.key for s in rep.sections] == ["summary", "method", "lists", "results", "comparison", "completion",
                                              "provenance"]
     clinical = {r["category"]: r for r in doc["records"]}
@@ -264,7 +264,7 @@ def test_figure_data(doc):
 
 
 def test_module_import_is_light():
-    code = ("import sys, fairdesk.core.reports.text; "
+    code = ("import sys, fairdesk.core.reports.mlm_bias; "
             "print(sorted(m for m in ('matplotlib', 'reportlab', 'torch', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -292,7 +292,24 @@ def test_pdf_is_deterministic_and_says_what_matters(doc, pdf_bytes, tmp_path):
     assert "Comparison of models" in flat and "Side-by-side comparison" in flat
     assert "Sentence completion" in flat and f"Template 1: {doc['completion']['rows'][0]['template']}" in flat
     assert "DIFFERS" in flat and "Provenance" in flat and "page 1 of" in flat
-    assert "inconclusive: 2 templates" in flat and "equivalent (±0.25 nats)" in flat
+    assert "inconclusive: <11 templates" in flat and "equivalent (±0.25 nats)" in flat  # the default k = 11
+    assert "inconclusive: 2 templates" not in flat
+
+
+def test_counts_below_k(doc):
+    """The default k = 11 suppresses counts of templates, pairs and sentences below 11 — in tables and verdicts —
+    and leaves settings (minimum templates) alone."""
+    rep = T.build_mlm_bias_report(doc)
+    assert rep.suppress_k == 11
+    rows = {r[0]: r for r in _table(rep, "attribute phrases").rows}
+    assert rows["DNR"][4] == "<11" and rows["CVD"][4] == "150" and rows["DRUG"][2] == "<11"
+    res = {r[0]: r for r in _table(rep, "per category — clinical").rows}
+    assert res["DRUG"][-1] == "inconclusive: <11 templates" and res["CVD"][2] == "15"
+    crow = {r[0]: r for r in _table(rep, "Side-by-side").rows}
+    assert crow["DNR"][11] == "inconclusive (<11 tpl.)"
+    text = rep.text()
+    assert "Minimum templates: 6" in text and "counts below 11 shown as “<11”" in text
+    assert "(2 templates)" not in text and "(<11 templates)" in text
 
 
 def test_group_report_figures_still_render():

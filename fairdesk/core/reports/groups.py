@@ -1,9 +1,11 @@
-"""The report model: what a FairDesk group-audit report says, built from a result (never from widgets).
+"""The report of the group audit (kind ``"groups"``): what it says, built from a result (never from widgets).
 
-:func:`build_report` turns a :class:`~fairdesk.core.audits.groups.GroupAuditResult` into a :class:`Report` — a plain
-tree of sections holding paragraphs, tables (header + rows of strings) and figure specs (figure data from
-:mod:`fairdesk.core.reports.figures`). Renderers (:mod:`fairdesk.core.reports.pdf`) only lay it out, so everything
-the report claims is decided, worded and small-cell-suppressed here, where tests can read it.
+:func:`build_group_report` turns a :class:`~fairdesk.core.audits.groups.GroupAuditResult` into a :class:`Report` — a
+plain tree of sections holding paragraphs, tables (header + rows of strings) and figure specs (figure data from
+:mod:`fairdesk.core.reports.figures`). The renderer (:mod:`fairdesk.core.reports.pdf`) only lays it out, so
+everything the report claims is decided, worded and small-cell-suppressed here, where tests can read it.
+:func:`report_tree` and :func:`build_report` take the stored document and the
+:class:`~fairdesk.core.kinds.ReportSettings` (the registry's one signature).
 
 Small-cell suppression: every count (group sizes, numerators, denominators, positives, confusion counts, sizes of
 dropped groups, counts inside warnings) below ``suppress_k`` is shown as ``"<k"``. Rates are still shown.
@@ -11,9 +13,10 @@ dropped groups, counts inside warnings) below ``suppress_k`` is shown as ``"<k"`
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -27,14 +30,12 @@ from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, f
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairdesk.core.audits.groups import GroupAuditResult
+    from fairdesk.core.kinds import ReportSettings
 
 MAX_FINDINGS_ON_SUMMARY = 8
 MAX_FOREST_ROWS = 36  # rows per forest figure; more tasks are split over several figures
 MAX_BIN_TASKS = 12  # small multiples per bins figure
 
-
-# --------------------------------------------------------------------------------------------------------------
-# The model
 
 # --------------------------------------------------------------------------------------------------------------
 # Wording helpers
@@ -82,7 +83,7 @@ def _rate_cell(row, k: int) -> str:
     rate = num(row.rate)
     if rate is None:
         reason = _s(row.reason) or "no cases in the denominator"
-        return f"not estimable ({reason})"
+        return f"not estimable ({suppress_text(reason, k)})"
     return f"{fmt_rate(rate)} ({F.fmt_fraction(row.numerator, row.denominator, k)})"
 
 
@@ -217,7 +218,7 @@ def _summary_findings(findings: list[Finding], limit: int) -> list[Finding]:
 # --------------------------------------------------------------------------------------------------------------
 # Sections
 
-def build_report(result: "GroupAuditResult", *, title: str = "FairDesk fairness audit", dataset_name: str = "",
+def build_group_report(result: "GroupAuditResult", *, title: str = "FairDesk fairness audit", dataset_name: str = "",
                  model_description: str = "", suppress_k: int = 11) -> Report:
     """The report model of a group audit. Pure: the same result and arguments give the same report."""
     if int(suppress_k) < 1:
@@ -242,6 +243,29 @@ def build_report(result: "GroupAuditResult", *, title: str = "FairDesk fairness 
             "creator": f"FairDesk {__version__}", "keywords": "fairness audit"}
     return Report(title=title, subtitle=sub, date=date, suppress_k=k, sections=sections, footer=footer,
                   metadata=meta)
+
+
+def report_to_pdf(result: "GroupAuditResult", path: str | os.PathLike, **build_kwargs) -> Path:
+    """Build the report of ``result`` (:func:`build_group_report` keyword arguments) and write its PDF."""
+    from fairdesk.core.reports.pdf import write_pdf
+
+    return write_pdf(build_group_report(result, **build_kwargs), path)
+
+
+def report_tree(doc: dict, settings: "ReportSettings") -> Report:
+    """The report of a stored group-audit document with the user's report settings."""
+    from fairdesk.core.audits.groups import GroupAuditResult
+
+    result = GroupAuditResult.from_dict(doc)
+    return build_group_report(result, dataset_name=result.provenance.get("dataset", ""),
+                              suppress_k=settings.suppress_k)
+
+
+def build_report(doc: dict, path: str | os.PathLike, settings: "ReportSettings") -> Path:
+    """The group audit's PDF from its stored document (the registry's one report signature)."""
+    from fairdesk.core.reports.pdf import write_pdf
+
+    return write_pdf(report_tree(doc, settings), path)
 
 
 def _tasks(result) -> list[str]:
@@ -599,7 +623,7 @@ def _tables_section(result, k) -> Section:
             gap_txt = fmt_signed(r.gap) if estimable else "not estimable"
             if estimable and _s(r.reason):
                 gap_txt += " *"
-                notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], _s(r.reason)])
+                notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], suppress_text(_s(r.reason), k)])
             rows.append([_s(r.task), _s(r.group), METRIC_SHORT[r.metric],
                          fmt_count(r.n, k), _rate_cell(r, k), comp or "–", gap_txt,
                          fmt_ci(r.ci_low, r.ci_high), fmt_p(r.p_value), fmt_p(r.q_value),
@@ -665,7 +689,8 @@ def _tables_section(result, k) -> Section:
             bins = num(r.bins)
             drows.append([_s(r.task), _s(r.attribute), _s(r.group).removeprefix("N="),
                           "–" if bins is None else str(int(bins)), fmt_count(r.n, k),
-                          fmt_rate(value) if value is not None else f"not estimable ({_s(r.reason)})",
+                          fmt_rate(value) if value is not None else
+                          f"not estimable ({suppress_text(_s(r.reason), k)})",
                           fmt_ci(r.ci_low, r.ci_high, signed=False), fmt_p(r.p_value), fmt_p(r.q_value),
                           _sig_text(r)])
         b.append(Table(["Task", "Attribute", "N requested", "N used", "n", "Δ_eo", "95% null band", "p (perm.)",

@@ -1,11 +1,13 @@
-"""The PDF report of a counterfactual-invariance audit of an image classifier (issue 4, METHODS §6).
+"""The report of a counterfactual-invariance audit of an image classifier (kind ``"cit_images"``; issue 4,
+METHODS §6).
 
 :func:`build_cit_report` turns the stored JSON document (``kind == "cit_images"``, written by
 :func:`fairdesk.core.audits.cit_images.run_cit_pipeline` for both the CLI and the project job) into a
-:class:`~fairdesk.core.reports.model.Report`; :func:`cit_report_to_pdf` renders it. Sections:
+:class:`~fairdesk.core.reports.document.Report`; :func:`cit_report_to_pdf` renders it. Sections:
 
-1. summary — verdict per output in words, what "dependent", "equivalent within margin" and "inconclusive" mean,
-   the negative-control band;
+1. summary — verdict per output in words, what "differs", "equivalent within ±margin" and "inconclusive" mean,
+   the negative-control band (the stored document says "dependent" and "equivalent within margin"; the report uses
+   the words of every other audit family);
 2. tests per output in the layout of 004 Tables 12–13: the default conditional-invariance test (statistic, p, BH
    q), the published CIT-LR (t, p, q), and the demographic-parity and equal-opportunity Welch tests (p);
 3. the oriented prediction shift per direction a → a′ with its confidence interval, flip rate, TOST p and verdict,
@@ -22,6 +24,10 @@
 Rendering goes through the shared renderer (:func:`fairdesk.core.reports.pdf.render_bytes`, figure kinds
 "cit_scatter" and "cit_examples" registered here): deterministic (reportlab invariant mode, PNGs without time stamps;
 the date printed is the audit's) and atomic. reportlab and matplotlib are imported inside functions.
+
+Small-cell suppression (``suppress_k``): every count of images or units below k — images audited, per group, per
+output and direction, readable, left out, unreadable, the audit's ``n`` setting, counts in the notes — prints as
+"<k". Unit numbers of the examples are identifiers, not counts; folds, outputs and thresholds are settings.
 """
 from __future__ import annotations
 
@@ -34,8 +40,9 @@ import pandas as pd
 
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.figures import fmt_ci, fmt_p, fmt_rate, fmt_signed
-from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Section, Table
+from fairdesk.core.reports.figures import fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, save_figure
+from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, suppress_text,
+                                            suppression_note)
 
 MAX_EXAMPLES_IN_REPORT = 6
 MAX_UNREADABLE_ROWS = 60
@@ -46,6 +53,22 @@ VERDICT_TEXT = {
     "equivalent within margin": "shown to be invariant within the margin",
     "inconclusive": "neither dependence nor invariance within the margin is shown",
 }
+
+
+def verdict_label(verdict, margin: float) -> str:
+    """The verdict as every FairDesk report words it: differs / equivalent within ±margin / inconclusive (the
+    stored document says "dependent" and "equivalent within margin")."""
+    v = str(verdict or "")
+    if v == "dependent":
+        return "differs"
+    if v == "equivalent within margin":
+        return f"equivalent within ±{margin:g}"
+    return v
+
+
+def _note_words(text: str) -> str:
+    """A note of the audit with its verdict words as the report prints them."""
+    return text.replace("'dependent' verdict", "'differs' verdict")
 
 
 def _p_is(value) -> str:
@@ -67,8 +90,12 @@ def _dir_label(key: str, values: list[str]) -> str:
 # The report model
 
 
-def build_cit_report(doc: dict) -> Report:
-    """The report of a ``cit_images`` document (see the module docstring)."""
+def build_cit_report(doc: dict, *, suppress_k: int = 11) -> Report:
+    """The report of a ``cit_images`` document (see the module docstring); counts below ``suppress_k`` print as
+    "<k"."""
+    k = int(suppress_k)
+    if k < 1:
+        raise ValueError("suppress_k must be at least 1 (1 shows every count).")
     if not isinstance(doc, dict) or "table" not in doc or "effects" not in doc:
         raise DataError("This is not a counterfactual-invariance audit document (no 'table' / 'effects').")
     settings = doc.get("settings", {})
@@ -82,54 +109,57 @@ def build_cit_report(doc: dict) -> Report:
     clf_name = ((prov.get("classifier") or {}).get("name") if isinstance(prov.get("classifier"), dict)
                 else prov.get("classifier")) or "the classifier"
     date = str(prov.get("created_utc", ""))[:10]
-    sections = [_summary(doc, column, values, outputs, learned, clf_name),
-                _tests_section(doc, values),
-                _shift_section(doc, column, values, learned),
+    sections = [_summary(doc, column, values, outputs, learned, clf_name, k),
+                _tests_section(doc, values, k),
+                _shift_section(doc, column, values, learned, k),
                 _scatter_section(doc, values, learned),
                 _examples_section(doc, values),
                 _quality_section(doc),
-                _data_section(doc),
-                _provenance_section(doc)]
+                _data_section(doc, k),
+                _provenance_section(doc, k)]
     register_figures()
     return Report(title="FairDesk counterfactual-invariance audit (images)",
                   subtitle=f"{clf_name} · attribute '{column}' ({' vs '.join(values)}) · "
                            f"{prov.get('dataset', '')}".rstrip(" ·"),
-                  date=date, suppress_k=0, sections=[s for s in sections if s is not None],
+                  date=date, suppress_k=k, sections=[s for s in sections if s is not None],
                   footer="FairDesk · counterfactual invariance (METHODS §6)",
                   metadata={"title": "FairDesk counterfactual-invariance audit", "subject": f"attribute {column}",
                             "keywords": "fairness, counterfactual invariance, CIT-LR, medical imaging"})
 
 
-def _summary(doc, column, values, outputs, learned, clf_name) -> Section:
+def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
     s = doc.get("settings", {})
+    margin = s.get("margin", 0.02)
     ds = doc.get("dataset", {})
     band = doc.get("control_band")
     blocks = [Paragraph(
         f"Question: does {clf_name}'s prediction change when only the attribute '{column}' of an image is changed "
         f"({values[0]} ↔ {values[1]}), everything else about the patient held fixed? "
-        f"{ds.get('n_audited', s.get('n', '?'))} images "
+        f"{_count(ds.get('n_audited', s.get('n')), k)} images "
         f"{'in all' if ds.get('split') == 'all' else 'of the ' + repr(ds.get('split', 'test')) + ' split'} were audited "
-        f"({', '.join(f'{k}: {v}' for k, v in (ds.get('n_per_group') or {}).items())}).", "lead")]
+        f"({', '.join(f'{g}: {_count(v, k)} images' for g, v in (ds.get('n_per_group') or {}).items())}).", "lead")]
     rows = {r["output"]: r for r in doc["table"]}
     for name in outputs:
         r = rows[name]
         v = r.get("verdict", "inconclusive")
-        shifts = [f"{_dir_label(k[6:], values)}: {fmt_signed(r[k])}" for k in sorted(r)
-                  if k.startswith("shift_") and not k.endswith("_ci")]
-        blocks.append(Paragraph(f"{name}: {v} — {VERDICT_TEXT.get(v, v)}. Mean prediction shift "
+        shifts = [f"{_dir_label(key[6:], values)}: {fmt_signed(r[key])}" for key in sorted(r)
+                  if key.startswith("shift_") and not key.endswith("_ci")]
+        blocks.append(Paragraph(f"{name}: {verdict_label(v, margin)} — {VERDICT_TEXT.get(v, v)}. "
+                                f"Mean prediction shift "
                                 f"{'; '.join(shifts)} (margin ±{s.get('margin', 0.02):g}); invariance test "
                                 f"{_p_is(r.get('p'))}, demographic parity {_p_is(r.get('dp_p'))}.", "finding"))
     blocks.append(Paragraph("How to read the verdicts", "subheading"))
     blocks += [
-        Paragraph("dependent: the oriented shift (prediction on the counterfactual minus on the reference) differs "
+        Paragraph("differs: the oriented shift (prediction on the counterfactual minus on the reference) differs "
                   "from 0, or its mean absolute size exceeds the margin, with confidence — and, with a learned "
                   "generator, it lies outside the negative-control band.", "bullet"),
-        Paragraph("equivalent within margin: a TOST equivalence test shows |mean shift| < margin AND the upper "
+        Paragraph(f"equivalent within ±{margin:g}: a TOST equivalence test shows |mean shift| < {margin:g} AND the "
+                  "upper "
                   "bound of the mean |shift| is below the margin, so shifts in opposite directions cannot hide "
                   "each other.", "bullet"),
         Paragraph("inconclusive: neither is shown. In particular a shift no larger than the negative-control band — "
                   "the shift a classifier known to ignore the attribute shows through the same generator — is "
-                  "reported as inconclusive, never as dependence: a small generator also changes pixels outside "
+                  "reported as inconclusive, never as a difference: a small generator also changes pixels outside "
                   "the attribute's region, and such artefacts must not be mistaken for bias.", "bullet")]
     if learned:
         if band is not None:
@@ -138,7 +168,7 @@ def _summary(doc, column, values, outputs, learned, clf_name) -> Section:
                                     f"bound of the mean |shift| of '{ce.get('name', 'the control')}').", "body"))
         else:
             blocks.append(Paragraph("No negative-control classifier was given, so generator artefacts cannot be told "
-                                    "apart from attribute dependence: 'dependent' verdicts are provisional.", "note"))
+                                    "apart from attribute dependence: 'differs' verdicts are provisional.", "note"))
         blocks.append(Paragraph("Counterfactuals come from a learned generator; shifts are measured against the "
                                 "null-intervention reconstruction (a′ = a), not the raw image.", "note"))
     else:
@@ -147,13 +177,13 @@ def _summary(doc, column, values, outputs, learned, clf_name) -> Section:
     return Section("summary", "Summary", blocks, new_page=False)
 
 
-def _tests_section(doc, values) -> Section:
+def _tests_section(doc, values, k) -> Section:
     s = doc.get("settings", {})
     test = TEST_NAMES.get(s.get("method", "wgcm"), s.get("method", "wgcm"))
     header = ["Output", "n", f"{test} stat.", "p", "q", "CIT-LR t", "CIT-LR p", "CIT-LR q", "DP p", "EO p"]
     rows = []
     for r in doc["table"]:
-        rows.append([r["output"], str(r.get("n", "")), fmt_signed(r.get("t"), 2), fmt_p(r.get("p")),
+        rows.append([r["output"], _count(r.get("n"), k), fmt_signed(r.get("t"), 2), fmt_p(r.get("p")),
                      fmt_p(r.get("q")), fmt_signed(r.get("cit_lr_t"), 2), fmt_p(r.get("cit_lr_p")),
                      fmt_p(r.get("cit_lr_q")), fmt_p(r.get("dp_p")), fmt_p(r.get("eo_p"))])
     blocks = [Table(header, rows, title="Invariance and association tests per output (004 Tables 12–13 layout)",
@@ -208,16 +238,17 @@ def _regressor_words(kind: str) -> str:
     return f"{kind} regressors" if kind else "regressors"
 
 
-def _shift_section(doc, column, values, learned) -> Section:
+def _shift_section(doc, column, values, learned, k) -> Section:
     s = doc.get("settings", {})
     header = ["Output", "Direction", "n", "Mean shift", "95% CI", "Mean |shift|", "Flip rate", "TOST p", "Verdict"]
     rows = []
     for name, eff in doc["effects"].items():
         for d in eff.get("directions", []):
             key = f"{d['source']}->{d['target']}"
-            rows.append([name, _dir_label(key, values), str(d.get("n", "")), fmt_signed(d.get("mean_shift")),
+            rows.append([name, _dir_label(key, values), _count(d.get("n"), k), fmt_signed(d.get("mean_shift")),
                          fmt_ci(d.get("ci_low"), d.get("ci_high")), fmt_rate(d.get("mean_abs_shift")),
-                         fmt_rate(d.get("flip_rate")), fmt_p(d.get("p_tost")), d.get("verdict", "")])
+                         fmt_rate(d.get("flip_rate")), fmt_p(d.get("p_tost")),
+                         verdict_label(d.get("verdict", ""), s.get("margin", 0.02))])
     ref = "the null-intervention reconstruction" if learned else "the original image"
     blocks = [Table(header, rows, title=f"Oriented prediction shift per direction of '{column}'",
                     align=["L", "L", "R", "R", "L", "R", "R", "R", "L"],
@@ -345,12 +376,13 @@ def _quality_section(doc) -> Section:
     return Section("quality", "Counterfactual quality", blocks, new_page=False)
 
 
-def _data_section(doc) -> Section:
+def _data_section(doc, k) -> Section:
     ds = doc.get("dataset") or {}
     bad = doc.get("unreadable") or []
-    blocks = [Paragraph(f"Readable images: {ds.get('n_readable', '–')}; audited: {ds.get('n_audited', '–')} "
-                        f"('{ds.get('split', '')}' split); left out for a missing attribute value: "
-                        f"{ds.get('n_missing_attribute', 0)}; unreadable files: {len(bad)}.", "body")]
+    blocks = [Paragraph(f"Readable images: {_count(ds.get('n_readable'), k)}; audited: "
+                        f"{_count(ds.get('n_audited'), k)} ('{ds.get('split', '')}' split); left out for a missing "
+                        f"attribute value: {_count(ds.get('n_missing_attribute', 0), k)}; unreadable files: "
+                        f"{_count(len(bad), k)}.", "body")]
     if ds.get("labels"):
         blocks.append(Paragraph("True labels for EO: " + ", ".join(f"{k} ← {v}" for k, v in ds["labels"].items()),
                                 "body"))
@@ -360,9 +392,11 @@ def _data_section(doc) -> Section:
         blocks.append(Table(["Row", "File", "Reason"], rows, title="Unreadable files (left out)",
                             widths=[0.6, 3.0, 3.4], small=True,
                             note="" if len(bad) <= MAX_UNREADABLE_ROWS else
-                            f"The first {MAX_UNREADABLE_ROWS} of {len(bad)}; all are listed in the JSON document."))
+                            f"The first {MAX_UNREADABLE_ROWS} of {_count(len(bad), k)}; all are listed in the JSON "
+                            "document."))
     for n in doc.get("notes") or []:
-        blocks.append(Paragraph(n, "bullet"))
+        blocks.append(Paragraph(suppress_text(_note_words(str(n)), k), "bullet"))
+    blocks.append(Paragraph(suppression_note(k) + " Unit numbers (#) identify images; they are not counts.", "note"))
     return Section("data", "Data and notes", blocks, new_page=False)
 
 
@@ -374,24 +408,29 @@ def _fmt_setting(v) -> str:
     return str(v)
 
 
-def _provenance_section(doc) -> Section:
+#: settings of the audit that are counts of the audited images (suppressed like every count)
+COUNT_SETTINGS = ("n",)
+
+
+def _provenance_section(doc, k) -> Section:
     s = dict(doc.get("settings") or {})
     s.pop("quality", None)
     s.pop("unreadable", None)
     prov = doc.get("provenance") or {}
-    rows = [[k, _fmt_setting(v)] for k, v in s.items()]
+    rows = [[key, _count(v, k) if key in COUNT_SETTINGS else _fmt_setting(v)] for key, v in s.items()]
+    rows.append(["small-cell suppression", f"counts below {k} shown as “<{k}”" if k > 1 else "off (k = 1)"])
     prow = [["seed", str(prov.get("seed"))], ["data SHA-256", str(prov.get("data_sha256"))]]
-    for k in ("images_sha256", "csv_sha256", "dataset", "split", "split_seed", "created_utc"):
-        if prov.get(k) is not None:
-            prow.append([k, str(prov[k])])
-    for k, v in (prov.get("model_hashes") or {}).items():
-        prow.append([f"{k} SHA-256", str(v)])
-    for k in ("classifier", "generator", "control"):
-        v = prov.get(k)
+    for key in ("images_sha256", "csv_sha256", "dataset", "split", "split_seed", "created_utc"):
+        if prov.get(key) is not None:
+            prow.append([key, str(prov[key])])
+    for key, v in (prov.get("model_hashes") or {}).items():
+        prow.append([f"{key} SHA-256", str(v)])
+    for key in ("classifier", "generator", "control"):
+        v = prov.get(key)
         if isinstance(v, dict) and v.get("path"):
-            prow.append([f"{k} file", str(v["path"])])
-    for k, v in (prov.get("versions") or {}).items():
-        prow.append([k, str(v)])
+            prow.append([f"{key} file", str(v["path"])])
+    for key, v in (prov.get("versions") or {}).items():
+        prow.append([key, str(v)])
     return Section("provenance", "Settings and provenance", [
         Table(["Setting", "Value"], rows, title="Settings", widths=[1.6, 5.0], small=True),
         Table(["Item", "Value"], prow, title="Provenance", widths=[1.6, 5.0], small=True)])
@@ -404,20 +443,12 @@ FIG_W = 6.9
 
 
 def _new_figure(w: float, h: float):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(w, h), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
+    return new_figure((w, h))
 
 
 def _png(fig, dpi: int = 150) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+    save_figure(fig, buf, dpi)
     return buf.getvalue()
 
 
@@ -516,9 +547,19 @@ def render_cit_bytes(report: Report) -> bytes:
     return render_bytes(report)
 
 
-def cit_report_to_pdf(doc: dict, path: str | os.PathLike) -> Path:
+def cit_report_to_pdf(doc: dict, path: str | os.PathLike, *, suppress_k: int = 11) -> Path:
     """Build the report of a ``cit_images`` document and write its PDF atomically (same doc → same bytes)."""
-    return atomic.write_bytes(Path(path), render_cit_bytes(build_cit_report(doc)))
+    return atomic.write_bytes(Path(path), render_cit_bytes(build_cit_report(doc, suppress_k=suppress_k)))
+
+
+def report_tree(doc: dict, settings) -> Report:
+    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
+    return build_cit_report(doc, suppress_k=settings.suppress_k)
+
+
+def _count(value, k: int) -> str:
+    """A count of images or units ("–" when not recorded); below k it prints as "<k"."""
+    return "–" if value is None or value == "" else fmt_count(value, k)
 
 
 def _fmt2(v) -> str:
@@ -527,4 +568,4 @@ def _fmt2(v) -> str:
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return cit_report_to_pdf(doc, path)  # TODO(issue 11): honour settings.suppress_k
+    return cit_report_to_pdf(doc, path, suppress_k=settings.suppress_k)

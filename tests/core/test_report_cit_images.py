@@ -1,4 +1,4 @@
-"""The imaging audit's report (fairdesk/core/reports/imaging.py) and the precomputed-predictions route.
+"""The imaging audit's report (fairdesk/core/reports/cit_images.py) and the precomputed-predictions route.
 
 Exact counterfactuals of the Morpho-like benchmark decide pass/fail (a classifier reading the attribute's rim is
 "dependent", one restricted to the central disc is "equivalent within margin"); a generator trained for two steps
@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 from fairdesk.cli import main
 from fairdesk.core.audits.cit_images import PREDICTION_TABLE_COLUMNS, audit_prediction_table
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.imaging import build_cit_report, cit_report_to_pdf, render_cit_bytes
+from fairdesk.core.reports.cit_images import build_cit_report, cit_report_to_pdf, render_cit_bytes
 from fairdesk.core.synthetic import morpho
 from fairdesk.jobs import images as it
 from fairdesk.jobs.reports import export_report

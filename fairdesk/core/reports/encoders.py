@@ -1,18 +1,24 @@
-"""PDF report of note-level classifiers and the baseline-vs-debiased encoder comparison (001 §4.1, Tables 5, A2, D4).
+"""The report of the encoder comparison (kind ``"note_classifiers"``): note-level classifiers on frozen encoders,
+baseline vs debiased (001 §4.1, Tables 5, A2, D4).
 
 :func:`build_notes_report` turns the ``note_classifiers`` JSON document (from
 :func:`fairdesk.core.models.note_classifier.note_classifiers_document`, as stored in the project) into the shared
-:class:`~fairdesk.core.reports.model.Report` model; :func:`notes_report_to_pdf` writes it with
+:class:`~fairdesk.core.reports.document.Report` model; :func:`notes_report_to_pdf` writes it with
 :func:`~fairdesk.core.reports.pdf.write_pdf`. Everything comes from the document (no clock, no files), so the CLI
 and the GUI write the same bytes for the same audit.
+
+Small-cell suppression (``suppress_k``): every count of notes, windows, word pieces or patients below k — notes per
+task and split, sizes of groups not tested, notes probed, counts in the notes recorded during training — prints as
+"<k". Counts of tasks (how many gaps differ) and settings (folds, window length, bootstrap replicates) are shown.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from fairdesk.core.reports.document import (Block, Paragraph, Report, Section, Table, join_words, report_date,
+                                            suppress_text)
 from fairdesk.core.reports.figures import fmt_count, fmt_rate, is_true, num
-from fairdesk.core.reports.document import Block, Paragraph, Report, Section, Table, report_date, join_words
 
 METRICS = ("parity", "recall", "specificity")
 METRIC_TITLE = {"parity": "Parity gap", "recall": "Recall gap", "specificity": "Specificity gap"}
@@ -125,7 +131,11 @@ def _c_text(c) -> str:
     return "–" if f is None else f"{f:g}"
 
 
-def build_notes_report(doc: dict) -> Report:
+def build_notes_report(doc: dict, *, suppress_k: int = 11) -> Report:
+    """The report of a ``note_classifiers`` document; counts below ``suppress_k`` print as "<k"."""
+    k = int(suppress_k)
+    if k < 1:
+        raise ValueError("suppress_k must be at least 1 (1 shows every count).")
     if doc.get("kind") != "note_classifiers":
         from fairdesk.core.errors import DataError
 
@@ -138,38 +148,43 @@ def build_notes_report(doc: dict) -> Report:
     attribute = method.get("attribute")
     results = doc.get("results") or []
     date = report_date(prov)
-    sections = [_summary(doc, names, tasks, attribute, results), _method(doc, method, names),
-                _performance(names, tasks, results)]
+    sections = [_summary(doc, names, tasks, attribute, results, k), _method(doc, method, names, k),
+                _performance(names, tasks, results, k)]
     if doc.get("gaps") is not None and (doc.get("gaps") or attribute):
-        sections.append(_gaps(doc, names, attribute, method))
+        sections.append(_gaps(doc, names, attribute, method, k))
     if doc.get("probe"):
-        sections.append(_probe(doc, names, attribute))
-    sections.append(_provenance(doc, names, prov))
+        sections.append(_probe(doc, names, attribute, k))
+    sections.append(_provenance(doc, names, prov, k))
     for i, s in enumerate(sections, start=1):
         s.title = f"{i}  {s.title}"
     title = "FairDesk: note-level classifiers on frozen encoders"
     subtitle = (f"{' vs '.join(names)}" + (f" — gaps and probe for '{attribute}'" if attribute else "")
                 + (f" — notes: {prov.get('dataset')}" if prov.get("dataset") else ""))
-    return Report(title=title, subtitle=subtitle, date=date, suppress_k=1, sections=sections,
+    return Report(title=title, subtitle=subtitle, date=date, suppress_k=k, sections=sections,
                   footer="FairDesk — frozen-encoder note classifiers (001 §4.1)",
                   metadata={"title": title, "subject": subtitle, "keywords": "fairness, clinical notes, BERT"})
 
 
-def notes_report_to_pdf(doc: dict, path: str | os.PathLike) -> Path:
+def notes_report_to_pdf(doc: dict, path: str | os.PathLike, *, suppress_k: int = 11) -> Path:
     """Write the PDF report of a ``note_classifiers`` document (atomically) and return the path."""
     from fairdesk.core.reports.pdf import write_pdf
 
-    return write_pdf(build_notes_report(doc), path)
+    return write_pdf(build_notes_report(doc, suppress_k=suppress_k), path)
+
+
+def report_tree(doc: dict, settings) -> Report:
+    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
+    return build_notes_report(doc, suppress_k=settings.suppress_k)
 
 
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _summary(doc, names, tasks, attribute, results) -> Section:
+def _summary(doc, names, tasks, attribute, results, k) -> Section:
     enc = doc.get("encoders") or {}
     n_notes = next((e.get("n_notes") for e in enc.values()), None)
     b: list[Block] = [Paragraph(
-        f"{len(tasks)} task(s) ({join_words(tasks)}) were predicted from {fmt_count(n_notes)} clinical notes with "
+        f"{len(tasks)} task(s) ({join_words(tasks)}) were predicted from {fmt_count(n_notes, k)} clinical notes with "
         f"classifiers trained on the frozen features of {len(names)} encoder(s): {join_words(names)}. The encoders are not "
         "fine-tuned; only the small classifier on top of them is trained, so differences between encoders come from "
         "their representations.", "lead")]
@@ -212,7 +227,7 @@ def _summary(doc, names, tasks, attribute, results) -> Section:
     return Section("summary", "Summary", b, new_page=False)
 
 
-def _method(doc, method, names) -> Section:
+def _method(doc, method, names, k) -> Section:
     win = method.get("windows") or {}
     split = method.get("split") or {}
     b: list[Block] = [
@@ -253,16 +268,20 @@ def _method(doc, method, names) -> Section:
                         "predicting the attribute from a note's [CLS] features (mean over its windows, numeric "
                         "columns left out), one note per patient so that a patient's notes never sit on both sides "
                         "of a fold.")]
+    b += [Paragraph("Small cells", "subheading"),
+          Paragraph(f"Small-cell suppression: every count of notes, windows, word pieces or patients below {k} "
+                    f"(notes per task and split, sizes of groups not tested, notes probed) is shown as “<{k}” in "
+                    "this report; rates and scores computed from them are still shown.")]
     grid = method.get("mlp_grid") or []
     b.append(Table(["#", "MLP configuration"], [[str(i + 1), _mlp_text(g)] for i, g in enumerate(grid)],
                    title="MLP grid searched", align=["R", "L"], widths=[1, 12]))
     return Section("method", "Method", b)
 
 
-def _performance(names, tasks, results) -> Section:
+def _performance(names, tasks, results, k) -> Section:
     rows = []
     for r in results:
-        rows.append([str(r.get("encoder")), str(r.get("task")), fmt_count(r.get("n_test")),
+        rows.append([str(r.get("encoder")), str(r.get("task")), fmt_count(r.get("n_test"), k),
                      fmt_rate(r.get("prevalence_test")), fmt_rate(r.get("test_auroc")), fmt_rate(r.get("test_auprc")),
                      fmt_rate(r.get("val_auprc")), _c_text(r.get("c")), _mlp_text(r.get("mlp")),
                      fmt_rate(r.get("threshold")), fmt_rate(r.get("test_f1"))])
@@ -283,7 +302,7 @@ def _performance(names, tasks, results) -> Section:
     return Section("performance", "Performance per task", b, landscape=False)
 
 
-def _gaps(doc, names, attribute, method) -> Section:
+def _gaps(doc, names, attribute, method, k) -> Section:
     gaps = doc.get("gaps") or []
     groups = list(dict.fromkeys(str(g.get("group")) for g in gaps))
     rows = []
@@ -311,19 +330,20 @@ def _gaps(doc, names, attribute, method) -> Section:
     dropped = []
     for name, audit in (doc.get("audits") or {}).items():
         for d in audit.get("dropped") or []:
-            dropped.append([name, str(d.get("task")), str(d.get("group")), fmt_count(d.get("n")), str(d.get("reason"))])
+            dropped.append([name, str(d.get("task")), str(d.get("group")), fmt_count(d.get("n"), k),
+                            suppress_text(str(d.get("reason")), k)])
     if dropped:
         b.append(Table(["Encoder", "Task", "Group", "n", "Reason"], dropped, title="Groups not tested",
-                       align=list("LLLRL"), small=len(dropped) > 20))
+                       align=list("LLLRL"), small=len(dropped) > 20, note=f"Sizes below {k} appear as “<{k}”."))
     return Section("gaps", "Group gaps of the downstream classifiers", b)
 
 
-def _probe(doc, names, attribute) -> Section:
+def _probe(doc, names, attribute, k) -> Section:
     probe = doc.get("probe") or {}
     measures = [("Accuracy", "accuracy"), ("Balanced accuracy", "balanced_accuracy"), ("AUROC", "auroc"),
                 ("Log loss", "log_loss"), ("Majority-class rate", "majority")]
     rows = [[label] + [fmt_rate((probe.get(n) or {}).get(key)) for n in names] for label, key in measures]
-    rows.append(["Notes probed"] + [fmt_count((probe.get(n) or {}).get("n")) for n in names])
+    rows.append(["Notes probed"] + [fmt_count((probe.get(n) or {}).get("n"), k) for n in names])
     rows.append(["Folds"] + [str((probe.get(n) or {}).get("n_folds", "–")) for n in names])
     first = next(iter(probe.values()), {})
     b: list[Block] = [
@@ -335,11 +355,12 @@ def _probe(doc, names, attribute) -> Section:
     return Section("probe", "Attribute probe", b, new_page=False)
 
 
-def _provenance(doc, names, prov) -> Section:
+def _provenance(doc, names, prov, k) -> Section:
     enc = doc.get("encoders") or {}
     rows = [["Date", report_date(prov)], ["Notes", str(prov.get("dataset") or "not named")],
             ["Data SHA-256", str(prov.get("data_sha256") or "not recorded")], ["Seed", str(prov.get("seed"))],
             ["Bootstrap replicates", str((doc.get("method") or {}).get("n_boot") or "–")]]
+    rows.append(["Small-cell suppression", f"counts below {k} shown as “<{k}”"])
     if prov.get("elapsed_seconds") is not None:
         rows.append(["Total time", f"{prov['elapsed_seconds']:.1f} s"])
     for name in names:
@@ -348,13 +369,14 @@ def _provenance(doc, names, prov) -> Section:
                  [f"{name}: model", f"{e.get('model_type')}, {e.get('num_hidden_layers')} layers, hidden "
                                     f"{e.get('hidden_size')}, {e.get('layers_concatenated')} [CLS] layers concatenated "
                                     f"({e.get('feature_dim')} features)"],
-                 [f"{name}: windows", f"{fmt_count(e.get('n_windows'))} for {fmt_count(e.get('n_notes'))} notes "
+                 [f"{name}: windows", f"{fmt_count(e.get('n_windows'), k)} windows for "
+                                      f"{fmt_count(e.get('n_notes'), k)} notes "
                                       f"(mean {fmt_rate(e.get('mean_windows_per_note'), 2)}); "
-                                      f"{fmt_count(e.get('notes_at_window_cap'))} at the cap of "
-                                      f"{e.get('max_windows')}; "
-                                      f"{fmt_count(e.get('truncated_notes'))} notes truncated "
-                                      f"({fmt_count(e.get('truncated_tokens'))} word pieces left out)"],
-                 [f"{name}: split (notes)", ", ".join(f"{k} {fmt_count(v)}" for k, v in
+                                      f"{fmt_count(e.get('notes_at_window_cap'), k)} notes at the cap of "
+                                      f"{e.get('max_windows')} windows; "
+                                      f"{fmt_count(e.get('truncated_notes'), k)} notes truncated "
+                                      f"({fmt_count(e.get('truncated_tokens'), k)} word pieces left out)"],
+                 [f"{name}: split (notes)", ", ".join(f"{part} {fmt_count(v, k)} notes" for part, v in
                                                       (e.get("split_sizes") or {}).items())],
                  [f"{name}: feature extraction", f"{fmt_rate(e.get('notes_per_second'), 1)} notes/s"]]
         for task, h in sorted((e.get("model_hashes") or {}).items()):
@@ -365,7 +387,7 @@ def _provenance(doc, names, prov) -> Section:
     notes = [n for e in enc.values() for n in (e.get("notes") or [])]
     b.append(Paragraph("Notes recorded during training", "subheading"))
     for n in dict.fromkeys(notes) or ["None."]:
-        b.append(Paragraph(str(n), "bullet" if notes else "body"))
+        b.append(Paragraph(suppress_text(str(n), k), "bullet" if notes else "body"))
     versions = prov.get("versions") or {}
     if versions:
         b.append(Table(["Package", "Version"], [[k, str(v)] for k, v in versions.items()], title="Software versions",
@@ -375,4 +397,4 @@ def _provenance(doc, names, prov) -> Section:
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return notes_report_to_pdf(doc, path)  # TODO(issue 11): honour settings.suppress_k
+    return notes_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
