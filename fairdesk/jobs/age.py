@@ -52,12 +52,13 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
     from fairdesk.core.models.age_independent import METHODS, LearnerSettings
 
     rep = Reporter(progress, cancel)
-    project = Project(project_path)
     rep(0.0, "Reading the features table")
     if isinstance(dataset_id_or_csv, (str, Path)):
-        table = load_table(dataset_id_or_csv)
+        table = load_table(dataset_id_or_csv)  # before the project is opened: a bad file creates nothing
         source_name, source_id = Path(dataset_id_or_csv).name, None
+        project = Project(project_path)
     else:
+        project = Project(project_path, create=False)
         info = project.dataset(int(dataset_id_or_csv))
         table = project.load_dataset(info.id)
         source_name, source_id = info.name, info.id
@@ -70,6 +71,7 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
                                   progress=rep.sub(0.02, 0.02 + main_share), cancel=rep.cancel)
     doc = result.document
     doc["provenance"]["dataset"] = source_name
+    doc["settings"]["fold_sizes"] = fold_sizes(result.predictions)
     if lambdas:
         _add_frontier(doc, table, label, attribute, group_id, features, settings, lambdas,
                       rep.sub(0.02 + main_share, 0.93))
@@ -132,6 +134,17 @@ def _add_frontier(doc: dict, table, label, attribute, group_id, features, settin
         e["frontier"] = sorted(({k: v for k, v in p.items() if k != "method"} for p in mine),
                                key=lambda p: p["lambda"])
     doc["settings"]["frontier_lambdas"] = sorted(set(lambdas) | {lam})
+
+
+def fold_sizes(predictions) -> list[dict]:
+    """Held-out rows, participants and label-1 rows per (repeat, fold) (every method uses the same folds); the
+    report prints them with small-cell suppression."""
+    first = predictions[predictions["method"] == predictions["method"].iloc[0]]
+    out = []
+    for (r, f), g in first.groupby(["repeat", "fold"], sort=True):
+        out.append({"repeat": int(r), "fold": int(f), "rows": int(len(g)),
+                    "participants": int(g["group_id"].nunique()), "positives": int(g["label"].sum())})
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------
