@@ -49,7 +49,7 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
     ``lam``); ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.data.loaders import load_table, table_sha256
-    from fairdesk.core.models.age_independent import METHODS, LearnerSettings
+    from fairdesk.core.models.age_independent import METHODS, REFERENCE_METHOD, LearnerSettings
 
     rep = Reporter(progress, cancel)
     rep(0.0, "Reading the features table")
@@ -72,6 +72,10 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
     doc = result.document
     doc["provenance"]["dataset"] = source_name
     doc["settings"]["fold_sizes"] = fold_sizes(result.predictions)
+    if REFERENCE_METHOD in doc["methods"]:  # the external reference row: record the fairlearn that ran it
+        from importlib.metadata import version
+
+        doc["provenance"]["versions"]["fairlearn"] = version("fairlearn")
     if lambdas:
         _add_frontier(doc, table, label, attribute, group_id, features, settings, lambdas,
                       rep.sub(0.02 + main_share, 0.93))
