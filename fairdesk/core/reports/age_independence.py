@@ -261,13 +261,14 @@ def _frontier_blocks(doc: dict) -> list:
     data = frontier_data(doc)
     swept = any(e.get("frontier") for e in doc["methods"].values())
     lams = doc["settings"].get("frontier_lambdas")
-    caption = ("Each learner's points join its λ values (labelled); the DNN is the black star, other methods grey. "
-               "Down and to the right is better on both panels.")
+    legend = ("The DNN is the black star, other baselines grey squares, an external reference a grey diamond. "
+              "Lower and further right is better on both panels.")
     if swept:
-        caption = f"λ ∈ {{{', '.join(f'{num(v):g}' for v in lams or [])}}}, same folds. " + caption
+        caption = (f"λ ∈ {{{', '.join(f'{num(v):g}' for v in lams or [])}}}, same folds; each learner's points are "
+                   "joined in order of λ and labelled with it. " + legend)
     else:
-        caption = (f"Only the run's λ = {num(doc['settings']['learner']['lam']):g} was trained; a sweep over λ "
-                   "(fairdesk-cli train age-independent --frontier 0,0.5,1,2) draws the full frontier. " + caption)
+        caption = (f"One point per method at the run's λ = {num(doc['settings']['learner']['lam']):g}: no sweep over "
+                   "λ was run (fairdesk-cli train age-independent --frontier 0,0.5,1,2 adds it). " + legend)
     return [FigureSpec("age_frontier", "Δ_eo^(5) and leakage against accuracy", data, caption=caption)]
 
 
@@ -293,8 +294,9 @@ def build_age_report(doc: dict, suppress_k: int = 11) -> Report:
         Section("summary", "Summary", _summary_blocks(doc, k), new_page=False),
         Section("methods", "Methods", _methods_blocks(doc)),
         Section("tables", "Accuracy and error spread (000 Tables 1–2)", _tables_blocks(doc, k)),
-        Section("leakage", "Leakage of age from the representation", _leakage_blocks(doc), new_page=False),
-        # not forced onto a new page: a page the leakage table fills exactly would leave an empty page behind
+        # leakage opens a page and the frontier follows on it: a section that fills its page exactly (its trailing
+        # spacer spilling over) followed by a new-page section leaves an empty page in the shared renderer
+        Section("leakage", "Leakage of age from the representation", _leakage_blocks(doc)),
         Section("frontier", "Accuracy–fairness frontier", _frontier_blocks(doc), new_page=False),
         Section("provenance", "Provenance", _provenance_blocks(doc)),
     ]
