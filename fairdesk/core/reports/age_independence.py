@@ -113,8 +113,9 @@ def _summary_blocks(doc: dict, k: int) -> list:
         parts = []
         for metric in METRIC_ORDER:
             c = e["comparison"][metric]
+            verdict = verdict_words(c.get("verdict"), c.get("margin"))
             parts.append(f"{METRIC_NAMES[metric]} {_f(e[metric]['mean'])} vs {_f(methods[baseline][metric]['mean'])} "
-                         f"({fmt_signed(c.get('mean_difference'))}): {verdict_words(c.get('verdict'), c.get('margin'))}")
+                         f"({fmt_signed(c.get('mean_difference'))}): {verdict}")
         ref = " (external reference)" if e.get("external_reference") else ""
         blocks.append(Paragraph(f"{_label(doc, m)}{ref} against the DNN — " + "; ".join(parts) + ".", "bullet"))
     leak = {m: e["leakage"] for m, e in methods.items() if e.get("leakage") and num(e["leakage"].get("r2")) is not None}
