@@ -75,6 +75,10 @@ AUDIT_KINDS: dict[str, AuditKind] = {k.name: k for k in (
               job="fairdesk.jobs.images:audit_cit",
               report="fairdesk.core.reports.cit_images:build_report",
               page="fairdesk.gui.tabs.image_audit:ImageAuditPanel"),
+    AuditKind("age_independence", "Age-independent representation learners",
+              job="fairdesk.jobs.age:train_age_independent",
+              report="fairdesk.core.reports.age_independence:build_report",
+              page="fairdesk.gui.tabs.age:AgeLearnersPage"),
 )}
 
 DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (
@@ -93,6 +97,7 @@ MODEL_KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("note_mlp", "Note classifier (frozen encoder + MLP)"),
     ModelKind("image_classifier", "Image classifier"),
     ModelKind("image_generator", "Counterfactual image generator"),
+    ModelKind("age_independent", "Age-independent learners and baselines (cross-validated)"),
 )}
 
 

@@ -55,11 +55,15 @@ COMMANDS = {
     ("bench", "validity"): lambda d, o, m: ["bench", "validity", "--family", "cit", "--runs", "1", "--n", "200",
                                             "--json", o, "--quiet"],
     ("demo",): lambda d, o, m: ["demo", "--out", o, "--n-boot", "100", "--quiet"],
+    ("data", "age-demo"): lambda d, o, m: ["data", "age-demo", "--out", o, "--participants", "10", "--features", "3"],
+    ("train", "age-independent"): lambda d, o, m: ["train", "age-independent", "--data", d, "--label", "y",
+                                                   "--attribute", "age", "--group-id", "pid", "--json", o,
+                                                   "--quiet"],
 }
 #: the commands whose main input is a model folder, a project, or nothing (no table cases)
 MODEL_INPUT = {("audit", "mlm-bias")}
 PROJECT_INPUT = {("report",)}
-NO_INPUT = {("bench", "cit-synthetic"), ("bench", "validity"), ("demo",)}
+NO_INPUT = {("bench", "cit-synthetic"), ("bench", "validity"), ("demo",), ("data", "age-demo")}
 FOLDER_OUTPUT = {("train", "mlm"), ("train", "generator"), ("demo",)}
 
 
@@ -181,6 +185,8 @@ def test_output_equal_to_input(command, bad, capsys):
     ["audit", "groups", "{d}", "--label", "y", "--score", "p", "--attribute", "sex", "--json", "{o}", "--pdf", "{o}"],
     ["audit", "cit-predictions", "--predictions", "{d}", "--attribute", "sex", "--json", "{o}", "--pdf", "{o}"],
     ["bench", "cit-synthetic", "--json", "{o}", "--png", "{o}"],
+    ["train", "age-independent", "--data", "{d}", "--label", "y", "--attribute", "age", "--group-id", "pid",
+     "--json", "{o}", "--predictions", "{o}"],
     ["train", "notes", "--model", "{m}", "--notes", "{d}", "--tasks", "y", "--out", "{o}", "--json", "{o}"],
 ])
 def test_two_outputs_with_one_name(argv, bad, capsys):

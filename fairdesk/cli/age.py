@@ -1,0 +1,141 @@
+"""``fairdesk-cli data age-demo`` and ``fairdesk-cli train age-independent`` (issue 13, METHODS §2–3).
+
+Wired into :mod:`fairdesk.cli` with ``add_age_commands(data_subparsers, train_subparsers)``. ``train
+age-independent`` calls the job :func:`fairdesk.jobs.age.train_age_independent` on the project given with
+``--project`` (or on a temporary project deleted afterwards), so the command and the GUI store the same document:
+``--json`` is the stored document byte for byte, ``--predictions`` the stored out-of-fold predictions in the
+issue's long layout, ``--pdf`` goes through the one PDF route :func:`fairdesk.jobs.reports.export_report`.
+Nothing heavy is imported here; torch and sklearn load when the command runs.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from fairdesk.cli.args import set_threads, split_list
+from fairdesk.cli.progress import TerminalProgress
+from fairdesk.core.errors import DataError
+from fairdesk.core.export import check_output_files, check_outputs
+
+
+def cmd_data_age_demo(args: argparse.Namespace) -> int:
+    from fairdesk.core.export import write_table
+    from fairdesk.core.synthetic.age_cohort import make_age_cohort
+
+    check_outputs([("--out", args.out)])
+    check_output_files([("--out", args.out)])
+    df = make_age_cohort(n_participants=args.participants, n_features=args.features, seed=args.seed)
+    write_table(df, args.out)
+    n_feat = df.shape[1] - 3
+    print(f"{len(df)} sessions of {df['participant_id'].nunique()} participants, {n_feat} features "
+          f"(columns participant_id, age, label, f000…) -> {args.out}")
+    return 0
+
+
+def _methods(value) -> tuple[str, ...] | None:
+    from fairdesk.core.models.age_independent import METHODS
+
+    methods = split_list(value)
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise DataError(f"Unknown method(s) {', '.join(bad)} in --methods; choose from {','.join(METHODS)}.")
+    return tuple(methods) or None
+
+
+def _lambdas(value) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in split_list(value))
+    except ValueError:
+        raise DataError("--frontier takes adversary strengths λ as numbers, e.g. 0,0.5,1,2.") from None
+
+
+def cmd_train_age_independent(args: argparse.Namespace) -> int:
+    from fairdesk.core import atomic
+    from fairdesk.core.export import write_table
+    from fairdesk.core.models.age_independent import LearnerSettings
+    from fairdesk.core.project import Project
+    from fairdesk.jobs.age import predictions_csv_table, train_age_independent
+    from fairdesk.jobs.reports import export_report
+
+    outputs = [("--json", args.json), ("--predictions", args.predictions), ("--pdf", args.pdf)]
+    check_outputs(outputs, [("the data table (--data)", args.data), ("the project (--project)", args.project)])
+    check_output_files(outputs)
+    from fairdesk.core.kinds import ReportSettings
+
+    ReportSettings(suppress_k=args.suppress_k)  # a bad k fails now, not after the training
+    methods = _methods(args.methods)
+    lambdas = _lambdas(args.frontier)
+    learner = LearnerSettings(lam=args.lam, k_adv=args.k_adv, epochs=args.epochs, device=args.device)
+    set_threads(args.threads)
+    progress = TerminalProgress(args.quiet)
+    with tempfile.TemporaryDirectory(prefix="fairdesk-age-") as tmp:
+        project_path = args.project or str(Path(tmp) / "age-independent.fairdesk")
+        audit_id = train_age_independent(project_path, args.data, args.label, args.attribute, args.group_id,
+                                         methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
+                                         seed=args.seed, learner=learner, reference=not args.no_reference,
+                                         frontier_lambdas=lambdas, progress=progress)
+        progress.done()
+        project = Project(project_path, create=False)
+        text = project.audit_json(audit_id)
+        atomic.write_text(args.json, text)  # the stored document, byte for byte
+        if args.predictions:
+            write_table(predictions_csv_table(project_path, audit_id), args.predictions)
+        if args.pdf:
+            export_report(project_path, audit_id, args.pdf, suppress_k=args.suppress_k)
+    if args.project:
+        print(f"stored as audit {audit_id} in {args.project}")
+    _print_summary(text)
+    written = [p for _, p in outputs if p]
+    print(f"results -> {', '.join(map(str, written))}")
+    return 0
+
+
+def _print_summary(text: str) -> None:
+    import json
+
+    doc = json.loads(text)
+    for name, m in doc["methods"].items():
+        leak = m.get("leakage")
+        verdicts = ", ".join(f"{k} {c['verdict']}" for k, c in (m.get("comparison") or {}).items())
+        print(f"{name:>22}: accuracy {m['accuracy']['mean']:.3f} ± {m['accuracy']['std']:.3f}, "
+              f"Δ(5) {m['delta_eo_5']['mean']:.3f} ± {m['delta_eo_5']['std']:.3f}"
+              + (f", leakage R² {leak['r2']:.2f}" if leak and leak.get("r2") is not None else "")
+              + (f" [vs dnn: {verdicts}]" if verdicts else ""))
+
+
+def add_age_commands(data, train) -> None:
+    """``data age-demo`` on the ``data`` sub-parsers, ``train age-independent`` on the ``train`` sub-parsers."""
+    demo = data.add_parser("age-demo", help="a generated cohort for the age-independent learners (seeded)")
+    demo.add_argument("--out", required=True, help="CSV (or .parquet) file to write")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--participants", type=int, default=200, help="participants (1–4 sessions each)")
+    demo.add_argument("--features", type=int, default=300, help="number of 'linguistic' features")
+    demo.set_defaults(func=cmd_data_age_demo)
+
+    age = train.add_parser("age-independent", help="age-independent representation learners vs baselines, "
+                                                   "participant-disjoint cross-validation (seed 000)")
+    age.add_argument("--data", required=True, help="features table (CSV or Parquet), one row per session")
+    age.add_argument("--label", required=True, help="outcome column (0/1)")
+    age.add_argument("--attribute", required=True, help="continuous protected attribute, e.g. age")
+    age.add_argument("--group-id", required=True, help="participant id: no participant is in two folds")
+    age.add_argument("--methods", help="comma-separated: dnn,svm,rf,adaboost,simple,autoencoder,consensus,"
+                                       "entropy,entropy-binary,entropy-h (default: all; dnn is required)")
+    age.add_argument("--folds", type=int, default=5)
+    age.add_argument("--repeats", type=int, default=1)
+    age.add_argument("--lambda", dest="lam", type=float, default=1.0, help="adversary strength λ (default 1)")
+    age.add_argument("--seed", type=int, default=0)
+    age.add_argument("--k-adv", type=int, default=5, help="adversary steps K per minibatch (default 5)")
+    age.add_argument("--epochs", type=int, default=40)
+    age.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    age.add_argument("--frontier", help="also run the accuracy–fairness frontier at these λ (comma-separated)")
+    age.add_argument("--no-reference", action="store_true",
+                     help="leave out fairlearn's AdversarialFairnessClassifier (run when fairlearn is installed)")
+    age.add_argument("--json", required=True, help="write the results document here")
+    age.add_argument("--predictions", help="write the out-of-fold predictions here (long CSV)")
+    age.add_argument("--pdf", help="also write the PDF report here")
+    age.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    age.add_argument("--project", help="store the audit, predictions and model record in this project file")
+    age.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    age.add_argument("--quiet", action="store_true", help="no progress bar")
+    age.set_defaults(func=cmd_train_age_independent)

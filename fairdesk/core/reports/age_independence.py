@@ -1,0 +1,391 @@
+"""The PDF report of an age-independence audit (issue 13, METHODS §2–3; audit kind ``"age_independence"``).
+
+:func:`build_age_report` turns the stored document (``{"methods", "settings", "provenance"}`` written by
+:func:`fairdesk.jobs.age.train_age_independent`, the same the CLI's ``--json`` holds) into a
+:class:`~fairdesk.core.reports.document.Report`; :func:`build_report` (the registry's one signature) renders it.
+Sections:
+
+1. summary — in words, for each learner against the DNN and each of accuracy, Δ^(2), Δ^(5), one of the three
+   verdicts (differs / equivalent within ±margin / inconclusive) and the rule that decides it; how much age the
+   DNN's representation and the learners' keep;
+2. methods — architectures, losses, λ, K, K_D, λ_H, training, folds, thresholds, margins, caveats;
+3. the 000 Tables 1–2 layout — mean ± SD over folds per method, then the one-tailed paired t-tests against the
+   DNN (t, p, BH q, TOST p, verdict); held-out rows and participants per fold;
+4. leakage — a fresh probe's R², MAE and AUROC of age from each representation;
+5. the accuracy–fairness frontier (figure kind ``"age_frontier"``, registered here): Δ^(5) and leakage R²
+   against accuracy, per learner as λ varies (the run's λ only when no sweep was stored);
+6. provenance — seed, data hash, versions, device, per-fold model hashes.
+
+Every count of people or rows prints as "<k" below ``settings.suppress_k``. matplotlib and reportlab are
+imported inside functions (Agg backend); same document → same PDF bytes.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from fairdesk.core import atomic
+from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Section, Table, join_words, report_date
+from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, fmt_signed, num
+
+METRIC_NAMES = {"accuracy": "accuracy", "delta_eo_2": "Δ_eo^(2)", "delta_eo_5": "Δ_eo^(5)"}
+METRIC_ORDER = ("accuracy", "delta_eo_2", "delta_eo_5")
+LOSSES = [
+    ["dnn", "64-32-8 ReLU, batch norm before the output", "Lc (cross-entropy)", "–"],
+    ["simple", "I: x→64→32→z; C: z→16→2; A: z→16→1", "Lc − λ·La", "La = mean (A(z) − age)²"],
+    ["autoencoder", "as simple, plus R: z→32→64→x̂", "Lc − λ·La + Lr", "La"],
+    ["consensus", "M interpreters on a random feature split; D: z_m→16→M", "Lc − λ·La − λ·Ld",
+     "Ld (D, K_D steps); La averaged over z_m"],
+    ["entropy", "as autoencoder; A: z→16→2 (age above the mean)", "Lc − λ·La + Lr",
+     "La = CE(P, 1[age > mean]) + λ_H·H[P]"],
+    ["entropy-binary", "as entropy", "Lc − λ·La + Lr", "CE term only"],
+    ["entropy-h", "as entropy", "Lc − λ·La + Lr", "λ_H·H[P] only"],
+]
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+FRONTIER_COLUMNS = ["method", "label", "role", "lambda", "accuracy", "delta_eo_5", "leakage_r2"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Words
+
+
+def _f(value, digits: int = 3) -> str:
+    v = num(value)
+    return "–" if v is None else f"{v:.{digits}f}".replace("-", MINUS)
+
+
+def _pm(summary: dict | None, digits: int = 3) -> str:
+    if not summary:
+        return "–"
+    return f"{_f(summary.get('mean'), digits)} ± {_f(summary.get('std'), digits)}"
+
+
+def verdict_words(verdict: str | None, margin) -> str:
+    """The verdict as the report prints it."""
+    if verdict == "differs":
+        return "differs (lower than the DNN)"
+    if verdict in ("equivalent", "equivalent within margin"):
+        return f"equivalent within ±{num(margin):g}"
+    if verdict == "inconclusive":
+        return "inconclusive"
+    return "–"
+
+
+def _verdict_short(verdict: str | None, margin) -> str:
+    if verdict == "differs":
+        return "differs"
+    if verdict in ("equivalent", "equivalent within margin"):
+        return f"equivalent ±{num(margin):g}"
+    return verdict or "–"
+
+
+def _label(doc: dict, m: str) -> str:
+    return str(doc["methods"][m].get("label") or m)
+
+
+def _compared(doc: dict) -> list[str]:
+    return [m for m, e in doc["methods"].items() if e.get("comparison")]
+
+
+def _summary_blocks(doc: dict, k: int) -> list:
+    s = doc["settings"]
+    methods = doc["methods"]
+    baseline = s.get("baseline", "dnn")
+    blocks = [Paragraph(
+        f"{len(methods)} methods were trained and compared by {s['folds']}-fold participant-disjoint "
+        f"cross-validation ({s['repeats']} repeat{'s' if s['repeats'] != 1 else ''}) on "
+        f"{fmt_count(s.get('n_rows'), k)} rows of {fmt_count(s.get('n_participants'), k)} participants, "
+        f"predicting '{s['label']}' with '{s['attribute']}' as the protected continuous attribute "
+        f"(λ = {num(s['learner']['lam']):g}, K = {s['learner']['k_adv']}). Each number is computed on the rows of "
+        "a held-out fold (no participant is in two folds) and summarised as mean ± SD over folds.", "lead")]
+    blocks.append(Paragraph(
+        "Verdict rule, for each method against the DNN and each of accuracy, Δ^(2) and Δ^(5), over the paired "
+        f"per-fold values: differs — the one-tailed paired t-test (method lower than the DNN) is significant at "
+        f"α = {num(s.get('alpha', 0.05)):g} after Benjamini–Hochberg over every t-test of this audit; equivalent "
+        "within ±margin — the paired TOST is significant after Benjamini–Hochberg over every TOST; inconclusive — "
+        "neither. Margins: " + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()])
+        + ". Inconclusive means the folds cannot tell; it is never evidence that a method is as fair as, or "
+          "fairer than, the DNN.", "note"))
+    for m in _compared(doc):
+        e = methods[m]
+        parts = []
+        for metric in METRIC_ORDER:
+            c = e["comparison"][metric]
+            verdict = verdict_words(c.get("verdict"), c.get("margin"))
+            parts.append(f"{METRIC_NAMES[metric]} {_f(e[metric]['mean'])} vs {_f(methods[baseline][metric]['mean'])} "
+                         f"({fmt_signed(c.get('mean_difference'))}): {verdict}")
+        ref = " (external reference)" if e.get("external_reference") else ""
+        blocks.append(Paragraph(f"{_label(doc, m)}{ref} against the DNN — " + "; ".join(parts) + ".", "bullet"))
+    leak = {m: e["leakage"] for m, e in methods.items() if e.get("leakage") and num(e["leakage"].get("r2")) is not None}
+    if baseline in leak:
+        others = {m: v for m, v in leak.items() if m != baseline}
+        text = (f"Age left in the representation (a fresh probe trained after the fact on held-out rows): the "
+                f"DNN's last hidden layer gives age R² {_f(leak[baseline]['r2'], 2)} (AUROC for age above the mean "
+                f"{_f(leak[baseline].get('auroc'), 2)})")
+        if others:
+            lo = min(others, key=lambda m: others[m]["r2"])
+            hi = max(others, key=lambda m: others[m]["r2"])
+            text += (f"; the learners range from R² {_f(others[lo]['r2'], 2)} ({_label(doc, lo)}) to "
+                     f"{_f(others[hi]['r2'], 2)} ({_label(doc, hi)})")
+        text += ". R² at or below 0 means the probe predicts age no better than the mean age."
+        blocks.append(Paragraph(text, "finding"))
+    return blocks
+
+
+def _methods_blocks(doc: dict) -> list:
+    s = doc["settings"]
+    L = s["learner"]
+    run = s.get("methods_run") or list(doc["methods"])
+    blocks = [Paragraph(
+        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): interpreter I: x → z (hidden "
+        f"{'-'.join(map(str, L['hidden']))}, z = {L['z_dim']} units), classifier C, adversary A (hidden "
+        f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}, minibatches of "
+        f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
+        f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
+        f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). λ = {num(L['lam']):g} (adversary strength; 000's "
+        f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
+        "The regression adversary predicts standardised age.")]
+    rows = [r for r in LOSSES if r[0] in run]
+    blocks.append(Table(["method", "networks", "interpreter side minimises", "adversary minimises"], rows,
+                        title="Architectures and losses", widths=[1.1, 2.6, 1.6, 2.2], small=True))
+    base = [m for m in ("svm", "rf", "adaboost") if m in run]
+    if base:
+        blocks.append(Paragraph("Other baselines (scikit-learn): " + join_words(
+            [{"svm": "SVM (RBF, Platt scores)", "rf": "random forest (200 trees)",
+              "adaboost": "AdaBoost (100 stumps)"}[m] for m in base]) + "."))
+    ref = [m for m in run if doc["methods"].get(m, {}).get("external_reference")]
+    if ref:
+        blocks.append(Paragraph("External reference row: fairlearn's AdversarialFairnessClassifier (equalized-odds "
+                                "adversary on the predictor's score, standardised age as the continuous sensitive "
+                                "feature, α = λ), run on the same folds; it is not one of 000's learners."))
+    blocks.append(Paragraph(
+        f"Protocol: {s['folds']}-fold StratifiedGroupKFold by participant ('{s['group_id']}'), "
+        f"{s['repeats']} repeat(s), seed {doc['provenance'].get('seed')}; threshold {num(s.get('threshold', 0.5)):g}; "
+        "per fold, Δ_eo^(N) on equal-frequency bins of the attribute within the held-out fold (bins merged until "
+        "each holds both classes; the group audit's own Δ_eo). One-tailed paired t-tests against the DNN "
+        "(scipy ttest_rel, alternative 'less'), paired TOST at the margins, Benjamini–Hochberg. "
+        f"{s.get('n_features', '–')} feature columns."))
+    blocks.append(Paragraph(
+        f"Caveats: with {s['folds'] * s['repeats']} per-fold values the t-test has "
+        f"{s['folds'] * s['repeats'] - 1} degrees of freedom, so large differences can stay inconclusive; with more "
+        "than one repeat the per-fold values reuse rows and the test overstates the evidence. A classifier close to "
+        "constant has a low Δ, so read a lower Δ beside the accuracy.", "note"))
+    return blocks
+
+
+def _tables_blocks(doc: dict, k: int) -> list:
+    s = doc["settings"]
+    rows = []
+    for m, e in doc["methods"].items():
+        rows.append([_label(doc, m), _pm(e.get("accuracy")), _pm(e.get("delta_eo_2")), _pm(e.get("delta_eo_5"))])
+    blocks = [Table(["method", "accuracy", "Δ_eo^(2)", "Δ_eo^(5)"], rows,
+                    title="Table 1 (000 layout): mean ± SD over folds", widths=[2.6, 1.3, 1.3, 1.3],
+                    align=["L", "R", "R", "R"],
+                    note="Held-out folds; SD with ddof = 1. Lower Δ_eo: errors spread more evenly over the attribute.")]
+    trows = []
+    for m in _compared(doc):
+        e = doc["methods"][m]
+        for metric in METRIC_ORDER:
+            t, c = e["t_test"][metric], e["comparison"][metric]
+            trows.append([_label(doc, m), METRIC_NAMES[metric], fmt_signed(c.get("mean_difference")),
+                          _f(t.get("statistic"), 2), fmt_p(t.get("p")), fmt_p(c.get("p_bh")),
+                          fmt_p(c.get("p_equivalence_bh")), _verdict_short(c.get("verdict"), c.get("margin"))])
+    if trows:
+        blocks.append(Table(["method", "metric", "difference", "t", "p (one-tailed)", "BH q", "TOST q", "verdict"],
+                            trows, title="Table 2 (000 layout): paired t-tests against the DNN",
+                            widths=[2.2, 0.9, 0.9, 0.6, 0.9, 0.7, 0.7, 1.3],
+                            align=["L", "L", "R", "R", "R", "R", "R", "L"], small=True,
+                            note="difference = method − DNN, mean over folds; alternative: method lower than the "
+                                 "DNN; TOST q: equivalence within the margin, BH-adjusted."))
+    sizes = s.get("fold_sizes") or []
+    if sizes:
+        frows = [[str(z["repeat"] + 1), str(z["fold"] + 1), fmt_count(z["rows"], k), fmt_count(z["participants"], k),
+                  fmt_count(z["positives"], k)] for z in sizes]
+        blocks.append(Table(["repeat", "fold", "held-out rows", "participants", "label 1"], frows,
+                            title="Held-out folds", widths=[1, 1, 1.4, 1.4, 1.4], align=["R"] * 5, small=True,
+                            note=f"Counts below {k} print as <{k}."))
+    bins = [(m, metric, e[metric].get("bins_used")) for m, e in doc["methods"].items() for metric in ("delta_eo_5",)]
+    fewer = sorted({_label(doc, m) for m, metric, used in bins if used and min(used) < 5})
+    if fewer:
+        blocks.append(Paragraph("Some folds used fewer than 5 bins for Δ_eo^(5) (bins merged until each holds both "
+                                "classes): " + join_words(fewer) + ".", "note"))
+    return blocks
+
+
+def _leakage_blocks(doc: dict) -> list:
+    rows = []
+    for m, e in doc["methods"].items():
+        leak = e.get("leakage")
+        if not leak:
+            rows.append([_label(doc, m), "–", "–", "–", "–", "no representation"])
+            continue
+        probes = leak.get("probes") or {}
+        rows.append([_label(doc, m), str(leak.get("probe", "–")), _f(leak.get("r2"), 3), _f(leak.get("mae"), 2),
+                     _f(leak.get("auroc"), 3),
+                     ", ".join(f"{p} {_f(v.get('r2'), 2)}" for p, v in probes.items()) or "–"])
+    thr = next((e["leakage"].get("age_threshold") for e in doc["methods"].values() if e.get("leakage")), None)
+    return [
+        Paragraph("How much age is left in each representation, measured after training by a fresh probe (not by "
+                  "the training adversary's loss): on each held-out fold, ridge regression and gradient boosting are "
+                  "cross-fitted over participant-disjoint inner folds, so every row gets an out-of-sample age "
+                  "prediction; pooled over folds. R² ≤ 0: no better than the mean age."),
+        Table(["method", "probe", "age R²", "MAE (years)", "AUROC age > mean", "R² by probe"], rows,
+              title="Leakage of age", widths=[2.4, 0.7, 0.8, 1.0, 1.2, 1.7], align=["L", "L", "R", "R", "R", "L"],
+              small=True, note=(f"AUROC for age above {_f(thr, 1)} (the table's mean age)." if thr is not None
+                                else "")),
+    ]
+
+
+def frontier_data(doc: dict) -> pd.DataFrame:
+    """The points of the frontier figure: per learner one per λ (the stored sweep, or the run's λ), the DNN and the
+    other methods at their single point."""
+    s = doc["settings"]
+    lam = num(s["learner"]["lam"])
+    rows = []
+    for m, e in doc["methods"].items():
+        role = ("dnn" if m == s.get("baseline", "dnn") else "reference" if e.get("external_reference")
+                else "learner" if e.get("frontier") is not None or m in {r[0] for r in LOSSES[1:]} else "baseline")
+        leak = e.get("leakage") or {}
+        points = e.get("frontier") or [{"lambda": lam if role == "learner" else None,
+                                        "accuracy": e["accuracy"]["mean"], "delta_eo_5": e["delta_eo_5"]["mean"],
+                                        "leakage_r2": leak.get("r2")}]
+        for p in points:
+            rows.append({"method": m, "label": _label(doc, m), "role": role, "lambda": num(p.get("lambda")),
+                         "accuracy": num(p.get("accuracy")), "delta_eo_5": num(p.get("delta_eo_5")),
+                         "leakage_r2": num(p.get("leakage_r2"))})
+    return pd.DataFrame(rows, columns=FRONTIER_COLUMNS)
+
+
+def _frontier_blocks(doc: dict) -> list:
+    data = frontier_data(doc)
+    swept = any(e.get("frontier") for e in doc["methods"].values())
+    lams = doc["settings"].get("frontier_lambdas")
+    legend = ("The DNN is the black star, other baselines grey squares, an external reference a grey diamond. "
+              "Lower and further right is better on both panels.")
+    if swept:
+        caption = (f"λ ∈ {{{', '.join(f'{num(v):g}' for v in lams or [])}}}, same folds; each learner's points are "
+                   "joined in order of λ and labelled with it. " + legend)
+    else:
+        caption = (f"One point per method at the run's λ = {num(doc['settings']['learner']['lam']):g}: no sweep over "
+                   "λ was run (fairdesk-cli train age-independent --frontier 0,0.5,1,2 adds it). " + legend)
+    return [FigureSpec("age_frontier", "Δ_eo^(5) and leakage against accuracy", data, caption=caption)]
+
+
+def _provenance_blocks(doc: dict) -> list:
+    prov = doc["provenance"]
+    rows = [["seed", str(prov.get("seed"))], ["data (SHA-256)", str(prov.get("data_sha256"))],
+            ["dataset", str(prov.get("dataset", "–"))], ["created (UTC)", str(prov.get("created_utc"))],
+            ["device", str(prov.get("device", "–"))]]
+    rows += [[name, str(v)] for name, v in (prov.get("versions") or {}).items()]
+    hashes = [[key, str(h)[:16] + "…"] for key, h in (prov.get("model_hashes") or {}).items()]
+    blocks = [Table(["", "value"], rows, title="Provenance", widths=[1.6, 5.0], small=True)]
+    if hashes:
+        blocks.append(Table(["fit (method/repeat/fold)", "model hash (SHA-256, first 16)"], hashes,
+                            title="Fitted models", widths=[3.0, 3.0], small=True))
+    return blocks
+
+
+def build_age_report(doc: dict, suppress_k: int = 11) -> Report:
+    """The report tree of an ``age_independence`` document (see the module docstring)."""
+    k = int(suppress_k)
+    s = doc["settings"]
+    sections = [
+        Section("summary", "Summary", _summary_blocks(doc, k), new_page=False),
+        Section("methods", "Methods", _methods_blocks(doc)),
+        Section("tables", "Accuracy and error spread (000 Tables 1–2)", _tables_blocks(doc, k)),
+        # leakage opens a page and the frontier follows on it: a section that fills its page exactly (its trailing
+        # spacer spilling over) followed by a new-page section leaves an empty page in the shared renderer
+        Section("leakage", "Leakage of age from the representation", _leakage_blocks(doc)),
+        Section("frontier", "Accuracy–fairness frontier", _frontier_blocks(doc), new_page=False),
+        Section("provenance", "Provenance", _provenance_blocks(doc)),
+    ]
+    return Report(title="Age-independent representation learners",
+                  subtitle=f"'{s['label']}' with '{s['attribute']}' as the protected attribute — "
+                           f"{s['folds']}-fold participant-disjoint cross-validation",
+                  date=report_date(doc["provenance"]), suppress_k=k, sections=sections,
+                  footer=f"FairDesk · age-independent learners · counts below {k} suppressed",
+                  metadata={"kind": "age_independence"})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The figure
+
+
+def frontier_size(data: pd.DataFrame) -> tuple[float, float]:
+    n = max(data["method"].nunique(), 1) if len(data) else 1
+    return 6.7, 2.9 + 0.18 * ((n + 2) // 3)
+
+
+def render_frontier_png(data: pd.DataFrame, buf, title: str) -> None:
+    """Two panels, Δ_eo^(5) and leakage R² against accuracy; per method its points (learners joined over λ)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    w, h = frontier_size(data)
+    fig = Figure(figsize=(w, h), dpi=100)
+    FigureCanvasAgg(fig)
+    fig.suptitle(title, fontsize=8.5, x=0.01, ha="left", y=0.985)
+    legend_h = 0.18 * ((max(data["method"].nunique(), 1) + 2) // 3) + 0.25
+    bottom = (legend_h + 0.45) / h
+    axes = [fig.add_axes((0.08, bottom, 0.39, 0.86 - bottom)), fig.add_axes((0.585, bottom, 0.39, 0.86 - bottom))]
+    handles, labels = [], []
+    color_i = 0
+    for m, g in data.groupby("method", sort=False):
+        role = g["role"].iloc[0]
+        if role == "dnn":
+            style = dict(color="black", marker="*", markersize=9, linestyle="none")
+        elif role == "learner":
+            style = dict(color=COLORS[color_i % len(COLORS)], marker="o", markersize=4, linestyle="-", linewidth=1)
+            color_i += 1
+        else:
+            style = dict(color="#8a8a8a", marker="s" if role == "baseline" else "D", markersize=4, linestyle="none")
+        g = g.sort_values("lambda", na_position="first")
+        line = None
+        for ax, y in zip(axes, ("delta_eo_5", "leakage_r2")):
+            ok = g[g["accuracy"].notna() & g[y].notna()]
+            if ok.empty:
+                continue
+            (ln,) = ax.plot(ok["accuracy"], ok[y], **style)
+            line = line or ln
+            if role == "learner" and len(ok) > 1:
+                for x_, y_, lam in zip(ok["accuracy"], ok[y], ok["lambda"]):
+                    ax.annotate(f"{lam:g}", (x_, y_), xytext=(2, 2), textcoords="offset points", fontsize=5.5,
+                                color=style["color"])
+        if line is not None:
+            handles.append(line)
+            labels.append(str(g["label"].iloc[0]))
+    for ax, ylabel in zip(axes, ("Δ_eo^(5) (lower: more even errors)", "leakage: age R² of a fresh probe")):
+        ax.set_xlabel("accuracy", fontsize=7)
+        ax.set_ylabel(ylabel, fontsize=7)
+        ax.tick_params(labelsize=6.5)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    axes[1].axhline(0.0, color="#cccccc", lw=0.6, zorder=0)
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=6.3, frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
+    fig.savefig(buf, format="png", dpi=150, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+
+
+def register_figures() -> None:
+    """Teach the shared PDF renderer this module's figure kind."""
+    from fairdesk.core.reports.pdf import register_figure_kind
+
+    register_figure_kind("age_frontier", render_frontier_png, frontier_size)
+
+
+def render_age_bytes(report: Report) -> bytes:
+    from fairdesk.core.reports.pdf import render_bytes
+
+    register_figures()
+    return render_bytes(report)
+
+
+def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
+    """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
+    return atomic.write_bytes(Path(path), render_age_bytes(build_age_report(doc, settings.suppress_k)))
