@@ -150,8 +150,32 @@ def _cit_doc(group_result) -> dict:  # noqa: ARG001
     return json.loads(json.dumps(audit_prediction_table(df, "sex", seed=0)))
 
 
+def _age_doc(group_result) -> dict:  # noqa: ARG001
+    """The age-independent learners' job on a cohort of 24 participants in 2 folds (held-out folds of <11 people)."""
+    import tempfile
+
+    import torch
+
+    from fairdesk.core.models.age_independent import LearnerSettings
+    from fairdesk.core.project import Project
+    from fairdesk.core.synthetic.age_cohort import make_age_cohort
+    from fairdesk.jobs.age import train_age_independent
+
+    torch.set_num_threads(1)
+    tiny = LearnerSettings(z_dim=3, hidden=(8,), head_hidden=4, epochs=2, batch_size=16, device="cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        cohort = make_age_cohort(n_participants=18, n_features=8, seed=3)
+        from fairdesk.core.export import write_table
+
+        csv = write_table(cohort, f"{tmp}/cohort.csv")
+        audit_id = train_age_independent(f"{tmp}/p.fairdesk", csv, "label", "age", "participant_id",
+                                         methods=("dnn", "svm", "simple"), folds=2, seed=4, learner=tiny,
+                                         reference=False)
+        return json.loads(Project(f"{tmp}/p.fairdesk", create=False).audit_json(audit_id))
+
+
 DOCUMENTS = {"groups": _groups_doc, "mlm_bias": _mlm_doc, "note_classifiers": _encoders_doc,
-             "cit_images": _cit_doc}
+             "cit_images": _cit_doc, "age_independence": _age_doc}
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +202,8 @@ def _tree(name: str, doc: dict, k: int) -> Report:
 # The scanner: counts printed below k. Written independently of the code under test.
 
 COUNT_HEADERS = {"n", "positives", "tn", "fp", "fn", "tp", "test notes", "tpl.", "templates", "attributes",
-                 "pairs", "sentences"}
-UNITS = ("rows", "row", "patients", "patient", "cases", "positive cases", "negative cases", "patients with the "
+                 "pairs", "sentences", "held-out rows", "participants", "label 1"}
+UNITS = ("rows", "row", "patients", "patient", "participants", "participant", "cases", "positive cases", "negative cases", "patients with the "
          "condition", "patients without the condition", "notes", "note", "images", "image", "units", "unit",
          "windows", "window", "word pieces", "sentences", "sentence", "templates", "template", "tpl.",
          "word pairs", "word pair", "pairs", "positives", "files")

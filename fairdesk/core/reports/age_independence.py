@@ -140,7 +140,7 @@ def _methods_blocks(doc: dict) -> list:
     run = s.get("methods_run") or list(doc["methods"])
     blocks = [Paragraph(
         f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): interpreter I: x → z (hidden "
-        f"{'-'.join(map(str, L['hidden']))}, z = {L['z_dim']} units), classifier C, adversary A (hidden "
+        f"{'-'.join(map(str, L['hidden']))}, z of dimension {L['z_dim']}), classifier C, adversary A (hidden "
         f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}, minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
@@ -205,7 +205,7 @@ def _tables_blocks(doc: dict, k: int) -> list:
                   fmt_count(z["positives"], k)] for z in sizes]
         blocks.append(Table(["repeat", "fold", "held-out rows", "participants", "label 1"], frows,
                             title="Held-out folds", widths=[1, 1, 1.4, 1.4, 1.4], align=["R"] * 5, small=True,
-                            note=f"Counts below {k} print as <{k}."))
+                            note=f"Small-cell suppression: counts below {k} shown as “<{k}”."))
     bins = [(m, metric, e[metric].get("bins_used")) for m, e in doc["methods"].items() for metric in ("delta_eo_5",)]
     fewer = sorted({_label(doc, m) for m, metric, used in bins if used and min(used) < 5})
     if fewer:
@@ -384,6 +384,11 @@ def render_age_bytes(report: Report) -> bytes:
 
     register_figures()
     return render_bytes(report)
+
+
+def report_tree(doc: dict, settings) -> Report:
+    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
+    return build_age_report(doc, settings.suppress_k)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
