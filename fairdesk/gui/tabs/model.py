@@ -5,7 +5,8 @@ import pandas as pd
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _PATIENT_NAMES, _SAMPLE_NAMES, NONE, _first, _norm
+from fairdesk.core.data.roles import SAMPLE_NAMES, guess_feature_roles, normalise
+from fairdesk.gui.tabs.dataset import NONE
 from fairdesk.gui.widgets.panel_parts import (cancel_job, note_label, progress_bar, push_button, run_row, scroll_area,
                                               setup_column, show_progress, size_combos, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
@@ -144,15 +145,11 @@ class ModelTab(QWidget):
         info = getattr(self, "_infos", {}).get(self.dataset_combo.currentData())
         cols = list(info.columns) if info else []
         self._columns = cols
-        feats = [c for c in cols if c.startswith("f_")]
-        labels = [c for c in cols if c.startswith("y_")]
-        patient = _first(cols, _PATIENT_NAMES)
-        others = [c for c in cols if c not in feats and c not in labels and c != patient]
-        attrs = [c for c in others if _norm(c) in _ATTRIBUTE_WORDS or _norm(c) == "age"
-                 or set(_norm(c).split("_")) & set(_ATTRIBUTE_WORDS)]
+        guess = guess_feature_roles(cols)  # identifiers and protected attributes are never offered as labels
+        feats, labels, patient = guess["features"], guess["labels"], guess["patient_id"]
+        others, attrs = guess["others"], guess["attributes"]
         self.features_list.set_items(feats + [c for c in cols if c not in labels and c not in feats], feats)
-        self.labels_list.set_items(cols if not labels else labels + [c for c in cols if c not in labels
-                                                                     and c not in feats], labels)
+        self.labels_list.set_items(guess["label_candidates"], labels)
         self.carry_list.set_items(others, attrs)
         self.patient_combo.clear()
         self.patient_combo.addItem(NONE, None)
@@ -174,7 +171,7 @@ class ModelTab(QWidget):
 
         patient = self.patient_combo.currentData()
         carry = [c for c in self.carry_list.checked() if c != patient]
-        id_cols = [c for c in self._columns if _norm(c) in _SAMPLE_NAMES and c != patient and c not in carry]
+        id_cols = [c for c in self._columns if normalise(c) in SAMPLE_NAMES and c != patient and c not in carry]
         labels = self.labels_list.checked()
         tasks = {(c[2:] if c.startswith("y_") and len(c) > 2 else c): c for c in labels}
         return TrainSpec(kind=self.kind_combo.currentData(), features=self.features_list.checked(), tasks=tasks,

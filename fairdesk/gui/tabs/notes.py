@@ -22,7 +22,8 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, Q
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import DataError, FairDeskError, ModelError
-from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _CONTINUOUS_WORDS, _PATIENT_NAMES, NONE, _first, _norm
+from fairdesk.core.data.roles import guess_note_roles
+from fairdesk.gui.tabs.dataset import NONE
 from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
                                               fill_list, job_running, list_data, note_label, progress_bar, push_button,
                                               run_row, scroll_area, setup_column, show_progress, size_combos,
@@ -33,13 +34,6 @@ LM_KIND = "masked_lm"  # fairdesk.jobs.text.MODEL_KIND
 NOTE_MODEL_KIND = "note_mlp"  # fairdesk.core.models.note_classifier.MODEL_KIND
 AUDIT_KIND = "note_classifiers"
 NOTE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")  # what fairdesk.core.data.loaders reads
-TEXT_NAMES = ("text", "note", "notes", "note_text", "text_note", "notetext", "report", "body", "content",
-              "document", "discharge_summary", "narrative")
-#: numeric columns offered as extra features by default (acuity scores; 001 appends such structured data)
-NUMERIC_WORDS = ("sapsii", "saps", "saps_ii", "sapsii_score", "sofa", "oasis", "apache", "apsiii", "elixhauser",
-                 "acuity", "acuity_score", "charlson")
-ID_WORDS = ("id", "row_id", "note_id", "hadm_id", "stay_id", "icustay_id", "subject_id", "sample_id", "chartdate",
-            "charttime", "date", "time")
 MEASURES = ("parity", "recall", "specificity")
 MEASURE_TITLE = {"parity": "Parity gap", "recall": "Recall gap", "specificity": "Specificity gap"}
 ERROR_STYLE = "color: #B00020;"
@@ -100,48 +94,6 @@ def notes_sample(path: str | Path, n: int = 200) -> pd.DataFrame:
         raise DataError(f"{p.name} has only {len(cols)} column(s) ({', '.join(cols) or 'none'}); a notes table needs "
                         "at least a text column, a 0/1 label column and a patient id.")
     return df
-
-
-def _is_binary(s: pd.Series) -> bool:
-    v = pd.to_numeric(s.dropna(), errors="coerce")
-    return len(v) > 0 and not v.isna().any() and bool(v.isin([0, 1]).all())
-
-
-def _is_numeric(s: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-
-
-def guess_note_roles(sample: pd.DataFrame) -> dict:
-    """Sensible first choices for the form from the header and the first rows: text column, 0/1 task columns,
-    patient id, protected attributes, continuous attributes (age) and numeric feature columns (acuity scores)."""
-    cols = [str(c) for c in sample.columns]
-    normed = {c: _norm(c) for c in cols}
-    text = _first(cols, TEXT_NAMES)
-    if text is None and len(sample):
-        lengths = {c: sample[c].dropna().astype(str).str.len().mean() for c in cols
-                   if not _is_numeric(sample[c]) and sample[c].notna().any()}
-        best = max(lengths, key=lengths.get, default=None)
-        text = best if best is not None and lengths[best] >= 20 else None
-    patient = _first(cols, _PATIENT_NAMES)
-    attributes, continuous, numeric, tasks = [], [], [], []
-    for c in cols:
-        if c in (text, patient):
-            continue
-        n = normed[c]
-        words = set(n.split("_"))
-        s = sample[c] if c in sample else pd.Series(dtype=object)
-        if n in _ATTRIBUTE_WORDS or words & set(_ATTRIBUTE_WORDS):
-            attributes.append(c)
-        elif _is_numeric(s) and (n in _CONTINUOUS_WORDS or ("age" in words and s.nunique() > 12)):
-            continuous.append(c)
-        elif len(s.dropna()) and _is_binary(s) and n not in ID_WORDS and not n.endswith("_id"):
-            tasks.append(c)
-        elif _is_numeric(s) and (n in NUMERIC_WORDS or words & set(NUMERIC_WORDS)):
-            numeric.append(c)
-    numeric_candidates = [c for c in cols if c not in (text, patient) and c not in tasks and c not in attributes
-                          and (not len(sample) or (_is_numeric(sample[c]) and not _is_binary(sample[c])))]
-    return {"text": text, "patient_id": patient, "tasks": tasks, "attributes": attributes,
-            "continuous_attributes": continuous, "numeric_columns": numeric, "numeric_candidates": numeric_candidates}
 
 
 # ================================================================================================================
