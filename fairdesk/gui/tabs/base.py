@@ -51,6 +51,8 @@ class JobPage(QWidget):
 
     #: lines the status line keeps room for
     STATUS_LINES = 2
+    #: when set, a failed job also opens a message box with this title (the status line always says why)
+    FAIL_TITLE: str | None = None
 
     def __init__(self, window, parent: QWidget | None = None) -> None:
         super().__init__(parent if parent is not None else window)
@@ -92,6 +94,8 @@ class JobPage(QWidget):
                 self.say(CANCELLED)
             else:
                 self.say(job.error or "The job did not finish.", error=True)
+                if self.FAIL_TITLE:
+                    self.window_.show_error(self.FAIL_TITLE, job.error or "The job did not finish.")
             if on_fail is not None:
                 on_fail(job)
 
