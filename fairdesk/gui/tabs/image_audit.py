@@ -136,8 +136,8 @@ def verdict_html(doc: dict) -> str:
                      f"{esc(why)}<br>" + "<br>".join(lines) + "</p>")
     notes = doc.get("notes") or []
     if notes:
-        parts.append("<p><b>Notes</b></p><ul>" + "".join(f"<li>{esc(str(n).replace(chr(39) + 'dependent' + chr(39), chr(39) + 'differs' + chr(39)))}</li>"
-                                                  for n in notes) + "</ul>")
+        words = [str(n).replace("'dependent'", "'differs'") for n in notes]  # the core's notes, in the GUI's words
+        parts.append("<p><b>Notes</b></p><ul>" + "".join(f"<li>{esc(n)}</li>" for n in words) + "</ul>")
     return "".join(parts)
 
 
