@@ -42,6 +42,7 @@ from fairdesk.gui.widgets.panel_parts import (PROGRESS_STEPS, ask_pdf_path, crea
 
 ERROR_STYLE = "color: #B00020;"
 CANCELLED = "Cancelled; nothing was stored."
+NO_PROJECT = "Create or open a project (File menu) first: audits are run on its data and stored in it."
 
 
 class JobPage(QWidget):
@@ -174,7 +175,7 @@ class AuditPage(JobPage):
     ATTR = ""  # the window attribute naming it
     AFTER: str | None = None  # the title of the page it follows in its tab (None: after the others)
     RUN_TEXT = "Run audit"
-    STORED_TITLE = "<b>Stored audits</b>"
+    STORED_TITLE = "Stored audits"
     FORM_WIDTH = 440  # minimum width of the set-up column
     SPLIT = (470, 880)  # initial widths of the set-up column and the results
 
@@ -191,9 +192,13 @@ class AuditPage(JobPage):
         self.audit_list.currentItemChanged.connect(self._audit_selected)
         form = self.build_form()
         results = self.build_results()
-        self.setup_panel = setup_column(self, scroll_area(self, form),
+        scroll = scroll_area(self, form)
+        # wide enough for the form's own minimum, so no field hides under the scroll bar (it never scrolls sideways)
+        width = max(self.FORM_WIDTH, form.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width()
+                    + 2 * scroll.frameWidth())
+        self.setup_panel = setup_column(self, scroll,
                                         run_row(*self.run_buttons(), self.cancel_button, progress=self.progress),
-                                        self.status, min_width=self.FORM_WIDTH)
+                                        self.status, min_width=width)
         self.results_panel = results
         split_page(self, self.setup_panel, results, list(self.SPLIT))
         window.project_changed.connect(self.refresh_project)
@@ -240,7 +245,7 @@ class AuditPage(JobPage):
     def stored_audits(self, layout: QVBoxLayout, title: str | None = None, max_height: int = 80) -> None:
         """Add the stored-audits block to ``layout``: a title row with Export PDF…, then the list of audits."""
         top = QHBoxLayout()
-        top.addWidget(QLabel(title or self.STORED_TITLE, self))
+        top.addWidget(QLabel(f"<b>{title or self.STORED_TITLE}</b>", self))
         top.addStretch(1)
         top.addWidget(self.export_button)
         layout.addLayout(top)
@@ -249,6 +254,10 @@ class AuditPage(JobPage):
 
     # ---- project and stored audits -----------------------------------------------------------------------
     def refresh_project(self) -> None:
+        if self.window_.project is None:
+            self.say(NO_PROJECT)
+        elif self.status.text() == NO_PROJECT:
+            self.say("")
         self.refresh_form()
         self.refresh_audits()
 

@@ -110,7 +110,7 @@ def verdict_html(doc: dict) -> str:
         parts.append(f"<p><b>Negative-control band ±{_num(band):.3g}</b>: the upper bound of the mean |shift| of "
                      f"'{esc(str(ctrl.get('name', 'the control classifier')))}', a classifier known to ignore the "
                      "attribute, through the same generator. A shift inside it is reported as inconclusive, never "
-                     "as dependence.</p>")
+                     "as 'differs'.</p>")
     else:
         parts.append("<p><b>No negative control</b> was given: with a learned generator, part of a shift may be a "
                      "generator artefact, so a 'differs' verdict is provisional.</p>"

@@ -217,7 +217,7 @@ class MLMAuditPanel(AuditPage):
     """Set up and run the masked-LM bias probe; explore and export stored ``mlm_bias`` audits."""
 
     TITLE, ATTR = "Language-model bias", "mlm_audit_panel"
-    STORED_TITLE = "<b>Stored language-model audits</b>"
+    STORED_TITLE = "Stored language-model audits"
     FAIL_TITLE = "The language-model audit did not finish"
 
     def __init__(self, window) -> None:
