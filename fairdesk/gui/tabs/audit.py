@@ -15,7 +15,7 @@ from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.gui.tabs.base import AuditPage, AuditRun
-from fairdesk.gui.tabs.dataset import NONE
+from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
 from fairdesk.gui.widgets.gap_plot import GapPlot
 from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, note_label, size_combos, wrapped_label
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
@@ -274,7 +274,7 @@ class AuditTab(AuditPage):
 
     def refresh_form(self) -> None:
         project = self.window_.project
-        infos = [d for d in project.datasets() if d.kind == "predictions"] if project else []
+        infos = [d for d in project.datasets() if d.kind == PREDICTIONS] if project else []
         self._infos = {d.id: d for d in infos}
         _combo_set(self.dataset_combo, [f"{d.name}  (#{d.id}, {d.n_rows:,} rows)" for d in infos],
                    data=[d.id for d in infos])

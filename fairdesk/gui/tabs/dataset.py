@@ -11,11 +11,14 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, Q
 
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.core.data.schema import ColumnRoles, ValidationReport
+from fairdesk.core.kinds import DATASET_KINDS
 from fairdesk.gui.widgets.panel_parts import size_combos
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
-KINDS = {"predictions": "Predictions (label + score per row)", "features": "Features (to train a model on)"}
+# dataset kinds from the registry (fairdesk.core.kinds is import-light)
+PREDICTIONS, FEATURES = DATASET_KINDS["predictions"].name, DATASET_KINDS["features"].name
+KINDS = {PREDICTIONS: "Predictions (label + score per row)", FEATURES: "Features (to train a model on)"}
 
 class DatasetTab(QWidget):
     """Load → preview → map roles → validate → add to the project."""
@@ -193,7 +196,7 @@ class DatasetTab(QWidget):
         self.attributes_list.set_items(list(dict.fromkeys(cat + guess["attributes"])), guess["attributes"])
         self.continuous_list.set_items(list(dict.fromkeys(cont + guess["continuous_attributes"])),
                                        guess["continuous_attributes"])
-        self.kind_combo.setCurrentIndex(self.kind_combo.findData("features" if features_like else "predictions"))
+        self.kind_combo.setCurrentIndex(self.kind_combo.findData(FEATURES if features_like else PREDICTIONS))
         self.validate_now()
 
     # ---- roles and validation ------------------------------------------------------------------------------
@@ -218,7 +221,7 @@ class DatasetTab(QWidget):
                            split=self.role_combos["split"].currentData())
 
     def _kind_changed(self, *args) -> None:
-        self.roles_box.setEnabled(self.kind == "predictions")
+        self.roles_box.setEnabled(self.kind == PREDICTIONS)
         self._roles_changed()
 
     def _roles_changed(self, *args) -> None:
@@ -232,7 +235,7 @@ class DatasetTab(QWidget):
             self.add_button.setEnabled(False)
             return None
         df = self.df
-        if self.kind == "features":
+        if self.kind == FEATURES:
             feats = [c for c in df.columns if str(c).startswith("f_")]
             labels = [c for c in df.columns if str(c).startswith("y_")]
             items = [("info", f"Features table: {len(df):,} rows, {len(feats)} feature columns (f_*) and "
@@ -289,8 +292,8 @@ class DatasetTab(QWidget):
         if project is None:
             return None
         kind = self.kind
-        roles = self.roles() if kind == "predictions" else None
-        if kind == "predictions" and (roles is None or (self.report is not None and not self.report.ok)):
+        roles = self.roles() if kind == PREDICTIONS else None
+        if kind == PREDICTIONS and (roles is None or (self.report is not None and not self.report.ok)):
             return None
         name = self.name_edit.text().strip() or self.path.name
         path, project_path = self.path, project.path

@@ -7,7 +7,7 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHBoxLayout, Q
 
 from fairdesk.core.data.roles import SAMPLE_NAMES, guess_feature_roles, normalise
 from fairdesk.gui.tabs.base import JobPage
-from fairdesk.gui.tabs.dataset import NONE
+from fairdesk.gui.tabs.dataset import FEATURES, NONE, PREDICTIONS
 from fairdesk.gui.widgets.panel_parts import (note_label, push_button, run_row, scroll_area, setup_column, size_combos,
                                               split_page)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
@@ -115,7 +115,7 @@ class ModelTab(JobPage):
         self._infos = {}
         if project is not None:
             for d in project.datasets():
-                if d.kind == "features":
+                if d.kind == FEATURES:
                     self.dataset_combo.addItem(f"{d.name}  (#{d.id}, {d.n_rows:,} rows)", d.id)
                     self._infos[d.id] = d
         idx = self.dataset_combo.findData(current)
@@ -203,5 +203,5 @@ class ModelTab(JobPage):
     def import_predictions(self) -> None:
         tab = self.window_.dataset_tab
         self.window_.show_page(tab)
-        tab.kind_combo.setCurrentIndex(tab.kind_combo.findData("predictions"))
+        tab.kind_combo.setCurrentIndex(tab.kind_combo.findData(PREDICTIONS))
         tab.open_file()
