@@ -175,18 +175,6 @@ PRIVATE_ALLOWLIST = {
     # the cit audit's JSON cleaner (NaN -> null) reused by the validity benchmark: issue 11 (one document writer
     # shared by every kind).
     ("fairdesk.core.validity", "fairdesk.core.audits.cit", "_clean"),
-    # role guessing lives in the Dataset tab and two other tabs borrow it: issue 11 moves it to core/data/roles.py
-    # (public, so the CLI can use it too).
-    ("fairdesk.gui.tabs.model", "fairdesk.gui.tabs.dataset", "_ATTRIBUTE_WORDS"),
-    ("fairdesk.gui.tabs.model", "fairdesk.gui.tabs.dataset", "_PATIENT_NAMES"),
-    ("fairdesk.gui.tabs.model", "fairdesk.gui.tabs.dataset", "_SAMPLE_NAMES"),
-    ("fairdesk.gui.tabs.model", "fairdesk.gui.tabs.dataset", "_first"),
-    ("fairdesk.gui.tabs.model", "fairdesk.gui.tabs.dataset", "_norm"),
-    ("fairdesk.gui.tabs.notes", "fairdesk.gui.tabs.dataset", "_ATTRIBUTE_WORDS"),
-    ("fairdesk.gui.tabs.notes", "fairdesk.gui.tabs.dataset", "_CONTINUOUS_WORDS"),
-    ("fairdesk.gui.tabs.notes", "fairdesk.gui.tabs.dataset", "_PATIENT_NAMES"),
-    ("fairdesk.gui.tabs.notes", "fairdesk.gui.tabs.dataset", "_first"),
-    ("fairdesk.gui.tabs.notes", "fairdesk.gui.tabs.dataset", "_norm"),
 }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fairdesk._bootstrap  # noqa: F401  (offline environment first)
 
 import html
-import importlib
 import logging
 import os
 import shutil
@@ -56,15 +55,14 @@ STATE_COLOURS = {JobState.FAILED: "#B00020", JobState.CANCELLED: "#8a6d00", JobS
 # ----------------------------------------------------------------------------------------------------------------
 # Log dock: a logging handler that forwards records to the GUI thread through a queued signal
 
-#: Sub-pages after the first of each tab: (tab, page title, module, class, window attribute). Each class takes the
-#: window; its module must be cheap to import (heavy libraries load inside the jobs it starts).
-EXTRA_PAGES: list[tuple[str, str, str, str, str]] = [
-    ("dataset", "Images", "fairdesk.gui.tabs.image_data", "ImageDataPanel", "image_data_panel"),
-    ("model", "Language models", "fairdesk.gui.tabs.text_model", "LanguageModelPanel", "language_model_panel"),
-    ("model", "Note classifiers", "fairdesk.gui.tabs.notes", "NoteClassifierPanel", "notes_panel"),
-    ("model", "Images", "fairdesk.gui.tabs.image_model", "ImageModelPanel", "image_model_panel"),
-    ("audit", "Language-model bias", "fairdesk.gui.tabs.text_audit", "MLMAuditPanel", "mlm_audit_panel"),
-    ("audit", "Images (counterfactual)", "fairdesk.gui.tabs.image_audit", "ImageAuditPanel", "image_audit_panel"),
+#: Sub-pages showing no audit kind, after the first page of their tab: (tab, page title, "module:Class", window
+#: attribute). The pages of the audit kinds come from the kind registry (fairdesk.core.kinds, each row's ``page``):
+#: each such class says its tab, title and window attribute (fairdesk.gui.tabs.base.AuditPage). Every page class
+#: takes the window; its module must be cheap to import (heavy libraries load inside the jobs it starts).
+EXTRA_PAGES: list[tuple[str, str, str, str]] = [
+    ("dataset", "Images", "fairdesk.gui.tabs.image_data:ImageDataPanel", "image_data_panel"),
+    ("model", "Language models", "fairdesk.gui.tabs.text_model:LanguageModelPanel", "language_model_panel"),
+    ("model", "Images", "fairdesk.gui.tabs.image_model:ImageModelPanel", "image_model_panel"),
 ]
 
 
@@ -293,7 +291,8 @@ class MainWindow(QMainWindow):
             raise
 
     def _build(self, project) -> None:
-        from fairdesk.gui.tabs.audit import AuditTab
+        from fairdesk.core.kinds import resolve
+        from fairdesk.gui.tabs.base import audit_pages
         from fairdesk.gui.tabs.dataset import DatasetTab
         from fairdesk.gui.tabs.model import ModelTab
 
@@ -301,20 +300,21 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         self.dataset_tab = DatasetTab(self)
         self.model_tab = ModelTab(self)
-        self.audit_tab = AuditTab(self)
         self.pages: dict[str, QTabWidget] = {}
         for key, title, first, first_title in (("dataset", "Dataset", self.dataset_tab, "Tables"),
                                                ("model", "Model", self.model_tab, "Tabular"),
-                                               ("audit", "Audit", self.audit_tab, "Group gaps")):
+                                               ("audit", "Audit", None, None)):
             pages = QTabWidget(self)
             pages.setObjectName(f"{key}_pages")
-            pages.addTab(first, first_title)
+            if first is not None:
+                pages.addTab(first, first_title)
             self.pages[key] = pages
             self.tabs.addTab(pages, title)
-        for key, title, module, cls, attr in EXTRA_PAGES:
-            widget = getattr(importlib.import_module(module), cls)(self)
-            setattr(self, attr, widget)
-            self.pages[key].addTab(widget, title)
+        for key, title, ref, attr in EXTRA_PAGES:
+            self._add_page(key, title, resolve(ref)(self), attr)
+        # one page per audit kind, in the registry's order: the group audit's page ("Group gaps") comes first
+        for cls in audit_pages():
+            self._add_page(cls.TAB, cls.TITLE, cls(self), cls.ATTR, after=cls.AFTER)
         self.setCentralWidget(self.tabs)
 
         self.jobs_panel = JobsPanel(self.runner, self)
@@ -363,6 +363,16 @@ class MainWindow(QMainWindow):
         else:
             self._update_project_state()
 
+    def _add_page(self, tab: str, title: str, widget: QWidget, attr: str, after: str | None = None) -> None:
+        """Put ``widget`` on ``tab`` (after the page titled ``after``, else last) as ``self.<attr>``."""
+        setattr(self, attr, widget)
+        pages = self.pages[tab]
+        titles = [pages.tabText(i) for i in range(pages.count())]
+        if after in titles:
+            pages.insertTab(titles.index(after) + 1, widget, title)
+        else:
+            pages.addTab(widget, title)
+
     # ---- menus ---------------------------------------------------------------------------------------------
     def _build_menus(self) -> None:
         menu = self.menuBar().addMenu("&File")
@@ -376,7 +386,7 @@ class MainWindow(QMainWindow):
                                         triggered=lambda: (self.show_page(self.dataset_tab),
                                                            self.dataset_tab.open_file()))
         self.action_export = QAction("&Export report (PDF)…", self, shortcut="Ctrl+E",
-                                     triggered=lambda: self.audit_tab.export_pdf())
+                                     triggered=lambda: self.export_report())
         self.action_demo = QAction("Open the &demo project", self, triggered=lambda: self.open_demo())
         self.action_quit = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close)
         menu.insertAction(self.recent_menu.menuAction(), self.action_new)
@@ -410,6 +420,14 @@ class MainWindow(QMainWindow):
             self.recent_menu.addSeparator()
             self.recent_menu.addAction(QAction("Clear list", self.recent_menu,
                                                triggered=self.settings.clear_recent_projects))
+
+    def export_report(self):
+        """Export the PDF of the audit shown on the page in front (an audit kind's page), else of the Group gaps
+        page."""
+        from fairdesk.gui.tabs.base import AuditPage
+
+        page = self.current_page()
+        return (page if isinstance(page, AuditPage) else self.audit_tab).export_pdf()
 
     def edit_settings(self) -> None:
         dialog = SettingsDialog(self.settings, self)

@@ -206,7 +206,7 @@ def test_image_audit_panel_run_results_scatter_examples_export(window, audit_pro
     row = doc["table"][0]
     assert table.loc[0, "CIT-LR p"] == pytest.approx(row["cit_lr_p"])
     assert table.loc[0, "shift 0→1"] == pytest.approx(row["shift_0->1"])
-    assert table.loc[0, "verdict"] in ("dependent", "equivalent within margin", "inconclusive")
+    assert table.loc[0, "verdict"] in ("differs", "equivalent within margin", "inconclusive")
     text = panel.verdict_view.toPlainText()
     assert f"Negative-control band ±{doc['control_band']:.3g}" in text and "disease" in text
     if table.loc[0, "verdict"] == "inconclusive":

@@ -4,8 +4,6 @@ from __future__ import annotations
 import html
 import json
 import math
-from pathlib import Path
-
 import pandas as pd
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout,
@@ -15,12 +13,11 @@ from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBo
 from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, RULES, GroupAuditPlan
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
-from fairdesk.gui.tabs.dataset import NONE, attribute_candidates, guess_roles
+from fairdesk.core.data.roles import attribute_candidates, guess_roles
+from fairdesk.gui.tabs.base import AuditPage, AuditRun
+from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
 from fairdesk.gui.widgets.gap_plot import GapPlot
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
-                                              fill_list, hrow, job_running, list_data, note_label, progress_bar,
-                                              push_button, run_row, scroll_area, setup_column, show_progress,
-                                              size_combos, split_page, stored_audits_header, wrapped_label)
+from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, note_label, size_combos, wrapped_label
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ALL_TASKS = "(all tasks)"
@@ -52,27 +49,30 @@ def _combo_set(combo: QComboBox, items: list, keep: bool = True, data: list | No
     fill_combo(combo, [(str(item), data[i] if data is not None else item) for i, item in enumerate(items)], keep)
 
 
-class AuditTab(QWidget):
+class AuditTab(AuditPage):
+    """Group gaps: the first page of the Audit tab (audit kind ``groups``)."""
+
+    TITLE, ATTR = "Group gaps", "audit_tab"
+    FORM_WIDTH, SPLIT = 480, (500, 850)
+
     def __init__(self, window) -> None:
-        super().__init__(window)
-        self.window_ = window
         self.df: pd.DataFrame | None = None
         self._df_id: int | None = None
-        self.audit_job = None
-        self.export_job = None
-        self.result = None
-        self.result_id: int | None = None
-        self._build_setup()
-        self._build_results()
-        split_page(self, self.setup_panel, self.results_panel, [500, 850])
-        window.project_changed.connect(self.refresh_project)
-        window.runner.progress.connect(self._on_progress)
-        window.runner.finished.connect(self._on_job_finished)
-        self._update_buttons()
+        self._infos: dict = {}
+        super().__init__(window)
+
+    @property
+    def result(self):
+        """The shown audit (a GroupAuditResult)."""
+        return self.doc
+
+    @property
+    def result_id(self) -> int | None:
+        return self.audit_id
 
     # =====================================================================================================
     # Setup panel
-    def _build_setup(self) -> None:
+    def build_form(self) -> QWidget:
         w = QWidget(self)
         v = QVBoxLayout(w)
         data_box = QGroupBox("Predictions", w)
@@ -89,7 +89,7 @@ class AuditTab(QWidget):
             self.role_combos[key] = combo
             form.addRow(text, combo)
         self.role_combos["task"].currentIndexChanged.connect(self._fill_tasks)
-        self.role_combos["split"].currentIndexChanged.connect(self._update_buttons)
+        self.role_combos["split"].currentIndexChanged.connect(self.update_buttons)
         self.tasks_list = CheckList(data_box, max_visible_rows=5)
         form.addRow("Tasks", self.tasks_list)
         v.addWidget(data_box)
@@ -133,7 +133,7 @@ class AuditTab(QWidget):
             cb = QCheckBox(m, gaps_box)
             cb.setChecked(True)
             cb.setToolTip(METRIC_LABELS[m])
-            cb.toggled.connect(self._update_buttons)
+            cb.toggled.connect(self.update_buttons)
             self.metric_checks[m] = cb
             gaps_row.addWidget(cb)
         form.addRow("Gaps", gaps_row)
@@ -192,25 +192,16 @@ class AuditTab(QWidget):
         form.addRow("Minimum group size", self.min_group_spin)
         v.addWidget(gaps_box)
 
-        self.run_button = push_button("Run audit", w, self.run_audit)
-        self.cancel_button = push_button("Cancel", w, self.cancel)
-        self.progress = progress_bar(w)
-        self.status = wrapped_label("", w)
         v.addStretch(1)
-        self.setup_scroll = scroll_area(self, w)
-        # the Run row stays in view below the scrolling form
-        self.setup_panel = setup_column(self, self.setup_scroll,
-                                        run_row(self.run_button, self.cancel_button, progress=self.progress),
-                                        self.status, min_width=480)
+        return w
 
     # =====================================================================================================
     # Results panel
-    def _build_results(self) -> None:
+    def build_results(self) -> QWidget:
         panel = QWidget(self)
         v = QVBoxLayout(panel)
         v.setContentsMargins(0, 0, 0, 0)
-        self.export_button, self.audits_list = stored_audits_header(panel, v, "<b>Stored audits</b>", self.export_pdf,
-                                                                    self._audit_selected, max_height=80)
+        self.stored_audits(v, max_height=80)
         self.result_header = wrapped_label("", panel)
         v.addWidget(self.result_header)
 
@@ -274,45 +265,22 @@ class AuditTab(QWidget):
         self.details_view = QTextBrowser(panel)
         self.results_tabs.addTab(self.details_view, "Thresholds && provenance")
         v.addWidget(self.results_tabs, 1)
-        self.results_panel = panel
+        return panel
 
     # =====================================================================================================
     # Project and dataset
     def apply_settings(self) -> None:
         self.n_boot_spin.setValue(self.window_.settings.n_boot)
 
-    def refresh_project(self) -> None:
+    def refresh_form(self) -> None:
         project = self.window_.project
-        infos = [d for d in project.datasets() if d.kind == "predictions"] if project else []
+        infos = [d for d in project.datasets() if d.kind == PREDICTIONS] if project else []
         self._infos = {d.id: d for d in infos}
         _combo_set(self.dataset_combo, [f"{d.name}  (#{d.id}, {d.n_rows:,} rows)" for d in infos],
                    data=[d.id for d in infos])
         if self.dataset_combo.currentData() is None and infos:
             self.dataset_combo.setCurrentIndex(len(infos) - 1)
         self._dataset_changed()
-        self.refresh_audits()
-
-    def refresh_audits(self, select: int | None = None) -> None:
-        project = self.window_.project
-        current = select if select is not None else self.result_id
-        audits = [a for a in project.audits() if a.kind == "groups"] if project is not None else []  # others: own pages
-        fill_list(self.audits_list, [(f"#{a.id}  {a.name}   ·  {created_text(a.created)}", a.id) for a in audits])
-        target = None
-        for i in range(self.audits_list.count()):
-            if self.audits_list.item(i).data(Qt.ItemDataRole.UserRole) == current:
-                target = i
-        if target is None and self.audits_list.count():
-            target = self.audits_list.count() - 1
-        if target is not None:
-            self.audits_list.setCurrentRow(target)
-            if self.audits_list.item(target).data(Qt.ItemDataRole.UserRole) != self.result_id or select is not None:
-                self._audit_selected(self.audits_list.currentItem())
-        else:
-            self.show_result(None, None)
-        self._update_buttons()
-
-    def audit_ids(self) -> list[int]:
-        return list_data(self.audits_list)
 
     def _dataset_changed(self, *args) -> None:
         dataset_id = self.dataset_combo.currentData()
@@ -323,13 +291,13 @@ class AuditTab(QWidget):
                 combo.clear()
             for lst in (self.tasks_list, self.attributes_list, self.continuous_list):
                 lst.set_items([])
-            self._update_buttons()
+            self.update_buttons()
             return
         if dataset_id != self._df_id:
             try:
                 self.df = project.load_dataset(dataset_id)
             except FairDeskError as err:
-                self.status.setText(str(err))
+                self.say(str(err), error=True)
                 self.df = None
                 return
             self._df_id = dataset_id
@@ -364,7 +332,7 @@ class AuditTab(QWidget):
             self.cross_b.setCurrentIndex(1)
         self.intersections_list.clear()
         self._fill_tasks()
-        self._update_buttons()
+        self.update_buttons()
 
     def _fill_tasks(self, *args) -> None:
         task_col = self.role_combos["task"].currentData()
@@ -429,87 +397,31 @@ class AuditTab(QWidget):
                               family=self.family_combo.currentData(), correction=self.correction_combo.currentData(),
                               margin=float(self.margin_spin.value()))
 
-    def run_audit(self):
-        project = self.window_.require_project()
+    def audit_run(self) -> AuditRun:
         dataset_id = self.dataset_combo.currentData()
-        if project is None or dataset_id is None:
-            self.status.setText("Add a predictions dataset to the project first (Dataset or Model tab).")
-            return None
-        try:
-            plan = self.plan()
-        except FairDeskError as err:
-            self.status.setText(str(err))
-            self.window_.statusBar().showMessage(str(err), 10000)
-            return None
-        project_path = project.path
+        if dataset_id is None:
+            raise FairDeskError("Add a predictions dataset to the project first (Dataset or Model tab).")
+        plan = self.plan()
         attrs = list(plan.roles.attributes) + list(plan.roles.continuous_attributes) + [
             INTERSECTION_SEP.join(c) for c in plan.intersections]
         name = f"Group gaps: {', '.join(attrs)} ({plan.gap_rule}, B={plan.n_boot})"
+        return AuditRun(f"Audit: {', '.join(attrs)}", args=(dataset_id, plan), kwargs={"name": name})
 
-        def work(progress, cancel):
-            from fairdesk.jobs.groups import audit_groups
+    def form_ready(self) -> bool:
+        return self.df is not None and self.window_.project is not None
 
-            return audit_groups(project_path, dataset_id, plan, name=name, progress=progress, cancel=cancel)
-
-        def done(job) -> None:
-            self.status.setText(f"Audit #{job.result} stored.")
-            self.refresh_audits(select=job.result)
-
-        def failed(job) -> None:
-            self.status.setText(job.error or "The audit did not finish.")
-
-        self.progress.setValue(0)
-        self.status.setText("Running the audit…")
-        self.audit_job = self.window_.run_job(f"Audit: {', '.join(attrs)}", work, on_done=done, on_fail=failed)
-        self._update_buttons()
-        return self.audit_job
-
-    def cancel(self) -> None:
-        cancel_job(self.window_, self.audit_job)
-
-    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        show_progress(self.audit_job, job_id, fraction, message, self.progress, self.status.setText)
-
-    def _on_job_finished(self, job) -> None:
-        if self.audit_job is not None and job.id == self.audit_job.id:
-            if job.state.value == "done":
-                self.progress.setValue(1000)
-            self._update_buttons()
-        if self.export_job is not None and job.id == self.export_job.id:
-            self._update_buttons()
-
-    def _update_buttons(self, *args) -> None:
-        busy = job_running(self.audit_job)
-        ready = self.df is not None and self.window_.project is not None
-        self.run_button.setEnabled(ready and not busy)
-        self.cancel_button.setEnabled(busy)
+    def update_buttons(self, *args) -> None:
+        super().update_buttons()
         has_split = bool(self.role_combos["split"].currentData()) if "split" in self.role_combos else False
         self.best_f1_radio.setEnabled(has_split)
         if not has_split and self.best_f1_radio.isChecked():
             self.fixed_radio.setChecked(True)
-        exporting = job_running(self.export_job)
-        self.export_button.setEnabled(self.result_id is not None and not exporting)
 
     # =====================================================================================================
     # Results
-    def _audit_selected(self, item, previous=None) -> None:
-        if item is None:
-            self.show_result(None, None)
-            return
-        audit_id = item.data(Qt.ItemDataRole.UserRole)
-        try:
-            result = self.window_.project.load_audit(audit_id)
-        except (FairDeskError, ValueError, KeyError) as err:
-            self.show_result(None, None)
-            self.result_header.setText(f"Audit #{audit_id} could not be read: {err}")
-            return
-        self.show_result(result, audit_id)
-
-    def show_result(self, result, audit_id: int | None) -> None:
-        self.result, self.result_id = result, audit_id
-        self._update_buttons()
+    def show_results(self, result) -> None:
         if result is None:
-            self.result_header.setText("No audit selected." if self.audits_list.count() else
+            self.result_header.setText("No audit selected." if self.audit_list.count() else
                                        "No audit yet: set one up on the left and press Run audit.")
             self.gap_plot.clear("Run an audit, or choose one from the list, to see its gaps.")
             self.delta_plot.clear("No continuous attribute in this audit.")
@@ -618,28 +530,3 @@ class AuditTab(QWidget):
         parts.append("<h3>Provenance</h3><pre>" + esc(json.dumps(result.provenance, indent=1, default=str))
                      + "</pre>")
         return "".join(parts)
-
-    # =====================================================================================================
-    # Export
-    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
-        """Write the PDF report of the selected (or given) stored audit, as a job (tasks.export_report)."""
-        project = self.window_.project
-        audit_id = audit_id if audit_id is not None else self.result_id
-        if project is None or audit_id is None:
-            self.window_.statusBar().showMessage("Choose a stored audit on the Audit tab first.", 8000)
-            return None
-        if path is None:
-            path = ask_pdf_path(self, self.window_, "Export the audit report", f"{project.name}-audit-{audit_id}.pdf")
-            if path is None:
-                return None
-        path = Path(path)
-        if path.suffix.lower() != ".pdf":
-            path = path.with_name(path.name + ".pdf")
-
-        def done(job) -> None:
-            self.window_.statusBar().showMessage(f"Report written to {job.result}", 10000)
-
-        self.export_job = export_report_job(self.window_, f"Export report of audit #{audit_id}", project.path,
-                                            audit_id, path, on_done=done, suppress_k=self.window_.settings.suppress_k)
-        self._update_buttons()
-        return self.export_job

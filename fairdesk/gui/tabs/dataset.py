@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -10,83 +9,16 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.core.data.schema import ColumnRoles, ValidationReport
+from fairdesk.core.kinds import DATASET_KINDS
 from fairdesk.gui.widgets.panel_parts import size_combos
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
-KINDS = {"predictions": "Predictions (label + score per row)", "features": "Features (to train a model on)"}
-
-_LABEL_NAMES = ("label", "y", "y_true", "target", "outcome", "truth", "ground_truth", "true_label")
-_SCORE_NAMES = ("score", "y_score", "prob", "proba", "probability", "y_prob", "y_pred_proba", "pred", "prediction",
-                "risk", "p")
-_TASK_NAMES = ("task", "task_name", "target_name", "outcome_name")
-_PATIENT_NAMES = ("patient_id", "subject_id", "patient", "pid", "mrn", "person_id")
-_SAMPLE_NAMES = ("sample_id", "stay_id", "icustay_id", "hadm_id", "encounter_id", "row_id", "image_id", "id")
-_SPLIT_NAMES = ("split", "fold", "partition", "set", "subset")
-_ATTRIBUTE_WORDS = ("sex", "gender", "race", "ethnicity", "ethnic", "language", "insurance", "payer", "religion",
-                    "marital", "disability", "nationality", "region", "income", "education", "age_group",
-                    "agegroup", "country")
-_CONTINUOUS_WORDS = ("age", "bmi", "income_value", "deprivation", "age_years")
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
-
-
-def _first(columns: list[str], names: tuple[str, ...]) -> str | None:
-    normed = {_norm(c): c for c in columns}
-    for n in names:
-        if n in normed:
-            return normed[n]
-    return None
-
-
-def guess_roles(df: pd.DataFrame) -> dict:
-    """A sensible first mapping of columns to roles, by column names and contents."""
-    cols = [str(c) for c in df.columns]
-    guess: dict = {"label": _first(cols, _LABEL_NAMES), "score": _first(cols, _SCORE_NAMES),
-                   "task": _first(cols, _TASK_NAMES), "patient_id": _first(cols, _PATIENT_NAMES),
-                   "sample_id": _first(cols, _SAMPLE_NAMES), "split": _first(cols, _SPLIT_NAMES)}
-    if guess["sample_id"] == guess["patient_id"]:
-        guess["sample_id"] = None
-    if guess["score"] is None:  # a float column within [0, 1] named like a probability
-        for c in cols:
-            n = _norm(c)
-            if ("score" in n or "prob" in n) and pd.api.types.is_numeric_dtype(df[c]):
-                guess["score"] = c
-                break
-    used = {v for v in guess.values() if v}
-    attrs, cont = [], []
-    for c in cols:
-        if c in used:
-            continue
-        n = _norm(c)
-        words = set(n.split("_"))
-        numeric = pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-        if n in _CONTINUOUS_WORDS or (words & {"age"} and numeric and df[c].nunique() > 12):
-            (cont if numeric else attrs).append(c)
-        elif n in _ATTRIBUTE_WORDS or words & set(_ATTRIBUTE_WORDS):
-            attrs.append(c)
-    guess["attributes"], guess["continuous_attributes"] = attrs, cont
-    return guess
-
-
-def attribute_candidates(df: pd.DataFrame, exclude: set[str]) -> tuple[list[str], list[str]]:
-    """Columns that could be categorical attributes (few distinct values) and continuous ones (numeric)."""
-    cat, cont = [], []
-    for c in map(str, df.columns):
-        if c in exclude or c.startswith(("f_", "y_")):
-            continue
-        s = df[c]
-        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-        nunique = s.nunique(dropna=True)
-        if numeric and nunique > 12:
-            cont.append(c)
-        elif 1 <= nunique <= 50:
-            cat.append(c)
-    return cat, cont
-
+# dataset kinds from the registry (fairdesk.core.kinds is import-light)
+PREDICTIONS, FEATURES = DATASET_KINDS["predictions"].name, DATASET_KINDS["features"].name
+KINDS = {PREDICTIONS: "Predictions (label + score per row)", FEATURES: "Features (to train a model on)"}
 
 class DatasetTab(QWidget):
     """Load → preview → map roles → validate → add to the project."""
@@ -264,7 +196,7 @@ class DatasetTab(QWidget):
         self.attributes_list.set_items(list(dict.fromkeys(cat + guess["attributes"])), guess["attributes"])
         self.continuous_list.set_items(list(dict.fromkeys(cont + guess["continuous_attributes"])),
                                        guess["continuous_attributes"])
-        self.kind_combo.setCurrentIndex(self.kind_combo.findData("features" if features_like else "predictions"))
+        self.kind_combo.setCurrentIndex(self.kind_combo.findData(FEATURES if features_like else PREDICTIONS))
         self.validate_now()
 
     # ---- roles and validation ------------------------------------------------------------------------------
@@ -289,7 +221,7 @@ class DatasetTab(QWidget):
                            split=self.role_combos["split"].currentData())
 
     def _kind_changed(self, *args) -> None:
-        self.roles_box.setEnabled(self.kind == "predictions")
+        self.roles_box.setEnabled(self.kind == PREDICTIONS)
         self._roles_changed()
 
     def _roles_changed(self, *args) -> None:
@@ -303,7 +235,7 @@ class DatasetTab(QWidget):
             self.add_button.setEnabled(False)
             return None
         df = self.df
-        if self.kind == "features":
+        if self.kind == FEATURES:
             feats = [c for c in df.columns if str(c).startswith("f_")]
             labels = [c for c in df.columns if str(c).startswith("y_")]
             items = [("info", f"Features table: {len(df):,} rows, {len(feats)} feature columns (f_*) and "
@@ -360,8 +292,8 @@ class DatasetTab(QWidget):
         if project is None:
             return None
         kind = self.kind
-        roles = self.roles() if kind == "predictions" else None
-        if kind == "predictions" and (roles is None or (self.report is not None and not self.report.ok)):
+        roles = self.roles() if kind == PREDICTIONS else None
+        if kind == PREDICTIONS and (roles is None or (self.report is not None and not self.report.ok)):
             return None
         name = self.name_edit.text().strip() or self.path.name
         path, project_path = self.path, project.path

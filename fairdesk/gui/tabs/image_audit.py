@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import html
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,19 +32,20 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
-from fairdesk.gui.tabs.image_data import (AUDIT_KIND, CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
-                                          models_of, stored_table)
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_list,
-                                              hrow, job_running, list_data, load_pyqtgraph, progress_bar, push_button,
-                                              run_row, scroll_area, setup_column, show_progress, split_page,
-                                              stored_audits_header, wrapped_label)
+from fairdesk.core.errors import DataError
+from fairdesk.gui.tabs.base import AuditPage, AuditRun, JobPage
+from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets, models_of,
+                                          stored_table)
+from fairdesk.gui.widgets.panel_parts import hrow, load_pyqtgraph
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
 SPLITS = {"test": "test (default)", "val": "validation", "train": "train", "all": "all images"}
 TEST_NAMES = {"wgcm": "weighted GCM", "gcm": "GCM", "cit_lr_crossfit": "CIT-LR (cross-fitted)",
               "cit_lr_split": "CIT-LR (split)"}
-VERDICT_COLOURS = {"dependent": "#B00020", "equivalent within margin": "#1b6e20", "inconclusive": "#8a6d00"}
+VERDICT_COLOURS = {"differs": "#B00020", "equivalent within margin": "#1b6e20", "inconclusive": "#8a6d00"}
+#: the invariance audit stores "dependent" where the other families say "differs": the GUI says "differs" throughout
+VERDICT_WORDS = {"dependent": "differs"}
 BENCH_TESTS = ("cit_p", "wgcm_p", "dp_p", "eo_p")
 
 
@@ -55,6 +55,11 @@ def _num(v) -> float:
     except (TypeError, ValueError):
         return float("nan")
     return f
+
+
+def verdict_word(verdict) -> str:
+    """A stored verdict as the GUI words it ("dependent" reads "differs", as in every other audit family)."""
+    return VERDICT_WORDS.get(str(verdict), str(verdict)) if verdict is not None else ""
 
 
 def _dir_label(key: str, values: list[str]) -> str:
@@ -84,7 +89,7 @@ def results_table(doc: dict) -> pd.DataFrame:
                 row[f"TOST p {lab}"] = _num(r.get(f"p_tost_{key}"))
         if "flip_mean_abs_shift" in r:
             row["flip baseline mean |Δ|"] = _num(r["flip_mean_abs_shift"])
-        row["verdict"] = r.get("verdict")
+        row["verdict"] = verdict_word(r.get("verdict"))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -105,20 +110,20 @@ def verdict_html(doc: dict) -> str:
         parts.append(f"<p><b>Negative-control band ±{_num(band):.3g}</b>: the upper bound of the mean |shift| of "
                      f"'{esc(str(ctrl.get('name', 'the control classifier')))}', a classifier known to ignore the "
                      "attribute, through the same generator. A shift inside it is reported as inconclusive, never "
-                     "as dependence.</p>")
+                     "as 'differs'.</p>")
     else:
         parts.append("<p><b>No negative control</b> was given: with a learned generator, part of a shift may be a "
-                     "generator artefact, so a 'dependent' verdict is provisional.</p>"
+                     "generator artefact, so a 'differs' verdict is provisional.</p>"
                      if settings.get("generator") == "learned" else "")
     for name, eff in (doc.get("effects") or {}).items():
-        verdict = eff.get("verdict", "")
+        verdict = verdict_word(eff.get("verdict", ""))
         colour = VERDICT_COLOURS.get(verdict, "#222222")
         lines = []
         for d in eff.get("directions", []):
             lab = _dir_label(f"{d.get('source')}->{d.get('target')}", values)
             lines.append(f"{esc(lab)}: shift {_num(d.get('mean_shift')):+.4f} "
                          f"[{_num(d.get('ci_low')):+.4f}, {_num(d.get('ci_high')):+.4f}], flip rate "
-                         f"{_num(d.get('flip_rate')):.3f} — <i>{esc(str(d.get('verdict')))}</i>: "
+                         f"{_num(d.get('flip_rate')):.3f} — <i>{esc(verdict_word(d.get('verdict')))}</i>: "
                          f"{esc(str(d.get('reason', '')))}")
         why = ""
         if verdict == "inconclusive":
@@ -131,7 +136,8 @@ def verdict_html(doc: dict) -> str:
                      f"{esc(why)}<br>" + "<br>".join(lines) + "</p>")
     notes = doc.get("notes") or []
     if notes:
-        parts.append("<p><b>Notes</b></p><ul>" + "".join(f"<li>{esc(str(n))}</li>" for n in notes) + "</ul>")
+        words = [str(n).replace("'dependent'", "'differs'") for n in notes]  # the core's notes, in the GUI's words
+        parts.append("<p><b>Notes</b></p><ul>" + "".join(f"<li>{esc(n)}</li>" for n in words) + "</ul>")
     return "".join(parts)
 
 
@@ -196,31 +202,25 @@ def diff_examples(doc: dict, arrays: dict) -> list:
 
 # ================================================================================================================
 
-class ImageAuditPanel(QWidget):
-    """The "Images" page of the Audit tab."""
+class ImageAuditPanel(AuditPage):
+    """The "Images" page of the Audit tab (audit kind ``cit_images``)."""
+
+    TITLE, ATTR = "Images (counterfactual)", "image_audit_panel"
+    STORED_TITLE = "Stored counterfactual audits"
+    SPLIT = (470, 900)
 
     def __init__(self, window) -> None:
-        super().__init__(window)
-        self.window_ = window
-        self.job = None
-        self.export_job = None
-        self.doc: dict | None = None
         self.arrays: dict = {}
-        self.audit_id: int | None = None
         self.scatter = None
         self.diff_viewer = None
         self._label_combos: dict[str, QComboBox] = {}
         self._table: pd.DataFrame | None = None
-        self._build_setup()
-        self._build_results()
-        split_page(self, self.setup_panel, self.results_panel, [470, 900])
-        window.project_changed.connect(self.refresh_project)
-        window.runner.progress.connect(self._on_progress)
-        window.runner.finished.connect(self._on_finished)
-        self.refresh_project()
+        self._roles: dict = {}
+        self._filled: set[str] = set()
+        super().__init__(window)
 
     # ---- set-up --------------------------------------------------------------------------------------------
-    def _build_setup(self) -> None:
+    def build_form(self) -> QWidget:
         self.dataset_combo = QComboBox(self)
         self.dataset_combo.setPlaceholderText("Import images on the Dataset tab first")
         self.dataset_combo.currentIndexChanged.connect(self._dataset_changed)
@@ -262,10 +262,6 @@ class ImageAuditPanel(QWidget):
         self.seed_spin.setRange(0, 2**31 - 1)
         self.quality_check = QCheckBox("Measure counterfactual quality", self)
         self.quality_check.setChecked(True)
-        self.run_button = push_button("Run audit", self, self.run_audit)
-        self.cancel_button = push_button("Cancel", self, self.cancel)
-        self.progress = progress_bar(self)
-        self.status = wrapped_label("", self)
 
         box = QGroupBox("Counterfactual invariance of an image classifier", self)
         form = QFormLayout(box)
@@ -290,17 +286,13 @@ class ImageAuditPanel(QWidget):
         iv = QVBoxLayout(inner)
         iv.addWidget(box)
         iv.addStretch(1)
-        self.setup_panel = setup_column(self, scroll_area(self, inner, min_width=440),
-                                        run_row(self.run_button, self.cancel_button, progress=self.progress),
-                                        self.status)
+        return inner
 
-    def _build_results(self) -> None:
-        self.results_panel = QWidget(self)
-        rv = QVBoxLayout(self.results_panel)
+    def build_results(self) -> QWidget:
+        panel = QWidget(self)
+        rv = QVBoxLayout(panel)
         rv.setContentsMargins(0, 0, 0, 0)
-        self.export_button, self.audit_list = stored_audits_header(self, rv, "Stored counterfactual audits",
-                                                                   self.export_pdf, self._audit_selected,
-                                                                   max_height=110)
+        self.stored_audits(rv, max_height=110)
         self.verdict_view = QTextBrowser(self)
         self.table_view = DataFrameView(self, filterable=False, placeholder="Run an audit, or choose one above.")
         tests_page = QSplitter(Qt.Orientation.Vertical, self)
@@ -323,13 +315,10 @@ class ImageAuditPanel(QWidget):
         self.result_tabs.addTab(self.validity, "Validity")
         self.result_tabs.currentChanged.connect(lambda *_: self._page_changed())
         rv.addWidget(self.result_tabs, 1)
+        return panel
 
     # ---- project -------------------------------------------------------------------------------------------
-    @property
-    def busy(self) -> bool:
-        return job_running(self.job)
-
-    def refresh_project(self) -> None:
+    def refresh_form(self) -> None:
         project = self.window_.project
         fill_combo(self.dataset_combo, [(f"{d.name}  (#{d.id}, {d.n_rows:,} images)", d.id)
                                         for d in image_datasets(project)])
@@ -341,7 +330,6 @@ class ImageAuditPanel(QWidget):
         fill_combo(self.generator_combo, [(f"{m.name}  (#{m.id})", m.id) for m in generators],
                    default=generators[-1].id if generators else None)
         self._dataset_changed()
-        self.refresh_audits()
 
     def _model(self, model_id):
         project = self.window_.project
@@ -374,7 +362,7 @@ class ImageAuditPanel(QWidget):
             [(f"{v} (vs the rest)", v) for v in values]
         positive = (attr.get("positive") or [None])[0] if attr.get("column") == col else None
         fill_combo(self.positive_combo, items, keep=False, default=positive)
-        self._update_buttons()
+        self.update_buttons()
 
     def _classifier_changed(self, *args) -> None:
         while self.labels_form.rowCount():
@@ -392,24 +380,20 @@ class ImageAuditPanel(QWidget):
             self.labels_form.addRow(o, combo)
             combo.show()   # added to a visible form: show now, not at the next event loop turn
             self._label_combos[o] = combo
-        self._update_buttons()
+        self.update_buttons()
 
     def label_map(self) -> dict:
         return {o: c.currentData() for o, c in self._label_combos.items() if c.currentData() is not None}
 
-    def _update_buttons(self, *args) -> None:
-        ok = all(c.currentData() is not None for c in (self.dataset_combo, self.classifier_combo,
-                                                       self.generator_combo, self.attribute_combo))
-        self.run_button.setEnabled(ok and not self.busy)
-        self.cancel_button.setEnabled(self.busy)
-        self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None)
+    def form_ready(self) -> bool:
+        return self.window_.project is not None and all(
+            c.currentData() is not None for c in (self.dataset_combo, self.classifier_combo, self.generator_combo,
+                                                  self.attribute_combo))
 
     # ---- run -----------------------------------------------------------------------------------------------
-    def run_audit(self):
-        project = self.window_.require_project()
-        if project is None or not self.run_button.isEnabled():
-            return None
-        project_path = project.path
+    def audit_run(self) -> AuditRun:
+        if not self.form_ready():
+            raise DataError("Choose an image dataset, the classifier under audit, a generator and the attribute.")
         args = (self.dataset_combo.currentData(), self.classifier_combo.currentData(),
                 self.generator_combo.currentData(), self.attribute_combo.currentData())
         kw = dict(labels=self.label_map() or None, control=self.control_combo.currentData(),
@@ -417,83 +401,31 @@ class ImageAuditPanel(QWidget):
                   steps=self.steps_spin.value() or None, margin=self.margin_spin.value(),
                   alpha=self.alpha_spin.value(), seed=self.seed_spin.value(), n_examples=self.examples_spin.value(),
                   positive=self.positive_combo.currentData(), quality=self.quality_check.isChecked())
-        threads = max(1, int(self.window_.settings.threads))
+        return AuditRun(f"Counterfactual audit: {self.classifier_combo.currentText()}", args=args, kwargs=kw,
+                        running="Generating counterfactuals and testing…",
+                        torch_threads=max(1, int(self.window_.settings.threads)))
 
-        def work(progress, cancel):
-            import torch
-
-            from fairdesk.jobs.images import audit_cit
-
-            torch.set_num_threads(threads)
-            return audit_cit(project_path, *args, progress=progress, cancel=cancel, **kw)
-
-        def done(job) -> None:
-            self.progress.setValue(1000)
-            self.status.setText(f"Audit #{job.result} stored.")
-            self.window_.notify_project_changed()
-            self.refresh_audits(select=job.result)
-
-        def failed(job) -> None:
-            self.status.setText(job.error or "The audit did not finish.")
-
-        self.progress.setValue(0)
-        self.status.setText("Generating counterfactuals and testing…")
-        self.job = self.window_.run_job(f"Counterfactual audit: {self.classifier_combo.currentText()}", work,
-                                        on_done=done, on_fail=failed)
-        self._update_buttons()
-        return self.job
-
-    def cancel(self) -> None:
-        cancel_job(self.window_, self.job)
-
-    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        show_progress(self.job, job_id, fraction, message, self.progress, self.status.setText)
-
-    def _on_finished(self, job) -> None:
-        if self.job is not None and job.id == self.job.id:
-            self._update_buttons()
+    def audit_stored(self, audit_id: int) -> None:
+        self.window_.notify_project_changed()
+        super().audit_stored(audit_id)
 
     # ---- stored audits -------------------------------------------------------------------------------------
-    def refresh_audits(self, select: int | None = None) -> None:
-        project = self.window_.project
-        audits = [a for a in project.audits() if a.kind == AUDIT_KIND] if project is not None else []
-        keep = select if select is not None else self.audit_id
-        ids = fill_list(self.audit_list, [(f"#{a.id}  {a.name}  ({created_text(a.created)})", a.id) for a in audits])
-        if keep in ids:
-            self.audit_list.setCurrentRow(ids.index(keep))
-            if select is not None or self.doc is None:
-                self.show_audit(keep)
-        elif ids:
-            self.audit_list.setCurrentRow(len(ids) - 1)
-        else:
-            self.show_audit(None)
+    def load_document(self, audit_id: int):
+        """The stored document, and the small example images into ``self.arrays``."""
+        from fairdesk.jobs.images import load_cit_audit
 
-    def audit_ids(self) -> list[int]:
-        return list_data(self.audit_list)
+        doc, self.arrays = load_cit_audit(self.window_.project.path, audit_id)
+        return doc
 
-    def _audit_selected(self, item, previous=None) -> None:
-        if item is not None:
-            self.show_audit(item.data(Qt.ItemDataRole.UserRole))
-
-    def show_audit(self, audit_id: int | None) -> None:
-        """Load a stored audit (its JSON and the small example images) and fill the result pages."""
-        self.audit_id = audit_id
-        self.doc, self.arrays = None, {}
-        self._filled: set[str] = set()
-        if audit_id is not None and self.window_.project is not None:
-            from fairdesk.core.errors import FairDeskError
-            from fairdesk.jobs.images import load_cit_audit
-
-            try:
-                self.doc, self.arrays = load_cit_audit(self.window_.project.path, audit_id)
-            except FairDeskError as err:
-                self.window_.show_error("Could not open the audit", str(err))
-        doc = self.doc
+    def show_results(self, doc) -> None:
+        """Fill the result pages from a stored audit (the pyqtgraph pages when they are shown)."""
+        if doc is None:
+            self.arrays = {}
+        self._filled = set()
         self.table_view.set_frame(results_table(doc) if doc else None)
         self.verdict_view.setHtml(verdict_html(doc) if doc else "")
         self.quality_view.setHtml(quality_html(doc) if doc else "")
         self._fill_lazy()
-        self._update_buttons()
 
     def _page_changed(self) -> None:
         # the audit set-up has nothing to do with the synthetic benchmark: give its page the room
@@ -543,50 +475,14 @@ class ImageAuditPanel(QWidget):
         self.result_tabs.setCurrentIndex(pages[name])
         self._fill_lazy()
 
-    # ---- export --------------------------------------------------------------------------------------------
-    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
-        project = self.window_.project
-        audit_id = audit_id if audit_id is not None else self.audit_id
-        if project is None or audit_id is None:
-            return None
-        if path is None:
-            path = ask_pdf_path(self, self.window_, "Export the audit report", f"cit-audit-{audit_id}.pdf",
-                                remember=False)
-            if path is None:
-                return None
-        self.export_job = export_report_job(
-            self.window_, f"Export PDF of audit #{audit_id}", project.path, audit_id, Path(path),
-            on_done=lambda job: self.status.setText(f"Report written: {job.result}"),
-            on_fail=lambda job: self.status.setText(job.error or "Export failed."))
-        return self.export_job
-
 
 # ================================================================================================================
 
-class _SimulationView(QWidget):
-    """What the synthetic-benchmark and validity views share: one job at a time, run/cancel buttons, a status line."""
-
-    def _start(self, title: str, running: str, work, done):
-        self.status.setText(running)
-        self.job = self.window_.run_job(title, work, on_done=done,
-                                        on_fail=lambda job: self.status.setText(job.error or "Did not finish."))
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
-        return self.job
-
-    def _finished(self, job) -> None:
-        if self.job is not None and job.id == self.job.id:
-            self.run_button.setEnabled(True)
-            self.cancel_button.setEnabled(False)
-
-
-class SyntheticBenchmarkView(_SimulationView):
+class SyntheticBenchmarkView(JobPage):
     """The 004 Fig. 2 study on a few classifiers: log10 p against ECA per test, Spearman ρ, power and FPR."""
 
     def __init__(self, window, parent=None) -> None:
-        super().__init__(parent)
-        self.window_ = window
-        self.job = None
+        super().__init__(window, parent)
         self.result: dict | None = None
         self.graphics = None
         self.plots: dict = {}
@@ -606,13 +502,9 @@ class SyntheticBenchmarkView(_SimulationView):
         self.confounded.setChecked(True)
         self.run_button = QPushButton("Run benchmark", self)
         self.run_button.clicked.connect(lambda: self.run())
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(lambda: self.job is not None and self.window_.runner.cancel(self.job.id))
-        self.status = QLabel("Runs on synthetic data with known counterfactuals (blue: base classifiers, orange "
-                             "triangles: oracles reading the root features, invariant by construction; red: "
-                             "p = α; p clipped at 1e-30). Nothing is stored in the project.", self)
-        self.status.setWordWrap(True)
+        self.say("Runs on synthetic data with known counterfactuals (blue: base classifiers, orange triangles: "
+                 "oracles reading the root features, invariant by construction; red: p = α; p clipped at 1e-30). "
+                 "Nothing is stored in the project.")
         self.variant_combo = QComboBox(self)
         self.variant_combo.currentIndexChanged.connect(lambda *_: self.draw())
         self.dataset_combo = QComboBox(self)
@@ -651,8 +543,12 @@ class SyntheticBenchmarkView(_SimulationView):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(box)
         layout.addWidget(self.status)
+        layout.addWidget(self.progress)
         layout.addWidget(split, 1)
-        window.runner.finished.connect(self._finished)
+
+    def update_buttons(self, *args) -> None:
+        super().update_buttons()
+        self.run_button.setEnabled(not self.busy)
 
     def config(self):
         from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig
@@ -664,7 +560,7 @@ class SyntheticBenchmarkView(_SimulationView):
         return BenchmarkConfig(**kw)
 
     def run(self):
-        if not self.datasets_list.checked() or (self.job is not None and not self.job.state.finished):
+        if not self.datasets_list.checked() or self.busy:
             return None
         try:
             cfg = self.config()
@@ -682,7 +578,7 @@ class SyntheticBenchmarkView(_SimulationView):
             res = job.result
             self.status.setText(f"{len(res['classifiers'])} classifiers in {res['elapsed_s']:.1f} s.")
 
-        return self._start("Synthetic CIT benchmark", "Running the benchmark…", work, done)
+        return self.start_job("Synthetic CIT benchmark", work, running="Running the benchmark…", on_done=done)
 
     def set_result(self, result: dict) -> None:
         self.result = result
@@ -779,7 +675,7 @@ def validity_frame(result: dict) -> pd.DataFrame | None:
 def validity_html(result: dict) -> str:
     """One sentence per row: what was simulated, what the rate means, and whether it meets its target."""
     parts = ["<p><b>What each row means.</b> Each row simulated <i>runs</i> audits (or tests) with a known truth "
-             "and counts how many the product's default method called different/dependent. On a <b>null</b> row "
+             "and counts how many the product's default method called 'differs'. On a <b>null</b> row "
              "nothing is there to find, so the rate is the false-alarm rate of a whole audit after its correction; "
              "it should be near α = 0.05 (target: at most α + 0.02). On a <b>planted</b> row an effect was put in, "
              "so the rate is the power to find it. The 95% interval (Clopper–Pearson) shows how much the rate "
@@ -803,13 +699,11 @@ def validity_html(result: dict) -> str:
     return "".join(parts)
 
 
-class ValidityView(_SimulationView):
+class ValidityView(JobPage):
     """Null and planted simulations of each audit family: rejection rates with binomial 95% CIs, as a job."""
 
     def __init__(self, window, parent=None) -> None:
-        super().__init__(parent)
-        self.window_ = window
-        self.job = None
+        super().__init__(window, parent)
         self.result: dict | None = None
         self.family_combo = QComboBox(self)
         for label, code in (("counterfactual invariance (cit)", "cit"), ("group gaps (groups)", "groups"),
@@ -829,12 +723,8 @@ class ValidityView(_SimulationView):
         self.seed_spin.setRange(0, 2**31 - 1)
         self.run_button = QPushButton("Run simulations", self)
         self.run_button.clicked.connect(lambda: self.run())
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(lambda: self.job is not None and self.window_.runner.cancel(self.job.id))
-        self.status = QLabel("Measures how often each audit raises a false alarm when nothing is there, and how "
-                             "often it finds a planted effect. Nothing is stored in the project.", self)
-        self.status.setWordWrap(True)
+        self.say("Measures how often each audit raises a false alarm when nothing is there, and how often it finds a "
+                 "planted effect. Nothing is stored in the project.")
         self.table_view = DataFrameView(self, filterable=False, placeholder="Rejection rates with 95% intervals "
                                                                             "appear here.")
         self.explain = QTextBrowser(self)
@@ -859,11 +749,15 @@ class ValidityView(_SimulationView):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(box)
         layout.addWidget(self.status)
+        layout.addWidget(self.progress)
         layout.addWidget(split, 1)
-        window.runner.finished.connect(self._finished)
+
+    def update_buttons(self, *args) -> None:
+        super().update_buttons()
+        self.run_button.setEnabled(not self.busy)
 
     def run(self):
-        if self.job is not None and not self.job.state.finished:
+        if self.busy:
             return None
         family, runs, n, seed = (self.family_combo.currentData(), self.runs_spin.value(), self.n_spin.value(),
                                  self.seed_spin.value())
@@ -881,7 +775,7 @@ class ValidityView(_SimulationView):
                                 f"{counts['misses']} target(s) missed, {counts['unclear']} unclear (too few runs to "
                                 f"decide) — each row is explained below.")
 
-        return self._start("Validity simulations", "Running the simulations…", work, done)
+        return self.start_job("Validity simulations", work, running="Running the simulations…", on_done=done)
 
     def set_result(self, result: dict) -> None:
         self.result = result

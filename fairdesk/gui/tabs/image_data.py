@@ -17,6 +17,7 @@ import pandas as pd
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
+from fairdesk.core.kinds import DATASET_KINDS, MODEL_KINDS
 from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, progress_bar, push_button, run_row, scroll_area,
                                               show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
@@ -27,10 +28,10 @@ FROM_PATH = "(parse from the path: patientNNNNN / pNNNNNNNN)"
 STYLE_TEXT = {"chexpert": "CheXpert style recognised: paths, findings and attributes are mapped.",
               "mimic-cxr": "MIMIC-CXR style recognised: paths are built from subject / study / dicom ids.",
               "custom": "Map the columns by hand."}
-IMAGES_KIND = "images"   # fairdesk.jobs.images.IMAGES_KIND (not imported: keeps start-up light)
-CLASSIFIER_KIND = "image_classifier"
-GENERATOR_KIND = "image_generator"
-AUDIT_KIND = "cit_images"
+# kind strings from the registry (fairdesk.core.kinds is import-light)
+IMAGES_KIND = DATASET_KINDS["images"].name
+CLASSIFIER_KIND = MODEL_KINDS["image_classifier"].name
+GENERATOR_KIND = MODEL_KINDS["image_generator"].name
 
 
 # ---- helpers shared by the three image panels ------------------------------------------------------------------

@@ -23,6 +23,7 @@ from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
+from fairdesk.core.data.roles import not_outcomes
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
                                           model_folder, models_of, stored_table)
 from fairdesk.gui.widgets.panel_parts import (cancel_job, hrow, job_running, load_pyqtgraph, placeholder_label,
@@ -297,7 +298,9 @@ class ImageModelPanel(QWidget):
         cols = [c for c in (self._table.columns if self._table is not None else []) if not str(c).startswith("_")
                 and c not in ("split", roles.get("path"))]
         labels = list(roles.get("labels") or [])
-        self.labels_list.set_items(labels + [c for c in cols if c not in labels], labels)
+        # identifiers and protected attributes (by name, or the patient column's role) are not classifier outputs
+        blocked = not_outcomes(cols) | {roles.get("patient_id"), roles.get("patient")}
+        self.labels_list.set_items(labels + [c for c in cols if c not in labels and c not in blocked], labels)
         attrs = list(roles.get("attributes") or [])
         fill_combo(self.attribute_combo, [(c, c) for c in attrs + [c for c in cols if c not in attrs]],
                    default=attrs[0] if attrs else None)

@@ -5,9 +5,11 @@ import pandas as pd
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _PATIENT_NAMES, _SAMPLE_NAMES, NONE, _first, _norm
-from fairdesk.gui.widgets.panel_parts import (cancel_job, note_label, progress_bar, push_button, run_row, scroll_area,
-                                              setup_column, show_progress, size_combos, split_page, wrapped_label)
+from fairdesk.core.data.roles import SAMPLE_NAMES, guess_feature_roles, normalise
+from fairdesk.gui.tabs.base import JobPage
+from fairdesk.gui.tabs.dataset import FEATURES, NONE, PREDICTIONS
+from fairdesk.gui.widgets.panel_parts import (note_label, push_button, run_row, scroll_area, setup_column, size_combos,
+                                              split_page)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 # The model kinds of fairdesk.core.models.tabular (kept here so the window starts without importing it).
@@ -27,11 +29,11 @@ def _model_kinds() -> dict[str, str]:
     return {k: MODEL_KINDS.get(k, labels.get(k, k)) for k in kinds}
 
 
-class ModelTab(QWidget):
+class ModelTab(JobPage):
+    """Model › Tabular: one job slot (the training job)."""
+
     def __init__(self, window) -> None:
         super().__init__(window)
-        self.window_ = window
-        self.train_job = None
         self._columns: list[str] = []
 
         self.dataset_combo = QComboBox(self)
@@ -52,7 +54,7 @@ class ModelTab(QWidget):
         self.all_features.clicked.connect(lambda: self.features_list.set_checked(self.features_list.items()))
         self.no_features.clicked.connect(lambda: self.features_list.set_checked([]))
         for lst in (self.features_list, self.labels_list):
-            lst.changed.connect(self._update_buttons)
+            lst.changed.connect(self.update_buttons)
 
         form_box = QGroupBox("Train baseline classifiers", self)
         form = QFormLayout(form_box)
@@ -77,11 +79,6 @@ class ModelTab(QWidget):
         form.addRow(self.device_note)
 
         self.train_button = push_button("Train", self, self.train)
-        self.cancel_button = push_button("Cancel", self, self.cancel)
-        self.cancel_button.setEnabled(False)
-        self.progress = progress_bar(self)
-        self.progress.setValue(0)
-        self.status = wrapped_label("", self)
 
         self.import_button = QPushButton("Import predictions made elsewhere…", self)
         self.import_button.setToolTip("Load a CSV/Parquet file with a label and a score column on the Dataset tab.")
@@ -103,9 +100,11 @@ class ModelTab(QWidget):
         ml.addWidget(self.models_view)
         split_page(self, left, models_box, [500, 800], stretch=(2, 3))
         window.project_changed.connect(self.refresh_project)
-        window.runner.progress.connect(self._on_progress)
-        window.runner.finished.connect(self._job_finished)
-        self._update_buttons()
+        self.update_buttons()
+
+    @property
+    def train_job(self):
+        return self.job
 
     # ---- project -------------------------------------------------------------------------------------------
     def refresh_project(self) -> None:
@@ -116,7 +115,7 @@ class ModelTab(QWidget):
         self._infos = {}
         if project is not None:
             for d in project.datasets():
-                if d.kind == "features":
+                if d.kind == FEATURES:
                     self.dataset_combo.addItem(f"{d.name}  (#{d.id}, {d.n_rows:,} rows)", d.id)
                     self._infos[d.id] = d
         idx = self.dataset_combo.findData(current)
@@ -144,15 +143,11 @@ class ModelTab(QWidget):
         info = getattr(self, "_infos", {}).get(self.dataset_combo.currentData())
         cols = list(info.columns) if info else []
         self._columns = cols
-        feats = [c for c in cols if c.startswith("f_")]
-        labels = [c for c in cols if c.startswith("y_")]
-        patient = _first(cols, _PATIENT_NAMES)
-        others = [c for c in cols if c not in feats and c not in labels and c != patient]
-        attrs = [c for c in others if _norm(c) in _ATTRIBUTE_WORDS or _norm(c) == "age"
-                 or set(_norm(c).split("_")) & set(_ATTRIBUTE_WORDS)]
+        guess = guess_feature_roles(cols)  # identifiers and protected attributes are never offered as labels
+        feats, labels, patient = guess["features"], guess["labels"], guess["patient_id"]
+        others, attrs = guess["others"], guess["attributes"]
         self.features_list.set_items(feats + [c for c in cols if c not in labels and c not in feats], feats)
-        self.labels_list.set_items(cols if not labels else labels + [c for c in cols if c not in labels
-                                                                     and c not in feats], labels)
+        self.labels_list.set_items(guess["label_candidates"], labels)
         self.carry_list.set_items(others, attrs)
         self.patient_combo.clear()
         self.patient_combo.addItem(NONE, None)
@@ -160,13 +155,12 @@ class ModelTab(QWidget):
             self.patient_combo.addItem(c, c)
         if patient:
             self.patient_combo.setCurrentIndex(self.patient_combo.findData(patient))
-        self._update_buttons()
+        self.update_buttons()
 
-    def _update_buttons(self, *args) -> None:
-        busy = self.train_job is not None and not self.train_job.state.finished
+    def update_buttons(self, *args) -> None:
+        super().update_buttons()
         ok = bool(self._columns) and bool(self.features_list.checked()) and bool(self.labels_list.checked())
-        self.train_button.setEnabled(ok and not busy and self.window_.project is not None)
-        self.cancel_button.setEnabled(busy)
+        self.train_button.setEnabled(ok and not self.busy and self.window_.project is not None)
 
     # ---- training ------------------------------------------------------------------------------------------
     def spec(self):
@@ -174,7 +168,7 @@ class ModelTab(QWidget):
 
         patient = self.patient_combo.currentData()
         carry = [c for c in self.carry_list.checked() if c != patient]
-        id_cols = [c for c in self._columns if _norm(c) in _SAMPLE_NAMES and c != patient and c not in carry]
+        id_cols = [c for c in self._columns if normalise(c) in SAMPLE_NAMES and c != patient and c not in carry]
         labels = self.labels_list.checked()
         tasks = {(c[2:] if c.startswith("y_") and len(c) > 2 else c): c for c in labels}
         return TrainSpec(kind=self.kind_combo.currentData(), features=self.features_list.checked(), tasks=tasks,
@@ -188,7 +182,7 @@ class ModelTab(QWidget):
             return None
         spec = self.spec()
         if not spec.features or not spec.tasks:
-            self.status.setText("Choose at least one feature and one label column.")
+            self.say("Choose at least one feature and one label column.", error=True)
             return None
         project_path = project.path
         kind_text = self.kind_combo.currentText()
@@ -200,33 +194,14 @@ class ModelTab(QWidget):
 
         def done(job) -> None:
             model_id, pred_id = job.result
-            self.status.setText(f"Trained {kind_text} (model #{model_id}); its predictions are dataset #{pred_id}, "
-                                "ready on the Audit tab.")
+            self.say(f"Trained {kind_text} (model #{model_id}); its predictions are dataset #{pred_id}, ready on the "
+                     "Audit tab.")
             self.window_.notify_project_changed()
 
-        def failed(job) -> None:
-            self.status.setText(job.error or "Training did not finish.")
-
-        self.progress.setValue(0)
-        self.status.setText(f"Training {kind_text}…")
-        self.train_job = self.window_.run_job(f"Train {kind_text}", work, on_done=done, on_fail=failed)
-        self._update_buttons()
-        return self.train_job
-
-    def _job_finished(self, job) -> None:
-        if self.train_job is not None and job.id == self.train_job.id:
-            if job.state.value == "done":
-                self.progress.setValue(1000)
-            self._update_buttons()
-
-    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        show_progress(self.train_job, job_id, fraction, message, self.progress, self.status.setText)
-
-    def cancel(self) -> None:
-        cancel_job(self.window_, self.train_job)
+        return self.start_job(f"Train {kind_text}", work, running=f"Training {kind_text}…", on_done=done)
 
     def import_predictions(self) -> None:
         tab = self.window_.dataset_tab
         self.window_.show_page(tab)
-        tab.kind_combo.setCurrentIndex(tab.kind_combo.findData("predictions"))
+        tab.kind_combo.setCurrentIndex(tab.kind_combo.findData(PREDICTIONS))
         tab.open_file()

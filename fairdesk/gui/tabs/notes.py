@@ -12,7 +12,6 @@ torch, transformers and sklearn load inside the jobs only.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -22,27 +21,18 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, Q
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import DataError, FairDeskError, ModelError
-from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _CONTINUOUS_WORDS, _PATIENT_NAMES, NONE, _first, _norm
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
-                                              fill_list, job_running, list_data, note_label, progress_bar, push_button,
-                                              run_row, scroll_area, setup_column, show_progress, size_combos,
-                                              split_page, stored_audits_header, wrapped_label)
+from fairdesk.core.data.roles import guess_note_roles
+from fairdesk.core.kinds import MODEL_KINDS
+from fairdesk.gui.tabs.base import AuditPage, AuditRun
+from fairdesk.gui.tabs.dataset import NONE
+from fairdesk.gui.widgets.panel_parts import fill_combo, note_label, push_button, size_combos
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
-LM_KIND = "masked_lm"  # fairdesk.jobs.text.MODEL_KIND
-NOTE_MODEL_KIND = "note_mlp"  # fairdesk.core.models.note_classifier.MODEL_KIND
-AUDIT_KIND = "note_classifiers"
+LM_KIND = MODEL_KINDS["masked_lm"].name
+NOTE_MODEL_KIND = MODEL_KINDS["note_mlp"].name
 NOTE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")  # what fairdesk.core.data.loaders reads
-TEXT_NAMES = ("text", "note", "notes", "note_text", "text_note", "notetext", "report", "body", "content",
-              "document", "discharge_summary", "narrative")
-#: numeric columns offered as extra features by default (acuity scores; 001 appends such structured data)
-NUMERIC_WORDS = ("sapsii", "saps", "saps_ii", "sapsii_score", "sofa", "oasis", "apache", "apsiii", "elixhauser",
-                 "acuity", "acuity_score", "charlson")
-ID_WORDS = ("id", "row_id", "note_id", "hadm_id", "stay_id", "icustay_id", "subject_id", "sample_id", "chartdate",
-            "charttime", "date", "time")
 MEASURES = ("parity", "recall", "specificity")
 MEASURE_TITLE = {"parity": "Parity gap", "recall": "Recall gap", "specificity": "Specificity gap"}
-ERROR_STYLE = "color: #B00020;"
 GAPS_NOTE = ("Each cell, over the tasks where the measure could be tested (enough notes in every group): how many "
              "gaps differ (significant after Benjamini–Hochberg), how many are equivalent within the audit's margin, "
              "how many are inconclusive — neither shown, which is not evidence of fairness — then the count "
@@ -100,48 +90,6 @@ def notes_sample(path: str | Path, n: int = 200) -> pd.DataFrame:
         raise DataError(f"{p.name} has only {len(cols)} column(s) ({', '.join(cols) or 'none'}); a notes table needs "
                         "at least a text column, a 0/1 label column and a patient id.")
     return df
-
-
-def _is_binary(s: pd.Series) -> bool:
-    v = pd.to_numeric(s.dropna(), errors="coerce")
-    return len(v) > 0 and not v.isna().any() and bool(v.isin([0, 1]).all())
-
-
-def _is_numeric(s: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-
-
-def guess_note_roles(sample: pd.DataFrame) -> dict:
-    """Sensible first choices for the form from the header and the first rows: text column, 0/1 task columns,
-    patient id, protected attributes, continuous attributes (age) and numeric feature columns (acuity scores)."""
-    cols = [str(c) for c in sample.columns]
-    normed = {c: _norm(c) for c in cols}
-    text = _first(cols, TEXT_NAMES)
-    if text is None and len(sample):
-        lengths = {c: sample[c].dropna().astype(str).str.len().mean() for c in cols
-                   if not _is_numeric(sample[c]) and sample[c].notna().any()}
-        best = max(lengths, key=lengths.get, default=None)
-        text = best if best is not None and lengths[best] >= 20 else None
-    patient = _first(cols, _PATIENT_NAMES)
-    attributes, continuous, numeric, tasks = [], [], [], []
-    for c in cols:
-        if c in (text, patient):
-            continue
-        n = normed[c]
-        words = set(n.split("_"))
-        s = sample[c] if c in sample else pd.Series(dtype=object)
-        if n in _ATTRIBUTE_WORDS or words & set(_ATTRIBUTE_WORDS):
-            attributes.append(c)
-        elif _is_numeric(s) and (n in _CONTINUOUS_WORDS or ("age" in words and s.nunique() > 12)):
-            continuous.append(c)
-        elif len(s.dropna()) and _is_binary(s) and n not in ID_WORDS and not n.endswith("_id"):
-            tasks.append(c)
-        elif _is_numeric(s) and (n in NUMERIC_WORDS or words & set(NUMERIC_WORDS)):
-            numeric.append(c)
-    numeric_candidates = [c for c in cols if c not in (text, patient) and c not in tasks and c not in attributes
-                          and (not len(sample) or (_is_numeric(sample[c]) and not _is_binary(sample[c])))]
-    return {"text": text, "patient_id": patient, "tasks": tasks, "attributes": attributes,
-            "continuous_attributes": continuous, "numeric_columns": numeric, "numeric_candidates": numeric_candidates}
 
 
 # ================================================================================================================
@@ -303,30 +251,27 @@ def parse_mlp_grid(hidden: str, alpha: str) -> tuple[dict, ...]:
 # ================================================================================================================
 
 
-class NoteClassifierPanel(QWidget):
-    """Form on the left (notes file, columns, encoder, settings, two actions); results on the right."""
+class NoteClassifierPanel(AuditPage):
+    """Form on the left (notes file, columns, encoder, settings, two actions); results on the right. The page of the
+    ``note_classifiers`` audit kind (the encoder comparison), on the Model tab."""
+
+    TAB, TITLE, ATTR, AFTER = "model", "Note classifiers", "notes_panel", "Language models"
+    RUN_TEXT = "Compare encoders"
+    STORED_TITLE = "Stored encoder comparisons"
+    FAIL_TITLE = "Note classifiers"
+    STATUS_LINES = 4
+    FORM_WIDTH, SPLIT = 450, (480, 860)
 
     def __init__(self, window) -> None:
-        super().__init__(window)
-        self.window_ = window
-        self.job = None  # the running train / compare job
-        self.export_job = None
         self.notes_path: Path | None = None
         self._columns: list[str] = []
         self._folders: list[str] = []  # encoder folders chosen here (not registered in the project)
-        self.doc: dict | None = None
-        self.audit_id: int | None = None
+        self._models: dict = {}
         self.last_predictions_id: int | None = None
-        self._build_form()
-        self._build_results()
-        split_page(self, self.form_panel, self.result_tabs, [480, 860])
-        window.project_changed.connect(self.refresh_project)
-        window.runner.progress.connect(self._on_progress)
-        window.runner.finished.connect(self._on_finished)
-        self.refresh_project()
+        super().__init__(window)
 
     # ---- form ----------------------------------------------------------------------------------------------
-    def _build_form(self) -> None:
+    def build_form(self) -> QWidget:
         inner = QWidget(self)
         iv = QVBoxLayout(inner)
 
@@ -342,11 +287,11 @@ class NoteClassifierPanel(QWidget):
         row.addWidget(self.notes_button)
         form.addRow("Notes file", row)
         self.text_combo = QComboBox(notes_box)
-        self.text_combo.currentIndexChanged.connect(self._update_buttons)
+        self.text_combo.currentIndexChanged.connect(self.update_buttons)
         form.addRow("Text column", self.text_combo)
         self.tasks_list = CheckList(notes_box, max_visible_rows=4)
         self.tasks_list.setToolTip("0/1 outcome columns; one classifier is trained per task.")
-        self.tasks_list.changed.connect(self._update_buttons)
+        self.tasks_list.changed.connect(self.update_buttons)
         form.addRow("Tasks (0/1 labels)", self.tasks_list)
         self.patient_combo = QComboBox(notes_box)
         self.patient_combo.setToolTip("Notes of one patient stay in one split (train, validation or test).")
@@ -406,7 +351,7 @@ class NoteClassifierPanel(QWidget):
         tf = QFormLayout(train_box)
         self.encoder_combo = QComboBox(train_box)
         self.encoder_combo.setPlaceholderText("Open a language model or choose a folder")
-        size_combos(self.encoder_combo, chars=18, on_change=self._update_buttons)
+        size_combos(self.encoder_combo, chars=18, on_change=self.update_buttons)
         self.folder_button = QPushButton("Folder…", train_box)
         self.folder_button.setToolTip("Use a local masked-LM folder (config.json, weights, tokenizer) directly.")
         self.folder_button.clicked.connect(lambda: self.choose_encoder_folder())
@@ -423,13 +368,13 @@ class NoteClassifierPanel(QWidget):
         cf = QFormLayout(cmp_box)
         self.baseline_combo = QComboBox(cmp_box)
         self.debiased_combo = QComboBox(cmp_box)
-        size_combos(self.baseline_combo, self.debiased_combo, chars=18, on_change=self._update_buttons)
+        size_combos(self.baseline_combo, self.debiased_combo, chars=18, on_change=self.update_buttons)
         cf.addRow("Baseline encoder", self.baseline_combo)
         cf.addRow("Debiased encoder", self.debiased_combo)
         self.attribute_combo = QComboBox(cmp_box)
         self.attribute_combo.setToolTip("Gaps are audited across this attribute, and the probe tries to recover it "
                                         "from the features.")
-        self.attribute_combo.currentIndexChanged.connect(self._update_buttons)
+        self.attribute_combo.currentIndexChanged.connect(self.update_buttons)
         cf.addRow("Attribute", self.attribute_combo)
         self.nboot_spin = QSpinBox(cmp_box)
         self.nboot_spin.setRange(100, 100_000)
@@ -446,21 +391,15 @@ class NoteClassifierPanel(QWidget):
 
         self.train_button = push_button("Train classifiers", self, self.train,
                                         "Train one classifier per task on the encoder's frozen features (a job).")
-        self.compare_button = push_button("Compare encoders", self, self.compare,
-                                          "Baseline vs debiased: classifiers, group gaps and attribute probe per "
-                                          "encoder, stored as one audit (a job).")
-        self.cancel_button = push_button("Cancel", self, self.cancel, "Stop the running job; nothing is stored.")
-        self.progress = progress_bar(self)
-        self.status = wrapped_label("", self)
-        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.status.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.status.setMinimumHeight(self.status.fontMetrics().lineSpacing() * 4 + 4)
-        self.form_panel = setup_column(self, scroll_area(self, inner),
-                                       run_row(self.train_button, self.compare_button, self.cancel_button,
-                                               progress=self.progress),
-                                       self.status, min_width=450)
+        self.compare_button = self.run_button
+        self.compare_button.setToolTip("Baseline vs debiased: classifiers, group gaps and attribute probe per "
+                                       "encoder, stored as one audit (a job).")
+        return inner
 
-    def _build_results(self) -> None:
+    def run_buttons(self) -> tuple:
+        return (self.train_button, self.run_button)
+
+    def build_results(self) -> QWidget:
         self.result_tabs = QTabWidget(self)
 
         # classifiers page
@@ -496,9 +435,7 @@ class NoteClassifierPanel(QWidget):
         # comparison page
         page = QWidget(self)
         cv = QVBoxLayout(page)
-        self.export_button, self.audit_list = stored_audits_header(page, cv, "Stored encoder comparisons",
-                                                                   self.export_pdf, self._audit_selected,
-                                                                   max_height=74)
+        self.stored_audits(cv, max_height=74)
         self.summary_view = DataFrameView(page, filterable=False, placeholder="Compare a baseline and a debiased "
                                                                               "encoder, or choose a stored "
                                                                               "comparison above.")
@@ -523,12 +460,9 @@ class NoteClassifierPanel(QWidget):
         split.setSizes([120, 170, 180, 210])
         cv.addWidget(split, 1)
         self.result_tabs.addTab(page, "Encoder comparison")
+        return self.result_tabs
 
     # ---- project -------------------------------------------------------------------------------------------
-    @property
-    def busy(self) -> bool:
-        return job_running(self.job)
-
     def language_models(self) -> list:
         """The project's masked-LM records."""
         project = self.window_.project
@@ -554,14 +488,12 @@ class NoteClassifierPanel(QWidget):
                 items.append((f"{Path(path).name}  (folder)", path))
         return items
 
-    def refresh_project(self) -> None:
+    def refresh_form(self) -> None:
         items = self.encoder_items()
         fill_combo(self.encoder_combo, items, default=items[0][1] if items else None)
         fill_combo(self.baseline_combo, items, default=items[0][1] if items else None)
         fill_combo(self.debiased_combo, [(NONE, None)] + items, default=items[1][1] if len(items) > 1 else None)
         self.refresh_models()
-        self.refresh_audits()
-        self._update_buttons()
 
     def refresh_models(self, select: int | None = None) -> None:
         project = self.window_.project
@@ -623,17 +555,17 @@ class NoteClassifierPanel(QWidget):
         except DataError as err:
             self.notes_path = None
             self._fill_columns([], {})
-            self._error(str(err))
+            self.say(str(err), error=True)
             return False
         guess = guess_note_roles(sample)
         self.notes_path = Path(text).expanduser()
         self._fill_columns([str(c) for c in sample.columns], guess)
         if guess["text"] is None:
-            self._error(f"No column of {self.notes_path.name} looks like note text (columns: "
-                        f"{', '.join(self._columns)}). Choose the text column, or name it 'text'.")
+            self.say(f"No column of {self.notes_path.name} looks like note text (columns: "
+                     f"{', '.join(self._columns)}). Choose the text column, or name it 'text'.", error=True)
             return False
-        self._info(f"{self.notes_path.name}: {len(self._columns)} columns. Check the guessed columns, then train or "
-                   "compare.")
+        self.say(f"{self.notes_path.name}: {len(self._columns)} columns. Check the guessed columns, then train or "
+                 "compare.")
         return True
 
     def _notes_edited(self) -> None:
@@ -665,7 +597,7 @@ class NoteClassifierPanel(QWidget):
     def _attributes_changed(self, *args) -> None:
         attrs = self.attributes_list.checked() or [c for c in self.attributes_list.items()]
         fill_combo(self.attribute_combo, [(c, c) for c in attrs], default=attrs[0] if attrs else None)
-        self._update_buttons()
+        self.update_buttons()
 
     # ---- encoders ----------------------------------------------------------------------------------------------
     def choose_encoder_folder(self, path: str | Path | None = None, target: QComboBox | None = None) -> str | None:
@@ -682,14 +614,14 @@ class NoteClassifierPanel(QWidget):
         try:
             folder = str(check_model_folder(path).resolve())
         except FairDeskError as err:
-            self._error(str(err))
+            self.say(str(err), error=True)
             return None
         if folder not in self._folders:
             self._folders.append(folder)
         self.refresh_project()
         combo = target or self.encoder_combo
         combo.setCurrentIndex(combo.findData(folder))
-        self._info(f"Encoder folder {Path(folder).name} added. Register it on the Language models page to keep it "
+        self.say(f"Encoder folder {Path(folder).name} added. Register it on the Language models page to keep it "
                    "in the project.")
         return folder
 
@@ -764,7 +696,7 @@ class NoteClassifierPanel(QWidget):
             spec = self.spec()
             encoder = self._encoder_path(self.encoder_combo, "encoder")
         except FairDeskError as err:
-            self._error(str(err))
+            self.say(str(err), error=True)
             return None
         project_path, notes, threads = project.path, self.notes_path, self.window_.settings.threads
         name = Path(encoder).name
@@ -778,161 +710,66 @@ class NoteClassifierPanel(QWidget):
         def done(job) -> None:
             model_id, pred_id = job.result
             self.last_predictions_id = pred_id
-            self.progress.setValue(1000)
-            self._info(f"Trained {len(spec.tasks)} note classifier(s) on {name} (model #{model_id}). The predictions "
-                       f"are dataset #{pred_id} in the project: audit them on the Audit tab.")
+            self.say(f"Trained {len(spec.tasks)} note classifier(s) on {name} (model #{model_id}). The predictions "
+                     f"are dataset #{pred_id} in the project: audit them on the Audit tab.")
             self.window_.notify_project_changed()
             self.refresh_models(select=model_id)
             self.result_tabs.setCurrentIndex(0)
 
-        return self._start(f"Train note classifiers on {name}", work, done, f"Training note classifiers on {name}…")
+        return self.start_job(f"Train note classifiers on {name}", work, on_done=done,
+                              running=f"Training note classifiers on {name}…")
 
     def compare(self):
         """Start the encoder comparison job; returns it, or None (with the reason on the status line)."""
-        if self.busy:
-            return None
-        project = self.window_.require_project()
-        if project is None:
-            return None
-        try:
-            attribute = self.attribute_combo.currentData()
-            if not attribute:
-                raise DataError("Choose the protected attribute to compare the encoders on (tick one under "
-                                "Protected attributes).")
-            spec = self.spec(attribute=attribute)
-            encoders = {"baseline": self._encoder_path(self.baseline_combo, "baseline encoder")}
-            if self.debiased_combo.currentData():
-                encoders["debiased"] = self._encoder_path(self.debiased_combo, "debiased encoder")
-                if Path(encoders["debiased"]).resolve() == Path(encoders["baseline"]).resolve():
-                    raise ModelError("The baseline and the debiased encoder are the same folder; choose two "
-                                     "different encoders (or (none) for the debiased one).")
-        except FairDeskError as err:
-            self._error(str(err))
-            return None
-        project_path, notes, threads = project.path, self.notes_path, self.window_.settings.threads
-        n_boot, min_group = self.nboot_spin.value(), self.min_group_spin.value()
+        return self.run_audit()
+
+    def audit_run(self) -> AuditRun:
+        attribute = self.attribute_combo.currentData()
+        if not attribute:
+            raise DataError("Choose the protected attribute to compare the encoders on (tick one under "
+                            "Protected attributes).")
+        spec = self.spec(attribute=attribute)
+        encoders = {"baseline": self._encoder_path(self.baseline_combo, "baseline encoder")}
+        if self.debiased_combo.currentData():
+            encoders["debiased"] = self._encoder_path(self.debiased_combo, "debiased encoder")
+            if Path(encoders["debiased"]).resolve() == Path(encoders["baseline"]).resolve():
+                raise ModelError("The baseline and the debiased encoder are the same folder; choose two "
+                                 "different encoders (or (none) for the debiased one).")
         title = " vs ".join(Path(p).name for p in encoders.values())
-        audit_name = f"Encoders {title}: {attribute}"
+        return AuditRun(f"Compare encoders {title}",
+                        args=(self.notes_path, encoders, list(spec.tasks), attribute, spec),
+                        kwargs=dict(n_boot=self.nboot_spin.value(), min_group_size=self.min_group_spin.value(),
+                                    name=f"Encoders {title}: {attribute}"),
+                        running=f"Comparing encoders {title} on {attribute}…",
+                        torch_threads=self.window_.settings.threads)
 
-        def work(progress, cancel):
-            _threads(threads)
-            from fairdesk.jobs.notes import compare_encoders_job
+    def audit_stored(self, audit_id: int) -> None:
+        self.say(f"Comparison stored as audit #{audit_id}. Export PDF… writes its report.")
+        self.window_.notify_project_changed()
+        self.refresh_audits(select=audit_id)
+        self.result_tabs.setCurrentIndex(1)
 
-            return compare_encoders_job(project_path, notes, encoders, list(spec.tasks), attribute, spec,
-                                        n_boot=n_boot, min_group_size=min_group, name=audit_name,
-                                        progress=progress, cancel=cancel)
-
-        def done(job) -> None:
-            self.progress.setValue(1000)
-            self._info(f"Comparison stored as audit #{job.result}. Export PDF… writes its report.")
-            self.window_.notify_project_changed()
-            self.refresh_audits(select=job.result)
-            self.result_tabs.setCurrentIndex(1)
-
-        return self._start(f"Compare encoders {title}", work, done, f"Comparing encoders {title} on {attribute}…")
-
-    def _start(self, name, work, done, message):
-        def failed(job) -> None:
-            if job.state.value == "cancelled":
-                self._info("Cancelled; nothing was stored.")
-            else:
-                self._error(job.error or "The job did not finish.")
-                self.window_.show_error("Note classifiers", job.error or "The job did not finish.")
-
-        self.progress.setValue(0)
-        self._info(message)
-        self.job = self.window_.run_job(name, work, on_done=done, on_fail=failed)
-        self._update_buttons()
-        return self.job
-
-    def cancel(self) -> None:
-        cancel_job(self.window_, self.job)
-
-    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        show_progress(self.job, job_id, fraction, message, self.progress, self._info)
-
-    def _on_finished(self, job) -> None:
-        if self.job is not None and job.id == self.job.id:
-            if job.state.value != "done":
-                self.progress.setValue(0)
-            self._update_buttons()
-
-    def _update_buttons(self, *args) -> None:
-        busy = self.busy
+    def _ready(self) -> bool:
         has_notes = self.notes_path is not None and bool(self._columns)
-        ok = has_notes and self.text_combo.currentData() is not None and bool(self.tasks_list.checked())
-        self.train_button.setEnabled(ok and not busy and self.encoder_combo.currentData() is not None)
-        self.compare_button.setEnabled(ok and not busy and self.baseline_combo.currentData() is not None
-                                       and self.attribute_combo.currentData() is not None)
-        self.cancel_button.setEnabled(busy)
-        self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None)
+        return has_notes and self.text_combo.currentData() is not None and bool(self.tasks_list.checked())
 
-    def _info(self, text: str) -> None:
-        self.status.setStyleSheet("")
-        self.status.setText(text)
+    def form_ready(self) -> bool:
+        return (self._ready() and self.baseline_combo.currentData() is not None
+                and self.attribute_combo.currentData() is not None)
 
-    def _error(self, text: str) -> None:
-        self.status.setStyleSheet(ERROR_STYLE)
-        self.status.setText(text)
-        self.window_.statusBar().showMessage(" ".join(text.split()), 15000)
+    def update_buttons(self, *args) -> None:
+        super().update_buttons()
+        self.train_button.setEnabled(self._ready() and not self.busy and self.encoder_combo.currentData() is not None)
 
     # ---- stored comparisons ------------------------------------------------------------------------------------
-    def refresh_audits(self, select: int | None = None) -> None:
-        project = self.window_.project
-        audits = [a for a in project.audits() if a.kind == AUDIT_KIND] if project is not None else []
-        keep = select if select is not None else self.audit_id
-        ids = fill_list(self.audit_list, [(f"#{a.id}  {a.name}  ({created_text(a.created)})", a.id) for a in audits])
-        target = keep if keep in ids else (ids[-1] if ids else None)
-        if target is not None:
-            self.audit_list.setCurrentRow(ids.index(target))
-        if target != self.audit_id or select is not None or (target is not None and self.doc is None):
-            self.show_audit(target)
-        self._update_buttons()
-
-    def audit_ids(self) -> list[int]:
-        return list_data(self.audit_list)
-
-    def _audit_selected(self, item, previous=None) -> None:
-        if item is not None:
-            self.show_audit(item.data(Qt.ItemDataRole.UserRole))
-
-    def show_audit(self, audit_id: int | None) -> None:
+    def show_results(self, doc) -> None:
         """Fill the comparison tables from a stored ``note_classifiers`` audit."""
-        self.audit_id, self.doc = audit_id, None
-        project = self.window_.project
-        if audit_id is not None and project is not None:
-            try:
-                self.doc = json.loads(project.audit_json(audit_id))
-            except (FairDeskError, ValueError) as err:
-                self._error(f"Audit #{audit_id} could not be read: {err}")
-        doc = self.doc
         self.summary_view.set_frame(comparison_summary(doc) if doc else None)
         self.performance_view.set_frame(comparison_performance(doc) if doc else None)
         self.gaps_view.set_frame(comparison_gaps(doc) if doc else None)
         self.probe_view.set_frame(comparison_probe(doc) if doc else None)
         self.gaps_note.setText(" ".join(t for t in (GAPS_NOTE, dropped_groups_text(doc)) if t) if doc else "")
         self.gaps_note.setVisible(bool(doc))
-        self._update_buttons()
-
-    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
-        """Write the PDF report of a stored comparison as a job (:func:`fairdesk.jobs.reports.export_report`)."""
-        project = self.window_.project
-        audit_id = audit_id if audit_id is not None else self.audit_id
-        if project is None or audit_id is None:
-            return None
-        if path is None:
-            path = ask_pdf_path(self, self.window_, "Export the comparison report",
-                                f"note-classifiers-{audit_id}.pdf")
-            if path is None:
-                return None
-
-        def failed(job) -> None:
-            self._error(job.error or "The report was not written.")
-
-        self.export_job = export_report_job(self.window_, f"Export PDF of audit #{audit_id}", project.path, audit_id,
-                                            Path(path), on_done=lambda job: self._info(f"Report written: {job.result}"),
-                                            on_fail=failed)
-        return self.export_job
 
 
 def _threads(n: int | None) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import json
 import os
-from pathlib import Path
 
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
@@ -25,15 +24,14 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
                                QWidget)
 
 from fairdesk.core.errors import FairDeskError  # noqa: E402
-from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job,  # noqa: E402
-                                              fill_combo, fill_list, hrow, job_running, list_data, load_pyqtgraph,
-                                              note_label, placeholder_label, progress_bar, push_button, run_row,
-                                              scroll_area, setup_column, show_progress, size_combos, split_page,
-                                              stored_audits_header, wrapped_label)
+from fairdesk.core.kinds import MODEL_KINDS  # noqa: E402
+from fairdesk.gui.tabs.base import AuditPage, AuditRun  # noqa: E402
+from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, load_pyqtgraph, note_label,  # noqa: E402
+                                              placeholder_label, size_combos, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableModel  # noqa: E402
 
 NONE = "(none)"
-AUDIT_KIND = "mlm_bias"
+LM_KIND = MODEL_KINDS["masked_lm"].name
 PRIOR_LABELS = {"pieces": "Mask every word piece of the attribute (FairDesk)",
                 "words": "One mask per word of the attribute (authors' release)"}
 TEST_LABELS = {"template": "t-test over templates",
@@ -215,31 +213,31 @@ def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x
     return str(data) if data is not None else ""
 
 
-class MLMAuditPanel(QWidget):
+class MLMAuditPanel(AuditPage):
     """Set up and run the masked-LM bias probe; explore and export stored ``mlm_bias`` audits."""
 
+    TITLE, ATTR = "Language-model bias", "mlm_audit_panel"
+    STORED_TITLE = "Stored language-model audits"
+    FAIL_TITLE = "The language-model audit did not finish"
+
     def __init__(self, window) -> None:
-        super().__init__(window)
-        self.window_ = window
-        self.audit_job = None
-        self.export_job = None
-        self.doc: dict | None = None
-        self.result_id: int | None = None
         self.templates = None  # the BiasTemplates of the chosen file
         self._completion: pd.DataFrame | None = None
         self._models: dict[int, object] = {}
-        self._build_setup()
-        self._build_results()
-        split_page(self, self.setup_panel, self.results_panel, [470, 880])
-        window.project_changed.connect(self.refresh_project)
-        window.runner.progress.connect(self._on_progress)
-        window.runner.finished.connect(self._on_job_finished)
+        super().__init__(window)
         self.load_templates(None)
-        self.refresh_project()
+
+    @property
+    def result_id(self) -> int | None:
+        return self.audit_id
+
+    @property
+    def audits_list(self):
+        return self.audit_list
 
     # =====================================================================================================
     # Setup
-    def _build_setup(self) -> None:
+    def build_form(self) -> QWidget:
         w = QWidget(self)
         v = QVBoxLayout(w)
         models_box = QGroupBox("Language models", w)
@@ -247,7 +245,7 @@ class MLMAuditPanel(QWidget):
         self.model_combo = QComboBox(models_box)
         self.model_combo.setPlaceholderText("Open or train a language model on the Model tab")
         self.compare_combo = QComboBox(models_box)
-        size_combos(self.model_combo, self.compare_combo, chars=16, on_change=self._update_buttons)
+        size_combos(self.model_combo, self.compare_combo, chars=16, on_change=self.update_buttons)
         self.compare_combo.setToolTip("A second model scored with the same templates, shown side by side (e.g. "
                                       "base vs further-pretrained, baseline vs debiased).")
         form.addRow("Model", self.model_combo)
@@ -280,7 +278,7 @@ class MLMAuditPanel(QWidget):
         row.addWidget(self.edit_templates_button)
         form.addRow(row)
         self.categories_list = CheckList(tpl_box, max_visible_rows=8)
-        self.categories_list.changed.connect(self._update_buttons)
+        self.categories_list.changed.connect(self.update_buttons)
         form.addRow("Categories", self.categories_list)
         self.group_a = QComboBox(tpl_box)
         self.group_b = QComboBox(tpl_box)
@@ -347,23 +345,15 @@ class MLMAuditPanel(QWidget):
         v.addWidget(stats_box)
         v.addStretch(1)
 
-        self.run_button = push_button("Run audit", w, self.run_audit)
-        self.cancel_button = push_button("Cancel", w, self.cancel)
-        self.progress = progress_bar(w)
-        self.status = wrapped_label("", w)
-        self.setup_panel = setup_column(self, scroll_area(self, w),
-                                        run_row(self.run_button, self.cancel_button, progress=self.progress),
-                                        self.status, min_width=440)
+        return w
 
     # =====================================================================================================
     # Results
-    def _build_results(self) -> None:
+    def build_results(self) -> QWidget:
         panel = QWidget(self)
         v = QVBoxLayout(panel)
         v.setContentsMargins(0, 0, 0, 0)
-        self.export_button, self.audits_list = stored_audits_header(panel, v, "<b>Stored language-model audits</b>",
-                                                                    self.export_pdf, self._audit_selected,
-                                                                    max_height=80)
+        self.stored_audits(v, max_height=80)
         self.result_header = wrapped_label("", panel)
         # two lines: the method, then the verdict counts
         self.result_header.setMinimumHeight(2 * self.result_header.fontMetrics().lineSpacing() + 4)
@@ -420,20 +410,19 @@ class MLMAuditPanel(QWidget):
         self.details_view = QTextBrowser(panel)
         self.results_tabs.addTab(self.details_view, "Method && provenance")
         v.addWidget(self.results_tabs, 1)
-        self.results_panel = panel
+        return panel
 
     # =====================================================================================================
     # Project, models and templates
-    def refresh_project(self) -> None:
+    def refresh_form(self) -> None:
         project = self.window_.project
-        models = [m for m in project.models() if m.kind == "masked_lm"] if project is not None else []
+        models = [m for m in project.models() if m.kind == LM_KIND] if project is not None else []
         self._models = {m.id: m for m in models}
         items = [(f"{m.name}  (#{m.id})", m.id) for m in models]
         fill_combo(self.model_combo, items)
         if self.model_combo.currentData() is None and items:
             self.model_combo.setCurrentIndex(len(items) - 1)
         fill_combo(self.compare_combo, [(NONE, None)] + items)
-        self.refresh_audits()
 
     def load_templates(self, path: str | Path | None) -> bool:
         """Use the bias template file ``path`` (None: the shipped one). Shows the loader's error when it is bad."""
@@ -442,7 +431,7 @@ class MLMAuditPanel(QWidget):
         try:
             tpl = load_bias_templates(path)
         except FairDeskError as err:
-            self.status.setText(str(err))
+            self.say(str(err), error=True)
             self.window_.show_error("Cannot use this template file", str(err))
             return False
         self.templates = tpl
@@ -458,7 +447,7 @@ class MLMAuditPanel(QWidget):
         fill_combo(self.group_b, groups, keep=False)
         if len(groups) > 1:
             self.group_b.setCurrentIndex(1)
-        self._update_buttons()
+        self.update_buttons()
         return True
 
     def choose_templates(self) -> None:
@@ -504,107 +493,29 @@ class MLMAuditPanel(QWidget):
                             margin=self.margin_spin.value(), min_templates=self.min_templates_spin.value(),
                             seed=self.seed_spin.value()).check()
 
-    def run_audit(self):
-        project = self.window_.require_project()
-        if project is None:
-            return None
-        try:
-            main_id = self.model_combo.currentData()
-            if main_id is None:
-                raise FairDeskError("Open or train a language model on the Model tab first.")
-            ids = [main_id]
-            other = self.compare_combo.currentData()
-            if other is not None:
-                if other == main_id:
-                    raise FairDeskError("Choose a different model to compare with, or (none).")
-                ids.append(other)
-            opts = self.options()
-        except FairDeskError as err:
-            self.status.setText(str(err))
-            self.window_.statusBar().showMessage(str(err), 10000)
-            return None
+    def audit_run(self) -> AuditRun:
+        main_id = self.model_combo.currentData()
+        if main_id is None:
+            raise FairDeskError("Open or train a language model on the Model tab first.")
+        ids = [main_id]
+        other = self.compare_combo.currentData()
+        if other is not None:
+            if other == main_id:
+                raise FairDeskError("Choose a different model to compare with, or (none).")
+            ids.append(other)
+        opts = self.options()
         records = [self._models[i] for i in ids]
-        dirs = [m.info.get("path") for m in records]
         names = [m.name for m in records]
-        fingerprints = [m.info.get("fingerprint") for m in records]
-        project_path, threads = project.path, self.window_.settings.threads
-        templates = self.templates_edit.text() or None
-        completion, top_k = self.completion_check.isChecked(), self.top_k_spin.value()
+        return AuditRun("Language-model bias: " + " vs ".join(names),
+                        args=([m.info.get("path") for m in records], self.templates_edit.text() or None, opts,
+                              self.completion_check.isChecked()),
+                        kwargs=dict(names=names, expected_fingerprints=[m.info.get("fingerprint") for m in records],
+                                    top_k=self.top_k_spin.value(), threads=self.window_.settings.threads),
+                        running="Scoring sentences…")
 
-        def work(progress, cancel):
-            from fairdesk.jobs.text import audit_mlm_bias
-
-            return audit_mlm_bias(project_path, dirs, templates, opts, completion, names=names,
-                                  expected_fingerprints=fingerprints, top_k=top_k, threads=threads,
-                                  progress=progress, cancel=cancel)
-
-        def done(job) -> None:
-            self.status.setText(f"Audit #{job.result} stored.")
-            self.refresh_audits(select=job.result)
-
-        def failed(job) -> None:
-            self.status.setText(job.error or "The audit did not finish.")
-            if job.state.value == "failed":
-                self.window_.show_error("The language-model audit did not finish", job.error or "")
-
-        self.progress.setValue(0)
-        self.status.setText("Scoring sentences…")
-        self.audit_job = self.window_.run_job("Language-model bias: " + " vs ".join(names), work, on_done=done,
-                                              on_fail=failed)
-        self._update_buttons()
-        return self.audit_job
-
-    def cancel(self) -> None:
-        cancel_job(self.window_, self.audit_job)
-
-    def _on_progress(self, job_id: int, fraction: float, message: str) -> None:
-        show_progress(self.audit_job, job_id, fraction, message, self.progress, self.status.setText)
-
-    def _on_job_finished(self, job) -> None:
-        if self.audit_job is not None and job.id == self.audit_job.id and job.state.value == "done":
-            self.progress.setValue(1000)
-        self._update_buttons()
-
-    def _update_buttons(self, *args) -> None:
-        busy = job_running(self.audit_job)
-        ready = self.window_.project is not None and self.model_combo.currentData() is not None
-        self.run_button.setEnabled(ready and not busy and bool(self.categories_list.checked()))
-        self.cancel_button.setEnabled(busy)
-        exporting = job_running(self.export_job)
-        self.export_button.setEnabled(self.result_id is not None and not exporting)
-
-    # =====================================================================================================
-    # Stored audits
-    def refresh_audits(self, select: int | None = None) -> None:
-        project = self.window_.project
-        current = select if select is not None else self.result_id
-        audits = [a for a in project.audits() if a.kind == AUDIT_KIND] if project is not None else []
-        fill_list(self.audits_list, [(f"#{a.id}  {a.name}   ·  {created_text(a.created)}", a.id) for a in audits])
-        ids = self.audit_ids()
-        if ids:
-            row = ids.index(current) if current in ids else len(ids) - 1
-            self.audits_list.setCurrentRow(row)
-            if ids[row] != self.result_id or select is not None:
-                self._audit_selected(self.audits_list.currentItem())
-        else:
-            self.show_document(None, None)
-        self._update_buttons()
-
-    def audit_ids(self) -> list[int]:
-        return list_data(self.audits_list)
-
-    def _audit_selected(self, item, previous=None) -> None:
-        if item is None:
-            self.show_document(None, None)
-            return
-        audit_id = item.data(Qt.ItemDataRole.UserRole)
-        try:
-            doc = json.loads(self.window_.project.audit_json(audit_id))
-        except (FairDeskError, ValueError) as err:
-            self.show_document(None, None)
-            self.result_header.setText(f"Audit #{audit_id} could not be read: {err}")
-            return
-        self.show_document(doc, audit_id)
+    def form_ready(self) -> bool:
+        return (self.window_.project is not None and self.model_combo.currentData() is not None
+                and bool(self.categories_list.checked()))
 
     def model_names(self) -> list[str]:
         if not self.doc:
@@ -619,11 +530,9 @@ class MLMAuditPanel(QWidget):
             return self.doc
         return next((o for o in self.doc.get("compared", []) or [] if o.get("model_name") == name), None)
 
-    def show_document(self, doc: dict | None, audit_id: int | None) -> None:
-        self.doc, self.result_id = doc, audit_id
-        self._update_buttons()
+    def show_results(self, doc: dict | None) -> None:
         if doc is None:
-            self.result_header.setText("No audit selected." if self.audits_list.count() else
+            self.result_header.setText("No audit selected." if self.audit_list.count() else
                                        "No language-model audit yet: choose a model on the left and press Run audit.")
             for view in (self.table_view, self.comparison_view, self.completion_view):
                 view.set_frame(None)
@@ -767,35 +676,3 @@ class MLMAuditPanel(QWidget):
             parts.append(f"<h3>Provenance of {esc(other.get('model_name'))}</h3><pre>"
                          + esc(json.dumps(other.get("provenance", {}), indent=1, default=str)) + "</pre>")
         return "".join(parts)
-
-    # =====================================================================================================
-    # Export
-    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
-        """Write the PDF report of the selected (or given) stored audit, as a job (tasks.export_report)."""
-        project = self.window_.project
-        audit_id = audit_id if audit_id is not None else self.result_id
-        if project is None or audit_id is None:
-            self.window_.statusBar().showMessage("Choose a stored language-model audit first.", 8000)
-            return None
-        if path is None:
-            path = ask_pdf_path(self, self.window_, "Export the audit report",
-                                f"{project.name}-lm-audit-{audit_id}.pdf")
-            if path is None:
-                return None
-        path = Path(path)
-        if path.suffix.lower() != ".pdf":
-            path = path.with_name(path.name + ".pdf")
-
-        def done(job) -> None:
-            self.status.setText(f"Report written to {job.result}")
-            self.window_.statusBar().showMessage(f"Report written to {job.result}", 10000)
-
-        def failed(job) -> None:
-            if job.state.value == "failed":
-                self.window_.show_error("The report could not be written", job.error or "")
-
-        self.export_job = export_report_job(self.window_, f"Export report of audit #{audit_id}", project.path,
-                                            audit_id, path, on_done=done, on_fail=failed,
-                                            suppress_k=self.window_.settings.suppress_k)
-        self._update_buttons()
-        return self.export_job

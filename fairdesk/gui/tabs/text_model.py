@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
                                QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
 from fairdesk.core.errors import FairDeskError  # noqa: E402
+from fairdesk.core.kinds import MODEL_KINDS  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, load_pyqtgraph, note_label,  # noqa: E402
                                               placeholder_label, progress_bar, push_button, run_row, scroll_area,
                                               setup_column, show_progress, size_combos, split_page, wrapped_label)
@@ -319,7 +320,7 @@ class LanguageModelPanel(QWidget):
         rows = []
         if project is not None:
             for m in project.models():
-                if m.kind != "masked_lm":
+                if m.kind != MODEL_KINDS["masked_lm"].name:
                     continue
                 info, t = m.info, m.info.get("training") or {}
                 rows.append({"id": m.id, "name": m.name, "source": info.get("source"),

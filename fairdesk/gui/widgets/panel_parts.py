@@ -1,9 +1,9 @@
 """Small building blocks shared by the GUI pages (Qt only, cheap imports).
 
 The pages have the same shape: a scrolling set-up column with a Run row (buttons, a progress bar) and a status line
-below it, beside the results; a list of stored audits with an Export PDF button; a job that reports progress and
-can be cancelled. These helpers build those parts and do that plumbing; each page keeps its own attributes
-(``run_button``, ``progress``, ``status``, ...), its own logic and its own jobs.
+below it, beside the results; a job that reports progress and can be cancelled. These helpers build those parts.
+The job slot, the stored-audit list and the PDF export of the audit pages are written once, in
+:mod:`fairdesk.gui.tabs.base`.
 """
 from __future__ import annotations
 
@@ -180,23 +180,6 @@ def split_page(page: QWidget, left: QWidget, right: QWidget, sizes: list[int],
     split.setSizes(sizes)
     QVBoxLayout(page).addWidget(split)
     return split
-
-
-def stored_audits_header(parent: QWidget, layout: QVBoxLayout, title: str, on_export, on_selected,
-                         max_height: int) -> tuple[QPushButton, QListWidget]:
-    """Add the stored-audits block to ``layout``: a title row with an Export PDF… button, then the list of audits
-    (``on_selected(item, previous)`` on a change of selection). Returns (export button, list)."""
-    top = QHBoxLayout()
-    top.addWidget(QLabel(title, parent))
-    top.addStretch(1)
-    export_button = push_button("Export PDF…", parent, on_export)
-    top.addWidget(export_button)
-    layout.addLayout(top)
-    audits = QListWidget(parent)
-    audits.setMaximumHeight(max_height)
-    audits.currentItemChanged.connect(on_selected)
-    layout.addWidget(audits)
-    return export_button, audits
 
 
 # ---- jobs ------------------------------------------------------------------------------------------------------

@@ -1,0 +1,368 @@
+"""The base pages: what every page that runs jobs shares, written once.
+
+:class:`JobPage` owns one *job slot*: a page runs at most one job at a time (``self.job``), shows its progress in
+``self.progress`` and its messages in ``self.status``, and stops it with ``self.cancel_button``.
+
+:class:`AuditPage` is a :class:`JobPage` showing one audit kind of :mod:`fairdesk.core.kinds`. It also owns the Run
+button, the list of the project's stored audits *of its kind* (the kind is the registry row whose ``page`` names the
+class), loading the chosen one, and the PDF export (through :func:`fairdesk.jobs.reports.export_report`, the one PDF
+route, with the user's small-cell k from Settings). A page only builds its form and shows its results:
+
+.. code-block:: python
+
+    class MyAuditPage(AuditPage):
+        TITLE, ATTR = "My audit", "my_audit_panel"  # tab title; window attribute (window.my_audit_panel)
+
+        def build_form(self) -> QWidget:            # the set-up inputs (scrolls; Run, Cancel, progress below it)
+            ...
+        def build_results(self) -> QWidget:         # call self.stored_audits(layout, title) somewhere in it
+            ...
+        def audit_run(self) -> AuditRun:            # the kind's job inputs from the form; raise FairDeskError to refuse
+            return AuditRun("My audit: x", args=(dataset_id,), kwargs={"margin": m})
+        def show_results(self, doc) -> None:        # the stored document (parsed by the kind's parser); None: clear
+            ...
+
+and the registry row names it: ``page="fairdesk.gui.tabs.my_audit:MyAuditPage"``. The main window places every
+kind's page (:func:`audit_pages`). The module of a page must stay cheap to import: heavy libraries load inside the
+job (the kind's job function runs in the worker thread) or when a plot is first shown.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QVBoxLayout, QWidget
+
+from fairdesk.core.errors import FairDeskError
+from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, resolve
+from fairdesk.gui.widgets.panel_parts import (PROGRESS_STEPS, ask_pdf_path, created_text, export_report_job,
+                                              fill_list, job_running, list_data, progress_bar, push_button, run_row,
+                                              scroll_area, setup_column, split_page, wrapped_label)
+
+ERROR_STYLE = "color: #B00020;"
+CANCELLED = "Cancelled; nothing was stored."
+NO_PROJECT = "Create or open a project (File menu) first: audits are run on its data and stored in it."
+
+
+class JobPage(QWidget):
+    """A widget with one job slot: ``start_job`` runs ``work(progress, cancel)`` on the window's runner; the page's
+    ``progress`` bar and ``status`` line follow it, ``cancel_button`` stops it. Subclasses extend ``update_buttons``
+    (call ``super().update_buttons()``)."""
+
+    #: lines the status line keeps room for
+    STATUS_LINES = 2
+    #: when set, a failed job also opens a message box with this title (the status line always says why)
+    FAIL_TITLE: str | None = None
+
+    def __init__(self, window, parent: QWidget | None = None) -> None:
+        super().__init__(parent if parent is not None else window)
+        self.window_ = window
+        self.job = None
+        self._own_jobs: set[int] = set()
+        self.progress = progress_bar(self)
+        self.status = wrapped_label("", self)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.status.setMinimumHeight(self.status.fontMetrics().lineSpacing() * self.STATUS_LINES + 4)
+        self.cancel_button = push_button("Cancel", self, self.cancel,
+                                         "Stop the running job at its next safe point; nothing half-done is stored.")
+        self.cancel_button.setEnabled(False)
+        window.runner.progress.connect(self._job_progress)
+        window.runner.finished.connect(self._job_finished)
+
+    # ---- the job slot --------------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """True while this page's job is waiting or running."""
+        return job_running(self.job)
+
+    def start_job(self, title: str, work, *, running: str = "Running…", on_done=None, on_fail=None):
+        """Queue ``work(progress, cancel)`` as this page's job (None when one is running). ``on_done(job)`` runs in
+        the GUI thread after success, ``on_fail(job)`` after a failure or cancel (the status line already says which).
+        """
+        if self.busy:
+            return None
+
+        def done(job) -> None:
+            self.progress.setValue(PROGRESS_STEPS)
+            if on_done is not None:
+                on_done(job)
+
+        def failed(job) -> None:
+            self.progress.setValue(0)
+            if job.state.value == "cancelled":
+                self.say(CANCELLED)
+            else:
+                self.say(job.error or "The job did not finish.", error=True)
+                if self.FAIL_TITLE:
+                    self.window_.show_error(self.FAIL_TITLE, job.error or "The job did not finish.")
+            if on_fail is not None:
+                on_fail(job)
+
+        self.progress.setValue(0)
+        self.say(running)
+        self.job = self.track(self.window_.run_job(title, work, on_done=done, on_fail=failed))
+        self.update_buttons()
+        return self.job
+
+    def track(self, job):
+        """Have ``update_buttons`` called when ``job`` (any job this page started) finishes; returns it."""
+        self._own_jobs.add(job.id)
+        return job
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.window_.runner.cancel(self.job.id)
+
+    def say(self, text: str, error: bool = False) -> None:
+        """Put ``text`` on the status line (an error in red, and on the window's status bar too)."""
+        self.status.setStyleSheet(ERROR_STYLE if error else "")
+        self.status.setText(text)
+        if error:
+            self.window_.statusBar().showMessage(" ".join(str(text).split()), 15000)
+
+    def update_buttons(self, *args) -> None:
+        self.cancel_button.setEnabled(self.busy)
+
+    def _job_progress(self, job_id: int, fraction: float, message: str) -> None:
+        if self.job is not None and job_id == self.job.id:
+            self.progress.setValue(int(round(fraction * PROGRESS_STEPS)))
+            if message:
+                self.say(message)
+
+    def _job_finished(self, job) -> None:
+        if job.id in self._own_jobs:
+            self._own_jobs.discard(job.id)
+            self.update_buttons()
+
+
+@dataclass
+class AuditRun:
+    """What a page's form asks of its kind's job: ``job(project_path, *args, **kwargs, progress=, cancel=)``."""
+
+    title: str  # the job's name in the Jobs dock
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    running: str = "Running the audit…"  # the status line while it runs
+    torch_threads: int | None = None  # set torch's threads in the worker first (pages whose job runs torch)
+
+
+def page_kind(cls) -> AuditKind:
+    """The registry row whose ``page`` names ``cls``."""
+    ref = f"{cls.__module__}:{cls.__qualname__}"
+    for kind in AUDIT_KINDS.values():
+        if kind.page == ref:
+            return kind
+    raise LookupError(f"No audit kind in fairdesk.core.kinds names the page {ref}.")
+
+
+def audit_pages() -> list[type]:
+    """The page class of every audit kind, in the registry's order (imports the pages' modules, which are light)."""
+    return [resolve(kind.page) for kind in AUDIT_KINDS.values()]
+
+
+class AuditPage(JobPage):
+    """A page showing one audit kind: form and Run on the left, stored audits and results on the right.
+
+    Subclasses set the class attributes below, then implement :meth:`build_form`, :meth:`build_results`,
+    :meth:`audit_run` and :meth:`show_results`; optionally :meth:`refresh_form` (the project changed),
+    :meth:`form_ready` (may Run be pressed?) and :meth:`load_document`. Attributes a subclass needs in its
+    ``build_*`` methods are set before ``super().__init__(window)``."""
+
+    TAB = "audit"  # the window's tab holding the page: "dataset", "model" or "audit"
+    TITLE = ""  # its title there
+    ATTR = ""  # the window attribute naming it
+    AFTER: str | None = None  # the title of the page it follows in its tab (None: after the others)
+    RUN_TEXT = "Run audit"
+    STORED_TITLE = "Stored audits"
+    FORM_WIDTH = 440  # minimum width of the set-up column
+    SPLIT = (470, 880)  # initial widths of the set-up column and the results
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.doc = None  # the shown audit's document (parsed by the kind's parser)
+        self.audit_id: int | None = None
+        self.export_job = None
+        self.run_button = push_button(self.RUN_TEXT, self, self.run_audit)
+        self.export_button = push_button("Export PDF…", self, self.export_pdf,
+                                         "Write the PDF report of the chosen audit as a job (counts below the small-"
+                                         "cell threshold k of Settings print as '<k').")
+        self.audit_list = QListWidget(self)
+        self.audit_list.currentItemChanged.connect(self._audit_selected)
+        form = self.build_form()
+        results = self.build_results()
+        scroll = scroll_area(self, form)
+        # wide enough for the form's own minimum, so no field hides under the scroll bar (it never scrolls sideways)
+        width = max(self.FORM_WIDTH, form.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width()
+                    + 2 * scroll.frameWidth())
+        self.setup_panel = setup_column(self, scroll,
+                                        run_row(*self.run_buttons(), self.cancel_button, progress=self.progress),
+                                        self.status, min_width=width)
+        self.results_panel = results
+        split_page(self, self.setup_panel, results, list(self.SPLIT))
+        window.project_changed.connect(self.refresh_project)
+        self.refresh_project()
+
+    @classmethod
+    def kind(cls) -> AuditKind:
+        """This page's row of the kind registry."""
+        return page_kind(cls)
+
+    # ---- what a page writes ------------------------------------------------------------------------------
+    def build_form(self) -> QWidget:
+        """The set-up inputs (a widget; it scrolls)."""
+        raise NotImplementedError
+
+    def build_results(self) -> QWidget:
+        """The results side; it must place the stored-audits block with :meth:`stored_audits`."""
+        raise NotImplementedError
+
+    def audit_run(self) -> AuditRun:
+        """The kind's job inputs from the form; raise :class:`FairDeskError` saying what to fix."""
+        raise NotImplementedError
+
+    def show_results(self, doc) -> None:
+        """Show a stored audit's document (None: clear the results)."""
+        raise NotImplementedError
+
+    def refresh_form(self) -> None:
+        """The project changed: refill the form's choices (datasets, models)."""
+
+    def form_ready(self) -> bool:
+        """May Run be pressed (besides no job running)?"""
+        return self.window_.project is not None
+
+    def run_buttons(self) -> tuple:
+        """The buttons left of Cancel in the Run row."""
+        return (self.run_button,)
+
+    def load_document(self, audit_id: int):
+        """The stored document of ``audit_id`` as :meth:`show_results` takes it (default: parsed by its kind)."""
+        return self.window_.project.load_audit(audit_id)
+
+    # ---- building blocks ---------------------------------------------------------------------------------
+    def stored_audits(self, layout: QVBoxLayout, title: str | None = None, max_height: int = 80) -> None:
+        """Add the stored-audits block to ``layout``: a title row with Export PDF…, then the list of audits."""
+        top = QHBoxLayout()
+        top.addWidget(QLabel(f"<b>{title or self.STORED_TITLE}</b>", self))
+        top.addStretch(1)
+        top.addWidget(self.export_button)
+        layout.addLayout(top)
+        self.audit_list.setMaximumHeight(max_height)
+        layout.addWidget(self.audit_list)
+
+    # ---- project and stored audits -----------------------------------------------------------------------
+    def refresh_project(self) -> None:
+        if self.window_.project is None:
+            self.say(NO_PROJECT)
+        elif self.status.text() == NO_PROJECT:
+            self.say("")
+        self.refresh_form()
+        self.refresh_audits()
+
+    def refresh_audits(self, select: int | None = None) -> None:
+        """List the project's audits of this kind; show ``select`` (else the one shown, else the newest)."""
+        project = self.window_.project
+        name = self.kind().name
+        audits = [a for a in project.audits() if a.kind == name] if project is not None else []
+        ids = fill_list(self.audit_list, [(f"#{a.id}  {a.name}  ·  {created_text(a.created)}", a.id) for a in audits])
+        keep = select if select is not None else self.audit_id
+        target = keep if keep in ids else (ids[-1] if ids else None)
+        if target is not None:
+            self.audit_list.blockSignals(True)
+            self.audit_list.setCurrentRow(ids.index(target))
+            self.audit_list.blockSignals(False)
+        if target is None or target != self.audit_id or select is not None or self.doc is None:
+            self.show_audit(target)
+        self.update_buttons()
+
+    def audit_ids(self) -> list[int]:
+        return list_data(self.audit_list)
+
+    def _audit_selected(self, item, previous=None) -> None:
+        if item is not None:
+            self.show_audit(item.data(Qt.ItemDataRole.UserRole))
+
+    def show_audit(self, audit_id: int | None) -> None:
+        """Load a stored audit and show it (None: clear)."""
+        doc = None
+        if audit_id is not None and self.window_.project is not None:
+            try:
+                doc = self.load_document(audit_id)
+            except (FairDeskError, ValueError, KeyError) as err:
+                self.show_document(None, None)
+                self.say(f"Audit #{audit_id} could not be read: {err}", error=True)
+                return
+        self.show_document(doc, audit_id if doc is not None else None)
+
+    def show_document(self, doc, audit_id: int | None) -> None:
+        """Show ``doc`` (the document of stored audit ``audit_id``)."""
+        self.doc, self.audit_id = doc, audit_id
+        self.show_results(doc)
+        self.update_buttons()
+
+    # ---- running -----------------------------------------------------------------------------------------
+    def run_audit(self):
+        """Run the kind's job with the form's inputs; returns the job, or None (the reason on the status line)."""
+        if self.busy:
+            return None
+        project = self.window_.require_project()
+        if project is None:
+            return None
+        try:
+            run = self.audit_run()
+        except FairDeskError as err:
+            self.say(str(err), error=True)
+            return None
+        ref, project_path = self.kind().job, project.path
+
+        def work(progress, cancel):
+            if run.torch_threads:
+                import torch
+
+                torch.set_num_threads(int(run.torch_threads))
+            return resolve(ref)(project_path, *run.args, progress=progress, cancel=cancel, **run.kwargs)
+
+        return self.start_job(run.title, work, running=run.running, on_done=lambda job: self.audit_stored(job.result))
+
+    def audit_stored(self, audit_id: int) -> None:
+        """The job stored audit ``audit_id``: say so and show it."""
+        self.say(f"Audit #{audit_id} stored.")
+        self.refresh_audits(select=audit_id)
+
+    def update_buttons(self, *args) -> None:
+        super().update_buttons()
+        self.run_button.setEnabled(not self.busy and self.form_ready())
+        self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None
+                                      and not job_running(self.export_job))
+
+    # ---- export ------------------------------------------------------------------------------------------
+    def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
+        """Write the PDF report of the shown (or given) stored audit as a job, with the user's small-cell k."""
+        project = self.window_.project
+        audit_id = audit_id if audit_id is not None else self.audit_id
+        if project is None or audit_id is None:
+            self.window_.statusBar().showMessage("Choose a stored audit first.", 8000)
+            return None
+        if path is None:
+            suggested = Path(project.path).parent / f"{project.name}-{self.kind().name}-{audit_id}.pdf"
+            path = ask_pdf_path(self, self.window_, "Export the audit report", str(suggested))
+            if path is None:
+                return None
+        path = Path(path)
+        if path.suffix.lower() != ".pdf":
+            path = path.with_name(path.name + ".pdf")
+
+        def done(job) -> None:
+            self.say(f"Report written to {job.result}")
+            self.window_.statusBar().showMessage(f"Report written to {job.result}", 10000)
+
+        def failed(job) -> None:
+            self.say(job.error or "The report was not written.", error=job.state.value == "failed")
+
+        self.export_job = self.track(export_report_job(
+            self.window_, f"Export report of audit #{audit_id}", project.path, audit_id, path, on_done=done,
+            on_fail=failed, suppress_k=self.window_.settings.suppress_k))
+        self.update_buttons()
+        return self.export_job
