@@ -22,6 +22,7 @@ __all__ = ["TerminalProgress", "build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     from fairdesk.cli.bench import add_bench_commands
+    from fairdesk.cli.ctf import add_ctf_commands
     from fairdesk.cli.demo import add_demo_command
     from fairdesk.cli.groups import add_audit_groups, add_train_tabular, add_validate_and_report
     from fairdesk.cli.images import add_image_commands
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_image_commands(audit, train)  # audit cit, audit cit-predictions, train generator (images.py)
     add_text_commands(audit, train)  # audit mlm-bias, train mlm (text.py)
     add_note_commands(audit, train)  # audit encoders, train notes (notes.py)
+    add_ctf_commands(sub, audit, train)  # data, counterfactuals, train text-classifier, audit ctf* (ctf.py)
     add_bench_commands(sub)  # bench cit-synthetic, bench validity (bench.py)
     add_demo_command(sub)  # demo (demo.py)
     return parser

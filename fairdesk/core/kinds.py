@@ -75,6 +75,10 @@ AUDIT_KINDS: dict[str, AuditKind] = {k.name: k for k in (
               job="fairdesk.jobs.images:audit_cit",
               report="fairdesk.core.reports.imaging:build_report",
               page="fairdesk.gui.tabs.image_audit:ImageAuditPanel"),
+    AuditKind("ctf", "Counterfactual token fairness (text classifiers)",
+              job="fairdesk.jobs.ctf:audit_ctf",
+              report="fairdesk.core.reports.ctf:build_report",
+              page="fairdesk.gui.tabs.ctf:CTFAuditPage"),
 )}
 
 DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (
@@ -82,6 +86,8 @@ DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (
     DatasetKind("features", "Features table"),
     DatasetKind("images", "Image dataset"),
     DatasetKind("cit_predictions", "Counterfactual predictions (scored elsewhere)"),
+    DatasetKind("text", "Texts (a text column, optional 0/1 label)"),
+    DatasetKind("ctf_pairs", "Counterfactual text pairs (scored elsewhere)"),
 )}
 
 MODEL_KINDS: dict[str, ModelKind] = {k.name: k for k in (
@@ -93,6 +99,7 @@ MODEL_KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("note_mlp", "Note classifier (frozen encoder + MLP)"),
     ModelKind("image_classifier", "Image classifier"),
     ModelKind("image_generator", "Counterfactual image generator"),
+    ModelKind("text_classifier", "Text classifier (CNN, with a counterfactual remedy)"),
 )}
 
 
