@@ -106,8 +106,11 @@ def test_audit_by_model_id_refuses_changed_files(tiny, tmp_path):
     shutil.copytree(tiny["model"], folder)
     pp = tmp_path / "p.fairdesk"
     model_id = ctf_jobs.train_text_classifier_job(pp, tiny["data"], "text", "label", folder, epochs=1, seed=3)
-    audit_id = ctf_jobs.audit_ctf(pp, model_id, tiny["data"], "text", n_boot=100)
-    assert json.loads(Project(pp).audit_json(audit_id))["model"]["model_id"] == model_id
+    [m] = Project(pp).models()
+    audit_id = ctf_jobs.audit_ctf(pp, model_id, m.dataset_id, "text", n_boot=100)  # model and data from the project
+    stored = json.loads(Project(pp).audit_json(audit_id))
+    assert stored["model"]["model_id"] == model_id and stored["data"]["name"] == "notes.csv"
+    assert len(Project(pp).datasets()) == 1  # the project's own table is not stored twice
     cfg = json.loads((folder / "config.json").read_text())
     cfg["dropout"] = 0.3
     (folder / "config.json").write_text(json.dumps(cfg))
@@ -163,3 +166,43 @@ def test_cancelled_audit_stores_nothing(tiny, tmp_path):
     with pytest.raises(Cancelled):
         ctf_jobs.audit_ctf(pp, tiny["model"], tiny["data"], "text", n_boot=100, progress=progress, cancel=token)
     assert Project(pp).audits() == [] and Project(pp).datasets() == []
+
+
+def test_cancelled_training_stores_nothing_and_writes_no_folder(tiny, tmp_path):
+    pp = tmp_path / "p.fairdesk"
+    token = CancelToken()
+
+    def progress(f, m):
+        if f > 0.2:
+            token.cancel()
+    with pytest.raises(Cancelled):
+        ctf_jobs.train_text_classifier_job(pp, tiny["data"], "text", "label", tmp_path / "m", epochs=2,
+                                           progress=progress, cancel=token)
+    assert Project(pp).models() == [] and not (tmp_path / "m").exists()
+
+
+def test_attribution_only_when_madlibs_or_dixon_lists_were_used(tiny, tmp_path):
+    import pandas as pd
+
+    from fairdesk.core.text.madlibs import MADLIBS_ATTRIBUTION
+
+    terms = tmp_path / "t.txt"
+    terms.write_text("gay\nstraight\nlesbian\n", encoding="utf-8")
+    rows = [("i am gay", 0, "am_hate_adj", "gay"), ("i hate straight", 1, "am_hate_adj", "straight"),
+            ("hug lesbian", 0, "verb_adj", "lesbian"), ("kill gay", 1, "verb_adj", "gay")]
+    madlibs_like = pd.DataFrame(rows, columns=["text", "label", "template", "term"])
+    madlibs_like.to_csv(tmp_path / "m.csv", index=False)
+    madlibs_like.drop(columns="template").to_csv(tmp_path / "plain.csv", index=False)
+    pp = tmp_path / "p.fairdesk"
+    docs = {}
+    for name in ("m.csv", "plain.csv"):
+        audit_id = ctf_jobs.audit_ctf(pp, tiny["model"], tmp_path / name, "text", label_col="label", terms=terms,
+                                      n_boot=100)
+        docs[name] = _no_nan(Project(pp).audit_json(audit_id))
+    assert docs["m.csv"]["uses_madlibs"] and docs["m.csv"]["attribution"] == MADLIBS_ATTRIBUTION
+    assert not docs["plain.csv"]["uses_madlibs"] and docs["plain.csv"]["attribution"] is None
+    from fairdesk.core.kinds import ReportSettings
+    from fairdesk.core.reports.ctf import ctf_report
+
+    assert "CC BY 4.0" in ctf_report(docs["m.csv"], ReportSettings()).text()
+    assert "CC BY" not in ctf_report(docs["plain.csv"], ReportSettings()).text()
