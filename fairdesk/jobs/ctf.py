@@ -47,6 +47,20 @@ def _threads(n: int | None) -> None:
         torch.set_num_threads(int(n))
 
 
+def load_any_table(project: Project | None, data) -> tuple:
+    """``(frame, sha256, name, dataset_id, source)`` of a table given as a file path or a project dataset id."""
+    from fairdesk.core.data.loaders import file_sha256, load_table
+
+    if isinstance(data, int) and not isinstance(data, bool):
+        if project is None:
+            raise DataError("A dataset id needs a project.")
+        info = project.dataset(data)
+        return project.load_dataset(info.id), info.sha256, info.name, info.id, None
+    path = Path(data)
+    df = load_table(path)
+    return df, file_sha256(path), path.name, None, str(path.resolve())
+
+
 def read_text_table(project: Project | None, data, text_col: str, label_col: str | None = None,
                     id_col: str | None = None) -> dict:
     """The texts (and 0/1 labels, ids) of a table given as a file path or a project dataset id, checked.
@@ -56,17 +70,7 @@ def read_text_table(project: Project | None, data, text_col: str, label_col: str
     import numpy as np
     import pandas as pd
 
-    from fairdesk.core.data.loaders import file_sha256, load_table
-
-    if isinstance(data, int) and not isinstance(data, bool):
-        if project is None:
-            raise DataError("A dataset id needs a project.")
-        info = project.dataset(data)
-        df, sha, name, dataset_id, source = project.load_dataset(info.id), info.sha256, info.name, info.id, None
-    else:
-        path = Path(data)
-        df = load_table(path)
-        sha, name, dataset_id, source = file_sha256(path), path.name, None, str(path.resolve())
+    df, sha, name, dataset_id, source = load_any_table(project, data)
     for option, col in (("text", text_col), ("label", label_col), ("id", id_col)):
         if col is not None and col not in df.columns:
             shown = ", ".join(map(str, list(df.columns)[:12])) + (", …" if len(df.columns) > 12 else "")
@@ -416,13 +420,13 @@ def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, 
     rep = Reporter(progress, cancel)
     project = Project(project_path)
     rep(0.0, "Reading the scored pairs")
-    table = read_text_table(project, scores, "text")
-    df = table["frame"]
+    df, sha, table_name, dataset_id, source = load_any_table(project, scores)
     need = ["id", "text", "counterfactual", "term", "counterfactual_term", "score", "counterfactual_score"]
     missing = [c for c in need if c not in df.columns]
     if missing:
-        raise DataError(f"{table['name']} lacks column(s) {', '.join(missing)}; score the table written by "
+        raise DataError(f"{table_name} lacks column(s) {', '.join(missing)}; score the table written by "
                         "'fairdesk-cli audit ctf-pairs' and fill its score and counterfactual_score columns.")
+    table = {"frame": df, "sha256": sha, "name": table_name, "dataset_id": dataset_id, "source": source}
     for col in ("score", "counterfactual_score"):
         values = pd.to_numeric(df[col], errors="coerce")
         bad = values.isna() | (values < 0) | (values > 1)

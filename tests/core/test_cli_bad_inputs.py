@@ -195,6 +195,8 @@ def test_output_equal_to_input(command, bad, capsys):
     ["audit", "cit-predictions", "--predictions", "{d}", "--attribute", "sex", "--json", "{o}", "--pdf", "{o}"],
     ["bench", "cit-synthetic", "--json", "{o}", "--png", "{o}"],
     ["train", "notes", "--model", "{m}", "--notes", "{d}", "--tasks", "y", "--out", "{o}", "--json", "{o}"],
+    ["audit", "ctf", "--model", "{m}", "--data", "{d}", "--text-col", "sex", "--json", "{o}", "--pdf", "{o}"],
+    ["audit", "ctf-scores", "--scores", "{d}", "--json", "{o}", "--pdf", "{o}"],
 ])
 def test_two_outputs_with_one_name(argv, bad, capsys):
     fill = {"{d}": str(bad / "dup.csv"), "{o}": str(bad / "same.out"), "{m}": str(bad / "model")}
@@ -279,7 +281,7 @@ def test_bad_model_folder_for_audit_ctf(case, tmp_path, capsys):
      ["Cannot read the term list"]),
     (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "text", "--method", "clp",
       "--out", "{o}"], ["must hold 0 or 1"]),
-    (["audit", "ctf-scores", "--scores", "{t}", "--json", "{o}"], ["lacks column(s)", "score"]),
+    (["audit", "ctf-scores", "--scores", "{t}", "--json", "{o}"], ["lacks column(s) id, counterfactual", "score"]),
 ])
 def test_ctf_bad_columns_and_terms(argv, words, tmp_path, capsys):
     (tmp_path / "t.csv").write_text("text,label\ni am gay,1\ni am straight,0\n", encoding="utf-8")
