@@ -110,7 +110,7 @@ def cmd_counterfactuals(args: argparse.Namespace) -> int:
     check_outputs([("--out", args.out)], [("the data (--data)", args.data), ("the term list (--terms)", args.terms)])
     check_output_files([("--out", args.out)])
     table = read_text_table(None, args.data, args.text_col, id_col=args.id_col)
-    terms = load_terms(_terms_arg(args.terms))
+    terms = load_terms(_terms_arg(args.terms, "dixon"))
     progress = TerminalProgress(args.quiet)
     cf = counterfactual_table(table["texts"], terms, ids=table["ids"], progress=progress)
     progress.done()
@@ -242,8 +242,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _pair_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--terms", help=TERMS_HELP)
+def _pair_options(p: argparse.ArgumentParser, terms_help: str = TERMS_HELP) -> None:
+    p.add_argument("--terms", help=terms_help)
     p.add_argument("--held-out-terms", metavar="FILE",
                    help="a second term set audited separately (file, or dixon_held_out)")
     p.add_argument("--control-terms", metavar="FILE",
@@ -278,7 +278,8 @@ def add_ctf_commands(sub, audit, train) -> None:
                                    "capitalisation; texts whose meaning depends on sex are left out and counted.")
     p.add_argument("--data", required=True, help="CSV or Parquet table")
     p.add_argument("--text-col", required=True, metavar="COL")
-    p.add_argument("--terms", help=TERMS_HELP)
+    p.add_argument("--terms", help="identity terms: dixon (default: all 50), dixon_train, dixon_held_out, gender, "
+                                   "race, or a text file with one term per line ('a | b' lines: two aligned groups)")
     p.add_argument("--id-col", metavar="COL", help="id column (default: the row number)")
     p.add_argument("--out", required=True, help="output CSV (or .parquet)")
     p.add_argument("--quiet", action="store_true")
@@ -316,7 +317,8 @@ def add_ctf_commands(sub, audit, train) -> None:
     a.add_argument("--data", required=True, help="CSV or Parquet table")
     a.add_argument("--text-col", required=True, metavar="COL")
     a.add_argument("--label-col", metavar="COL", help="0/1 label column (label subsets, TPR/TNR)")
-    _pair_options(a)
+    _pair_options(a, TERMS_HELP.replace("dixon_train (default)", "dixon_train")
+                  + " (default: the term set the model folder records, else dixon_train)")
     _audit_options(a)
     a.add_argument("--threads", type=int, help="torch CPU threads")
     a.add_argument("--json", required=True, help="write the audit document here")

@@ -89,6 +89,13 @@ def test_counterfactuals_columns_and_substitution(tmp_path, capsys):
     _cli(["counterfactuals", "--data", str(tmp_path / "n.csv"), "--text-col", "note", "--terms",
           str(tmp_path / "t.txt"), "--out", str(tmp_path / "cf2.csv"), "--quiet"], capsys)
     assert pd.read_csv(tmp_path / "cf2.csv").empty
+    # default term set: all 50 Dixon et al. terms (one counterfactual per other term)
+    pd.DataFrame({"note": ["Elderly patient, stable."]}).to_csv(tmp_path / "e.csv", index=False)
+    _cli(["counterfactuals", "--data", str(tmp_path / "e.csv"), "--text-col", "note", "--out",
+          str(tmp_path / "cf3.csv"), "--quiet"], capsys)
+    cf3 = pd.read_csv(tmp_path / "cf3.csv")
+    assert len(cf3) == 49 and set(cf3["term"]) == {"elderly"}
+    assert "African american patient, stable." in set(cf3["counterfactual"])
 
 
 def test_train_records_the_terms_and_audit_json_contract(trained, audited):
