@@ -449,6 +449,9 @@ def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, 
                                    threshold=threshold, seed=seed, progress=rep.sub(0.05, 0.97), cancel=rep.cancel)
     result.provenance["data_sha256"] = table["sha256"]
     doc = result.to_dict()
+    for split, rec in (doc["settings"].get("term_sets") or {}).items():  # the terms the imported pairs swap
+        ident = df[(df.get("split", "train") == split) & (df.get("kind", "identity") == "identity")]
+        rec["groups"] = sorted(set(ident["term"]) | set(ident["counterfactual_term"]))
     model_rec = {"kind": "imported scores", "name": model_name or "scored elsewhere", "source": table["name"]}
     data_rec = {"name": table["name"], "sha256": table["sha256"], "text_column": "text",
                 "label_column": "label" if labels_by_id is not None else None, "id_column": "id",

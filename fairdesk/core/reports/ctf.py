@@ -156,6 +156,7 @@ def _methods(doc: dict, k: int) -> Section:
     st = doc.get("settings") or {}
     margin = num(st.get("margin")) or 0.02
     level = num(st.get("verdict_ci_level"))
+    imported = (doc.get("model") or {}).get("kind") == "imported scores"
     s.blocks += [
         Paragraph("Counterfactuals. For each text x and each pair of terms (a, a′) of the term set, Φ(x) holds the "
                   "text with every a replaced by a′ (whole words and multi-word terms, case-insensitive, the "
@@ -185,7 +186,8 @@ def _methods(doc: dict, k: int) -> Section:
                                                          f"{100 * (1 - (num(st.get('alpha')) or 0.05)):.0f}%"],
              ["Bootstrap replicates", f"{int(st.get('n_boot') or 0):,}"],
              ["Decision threshold τ", f"{num(st.get('threshold')) or 0.5:g}"],
-             ["Token limit", str(st.get("max_tokens")) if st.get("max_tokens") else "none"],
+             ["Token limit", str(st.get("max_tokens")) if st.get("max_tokens") else
+              ("set when the pairs were exported" if imported else "none")],
              ["Control pairs per text", str(st.get("k_control", "–"))], ["Seed", str(st.get("seed", "–"))]]
     s.blocks.append(Table(["Setting", "Value"], rows, title="Settings", align=["L", "L"]))
     counts = doc.get("counts") or {}
