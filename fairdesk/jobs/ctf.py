@@ -242,6 +242,23 @@ def pair_gaps(group_rates: dict) -> list[dict]:
     return out
 
 
+def performance(scores, labels, threshold: float = 0.5, over: str = "all audited texts") -> dict | None:
+    """AUROC (sklearn) and accuracy at τ of the model's scores on the audited texts — the accuracy side of a remedy's
+    trade-off. None without labels; AUROC None when only one class is present."""
+    import numpy as np
+
+    if labels is None:
+        return None
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(labels).astype(int)
+    p = np.asarray(scores, dtype=float)
+    both = len(set(y.tolist())) == 2
+    return {"auroc": float(roc_auc_score(y, p)) if both else None,
+            "accuracy": float(((p >= threshold) == (y == 1)).mean()), "threshold": float(threshold),
+            "n": int(len(y)), "n_positive": int(y.sum()), "over": over}
+
+
 def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madlibs_data: bool) -> dict:
     """The stored document: the core's result plus what the report and the GUI need to say about it."""
     split_names = [v.get("name", "") for v in (doc.get("settings") or {}).get("term_sets", {}).values()]
@@ -331,6 +348,8 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
                        seed=seed, model_hashes={"text_classifier": hashes["fingerprint"]},
                        progress=rep.sub(0.03, 0.97), cancel=rep.cancel)
     doc = result.to_dict()
+    rep.check()
+    doc["performance"] = performance(clf.predict_proba(table["texts"]), table["labels"], threshold)
     cfg = clf.config
     model_rec = {"kind": MODEL_KIND, "name": folder.name, "path": str(folder.resolve()), "method": cfg.method,
                  "lambda": cfg.lam, "pair_loss": cfg.pair_loss, "seed": cfg.seed, "epochs": cfg.epochs,
@@ -461,6 +480,10 @@ def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, 
 
     dixon = {t for t in load_terms("dixon").groups}
     doc = _finish_document(doc, model=model_rec, data=data_rec, unknown={}, madlibs_data=uses_madlibs(df))
+    if labels_by_id is not None:  # f(x) of each text, from its identity rows
+        ident = df[df.get("kind", "identity") == "identity"].drop_duplicates("id")
+        doc["performance"] = performance(ident["score"].to_numpy(), [labels_by_id[i] for i in ident["id"]],
+                                         threshold, over="the texts with a counterfactual (imported pairs)")
     if doc["attribution"] is None and terms_used & dixon and len(terms_used & dixon) >= 3:
         doc["attribution"] = attribution(["dixon"], False)
     rep.check()

@@ -97,6 +97,15 @@ def test_audit_stores_a_json_safe_document_with_the_contract_fields(tiny):
     assert doc["unknown_terms"] == {"train": [], "held_out": ["zorblax", "quuxian"]}
     assert any("zorblax" in n and "vocabulary" in n for n in doc["notes"])
     assert doc["attribution"] and "CC BY 4.0" in doc["attribution"]
+    from sklearn.metrics import roc_auc_score
+
+    from fairdesk.core.models.text_classifier import load_text_classifier
+
+    import pandas as pd
+
+    notes = pd.read_csv(tiny["data"])
+    expected = roc_auc_score(notes["label"], load_text_classifier(tiny["model"]).predict_proba(notes["text"].tolist()))
+    assert doc["performance"]["auroc"] == pytest.approx(expected) and doc["performance"]["n"] == 122
 
 
 def test_audit_by_model_id_refuses_changed_files(tiny, tmp_path):
@@ -147,6 +156,8 @@ def test_exported_pairs_scored_elsewhere_give_the_same_gaps(tiny, tmp_path):
         n2, value2, control2 = key(a)[k]
         assert n2 == n and value2 == pytest.approx(value, abs=1e-6) and control2 == pytest.approx(control, abs=1e-6)
     assert a["model"]["kind"] == "imported scores" and a["model"]["name"] == "the same CNN"
+    # AUROC from the imported f(x) of the texts with pairs, the direct one over all texts: both estimate the same
+    assert a["performance"]["n"] == b["ctf_gap"][0]["n"] and 0 <= a["performance"]["auroc"] <= 1
     bad = pairs.copy()
     bad.loc[0, "score"] = 1.5
     bad.to_csv(scored, index=False)

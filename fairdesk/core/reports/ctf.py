@@ -128,6 +128,12 @@ def _summary(doc: dict, k: int) -> Section:
             line += f"; control band {f3(r.get('control'))} (95% CI {band_ci}), excess {signed(r.get('excess'))}"
         line += f" — {verdict_words(r.get('verdict'), margin)}"
         s.blocks.append(Paragraph(line + ".", "bullet"))
+    perf = doc.get("performance") or {}
+    if perf:
+        s.blocks.append(Paragraph(
+            f"Accuracy side: AUROC {f3(perf.get('auroc'))}, accuracy {f3(perf.get('accuracy'))} at "
+            f"τ = {num(perf.get('threshold')) or 0.5:g} over {perf.get('over') or 'the audited texts'} "
+            f"({count(perf.get('n'), k)} texts, {count(perf.get('n_positive'), k)} with label 1).", "body"))
     pairs = [p for p in doc.get("pairs") or [] if num(p.get("mean_abs_change")) is not None]
     pairs = [p for p in pairs if (num(p.get("n")) or 0) >= k]  # a pair of a handful of texts is not a finding
     if pairs:
