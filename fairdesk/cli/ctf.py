@@ -165,7 +165,8 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              control_terms=None if args.no_control else _terms_arg(args.control_terms, "control"),
                              max_tokens=args.max_tokens or None, margin=args.margin, n_boot=args.n_boot,
                              threshold=args.threshold, k_control=args.k_control, seed=args.seed,
-                             threads=args.threads, name=args.name, progress=progress)
+                             positive_label=args.positive_label, threads=args.threads, name=args.name,
+                             progress=progress)
         progress.done()
         doc = _write_stored_json(project, audit_id, args.json)
         if args.pdf:
@@ -313,7 +314,11 @@ def add_ctf_commands(sub, audit, train) -> None:
                                      "flip rates per direction, per-term-pair table, TPR/TNR gaps and a control band "
                                      "(the same statistic for neutral words in the same slot). Verdicts: differs, "
                                      "equivalent within ±margin, inconclusive.")
-    a.add_argument("--model", required=True, metavar="DIR", help="text classifier folder (train text-classifier)")
+    a.add_argument("--model", required=True, metavar="DIR",
+                   help="text classifier folder (train text-classifier), or a local Hugging Face "
+                        "sequence-classification folder (safetensors; never downloaded)")
+    a.add_argument("--positive-label", metavar="LABEL",
+                   help="the positive class of a Hugging Face model with more than two classes (index or name)")
     a.add_argument("--data", required=True, help="CSV or Parquet table")
     a.add_argument("--text-col", required=True, metavar="COL")
     a.add_argument("--label-col", metavar="COL", help="0/1 label column (label subsets, TPR/TNR)")

@@ -100,6 +100,7 @@ MODEL_KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("image_classifier", "Image classifier"),
     ModelKind("image_generator", "Counterfactual image generator"),
     ModelKind("text_classifier", "Text classifier (CNN, with a counterfactual remedy)"),
+    ModelKind("hf_sequence_classifier", "Hugging Face sequence classifier (local folder)"),
 )}
 
 

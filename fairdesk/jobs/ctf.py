@@ -221,6 +221,34 @@ def _model_folder(project: Project, model) -> tuple[Path, str | None]:
     return Path(model), None
 
 
+def load_scorer(folder: Path, positive_label=None) -> tuple:
+    """``(scorer, model record, recorded term set or None)`` of a FairDesk text CNN folder or a local Hugging Face
+    sequence-classification folder. ``scorer`` has ``predict_proba(texts)`` and ``unknown_terms(terms)``."""
+    from fairdesk.core.models.hf_sequence_classifier import MODEL_KIND as HF_KIND
+    from fairdesk.core.models.hf_sequence_classifier import is_hf_folder, load_sequence_classifier
+
+    if is_hf_folder(folder):
+        from fairdesk.core.models.mlm import model_fingerprint
+
+        hf = load_sequence_classifier(folder, positive_label)
+        cfg = hf.model.config
+        record = {"kind": HF_KIND, "name": folder.name, "path": str(folder.resolve()),
+                  "architecture": type(hf.model).__name__, "model_type": getattr(cfg, "model_type", None),
+                  "num_labels": hf.n_labels, "positive_class": hf.positive,
+                  "fingerprint": model_fingerprint(folder)}
+        return hf, record, None
+    from fairdesk.core.models.text_classifier import load_text_classifier
+
+    clf = load_text_classifier(folder)
+    hashes = model_files_sha256(folder)
+    cfg = clf.config
+    record = {"kind": MODEL_KIND, "name": folder.name, "path": str(folder.resolve()), "method": cfg.method,
+              "lambda": cfg.lam, "pair_loss": cfg.pair_loss, "seed": cfg.seed, "epochs": cfg.epochs,
+              "terms": (cfg.terms or {}).get("name"), "fingerprint": hashes["fingerprint"],
+              "sha256": {k: v for k, v in hashes.items() if k != "fingerprint"}}
+    return clf, record, cfg.terms
+
+
 def pair_gaps(group_rates: dict) -> list[dict]:
     """Every pair of terms' TPR and TNR gap ``|rate_a − rate_b|`` per split (002 Table 3), from the per-term
     rates of the document (the core keeps the mean over pairs and the ten largest)."""
@@ -302,10 +330,11 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
               id_col: str | None = None, terms=None, held_out_terms=None, control_terms="control",
               max_tokens: int | None = 10, margin: float = 0.02, alpha: float = 0.05, n_boot: int = 2000,
               threshold: float = 0.5, k_control: int = 3, batch_size: int = 1024, seed: int = 0,
-              threads: int | None = None, name: str | None = None, progress: ProgressFn | None = None,
-              cancel: CancelToken | None = None) -> int:
+              positive_label: str | int | None = None, threads: int | None = None, name: str | None = None,
+              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """The CTF audit (:func:`fairdesk.core.audits.ctf.ctf_audit`) of a FairDesk text classifier (a folder or a
-    project model id) on a text table, stored as audit kind ``"ctf"``. Returns the audit id.
+    project model id) or a local Hugging Face sequence-classification folder (``positive_label`` names its positive
+    class when it has more than two) on a text table, stored as audit kind ``"ctf"``. Returns the audit id.
 
     ``terms`` None: the term set the model records (``config.json``), else ``dixon_train``. The document adds to
     the core's result: ``model`` (folder, method, λ, hashes), ``data`` (name, SHA-256, columns), ``unknown_terms``
@@ -314,7 +343,6 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
     Dixon et al. lists were used) and ``group_rates.pair_gaps``.
     """
     from fairdesk.core.audits.ctf import ctf_audit
-    from fairdesk.core.models.text_classifier import load_text_classifier
     from fairdesk.core.text.counterfactual import TermSet, load_terms
 
     if not (0 < margin < 1):
@@ -330,31 +358,25 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
     table = read_text_table(project, data, text_col, label_col, id_col)  # the data first: its errors are cheapest
     folder, expected = _model_folder(project, model)
     rep(0.02, "Loading the model")
-    clf = load_text_classifier(folder)
-    hashes = model_files_sha256(folder)
-    if expected and hashes["fingerprint"] != expected:
+    scorer, model_rec, recorded_terms = load_scorer(folder, positive_label)
+    if expected and model_rec["fingerprint"] != expected:
         raise ModelError(f"The files of the model in {folder} changed since it was added to the project (its "
                          "fingerprint differs); train or add it again to audit it as it is now.")
     if terms is None:
-        terms = TermSet.from_dict(clf.config.terms) if clf.config.terms else "dixon_train"
+        terms = TermSet.from_dict(recorded_terms) if recorded_terms else "dixon_train"
     train_set = load_terms(terms)
     held_set = load_terms(held_out_terms) if held_out_terms is not None else None
-    unknown = {"train": clf.unknown_terms(train_set)}
+    unknown = {"train": scorer.unknown_terms(train_set)}
     if held_set is not None:
-        unknown["held_out"] = clf.unknown_terms(held_set)
-    result = ctf_audit(table["texts"], clf.predict_proba, table["labels"], terms=train_set,
+        unknown["held_out"] = scorer.unknown_terms(held_set)
+    result = ctf_audit(table["texts"], scorer.predict_proba, table["labels"], terms=train_set,
                        held_out_terms=held_set, control_terms=control_terms, max_tokens=max_tokens, margin=margin,
                        alpha=alpha, n_boot=n_boot, threshold=threshold, k_control=k_control, batch_size=batch_size,
-                       seed=seed, model_hashes={"text_classifier": hashes["fingerprint"]},
+                       seed=seed, model_hashes={model_rec["kind"]: model_rec["fingerprint"]},
                        progress=rep.sub(0.03, 0.97), cancel=rep.cancel)
     doc = result.to_dict()
     rep.check()
-    doc["performance"] = performance(clf.predict_proba(table["texts"]), table["labels"], threshold)
-    cfg = clf.config
-    model_rec = {"kind": MODEL_KIND, "name": folder.name, "path": str(folder.resolve()), "method": cfg.method,
-                 "lambda": cfg.lam, "pair_loss": cfg.pair_loss, "seed": cfg.seed, "epochs": cfg.epochs,
-                 "terms": (cfg.terms or {}).get("name"), "fingerprint": hashes["fingerprint"],
-                 "sha256": {k: v for k, v in hashes.items() if k != "fingerprint"}}
+    doc["performance"] = performance(scorer.predict_proba(table["texts"]), table["labels"], threshold)
     if isinstance(model, int) and not isinstance(model, bool):
         model_rec["model_id"] = model
     madlibs_data = uses_madlibs(table["frame"])

@@ -256,22 +256,25 @@ def test_damaged_generator_folder_for_audit_cit(content, tmp_path, capsys):
     assert "codec" not in err and not (tmp_path / "o.json").exists()
 
 
-@pytest.mark.parametrize("case", ["missing", "empty-folder", "binary", "foreign-config"])
+@pytest.mark.parametrize("case", ["missing", "empty-folder", "binary", "foreign-config", "other-format"])
 def test_bad_model_folder_for_audit_ctf(case, tmp_path, capsys):
-    """A readable text table, then a text-classifier folder that is missing, empty, a file or someone else's."""
+    """A readable text table, then a model folder that is missing, empty, a file, a Hugging Face folder with broken
+    weights, or a config of another format."""
     (tmp_path / "t.csv").write_text("text,label\ni am gay,1\ni am straight,0\n", encoding="utf-8")
     model = tmp_path / "clf"
     if case == "empty-folder":
         model.mkdir()
     elif case == "binary":
         model.write_bytes(PNG)
-    elif case == "foreign-config":
+    elif case in ("foreign-config", "other-format"):
         model.mkdir()
-        (model / "config.json").write_text('{"model_type": "bert"}')
+        (model / "config.json").write_text('{"model_type": "bert"}' if case == "foreign-config" else '{"format": "x"}')
         (model / "model.safetensors").write_bytes(b"\x00" * 16)
     code, err = _run(["audit", "ctf", "--model", str(model), "--data", str(tmp_path / "t.csv"), "--text-col", "text",
                       "--json", str(tmp_path / "o.json"), "--quiet"], capsys)
-    _one_sentence(code, err, *(["not a FairDesk text CNN"] if case == "foreign-config" else []))
+    words = {"foreign-config": ["cannot be loaded as a sequence classifier"],
+             "other-format": ["not a FairDesk text CNN"]}.get(case, [])
+    _one_sentence(code, err, *words)
     assert not (tmp_path / "o.json").exists()
 
 

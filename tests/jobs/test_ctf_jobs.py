@@ -217,3 +217,47 @@ def test_attribution_only_when_madlibs_or_dixon_lists_were_used(tiny, tmp_path):
 
     assert "CC BY 4.0" in ctf_report(docs["m.csv"], ReportSettings()).text()
     assert "CC BY" not in ctf_report(docs["plain.csv"], ReportSettings()).text()
+
+
+def test_a_local_hugging_face_sequence_classifier_is_audited(tiny, tmp_path):
+    """A tiny random BERT sequence classifier saved locally (safetensors): scored in batches, recorded by kind and
+    fingerprint; a three-class model needs its positive class named."""
+    pytest.importorskip("transformers")
+    import numpy as np
+    import pandas as pd
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from fairdesk.core.models.hf_sequence_classifier import load_sequence_classifier
+    from fairdesk.core.models.mlm import corpus_words, model_fingerprint, vocabulary_tokenizer
+
+    notes = pd.read_csv(tiny["data"])
+    tokenizer = vocabulary_tokenizer(corpus_words(notes["text"].tolist()) + ["lesbian", "bisexual"])
+    folders = {}
+    for n_labels in (2, 3):
+        torch.manual_seed(0)
+        model = BertForSequenceClassification(BertConfig(
+            vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64, num_labels=n_labels, initializer_range=0.5)).eval()
+        folder = tmp_path / f"hf{n_labels}"
+        model.save_pretrained(str(folder), safe_serialization=True)
+        tokenizer.save_pretrained(str(folder))
+        folders[n_labels] = folder
+    pp = tmp_path / "p.fairdesk"
+    audit_id = ctf_jobs.audit_ctf(pp, folders[2], tiny["data"], "text", label_col="label", n_boot=100)
+    doc = _no_nan(Project(pp).audit_json(audit_id))
+    assert doc["model"]["kind"] == "hf_sequence_classifier" and doc["model"]["positive_class"] == 1
+    assert doc["provenance"]["model_hashes"] == {"hf_sequence_classifier": model_fingerprint(folders[2])}
+    # the stored examples carry the model's own probabilities (softmax column 1), computed one text at a time here
+    hf = load_sequence_classifier(folders[2])
+    ex = doc["examples"][0]
+    with torch.inference_mode():
+        logits = hf.model(**tokenizer([ex["counterfactual"]], return_tensors="pt")).logits
+    assert ex["counterfactual_score"] == pytest.approx(float(torch.softmax(logits, 1)[0, 1]), abs=1e-6)
+    assert np.isfinite([r["value"] for r in doc["ctf_gap"]]).all() and doc["ctf_gap"][0]["value"] > 0
+    with pytest.raises(ModelError, match="3 classes"):
+        ctf_jobs.audit_ctf(pp, folders[3], tiny["data"], "text", n_boot=100)
+    audit_id = ctf_jobs.audit_ctf(pp, folders[3], tiny["data"], "text", n_boot=100, positive_label="LABEL_2")
+    assert _no_nan(Project(pp).audit_json(audit_id))["model"]["positive_class"] == 2
+    (folders[3] / "model.safetensors").unlink()
+    with pytest.raises(ModelError, match="never pickles"):
+        ctf_jobs.audit_ctf(pp, folders[3], tiny["data"], "text", n_boot=100, positive_label=2)
