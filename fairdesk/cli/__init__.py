@@ -23,6 +23,7 @@ __all__ = ["TerminalProgress", "build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     from fairdesk.cli.age import add_age_commands
     from fairdesk.cli.bench import add_bench_commands
+    from fairdesk.cli.ctf import add_ctf_commands
     from fairdesk.cli.demo import add_demo_command
     from fairdesk.cli.groups import add_audit_groups, add_train_tabular, add_validate_and_report
     from fairdesk.cli.images import add_image_commands
@@ -40,9 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_image_commands(audit, train)  # audit cit, audit cit-predictions, train generator (images.py)
     add_text_commands(audit, train)  # audit mlm-bias, train mlm (text.py)
     add_note_commands(audit, train)  # audit encoders, train notes (notes.py)
+    data = sub.add_parser("data", help="generate data sets").add_subparsers(dest="data", required=True)
+    add_ctf_commands(sub, data, audit, train)  # data madlibs/ctf-demo, counterfactuals, train text-classifier,
+    # audit ctf* (ctf.py)
     add_bench_commands(sub)  # bench cit-synthetic, bench validity (bench.py)
     add_demo_command(sub)  # demo (demo.py)
-    data = sub.add_parser("data", help="generate demo data").add_subparsers(dest="data", required=True)
     add_age_commands(data, train)  # data age-demo, train age-independent (age.py)
     return parser
 

@@ -79,6 +79,10 @@ AUDIT_KINDS: dict[str, AuditKind] = {k.name: k for k in (
               job="fairdesk.jobs.age:train_age_independent",
               report="fairdesk.core.reports.age_independence:build_report",
               page="fairdesk.gui.tabs.age:AgeLearnersPage"),
+    AuditKind("ctf", "Counterfactual token fairness (text classifiers)",
+              job="fairdesk.jobs.ctf:audit_ctf",
+              report="fairdesk.core.reports.ctf:build_report",
+              page="fairdesk.gui.tabs.ctf:CTFAuditPage"),
 )}
 
 DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (
@@ -86,6 +90,8 @@ DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (
     DatasetKind("features", "Features table"),
     DatasetKind("images", "Image dataset"),
     DatasetKind("cit_predictions", "Counterfactual predictions (scored elsewhere)"),
+    DatasetKind("text", "Texts (a text column, optional 0/1 label)"),
+    DatasetKind("ctf_pairs", "Counterfactual text pairs (scored elsewhere)"),
 )}
 
 MODEL_KINDS: dict[str, ModelKind] = {k.name: k for k in (
@@ -98,6 +104,8 @@ MODEL_KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("image_classifier", "Image classifier"),
     ModelKind("image_generator", "Counterfactual image generator"),
     ModelKind("age_independent", "Age-independent learners and baselines (cross-validated)"),
+    ModelKind("text_classifier", "Text classifier (CNN, with a counterfactual remedy)"),
+    ModelKind("hf_sequence_classifier", "Hugging Face sequence classifier (local folder)"),
 )}
 
 

@@ -59,12 +59,26 @@ COMMANDS = {
     ("train", "age-independent"): lambda d, o, m: ["train", "age-independent", "--data", d, "--label", "y",
                                                    "--attribute", "age", "--group-id", "pid", "--json", o,
                                                    "--quiet"],
+    # counterfactual token fairness (issue 12, cli/ctf.py)
+    ("data", "madlibs"): lambda d, o, m: ["data", "madlibs", "--out", o],
+    ("data", "ctf-demo"): lambda d, o, m: ["data", "ctf-demo", "--out", o, "--n", "20"],
+    ("counterfactuals",): lambda d, o, m: ["counterfactuals", "--data", d, "--text-col", "sex", "--out", o, "--quiet"],
+    ("train", "text-classifier"): lambda d, o, m: ["train", "text-classifier", "--data", d, "--text-col", "sex",
+                                                   "--label-col", "y", "--method", "baseline", "--epochs", "1",
+                                                   "--out", o, "--quiet"],
+    ("audit", "ctf"): lambda d, o, m: ["audit", "ctf", "--model", m, "--data", d, "--text-col", "sex", "--n-boot",
+                                       "100", "--json", o, "--quiet"],
+    ("audit", "ctf-pairs"): lambda d, o, m: ["audit", "ctf-pairs", "--data", d, "--text-col", "sex", "--out", o,
+                                             "--quiet"],
+    ("audit", "ctf-scores"): lambda d, o, m: ["audit", "ctf-scores", "--scores", d, "--n-boot", "100", "--json", o,
+                                              "--quiet"],
 }
 #: the commands whose main input is a model folder, a project, or nothing (no table cases)
 MODEL_INPUT = {("audit", "mlm-bias")}
 PROJECT_INPUT = {("report",)}
-NO_INPUT = {("bench", "cit-synthetic"), ("bench", "validity"), ("demo",), ("data", "age-demo")}
-FOLDER_OUTPUT = {("train", "mlm"), ("train", "generator"), ("demo",)}
+NO_INPUT = {("bench", "cit-synthetic"), ("bench", "validity"), ("demo",), ("data", "age-demo"), ("data", "madlibs"),
+            ("data", "ctf-demo")}
+FOLDER_OUTPUT = {("train", "mlm"), ("train", "generator"), ("demo",), ("train", "text-classifier")}
 
 
 def test_every_command_is_covered():
@@ -188,6 +202,8 @@ def test_output_equal_to_input(command, bad, capsys):
     ["train", "age-independent", "--data", "{d}", "--label", "y", "--attribute", "age", "--group-id", "pid",
      "--json", "{o}", "--predictions", "{o}"],
     ["train", "notes", "--model", "{m}", "--notes", "{d}", "--tasks", "y", "--out", "{o}", "--json", "{o}"],
+    ["audit", "ctf", "--model", "{m}", "--data", "{d}", "--text-col", "sex", "--json", "{o}", "--pdf", "{o}"],
+    ["audit", "ctf-scores", "--scores", "{d}", "--json", "{o}", "--pdf", "{o}"],
 ])
 def test_two_outputs_with_one_name(argv, bad, capsys):
     fill = {"{d}": str(bad / "dup.csv"), "{o}": str(bad / "same.out"), "{m}": str(bad / "model")}
@@ -245,3 +261,41 @@ def test_damaged_generator_folder_for_audit_cit(content, tmp_path, capsys):
                       str(tmp_path / "o.json"), "--quiet"], capsys)
     _one_sentence(code, err, "gen/fairdesk_generator.json is damaged or not a FairDesk generator file")
     assert "codec" not in err and not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("case", ["missing", "empty-folder", "binary", "foreign-config", "other-format"])
+def test_bad_model_folder_for_audit_ctf(case, tmp_path, capsys):
+    """A readable text table, then a model folder that is missing, empty, a file, a Hugging Face folder with broken
+    weights, or a config of another format."""
+    (tmp_path / "t.csv").write_text("text,label\ni am gay,1\ni am straight,0\n", encoding="utf-8")
+    model = tmp_path / "clf"
+    if case == "empty-folder":
+        model.mkdir()
+    elif case == "binary":
+        model.write_bytes(PNG)
+    elif case in ("foreign-config", "other-format"):
+        model.mkdir()
+        (model / "config.json").write_text('{"model_type": "bert"}' if case == "foreign-config" else '{"format": "x"}')
+        (model / "model.safetensors").write_bytes(b"\x00" * 16)
+    code, err = _run(["audit", "ctf", "--model", str(model), "--data", str(tmp_path / "t.csv"), "--text-col", "text",
+                      "--json", str(tmp_path / "o.json"), "--quiet"], capsys)
+    words = {"foreign-config": ["cannot be loaded as a sequence classifier"],
+             "other-format": ["not a FairDesk text CNN"]}.get(case, [])
+    _one_sentence(code, err, *words)
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["counterfactuals", "--data", "{t}", "--text-col", "nope", "--out", "{o}"], ["no column 'nope'", "text, label"]),
+    (["counterfactuals", "--data", "{t}", "--text-col", "text", "--terms", "{missing}", "--out", "{o}"],
+     ["Cannot read the term list"]),
+    (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "text", "--method", "clp",
+      "--out", "{o}"], ["must hold 0 or 1"]),
+    (["audit", "ctf-scores", "--scores", "{t}", "--json", "{o}"], ["lacks column(s) id, counterfactual", "score"]),
+])
+def test_ctf_bad_columns_and_terms(argv, words, tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("text,label\ni am gay,1\ni am straight,0\n", encoding="utf-8")
+    fill = {"{t}": str(tmp_path / "t.csv"), "{o}": str(tmp_path / "out"), "{missing}": str(tmp_path / "no.txt")}
+    code, err = _run([fill.get(a, a) for a in argv] + ["--quiet"], capsys)
+    _one_sentence(code, err, *words)
+    assert not (tmp_path / "out").exists()

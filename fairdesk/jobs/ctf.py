@@ -1,0 +1,515 @@
+"""Job functions of counterfactual token fairness (issue 12, METHODS §5): train a text classifier with a remedy,
+audit one, and the export / import path for models FairDesk cannot run.
+
+Each job is ``job(project_path, ..., name=None, progress=None, cancel=None) -> id``, called by the CLI (on a
+temporary project when no ``--project`` is given) and, later, by the GUI, so both store the same document.
+Everything is computed before anything is stored, and the records of one job are stored in one transaction: a
+cancelled or failed job leaves the project as it was. torch is imported by the core functions, inside functions.
+
+Project records
+    * model kind ``"text_classifier"``: ``info`` holds ``path`` (absolute folder), ``fingerprint`` and ``sha256``
+      (of ``config.json`` and ``model.safetensors``), ``method``, ``lambda``, ``pair_loss``, ``seed``, ``epochs``,
+      ``terms`` (name, kind, groups, sha256), ``data`` (name, sha256, columns, n), ``history`` (the training curve:
+      loss and pairing loss per epoch), ``uses_madlibs``, ``resume`` (False: the core has no resume).
+    * dataset kind ``"text"``: the table a model was trained on or an audit read (when given as a file).
+    * dataset kind ``"ctf_pairs"``: the pairs exported for scoring elsewhere, or the scored pairs imported.
+    * audit kind ``"ctf"``: :meth:`fairdesk.core.audits.ctf.CTFResult.to_dict` plus ``model``, ``data``,
+      ``unknown_terms``, ``notes``, ``attribution`` and ``group_rates.pair_gaps`` (see :func:`audit_ctf`); the JSON
+      ``fairdesk-cli audit ctf --json`` writes is this stored document.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+from fairdesk.core.errors import DataError, ModelError
+from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
+from fairdesk.core.project import Project
+
+MODEL_KIND = "text_classifier"
+AUDIT_KIND = "ctf"
+TEXT_DATASET = "text"
+PAIRS_DATASET = "ctf_pairs"
+#: method names as the CLI spells them -> the core's
+METHOD_ALIASES = {"clp-nontox": "clp_nontox"}
+
+
+# ==============================================================================================================
+# Inputs
+
+
+def _threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(int(n))
+
+
+def load_any_table(project: Project | None, data) -> tuple:
+    """``(frame, sha256, name, dataset_id, source)`` of a table given as a file path or a project dataset id."""
+    from fairdesk.core.data.loaders import file_sha256, load_table
+
+    if isinstance(data, int) and not isinstance(data, bool):
+        if project is None:
+            raise DataError("A dataset id needs a project.")
+        info = project.dataset(data)
+        return project.load_dataset(info.id), info.sha256, info.name, info.id, None
+    path = Path(data)
+    df = load_table(path)
+    return df, file_sha256(path), path.name, None, str(path.resolve())
+
+
+def read_text_table(project: Project | None, data, text_col: str, label_col: str | None = None,
+                    id_col: str | None = None) -> dict:
+    """The texts (and 0/1 labels, ids) of a table given as a file path or a project dataset id, checked.
+
+    Returns ``{"frame", "texts", "labels", "ids", "sha256", "name", "dataset_id", "source"}``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    df, sha, name, dataset_id, source = load_any_table(project, data)
+    for option, col in (("text", text_col), ("label", label_col), ("id", id_col)):
+        if col is not None and col not in df.columns:
+            shown = ", ".join(map(str, list(df.columns)[:12])) + (", …" if len(df.columns) > 12 else "")
+            raise DataError(f"{name} has no column '{col}' (the {option} column); its columns are: {shown}.")
+    texts = ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in df[text_col]]
+    if not any(t.strip() for t in texts):
+        raise DataError(f"The text column '{text_col}' of {name} is empty in every row.")
+    labels = None
+    if label_col is not None:
+        raw = pd.to_numeric(df[label_col], errors="coerce")
+        bad = raw.isna() | ~raw.isin([0, 1])
+        if bad.any():
+            first = df[label_col][bad].iloc[0]
+            raise DataError(f"The label column '{label_col}' of {name} must hold 0 or 1 in every row; {int(bad.sum())} "
+                            f"row(s) do not (the first: '{first}').")
+        labels = raw.to_numpy().astype(int)
+    ids = list(df[id_col]) if id_col is not None else list(range(len(df)))
+    if id_col is not None and len(set(map(str, ids))) != len(ids):
+        raise DataError(f"The id column '{id_col}' of {name} repeats values; every row needs its own id.")
+    return {"frame": df, "texts": texts, "labels": None if labels is None else np.asarray(labels), "ids": ids,
+            "sha256": sha, "name": name, "dataset_id": dataset_id, "source": source}
+
+
+def uses_madlibs(frame) -> bool:
+    """Whether a table is (derived from) the madlibs template set: its ``template`` column names madlibs pairs."""
+    from fairdesk.core.text.madlibs import TEMPLATE_PAIRS
+
+    if "template" not in getattr(frame, "columns", ()):
+        return False
+    values = {str(v) for v in frame["template"].dropna().unique()}
+    return bool(values) and values <= {p[0] for p in TEMPLATE_PAIRS}
+
+
+def attribution(term_set_names, madlibs_data: bool) -> str | None:
+    """The CC BY 4.0 attribution a result needs: the madlibs set or the Dixon et al. word lists were used."""
+    from fairdesk.core.text.madlibs import MADLIBS_ATTRIBUTION
+
+    dixon = any(str(n).startswith("dixon") for n in term_set_names)
+    return MADLIBS_ATTRIBUTION if (madlibs_data or dixon) else None
+
+
+def model_files_sha256(folder: str | Path) -> dict[str, str]:
+    """SHA-256 of a text-classifier folder's files and one fingerprint over both."""
+    folder = Path(folder)
+    out = {}
+    for name in ("config.json", "model.safetensors"):
+        out[name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    out["fingerprint"] = hashlib.sha256((out["config.json"] + out["model.safetensors"]).encode()).hexdigest()
+    return out
+
+
+def _terms_record(terms) -> dict | None:
+    if terms is None:
+        return None
+    d = terms.to_dict()
+    return {k: d[k] for k in ("name", "kind", "groups", "sha256")}
+
+
+def text_classifiers(project: Project) -> list:
+    """The project's text-classifier records, oldest first."""
+    return [m for m in project.models() if m.kind == MODEL_KIND]
+
+
+# ==============================================================================================================
+# Training
+
+
+def train_text_classifier_job(project_path: str | Path, data, text_col: str, label_col: str, out_dir: str | Path, *,
+                              method: str = "baseline", lam: float = 1.0, terms="dixon_train", pair_loss: str = "mse",
+                              epochs: int = 5, batch_size: int = 64, lr: float = 2e-3, seed: int = 0,
+                              threads: int | None = None, name: str | None = None,
+                              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+    """Train a text CNN with a remedy (:func:`fairdesk.core.models.text_classifier.train_text_classifier`), save it
+    in ``out_dir`` and store it in the project as model kind ``"text_classifier"``. Returns the model id.
+
+    The folder's ``config.json`` records the term set for every method (baseline too: its vocabulary holds the
+    terms), so ``audit ctf`` on the folder audits the same terms by default. Resume is not supported by the core:
+    a cancelled run stores nothing and writes no folder.
+    """
+    from fairdesk.core.data.loaders import table_sha256
+    from fairdesk.core.models.text_classifier import METHODS, train_text_classifier
+    from fairdesk.core.text.counterfactual import load_terms
+
+    method = METHOD_ALIASES.get(method, method)
+    if method not in METHODS:
+        raise ModelError(f"Unknown method '{method}'; choose one of baseline, blindness, augmentation, clp, "
+                         "clp-nontox.")
+    if method in ("clp", "clp_nontox") and not (lam >= 0 and math.isfinite(lam)):
+        raise ModelError(f"λ (--lambda) must be a number of at least 0, not {lam}.")
+    if epochs < 1:
+        raise ModelError("Train for at least one epoch.")
+    rep = Reporter(progress, cancel)
+    _threads(threads)
+    project = Project(project_path)
+    rep(0.0, "Reading the texts")
+    table = read_text_table(project, data, text_col, label_col)
+    if table["labels"] is None or len(set(table["labels"].tolist())) < 2:
+        raise DataError(f"The label column '{label_col}' of {table['name']} needs both classes (0 and 1) to train.")
+    term_set = load_terms(terms) if terms is not None else None
+    clf = train_text_classifier(table["texts"], table["labels"], method=method, terms=term_set, lam=lam,
+                                pair_loss=pair_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+                                progress=rep.sub(0.02, 0.95), cancel=rep.cancel)
+    if term_set is not None and clf.config.terms is None:
+        clf.config.terms = term_set.to_dict()  # recorded for the audit's default; prediction blinds only for blindness
+    rep(0.96, "Saving the model")
+    rep.check()
+    folder = Path(out_dir).resolve()
+    clf.save(folder)
+    hashes = model_files_sha256(folder)
+    frame = table["frame"]
+    madlibs_data = uses_madlibs(frame)
+    info = {"path": str(folder), "fingerprint": hashes["fingerprint"], "sha256": {k: v for k, v in hashes.items()
+                                                                                   if k != "fingerprint"},
+            "method": method, "lambda": clf.config.lam, "pair_loss": pair_loss, "seed": int(seed),
+            "epochs": int(epochs), "batch_size": int(batch_size), "lr": float(lr), "vocab_size": len(clf.config.vocab),
+            "terms": _terms_record(term_set),
+            "data": {"name": table["name"], "sha256": table["sha256"], "text_column": text_col,
+                     "label_column": label_col, "n": len(table["texts"]),
+                     "n_positive": int(table["labels"].sum())},
+            "history": clf.config.history, "uses_madlibs": madlibs_data,
+            "attribution": attribution([term_set.name] if term_set is not None else [], madlibs_data),
+            "resume": False}
+    # no cancellation checks from here on: both records are written or neither
+    with project.transaction():
+        dataset_id = table["dataset_id"]
+        if dataset_id is None:
+            dataset_id = project.add_dataset(table["name"], frame, table_sha256(frame), kind=TEXT_DATASET,
+                                             source=table["source"],
+                                             roles={"text": text_col, "label": label_col},
+                                             origin={"file_sha256": table["sha256"]})
+        model_id = project.add_model(name or f"Text CNN ({method}) on {table['name']}", MODEL_KIND, info,
+                                     dataset_id=dataset_id)
+    rep(1.0, f"stored as model #{model_id}")
+    return model_id
+
+
+# ==============================================================================================================
+# Audit
+
+
+def _model_folder(project: Project, model) -> tuple[Path, str | None]:
+    """(folder, expected fingerprint) of a model given as a folder or a project model id."""
+    if isinstance(model, int) and not isinstance(model, bool):
+        for m in text_classifiers(project):
+            if m.id == model:
+                return Path(m.info["path"]), m.info.get("fingerprint")
+        raise ModelError(f"Model {model} is not a text classifier of project {project.name}.")
+    return Path(model), None
+
+
+def load_scorer(folder: Path, positive_label=None) -> tuple:
+    """``(scorer, model record, recorded term set or None)`` of a FairDesk text CNN folder or a local Hugging Face
+    sequence-classification folder. ``scorer`` has ``predict_proba(texts)`` and ``unknown_terms(terms)``."""
+    from fairdesk.core.models.hf_sequence_classifier import MODEL_KIND as HF_KIND
+    from fairdesk.core.models.hf_sequence_classifier import is_hf_folder, load_sequence_classifier
+
+    if is_hf_folder(folder):
+        from fairdesk.core.models.mlm import model_fingerprint
+
+        hf = load_sequence_classifier(folder, positive_label)
+        cfg = hf.model.config
+        record = {"kind": HF_KIND, "name": folder.name, "path": str(folder.resolve()),
+                  "architecture": type(hf.model).__name__, "model_type": getattr(cfg, "model_type", None),
+                  "num_labels": hf.n_labels, "positive_class": hf.positive,
+                  "fingerprint": model_fingerprint(folder)}
+        return hf, record, None
+    from fairdesk.core.models.text_classifier import load_text_classifier
+
+    clf = load_text_classifier(folder)
+    hashes = model_files_sha256(folder)
+    cfg = clf.config
+    record = {"kind": MODEL_KIND, "name": folder.name, "path": str(folder.resolve()), "method": cfg.method,
+              "lambda": cfg.lam, "pair_loss": cfg.pair_loss, "seed": cfg.seed, "epochs": cfg.epochs,
+              "terms": (cfg.terms or {}).get("name"), "fingerprint": hashes["fingerprint"],
+              "sha256": {k: v for k, v in hashes.items() if k != "fingerprint"}}
+    return clf, record, cfg.terms
+
+
+def pair_gaps(group_rates: dict) -> list[dict]:
+    """Every pair of terms' TPR and TNR gap ``|rate_a − rate_b|`` per split (002 Table 3), from the per-term
+    rates of the document (the core keeps the mean over pairs and the ten largest)."""
+    out = []
+    by_split: dict[str, list[dict]] = {}
+    for rec in group_rates.get("terms") or []:
+        by_split.setdefault(rec["terms"], []).append(rec)
+    for split, recs in by_split.items():
+        recs = sorted(recs, key=lambda r: r["term"])
+        for i, a in enumerate(recs):
+            for b in recs[i + 1:]:
+                gap = {}
+                for rate in ("tpr", "tnr"):
+                    ra, rb = a.get(rate), b.get(rate)
+                    gap[f"{rate}_gap"] = abs(ra - rb) if ra is not None and rb is not None else None
+                if gap["tpr_gap"] is None and gap["tnr_gap"] is None:
+                    continue
+                out.append({"terms": split, "term": a["term"], "other_term": b["term"], **gap})
+    return out
+
+
+def performance(scores, labels, threshold: float = 0.5, over: str = "all audited texts") -> dict | None:
+    """AUROC (sklearn) and accuracy at τ of the model's scores on the audited texts — the accuracy side of a remedy's
+    trade-off. None without labels; AUROC None when only one class is present."""
+    import numpy as np
+
+    if labels is None:
+        return None
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(labels).astype(int)
+    p = np.asarray(scores, dtype=float)
+    both = len(set(y.tolist())) == 2
+    return {"auroc": float(roc_auc_score(y, p)) if both else None,
+            "accuracy": float(((p >= threshold) == (y == 1)).mean()), "threshold": float(threshold),
+            "n": int(len(y)), "n_positive": int(y.sum()), "over": over}
+
+
+def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madlibs_data: bool) -> dict:
+    """The stored document: the core's result plus what the report and the GUI need to say about it."""
+    split_names = [v.get("name", "") for v in (doc.get("settings") or {}).get("term_sets", {}).values()]
+    doc["model"] = model
+    doc["data"] = data
+    doc["unknown_terms"] = unknown
+    notes = []
+    for split, terms in unknown.items():
+        if terms:
+            notes.append(f"{len(terms)} {split.replace('_', '-')} term form(s) are outside the model's vocabulary "
+                         f"({', '.join(terms[:8])}{', …' if len(terms) > 8 else ''}): the model reads them as an "
+                         "unknown token, so swapping two of them cannot change its score and a gap of 0 between "
+                         "them means nothing.")
+    control = doc.get("control") or {}
+    if control.get("note"):
+        notes.append(control["note"])
+    doc["notes"] = notes
+    doc["uses_madlibs"] = bool(madlibs_data)
+    doc["attribution"] = attribution(split_names, madlibs_data)
+    if doc.get("group_rates") is not None:
+        doc["group_rates"]["pair_gaps"] = pair_gaps(doc["group_rates"])
+    return doc
+
+
+def _store_audit(project: Project, doc: dict, title: str, table: dict | None, kind_of_data: str,
+                 roles: dict | None) -> int:
+    from fairdesk.core.data.loaders import table_sha256
+
+    text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
+    with project.transaction():
+        dataset_id = table["dataset_id"] if table else None
+        if table is not None and dataset_id is None:
+            frame = table["frame"]
+            dataset_id = project.add_dataset(table["name"], frame, table_sha256(frame), kind=kind_of_data,
+                                             source=table["source"], roles=roles,
+                                             origin={"file_sha256": table["sha256"]})
+        return project.add_audit(title, AUDIT_KIND, text, dataset_id=dataset_id)
+
+
+def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col: str | None = None,
+              id_col: str | None = None, terms=None, held_out_terms=None, control_terms="control",
+              max_tokens: int | None = 10, margin: float = 0.02, alpha: float = 0.05, n_boot: int = 2000,
+              threshold: float = 0.5, k_control: int = 3, batch_size: int = 1024, seed: int = 0,
+              positive_label: str | int | None = None, threads: int | None = None, name: str | None = None,
+              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+    """The CTF audit (:func:`fairdesk.core.audits.ctf.ctf_audit`) of a FairDesk text classifier (a folder or a
+    project model id) or a local Hugging Face sequence-classification folder (``positive_label`` names its positive
+    class when it has more than two) on a text table, stored as audit kind ``"ctf"``. Returns the audit id.
+
+    ``terms`` None: the term set the model records (``config.json``), else ``dixon_train``. The document adds to
+    the core's result: ``model`` (folder, method, λ, hashes), ``data`` (name, SHA-256, columns), ``unknown_terms``
+    (per split, the term forms outside the model's vocabulary — swaps among them cannot move the score),
+    ``notes`` (those and the control band's, in words), ``attribution`` (CC BY 4.0 when the madlibs set or the
+    Dixon et al. lists were used) and ``group_rates.pair_gaps``.
+    """
+    from fairdesk.core.audits.ctf import ctf_audit
+    from fairdesk.core.text.counterfactual import TermSet, load_terms
+
+    if not (0 < margin < 1):
+        raise DataError(f"The margin must lie between 0 and 1 (a change in probability), not {margin}.")
+    if n_boot < 100:
+        raise DataError("Use at least 100 bootstrap replicates.")
+    if max_tokens is not None and max_tokens < 1:
+        raise DataError("--max-tokens must be at least 1.")
+    rep = Reporter(progress, cancel)
+    _threads(threads)
+    project = Project(project_path)
+    rep(0.0, "Reading the texts")
+    table = read_text_table(project, data, text_col, label_col, id_col)  # the data first: its errors are cheapest
+    folder, expected = _model_folder(project, model)
+    rep(0.02, "Loading the model")
+    scorer, model_rec, recorded_terms = load_scorer(folder, positive_label)
+    if expected and model_rec["fingerprint"] != expected:
+        raise ModelError(f"The files of the model in {folder} changed since it was added to the project (its "
+                         "fingerprint differs); train or add it again to audit it as it is now.")
+    if terms is None:
+        terms = TermSet.from_dict(recorded_terms) if recorded_terms else "dixon_train"
+    train_set = load_terms(terms)
+    held_set = load_terms(held_out_terms) if held_out_terms is not None else None
+    unknown = {"train": scorer.unknown_terms(train_set)}
+    if held_set is not None:
+        unknown["held_out"] = scorer.unknown_terms(held_set)
+    result = ctf_audit(table["texts"], scorer.predict_proba, table["labels"], terms=train_set,
+                       held_out_terms=held_set, control_terms=control_terms, max_tokens=max_tokens, margin=margin,
+                       alpha=alpha, n_boot=n_boot, threshold=threshold, k_control=k_control, batch_size=batch_size,
+                       seed=seed, model_hashes={model_rec["kind"]: model_rec["fingerprint"]},
+                       progress=rep.sub(0.03, 0.97), cancel=rep.cancel)
+    doc = result.to_dict()
+    rep.check()
+    doc["performance"] = performance(scorer.predict_proba(table["texts"]), table["labels"], threshold)
+    if isinstance(model, int) and not isinstance(model, bool):
+        model_rec["model_id"] = model
+    madlibs_data = uses_madlibs(table["frame"])
+    data_rec = {"name": table["name"], "sha256": table["sha256"], "text_column": text_col, "label_column": label_col,
+                "id_column": id_col, "n_rows": len(table["texts"])}
+    doc = _finish_document(doc, model=model_rec, data=data_rec, unknown=unknown, madlibs_data=madlibs_data)
+    rep.check()
+    roles = {"text": text_col, **({"label": label_col} if label_col else {}), **({"id": id_col} if id_col else {})}
+    audit_id = _store_audit(project, doc, name or f"CTF: {folder.name} on {table['name']}", table, TEXT_DATASET,
+                            roles)
+    rep(1.0, f"stored as audit #{audit_id}")
+    return audit_id
+
+
+# ==============================================================================================================
+# Models FairDesk cannot run: export the pairs, score them elsewhere, import the scores
+
+PAIR_COLUMNS = ("id", "text", "counterfactual", "term", "counterfactual_term", "split", "kind")
+
+
+def export_ctf_pairs(project_path: str | Path | None, data, text_col: str, out: str | Path, *,
+                     label_col: str | None = None, id_col: str | None = None, terms="dixon_train",
+                     held_out_terms=None, control_terms="control", max_tokens: int | None = 10, k_control: int = 3,
+                     seed: int = 0, name: str | None = None, progress: ProgressFn | None = None,
+                     cancel: CancelToken | None = None) -> dict:
+    """Write the identity and control pairs of a CTF audit as a table to score elsewhere
+    (:data:`PAIR_COLUMNS`, plus ``label`` when a label column is given, plus empty ``score`` and
+    ``counterfactual_score`` columns to fill: f(text) and f(counterfactual)). Written through
+    :func:`fairdesk.core.export.write_table`. With a project the pairs are stored too (dataset kind
+    ``"ctf_pairs"``). Returns ``{"rows", "identity", "control", "examples", "dataset_id"}``."""
+    import numpy as np
+
+    from fairdesk.core.audits.ctf import build_pairs
+    from fairdesk.core.data.loaders import table_sha256
+    from fairdesk.core.export import write_table
+
+    rep = Reporter(progress, cancel)
+    project = Project(project_path) if project_path is not None else None
+    table = read_text_table(project, data, text_col, label_col, id_col)
+    pairs = build_pairs(table["texts"], terms, held_out_terms, control_terms, max_tokens, k_control, seed,
+                        rep.sub(0.0, 0.9), rep.cancel)
+    if not (pairs.kind == 0).any():
+        raise DataError("No text mentions a term of the chosen term set within the token limit "
+                        f"({max_tokens} tokens); choose another term set or raise --max-tokens.")
+    frame = pairs.frame(table["ids"])
+    if table["labels"] is not None:
+        frame["label"] = table["labels"][pairs.example]
+    frame["score"] = np.nan
+    frame["counterfactual_score"] = np.nan
+    rep(0.92, "Writing the pairs")
+    rep.check()
+    write_table(frame, out)
+    dataset_id = None
+    if project is not None:
+        dataset_id = project.add_dataset(name or f"CTF pairs of {table['name']}", frame, table_sha256(frame),
+                                         kind=PAIRS_DATASET, source=str(Path(out).resolve()),
+                                         origin={"data": table["name"], "data_sha256": table["sha256"],
+                                                 "term_sets": {k: v.get("sha256") for k, v in
+                                                               pairs.term_sets.items()}})
+    rep(1.0, "pairs written")
+    return {"rows": int(len(frame)), "identity": int((pairs.kind == 0).sum()),
+            "control": int((pairs.kind == 1).sum()), "examples": int(len(set(pairs.example.tolist()))),
+            "dataset_id": dataset_id}
+
+
+def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, alpha: float = 0.05,
+                     n_boot: int = 2000, threshold: float = 0.5, seed: int = 0, model_name: str | None = None,
+                     name: str | None = None, progress: ProgressFn | None = None,
+                     cancel: CancelToken | None = None) -> int:
+    """The CTF audit of pairs scored elsewhere: the table :func:`export_ctf_pairs` wrote with ``score`` and
+    ``counterfactual_score`` filled (probabilities in [0, 1]); a ``label`` column (one value per id) gives the
+    label subsets and the group rates. Stored as audit kind ``"ctf"`` with the pairs (dataset kind
+    ``"ctf_pairs"``). Returns the audit id."""
+    import pandas as pd
+
+    from fairdesk.core.audits.ctf import ctf_from_scored_pairs
+
+    if not (0 < margin < 1):
+        raise DataError(f"The margin must lie between 0 and 1 (a change in probability), not {margin}.")
+    if n_boot < 100:
+        raise DataError("Use at least 100 bootstrap replicates.")
+    rep = Reporter(progress, cancel)
+    project = Project(project_path)
+    rep(0.0, "Reading the scored pairs")
+    df, sha, table_name, dataset_id, source = load_any_table(project, scores)
+    need = ["id", "text", "counterfactual", "term", "counterfactual_term", "score", "counterfactual_score"]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise DataError(f"{table_name} lacks column(s) {', '.join(missing)}; score the table written by "
+                        "'fairdesk-cli audit ctf-pairs' and fill its score and counterfactual_score columns.")
+    table = {"frame": df, "sha256": sha, "name": table_name, "dataset_id": dataset_id, "source": source}
+    for col in ("score", "counterfactual_score"):
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() | (values < 0) | (values > 1)
+        if bad.any():
+            raise DataError(f"Column '{col}' of {table['name']} must hold a probability in [0, 1] in every row; "
+                            f"{int(bad.sum())} row(s) do not (the first is row {int(bad.to_numpy().argmax()) + 2}).")
+        df[col] = values
+    for col in ("text", "counterfactual", "term", "counterfactual_term"):
+        df[col] = df[col].fillna("").astype(str)
+    labels_by_id = None
+    if "label" in df.columns:
+        lab = pd.to_numeric(df["label"], errors="coerce")
+        if (lab.isna() | ~lab.isin([0, 1])).any():
+            raise DataError(f"Column 'label' of {table['name']} must hold 0 or 1 in every row.")
+        per_id = lab.groupby(df["id"]).nunique()
+        if (per_id > 1).any():
+            raise DataError(f"Id {per_id[per_id > 1].index[0]} of {table['name']} has two different labels.")
+        labels_by_id = dict(zip(df["id"], lab.astype(int)))
+    result = ctf_from_scored_pairs(df, labels_by_id, margin=margin, alpha=alpha, n_boot=n_boot,
+                                   threshold=threshold, seed=seed, progress=rep.sub(0.05, 0.97), cancel=rep.cancel)
+    result.provenance["data_sha256"] = table["sha256"]
+    doc = result.to_dict()
+    for split, rec in (doc["settings"].get("term_sets") or {}).items():  # the terms the imported pairs swap
+        ident = df[(df.get("split", "train") == split) & (df.get("kind", "identity") == "identity")]
+        rec["groups"] = sorted(set(ident["term"]) | set(ident["counterfactual_term"]))
+    model_rec = {"kind": "imported scores", "name": model_name or "scored elsewhere", "source": table["name"]}
+    data_rec = {"name": table["name"], "sha256": table["sha256"], "text_column": "text",
+                "label_column": "label" if labels_by_id is not None else None, "id_column": "id",
+                "n_rows": int(len(df))}
+    terms_used = set(df["term"]) | set(df["counterfactual_term"])
+    from fairdesk.core.text.counterfactual import load_terms
+
+    dixon = {t for t in load_terms("dixon").groups}
+    doc = _finish_document(doc, model=model_rec, data=data_rec, unknown={}, madlibs_data=uses_madlibs(df))
+    if labels_by_id is not None:  # f(x) of each text, from its identity rows
+        ident = df[df.get("kind", "identity") == "identity"].drop_duplicates("id")
+        doc["performance"] = performance(ident["score"].to_numpy(), [labels_by_id[i] for i in ident["id"]],
+                                         threshold, over="the texts with a counterfactual (imported pairs)")
+    if doc["attribution"] is None and terms_used & dixon and len(terms_used & dixon) >= 3:
+        doc["attribution"] = attribution(["dixon"], False)
+    rep.check()
+    audit_id = _store_audit(project, doc, name or f"CTF: imported scores {table['name']}", table, PAIRS_DATASET,
+                            {"text": "text", "score": "score"})
+    rep(1.0, f"stored as audit #{audit_id}")
+    return audit_id
