@@ -155,10 +155,10 @@ def _count_cells(report) -> list[str]:
 
 @pytest.mark.parametrize("k", [11, 1])
 def test_report_honours_the_small_cell_k(trained, audited, k):
-    from fairdesk.core.reports.ctf import ctf_report
+    from fairdesk.core.reports.ctf import report_tree
 
     doc = json.loads((trained / "a.json").read_text())
-    report = ctf_report(doc, ReportSettings(suppress_k=k))
+    report = report_tree(doc, ReportSettings(suppress_k=k))
     cells = _count_cells(report)
     assert cells
     small = [c for c in cells if c not in ("–", f"<{k}") and int(c.replace(",", "")) < 11]

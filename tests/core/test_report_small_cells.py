@@ -174,7 +174,27 @@ def _age_doc(group_result) -> dict:  # noqa: ARG001
         return json.loads(Project(f"{tmp}/p.fairdesk", create=False).audit_json(audit_id))
 
 
-DOCUMENTS = {"groups": _groups_doc, "mlm_bias": _mlm_doc, "note_classifiers": _encoders_doc,
+def _ctf_doc(group_result) -> dict:  # noqa: ARG001
+    """The CTF job on 60 demo notes with a 1-epoch baseline model: term pairs with a handful of texts each."""
+    import tempfile
+
+    import torch
+
+    from fairdesk.core.export import write_table
+    from fairdesk.core.project import Project
+    from fairdesk.core.text.madlibs import clinical_notes_demo
+    from fairdesk.jobs import ctf as ctf_jobs
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = write_table(clinical_notes_demo(60, seed=0), f"{tmp}/notes.csv")
+        project = f"{tmp}/p.fairdesk"
+        ctf_jobs.train_text_classifier_job(project, data, "text", "label", f"{tmp}/model", epochs=1, seed=0)
+        audit_id = ctf_jobs.audit_ctf(project, f"{tmp}/model", data, "text", label_col="label", n_boot=100)
+        return json.loads(Project(project, create=False).audit_json(audit_id))
+
+
+DOCUMENTS = {"ctf": _ctf_doc, "groups": _groups_doc, "mlm_bias": _mlm_doc, "note_classifiers": _encoders_doc,
              "cit_images": _cit_doc, "age_independence": _age_doc}
 
 

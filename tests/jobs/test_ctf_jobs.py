@@ -213,10 +213,10 @@ def test_attribution_only_when_madlibs_or_dixon_lists_were_used(tiny, tmp_path):
     assert docs["m.csv"]["uses_madlibs"] and docs["m.csv"]["attribution"] == MADLIBS_ATTRIBUTION
     assert not docs["plain.csv"]["uses_madlibs"] and docs["plain.csv"]["attribution"] is None
     from fairdesk.core.kinds import ReportSettings
-    from fairdesk.core.reports.ctf import ctf_report
+    from fairdesk.core.reports.ctf import report_tree
 
-    assert "CC BY 4.0" in ctf_report(docs["m.csv"], ReportSettings()).text()
-    assert "CC BY" not in ctf_report(docs["plain.csv"], ReportSettings()).text()
+    assert "CC BY 4.0" in report_tree(docs["m.csv"], ReportSettings()).text()
+    assert "CC BY" not in report_tree(docs["plain.csv"], ReportSettings()).text()
 
 
 def test_a_local_hugging_face_sequence_classifier_is_audited(tiny, tmp_path):

@@ -1,6 +1,6 @@
 """PDF report of a counterfactual token fairness audit (audit kind ``ctf``; METHODS §5, issue 12).
 
-:func:`ctf_report` turns the stored document (:meth:`fairdesk.core.audits.ctf.CTFResult.to_dict` plus the job's
+:func:`report_tree` turns the stored document (:meth:`fairdesk.core.audits.ctf.CTFResult.to_dict` plus the job's
 ``model``, ``data``, ``unknown_terms``, ``notes``, ``attribution``) into the generic
 :class:`~fairdesk.core.reports.document.Report`; :func:`build_report` (the registry's signature) writes it with
 :func:`fairdesk.core.reports.pdf.write_pdf`. Everything comes from the document (no clock, no files), so every front
@@ -350,6 +350,7 @@ def _provenance(doc: dict, k: int) -> Section:
     for key, value in (prov.get("term_set_sha256") or {}).items():
         rows.append([f"Term set SHA-256 ({_split(key)})", str(value) or "–"])
     rows.append(["Seed", str(prov.get("seed", "–"))])
+    rows.append(["Small-cell suppression", f"counts below {k} shown as “<{k}”"])
     versions = prov.get("versions") or {}
     rows += [[f"Version: {name}", str(v)] for name, v in versions.items()]
     s.blocks.append(Table(["Item", "Value"], rows, widths=[1.3, 3.7], align=["L", "L"], small=True))
@@ -362,7 +363,7 @@ def _provenance(doc: dict, k: int) -> Section:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def ctf_report(doc: dict, settings) -> Report:
+def report_tree(doc: dict, settings) -> Report:
     """The report tree of a stored CTF document (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
     k = int(settings.suppress_k)
     model = doc.get("model") or {}
@@ -380,4 +381,4 @@ def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature: the PDF of a stored ``ctf`` document at ``path``."""
     from fairdesk.core.reports.pdf import write_pdf
 
-    return write_pdf(ctf_report(doc, settings), path)
+    return write_pdf(report_tree(doc, settings), path)
