@@ -154,18 +154,13 @@ CORE_LAYERS = [
     {"models", "generation"},  # classifiers, language models, the counterfactual image generator
     {"data", "text", "project"},  # tables, images, notes, templates, the project file
     # the base every layer uses; kinds imports only errors (it names the other layers' functions by string)
-    {"stats", "progress", "provenance", "errors", "atomic", "export", "kinds"},
+    {"stats", "progress", "provenance", "errors", "atomic", "export", "kinds", "compute"},
 ]
 
-# Known back-edges inside core (importer -> imported). Each goes with issue 11's audit-kind registry.
-CORE_LAYER_ALLOWLIST = {
-    # compare_encoders is an audit living in core/models (it runs the group audit and best_f1_threshold):
-    # issue 11 moves the encoder comparison and the thresholds to core/audits.
-    ("fairdesk.core.models.note_classifier", "fairdesk.core.audits.groups"),
-    # ImageDataset.split borrows the patient-disjoint split from the tabular models: issue 11 moves the splits
-    # to core/data.
-    ("fairdesk.core.data.images", "fairdesk.core.models.tabular"),
-}
+# Known back-edges inside core (importer -> imported): none. (Issue 11 moved the encoder comparison to
+# core/audits/encoders.py, the patient-disjoint split to core/data/splits.py and best_f1_threshold to
+# core/stats/thresholds.py.)
+CORE_LAYER_ALLOWLIST: set[tuple[str, str]] = set()
 
 # Import cycles still present (each a sorted tuple of the modules of one strongly connected component): none.
 CYCLE_ALLOWLIST: set[tuple[str, ...]] = set()
@@ -175,9 +170,6 @@ PRIVATE_ALLOWLIST = {
     # figure helpers shared by name between report modules: the reports helper makes them public.
     ("fairdesk.core.reports.text", "fairdesk.core.reports.figures", "_new_figure"),
     ("fairdesk.core.reports.text", "fairdesk.core.reports.figures", "_save"),
-    # the cit audit's JSON cleaner (NaN -> null) reused by the validity benchmark: issue 11 (one document writer
-    # shared by every kind).
-    ("fairdesk.core.validity", "fairdesk.core.audits.cit", "_clean"),
     # role guessing lives in the Dataset tab and two other tabs borrow it: issue 11 moves it to core/data/roles.py
     # (public, so the CLI can use it too).
     ("fairdesk.gui.tabs.model", "fairdesk.gui.tabs.dataset", "_ATTRIBUTE_WORDS"),

@@ -11,8 +11,9 @@ import argparse
 import json
 from pathlib import Path
 
-from fairdesk.cli.args import set_threads, split_list
+from fairdesk.cli.args import split_list
 from fairdesk.cli.progress import TerminalProgress
+from fairdesk.core.compute import set_torch_threads
 
 
 def _spec(args: argparse.Namespace, tasks: list[str], attributes: list[str]):
@@ -67,7 +68,7 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
     check_outputs(outputs, [("the notes table", args.notes), ("the project (--project)", args.project)],
                   [("the model folder (--model)", args.model)])
     check_output_files(outputs)
-    set_threads(args.threads)
+    set_torch_threads(args.threads)
     spec = _spec(args, split_list(args.tasks), split_list(args.attribute))
     progress = TerminalProgress(args.quiet)
     if args.project:
@@ -121,7 +122,7 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
     check_outputs(outputs, [("the notes table", args.notes), ("the project (--project)", args.project)],
                   [(f"the encoder folder '{n}'", p) for n, p in encoders.items()])
     check_output_files(outputs)
-    set_threads(args.threads)
+    set_torch_threads(args.threads)
     tasks = split_list(args.tasks)
     spec = _spec(args, tasks, [args.attribute])
     progress = TerminalProgress(args.quiet)

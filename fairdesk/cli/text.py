@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fairdesk.cli.args import set_threads, split_list
+from fairdesk.cli.args import split_list
 from fairdesk.cli.progress import TerminalProgress
+from fairdesk.core.compute import set_torch_threads
 
 
 def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def cmd_train_mlm(args: argparse.Namespace) -> int:
                   [("the model folder (--init-model)", args.init_model),
                    ("the tokenizer folder (--tokenizer-from)", args.tokenizer_from)])
     check_output_folders([("--out", args.out)])
-    set_threads(args.threads)
+    set_torch_threads(args.threads)
     explicit = any(v is not None for v in (args.hidden, args.layers, args.heads))
     cfg = MLMTrainConfig(
         text_column=args.text_column, attribute_column=args.adversary_attribute, init_model=args.init_model,

@@ -21,6 +21,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core.compute import set_torch_threads as _threads
 from fairdesk.core.errors import DataError, FairDeskError, ModelError
 from fairdesk.gui.tabs.dataset import _ATTRIBUTE_WORDS, _CONTINUOUS_WORDS, _PATIENT_NAMES, NONE, _first, _norm
 from fairdesk.gui.widgets.panel_parts import (ask_pdf_path, cancel_job, created_text, export_report_job, fill_combo,
@@ -933,10 +934,3 @@ class NoteClassifierPanel(QWidget):
                                             Path(path), on_done=lambda job: self._info(f"Report written: {job.result}"),
                                             on_fail=failed)
         return self.export_job
-
-
-def _threads(n: int | None) -> None:
-    if n:
-        import torch
-
-        torch.set_num_threads(int(n))
