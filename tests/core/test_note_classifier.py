@@ -197,7 +197,7 @@ def test_numeric_columns_join_the_features_and_the_grid_is_searched(notes, encod
     # 128 standardised [CLS] features of an untrained encoder let a small MLP memorise 190 training notes, so the
     # numeric signal is only partly used here — but clearly
     assert row["test_auroc"] > without["test_auroc"] + 0.1
-    assert [g["params"] for g in row["mlp_grid"]] == [nc._jsonable(g) for g in grid]
+    assert [g["params"] for g in row["mlp_grid"]] == [nc.jsonable(g) for g in grid]
     best = max(row["mlp_grid"], key=lambda g: g["val_auprc"])
     assert row["mlp"] == best["params"] and row["c"] == best["c"]
 
