@@ -154,27 +154,19 @@ CORE_LAYERS = [
     {"models", "generation"},  # classifiers, language models, the counterfactual image generator
     {"data", "text", "project"},  # tables, images, notes, templates, the project file
     # the base every layer uses; kinds imports only errors (it names the other layers' functions by string)
-    {"stats", "progress", "provenance", "errors", "atomic", "export", "kinds"},
+    {"stats", "progress", "provenance", "errors", "atomic", "export", "kinds", "compute"},
 ]
 
-# Known back-edges inside core (importer -> imported). Each goes with issue 11's audit-kind registry.
-CORE_LAYER_ALLOWLIST = {
-    # compare_encoders is an audit living in core/models (it runs the group audit and best_f1_threshold):
-    # issue 11 moves the encoder comparison and the thresholds to core/audits.
-    ("fairdesk.core.models.note_classifier", "fairdesk.core.audits.groups"),
-    # ImageDataset.split borrows the patient-disjoint split from the tabular models: issue 11 moves the splits
-    # to core/data.
-    ("fairdesk.core.data.images", "fairdesk.core.models.tabular"),
-}
+# Known back-edges inside core (importer -> imported): none. (Issue 11 moved the encoder comparison to
+# core/audits/encoders.py, the patient-disjoint split to core/data/splits.py and best_f1_threshold to
+# core/stats/thresholds.py.)
+CORE_LAYER_ALLOWLIST: set[tuple[str, str]] = set()
 
 # Import cycles still present (each a sorted tuple of the modules of one strongly connected component): none.
 CYCLE_ALLOWLIST: set[tuple[str, ...]] = set()
 
 # Private names imported from another fairdesk module: (importer, module imported from, name).
 PRIVATE_ALLOWLIST = {
-    # the cit audit's JSON cleaner (NaN -> null) reused by the validity benchmark: issue 11 (one document writer
-    # shared by every kind).
-    ("fairdesk.core.validity", "fairdesk.core.audits.cit", "_clean"),
 }
 
 

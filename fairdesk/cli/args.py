@@ -26,14 +26,6 @@ def drop_groups(values: list[str] | None) -> dict[str, list[str]]:
     return drop
 
 
-def set_threads(n: int | None) -> None:
-    """``--threads N``: torch's CPU threads (torch imported only when asked)."""
-    if n:
-        import torch
-
-        torch.set_num_threads(n)
-
-
 def add_roles(p: argparse.ArgumentParser) -> None:
     """The column-role options of ``audit groups`` and ``validate``."""
     p.add_argument("data", help="CSV or Parquet file, one row per sample (and task)")

@@ -11,11 +11,11 @@ from fairdesk.core.export import check_output_files, check_outputs
 
 
 def cmd_audit_groups(args: argparse.Namespace) -> int:
-    from fairdesk.core import atomic
-    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
-    from fairdesk.core.data.loaders import file_sha256, load_table
-    from fairdesk.core.project import Project
-    from fairdesk.core.kinds import ReportSettings, build_report
+    """The group audit through the GUI's jobs: :func:`~fairdesk.jobs.groups.import_table` then
+    :func:`~fairdesk.jobs.groups.audit_groups`, on a scratch project (:mod:`fairdesk.cli.outputs`)."""
+    from fairdesk.cli.outputs import copy_into, scratch_project, stored_where, write_outputs, write_pdf
+    from fairdesk.core.audits.groups import GroupAuditPlan, GroupAuditResult, verdict_counts
+    from fairdesk.jobs.groups import audit_groups, import_table
 
     roles = column_roles(args)
     plan = GroupAuditPlan(roles=roles, metrics=tuple(args.metric or ("parity", "recall", "specificity")),
@@ -30,23 +30,19 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                   [("the data table", args.data), ("the project (--project)", args.project)])
     check_output_files([("--json", args.json), ("--pdf", args.pdf)])
     progress = TerminalProgress(args.quiet)
-    df = load_table(args.data)
-    result = run_group_audit(df, plan, progress, data_sha256=file_sha256(args.data))
-    result.provenance["dataset"] = Path(args.data).name
-    progress.done()
-    atomic.write_text(args.json, result.to_json())
-    if args.project:
-        project = Project(args.project)
-        with project.transaction():  # the dataset and its audit are stored together or not at all
-            ds = project.add_dataset(Path(args.data).name, df, result.provenance["data_sha256"],
-                                     source=str(Path(args.data).resolve()), roles=roles.to_dict())
-            audit_id = project.add_audit(f"Group gaps (CLI): {', '.join(roles.attributes)}", "groups",
-                                         result.to_json(), dataset_id=ds)
-        print(f"stored as audit {audit_id} in {project.path}")
-    if args.pdf:
-        build_report("groups", result.to_dict(), args.pdf, ReportSettings(args.suppress_k))
-    from fairdesk.core.audits.groups import verdict_counts
-
+    # Always a scratch project, also with --project: the two jobs store the dataset and the audit in two writes;
+    # copying the pair into --project afterwards is one transaction, so --project never keeps a dataset without
+    # its audit (a failed or killed run stores nothing there). The document is copied byte for byte.
+    with scratch_project() as scratch:
+        dataset_id = import_table(scratch, args.data, roles=roles, progress=lambda f, m: progress(0.05 * f, m))
+        audit_id = audit_groups(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m))
+        progress.done()
+        doc = write_outputs(scratch, audit_id, args.json)
+        if args.project:
+            print(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
+        if args.pdf:
+            write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
+    result = GroupAuditResult.from_dict(doc)
     c = verdict_counts(result)
     print(f"{len(result.records)} records; {c['total']} comparisons: {c['differs']} differ, {c['equivalent']} "
           f"equivalent within ±{plan.margin:g}, {c['inconclusive']} inconclusive ({plan.correction}, family "

@@ -2,8 +2,9 @@
 
 Wired into :mod:`fairdesk.cli` by ``add_image_commands(audit_subparsers, train_subparsers)``. Same conventions as
 the rest of the CLI: exit 0 on success, user errors raise :class:`FairDeskError` (exit 2), cancel → 130.
-``audit cit`` runs :func:`fairdesk.core.audits.cit_images.run_cit_pipeline`, the same function the project job
-:func:`fairdesk.jobs.images.audit_cit` runs, and writes the same JSON document (``--pdf``: the same report).
+``audit cit`` and ``audit cit-predictions`` call the GUI's jobs (:func:`fairdesk.jobs.images.audit_cit`,
+:func:`~fairdesk.jobs.images.audit_cit_predictions`) on ``--project`` or a scratch project and write the stored
+document (``--pdf``: the report through ``export_report``), see :mod:`fairdesk.cli.outputs`.
 """
 from __future__ import annotations
 
@@ -14,16 +15,21 @@ from fairdesk.cli.args import split_list
 from fairdesk.cli.progress import TerminalProgress
 
 
-def _open(args, labels: tuple[str, ...] = ()):
-    from fairdesk.core.data.images import ImageRoles, default_roles, open_image_folder
-
+def _roles(args, labels: tuple[str, ...] = ()):
+    """The image roles the options name, the rest guessed from the table's column names."""
+    from fairdesk.core.data.images import ImageRoles, default_roles
     from fairdesk.core.data.loaders import load_table
 
-    df = load_table(args.data)
-    guessed = default_roles(df)
-    roles = ImageRoles(path=args.path_column or guessed.path, labels=labels or guessed.labels,
-                       attributes=(args.attribute,), patient_id=args.patient_id or guessed.patient_id)
-    return open_image_folder(df, args.images, roles)
+    guessed = default_roles(load_table(args.data))
+    return ImageRoles(path=args.path_column or guessed.path, labels=labels or guessed.labels,
+                      attributes=(args.attribute,), patient_id=args.patient_id or guessed.patient_id)
+
+
+def _open(args, labels: tuple[str, ...] = ()):
+    from fairdesk.core.data.images import open_image_folder
+    from fairdesk.core.data.loaders import load_table
+
+    return open_image_folder(load_table(args.data), args.images, _roles(args, labels))
 
 
 def _positive(args):
@@ -32,54 +38,45 @@ def _positive(args):
 
 
 def cmd_audit_cit(args: argparse.Namespace) -> int:
-    from fairdesk.core.audits.cit_images import model_sha256, run_cit_pipeline
-    from fairdesk.core.data.loaders import file_sha256
-    from fairdesk.core.generation.images import load_generator
-    from fairdesk.core.models.image_classifier import load_classifier
+    """The GUI's jobs on ``--project`` or a scratch project: :func:`~fairdesk.jobs.images.import_image_dataset`
+    (the table first: its problems show before any model loads), then :func:`~fairdesk.jobs.images.audit_cit`."""
+    from fairdesk.cli.outputs import audit_project
+    from fairdesk.jobs.images import audit_cit, import_image_dataset
 
-    _check(args, [("the data table (--data)", args.data)],
+    _check(args, [("the data table (--data)", args.data), ("the project (--project)", args.project)],
            [("the classifier (--classifier)", args.classifier), ("the generator folder (--generator)", args.generator),
             ("the control classifier (--control)", args.control)])
     labels = tuple(split_list(args.labels))
-    ds = _open(args, labels)  # the table first: its problems show before any model loads
-    gen = load_generator(args.generator)
-    size = gen.config.image_size
-    clf = load_classifier(args.classifier, image_size=args.image_size or size,
-                          outputs=tuple(split_list(args.outputs)) or None)
-    control = load_classifier(args.control, image_size=args.image_size or size) if args.control else None
-    hashes = {"classifier": model_sha256(args.classifier), "generator": model_sha256(args.generator)}
-    if control is not None:
-        control.name = f"negative control {Path(args.control).name}"
-        hashes["control"] = model_sha256(args.control)
-    prov = {"data_sha256": file_sha256(args.data), "model_hashes": hashes, "dataset": Path(args.data).name,
-            "classifier": {"path": str(Path(args.classifier).resolve()), "name": Path(args.classifier).name},
-            "generator": {"path": str(Path(args.generator).resolve()), "name": Path(args.generator).name},
-            "control": {"path": str(Path(args.control).resolve()), "name": Path(args.control).name}
-            if args.control else None, "split": args.split, "split_seed": args.split_seed}
+    roles = _roles(args, labels)
     progress = TerminalProgress(args.quiet)
-    doc = run_cit_pipeline(ds, clf, gen, args.attribute, labels=labels or None, control=control,
-                           split=args.split, split_seed=args.split_seed, max_images=args.max_images,
-                           positive=_positive(args), steps=args.steps, strength=args.strength,
-                           guidance=args.guidance, margin=args.margin, alpha=args.alpha, seed=args.seed,
-                           n_examples=args.examples, full_quality=args.full_quality, provenance=prov,
-                           progress=progress)
-    progress.done()
-    return _write_outputs(doc, args)
+    with audit_project(args.project) as project:
+        # a failed audit leaves the imported image table in --project, as importing it in the GUI does
+        dataset_id = import_image_dataset(project, args.data, args.images, roles, name=Path(args.data).name,
+                                          split_seed=args.split_seed, progress=lambda f, m: progress(0.1 * f, m))
+        audit_id = audit_cit(project, dataset_id, args.classifier, args.generator, args.attribute,
+                             labels=labels or None, control=args.control, split=args.split,
+                             max_images=args.max_images, steps=args.steps, strength=args.strength,
+                             guidance=args.guidance, margin=args.margin, alpha=args.alpha, seed=args.seed,
+                             n_examples=args.examples, positive=_positive(args), full_quality=args.full_quality,
+                             image_size=args.image_size, outputs=tuple(split_list(args.outputs)) or None,
+                             progress=lambda f, m: progress(0.1 + 0.9 * f, m))
+        progress.done()
+        return _write_outputs(project, audit_id, args)
 
 
 def cmd_audit_cit_predictions(args: argparse.Namespace) -> int:
-    from fairdesk.core.audits.cit_images import audit_prediction_table
-    from fairdesk.core.data.loaders import file_sha256, load_table
+    """The GUI's job :func:`~fairdesk.jobs.images.audit_cit_predictions` on ``--project`` or a scratch project."""
+    from fairdesk.cli.outputs import audit_project
+    from fairdesk.jobs.images import audit_cit_predictions
 
-    _check(args, [("the predictions table (--predictions)", args.predictions)])
-    df = load_table(args.predictions)
+    _check(args, [("the predictions table (--predictions)", args.predictions),
+                  ("the project (--project)", args.project)])
     progress = TerminalProgress(args.quiet)
-    doc = audit_prediction_table(df, args.attribute, positive=_positive(args), margin=args.margin, alpha=args.alpha,
-                                 seed=args.seed, provenance={"data_sha256": file_sha256(args.predictions),
-                                                             "dataset": Path(args.predictions).name},
-                                 progress=progress)
-    progress.done()
-    return _write_outputs(doc, args)
+    with audit_project(args.project) as project:
+        audit_id = audit_cit_predictions(project, args.predictions, args.attribute, positive=_positive(args),
+                                         margin=args.margin, alpha=args.alpha, seed=args.seed, progress=progress)
+        progress.done()
+        return _write_outputs(project, audit_id, args)
 
 
 def _check(args: argparse.Namespace, inputs, model_folders=()) -> None:
@@ -91,19 +88,18 @@ def _check(args: argparse.Namespace, inputs, model_folders=()) -> None:
     check_output_files(outputs)
 
 
-def _write_outputs(doc: dict, args: argparse.Namespace) -> int:
-    """The JSON document (atomic), a summary line per output and, with ``--pdf``, the report."""
-    import json
+def _write_outputs(project: str, audit_id: int, args: argparse.Namespace) -> int:
+    """The stored document as ``--json`` (atomic), a summary line per output and, with ``--pdf``, the report
+    through ``export_report``."""
+    from fairdesk.cli.outputs import stored_where, write_outputs, write_pdf
 
-    from fairdesk.core import atomic
-
-    atomic.write_text(args.json, json.dumps(doc, indent=1, allow_nan=False))
+    doc = write_outputs(project, audit_id, args.json)
     _print_summary(doc)
     print(f"-> {args.json}")
     if args.pdf:
-        from fairdesk.core.reports.cit_images import cit_report_to_pdf
-
-        print(f"-> {cit_report_to_pdf(doc, args.pdf)}")
+        print(f"-> {write_pdf(project, audit_id, args.pdf, args.suppress_k)}")
+    if args.project:
+        print(stored_where(args.project, audit_id))
     return 0
 
 
@@ -177,6 +173,8 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cit.add_argument("--generator", required=True, help="generator folder written by 'train generator'")
     cit.add_argument("--json", required=True, help="write all results here (the document the project stores)")
     cit.add_argument("--pdf", help="also write the PDF report here")
+    cit.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    cit.add_argument("--project", help="also store the image table and the audit in this project file")
     cit.add_argument("--examples", type=int, default=16,
                      help="example units kept with their images (largest prediction change; plus 4 random)")
     cit.add_argument("--labels", action="append", help="true-label columns, one per classifier output (for EO)")
@@ -206,6 +204,8 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cp.add_argument("--positive", action="append", help="attribute value(s) forming group 1 (one value vs the rest)")
     cp.add_argument("--json", required=True)
     cp.add_argument("--pdf")
+    cp.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    cp.add_argument("--project", help="also store the predictions table and the audit in this project file")
     cp.add_argument("--margin", type=float, default=0.02)
     cp.add_argument("--alpha", type=float, default=0.05)
     cp.add_argument("--seed", type=int, default=0)

@@ -11,8 +11,9 @@ import argparse
 import json
 from pathlib import Path
 
-from fairdesk.cli.args import set_threads, split_list
+from fairdesk.cli.args import split_list
 from fairdesk.cli.progress import TerminalProgress
+from fairdesk.core.compute import set_torch_threads
 
 
 def _spec(args: argparse.Namespace, tasks: list[str], attributes: list[str]):
@@ -67,7 +68,7 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
     check_outputs(outputs, [("the notes table", args.notes), ("the project (--project)", args.project)],
                   [("the model folder (--model)", args.model)])
     check_output_files(outputs)
-    set_threads(args.threads)
+    set_torch_threads(args.threads)
     spec = _spec(args, split_list(args.tasks), split_list(args.attribute))
     progress = TerminalProgress(args.quiet)
     if args.project:
@@ -100,11 +101,13 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_encoders(args: argparse.Namespace) -> int:
-    from fairdesk.core import atomic
+    """The encoder comparison through the GUI's job :func:`~fairdesk.jobs.notes.compare_encoders_job` (on
+    ``--project`` or a scratch project), ``--json`` from the stored document, ``--pdf`` through ``export_report``."""
+    from fairdesk.cli.outputs import audit_project, stored_where, write_outputs
     from fairdesk.core.errors import DataError
-    from fairdesk.core.reports.encoders import notes_report_to_pdf
+    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.jobs.notes import compare_encoders_job
 
-    set_threads(args.threads)
     encoders = {"baseline": args.baseline}
     if args.debiased:
         encoders["debiased"] = args.debiased
@@ -115,38 +118,20 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
         if name.strip() in encoders:
             raise DataError(f"Encoder name '{name.strip()}' is used twice; give each encoder its own name.")
         encoders[name.strip()] = path.strip()
-    from fairdesk.core.export import check_output_files, check_outputs
-
     outputs = [("--json", args.json), ("--pdf", args.pdf)]
     check_outputs(outputs, [("the notes table", args.notes), ("the project (--project)", args.project)],
                   [(f"the encoder folder '{n}'", p) for n, p in encoders.items()])
     check_output_files(outputs)
+    set_torch_threads(args.threads)
     tasks = split_list(args.tasks)
     spec = _spec(args, tasks, [args.attribute])
     progress = TerminalProgress(args.quiet)
-    if args.project:
-        from fairdesk.core.project import Project
-        from fairdesk.jobs.notes import compare_encoders_job
-
-        audit_id = compare_encoders_job(args.project, args.notes, encoders, tasks, args.attribute, spec,
+    with audit_project(args.project) as project:
+        audit_id = compare_encoders_job(project, args.notes, encoders, tasks, args.attribute, spec,
                                         n_boot=args.n_boot, min_group_size=args.min_group_size, progress=progress)
-        text = Project(args.project).audit_json(audit_id)
-        where = f"; stored as audit {audit_id} in {Project(args.project).path}"
-    else:
-        from fairdesk.core.data.loaders import file_sha256, load_table
-        from fairdesk.core.models.note_classifier import compare_encoders
-
-        doc = compare_encoders(load_table(args.notes), encoders, tasks, args.attribute, spec, n_boot=args.n_boot,
-                               min_group_size=args.min_group_size, data_sha256=file_sha256(args.notes),
-                               progress=progress)
-        doc["provenance"]["dataset"] = Path(args.notes).name
-        text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
-        where = ""
-    progress.done()
-    atomic.write_text(args.json, text)
-    doc = json.loads(text)  # the PDF is drawn from exactly what was stored
-    if args.pdf:
-        notes_report_to_pdf(doc, args.pdf)
+        progress.done()
+        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k)
+    where = f"; {stored_where(args.project, audit_id)}" if args.project else ""
     for name in encoders:
         rows = [r for r in doc["results"] if r["encoder"] == name]
         n_sig = sum(int(g.get("n_significant_bh") or 0) for g in doc["gaps"] if g["encoder"] == name)
@@ -215,5 +200,6 @@ def add_note_commands(subparsers_audit, subparsers_train) -> None:
     a.add_argument("--min-group-size", type=int, default=30, help="smaller groups are listed, not tested")
     a.add_argument("--json", required=True, help="write the comparison document here")
     a.add_argument("--pdf", help="also write the PDF report here")
+    a.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     _common(a)
     a.set_defaults(func=cmd_audit_encoders)

@@ -7,38 +7,29 @@ imported here; the commands import torch and transformers when they run. Errors 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from fairdesk.cli.args import set_threads, split_list
+from fairdesk.cli.args import split_list
 from fairdesk.cli.progress import TerminalProgress
-
-
-def _write_pdf(doc: dict, path: str) -> None:
-    """The PDF report of the full audit document (every model, the comparison and the completion probe): the same
-    bytes the Audit tab and ``export_report`` write for this document."""
-    from fairdesk.core.reports.mlm_bias import mlm_bias_report_to_pdf
-
-    mlm_bias_report_to_pdf(doc, path)
+from fairdesk.core.compute import set_torch_threads
 
 
 def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
-    from fairdesk.core import atomic
-    from fairdesk.core.audits.mlm_bias import (ProbeOptions, mlm_audit_document, run_mlm_bias_audit,
-                                               sentence_completion)
+    """The masked-LM bias probe through the GUI's job :func:`~fairdesk.jobs.text.audit_mlm_bias` (on ``--project``
+    or a scratch project), ``--json`` from the stored document, ``--pdf`` through ``export_report``."""
+    from fairdesk.cli.outputs import audit_project, stored_where, write_outputs
+    from fairdesk.core.audits.mlm_bias import ProbeOptions, results_from_document
     from fairdesk.core.errors import FairDeskError
-    from fairdesk.core.models.mlm import load_masked_lm
-    from fairdesk.core.text.templates import load_bias_templates
-
     from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.jobs.text import audit_mlm_bias
 
     outputs = [("--json", args.json), ("--pdf", args.pdf)]
     check_outputs(outputs, [("the templates (--templates)", args.templates),
-                            ("the completion templates", args.completion_templates)],
+                            ("the completion templates", args.completion_templates),
+                            ("the project (--project)", args.project)],
                   [("the model folder (--model)", args.model)]
                   + [("the model folder (--compare)", c) for c in args.compare or []])
     check_output_files(outputs)
-    set_threads(args.threads)
     groups = split_list(args.groups)
     if groups and len(groups) != 2:
         raise FairDeskError("--groups takes two word groups, e.g. male,female.")
@@ -46,26 +37,14 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
                         categories=tuple(split_list(args.categories)) or None, batch_size=args.batch_size,
                         alpha=args.alpha, min_effect=args.min_effect, min_log_ratio=args.min_log_ratio, seed=args.seed,
                         margin=args.margin, min_templates=args.min_templates)
-    templates = load_bias_templates(args.templates)
     progress = TerminalProgress(args.quiet)
-    models = [args.model] + list(args.compare or [])
-    names = _model_names(models)
-    results = {}
-    for i, (name, path) in enumerate(zip(names, models)):
-        rep_start, rep_stop = i / len(models), (i + 1) / len(models)
-        results[name] = run_mlm_bias_audit(
-            path, templates, opts,
-            progress=lambda f, m, a=rep_start, b=rep_stop, n=name: progress(a + (b - a) * f, f"{n}: {m}"))
-    completion = None
-    if args.completion:
-        model, tokenizer = load_masked_lm(args.model)
-        completion = sentence_completion(model, tokenizer, args.completion_templates, top_k=args.top_k)
-    out = mlm_audit_document(results, dict(zip(names, map(str, models))), completion)
-    progress.done()
-    atomic.write_text(args.json, json.dumps(out, indent=1, ensure_ascii=False, allow_nan=False))
-    if args.pdf:
-        _write_pdf(out, args.pdf)
-    for name, res in results.items():
+    with audit_project(args.project) as project:
+        audit_id = audit_mlm_bias(project, [args.model] + list(args.compare or []), args.templates, opts,
+                                  args.completion, completion_templates=args.completion_templates, top_k=args.top_k,
+                                  threads=args.threads, progress=progress)
+        progress.done()
+        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k)
+    for name, res in results_from_document(doc).items():
         flagged = [r["category"] for r in res.records if r["flagged"]]
         counts = {v: sum(r.get("verdict") == v for r in res.records) for v in ("differs", "equivalent",
                                                                                 "inconclusive")}
@@ -74,19 +53,9 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
               + f"{counts['differs']} differ{'s' if counts['differs'] == 1 else ''}, {counts['equivalent']} "
                 f"equivalent within ±{res.method['margin']:g} "
                 f"nats, {counts['inconclusive']} inconclusive (unit: {res.method['unit']})")
-    print(f"results -> {args.json}" + (f", {args.pdf}" if args.pdf else ""))
+    print(f"results -> {args.json}" + (f", {args.pdf}" if args.pdf else "")
+          + (f"; {stored_where(args.project, audit_id)}" if args.project else ""))
     return 0
-
-
-def _model_names(paths: list[str]) -> list[str]:
-    names: list[str] = []
-    for p in paths:
-        base = Path(p).name or str(p)
-        name, k = base, 2
-        while name in names:
-            name, k = f"{base} ({k})", k + 1
-        names.append(name)
-    return names
 
 
 def cmd_train_mlm(args: argparse.Namespace) -> int:
@@ -97,7 +66,7 @@ def cmd_train_mlm(args: argparse.Namespace) -> int:
                   [("the model folder (--init-model)", args.init_model),
                    ("the tokenizer folder (--tokenizer-from)", args.tokenizer_from)])
     check_output_folders([("--out", args.out)])
-    set_threads(args.threads)
+    set_torch_threads(args.threads)
     explicit = any(v is not None for v in (args.hidden, args.layers, args.heads))
     cfg = MLMTrainConfig(
         text_column=args.text_column, attribute_column=args.adversary_attribute, init_model=args.init_model,
@@ -160,6 +129,8 @@ def add_text_commands(subparsers_audit, subparsers_train) -> None:
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--json", required=True, help="write all results here")
     p.add_argument("--pdf", help="also write the PDF report here")
+    p.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    p.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_audit_mlm_bias)
 

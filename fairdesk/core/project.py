@@ -343,6 +343,26 @@ class Project:
         return self._insert("INSERT INTO audits (name, kind, dataset_id, result, created) VALUES (?,?,?,?,?)",
                             (name, kind, dataset_id, result_json, now_utc()), "audits")
 
+    def copy_audit(self, other: "Project", audit_id: int) -> int:
+        """Store a copy of ``other``'s audit (its document byte for byte, its name and kind) and of the dataset it
+        was run on, both in one transaction: together or not at all. Returns the audit's id in this project.
+        (``fairdesk-cli audit groups --project`` runs the import and the audit jobs on a scratch project, then
+        copies the pair here, so a failed or killed run never leaves a dataset without its audit.)"""
+        rows = other._query("SELECT name, kind, dataset_id, result FROM audits WHERE id=?", (audit_id,))
+        if not rows:
+            raise ProjectError(f"Audit {audit_id} is not in project {other.name}.")
+        name, kind, dataset_id, result = rows[0]
+        dataset = other._query("SELECT name, kind, source, sha256, roles, n_rows, columns, origin, data FROM datasets "
+                               "WHERE id=?", (dataset_id,)) if dataset_id is not None else []
+        with self.transaction():
+            new_dataset = None
+            if dataset:
+                d = dataset[0]
+                new_dataset = self._insert(
+                    "INSERT INTO datasets (name, kind, source, sha256, roles, n_rows, columns, created, origin, data) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?)", (*d[:7], now_utc(), *d[7:]), "datasets")
+            return self.add_audit(name, kind, result, dataset_id=new_dataset)
+
     def audits(self) -> list[AuditInfo]:
         rows = self._query("SELECT id, name, kind, dataset_id, created FROM audits ORDER BY id")
         return [AuditInfo(*r) for r in rows]

@@ -10,9 +10,11 @@ _PACKAGES = ("fairdesk", "numpy", "pandas", "scipy", "scikit-learn", "torch", "P
              "reportlab", "matplotlib", "pyarrow")
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(*extra: str) -> dict[str, str]:
+    """Python, the platform and the installed versions of FairDesk's packages and of ``extra`` ones (e.g.
+    ``"transformers"``); packages that are not installed are left out."""
     versions = {"python": sys.version.split()[0], "platform": platform.platform(terse=True)}
-    for name in _PACKAGES:
+    for name in _PACKAGES + tuple(extra):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

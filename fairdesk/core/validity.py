@@ -79,9 +79,9 @@ class ValidityResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        from fairdesk.core.audits.cit import _clean
+        from fairdesk.core.audits.cit import json_safe
 
-        return _clean({"rows": [asdict(r) for r in self.rows], "config": self.config,
+        return json_safe({"rows": [asdict(r) for r in self.rows], "config": self.config,
                        "provenance": self.provenance, "elapsed_s": self.elapsed_s, "notes": self.notes})
 
     def to_json(self, indent: int | None = 1) -> str:

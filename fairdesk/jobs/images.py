@@ -223,8 +223,9 @@ def import_image_classifier(project_path: str | Path, path: str | Path, *, image
     return Project(project_path).add_model(name or path.name, CLASSIFIER_KIND, info)
 
 
-def _load_classifier(project: Project, ref, image_size: int):
-    """A classifier from a model id (stored record) or a path; returns (classifier, description dict)."""
+def _load_classifier(project: Project, ref, image_size: int, outputs=None):
+    """A classifier from a model id (stored record) or a path; returns (classifier, description dict).
+    ``image_size`` and ``outputs`` are for a TorchScript file given by path (a folder's config names its own)."""
     from fairdesk.core.audits.cit_images import model_sha256
     from fairdesk.core.models.image_classifier import load_classifier
 
@@ -233,7 +234,7 @@ def _load_classifier(project: Project, ref, image_size: int):
         clf = load_classifier(m.info["path"], image_size=m.info.get("image_size"),
                               outputs=tuple(m.info.get("outputs") or ()) or None)
         return clf, {"model_id": m.id, "name": m.name, "path": m.info["path"], "sha256": model_sha256(m.info["path"])}
-    clf = load_classifier(ref, image_size=image_size)
+    clf = load_classifier(ref, image_size=image_size, outputs=tuple(outputs) if outputs else None)
     return clf, {"path": str(Path(ref).resolve()), "name": Path(ref).name, "sha256": model_sha256(ref)}
 
 
@@ -343,14 +344,15 @@ def audit_cit(project_path: str | Path, dataset_id: int, classifier_model_id_or_
               attribute: str, *, labels=None, control=None, split: str = "test", max_images: int = 0,
               steps: int | None = None, strength: float = 1.0, guidance: float = 1.0, margin: float = 0.02,
               alpha: float = 0.05, seed: int = 0, n_examples: int = 16, positive=None, quality: bool = True,
-              full_quality: bool = False, name: str | None = None, progress: ProgressFn | None = None,
-              cancel: CancelToken | None = None) -> int:
+              full_quality: bool = False, image_size: int | None = None, outputs=None, name: str | None = None,
+              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """Counterfactual-invariance audit of a classifier (model id or path) through a generator (model id or path)
     on a stored image dataset; stores the audit (kind "cit_images") and returns its id.
 
     ``labels``: true-label columns, one per classifier output in order, or a dict output → column (default:
     columns named like the outputs). ``control``: model id or path of a classifier known to ignore the attribute
-    (the negative-control band). Other arguments as in
+    (the negative-control band). ``image_size`` / ``outputs``: input size (default: the generator's) and output
+    names of a TorchScript classifier given by path. Other arguments as in
     :func:`fairdesk.core.audits.cit_images.run_cit_pipeline`."""
     import json
 
@@ -362,10 +364,11 @@ def audit_cit(project_path: str | Path, dataset_id: int, classifier_model_id_or_
     rep(0.0, "loading the dataset and the models")
     ds = image_dataset(project_path, dataset_id)
     gen, gen_desc = _load_generator(project, generator_model_id_or_path)
-    clf, clf_desc = _load_classifier(project, classifier_model_id_or_path, gen.config.image_size)
+    size = image_size or gen.config.image_size
+    clf, clf_desc = _load_classifier(project, classifier_model_id_or_path, size, outputs)
     ctrl, ctrl_desc = (None, None)
     if control is not None:
-        ctrl, ctrl_desc = _load_classifier(project, control, gen.config.image_size)
+        ctrl, ctrl_desc = _load_classifier(project, control, size)
         ctrl.name = f"negative control {ctrl_desc['name']}"
     hashes = {"classifier": clf_desc["sha256"], "generator": gen_desc["sha256"]}
     if ctrl_desc:

@@ -66,7 +66,7 @@ def compare_encoders_job(project_path: str | Path, notes_path_or_dataset, encode
                          cancel: CancelToken | None = None) -> int:
     """Baseline vs debiased (or any) encoders: classifiers, group-gap counts and attribute probe per encoder,
     stored as one audit of kind ``note_classifiers``. Returns the audit id."""
-    from fairdesk.core.models.note_classifier import compare_encoders
+    from fairdesk.core.audits.encoders import compare_encoders
 
     if not encoders:
         raise DataError("Give at least one encoder to compare.")

@@ -17,19 +17,13 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from fairdesk.core.compute import set_torch_threads
 from fairdesk.core.errors import ModelError
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project
 
 MODEL_KIND = "masked_lm"
 AUDIT_KIND = "mlm_bias"
-
-
-def _threads(n: int | None) -> None:
-    if n:
-        import torch
-
-        torch.set_num_threads(int(n))
 
 
 def _describe(folder: Path, model) -> dict:
@@ -92,7 +86,7 @@ def train_language_model(project_path: str | Path, corpus: str | Path, out_dir: 
     from fairdesk.core.models.mlm import MLMTrainConfig, train_mlm
 
     rep = Reporter(progress, cancel)
-    _threads(threads)
+    set_torch_threads(threads)
     cfg = config or MLMTrainConfig()
     result = train_mlm(corpus, out_dir, cfg, resume=resume, progress=rep.sub(0.0, 0.94), cancel=rep.cancel,
                        on_log=on_log)
@@ -140,7 +134,7 @@ def audit_mlm_bias(project_path: str | Path, model_dirs: list, templates_path: s
     if not model_dirs:
         raise ModelError("Choose at least one language model to audit.")
     rep = Reporter(progress, cancel)
-    _threads(threads)
+    set_torch_threads(threads)
     opts = (options or ProbeOptions()).check()
     templates = load_bias_templates(templates_path)
     dirs = [str(Path(d)) for d in model_dirs]

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
+from fairdesk.core.audits import encoders as encoders_audit  # noqa: E402
 from fairdesk.core.errors import DataError, ModelError  # noqa: E402
 from fairdesk.core.models import mlm  # noqa: E402
 from fairdesk.core.models import note_classifier as nc  # noqa: E402
@@ -196,7 +197,7 @@ def test_numeric_columns_join_the_features_and_the_grid_is_searched(notes, encod
     # 128 standardised [CLS] features of an untrained encoder let a small MLP memorise 190 training notes, so the
     # numeric signal is only partly used here — but clearly
     assert row["test_auroc"] > without["test_auroc"] + 0.1
-    assert [g["params"] for g in row["mlp_grid"]] == [nc._jsonable(g) for g in grid]
+    assert [g["params"] for g in row["mlp_grid"]] == [nc.jsonable(g) for g in grid]
     best = max(row["mlp_grid"], key=lambda g: g["val_auprc"])
     assert row["mlp"] == best["params"] and row["c"] == best["c"]
 
@@ -212,7 +213,7 @@ def test_bad_input_gives_clear_errors(notes, encoders):
 
 
 def test_compare_encoders_document(notes, encoders):
-    doc = nc.compare_encoders(notes, encoders, ["sepsis", "shuffled"], "gender", _spec(), n_boot=100)
+    doc = encoders_audit.compare_encoders(notes, encoders, ["sepsis", "shuffled"], "gender", _spec(), n_boot=100)
     json.dumps(doc, allow_nan=False)
     assert doc["kind"] == "note_classifiers" and list(doc["encoders"]) == ["baseline", "debiased"]
     assert {(r["encoder"], r["task"]) for r in doc["results"]} == {(e, t) for e in encoders
@@ -303,7 +304,7 @@ def test_cli_exit_codes_and_pdf(tmp_path, notes, encoders):
 def test_report_text(notes, encoders):
     from fairdesk.core.reports.encoders import build_notes_report
 
-    doc = json.loads((json.dumps(nc.note_classifiers_document(
+    doc = json.loads((json.dumps(encoders_audit.note_classifiers_document(
         {"baseline": nc.train_note_classifiers(notes, encoders["baseline"], _spec(tasks=["sepsis"]))}))))
     report = build_notes_report(doc)
     text = report.text()

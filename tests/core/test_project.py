@@ -112,6 +112,32 @@ def test_dataset_and_audit_are_one_transaction(tmp_path):
     assert [(a.id, a.dataset_id) for a in project.audits()] == [(first, None), (audit, ds)]
 
 
+def test_copy_audit_brings_its_dataset_in_one_transaction(tmp_path, monkeypatch):
+    """What ``fairdesk-cli audit groups --project`` does: the audit of a scratch project and its dataset are copied
+    together (document byte for byte) or not at all."""
+    df = pd.DataFrame({"y": [0, 1, 1], "sex": ["F", "M", "F"]})
+    scratch = Project(tmp_path / "scratch.fairdesk")
+    ds = scratch.add_dataset("t.csv", df, "abc", source="/data/t.csv", roles={"label": "y"}, origin={"k": 1})
+    audit = scratch.add_audit("Group gaps: sex", "groups", '{"records": [], "x": 1.5}', dataset_id=ds)
+    target = Project(tmp_path / "p.fairdesk")
+    first = target.add_audit("earlier", "mlm_bias", "{}")
+    copied = target.copy_audit(scratch, audit)
+    info = next(a for a in target.audits() if a.id == copied)
+    assert (info.name, info.kind) == ("Group gaps: sex", "groups") and copied != first
+    assert target.audit_json(copied) == scratch.audit_json(audit)
+    [d] = target.datasets()
+    assert (d.id, d.name, d.sha256, d.source, d.roles, d.origin) == (info.dataset_id, "t.csv", "abc", "/data/t.csv",
+                                                                      {"label": "y"}, {"k": 1})
+    pd.testing.assert_frame_equal(target.load_dataset(d.id), df)
+    # a failure while storing the audit leaves no dataset behind
+    monkeypatch.setattr(Project, "add_audit", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("disk full")))
+    with pytest.raises(RuntimeError, match="disk full"):
+        target.copy_audit(scratch, audit)
+    assert [x.id for x in target.datasets()] == [d.id]
+    with pytest.raises(ProjectError, match="Audit 9 is not in project scratch"):
+        target.copy_audit(scratch, 9)
+
+
 def test_foreign_sqlite_file_is_refused_untouched(tmp_path):
     path = tmp_path / "theirs.fairdesk"
     with sqlite3.connect(path) as con:

@@ -163,20 +163,22 @@ class CITResult:
     details: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return _clean(asdict(self))
+        return json_safe(asdict(self))
 
 
-def _clean(d):
+def json_safe(d):
+    """``d`` with numpy values as Python ones and NaN/inf as None: what the JSON documents of the invariance
+    audits hold (shared by the image audit, the synthetic benchmark and the validity benchmark)."""
     if isinstance(d, dict):
-        return {k: _clean(v) for k, v in d.items()}
+        return {k: json_safe(v) for k, v in d.items()}
     if isinstance(d, (list, tuple)):
-        return [_clean(v) for v in d]
+        return [json_safe(v) for v in d]
     if isinstance(d, (np.floating, float)):
         return None if not math.isfinite(float(d)) else float(d)
     if isinstance(d, np.integer):
         return int(d)
     if isinstance(d, np.ndarray):
-        return _clean(d.tolist())
+        return json_safe(d.tolist())
     return d
 
 
@@ -839,7 +841,7 @@ def invariance_table(outputs: dict, a, z, y: dict | None = None, method: str = D
         res = cit_test(yhat, a, z, method, regressor, n_folds, seed, sub.progress, sub.cancel)
         row = {"output": name, "n": res.n, "test": method, "t": res.statistic, "p": res.p_value}
         if "nuisance_fit" in res.details:  # the default's out-of-fold nuisance diagnostics, for the report
-            row["nuisance_fit"] = _clean(res.details["nuisance_fit"])
+            row["nuisance_fit"] = json_safe(res.details["nuisance_fit"])
             row["regressors_chosen"] = {k: sorted(set(v)) for k, v in res.details["regressors_chosen"].items()
                                         if v}
             row["scheme"] = res.details.get("scheme")
@@ -942,7 +944,7 @@ class OrientedEffectResult:
     verdict: str
 
     def to_dict(self) -> dict:
-        return _clean(asdict(self))
+        return json_safe(asdict(self))
 
 
 def _binom_bounds(k: int, n: int, alpha: float) -> tuple[float, float]:

@@ -53,7 +53,7 @@ class ImageAuditResult:
     provenance: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return cit._clean(asdict(self))
+        return cit.json_safe(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False)
@@ -559,7 +559,7 @@ def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple
     doc["examples"] = {"encoding": EXAMPLE_ENCODING, "npz_base64": enc, "items": items,
                        "shape": list(images.shape[1:])}
     rep(1.0, "counterfactual-invariance audit done")
-    return cit._clean(doc)
+    return cit.json_safe(doc)
 
 
 # ==============================================================================================================
@@ -656,4 +656,4 @@ def audit_prediction_table(df, attribute: str, *, positive=None, margin: float =
     doc["examples"] = {"encoding": EXAMPLE_ENCODING, "npz_base64": "", "items": [], "shape": []}
     if dropped:
         doc["notes"].append(f"{dropped} row(s) with a missing attribute or prediction were left out.")
-    return cit._clean(doc)
+    return cit.json_safe(doc)

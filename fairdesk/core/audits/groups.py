@@ -21,6 +21,7 @@ from fairdesk.core.errors import DataError
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
 from fairdesk.core.stats.multiple import adjust
+from fairdesk.core.stats.thresholds import best_f1_threshold
 
 METRICS = ("parity", "recall", "specificity")
 GAP_RULES = ("max", "one-vs-rest", "between", "to-overall")  # to-overall: accepted, run as one-vs-rest
@@ -308,16 +309,6 @@ def assign_bins(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------------------
-
-def best_f1_threshold(y: np.ndarray, s: np.ndarray) -> float:
-    from sklearn.metrics import precision_recall_curve
-
-    precision, recall, thresholds = precision_recall_curve(y, s)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f1 = 2 * precision * recall / (precision + recall)
-    f1 = np.nan_to_num(f1[:-1], nan=-1.0)
-    return float(thresholds[int(np.argmax(f1))])
-
 
 def _auc(y: np.ndarray, s: np.ndarray) -> tuple[float, float]:
     from sklearn.metrics import average_precision_score, roc_auc_score

@@ -4,7 +4,7 @@ The CSV may be in CheXpert style (``Path`` like ``CheXpert-v1.0/train/patient000
 one column per finding with 1/0/−1/blank, ``Sex``, ``Age``), MIMIC-CXR style (``subject_id``, ``study_id``,
 ``dicom_id``, optionally a path column) or anything mapped by hand with :class:`ImageRoles`. Unreadable or corrupt
 files are listed with the reason and left out; they never stop the load. Splits are patient-disjoint
-(:func:`fairdesk.core.models.tabular.patient_disjoint_split`).
+(:func:`fairdesk.core.data.splits.patient_disjoint_split`).
 
 Pixels come back as float32 grey images in [0, 1]: 8-bit / 16-bit PNG and JPEG via Pillow (colour converted to
 grey), DICOM via pydicom (rescale slope/intercept applied, MONOCHROME1 inverted, scaled by the stored bit depth
@@ -70,7 +70,7 @@ class ImageDataset:
 
     def split(self, val_size: float = 0.15, test_size: float = 0.25, seed: int = 0) -> pd.Series:
         """"train" / "val" / "test" per row; no patient is in two splits."""
-        from fairdesk.core.models.tabular import patient_disjoint_split
+        from fairdesk.core.data.splits import patient_disjoint_split
 
         return patient_disjoint_split(self.table, "_patient", val_size, test_size, seed)
 

@@ -1,4 +1,5 @@
 """Model kinds, training and prediction. Heavy libraries (sklearn, torch) are imported only when used."""
+from fairdesk.core.data.splits import patient_disjoint_split
 from fairdesk.core.models.tabular import (
     DEFAULT_PARAMS,
     MODEL_KINDS,
@@ -6,7 +7,6 @@ from fairdesk.core.models.tabular import (
     TrainResult,
     TrainSpec,
     model_hash,
-    patient_disjoint_split,
     train_and_predict,
 )
 

@@ -18,17 +18,16 @@ optional numeric columns) and a local masked-LM folder:
    (001 eq. 1). ``c`` is chosen on the validation notes over :data:`MERGE_C_GRID` (METHODS §1), jointly with the
    MLP configuration: the pair with the best validation AUPRC wins (ties: the earlier configuration, then the
    ``c`` closest to the default 2 — with one window per note every ``c`` gives the same score).
-5. **Threshold** by best F1 on the validation notes (the group audit's own ``best_f1_threshold``).
-6. **Splits** are patient-disjoint (``tabular.patient_disjoint_split``, seeded); metrics are AUROC/AUPRC of the
-   merged note scores on the test notes (sklearn.metrics).
+5. **Threshold** by best F1 on the validation notes (:func:`fairdesk.core.stats.thresholds.best_f1_threshold`, as
+   the group audit).
+6. **Splits** are patient-disjoint (:func:`fairdesk.core.data.splits.patient_disjoint_split`, seeded); metrics
+   are AUROC/AUPRC of the merged note scores on the test notes (sklearn.metrics).
 
 The predictions come out in the long format the group audit reads (``sample_id, patient_id, task, label, score,
 split, n_windows`` + attributes), see :func:`prediction_roles`.
 
-:func:`compare_encoders` runs all this for several encoders (e.g. baseline and debiased), audits every encoder's
-predictions for group gaps (BH-corrected significant-gap counts, 001 Table 5) and probes how well the protected
-attribute can be recovered from the note features (001 Table D4), returning one JSON document of kind
-``"note_classifiers"`` (:func:`note_classifiers_document`), which :mod:`fairdesk.core.reports.encoders` renders.
+The encoder comparison built on these classifiers (group gaps and the attribute probe per encoder, audit kind
+``"note_classifiers"``) is an audit: :mod:`fairdesk.core.audits.encoders`.
 
 torch, transformers and sklearn are imported inside functions only.
 """
@@ -100,7 +99,7 @@ class NoteClassifierSpec:
         d = asdict(self)
         d["tasks"] = self.resolved_tasks()
         d["c_grid"] = [float(c) for c in self.c_grid]
-        d["mlp_grid"] = [_jsonable(g) for g in self.mlp_grid]
+        d["mlp_grid"] = [jsonable(g) for g in self.mlp_grid]
         return d
 
     @classmethod
@@ -145,7 +144,7 @@ class NoteClassifierResult:
     encoded: EncodedNotes | None = None  # the features (not serialised)
 
     def to_dict(self) -> dict:
-        return _jsonable({"kind": MODEL_KIND, "metrics": self.metrics, "model_hashes": self.model_hashes,
+        return jsonable({"kind": MODEL_KIND, "metrics": self.metrics, "model_hashes": self.model_hashes,
                           "encoder": self.encoder, "spec": self.spec.to_dict(), "data_sha256": self.data_sha256,
                           "seed": self.spec.seed, "split_sizes": self.split_sizes, "notes": self.notes,
                           "versions": self.versions, "elapsed_seconds": round(self.elapsed_seconds, 3)})
@@ -160,13 +159,14 @@ def prediction_roles(spec: NoteClassifierSpec):
                        patient_id="patient_id" if spec.patient_id else None, sample_id="sample_id", split="split")
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
+    """``obj`` with numpy values as Python ones and NaN/inf as None (what the JSON documents hold)."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return [_jsonable(v) for v in obj.tolist()]
+        return [jsonable(v) for v in obj.tolist()]
     if isinstance(obj, np.generic):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -448,19 +448,6 @@ def _auc_pair(y: np.ndarray, s: np.ndarray) -> tuple[float | None, float | None]
     return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
 
 
-def _versions() -> dict[str, str]:
-    from fairdesk.core.provenance import package_versions
-
-    out = package_versions()
-    try:
-        from importlib.metadata import version
-
-        out["transformers"] = version("transformers")
-    except Exception:  # noqa: BLE001
-        pass
-    return out
-
-
 def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: NoteClassifierSpec, *,
                            data_sha256: str | None = None, encoded: EncodedNotes | None = None,
                            progress: ProgressFn | None = None,
@@ -470,9 +457,11 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
     ``encoded`` reuses features computed earlier for the same notes and encoder. Raises :class:`DataError` /
     :class:`ModelError` for unusable input, ``Cancelled`` on cancel (nothing partial is returned).
     """
-    from fairdesk.core.audits.groups import best_f1_threshold
     from fairdesk.core.data.loaders import table_sha256
-    from fairdesk.core.models.tabular import model_hash, patient_disjoint_split
+    from fairdesk.core.data.splits import patient_disjoint_split
+    from fairdesk.core.models.tabular import model_hash
+    from fairdesk.core.provenance import package_versions
+    from fairdesk.core.stats.thresholds import best_f1_threshold
 
     t0 = time.perf_counter()
     rep = Reporter(progress, cancel)
@@ -535,7 +524,7 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
             trep.check()
             p_va = clf.predict_proba(X[w_va])[:, 1]
             c, auprc, curve = choose_c(p_va, va_pos[encoded.note_index[w_va]], y[va_notes], spec.c_grid)
-            grid_rows.append({"params": _jsonable(params), "val_auprc": auprc, "c": c})
+            grid_rows.append({"params": jsonable(params), "val_auprc": auprc, "c": c})
             if best is None or auprc > best[0] + 1e-12:
                 best = (auprc, g_i, clf, c, curve)
         _, g_best, clf, c, curve = best
@@ -560,7 +549,7 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
         yhat = note_scores[masks["test"]] >= threshold
         yt = y[masks["test"]]
         row.update({"n_features": int(X.shape[1]), "c": c, "c_curve": curve,
-                    "mlp": _jsonable(spec.mlp_grid[g_best]), "mlp_grid": grid_rows,
+                    "mlp": jsonable(spec.mlp_grid[g_best]), "mlp_grid": grid_rows,
                     "threshold": float(threshold),
                     "test_f1": (float(2 * np.sum(yhat & (yt == 1)) / max(np.sum(yhat) + np.sum(yt == 1), 1))
                                 if masks["test"].any() else None),
@@ -578,140 +567,7 @@ def train_note_classifiers(notes: pd.DataFrame, encoder_dir: str | Path, spec: N
                          f"{encoded.info['truncated_tokens']:,} word pieces beyond the last window were left out.")
     result = NoteClassifierResult(predictions=predictions, metrics=metrics, model_hashes=hashes,
                                   encoder=dict(encoded.info), spec=spec, data_sha256=data_sha256, split_sizes=sizes,
-                                  notes=notes_out, versions=_versions(), elapsed_seconds=time.perf_counter() - t0,
-                                  encoded=encoded)
+                                  notes=notes_out, versions=package_versions("transformers"),
+                                  elapsed_seconds=time.perf_counter() - t0, encoded=encoded)
     rep(1.0, f"Trained {n_tasks} note classifier(s)")
     return result
-
-
-# ==============================================================================================================
-# Baseline vs debiased encoder (001 Table 5 and Table D4)
-
-
-def probe_attribute(encoded: EncodedNotes, notes: pd.DataFrame, attribute: str, patient_id: str | None,
-                    seed: int = 0) -> dict[str, Any]:
-    """How well a cross-validated logistic regression recovers ``attribute`` from the notes' [CLS] features
-    (mean over a note's windows, numeric columns not included). One note per patient (drawn with ``seed``), so
-    that notes of one patient never sit on both sides of a fold."""
-    from fairdesk.core.models.mlm import attribute_probe
-
-    df = notes.reset_index(drop=True)
-    keep = ~df[attribute].isna().to_numpy()
-    if patient_id:  # one note per patient, drawn with the seed
-        order = np.random.default_rng(seed).permutation(len(df))
-        first = ~df[patient_id].astype(str).iloc[order].duplicated().to_numpy()
-        one = np.zeros(len(df), dtype=bool)
-        one[order[first]] = True
-        keep &= one
-    labels = df.loc[keep, attribute].astype(str).to_numpy()
-    counts = pd.Series(labels).value_counts()
-    if len(counts) < 2:
-        raise DataError(f"The attribute '{attribute}' has fewer than two groups among the notes; nothing to probe.")
-    n_folds = int(min(5, counts.min()))
-    if n_folds < 2:
-        raise DataError(f"The attribute '{attribute}' has a group with a single patient ({counts.idxmin()}); the "
-                        "probe needs at least two per group.")
-    out = attribute_probe(encoded.note_means()[keep], labels, n_folds=n_folds, seed=seed)
-    out.update({"attribute": attribute, "n_folds": n_folds, "unit": "one note per patient" if patient_id else "note",
-                "model": "standardised logistic regression, stratified K-fold"})
-    return out
-
-
-def note_classifiers_document(results: dict[str, NoteClassifierResult], *, attribute: str | None = None,
-                              audits: dict[str, Any] | None = None, probes: dict[str, dict] | None = None,
-                              n_boot: int | None = None, elapsed_seconds: float | None = None) -> dict:
-    """The JSON document (kind ``note_classifiers``) of one or several encoders' classifiers, their group audits
-    (``GroupAuditResult`` per encoder) and attribute probes. What the report renders and the project stores."""
-    from fairdesk.core import provenance as prov
-
-    first = next(iter(results.values()))
-    spec = first.spec
-    rows, gaps = [], []
-    for name, res in results.items():
-        for m in res.metrics:
-            rows.append({"encoder": name, **{k: v for k, v in m.items() if k not in ("c_curve", "mlp_grid")}})
-    for name, audit in (audits or {}).items():
-        summary = audit.summary
-        if attribute is not None:
-            summary = summary[summary["attribute"] == attribute]
-        for r in summary.to_dict(orient="records"):
-            gaps.append({"encoder": name, **r})
-    doc = {
-        "kind": "note_classifiers", "version": 1,
-        "method": {
-            "windows": {"max_length": first.encoder.get("max_length"), "stride": first.encoder.get("stride"),
-                        "max_windows": spec.max_windows},
-            "features": f"concatenated [CLS] vectors of the last {first.encoder.get('layers_concatenated')} layers "
-                        "of the frozen encoder" + (f" + {', '.join(spec.numeric_columns)}" if spec.numeric_columns
-                                                   else "") + ", standardised on the training windows",
-            "merge": "P = (max p + mean p · n/c) / (1 + n/c) over a note's n window probabilities (001 eq. 1)",
-            "c_grid": [float(c) for c in spec.c_grid], "default_c": DEFAULT_C,
-            "mlp_grid": _jsonable(list(spec.mlp_grid)), "max_iter": spec.max_iter,
-            "selection": "MLP configuration and c jointly by validation AUPRC of the merged note scores",
-            "threshold": "best F1 on the validation notes",
-            "split": {"val_size": spec.val_size, "test_size": spec.test_size,
-                      "patient_disjoint": bool(spec.patient_id)},
-            "n_boot": n_boot, "attribute": attribute,
-        },
-        "tasks": list(spec.resolved_tasks()),
-        "encoders": {name: {**res.encoder, "split_sizes": res.split_sizes, "notes": res.notes,
-                            "model_hashes": res.model_hashes, "train_seconds": round(res.elapsed_seconds, 3)}
-                     for name, res in results.items()},
-        "results": rows,
-        "c_curves": {name: {m["task"]: m["c_curve"] for m in res.metrics} for name, res in results.items()},
-        "mlp_grids": {name: {m["task"]: m["mlp_grid"] for m in res.metrics} for name, res in results.items()},
-        "gaps": gaps,
-        "probe": dict(probes or {}),
-        "audits": {name: a.to_dict() for name, a in (audits or {}).items()},
-        "spec": spec.to_dict(),
-        "provenance": prov.make(spec.seed, first.data_sha256,
-                                {f"{name}:encoder": r.encoder.get("fingerprint") for name, r in results.items()}
-                                | {f"{name}:{t}": h for name, r in results.items() for t, h in r.model_hashes.items()},
-                                elapsed_seconds=None if elapsed_seconds is None else round(elapsed_seconds, 3)),
-    }
-    doc["provenance"]["versions"] = dict(first.versions)
-    return _jsonable(doc)
-
-
-def compare_encoders(notes: pd.DataFrame, encoders: dict[str, str | Path], tasks, attribute: str,
-                     spec: NoteClassifierSpec | None = None, *, n_boot: int = 200, min_group_size: int = 30,
-                     data_sha256: str | None = None, progress: ProgressFn | None = None,
-                     cancel: CancelToken | None = None) -> dict:
-    """Train note classifiers on each encoder's features (e.g. ``{"baseline": dir1, "debiased": dir2}``), audit
-    their predictions for gaps across ``attribute`` (BH-corrected, ``n_boot`` replicates, best-F1 thresholds on
-    the validation notes) and probe the features for the attribute. Returns the ``note_classifiers`` document."""
-    from dataclasses import replace
-
-    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
-
-    t0 = time.perf_counter()
-    rep = Reporter(progress, cancel)
-    if not encoders:
-        raise DataError("Give at least one encoder folder to compare.")
-    if isinstance(tasks, str):
-        tasks = [t.strip() for t in tasks.split(",") if t.strip()]
-    spec = replace(spec or NoteClassifierSpec(tasks=list(tasks)), tasks=tasks if isinstance(tasks, dict)
-                   else list(tasks))
-    if attribute not in spec.attributes:
-        spec = replace(spec, attributes=list(spec.attributes) + [attribute])
-    if attribute not in notes.columns:
-        raise DataError(f"The attribute column '{attribute}' is not in the notes table.")
-    results, audits, probes = {}, {}, {}
-    k = len(encoders)
-    for i, (name, path) in enumerate(encoders.items()):
-        erep = rep.sub(i / k, (i + 1) / k)
-        res = train_note_classifiers(notes, path, spec, data_sha256=data_sha256,
-                                     progress=lambda f, m, n=name, r=erep: r(0.75 * f, f"{n}: {m}"),
-                                     cancel=rep.cancel)
-        erep(0.75, f"{name}: auditing group gaps")
-        roles = replace(prediction_roles(spec), attributes=(attribute,), continuous_attributes=())
-        plan = GroupAuditPlan(roles=roles, threshold="best_f1", n_boot=n_boot, seed=spec.seed,
-                              min_group_size=min_group_size, bins=())
-        audit = run_group_audit(res.predictions, plan, erep.sub(0.75, 0.95), erep.cancel,
-                                data_sha256=res.data_sha256, model_hashes=res.model_hashes)
-        erep(0.95, f"{name}: probing the features for {attribute}")
-        probes[name] = probe_attribute(res.encoded, notes, attribute, spec.patient_id, seed=spec.seed)
-        results[name], audits[name] = res, audit
-    rep(1.0, "Comparison done")
-    return note_classifiers_document(results, attribute=attribute, audits=audits, probes=probes, n_boot=n_boot,
-                                     elapsed_seconds=time.perf_counter() - t0)

@@ -187,7 +187,7 @@ class BenchmarkResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return cit._clean({"config": self.config.to_dict(), "tests": TEST_LABELS, "default_test": "wgcm_p",
+        return cit.json_safe({"config": self.config.to_dict(), "tests": TEST_LABELS, "default_test": "wgcm_p",
                            "summary": self.summary, "classifiers": self.records, "provenance": self.provenance,
                            "elapsed_s": self.elapsed_s, "warnings": self.warnings})
 

@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core.compute import set_torch_threads as _threads
 from fairdesk.core.errors import DataError, FairDeskError, ModelError
 from fairdesk.core.data.roles import guess_note_roles
 from fairdesk.core.kinds import MODEL_KINDS
@@ -770,10 +771,3 @@ class NoteClassifierPanel(AuditPage):
         self.probe_view.set_frame(comparison_probe(doc) if doc else None)
         self.gaps_note.setText(" ".join(t for t in (GAPS_NOTE, dropped_groups_text(doc)) if t) if doc else "")
         self.gaps_note.setVisible(bool(doc))
-
-
-def _threads(n: int | None) -> None:
-    if n:
-        import torch
-
-        torch.set_num_threads(int(n))

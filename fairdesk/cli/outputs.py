@@ -1,0 +1,72 @@
+"""What every audit command of ``fairdesk-cli`` does around its job: the one path of issue 11.
+
+An audit command calls the job the GUI calls (the ``job`` of its row in :mod:`fairdesk.core.kinds`) on a project —
+the user's ``--project``, or a temporary one that is deleted afterwards — and then writes ``--json`` from the
+document the job stored (:meth:`~fairdesk.core.project.Project.audit_json`) and ``--pdf`` through the one PDF route
+(:func:`fairdesk.jobs.reports.export_report`). So the CLI and the GUI store the same document and print the same
+report bytes.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+@contextmanager
+def scratch_project() -> Iterator[str]:
+    """The path of a new, empty project in a temporary folder, deleted with everything in it on leaving."""
+    with tempfile.TemporaryDirectory(prefix="fairdesk-cli-") as folder:
+        yield str(Path(folder) / "scratch.fairdesk")
+
+
+@contextmanager
+def audit_project(project: str | None) -> Iterator[str]:
+    """The project an audit command's job stores into: ``--project`` when given, else a scratch project."""
+    if project:
+        yield project
+        return
+    with scratch_project() as path:
+        yield path
+
+
+def stored_document(project_path: str | Path, audit_id: int) -> dict:
+    from fairdesk.core.project import Project
+
+    return json.loads(Project(project_path, create=False).audit_json(audit_id))
+
+
+def write_outputs(project_path: str | Path, audit_id: int, json_path: str | Path,
+                  pdf_path: str | Path | None = None, suppress_k: int = 11) -> dict:
+    """``--json`` (the stored document, indented; atomic) and, with ``pdf_path``, ``--pdf`` through
+    :func:`~fairdesk.jobs.reports.export_report`. Returns the document."""
+    from fairdesk.core import atomic
+
+    doc = stored_document(project_path, audit_id)
+    atomic.write_text(json_path, json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False))
+    if pdf_path:
+        write_pdf(project_path, audit_id, pdf_path, suppress_k)
+    return doc
+
+
+def write_pdf(project_path: str | Path, audit_id: int, pdf_path: str | Path, suppress_k: int = 11) -> Path:
+    from fairdesk.jobs.reports import export_report
+
+    return export_report(project_path, audit_id, pdf_path, suppress_k=suppress_k)
+
+
+def copy_into(project_path: str | Path, scratch_path: str | Path, audit_id: int) -> int:
+    """Store the scratch project's audit (and the dataset it was run on) in ``project_path``, both in one
+    transaction: together or not at all. Returns the audit's id there."""
+    from fairdesk.core.project import Project
+
+    return Project(project_path).copy_audit(Project(scratch_path, create=False), audit_id)
+
+
+def stored_where(project_path: str | Path, audit_id: int) -> str:
+    """``"stored as audit N in /path/p.fairdesk"``: the line an audit command prints after storing in --project."""
+    from fairdesk.core.project import Project
+
+    return f"stored as audit {audit_id} in {Project(project_path, create=False).path}"
