@@ -173,6 +173,42 @@ def _cit_predictions(tmp):
     return argv, lambda project: audit_cit_predictions(project, csv, "sex")
 
 
+def _ctf(tmp):
+    from fairdesk.core.text.madlibs import clinical_notes_demo
+    from fairdesk.jobs.ctf import audit_ctf, train_text_classifier_job
+
+    data = tmp / "notes.csv"
+    clinical_notes_demo(80, seed=0).to_csv(data, index=False)
+    model = tmp / "model"
+    train_text_classifier_job(tmp / "models.fairdesk", data, "text", "label", model, epochs=1, seed=0)
+    argv = ["audit", "ctf", "--model", str(model), "--data", str(data), "--text-col", "text", "--label-col", "label",
+            "--n-boot", "100", "--threads", "1", "--quiet"]
+
+    def job(project):  # the CLI's defaults otherwise
+        return audit_ctf(project, str(model), str(data), "text", label_col="label", n_boot=100, threads=1)
+
+    return argv, job
+
+
+def _age_independence(tmp):
+    from fairdesk.core.models.age_independent import LearnerSettings
+    from fairdesk.core.synthetic.age_cohort import make_age_cohort
+    from fairdesk.jobs.age import train_age_independent
+
+    csv = tmp / "cohort.csv"
+    make_age_cohort(n_participants=20, n_features=6, seed=3).to_csv(csv, index=False)
+    argv = ["train", "age-independent", "--data", str(csv), "--label", "label", "--attribute", "age",
+            "--group-id", "participant_id", "--methods", "dnn,svm,simple", "--folds", "2", "--seed", "4",
+            "--epochs", "2", "--no-reference", "--threads", "1", "--quiet"]
+
+    def job(project):  # the CLI's defaults otherwise
+        return train_age_independent(project, str(csv), "label", "age", "participant_id",
+                                     methods=("dnn", "svm", "simple"), folds=2, seed=4,
+                                     learner=LearnerSettings(epochs=2), reference=False)
+
+    return argv, job
+
+
 JOBS = {"cit_images (predictions table)": "fairdesk.jobs.images:audit_cit_predictions"}
 CASES = {
     "groups": _groups,
@@ -180,6 +216,8 @@ CASES = {
     "note_classifiers": _note_classifiers,
     "cit_images": _cit_images,
     "cit_images (predictions table)": _cit_predictions,
+    "ctf": _ctf,
+    "age_independence": _age_independence,
 }
 
 

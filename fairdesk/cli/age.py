@@ -13,7 +13,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from fairdesk.cli.args import set_threads, split_list
+from fairdesk.cli.args import split_list
+from fairdesk.core.compute import set_torch_threads
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import DataError
 from fairdesk.core.export import check_output_files, check_outputs
@@ -67,7 +68,7 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     methods = _methods(args.methods)
     lambdas = _lambdas(args.frontier)
     learner = LearnerSettings(lam=args.lam, k_adv=args.k_adv, epochs=args.epochs, device=args.device)
-    set_threads(args.threads)
+    set_torch_threads(args.threads)
     progress = TerminalProgress(args.quiet)
     with tempfile.TemporaryDirectory(prefix="fairdesk-age-") as tmp:
         project_path = args.project or str(Path(tmp) / "age-independent.fairdesk")

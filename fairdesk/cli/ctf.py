@@ -17,25 +17,13 @@ document, ``--pdf`` goes through :func:`fairdesk.jobs.reports.export_report`. No
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import tempfile
-from pathlib import Path
 
+from fairdesk.cli.outputs import audit_project, stored_where
 from fairdesk.cli.progress import TerminalProgress
 
 TERMS_HELP = ("identity terms: dixon, dixon_train (default), dixon_held_out, gender, race, or a text file with one "
               "term per line (multi-word terms allowed; 'a | b' lines for two aligned groups)")
-
-
-@contextlib.contextmanager
-def _project(path: str | None):
-    """The ``--project`` file, or a temporary project removed afterwards."""
-    if path:
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="fairdesk-ctf-") as tmp:
-        yield str(Path(tmp) / "audit.fairdesk")
 
 
 def _write_stored_json(project_path: str, audit_id: int, out: str) -> dict:
@@ -63,7 +51,9 @@ def _print_summary(doc: dict, json_path: str, pdf_path: str | None, project: str
     for note in doc.get("notes") or []:
         print(f"note: {note}")
     where = f"results -> {json_path}" + (f", {pdf_path}" if pdf_path else "")
-    print(where + (f" (audit #{audit_id} in {project})" if project else ""))
+    print(where)
+    if project:
+        print(stored_where(project, audit_id))
 
 
 def _terms_arg(value: str | None, default: str | None = "dixon_train"):
@@ -129,7 +119,7 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
                                           ("the term list (--terms)", args.terms)])
     check_output_folders([("--out", args.out)])
     progress = TerminalProgress(args.quiet)
-    with _project(args.project) as project:
+    with audit_project(args.project) as project:
         model_id = train_text_classifier_job(
             project, args.data, args.text_col, args.label_col, args.out, method=args.method, lam=args.lam,
             terms=_terms_arg(args.terms), pair_loss=args.pair_loss, epochs=args.epochs, batch_size=args.batch_size,
@@ -158,7 +148,7 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                   [("the model folder (--model)", args.model)])
     check_output_files(outputs)
     progress = TerminalProgress(args.quiet)
-    with _project(args.project) as project:
+    with audit_project(args.project) as project:
         audit_id = audit_ctf(project, args.model, args.data, args.text_col, label_col=args.label_col,
                              id_col=args.id_col, terms=_terms_arg(args.terms, None),
                              held_out_terms=_terms_arg(args.held_out_terms, None),
@@ -206,7 +196,7 @@ def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
     check_outputs(outputs, [("the scored pairs (--scores)", args.scores), ("the project (--project)", args.project)])
     check_output_files(outputs)
     progress = TerminalProgress(args.quiet)
-    with _project(args.project) as project:
+    with audit_project(args.project) as project:
         audit_id = audit_ctf_scores(project, args.scores, margin=args.margin, n_boot=args.n_boot,
                                     threshold=args.threshold, seed=args.seed, model_name=args.model_name,
                                     name=args.name, progress=progress)
