@@ -1,0 +1,323 @@
+"""Calibration and discrimination of a probability score in one group (METHODS §8, issue 14).
+
+With ``l = logit(s)``:
+
+* **calibration intercept** (calibration-in-the-large) ``a`` in ``logit P(y=1) = a + l`` — logistic regression with
+  offset ``l`` and no slope;
+* **calibration slope** ``b`` in ``logit P(y=1) = a' + b·l``;
+* **O/E** ``mean(y) / mean(s)``; **Brier** ``mean((s − y)²)``; **ECE** ``Σ_bins (n_bin/n)·|mean(y) − mean(s)|`` over
+  10 equal-width bins of ``s`` (rows weight the bins);
+* **joint test** of "calibrated" (``a' = 0`` and ``b = 1``): likelihood ratio ``2·[ℓ(â', b̂) − ℓ(0, 1)]`` against
+  χ² with 2 df (an exact-form p from the χ² law, not a Monte-Carlo share, so it is not floored);
+* **reliability curve**: 10 equal-width bins, observed share with a Wilson interval and n per bin, and an isotonic
+  (PAV) recalibration curve as the smoothed curve;
+* **ROC and precision–recall** points (sklearn) with the operating point at the audit's threshold.
+
+Scores are clipped to ``[EPS, 1 − EPS]`` before the logit (a score of exactly 0 or 1 has an infinite logit); only the
+logit-scale fits see the clipped values, O/E, Brier and ECE use the scores as given.
+
+Why the fits are written here: statsmodels (whose GLM takes an offset) is not a FairDesk dependency, and
+sklearn's LogisticRegression has no offset, so the intercept-with-offset model cannot be fitted with it. The fits are
+a few lines of Newton–Raphson on the (concave) binomial log-likelihood, vectorised over bootstrap replicates given as
+row weights, which is also what makes 1,000 bootstrap refits per group affordable.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fairdesk.core.errors import DataError
+
+EPS = 1e-6  # scores are clipped to [EPS, 1 − EPS] for the logit
+N_BINS = 10  # equal-width bins of the ECE and the reliability curve
+MAX_POINTS = 200  # ROC / PR / smoothed curves are downsampled to at most this many points
+_MAX_ITER = 60
+_MAX_STEP = 5.0  # Newton steps are capped (logit scale) so that a poor start cannot overshoot into overflow
+_SEPARATION = 50.0  # a fitted |coefficient| beyond this means (quasi-)separation: the fit is reported as failed
+
+
+def check_probabilities(s) -> np.ndarray:
+    """The scores as a float array; :class:`DataError` when any lies outside [0, 1] or is not a number."""
+    s = np.asarray(s, dtype=float)
+    bad = ~np.isfinite(s) | (s < 0) | (s > 1)
+    if bad.any():
+        raise DataError(f"Scores are not probabilities: calibration is not defined ({int(bad.sum())} of {s.size} "
+                        f"scores lie outside [0, 1] or are not numbers). Convert logits or ranks to probabilities "
+                        "first (e.g. with the sigmoid function), or switch calibration off.")
+    return s
+
+
+def clipped_logit(s) -> np.ndarray:
+    s = np.clip(np.asarray(s, dtype=float), EPS, 1 - EPS)
+    return np.log(s) - np.log1p(-s)
+
+
+def _sigmoid(eta):
+    return 0.5 * (1.0 + np.tanh(0.5 * eta))  # overflow-free logistic function
+
+
+def _loglik(y, eta, w):
+    """Binomial log-likelihood ``Σ w (y η − log(1 + e^η))`` along the last axis."""
+    return (w * (y * eta - np.logaddexp(0.0, eta))).sum(axis=-1)
+
+
+def _as_weights(w, n):
+    if w is None:
+        return np.ones((1, n))
+    w = np.asarray(w, dtype=float)
+    return w[None, :] if w.ndim == 1 else w
+
+
+def fit_intercept(y, l, w=None, start=None, tol=1e-10) -> np.ndarray:
+    """Calibration intercept: ``a`` maximising ``Σ w ℓ(y, a + l)`` (offset ``l``), one per weight row.
+
+    ``w``: None (all rows once), a length-n vector, or an ``(R, n)`` array of bootstrap row counts. NaN where the
+    fit fails (one class only under these weights, or no convergence).
+    """
+    y, l = np.asarray(y, float), np.asarray(l, float)
+    w = _as_weights(w, y.size)
+    a = np.zeros(w.shape[0]) if start is None else np.full(w.shape[0], float(start))
+    done = np.zeros(w.shape[0], bool)
+    for _ in range(_MAX_ITER):
+        p = _sigmoid(a[:, None] + l[None, :])
+        grad = (w * (y - p)).sum(axis=1)
+        info = (w * p * (1 - p)).sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.clip(grad / info, -_MAX_STEP, _MAX_STEP)
+        step = np.where(done | ~np.isfinite(step), 0.0, step)
+        a = a + step
+        done |= np.abs(step) < tol
+        if done.all():
+            break
+    ok = done & (np.abs(a) < _SEPARATION) & _both_classes(y, w)
+    return np.where(ok, a, np.nan)
+
+
+def fit_slope(y, l, w=None, start=None, tol=1e-10) -> tuple[np.ndarray, np.ndarray]:
+    """Calibration slope model ``logit P(y=1) = a' + b·l``: (a', b), each of shape (R,) for R weight rows."""
+    y, l = np.asarray(y, float), np.asarray(l, float)
+    w = _as_weights(w, y.size)
+    r = w.shape[0]
+    a = np.zeros(r) if start is None else np.full(r, float(start[0]))
+    b = np.ones(r) if start is None else np.full(r, float(start[1]))
+    done = np.zeros(r, bool)
+    wl, wl2 = w * l, w * l * l
+    for _ in range(_MAX_ITER):
+        p = _sigmoid(a[:, None] + b[:, None] * l[None, :])
+        res, v = y - p, p * (1 - p)
+        g0, g1 = (w * res).sum(axis=1), (wl * res).sum(axis=1)
+        h00, h01, h11 = (w * v).sum(axis=1), (wl * v).sum(axis=1), (wl2 * v).sum(axis=1)
+        det = h00 * h11 - h01 * h01
+        with np.errstate(divide="ignore", invalid="ignore"):
+            da = (h11 * g0 - h01 * g1) / det
+            db = (h00 * g1 - h01 * g0) / det
+        bad = ~(np.isfinite(da) & np.isfinite(db))
+        scale = np.minimum(1.0, _MAX_STEP / np.maximum(np.abs(da), np.abs(db)).clip(min=1e-300))
+        da = np.where(done | bad, 0.0, da * scale)
+        db = np.where(done | bad, 0.0, db * scale)
+        a, b = a + da, b + db
+        done |= (np.maximum(np.abs(da), np.abs(db)) < tol) & ~bad
+        if done.all():
+            break
+    ok = done & (np.abs(a) < _SEPARATION) & (np.abs(b) < _SEPARATION) & _both_classes(y, w)
+    return np.where(ok, a, np.nan), np.where(ok, b, np.nan)
+
+
+def _both_classes(y, w) -> np.ndarray:
+    pos = (w * y).sum(axis=1)
+    return (pos > 0) & (pos < w.sum(axis=1))
+
+
+def ece(y, s, w=None) -> np.ndarray:
+    """Expected calibration error over ``N_BINS`` equal-width bins, rows weighting the bins (one per weight row).
+
+    ``Σ_b (n_b/n)|ȳ_b − s̄_b| = (1/n) Σ_b |Σ_{i∈b} (y_i − s_i)|``.
+    """
+    y, s = np.asarray(y, float), np.asarray(s, float)
+    w = _as_weights(w, y.size)
+    idx = np.minimum((s * N_BINS).astype(int), N_BINS - 1)
+    m = np.zeros((y.size, N_BINS))
+    m[np.arange(y.size), idx] = y - s
+    return np.abs(w @ m).sum(axis=1) / w.sum(axis=1)
+
+
+def point_stats(y, s) -> dict:
+    """The group's calibration numbers, the joint likelihood-ratio test and model-based standard errors.
+
+    Keys: n, n_positive, intercept, slope, slope_intercept (a'), oe_ratio, brier, ece, lr_stat, p_value,
+    intercept_se, slope_se, info (2×2 information of (a', b) at the fit, for a design effect), reason (None, or why
+    the logit-scale numbers are not estimable).
+    """
+    from scipy.stats import chi2
+
+    y = np.asarray(y, float)
+    s = check_probabilities(s)
+    n = int(y.size)
+    out = {"n": n, "n_positive": int(y.sum()), "intercept": math.nan, "slope": math.nan,
+           "slope_intercept": math.nan, "oe_ratio": math.nan, "brier": math.nan, "ece": math.nan,
+           "lr_stat": math.nan, "p_value": math.nan, "intercept_se": math.nan, "slope_se": math.nan,
+           "info": None, "reason": None}
+    if n == 0:
+        out["reason"] = "empty group"
+        return out
+    out["brier"] = float(np.mean((s - y) ** 2))
+    out["ece"] = float(ece(y, s)[0])
+    out["oe_ratio"] = float(y.mean() / s.mean()) if s.mean() > 0 else math.nan
+    if y.min() == y.max():
+        out["reason"] = "both classes are needed to fit the calibration intercept and slope"
+        return out
+    l = clipped_logit(s)
+    a = float(fit_intercept(y, l)[0])
+    a2, b = (float(v[0]) for v in fit_slope(y, l))
+    out["intercept"] = a
+    if not math.isnan(a):
+        p = _sigmoid(a + l)
+        out["intercept_se"] = float(1.0 / math.sqrt(np.sum(p * (1 - p))))
+    if math.isnan(a2) or math.isnan(b):
+        out["reason"] = "the calibration slope cannot be fitted (the scores separate the classes perfectly)"
+        return out
+    out["slope"], out["slope_intercept"] = b, a2
+    p = _sigmoid(a2 + b * l)
+    v = p * (1 - p)
+    info = np.array([[v.sum(), (v * l).sum()], [(v * l).sum(), (v * l * l).sum()]])
+    out["info"] = info
+    out["slope_se"] = float(math.sqrt(np.linalg.inv(info)[1, 1]))
+    ones = np.ones((1, n))
+    stat = 2.0 * float(_loglik(y, a2 + b * l, ones)[0] - _loglik(y, l, ones)[0])
+    out["lr_stat"] = max(stat, 0.0)
+    out["p_value"] = float(chi2.sf(out["lr_stat"], 2))
+    return out
+
+
+def bootstrap_weights(n: int, n_boot: int, rng: np.random.Generator, clusters=None):
+    """Row-count weights of ``n_boot`` resamples of the group's ``n`` rows, yielded in chunks of ≤ 2 million cells.
+
+    Rows are resampled with replacement (the group keeps its size); with ``clusters`` (patient ids), whole patients
+    are resampled (as many as the group has) and every row weighs the number of times its patient was drawn.
+    """
+    chunk = max(1, min(n_boot, 2_000_000 // max(n, 1)))
+    if clusters is not None:
+        _, inv = np.unique(np.asarray(clusters), return_inverse=True)
+        k = int(inv.max()) + 1
+    for start in range(0, n_boot, chunk):
+        m = min(chunk, n_boot - start)
+        if clusters is None:
+            yield rng.multinomial(n, np.full(n, 1.0 / n), size=m).astype(float)
+        else:
+            picks = rng.multinomial(k, np.full(k, 1.0 / k), size=m)
+            yield picks[:, inv].astype(float)
+
+
+def bootstrap_stats(y, s, point: dict, n_boot: int, rng: np.random.Generator, clusters=None) -> dict:
+    """Replicates (arrays of length ``n_boot``, NaN where a refit failed) of intercept, slope, slope_intercept,
+    oe_ratio, brier and ece. Logit-scale refits start from the point estimates (a few Newton steps each)."""
+    y, s = np.asarray(y, float), np.asarray(s, float)
+    l = clipped_logit(s)
+    fit = not math.isnan(point.get("intercept", math.nan))
+    fit2 = not math.isnan(point.get("slope", math.nan))
+    parts: dict[str, list] = {k: [] for k in ("intercept", "slope", "slope_intercept", "oe_ratio", "brier", "ece")}
+    for w in bootstrap_weights(y.size, n_boot, rng, clusters):
+        tot = w.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            parts["oe_ratio"].append((w @ y) / (w @ s))
+        parts["brier"].append((w @ ((s - y) ** 2)) / tot)
+        parts["ece"].append(ece(y, s, w))
+        nan = np.full(w.shape[0], np.nan)
+        parts["intercept"].append(fit_intercept(y, l, w, start=point["intercept"], tol=1e-8) if fit else nan)
+        if fit2:
+            a2, b = fit_slope(y, l, w, start=(point["slope_intercept"], point["slope"]), tol=1e-8)
+        else:
+            a2, b = nan, nan
+        parts["slope_intercept"].append(a2)
+        parts["slope"].append(b)
+    return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def equivalence_p(intercept, intercept_se, slope, slope_se, intercept_margin: float,
+                  slope_range: tuple[float, float]) -> float:
+    """p of the intersection–union TOST "calibrated within the margins": |intercept| < ``intercept_margin`` and
+    ``slope_range[0]`` < slope < ``slope_range[1]``; the largest of the four one-sided normal p-values."""
+    from scipy.special import ndtr
+
+    vals = (intercept, intercept_se, slope, slope_se)
+    if any(v is None or not math.isfinite(v) for v in vals) or intercept_se <= 0 or slope_se <= 0:
+        return math.nan
+    lo, hi = slope_range
+    ps = (ndtr(-(intercept + intercept_margin) / intercept_se), ndtr((intercept - intercept_margin) / intercept_se),
+          ndtr(-(slope - lo) / slope_se), ndtr((slope - hi) / slope_se))
+    return float(max(ps))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Curves
+
+
+def _downsample(n: int, k: int = MAX_POINTS) -> np.ndarray:
+    """Indices of at most ``k`` points out of ``n``, first and last kept."""
+    if n <= k:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, k).round().astype(int))
+
+
+def reliability_bins(y, s, level: float = 0.95) -> list[dict]:
+    """Per non-empty equal-width bin: bin, lower, upper, n, mean predicted, observed share and its Wilson interval.
+
+    Wilson (scipy's ``binomtest(...).proportion_ci(method="wilson")``) rather than Clopper–Pearson: near-nominal
+    coverage without Clopper–Pearson's conservatism, and never outside [0, 1] or degenerate at 0/n.
+    """
+    from scipy.stats import binomtest
+
+    y, s = np.asarray(y, int), check_probabilities(s)
+    idx = np.minimum((s * N_BINS).astype(int), N_BINS - 1)
+    out = []
+    for b in range(N_BINS):
+        m = idx == b
+        n = int(m.sum())
+        if n == 0:
+            continue
+        k = int(y[m].sum())
+        ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+        out.append({"bin": b, "lower": b / N_BINS, "upper": (b + 1) / N_BINS, "n": n,
+                    "predicted": float(s[m].mean()), "observed": k / n,
+                    "ci_low": float(ci.low), "ci_high": float(ci.high)})
+    return out
+
+
+def smoothed_curve(y, s) -> tuple[np.ndarray, np.ndarray]:
+    """Isotonic (pool-adjacent-violators) recalibration curve, x = score, y = estimated P(y=1 | score).
+
+    Isotonic rather than lowess: it is in sklearn (lowess is in statsmodels, not a dependency), has no bandwidth to
+    choose, and is the consistent, reproducible smoother of the CORP reliability diagram (Dimitriadis, Gneiting &
+    Jordan 2021). It is a step function; at most ``MAX_POINTS`` points are returned.
+    """
+    from sklearn.isotonic import IsotonicRegression
+
+    y, s = np.asarray(y, float), check_probabilities(s)
+    xs = np.unique(s)
+    if xs.size == 0:
+        return xs, xs
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
+    xs = xs[_downsample(xs.size)]
+    return xs, iso.predict(xs)
+
+
+def roc_pr(y, s, threshold: float) -> dict | None:
+    """ROC and precision–recall points (each ≤ ``MAX_POINTS``) and the operating point at ``threshold``
+    (prediction ``s ≥ threshold``, as in the audit). None when the group lacks a class."""
+    from sklearn.metrics import precision_recall_curve, roc_curve
+
+    y, s = np.asarray(y, int), check_probabilities(s)
+    if y.size == 0 or y.min() == y.max():
+        return None
+    fpr, tpr, thr = roc_curve(y, s)
+    i = _downsample(fpr.size)
+    prec, rec, thr_pr = precision_recall_curve(y, s)
+    j = _downsample(prec.size)
+    yhat = s >= threshold
+    tp, fp = int((yhat & (y == 1)).sum()), int((yhat & (y == 0)).sum())
+    pos, neg = int(y.sum()), int((y == 0).sum())
+    return {"roc": (fpr[i], tpr[i], thr[i]),
+            "pr": (rec[j], prec[j], np.append(thr_pr, np.nan)[j]),  # the last PR point has no threshold
+            "operating": {"fpr": fp / neg, "tpr": tp / pos, "recall": tp / pos,
+                          "precision": tp / (tp + fp) if tp + fp else math.nan}}
