@@ -35,6 +35,14 @@ MAX_POINTS = 200  # ROC / PR / smoothed curves are downsampled to at most this m
 _MAX_ITER = 60
 _MAX_STEP = 5.0  # Newton steps are capped (logit scale) so that a poor start cannot overshoot into overflow
 _SEPARATION = 50.0  # a fitted |coefficient| beyond this means (quasi-)separation: the fit is reported as failed
+ECE_EDGES = np.arange(1, N_BINS) / N_BINS  # inner edges of the equal-width bins; a bin is [lower, upper)
+N_QUANTILE_CELLS = 64  # score cells per group for the bootstrap (refined by the ECE edges), see score_cells
+EXACT_CELLS = 256  # up to this many rows, every distinct (label, score) is its own cell: the bootstrap is exact
+
+
+def ece_bin(s) -> np.ndarray:
+    """Equal-width bin of each score, 0 … N_BINS − 1 (a score of exactly 1 falls in the last bin)."""
+    return np.searchsorted(ECE_EDGES, np.asarray(s, dtype=float), side="right")
 
 
 def check_probabilities(s) -> np.ndarray:
@@ -136,7 +144,7 @@ def ece(y, s, w=None) -> np.ndarray:
     """
     y, s = np.asarray(y, float), np.asarray(s, float)
     w = _as_weights(w, y.size)
-    idx = np.minimum((s * N_BINS).astype(int), N_BINS - 1)
+    idx = ece_bin(s)
     m = np.zeros((y.size, N_BINS))
     m[np.arange(y.size), idx] = y - s
     return np.abs(w @ m).sum(axis=1) / w.sum(axis=1)
@@ -191,7 +199,8 @@ def point_stats(y, s) -> dict:
 
 
 def bootstrap_weights(n: int, n_boot: int, rng: np.random.Generator, clusters=None):
-    """Row-count weights of ``n_boot`` resamples of the group's ``n`` rows, yielded in chunks of ≤ 2 million cells.
+    """Row-count weights of ``n_boot`` resamples of ``n`` rows, in chunks of ≤ 2 million cells (the exact,
+    row-level reference of :func:`bootstrap_stats`; the tests compare the two).
 
     Rows are resampled with replacement (the group keeps its size); with ``clusters`` (patient ids), whole patients
     are resampled (as many as the group has) and every row weighs the number of times its patient was drawn.
@@ -209,29 +218,103 @@ def bootstrap_weights(n: int, n_boot: int, rng: np.random.Generator, clusters=No
             yield picks[:, inv].astype(float)
 
 
-def bootstrap_stats(y, s, point: dict, n_boot: int, rng: np.random.Generator, clusters=None) -> dict:
-    """Replicates (arrays of length ``n_boot``, NaN where a refit failed) of intercept, slope, slope_intercept,
-    oe_ratio, brier and ece. Logit-scale refits start from the point estimates (a few Newton steps each)."""
+def bootstrap_stats_rows(y, s, point: dict, n_boot: int, rng: np.random.Generator, clusters=None) -> dict:
+    """Exact row-level bootstrap (every replicate refitted on its resampled rows); cost grows with rows × B."""
     y, s = np.asarray(y, float), np.asarray(s, float)
-    l = clipped_logit(s)
-    fit = not math.isnan(point.get("intercept", math.nan))
-    fit2 = not math.isnan(point.get("slope", math.nan))
-    parts: dict[str, list] = {k: [] for k in ("intercept", "slope", "slope_intercept", "oe_ratio", "brier", "ece")}
+    parts: dict[str, list] = {}
     for w in bootstrap_weights(y.size, n_boot, rng, clusters):
-        tot = w.sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            parts["oe_ratio"].append((w @ y) / (w @ s))
-        parts["brier"].append((w @ ((s - y) ** 2)) / tot)
-        parts["ece"].append(ece(y, s, w))
-        nan = np.full(w.shape[0], np.nan)
-        parts["intercept"].append(fit_intercept(y, l, w, start=point["intercept"], tol=1e-8) if fit else nan)
-        if fit2:
-            a2, b = fit_slope(y, l, w, start=(point["slope_intercept"], point["slope"]), tol=1e-8)
-        else:
-            a2, b = nan, nan
-        parts["slope_intercept"].append(a2)
-        parts["slope"].append(b)
+        for k, v in _replicates(y, s, clipped_logit(s), ece_bin(s), w, point).items():
+            parts.setdefault(k, []).append(v)
     return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def _replicates(y, s, l, ebin, w, start: dict, shift: dict | None = None, sq=None) -> dict:
+    """Statistics of the rows (or cells) ``y, s, l`` weighted by each row of ``w``; logit fits start at ``start``.
+    ``sq``: the mean of (s − y)² per cell (rows: None, computed)."""
+    tot = w.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = {"oe_ratio": (w @ y) / (w @ s)}
+    out["brier"] = (w @ ((s - y) ** 2 if sq is None else sq)) / tot
+    m = np.zeros((y.size, N_BINS))
+    m[np.arange(y.size), ebin] = y - s
+    out["ece"] = np.abs(w @ m).sum(axis=1) / tot
+    nan = np.full(w.shape[0], np.nan)
+    a0 = start.get("intercept", math.nan)
+    out["intercept"] = nan if math.isnan(a0) else fit_intercept(y, l, w, start=a0, tol=1e-7)
+    b0 = (start.get("slope_intercept", math.nan), start.get("slope", math.nan))
+    if math.isnan(b0[1]):
+        out["slope_intercept"], out["slope"] = nan, nan
+    else:
+        out["slope_intercept"], out["slope"] = fit_slope(y, l, w, start=b0, tol=1e-7)
+    for k, d in (shift or {}).items():
+        out[k] = out[k] + d
+    return out
+
+
+def score_cells(y, s, n_quantiles: int = N_QUANTILE_CELLS) -> tuple[np.ndarray, dict]:
+    """Cells of the group's rows for a count bootstrap: label × score interval, the intervals being ``n_quantiles``
+    quantile bins of the scores refined by the 10 equal-width ECE edges (so every cell lies in one ECE bin). Groups
+    of at most ``EXACT_CELLS`` rows get one cell per distinct (label, score): no grouping at all.
+
+    Returns (cell index per row, per-cell {"y", "s" (mean score), "sq" (mean (s − y)²), "l" (mean logit),
+    "ebin"}).
+    """
+    y = np.asarray(y, int)
+    s = np.asarray(s, float)
+    if s.size <= EXACT_CELLS:
+        _, cell = np.unique(np.column_stack([s, y]), axis=0, return_inverse=True)
+        cell = cell.ravel()
+    else:
+        inner = np.quantile(s, np.linspace(0, 1, n_quantiles + 1)[1:-1])
+        edges = np.unique(np.concatenate([ECE_EDGES, inner]))
+        _, cell = np.unique(2 * np.searchsorted(edges, s, side="right") + y, return_inverse=True)
+    k = int(cell.max()) + 1 if cell.size else 0
+    cnt = np.bincount(cell, minlength=k).astype(float)
+
+    def mean(v):
+        return np.bincount(cell, weights=v, minlength=k) / cnt
+
+    l = clipped_logit(s)
+    info = {"y": mean(y.astype(float)), "s": mean(s), "sq": mean((s - y) ** 2), "l": mean(l),
+            "ebin": ece_bin(s)[np.unique(cell, return_index=True)[1]]}
+    return cell, info
+
+
+def bootstrap_stats(y, s, point: dict, n_boot: int, rng: np.random.Generator, clusters=None) -> dict:
+    """Bootstrap replicates (length ``n_boot``, NaN where a refit failed) of intercept, slope, slope_intercept,
+    oe_ratio, brier and ece, drawn as cell counts (as the gap audit draws its confusion cells).
+
+    Rows are resampled with replacement inside the group (or whole patients, with ``clusters``); a replicate is the
+    count of resampled rows in each cell of :func:`score_cells` — ``Multinomial(n, cell shares)`` for rows, the
+    summed cell counts of the drawn patients for clusters — so the cost does not grow with the rows. O/E, Brier and
+    ECE are exact functions of the cell counts (each cell lies in one ECE bin) up to the spread of the scores inside
+    a cell (about 1/64 of the group's rows; none in groups of ≤ 256 rows). The logit fits use each cell's mean logit; their replicates are
+    shifted by (exact fit − fit on the observed cell counts), which removes the grouping error of the estimate
+    itself. A test checks the intervals against the exact row-level bootstrap (:func:`bootstrap_stats_rows`).
+    """
+    from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
+
+    y, s = np.asarray(y, int), np.asarray(s, float)
+    cell, c = score_cells(y, s)
+    k = c["y"].size
+    if clusters is None:
+        counts = stratified_cell_counts(cell, np.zeros(cell.size, int), k, n_boot, rng)
+    else:
+        counts = cluster_cell_counts(cell, clusters, k, n_boot, rng)
+    observed = np.bincount(cell, minlength=k)[None, :].astype(float)
+    # the grouped fit on the observed counts, and the shift to the exact estimate
+    grouped = _replicates(c["y"], c["s"], c["l"], c["ebin"], observed, point, sq=c["sq"])
+    shift = {key: point[key] - float(grouped[key][0]) for key in ("intercept", "slope_intercept", "slope")
+             if not math.isnan(point.get(key, math.nan)) and np.isfinite(grouped[key][0])}
+    start = {key: float(grouped[key][0]) for key in ("intercept", "slope_intercept", "slope")}
+    out: dict[str, list] = {}
+    chunk = max(1, 2_000_000 // max(k, 1))
+    for i in range(0, n_boot, chunk):
+        reps = _replicates(c["y"], c["s"], c["l"], c["ebin"], counts[i:i + chunk].astype(float), start, shift,
+                           sq=c["sq"])
+        for key, v in reps.items():
+            out.setdefault(key, []).append(v)
+    return {key: np.concatenate(v) for key, v in out.items()}
 
 
 def equivalence_p(intercept, intercept_se, slope, slope_se, intercept_margin: float,
@@ -261,27 +344,26 @@ def _downsample(n: int, k: int = MAX_POINTS) -> np.ndarray:
 
 
 def reliability_bins(y, s, level: float = 0.95) -> list[dict]:
-    """Per non-empty equal-width bin: bin, lower, upper, n, mean predicted, observed share and its Wilson interval.
+    """Per non-empty equal-width bin: bin, lower, upper, n, mean predicted, observed share and its Clopper–Pearson
+    interval (scipy's inverse regularised incomplete beta, vectorised over the bins).
 
-    Wilson (scipy's ``binomtest(...).proportion_ci(method="wilson")``) rather than Clopper–Pearson: near-nominal
-    coverage without Clopper–Pearson's conservatism, and never outside [0, 1] or degenerate at 0/n.
+    Clopper–Pearson rather than Wilson: it never under-covers, which matters for the sparse end bins of a
+    reliability curve (a bin of 3 rows is common), and it is defined at 0/n and n/n.
     """
-    from scipy.stats import binomtest
+    from scipy.special import betaincinv
 
     y, s = np.asarray(y, int), check_probabilities(s)
-    idx = np.minimum((s * N_BINS).astype(int), N_BINS - 1)
-    out = []
-    for b in range(N_BINS):
-        m = idx == b
-        n = int(m.sum())
-        if n == 0:
-            continue
-        k = int(y[m].sum())
-        ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
-        out.append({"bin": b, "lower": b / N_BINS, "upper": (b + 1) / N_BINS, "n": n,
-                    "predicted": float(s[m].mean()), "observed": k / n,
-                    "ci_low": float(ci.low), "ci_high": float(ci.high)})
-    return out
+    idx = ece_bin(s)
+    n = np.bincount(idx, minlength=N_BINS)
+    k = np.bincount(idx, weights=y, minlength=N_BINS)
+    ssum = np.bincount(idx, weights=s, minlength=N_BINS)
+    tail = (1.0 - level) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(k > 0, betaincinv(np.maximum(k, 1), n - k + 1, tail), 0.0)
+        hi = np.where(k < n, betaincinv(k + 1, np.maximum(n - k, 1), 1.0 - tail), 1.0)
+    return [{"bin": b, "lower": b / N_BINS, "upper": (b + 1) / N_BINS, "n": int(n[b]),
+             "predicted": float(ssum[b] / n[b]), "observed": float(k[b] / n[b]),
+             "ci_low": float(lo[b]), "ci_high": float(hi[b])} for b in range(N_BINS) if n[b] > 0]
 
 
 def smoothed_curve(y, s) -> tuple[np.ndarray, np.ndarray]:
@@ -298,8 +380,12 @@ def smoothed_curve(y, s) -> tuple[np.ndarray, np.ndarray]:
     if xs.size == 0:
         return xs, xs
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
-    xs = xs[_downsample(xs.size)]
-    return xs, iso.predict(xs)
+    fitted = iso.predict(xs)
+    # a step function is drawn exactly by the two ends of each step
+    change = np.flatnonzero(np.diff(fitted) != 0)
+    keep = np.unique(np.concatenate([[0, xs.size - 1], change, change + 1]))
+    keep = keep[_downsample(keep.size)]
+    return xs[keep], fitted[keep]
 
 
 def roc_pr(y, s, threshold: float) -> dict | None:
