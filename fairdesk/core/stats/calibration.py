@@ -121,6 +121,7 @@ def fit_slope(y, l, w=None, start=None, tol=1e-10) -> tuple[np.ndarray, np.ndarr
             da = (h11 * g0 - h01 * g1) / det
             db = (h00 * g1 - h01 * g0) / det
         bad = ~(np.isfinite(da) & np.isfinite(db))
+        da, db = np.where(bad, 0.0, da), np.where(bad, 0.0, db)
         scale = np.minimum(1.0, _MAX_STEP / np.maximum(np.abs(da), np.abs(db)).clip(min=1e-300))
         da = np.where(done | bad, 0.0, da * scale)
         db = np.where(done | bad, 0.0, db * scale)
@@ -128,8 +129,17 @@ def fit_slope(y, l, w=None, start=None, tol=1e-10) -> tuple[np.ndarray, np.ndarr
         done |= (np.maximum(np.abs(da), np.abs(db)) < tol) & ~bad
         if done.all():
             break
-    ok = done & (np.abs(a) < _SEPARATION) & (np.abs(b) < _SEPARATION) & _both_classes(y, w)
+    ok = done & (np.abs(a) < _SEPARATION) & (np.abs(b) < _SEPARATION) & _overlap(y, l, w)
     return np.where(ok, a, np.nan), np.where(ok, b, np.nan)
+
+
+def _overlap(y, l, w) -> np.ndarray:
+    """Per weight row: do the classes overlap in ``l``? Without overlap (complete or quasi-complete separation, or a
+    single score value) the slope model's maximum-likelihood estimate does not exist (it runs off to ±∞)."""
+    pos, neg = (w > 0) & (y == 1), (w > 0) & (y == 0)
+    max0, min0 = np.where(neg, l, -np.inf).max(axis=1), np.where(neg, l, np.inf).min(axis=1)
+    max1, min1 = np.where(pos, l, -np.inf).max(axis=1), np.where(pos, l, np.inf).min(axis=1)
+    return (max0 > min1) & (max1 > min0)
 
 
 def _both_classes(y, w) -> np.ndarray:
@@ -183,14 +193,21 @@ def point_stats(y, s) -> dict:
         p = _sigmoid(a + l)
         out["intercept_se"] = float(1.0 / math.sqrt(np.sum(p * (1 - p))))
     if math.isnan(a2) or math.isnan(b):
-        out["reason"] = "the calibration slope cannot be fitted (the scores separate the classes perfectly)"
+        out["reason"] = ("the calibration slope cannot be fitted: the scores separate the classes (no overlap) or "
+                         "take a single value")
         return out
     out["slope"], out["slope_intercept"] = b, a2
     p = _sigmoid(a2 + b * l)
     v = p * (1 - p)
     info = np.array([[v.sum(), (v * l).sum()], [(v * l).sum(), (v * l * l).sum()]])
+    with np.errstate(all="ignore"):
+        var_b = float(np.linalg.pinv(info)[1, 1])
+    if not var_b > 0 or not math.isfinite(var_b):
+        out["slope"] = out["slope_intercept"] = math.nan
+        out["reason"] = "the calibration slope cannot be estimated (the scores barely overlap between the classes)"
+        return out
     out["info"] = info
-    out["slope_se"] = float(math.sqrt(np.linalg.inv(info)[1, 1]))
+    out["slope_se"] = math.sqrt(var_b)
     ones = np.ones((1, n))
     stat = 2.0 * float(_loglik(y, a2 + b * l, ones)[0] - _loglik(y, l, ones)[0])
     out["lr_stat"] = max(stat, 0.0)
