@@ -681,6 +681,7 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
     but rows of the group *without* label stratification: fixing the number of positives would remove most of the
     sampling variance of the calibration intercept and O/E (mean(y) − mean(s) would no longer vary with y).
     """
+    from scipy.special import ndtri
     from scipy.stats import chi2
 
     from fairdesk.core.stats import calibration as C
@@ -704,7 +705,12 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
             ok = np.isfinite(reps)
             row[m] = _finite(values[m])
             lo = hi = None
-            if row[m] is not None and ok.sum() > 1:
+            if row[m] is not None and ok.sum() > 1 and m == "ece":
+                # ECE sums absolute values: it is biased upward and its replicates more so, so that the percentile
+                # interval can lie wholly above the estimate. Normal interval from the bootstrap SE, clipped at 0.
+                half = float(ndtri(0.5 + plan.ci_level / 2)) * float(np.std(reps[ok], ddof=1))
+                lo, hi = max(0.0, row[m] - half), row[m] + half
+            elif row[m] is not None and ok.sum() > 1:
                 lo, hi = np.percentile(reps[ok], [level_tail, 100.0 - level_tail])
             row[f"{m}_ci_low"], row[f"{m}_ci_high"] = _finite(lo), _finite(hi)
         b_ok = np.isfinite(boot["slope"]) & np.isfinite(boot["slope_intercept"])
