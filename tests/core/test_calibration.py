@@ -242,6 +242,10 @@ def test_calibration_off_and_whole_patient_resampling():
     roles = ColumnRoles(label="y", score="s", attributes=("g",), patient_id="pid")
     res = run_group_audit(_table(6, n=600, patients=150), GroupAuditPlan(roles=roles, n_boot=200))
     assert (res.calibration["design_effect"] >= 1).all() and res.calibration["p_value"].notna().all()
+    own = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100, calibration_own_family=True))
+    fam = own.tests.groupby("metric")["family_key"].agg(set)
+    assert fam["calibration"] == {"audit | calibration tests"} and fam["recall"] == {"audit"}
+    pd.testing.assert_frame_equal(own.records[["q_value"]], off.records[["q_value"]])  # gaps as without calibration
     with pytest.raises(DataError, match="slope"):
         GroupAuditPlan(roles=ROLES, calibration_slope_range=(1.1, 1.3))
 
@@ -264,7 +268,7 @@ def test_json_round_trip_and_older_audits_load():
     for key in ("calibration", "curves"):
         del doc[key]
     doc["tests"] = [t for t in doc["tests"] if t["metric"] != "calibration"]
-    for key in ("calibration", "calibration_intercept_margin", "calibration_slope_range"):
+    for key in ("calibration", "calibration_intercept_margin", "calibration_slope_range", "calibration_own_family"):
         del doc["plan"][key]
     old = GroupAuditResult.from_dict(doc)
     assert old.calibration.empty and list(old.calibration.columns) == list(res.calibration.columns)

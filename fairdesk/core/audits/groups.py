@@ -92,6 +92,7 @@ class GroupAuditPlan:
     calibration: bool = True  # calibration by group (tests join the correction family) and ROC/PR/reliability curves
     calibration_intercept_margin: float = 0.2  # equivalence: |calibration intercept| below this (logit scale) ...
     calibration_slope_range: tuple[float, float] = (0.8, 1.25)  # ... and the calibration slope inside this range
+    calibration_own_family: bool = False  # True: calibration tests are corrected apart from the gaps (see correct())
 
     def __post_init__(self) -> None:
         bad = [m for m in self.metrics if m not in METRICS]
@@ -913,6 +914,10 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
     otherwise "equivalent" when the adjusted TOST p ≤ α; otherwise "inconclusive". (A gap can be both significantly
     non-zero and inside the margin with very large groups; it is then reported as "differs".) Δ_eo has no
     equivalence margin (its scale depends on N and the error rates), so it is "differs" or "inconclusive".
+
+    Calibration tests (metric "calibration") are tests of the audit like any other and join these families. With
+    BH, many true calibration findings (a badly calibrated model) make the gap tests' threshold more lenient; with
+    ``plan.calibration_own_family`` they are corrected in a family of their own (next to each family above).
     """
     t = tests.copy()
     if t.empty:
@@ -925,6 +930,8 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
         key = (t["attribute"].astype(str) + " | " + t["group"].astype(str)
                + t["comparison"].map(lambda c: f" vs {c}" if isinstance(c, str) and not c.startswith("not ") else "")
                + " | " + t["metric"].astype(str))
+    if getattr(plan, "calibration_own_family", False):
+        key = key.where(t["metric"] != "calibration", key + " | calibration tests")
     t["family_key"] = key
     t["q_value"] = np.nan
     t["q_equivalence"] = np.nan
