@@ -139,7 +139,7 @@ def test_cell_bootstrap_agrees_with_the_row_bootstrap():
     """The audit's bootstrap draws counts of (label × score-interval) cells; it must give the intervals the exact
     row-level bootstrap gives (same distribution up to Monte-Carlo error, here B = 800)."""
     rng = np.random.default_rng(11)
-    for n in (120, 1500):  # exact cells (≤ 256 rows) and 64 quantile cells
+    for n in (120, 1500):  # exact cells (≤ 256 rows) and 32 quantile cells
         s = 1 / (1 + np.exp(-rng.normal(-0.8, 1.0, n)))
         y = (rng.random(n) < s).astype(int)
         pt = C.point_stats(y, s)

@@ -36,7 +36,7 @@ _MAX_ITER = 60
 _MAX_STEP = 5.0  # Newton steps are capped (logit scale) so that a poor start cannot overshoot into overflow
 _SEPARATION = 50.0  # a fitted |coefficient| beyond this means (quasi-)separation: the fit is reported as failed
 ECE_EDGES = np.arange(1, N_BINS) / N_BINS  # inner edges of the equal-width bins; a bin is [lower, upper)
-N_QUANTILE_CELLS = 64  # score cells per group for the bootstrap (refined by the ECE edges), see score_cells
+N_QUANTILE_CELLS = 32  # score cells per group for the bootstrap (refined by the ECE edges), see score_cells
 EXACT_CELLS = 256  # up to this many rows, every distinct (label, score) is its own cell: the bootstrap is exact
 
 
@@ -81,55 +81,65 @@ def fit_intercept(y, l, w=None, start=None, tol=1e-10) -> np.ndarray:
     """Calibration intercept: ``a`` maximising ``Σ w ℓ(y, a + l)`` (offset ``l``), one per weight row.
 
     ``w``: None (all rows once), a length-n vector, or an ``(R, n)`` array of bootstrap row counts. NaN where the
-    fit fails (one class only under these weights, or no convergence).
+    fit fails (one class only under these weights, or no convergence). Only rows still moving are iterated.
     """
     y, l = np.asarray(y, float), np.asarray(l, float)
     w = _as_weights(w, y.size)
     a = np.zeros(w.shape[0]) if start is None else np.full(w.shape[0], float(start))
     done = np.zeros(w.shape[0], bool)
+    active = np.flatnonzero(_both_classes(y, w))  # without both classes the estimate is ±∞
     for _ in range(_MAX_ITER):
-        p = _sigmoid(a[:, None] + l[None, :])
-        grad = (w * (y - p)).sum(axis=1)
-        info = (w * p * (1 - p)).sum(axis=1)
+        if active.size == 0:
+            break
+        wa = w[active]
+        p = _sigmoid(a[active, None] + l[None, :])
+        grad = wa @ y - (wa * p).sum(axis=1)
+        info = (wa * (p * (1 - p))).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.clip(grad / info, -_MAX_STEP, _MAX_STEP)
-        step = np.where(done | ~np.isfinite(step), 0.0, step)
-        a = a + step
-        done |= np.abs(step) < tol
-        if done.all():
-            break
-    ok = done & (np.abs(a) < _SEPARATION) & _both_classes(y, w)
+        fail = ~np.isfinite(step)
+        a[active] += np.where(fail, 0.0, step)
+        conv = (np.abs(step) < tol) & ~fail
+        done[active[conv]] = True
+        active = active[~(conv | fail)]
+    ok = done & (np.abs(a) < _SEPARATION)
     return np.where(ok, a, np.nan)
 
 
 def fit_slope(y, l, w=None, start=None, tol=1e-10) -> tuple[np.ndarray, np.ndarray]:
-    """Calibration slope model ``logit P(y=1) = a' + b·l``: (a', b), each of shape (R,) for R weight rows."""
+    """Calibration slope model ``logit P(y=1) = a' + b·l``: (a', b), each of shape (R,) for R weight rows.
+    Only rows still moving are iterated; rows whose classes do not overlap in ``l`` are NaN (no finite estimate)."""
     y, l = np.asarray(y, float), np.asarray(l, float)
     w = _as_weights(w, y.size)
     r = w.shape[0]
     a = np.zeros(r) if start is None else np.full(r, float(start[0]))
     b = np.ones(r) if start is None else np.full(r, float(start[1]))
     done = np.zeros(r, bool)
-    wl, wl2 = w * l, w * l * l
+    active = np.flatnonzero(_overlap(y, l, w))
+    yl = y * l
     for _ in range(_MAX_ITER):
-        p = _sigmoid(a[:, None] + b[:, None] * l[None, :])
-        res, v = y - p, p * (1 - p)
-        g0, g1 = (w * res).sum(axis=1), (wl * res).sum(axis=1)
-        h00, h01, h11 = (w * v).sum(axis=1), (wl * v).sum(axis=1), (wl2 * v).sum(axis=1)
+        if active.size == 0:
+            break
+        wa = w[active]
+        p = _sigmoid(a[active, None] + b[active, None] * l[None, :])
+        wp = wa * p
+        wv = wp * (1 - p)
+        g0 = wa @ y - wp.sum(axis=1)
+        g1 = wa @ yl - wp @ l
+        h00, h01, h11 = wv.sum(axis=1), wv @ l, wv @ (l * l)
         det = h00 * h11 - h01 * h01
         with np.errstate(divide="ignore", invalid="ignore"):
             da = (h11 * g0 - h01 * g1) / det
             db = (h00 * g1 - h01 * g0) / det
-        bad = ~(np.isfinite(da) & np.isfinite(db))
-        da, db = np.where(bad, 0.0, da), np.where(bad, 0.0, db)
+        fail = ~(np.isfinite(da) & np.isfinite(db))
+        da, db = np.where(fail, 0.0, da), np.where(fail, 0.0, db)
         scale = np.minimum(1.0, _MAX_STEP / np.maximum(np.abs(da), np.abs(db)).clip(min=1e-300))
-        da = np.where(done | bad, 0.0, da * scale)
-        db = np.where(done | bad, 0.0, db * scale)
-        a, b = a + da, b + db
-        done |= (np.maximum(np.abs(da), np.abs(db)) < tol) & ~bad
-        if done.all():
-            break
-    ok = done & (np.abs(a) < _SEPARATION) & (np.abs(b) < _SEPARATION) & _overlap(y, l, w)
+        a[active] += da * scale
+        b[active] += db * scale
+        conv = (np.maximum(np.abs(da), np.abs(db)) < tol) & ~fail
+        done[active[conv]] = True
+        active = active[~(conv | fail)]
+    ok = done & (np.abs(a) < _SEPARATION) & (np.abs(b) < _SEPARATION)
     return np.where(ok, a, np.nan), np.where(ok, b, np.nan)
 
 
@@ -257,12 +267,12 @@ def _replicates(y, s, l, ebin, w, start: dict, shift: dict | None = None, sq=Non
     out["ece"] = np.abs(w @ m).sum(axis=1) / tot
     nan = np.full(w.shape[0], np.nan)
     a0 = start.get("intercept", math.nan)
-    out["intercept"] = nan if math.isnan(a0) else fit_intercept(y, l, w, start=a0, tol=1e-7)
+    out["intercept"] = nan if math.isnan(a0) else fit_intercept(y, l, w, start=a0, tol=1e-6)
     b0 = (start.get("slope_intercept", math.nan), start.get("slope", math.nan))
     if math.isnan(b0[1]):
         out["slope_intercept"], out["slope"] = nan, nan
     else:
-        out["slope_intercept"], out["slope"] = fit_slope(y, l, w, start=b0, tol=1e-7)
+        out["slope_intercept"], out["slope"] = fit_slope(y, l, w, start=b0, tol=1e-6)
     for k, d in (shift or {}).items():
         out[k] = out[k] + d
     return out
@@ -305,7 +315,7 @@ def bootstrap_stats(y, s, point: dict, n_boot: int, rng: np.random.Generator, cl
     count of resampled rows in each cell of :func:`score_cells` — ``Multinomial(n, cell shares)`` for rows, the
     summed cell counts of the drawn patients for clusters — so the cost does not grow with the rows. O/E, Brier and
     ECE are exact functions of the cell counts (each cell lies in one ECE bin) up to the spread of the scores inside
-    a cell (about 1/64 of the group's rows; none in groups of ≤ 256 rows). The logit fits use each cell's mean logit; their replicates are
+    a cell (about 1/32 of the group's rows; none in groups of ≤ 256 rows). The logit fits use each cell's mean logit; their replicates are
     shifted by (exact fit − fit on the observed cell counts), which removes the grouping error of the estimate
     itself. A test checks the intervals against the exact row-level bootstrap (:func:`bootstrap_stats_rows`).
     """
