@@ -124,7 +124,8 @@ def _ethnicity_table(seed=7, n=2000):
 
 def test_finding7_a_pair_shown_twice_has_mirrored_interval_and_one_verdict():
     df = _ethnicity_table()
-    res = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("ethnicity",)), calibration=False))
+    res = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("ethnicity",)),
+                                             calibration=False))
     rec = res.records.set_index(["group", "metric"])
     w, h = rec.loc[("White", "specificity")], rec.loc[("Hispanic", "specificity")]
     assert w["comparison"] == "Hispanic" and h["comparison"] == "White"  # the reproduction of the layout

@@ -315,9 +315,10 @@ def bootstrap_stats(y, s, point: dict, n_boot: int, rng: np.random.Generator, cl
     count of resampled rows in each cell of :func:`score_cells` — ``Multinomial(n, cell shares)`` for rows, the
     summed cell counts of the drawn patients for clusters — so the cost does not grow with the rows. O/E, Brier and
     ECE are exact functions of the cell counts (each cell lies in one ECE bin) up to the spread of the scores inside
-    a cell (about 1/32 of the group's rows; none in groups of ≤ 256 rows). The logit fits use each cell's mean logit; their replicates are
-    shifted by (exact fit − fit on the observed cell counts), which removes the grouping error of the estimate
-    itself. A test checks the intervals against the exact row-level bootstrap (:func:`bootstrap_stats_rows`).
+    a cell (about 1/32 of the group's rows; none in groups of ≤ 256 rows). The logit fits use each cell's mean
+    logit; their replicates are shifted by (exact fit − fit on the observed cell counts), which removes the grouping
+    error of the estimate itself. A test checks the intervals against the exact row-level bootstrap
+    (:func:`bootstrap_stats_rows`).
     """
     from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
 
