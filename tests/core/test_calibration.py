@@ -112,6 +112,34 @@ def test_separation_and_one_class_are_not_estimable_not_numbers():
     assert one["brier"] == pytest.approx(np.mean(np.array([0.1, 0.2, 0.3, 0.7]) ** 2))
 
 
+def test_a_group_without_a_slope_is_tested_on_its_intercept_alone():
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(8)
+    df = pd.DataFrame({"g": ["A"] * 120 + ["B"] * 60, "s": np.r_[rng.random(120), np.full(60, 0.3)]})
+    df["y"] = (rng.random(180) < np.where(df["g"] == "B", 0.6, df["s"])).astype(int)  # B: 0.3 predicted, 0.6 seen
+    res = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100,
+                                             min_group_size=10))
+    b = res.calibration.set_index("group").loc["B"]
+    assert np.isnan(b["calibration_slope"]) and "single value" in b["reason"] and "1 df" in b["test"]
+    yb = df.loc[df["g"] == "B", "y"].to_numpy()
+    a = np.log(yb.mean() / (1 - yb.mean())) - np.log(0.3 / 0.7)  # with one score value the MLE is closed-form
+    assert b["calibration_intercept"] == pytest.approx(a, abs=1e-8)
+    stat = 2 * (_loglik(yb, np.full(60, a + _logit(0.3))) - _loglik(yb, np.full(60, _logit(0.3))))
+    assert b["p_value"] == pytest.approx(chi2.sf(stat, 1), rel=1e-6)
+    assert b["verdict"] == "differs" and pd.isna(b["p_equivalence"])
+    assert "2 df" in res.calibration.set_index("group").loc["A", "test"]
+
+
+def test_robust_covariance_ignores_a_few_wild_replicates():
+    rng = np.random.default_rng(3)
+    x = rng.multivariate_normal([0, 1], [[1.0, 0.6], [0.6, 2.0]], 4000)
+    cov = C.robust_cov(x[:, 0], x[:, 1])
+    np.testing.assert_allclose(cov, [[1.0, 0.6], [0.6, 2.0]], atol=0.12)
+    x[:20, 1] = 1e3  # near-separation refits
+    assert C.robust_cov(x[:, 0], x[:, 1])[1, 1] == pytest.approx(2.0, rel=0.1)
+
+
 def test_reliability_bins_and_curves():
     from scipy.stats import binomtest
 

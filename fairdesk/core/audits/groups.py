@@ -219,7 +219,7 @@ _COLUMNS = {
               "q_equivalence", "verdict"],
     "calibration": ["task", "attribute", "group", "n", "n_positive"]
                    + [f"{m}{suffix}" for m in CALIBRATION_MEASURES for suffix in ("", "_ci_low", "_ci_high")]
-                   + ["lr_stat", "p_value", "p_equivalence", "design_effect", "n_boot_valid", "q_value",
+                   + ["test", "lr_stat", "p_value", "p_equivalence", "design_effect", "n_boot_valid", "q_value",
                       "q_equivalence", "verdict", "test_id", "reason"],
     "curves": ["task", "attribute", "group", "curve", "x", "y", "threshold", "n", "ci_low", "ci_high"],
 }
@@ -694,7 +694,8 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
         yg, sg = y[in_g], s[in_g]
         pt = C.point_stats(yg, sg)
         row = {"task": task, "attribute": attr, "group": str(name), "n": pt["n"], "n_positive": pt["n_positive"],
-               "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None, "n_boot_valid": 0,
+               "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
+               "n_boot_valid": 0,
                "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None, "reason": pt["reason"]}
         values = {"calibration_intercept": pt["intercept"], "calibration_slope": pt["slope"],
                   "oe_ratio": pt["oe_ratio"], "brier": pt["brier"], "ece": pt["ece"]}
@@ -716,24 +717,35 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
             row[f"{m}_ci_low"], row[f"{m}_ci_high"] = _finite(lo), _finite(hi)
         b_ok = np.isfinite(boot["slope"]) & np.isfinite(boot["slope_intercept"])
         row["n_boot_valid"] = int(b_ok.sum())
+        a_ok = np.isfinite(boot["intercept"])
+        d_int = 1.0  # design effect of the intercept (whole patients), floored at 1
+        if cluster and a_ok.sum() > 2 and pt["intercept_se"] > 0:
+            iqr = np.subtract(*np.percentile(boot["intercept"][a_ok], [75, 25])) / 1.349
+            d_int = max(1.0, float(iqr ** 2 / pt["intercept_se"] ** 2))
+        test_kind = None
         if pt["info"] is not None:
-            deff, se_scale = 1.0, (1.0, 1.0)
+            deff, d_slope = 1.0, 1.0
             if cluster and b_ok.sum() > 2:
-                # Rao–Scott first-order correction: mean eigenvalue of (model information × bootstrap covariance);
-                # per-coefficient design effects widen the TOST standard errors. Floored at 1 (never narrower).
-                cov = np.cov(np.vstack([boot["slope_intercept"][b_ok], boot["slope"][b_ok]]))
+                # Rao–Scott first-order correction: mean eigenvalue of (model information × bootstrap covariance),
+                # the covariance robust to the heavy tails of small-group refits. Floored at 1 (never narrower).
+                cov = C.robust_cov(boot["slope_intercept"][b_ok], boot["slope"][b_ok])
                 deff = max(1.0, float(np.trace(pt["info"] @ cov)) / 2.0)
-                a_ok = np.isfinite(boot["intercept"])
-                da = (np.var(boot["intercept"][a_ok], ddof=1) / pt["intercept_se"] ** 2) if a_ok.sum() > 2 else 1.0
-                db = cov[1, 1] / pt["slope_se"] ** 2
-                se_scale = (math.sqrt(max(1.0, da)), math.sqrt(max(1.0, db)))
+                d_slope = max(1.0, float(cov[1, 1] / pt["slope_se"] ** 2))
             p = float(chi2.sf(pt["lr_stat"] / deff, 2))
-            p_eq = C.equivalence_p(pt["intercept"], pt["intercept_se"] * se_scale[0], pt["slope"],
-                                   pt["slope_se"] * se_scale[1], plan.calibration_intercept_margin,
+            p_eq = C.equivalence_p(pt["intercept"], pt["intercept_se"] * math.sqrt(d_int), pt["slope"],
+                                   pt["slope_se"] * math.sqrt(d_slope), plan.calibration_intercept_margin,
                                    plan.calibration_slope_range)
+            stat, test_kind = pt["lr_stat"], "joint LR test of intercept 0 and slope 1 (2 df)"
+        elif math.isfinite(pt["p_value_intercept"]):
+            # no slope (separation or a single score value): calibration-in-the-large is still testable; without a
+            # slope the group cannot be shown calibrated, so there is no equivalence test
+            deff, p_eq = d_int, math.nan
+            p = float(chi2.sf(pt["lr_stat_intercept"] / deff, 1))
+            stat, test_kind = pt["lr_stat_intercept"], "LR test of intercept 0 alone (1 df; no slope)"
+        if test_kind is not None:
             test_id = f"{task}|{attr}|calibration|{name}"
-            row.update(lr_stat=_finite(pt["lr_stat"]), p_value=p, p_equivalence=_finite(p_eq), design_effect=deff,
-                       test_id=test_id)
+            row.update(lr_stat=_finite(stat), p_value=p, p_equivalence=_finite(p_eq), design_effect=deff,
+                       test_id=test_id, test=test_kind)
             tests.append({"test_id": test_id, "task": task, "attribute": attr, "metric": "calibration",
                           "kind": "calibration", "group": str(name), "comparison": None, "gap": None,
                           "ci_low": None, "ci_high": None, "p_value": p, "p_equivalence": _finite(p_eq),
@@ -1005,7 +1017,7 @@ def calibration_findings(result: GroupAuditResult) -> pd.DataFrame:
                    p_value=p, q_value=r["q_value"], significant=None if p is None else bool(p <= alpha),
                    significant_bh=r["verdict"] == "differs", verdict=r["verdict"], test_id=r["test_id"],
                    p_equivalence=r["p_equivalence"], q_equivalence=r["q_equivalence"],
-                   n_boot_valid=r["n_boot_valid"], test=CALIBRATION_TEST_TEXT, reason=r["reason"])
+                   n_boot_valid=r["n_boot_valid"], test=r.get("test") or CALIBRATION_TEST_TEXT, reason=r["reason"])
         rows.append(row)
     return pd.DataFrame.from_records(rows, columns=cols)
 
