@@ -754,25 +754,42 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
         _curve_rows(task, attr, str(name), yg, sg, tau, plan, curve_rows)
 
 
+CURVE_DIGITS = 5  # curve points are stored rounded (they are drawn, not computed with); operating points exact
+
+
+def _points(values, digits: int | None = CURVE_DIGITS) -> list:
+    """A JSON-ready list: floats rounded to ``digits`` decimals, None for NaN / ±inf."""
+    out = []
+    for v in values:
+        v = _finite(v)
+        out.append(None if v is None else (round(v, digits) if digits is not None else v))
+    return out
+
+
 def _curve_rows(task, attr, group, y, s, tau, plan, out):
+    """One row per (task, attribute, group, curve); the points are lists (x, y and, where they apply, threshold,
+    n and the interval), so that a 57-task audit's curves stay a few MB of JSON."""
     from fairdesk.core.stats import calibration as C
 
     base = {"task": task, "attribute": attr, "group": group, "threshold": None, "n": None, "ci_low": None,
             "ci_high": None}
-    for b in C.reliability_bins(y, s, plan.ci_level):
-        out.append({**base, "curve": "reliability", "x": b["predicted"], "y": b["observed"], "n": b["n"],
-                    "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
-    for x, v in zip(*C.smoothed_curve(y, s)):
-        out.append({**base, "curve": "smoothed", "x": float(x), "y": float(v)})
+    bins = C.reliability_bins(y, s, plan.ci_level)
+    out.append({**base, "curve": "reliability", "x": _points(b["predicted"] for b in bins),
+                "y": _points(b["observed"] for b in bins), "n": [int(b["n"]) for b in bins],
+                "ci_low": _points(b["ci_low"] for b in bins), "ci_high": _points(b["ci_high"] for b in bins)})
+    xs, fit = C.smoothed_curve(y, s)
+    out.append({**base, "curve": "smoothed", "x": _points(xs), "y": _points(fit)})
     d = C.roc_pr(y, s, tau)
     if d is None:
         return
     for curve in ("roc", "pr"):
-        for x, v, thr in zip(*d[curve]):
-            out.append({**base, "curve": curve, "x": float(x), "y": float(v), "threshold": _finite(thr)})
+        x, v, thr = d[curve]
+        out.append({**base, "curve": curve, "x": _points(x), "y": _points(v), "threshold": _points(thr)})
     op = d["operating"]
-    out.append({**base, "curve": "operating_roc", "x": op["fpr"], "y": op["tpr"], "threshold": tau})
-    out.append({**base, "curve": "operating_pr", "x": op["recall"], "y": _finite(op["precision"]), "threshold": tau})
+    out.append({**base, "curve": "operating_roc", "x": _points([op["fpr"]], None), "y": _points([op["tpr"]], None),
+                "threshold": [tau]})
+    out.append({**base, "curve": "operating_pr", "x": _points([op["recall"]], None),
+                "y": _points([op["precision"]], None), "threshold": [tau]})
 
 
 def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan) -> dict:
