@@ -162,6 +162,17 @@ def test_reliability_bins_and_curves():
     assert d["operating"]["fpr"] == pytest.approx(yhat[y == 0].mean())
     assert d["operating"]["precision"] == pytest.approx(y[yhat].mean())
     assert C.roc_pr([1, 1, 1], [0.2, 0.5, 0.9], 0.5) is None
+    # the PR points derived from the ROC pass are sklearn's precision_recall_curve (ties and all)
+    from sklearn.metrics import precision_recall_curve, roc_curve
+
+    for yy, ss in ((y[:150], s[:150].round(1)), (np.array([0, 1, 1, 0, 1]), np.array([0.2, 0.2, 0.7, 0.7, 0.9]))):
+        d = C.roc_pr(yy, ss, 0.5)
+        prec, rec, thr = precision_recall_curve(yy, ss)
+        np.testing.assert_allclose(d["pr"][1], prec, atol=1e-12)
+        np.testing.assert_allclose(d["pr"][0], rec, atol=1e-12)
+        np.testing.assert_allclose(d["pr"][2][:-1], thr)
+        fpr, tpr, _ = roc_curve(yy, ss, drop_intermediate=False)
+        np.testing.assert_allclose(d["roc"][0], fpr) and np.testing.assert_allclose(d["roc"][1], tpr)
 
 
 def test_cell_bootstrap_agrees_with_the_row_bootstrap():

@@ -436,19 +436,28 @@ def smoothed_curve(y, s) -> tuple[np.ndarray, np.ndarray]:
 
 def roc_pr(y, s, threshold: float) -> dict | None:
     """ROC and precision–recall points (each ≤ ``MAX_POINTS``) and the operating point at ``threshold``
-    (prediction ``s ≥ threshold``, as in the audit). None when the group lacks a class."""
-    from sklearn.metrics import precision_recall_curve, roc_curve
+    (prediction ``s ≥ threshold``, as in the audit). None when the group lacks a class.
+
+    One sort: the PR points are sklearn's ``precision_recall_curve`` computed from ``roc_curve(...,
+    drop_intermediate=False)`` (same thresholds; precision = TP/(TP + FP), recall = TPR, in sklearn's order with its
+    final (recall 0, precision 1) point); a test checks them against ``precision_recall_curve``.
+    """
+    from sklearn.metrics import roc_curve
 
     y, s = np.asarray(y, int), check_probabilities(s)
     if y.size == 0 or y.min() == y.max():
         return None
-    fpr, tpr, thr = roc_curve(y, s)
+    pos, neg = int(y.sum()), int((y == 0).sum())
+    fpr, tpr, thr = roc_curve(y, s, drop_intermediate=False)
     i = _downsample(fpr.size)
-    prec, rec, thr_pr = precision_recall_curve(y, s)
+    tps, fps = tpr[1:] * pos, fpr[1:] * neg  # skip sklearn's leading (0, 0) point at threshold +inf
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec = np.where(tps + fps > 0, tps / np.maximum(tps + fps, 1e-300), 1.0)
+    rec = tpr[1:]
+    prec, rec, thr_pr = np.append(prec[::-1], 1.0), np.append(rec[::-1], 0.0), thr[1:][::-1]
     j = _downsample(prec.size)
     yhat = s >= threshold
     tp, fp = int((yhat & (y == 1)).sum()), int((yhat & (y == 0)).sum())
-    pos, neg = int(y.sum()), int((y == 0).sum())
     return {"roc": (fpr[i], tpr[i], thr[i]),
             "pr": (rec[j], prec[j], np.append(thr_pr, np.nan)[j]),  # the last PR point has no threshold
             "operating": {"fpr": fp / neg, "tpr": tp / pos, "recall": tp / pos,
