@@ -1,4 +1,6 @@
-"""Group performance gaps (METHODS §1) and error spread over a continuous attribute, Δ_eo^(N) (METHODS §2).
+"""Group performance gaps (METHODS §1), error spread over a continuous attribute, Δ_eo^(N) (METHODS §2), and
+calibration and discrimination by group (METHODS §8: table ``calibration``, whose tests join the correction family,
+and table ``curves``; the numbers are in :mod:`fairdesk.core.stats.calibration`).
 
 Entry point: :func:`run_group_audit` ``(table, plan, progress, cancel) -> GroupAuditResult``.
 
