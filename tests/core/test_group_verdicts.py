@@ -124,7 +124,8 @@ def _ethnicity_table(seed=7, n=2000):
 
 def test_finding7_a_pair_shown_twice_has_mirrored_interval_and_one_verdict():
     df = _ethnicity_table()
-    res = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("ethnicity",))))
+    res = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("ethnicity",)),
+                                             calibration=False))
     rec = res.records.set_index(["group", "metric"])
     w, h = rec.loc[("White", "specificity")], rec.loc[("Hispanic", "specificity")]
     assert w["comparison"] == "Hispanic" and h["comparison"] == "White"  # the reproduction of the layout
@@ -187,8 +188,8 @@ def test_equivalent_needs_precision_and_inconclusive_is_not_fair():
         return pd.DataFrame({"y": y, "s": np.where(yhat, 0.9, 0.1), "g": g})
 
     roles = ColumnRoles(label="y", score="s", attributes=("g",))
-    big = run_group_audit(table(40000), GroupAuditPlan(roles=roles, n_boot=300))
-    small = run_group_audit(table(120), GroupAuditPlan(roles=roles, n_boot=300))
+    big = run_group_audit(table(40000), GroupAuditPlan(roles=roles, n_boot=300, calibration=False))
+    small = run_group_audit(table(120), GroupAuditPlan(roles=roles, n_boot=300, calibration=False))
     assert set(big.records["verdict"]) == {"equivalent"}
     assert set(small.records["verdict"]) == {"inconclusive"}
     assert (big.summary["n_equivalent"] == 1).all() and (small.summary["n_inconclusive"] == 1).all()
@@ -203,7 +204,7 @@ def test_equivalent_needs_precision_and_inconclusive_is_not_fair():
 
 def test_family_and_correction_options():
     df, roles = simulate_audit_table(n_tasks=3, group_sizes=(300, 200, 100), seed=5)
-    base = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=200, seed=1))
+    base = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=200, seed=1, calibration=False))
     t = base.tests
     np.testing.assert_allclose(correct(t, GroupAuditPlan(roles=roles, correction="holm"))["q_value"],
                                holm(t["p_value"].to_numpy(float)))
@@ -261,7 +262,7 @@ def test_size_of_the_pair_test_under_complete_nulls(design, kw, tol):
     k = n = 0
     for rep in range(8):
         df, roles = simulate_audit_table(n_tasks=10, seed=1000 + rep, **kw)
-        t = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=200, seed=rep)).tests
+        t = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=200, seed=rep, calibration=False)).tests
         p = t["p_value"].dropna().to_numpy(float)
         k, n = k + int((p <= ALPHA).sum()), n + p.size
     lo, hi = _binomial_ci(k, n)
@@ -277,7 +278,7 @@ def test_finding2_complete_null_audits_rarely_report_a_difference():
     n_audits = 25
     for rep in range(n_audits):
         df, roles = simulate_audit_table(n_tasks=10, seed=2000 + rep)
-        res = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=150, seed=rep))
+        res = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=150, seed=rep, calibration=False))
         flagged += bool((res.records["verdict"] == "differs").any())
         narrow = correct(res.tests, GroupAuditPlan(roles=roles, family="attribute-group-measure"))
         flagged_narrow += bool((narrow["verdict"] == "differs").any())

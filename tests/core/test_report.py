@@ -192,7 +192,9 @@ def test_summary_says_when_nothing_is_significant(audit):
     rec = audit.records.copy()
     rec["significant_bh"] = rec["significant_bh"].map(lambda v: None if v is None else False)
     rec["verdict"] = rec["verdict"].map(lambda v: None if v is None else "inconclusive")
-    quiet = dataclasses.replace(audit, records=rec)
+    cal = audit.calibration.copy()  # calibration tests count as comparisons too (issue 14)
+    cal["verdict"] = cal["verdict"].map(lambda v: None if v is None else "inconclusive")
+    quiet = dataclasses.replace(audit, records=rec, calibration=cal)
     quiet_report = build_group_report(quiet)
     text = quiet_report.text()
     assert "No comparison differs after the correction" in text

@@ -1,4 +1,6 @@
-"""Group performance gaps (METHODS §1) and error spread over a continuous attribute, Δ_eo^(N) (METHODS §2).
+"""Group performance gaps (METHODS §1), error spread over a continuous attribute, Δ_eo^(N) (METHODS §2), and
+calibration and discrimination by group (METHODS §8: table ``calibration``, whose tests join the correction family,
+and table ``curves``; the numbers are in :mod:`fairdesk.core.stats.calibration`).
 
 Entry point: :func:`run_group_audit` ``(table, plan, progress, cancel) -> GroupAuditResult``.
 
@@ -60,6 +62,10 @@ METRIC_TEXT = {
     "delta_eo": "error spread Δ_eo^(N) = Σ|FPR−mean FPR| + Σ|FNR−mean FNR| over N ordered bins",
 }
 MISSING_GROUP = "(missing)"
+CALIBRATION_MEASURES = ("calibration_intercept", "calibration_slope", "oe_ratio", "brier", "ece")
+CALIBRATION_TEST_TEXT = ("joint likelihood-ratio test of calibration intercept 0 and slope 1 (χ², 2 df); "
+                         "equivalence: intersection–union TOST on intercept and slope")
+CURVES = ("roc", "pr", "reliability", "smoothed", "operating_roc", "operating_pr")
 
 
 @dataclass
@@ -86,6 +92,10 @@ class GroupAuditPlan:
     family: str = "audit"  # correction family: "audit" | "task" | "attribute-group-measure" (001's)
     correction: str = "bh"  # "bh" (Benjamini–Hochberg) | "holm"
     margin: float = 0.05  # equivalence margin of the two one-sided tests (TOST), on the rate scale
+    calibration: bool = True  # calibration by group (tests join the correction family) and ROC/PR/reliability curves
+    calibration_intercept_margin: float = 0.2  # equivalence: |calibration intercept| below this (logit scale) ...
+    calibration_slope_range: tuple[float, float] = (0.8, 1.25)  # ... and the calibration slope inside this range
+    calibration_own_family: bool = False  # True: calibration tests are corrected apart from the gaps (see correct())
 
     def __post_init__(self) -> None:
         bad = [m for m in self.metrics if m not in METRICS]
@@ -103,6 +113,15 @@ class GroupAuditPlan:
         if not 0.0 < float(self.margin) < 1.0:
             raise DataError(f"The equivalence margin {self.margin} must be in (0, 1) (a difference of rates).")
         self.margin = float(self.margin)
+        self.calibration = bool(self.calibration)
+        self.calibration_intercept_margin = float(self.calibration_intercept_margin)
+        if not self.calibration_intercept_margin > 0:
+            raise DataError("The calibration-intercept equivalence margin must be positive (logit scale, e.g. 0.2).")
+        lo, hi = (float(v) for v in self.calibration_slope_range)
+        if not 0 < lo < 1 < hi:
+            raise DataError(f"The calibration-slope equivalence range ({lo:g}, {hi:g}) must contain 1 and lie above "
+                            "0, e.g. 0.8 to 1.25.")
+        self.calibration_slope_range = (lo, hi)
         if isinstance(self.threshold, str):
             if self.threshold != "best_f1":
                 try:
@@ -137,7 +156,7 @@ class GroupAuditPlan:
         return cls(**d)
 
 
-TABLES = ("records", "groups", "summary", "dropped", "delta_bins", "tests")
+TABLES = ("records", "groups", "summary", "dropped", "delta_bins", "tests", "calibration", "curves")
 
 
 @dataclass
@@ -153,6 +172,10 @@ class GroupAuditResult:
     warnings: list[str] = field(default_factory=list)
     tests: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["tests"]))
     # every test of the correction family (each pair once), with its family, q-values and verdict
+    calibration: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["calibration"]))
+    # per (task, attribute, tested group): calibration numbers with bootstrap CIs, the joint test and its verdict
+    curves: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["curves"]))
+    # per (task, attribute, tested group): ROC, PR, reliability and smoothed points, and the operating point
 
     def to_dict(self) -> dict:
         out = {"plan": self.plan.to_dict(), "thresholds": self.thresholds, "provenance": self.provenance,
@@ -197,6 +220,11 @@ _COLUMNS = {
     "tests": ["test_id", "task", "attribute", "metric", "kind", "group", "comparison", "gap", "ci_low", "ci_high",
               "p_value", "p_equivalence", "design_effect", "n_boot_valid", "family_key", "q_value",
               "q_equivalence", "verdict"],
+    "calibration": ["task", "attribute", "group", "n", "n_positive"]
+                   + [f"{m}{suffix}" for m in CALIBRATION_MEASURES for suffix in ("", "_ci_low", "_ci_high")]
+                   + ["test", "lr_stat", "p_value", "p_equivalence", "design_effect", "n_boot_valid", "q_value",
+                      "q_equivalence", "verdict", "test_id", "reason"],
+    "curves": ["task", "attribute", "group", "curve", "x", "y", "threshold", "n", "ci_low", "ci_high"],
 }
 
 
@@ -398,6 +426,10 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         warnings.append(TO_OVERALL_NOTE)
 
     rng = np.random.default_rng(plan.seed)
+    # calibration draws its own stream from the same seed, so switching it on or off leaves every gap unchanged
+    cal_rng = np.random.default_rng(np.random.SeedSequence(plan.seed, spawn_key=(14,)))
+    cal_rows: list[dict] = []
+    curve_rows: list[dict] = []
     records: list[dict] = []
     tests: list[dict] = []
     group_rows: list[dict] = []
@@ -434,8 +466,13 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
             rep(step / steps, f"{task}: {attr}")
             step += 1
             labels = _group_labels(sub, attr, intersections).to_numpy(dtype=object)
+            first = len(group_rows)
             _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, plan, rng,
                              records, group_rows, dropped, sub_patients=patients, tests=tests)
+            if plan.calibration:
+                tested = [r["group"] for r in group_rows[first:] if r["tested"]]
+                _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau, plan, cal_rng,
+                                   cal_rows, curve_rows, tests)
         for attr in roles.continuous_attributes:
             rep(step / steps, f"{task}: {attr} error spread")
             step += 1
@@ -458,10 +495,21 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         rec["q_equivalence"] = rec["q_equivalence"].astype(float)
         rec["significant_bh"] = np.where(has, rec["verdict"] == "differs", None).astype(object)
         rec["verdict"] = rec["verdict"].astype(object).where(has, None)
+    cal = pd.DataFrame.from_records(cal_rows, columns=_COLUMNS["calibration"])
+    if not cal.empty:
+        by_id = tst.set_index("test_id") if not tst.empty else None
+        has = cal["test_id"].notna()
+        for col in ("q_value", "q_equivalence", "verdict"):
+            cal[col] = None
+            if by_id is not None and has.any():
+                cal.loc[has, col] = cal.loc[has, "test_id"].map(by_id[col]).to_numpy()
+        cal["q_value"] = cal["q_value"].astype(float)
+        cal["q_equivalence"] = cal["q_equivalence"].astype(float)
     summary = summarise(rec)
     prov = _prov.make(plan.seed, data_sha256, model_hashes, n_boot=plan.n_boot, bootstrap=boot_mode,
                       n_rows=int(len(table)), n_eval_rows=int(len(eval_df)))
-    return GroupAuditResult(plan=plan, records=rec, tests=tst,
+    return GroupAuditResult(plan=plan, records=rec, tests=tst, calibration=cal,
+                            curves=pd.DataFrame.from_records(curve_rows, columns=_COLUMNS["curves"]),
                             groups=pd.DataFrame.from_records(group_rows, columns=_COLUMNS["groups"]),
                             summary=summary,
                             dropped=pd.DataFrame.from_records(dropped, columns=_COLUMNS["dropped"]),
@@ -608,6 +656,133 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                 "test": TEST_TEXT[plan.gap_rule] + ("; whole-patient bootstrap design effect" if cluster else ""),
                 "verdict": None, "test_id": None if t is None else t["test_id"],
                 "p_equivalence": None if t is None else t["p_equivalence"], "q_equivalence": None})
+
+
+def _finite(v):
+    """A float for the tables, None for NaN / ±inf (JSON has neither)."""
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau, plan, rng, cal_rows, curve_rows,
+                       tests):
+    """Calibration by group (METHODS §8) for the tested groups of one attribute; its joint tests join ``tests``.
+
+    Bootstrap: the gap bootstrap draws confusion-cell counts, which do not carry the scores, so calibration cannot
+    reuse its replicates. It resamples with the same seed and the same unit (whole patients when patients repeat)
+    but rows of the group *without* label stratification: fixing the number of positives would remove most of the
+    sampling variance of the calibration intercept and O/E (mean(y) − mean(s) would no longer vary with y).
+    """
+    from scipy.special import ndtri
+    from scipy.stats import chi2
+
+    from fairdesk.core.stats import calibration as C
+
+    s = C.check_probabilities(s)
+    level_tail = (1.0 - plan.ci_level) / 2.0 * 100.0
+    for name in tested:
+        in_g = labels == name
+        yg, sg = y[in_g], s[in_g]
+        pt = C.point_stats(yg, sg)
+        row = {"task": task, "attribute": attr, "group": str(name), "n": pt["n"], "n_positive": pt["n_positive"],
+               "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
+               "n_boot_valid": 0,
+               "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None, "reason": pt["reason"]}
+        values = {"calibration_intercept": pt["intercept"], "calibration_slope": pt["slope"],
+                  "oe_ratio": pt["oe_ratio"], "brier": pt["brier"], "ece": pt["ece"]}
+        boot = C.bootstrap_stats(yg, sg, pt, plan.n_boot, rng,
+                                 clusters=patients[in_g] if cluster and patients is not None else None)
+        boot_key = {"calibration_intercept": "intercept", "calibration_slope": "slope"}
+        for m in CALIBRATION_MEASURES:
+            reps = boot[boot_key.get(m, m)]
+            ok = np.isfinite(reps)
+            row[m] = _finite(values[m])
+            lo = hi = None
+            if row[m] is not None and ok.sum() > 1 and m == "ece":
+                # ECE sums absolute values: it is biased upward and its replicates more so, so that the percentile
+                # interval can lie wholly above the estimate. Normal interval from the bootstrap SE, clipped at 0.
+                half = float(ndtri(0.5 + plan.ci_level / 2)) * float(np.std(reps[ok], ddof=1))
+                lo, hi = max(0.0, row[m] - half), row[m] + half
+            elif row[m] is not None and ok.sum() > 1:
+                lo, hi = np.percentile(reps[ok], [level_tail, 100.0 - level_tail])
+            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = _finite(lo), _finite(hi)
+        b_ok = np.isfinite(boot["slope"]) & np.isfinite(boot["slope_intercept"])
+        row["n_boot_valid"] = int(b_ok.sum())
+        a_ok = np.isfinite(boot["intercept"])
+        d_int = 1.0  # design effect of the intercept (whole patients), floored at 1
+        if cluster and a_ok.sum() > 2 and pt["intercept_se"] > 0:
+            iqr = np.subtract(*np.percentile(boot["intercept"][a_ok], [75, 25])) / 1.349
+            d_int = max(1.0, float(iqr ** 2 / pt["intercept_se"] ** 2))
+        test_kind = None
+        if pt["info"] is not None:
+            deff, d_slope = 1.0, 1.0
+            if cluster and b_ok.sum() > 2:
+                # Rao–Scott first-order correction: mean eigenvalue of (model information × bootstrap covariance),
+                # the covariance robust to the heavy tails of small-group refits. Floored at 1 (never narrower).
+                cov = C.robust_cov(boot["slope_intercept"][b_ok], boot["slope"][b_ok])
+                deff = max(1.0, float(np.trace(pt["info"] @ cov)) / 2.0)
+                d_slope = max(1.0, float(cov[1, 1] / pt["slope_se"] ** 2))
+            p = float(chi2.sf(pt["lr_stat"] / deff, 2))
+            p_eq = C.equivalence_p(pt["intercept"], pt["intercept_se"] * math.sqrt(d_int), pt["slope"],
+                                   pt["slope_se"] * math.sqrt(d_slope), plan.calibration_intercept_margin,
+                                   plan.calibration_slope_range)
+            stat, test_kind = pt["lr_stat"], "joint LR test of intercept 0 and slope 1 (2 df)"
+        elif math.isfinite(pt["p_value_intercept"]):
+            # no slope (separation or a single score value): calibration-in-the-large is still testable; without a
+            # slope the group cannot be shown calibrated, so there is no equivalence test
+            deff, p_eq = d_int, math.nan
+            p = float(chi2.sf(pt["lr_stat_intercept"] / deff, 1))
+            stat, test_kind = pt["lr_stat_intercept"], "LR test of intercept 0 alone (1 df; no slope)"
+        if test_kind is not None:
+            test_id = f"{task}|{attr}|calibration|{name}"
+            row.update(lr_stat=_finite(stat), p_value=p, p_equivalence=_finite(p_eq), design_effect=deff,
+                       test_id=test_id, test=test_kind)
+            tests.append({"test_id": test_id, "task": task, "attribute": attr, "metric": "calibration",
+                          "kind": "calibration", "group": str(name), "comparison": None, "gap": None,
+                          "ci_low": None, "ci_high": None, "p_value": p, "p_equivalence": _finite(p_eq),
+                          "design_effect": deff, "n_boot_valid": row["n_boot_valid"]})
+        cal_rows.append(row)
+        _curve_rows(task, attr, str(name), yg, sg, tau, plan, curve_rows)
+
+
+CURVE_DIGITS = 5  # curve points are stored rounded (they are drawn, not computed with); operating points exact
+
+
+def _points(values, digits: int | None = CURVE_DIGITS) -> list:
+    """A JSON-ready list: floats rounded to ``digits`` decimals, None for NaN / ±inf."""
+    out = []
+    for v in values:
+        v = _finite(v)
+        out.append(None if v is None else (round(v, digits) if digits is not None else v))
+    return out
+
+
+def _curve_rows(task, attr, group, y, s, tau, plan, out):
+    """One row per (task, attribute, group, curve); the points are lists (x, y and, where they apply, threshold,
+    n and the interval), so that a 57-task audit's curves stay a few MB of JSON."""
+    from fairdesk.core.stats import calibration as C
+
+    base = {"task": task, "attribute": attr, "group": group, "threshold": None, "n": None, "ci_low": None,
+            "ci_high": None}
+    bins = C.reliability_bins(y, s, plan.ci_level)
+    out.append({**base, "curve": "reliability", "x": _points(b["predicted"] for b in bins),
+                "y": _points(b["observed"] for b in bins), "n": [int(b["n"]) for b in bins],
+                "ci_low": _points(b["ci_low"] for b in bins), "ci_high": _points(b["ci_high"] for b in bins)})
+    xs, fit = C.smoothed_curve(y, s)
+    out.append({**base, "curve": "smoothed", "x": _points(xs), "y": _points(fit)})
+    d = C.roc_pr(y, s, tau)
+    if d is None:
+        return
+    for curve in ("roc", "pr"):
+        x, v, thr = d[curve]
+        out.append({**base, "curve": curve, "x": _points(x), "y": _points(v), "threshold": _points(thr)})
+    op = d["operating"]
+    out.append({**base, "curve": "operating_roc", "x": _points([op["fpr"]], None), "y": _points([op["tpr"]], None),
+                "threshold": [tau]})
+    out.append({**base, "curve": "operating_pr", "x": _points([op["recall"]], None),
+                "y": _points([op["precision"]], None), "threshold": [tau]})
 
 
 def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan) -> dict:
@@ -761,6 +936,10 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
     otherwise "equivalent" when the adjusted TOST p ≤ α; otherwise "inconclusive". (A gap can be both significantly
     non-zero and inside the margin with very large groups; it is then reported as "differs".) Δ_eo has no
     equivalence margin (its scale depends on N and the error rates), so it is "differs" or "inconclusive".
+
+    Calibration tests (metric "calibration") are tests of the audit like any other and join these families. With
+    BH, many true calibration findings (a badly calibrated model) make the gap tests' threshold more lenient; with
+    ``plan.calibration_own_family`` they are corrected in a family of their own (next to each family above).
     """
     t = tests.copy()
     if t.empty:
@@ -773,6 +952,8 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
         key = (t["attribute"].astype(str) + " | " + t["group"].astype(str)
                + t["comparison"].map(lambda c: f" vs {c}" if isinstance(c, str) and not c.startswith("not ") else "")
                + " | " + t["metric"].astype(str))
+    if getattr(plan, "calibration_own_family", False):
+        key = key.where(t["metric"] != "calibration", key + " | calibration tests")
     t["family_key"] = key
     t["q_value"] = np.nan
     t["q_equivalence"] = np.nan
@@ -813,28 +994,55 @@ def findings(result: GroupAuditResult) -> pd.DataFrame:
     A pair of groups shown in two rows (max rule: "A vs B" and "B vs A") is one test with one verdict; the row kept
     is the one from the side of the group with the lower rate (gap ≤ 0), as the report tells it. The GUI header,
     the board summary and the PDF all count from here.
+    Calibration tests (one per task, attribute and group; ``metric`` "calibration", no ``gap``) follow the gaps.
     """
     rec = result.records
-    if rec.empty or "test_id" not in rec:
+    if "test_id" not in rec:
         return rec.iloc[0:0]
     sel = rec[rec["test_id"].notna()]
     sel = sel.assign(_up=(sel["gap"].astype(float) > 0).astype(int), _i=np.arange(len(sel)))
     sel = sel.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
-    return sel.drop(columns=["_up", "_i"])
+    sel = sel.drop(columns=["_up", "_i"])
+    cal = calibration_findings(result)
+    if cal.empty:
+        return sel
+    if sel.empty:
+        return cal
+    return pd.concat([sel, cal], ignore_index=True)
+
+
+def calibration_findings(result: GroupAuditResult) -> pd.DataFrame:
+    """The calibration tests as rows shaped like ``records`` (metric "calibration"; gap, rates and CI empty)."""
+    cal = getattr(result, "calibration", None)
+    cols = _COLUMNS["records"]
+    if cal is None or cal.empty:
+        return pd.DataFrame(columns=cols)
+    cal = cal[cal["test_id"].notna()]
+    rows = []
+    alpha = result.plan.alpha
+    for r in cal.to_dict(orient="records"):
+        row = dict.fromkeys(cols)
+        p = r["p_value"]
+        row.update(task=r["task"], attribute=r["attribute"], group=r["group"], metric="calibration", n=r["n"],
+                   p_value=p, q_value=r["q_value"], significant=None if p is None else bool(p <= alpha),
+                   significant_bh=r["verdict"] == "differs", verdict=r["verdict"], test_id=r["test_id"],
+                   p_equivalence=r["p_equivalence"], q_equivalence=r["q_equivalence"],
+                   n_boot_valid=r["n_boot_valid"], test=r.get("test") or CALIBRATION_TEST_TEXT, reason=r["reason"])
+        rows.append(row)
+    return pd.DataFrame.from_records(rows, columns=cols)
 
 
 def verdict_counts(result: GroupAuditResult, metric: str | None = None) -> dict[str, int]:
     """Unique comparisons shown, by verdict: ``differs``, ``equivalent``, ``inconclusive``, ``total`` (tested) and
     ``tests`` (every test in the correction families, pairs not shown included). ``metric``: "gaps" for the rate
-    gaps only, "delta_eo" for Δ_eo only, None for both."""
+    gaps only, "delta_eo" for Δ_eo only, "calibration" for the calibration tests only, None for all."""
     f = findings(result)
     t = result.tests
-    if metric == "gaps":
-        f = f[f["metric"] != "delta_eo"]
-        t = t[t["metric"] != "delta_eo"] if not t.empty else t
-    elif metric == "delta_eo":
-        f = f[f["metric"] == "delta_eo"]
-        t = t[t["metric"] == "delta_eo"] if not t.empty else t
+    if metric is not None:
+        keep = {"gaps": lambda m: ~m.isin(["delta_eo", "calibration"]), "delta_eo": lambda m: m == "delta_eo",
+                "calibration": lambda m: m == "calibration"}[metric]
+        f = f[keep(f["metric"])] if not f.empty else f
+        t = t[keep(t["metric"])] if not t.empty else t
     out = {v: int((f["verdict"] == v).sum()) if not f.empty else 0 for v in VERDICTS}
     out["total"] = sum(out.values())
     out["tests"] = int(t["p_value"].notna().sum()) if not t.empty else 0
