@@ -244,10 +244,10 @@ def test_planted_miscalibration_is_found_and_the_table_is_complete():
     for m in CALIBRATION_MEASURES:  # every estimate inside its interval (ECE: normal interval, see METHODS §8)
         assert ((cal[f"{m}_ci_low"] <= cal[m] + 1e-12) & (cal[m] <= cal[f"{m}_ci_high"] + 1e-12)).all(), m
     assert (cal["n"] == res.groups.set_index(["attribute", "group"]).loc[cal.index, "n"]).all()
-    # the calibration tests are in the audit's correction family and in every count
+    # the calibration tests are corrected in a family of their own (the default) and are in every count
     t = res.tests
     assert (t["metric"] == "calibration").sum() == 5
-    assert t.loc[t["metric"] == "calibration", "family_key"].eq("audit").all()
+    assert t.loc[t["metric"] == "calibration", "family_key"].eq("audit | calibration tests").all()
     counts, cal_counts = verdict_counts(res), verdict_counts(res, "calibration")
     assert cal_counts["tests"] == 5 and cal_counts["differs"] >= 1
     assert counts["tests"] == verdict_counts(res, "gaps")["tests"] + 5
@@ -279,7 +279,7 @@ def test_large_calibrated_groups_are_equivalent_and_a_small_one_is_inconclusive(
 def test_calibration_off_and_whole_patient_resampling():
     off = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100, calibration=False))
     assert off.calibration.empty and off.curves.empty and not (off.tests["metric"] == "calibration").any()
-    on = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100))
+    on = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100, calibration_own_family=False))
     # calibration draws its own random stream: switching it on leaves every gap unchanged
     cols = ["gap", "ci_low", "ci_high", "p_value", "p_equivalence"]  # the q-values change: a larger family
     pd.testing.assert_frame_equal(off.records[cols], on.records[cols])
@@ -287,7 +287,7 @@ def test_calibration_off_and_whole_patient_resampling():
     roles = ColumnRoles(label="y", score="s", attributes=("g",), patient_id="pid")
     res = run_group_audit(_table(6, n=600, patients=150), GroupAuditPlan(roles=roles, n_boot=200))
     assert (res.calibration["design_effect"] >= 1).all() and res.calibration["p_value"].notna().all()
-    own = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100, calibration_own_family=True))
+    own = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100))  # the default: a family of its own
     fam = own.tests.groupby("metric")["family_key"].agg(set)
     assert fam["calibration"] == {"audit | calibration tests"} and fam["recall"] == {"audit"}
     pd.testing.assert_frame_equal(own.records[["q_value"]], off.records[["q_value"]])  # gaps as without calibration

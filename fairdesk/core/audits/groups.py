@@ -95,7 +95,7 @@ class GroupAuditPlan:
     calibration: bool = True  # calibration by group (tests join the correction family) and ROC/PR/reliability curves
     calibration_intercept_margin: float = 0.2  # equivalence: |calibration intercept| below this (logit scale) ...
     calibration_slope_range: tuple[float, float] = (0.8, 1.25)  # ... and the calibration slope inside this range
-    calibration_own_family: bool = False  # True: calibration tests are corrected apart from the gaps (see correct())
+    calibration_own_family: bool = True  # calibration tests corrected apart from the gaps (see correct(), §8)
 
     def __post_init__(self) -> None:
         bad = [m for m in self.metrics if m not in METRICS]
