@@ -97,7 +97,8 @@ def test_a_run_stores_lists_and_shows_the_comparison(cohort_window, run_and_wait
     assert plot.point_count("leakage") == 3  # the svm has no representation
     assert plot.axis_labels("delta")[0] == "accuracy" and "eo" in plot.axis_labels("delta")[1]
     assert plot.axis_labels("leakage") == ("accuracy", "age R² (fresh probe)")
-    assert sorted(plot.lambda_labels("delta")) == ["λ=0", "λ=1"]
+    labelled = [v for t in plot.lambda_labels("delta") for v in t.removeprefix("λ=").split(", ")]
+    assert sorted(labelled) == ["0", "1"]  # each λ once (points at one place share a label)
     row = plot.data[plot.data["method"] == "dnn"].iloc[0]
     tip = plot.tooltip_at("delta", row["accuracy"], row["delta_eo_5"])
     assert tip.startswith("DNN") and "accuracy" in tip and "Δ_eo^(5)" in tip
@@ -106,7 +107,7 @@ def test_a_run_stores_lists_and_shows_the_comparison(cohort_window, run_and_wait
     assert len(window.project.datasets()) == n_datasets + 1
     listed = window.dataset_tab.datasets_view.frame()
     assert page.predictions_id in set(listed["id"]) and f"dataset #{page.predictions_id}" in \
-        page.predictions_label.text() and "Group gaps" in page.predictions_label.text()
+        page.predictions_label.text() and "group audit" in page.predictions_label.text()
     page.open_group_audit()
     assert window.audit_tab.dataset_combo.currentData() == page.predictions_id
 
@@ -143,3 +144,21 @@ def test_a_bad_form_says_why_in_place_and_starts_nothing(cohort_window):
     page.frontier_edit.setText("")
     page.label_combo.setCurrentIndex(page.label_combo.findData("f000"))
     assert page.run_audit() is None and "must hold 0/1 values" in page.status.text()
+
+
+def test_cancel_stores_nothing(cohort_window, run_and_wait):
+    window, _ = cohort_window
+    page = window.age_panel
+    tiny_form(page)
+    n_datasets = len(window.project.datasets())
+
+    def start_and_cancel():
+        job = page.run_audit()
+        page.cancel()
+        return job
+
+    job = run_and_wait(window, start_and_cancel, timeout=300000)
+    assert job.state.value == "cancelled"
+    assert page.status.text() == "Cancelled; nothing was stored." and page.audit_ids() == []
+    assert len(window.project.datasets()) == n_datasets and window.project.audits() == []
+    assert page.run_button.isEnabled() and not page.cancel_button.isEnabled()

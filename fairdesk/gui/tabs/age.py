@@ -39,6 +39,7 @@ from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 FEATURES = DATASET_KINDS["features"].name
 BASELINE = "dnn"
 NO_COLUMN = "(choose)"
+METHOD_WIDTH = 210  # widest the method column of a result table starts
 DEFAULT_K = 5  # LearnerSettings.k_adv (kept here so the form is built without creating settings)
 
 
@@ -118,6 +119,7 @@ class AgeLearnersPage(AuditPage):
             item.setData(Qt.ItemDataRole.UserRole, m)
             if m == BASELINE:  # every t-test compares against it: always on
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsUserCheckable & ~Qt.ItemFlag.ItemIsEnabled)
+                item.setText(item.text() + ", always on")
                 item.setToolTip("The DNN baseline always runs: every method is compared against it.")
             else:
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
@@ -302,7 +304,7 @@ class AgeLearnersPage(AuditPage):
         panel = QWidget(self)
         v = QVBoxLayout(panel)
         v.setContentsMargins(0, 0, 0, 0)
-        self.stored_audits(v, max_height=72)
+        self.stored_audits(v, max_height=46)
         self.predictions_label = wrapped_label("", panel)
         self.predictions_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.group_audit_button = push_button("Open in Group gaps", panel, self.open_group_audit,
@@ -316,18 +318,16 @@ class AgeLearnersPage(AuditPage):
         split = QSplitter(Qt.Orientation.Vertical, panel)
         self.summary_view = QTextBrowser(split)
         self.summary_view.setOpenLinks(False)
-        self.summary_view.setMinimumHeight(70)
+        self.summary_view.setMinimumHeight(60)
         split.addWidget(self.summary_view)
 
         self.result_tabs = QTabWidget(split)
-        tables = QSplitter(Qt.Orientation.Vertical, self.result_tabs)
-        self.table1_view = DataFrameView(tables, filterable=False,
+        self.table1_view = DataFrameView(self.result_tabs, filterable=False,
                                          placeholder="Accuracy, Δ_eo^(2) and Δ_eo^(5), mean ± SD over folds.")
-        self.table2_view = DataFrameView(tables, filterable=False,
+        self.table2_view = DataFrameView(self.result_tabs, filterable=False,
                                          placeholder="Paired t-tests against the DNN with their verdicts.")
-        tables.addWidget(self._titled(self.table1_view, "table1"))
-        tables.addWidget(self._titled(self.table2_view, "table2"))
-        self.result_tabs.addTab(tables, "Tables 1–2")
+        self.result_tabs.addTab(self._titled(self.table1_view, "table1"), "Table 1")
+        self.result_tabs.addTab(self._titled(self.table2_view, "table2"), "Table 2: tests vs DNN")
         self.leakage_view = DataFrameView(self.result_tabs, filterable=False,
                                           placeholder="How much age a fresh probe recovers from each representation.")
         self.result_tabs.addTab(self._titled(self.leakage_view, "leakage"), "Leakage")
@@ -337,8 +337,10 @@ class AgeLearnersPage(AuditPage):
                                         placeholder="Held-out rows, participants and label-1 rows per fold.")
         self.result_tabs.addTab(self._titled(self.folds_view, "folds"), "Folds")
         split.addWidget(self.result_tabs)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 5)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 3)
+        split.setChildrenCollapsible(False)
+        split.setSizes([180, 320])
         v.addWidget(split, 1)
         self.show_results(None)
         return panel
@@ -362,6 +364,9 @@ class AgeLearnersPage(AuditPage):
         self._notes[key].setText(table.note if table is not None else "")
         self._notes[key].setVisible(bool(table is not None and table.note))
         view.set_frame(table_frame(table) if table is not None else None)
+        if table is not None and table.rows:  # long method names elide (the tooltip has them): verdicts stay in view
+            header = view.view.horizontalHeader()
+            header.resizeSection(0, min(header.sectionSize(0), METHOD_WIDTH))
 
     def show_results(self, doc) -> None:
         self.predictions_id = None
@@ -403,6 +408,8 @@ class AgeLearnersPage(AuditPage):
                 out.append("<ul style='margin-top:0'>" + "".join(f"<li>{b}</li>" for b in bullets) + "</ul>")
                 bullets.clear()
 
+        # the PDF's order, except that notes (the verdict rule) come after the findings in this small view
+        blocks = [b for b in blocks if b.style != "note"] + [b for b in blocks if b.style == "note"]
         for b in blocks:
             text = html.escape(getattr(b, "text", ""))
             style = getattr(b, "style", "body")
@@ -436,9 +443,10 @@ class AgeLearnersPage(AuditPage):
             self.group_audit_button.setVisible(False)
             return
         name = project.dataset(pred).name
-        self.predictions_label.setText(
-            f"Out-of-fold predictions of every method: dataset #{pred} “{name}” (Dataset tab). The group audit "
-            "(Audit › Group gaps: Δ_eo with bins of the attribute, gaps by band) runs on it directly.")
+        self.predictions_label.setText(f"Out-of-fold predictions of every method: dataset #{pred} (Dataset tab). "
+                                       "The group audit (Δ_eo with bins of the attribute) runs on it directly.")
+        self.predictions_label.setToolTip(f"“{name}”: one row per input row, method and repeat; on Audit › Group "
+                                          "gaps choose it to see Δ_eo with bins and the gaps by band.")
         self.group_audit_button.setVisible(True)
 
     def open_group_audit(self) -> None:

@@ -43,18 +43,31 @@ def point_text(row) -> str:
             f"leakage R² {_fmt(row['leakage_r2'])}")
 
 
+def _coincident(x, y, lambdas, tol: tuple[float, float]) -> dict:
+    """λ values per labelled position: points of one learner closer than ``tol`` (x, y) share one label
+    ("λ=0.5, 2", at the first of them) instead of printing over each other."""
+    out: dict = {}
+    for xi, yi, lam in zip(x, y, lambdas):
+        if lam is None or (isinstance(lam, float) and math.isnan(lam)):
+            continue
+        key = next((k for k in out if abs(k[0] - xi) <= tol[0] and abs(k[1] - yi) <= tol[1]), (xi, yi))
+        out.setdefault(key, []).append(float(lam))
+    return out
+
+
 class FrontierPlot(QWidget):
     """``set_data(frontier_data(doc), colors)``; ``clear(message)``."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.data = pd.DataFrame()
+        self.hint = ""
         self.plots: dict = {}  # panel key -> PlotItem
         self.scatters: dict[str, list] = {}  # panel key -> ScatterPlotItems
         self.labels: dict[str, list] = {}  # panel key -> TextItems (λ labels)
         self._widgets: dict = {}
         self.graphics = QWidget(self)
-        self.graphics.setMinimumHeight(200)
+        self.graphics.setMinimumHeight(170)
         self._row = QHBoxLayout(self.graphics)
         self._row.setContentsMargins(0, 0, 0, 0)
         self.empty_label = QLabel("", self)
@@ -63,8 +76,9 @@ class FrontierPlot(QWidget):
         self.empty_label.setStyleSheet("color: palette(mid); padding: 12px;")
         self.legend = QLabel("", self)
         self.legend.setWordWrap(True)
-        self.readout = QLabel("Point at a point to read its method, λ and values.", self)
-        self.readout.setStyleSheet("color: palette(mid);")
+        self.readout = QLabel("", self)
+        self.readout.setWordWrap(True)
+        self.readout.setStyleSheet("color: #555;")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.empty_label)
@@ -124,6 +138,7 @@ class FrontierPlot(QWidget):
                 plot.addItem(pg.InfiniteLine(pos=0.0, angle=0, movable=False,
                                              pen=pg.mkPen("#bbbbbb", width=1, style=Qt.PenStyle.DashLine)))
             self.plots[key], self.scatters[key], self.labels[key] = plot, [], []
+            tol = self._tolerance(data, column)
             for method, g in data.groupby("method", sort=False):
                 g = g[g["accuracy"].notna() & g[column].notna()].sort_values("lambda", na_position="first")
                 if g.empty:
@@ -140,15 +155,20 @@ class FrontierPlot(QWidget):
                 plot.addItem(scatter)
                 self.scatters[key].append(scatter)
                 if style["role"] == "learner":
-                    for xi, yi, lam in zip(x, y, g["lambda"]):
-                        if lam is None or (isinstance(lam, float) and math.isnan(lam)):
-                            continue
-                        text = pg.TextItem(f"λ={lam:g}", color=style["color"], anchor=(0, 1))
+                    # labels alternate above and below their points, so neighbours along the curve do not collide
+                    for j, ((xi, yi), lams) in enumerate(_coincident(x, y, g["lambda"], tol).items()):
+                        text = pg.TextItem("λ=" + ", ".join(f"{v:g}" for v in lams), color=style["color"],
+                                           anchor=(0, 1) if j % 2 == 0 else (0, 0))
                         text.setPos(xi, yi)
                         plot.addItem(text)
                         self.labels[key].append(text)
             plot.autoRange(padding=0.12)
-        self.legend.setText(self._legend_html(data, styles))
+            if key != PANELS[0][0]:  # one accuracy axis for both panels
+                plot.setXLink(self.plots[PANELS[0][0]])
+        self.legend.setText(self._legend_html(styles))
+        self.updateGeometry()  # the plots were hidden when the parents last asked for this widget's minimum
+        self.hint = self._hint(data)
+        self.readout.setText(self.hint)
 
     # ---- reading it back (tests, the read-out) -------------------------------------------------------------
     def panels(self) -> list[str]:
@@ -173,6 +193,16 @@ class FrontierPlot(QWidget):
 
     # ---- drawing helpers -----------------------------------------------------------------------------------
     @staticmethod
+    def _tolerance(data: pd.DataFrame, column: str) -> tuple[float, float]:
+        """How close two points of one learner must be to share a λ label: 7 % of each axis's span (about a
+        label's height in a panel of this page)."""
+        spans = []
+        for c in ("accuracy", column):
+            v = pd.to_numeric(data[c], errors="coerce").dropna()
+            spans.append(0.07 * max(float(v.max() - v.min()) if len(v) else 0.0, 1e-6))
+        return spans[0], spans[1]
+
+    @staticmethod
     def _styles(data: pd.DataFrame, colors: tuple[str, ...]) -> dict:
         styles, i = {}, 0
         for method, g in data.groupby("method", sort=False):
@@ -188,15 +218,17 @@ class FrontierPlot(QWidget):
         return styles
 
     @staticmethod
-    def _legend_html(data: pd.DataFrame, styles: dict) -> str:
+    def _legend_html(styles: dict) -> str:
         marks = {"star": "★", "o": "●", "s": "■", "d": "◆"}
-        parts = [f"<span style='color:{s['color']}'>{marks[s['symbol']]}</span>&nbsp;{html.escape(s['label'])}"
-                 for s in styles.values()]
-        swept = bool(len(data)) and (data[data["role"] == "learner"].groupby("method").size() > 1).any()
-        tail = ("Learners' points are joined in order of λ." if swept
-                else "One point per method at the run's λ (add frontier λ values to sweep it).")
-        return ("&nbsp;&nbsp; ".join(parts) + f"<br><span style='color:#666'>Lower and further right is better on "
-                f"both panels. {tail}</span>")
+        return "&nbsp;&nbsp; ".join(f"<span style='color:{s['color']}'>{marks[s['symbol']]}</span>&nbsp;"
+                                    f"{html.escape(s['label']).replace(' ', '&nbsp;')}" for s in styles.values())
+
+    @staticmethod
+    def _hint(data: pd.DataFrame) -> str:
+        swept = bool(len(data)) and bool((data[data["role"] == "learner"].groupby("method").size() > 1).any())
+        tail = ("learners' points are joined in order of λ" if swept
+                else "one point per method at the run's λ (give frontier λ values to sweep it)")
+        return f"Lower and further right is better on both panels; {tail}. Point at a point to read its values."
 
     def _mouse_moved(self, pos, panel: str) -> None:
         plot = self.plots.get(panel)
@@ -207,3 +239,4 @@ class FrontierPlot(QWidget):
             if len(pts):
                 self.readout.setText(" · ".join(str(pts[0].data()).split("\n")))
                 return
+        self.readout.setText(self.hint)
