@@ -59,6 +59,9 @@ def test_form_guesses_columns_and_keeps_the_dnn(cohort_window):
     assert "8 other numeric columns" in page.features_note.text()
     page.set_methods(["svm"])
     assert page.methods() == ("dnn", "svm")  # the baseline every t-test needs stays on
+    page.group_combo.setCurrentIndex(page.group_combo.findData("f001"))
+    window.notify_project_changed()  # something else was stored: the user's choices stay
+    assert page.group_combo.currentData() == "f001" and "7 other numeric columns" in page.features_note.text()
 
 
 def test_a_run_stores_lists_and_shows_the_comparison(cohort_window, run_and_wait, monkeypatch, tmp_path):

@@ -77,6 +77,7 @@ class AgeLearnersPage(AuditPage):
     def __init__(self, window) -> None:
         self._tables: dict = {}  # (project path, dataset id) -> DataFrame (loaded once per choice)
         self.table: pd.DataFrame | None = None
+        self._shown = None  # (project path, dataset id) whose columns the form offers
         #: the learners' training settings besides λ and K (a LearnerSettings; None: the defaults). Tests set tiny
         #: networks here; the form's λ and K are applied on top.
         self.learner_base = None
@@ -198,6 +199,12 @@ class AgeLearnersPage(AuditPage):
         return self._tables[key]
 
     def _dataset_changed(self, *args) -> None:
+        project = self.window_.project
+        shown = (str(project.path), self.dataset_combo.currentData()) if project is not None else None
+        if shown == self._shown and self.table is not None:  # the same table (something else was stored): keep
+            self._columns_changed()                           # the user's column choices
+            return
+        self._shown = shown
         try:
             df = self._load(self.dataset_combo.currentData())
         except Exception as err:  # noqa: BLE001 - a dataset that cannot be read: say so, offer nothing
