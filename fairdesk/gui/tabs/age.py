@@ -11,6 +11,9 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 class AgeLearnersPage(QWidget):
     """Placeholder page: says how to run the comparison from the command line."""
 
+    # where the window places it (the base pages' attributes; without them the window cannot be built)
+    TAB, TITLE, ATTR, AFTER = "audit", "Representation learners", "age_page", None
+
     def __init__(self, window=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.window_ = window
