@@ -196,3 +196,12 @@ def test_the_diff_viewer_escapes_markup_and_highlights_only_the_swapped_word(qtb
     viewer.set_examples([])
     assert viewer.shown() == [] and viewer.left.toPlainText() == "" and "No example pairs" in \
         viewer.count_label.text()
+
+
+def test_the_about_box_carries_the_madlibs_attribution(window):
+    import html
+
+    from fairdesk.core.text.madlibs import MADLIBS_ATTRIBUTION
+
+    text = window.about_text()
+    assert html.escape(MADLIBS_ATTRIBUTION) in text and "CC BY 4.0" in text
