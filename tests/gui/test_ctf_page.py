@@ -87,7 +87,7 @@ def test_a_run_stores_an_audit_and_shows_summary_tables_and_diff(ctf_window, tra
     assert len(gaps) == 6 and set(gaps["Terms"]) == {"train terms", "held-out terms"}
     assert set(gaps["Texts"]) == {"all texts", "label-0 texts", "label-1 texts"}
     assert gaps["Verdict"].str.match(r"^(differs|equivalent within ±0\.02|inconclusive)$").all()
-    assert not gaps["95% CI"].eq("–").all() and gaps["Control band"].notna().any()
+    assert not gaps["95% CI"].eq("—").all() and gaps["Control band"].notna().any()
     assert page.pairs_view.row_count() == len(doc["pairs"]) > 0
     assert page.term_rates_view.row_count() == len(doc["group_rates"]["terms"]) > 0
     assert page.rate_gaps_view.row_count() == 2

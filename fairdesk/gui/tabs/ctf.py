@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
@@ -60,12 +61,12 @@ def _num(value) -> float:
 
 def _ci(low, high) -> str:
     lo, hi = _num(low), _num(high)
-    return "–" if math.isnan(lo) or math.isnan(hi) else f"{lo:.3f} to {hi:.3f}"
+    return "—" if math.isnan(lo) or math.isnan(hi) else f"{lo:.3f} to {hi:.3f}"  # the tables' missing mark
 
 
 def _verdict(verdict: str | None, margin: float) -> str:
     if not verdict:
-        return "–"
+        return "—"
     return f"equivalent within ±{margin:g}" if verdict.startswith("equivalent") else verdict
 
 
@@ -311,9 +312,9 @@ class CTFAuditPage(AuditPage):
 
         other_box = QGroupBox("Models FairDesk cannot run", inner)
         ov = QVBoxLayout(other_box)
-        ov.addWidget(note_label("Export the counterfactual pairs of the texts and terms above, score both columns "
-                                "with the model elsewhere, then import the scored table: it is audited with the "
-                                "margin, replicates and seed above.", other_box))
+        other_box.setToolTip("Export the pairs of the texts and terms above, fill their score and "
+                             "counterfactual_score columns with the model elsewhere, then import the table: it is "
+                             "audited with the statistics above.")
         self.export_pairs_button = push_button("Export pairs for scoring elsewhere…", other_box, self.export_pairs,
                                                "Write the identity and control pairs as CSV (a job).")
         self.import_scores_button = push_button("Import scores…", other_box, self.import_scores,
@@ -610,6 +611,7 @@ class CTFAuditPage(AuditPage):
                 view.set_frame(None)
             self.unknown_label.setText("")
             self.result_tabs.setTabText(self.unknown_index, "Unknown terms")
+            self.result_tabs.tabBar().setTabTextColor(self.unknown_index, QColor())
             self.diff_viewer.set_examples([])
         else:
             self.summary.setHtml(summary_html(doc, self.window_.settings.suppress_k))
@@ -624,6 +626,7 @@ class CTFAuditPage(AuditPage):
             self.unknown_label.setStyleSheet("color: #B00020; font-weight: bold;" if held else "")
             self.result_tabs.setTabText(self.unknown_index, f"Unknown terms ({len(unknown)})" if len(unknown)
                                         else "Unknown terms")
+            self.result_tabs.tabBar().setTabTextColor(self.unknown_index, QColor("#B00020") if held else QColor())
             examples = doc.get("examples") or []
             self.diff_viewer.set_examples(examples, note=(
                 f"The audit stores the {len(examples)} pairs with the largest changes (train and held-out terms "

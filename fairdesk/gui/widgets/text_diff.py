@@ -96,6 +96,7 @@ class TextDiffViewer(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal, self)
         self.list = QListWidget(split)
         self.list.setToolTip("The stored pairs, largest |change| first.")
+        self.list.setMinimumWidth(self.list.fontMetrics().horizontalAdvance("Δ −0.000   transgender → heterosexual"))
         self.list.currentRowChanged.connect(self._show_row)
         split.addWidget(self.list)
         pane = QWidget(split)
@@ -118,7 +119,7 @@ class TextDiffViewer(QWidget):
         split.addWidget(pane)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
-        split.setSizes([230, 600])
+        split.setSizes([300, 600])
         v.addWidget(split, 1)
         self.set_examples([])
 
