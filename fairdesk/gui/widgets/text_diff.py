@@ -96,7 +96,8 @@ class TextDiffViewer(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal, self)
         self.list = QListWidget(split)
         self.list.setToolTip("The stored pairs, largest |change| first.")
-        self.list.setMinimumWidth(self.list.fontMetrics().horizontalAdvance("Δ −0.000   transgender → heterosexual"))
+        widest = "Δ −0.000   transgender → heterosexual"
+        self.list.setMinimumWidth(self.list.fontMetrics().horizontalAdvance(widest))
         self.list.currentRowChanged.connect(self._show_row)
         split.addWidget(self.list)
         pane = QWidget(split)
