@@ -94,6 +94,7 @@ def test_a_run_stores_an_audit_and_shows_summary_tables_and_diff(ctf_window, tra
     # unknown terms: the tab says how many, the sentence is shown
     n_unknown = sum(len(v) for v in doc["unknown_terms"].values())
     assert page.unknown_view.row_count() == n_unknown and page.unknown_label.text()
+    assert page.gaps_warning.isVisibleTo(page) == bool(n_unknown)
     assert page.result_tabs.tabText(page.unknown_index) == (f"Unknown terms ({n_unknown})" if n_unknown
                                                             else "Unknown terms")
     # the diff viewer: the stored examples, largest |change| first, substituted words highlighted
@@ -205,3 +206,19 @@ def test_the_about_box_carries_the_madlibs_attribution(window):
 
     text = window.about_text()
     assert html.escape(MADLIBS_ATTRIBUTION) in text and "CC BY 4.0" in text
+
+
+def test_terms_outside_the_vocabulary_are_shown_where_a_gap_of_zero_would_read_as_fair(window):
+    doc = {"ctf_gap": [{"terms": "held_out", "subset": "all", "n": 50, "value": 0.0, "ci_low": 0.0, "ci_high": 0.0,
+                        "verdict": "equivalent within margin"}],
+           "settings": {"margin": 0.02, "term_sets": {"held_out": {"name": "dixon_held_out"}}},
+           "unknown_terms": {"train": [], "held_out": ["latinx", "nonbinary"]}, "model": {"name": "m"},
+           "examples": []}
+    page = window.ctf_page
+    page.show_results(doc)
+    assert page.result_tabs.tabText(page.unknown_index) == "Unknown terms (2)"
+    assert "misses 2 held-out term form(s)" in page.unknown_label.text()
+    assert page.gaps_warning.isVisibleTo(page) and "means nothing" in page.gaps_warning.text()
+    assert page.unknown_view.frame()["Term form"].tolist() == ["latinx", "nonbinary"]
+    page.show_results(None)
+    assert not page.gaps_warning.isVisibleTo(page) and page.gaps_view.row_count() == 0

@@ -340,9 +340,19 @@ class CTFAuditPage(AuditPage):
         self.summary.setPlaceholderText("Run an audit or choose a stored one: the summary in words appears here.")
         split.addWidget(self.summary)
         self.result_tabs = QTabWidget(split)
-        self.gaps_view = DataFrameView(self, filterable=False, placeholder="The CTF gaps per term set and label, "
+        gaps = QWidget(self)
+        gv = QVBoxLayout(gaps)
+        gv.setContentsMargins(0, 0, 0, 0)
+        self.gaps_warning = QLabel("", gaps)  # the unknown-terms sentence, where a gap of 0 would read as fair
+        self.gaps_warning.setWordWrap(True)
+        self.gaps_warning.setTextFormat(Qt.TextFormat.PlainText)
+        self.gaps_warning.setStyleSheet("color: #B00020; font-weight: bold; padding: 4px;")
+        self.gaps_warning.hide()
+        gv.addWidget(self.gaps_warning)
+        self.gaps_view = DataFrameView(gaps, filterable=False, placeholder="The CTF gaps per term set and label, "
                                                                            "with the control band and verdicts.")
-        self.result_tabs.addTab(self.gaps_view, "CTF gaps")
+        gv.addWidget(self.gaps_view, 1)
+        self.result_tabs.addTab(gaps, "CTF gaps")
         self.pairs_view = DataFrameView(self, placeholder="Flip rates per term pair and direction.")
         self.result_tabs.addTab(self.pairs_view, "Flip rates per pair")
 
@@ -610,6 +620,7 @@ class CTFAuditPage(AuditPage):
                          self.unknown_view):
                 view.set_frame(None)
             self.unknown_label.setText("")
+            self.gaps_warning.hide()
             self.result_tabs.setTabText(self.unknown_index, "Unknown terms")
             self.result_tabs.tabBar().setTabTextColor(self.unknown_index, QColor())
             self.diff_viewer.set_examples([])
@@ -624,6 +635,8 @@ class CTFAuditPage(AuditPage):
             self.unknown_label.setText(unknown_text(doc))
             held = len((doc.get("unknown_terms") or {}).get("held_out") or [])
             self.unknown_label.setStyleSheet("color: #B00020; font-weight: bold;" if held else "")
+            self.gaps_warning.setText(unknown_text(doc) if len(unknown) else "")
+            self.gaps_warning.setVisible(bool(len(unknown)))
             self.result_tabs.setTabText(self.unknown_index, f"Unknown terms ({len(unknown)})" if len(unknown)
                                         else "Unknown terms")
             self.result_tabs.tabBar().setTabTextColor(self.unknown_index, QColor("#B00020") if held else QColor())
