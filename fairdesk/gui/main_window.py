@@ -438,6 +438,8 @@ class MainWindow(QMainWindow):
     def about_text(self) -> str:
         from importlib import metadata
 
+        from fairdesk.core.text.madlibs import MADLIBS_ATTRIBUTION
+
         try:
             version = metadata.version("fairdesk")
         except metadata.PackageNotFoundError:
@@ -447,7 +449,8 @@ class MainWindow(QMainWindow):
         return (f"<h3>FairDesk {html.escape(version)}</h3><p>Offline fairness audits of medical machine-learning "
                 "models. Nothing leaves this computer: FairDesk opens no network connection.</p>"
                 f"<p><b>Licences</b></p><table>{rows}</table>"
-                "<p>The demo cohort is generated from a seed; it contains no patient data.</p>")
+                "<p>The demo cohort is generated from a seed; it contains no patient data.</p>"
+                f"<p><b>Attribution</b><br>{html.escape(MADLIBS_ATTRIBUTION)}</p>")
 
     def show_about(self) -> None:
         box = QMessageBox(self)
