@@ -123,7 +123,7 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
         model_id = train_text_classifier_job(
             project, args.data, args.text_col, args.label_col, args.out, method=args.method, lam=args.lam,
             terms=_terms_arg(args.terms), pair_loss=args.pair_loss, epochs=args.epochs, batch_size=args.batch_size,
-            lr=args.lr, seed=args.seed, threads=args.threads, name=args.name, progress=progress)
+            lr=args.lr, seed=args.seed, threads=args.threads, resume=args.resume, name=args.name, progress=progress)
         info = next(m for m in Project(project, create=False).models() if m.id == model_id).info
     progress.done()
     last = info["history"][-1] if info["history"] else {}
@@ -131,6 +131,8 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
                                           if info["method"] in ("clp", "clp_nontox") else "")
     loss = last.get("loss", float("nan"))
     line += f" for {info['epochs']} epochs on {info['data']['n']:,} texts; final loss {loss:.4f}"
+    if info.get("resume"):
+        line += f" (resumed after epoch {info['resumed_from_epoch']})"
     print(line)
     print(f"model saved in {info['path']}" + (f" (model #{model_id} in {args.project})" if args.project else ""))
     return 0
@@ -278,7 +280,8 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     t = train.add_parser("text-classifier", help="a small CNN text classifier with a counterfactual remedy (002)",
                          description="Methods: baseline, blindness (identity terms -> one token), augmentation (add "
                                      "every counterfactual), clp (counterfactual logit pairing, λ), clp-nontox "
-                                     "(pairing on label-0 examples only). Resume is not supported.")
+                                     "(pairing on label-0 examples only). A checkpoint is written in "
+                                     "DIR/checkpoints after every epoch; --resume continues from it.")
     t.add_argument("--data", required=True, help="CSV or Parquet table")
     t.add_argument("--text-col", required=True, metavar="COL")
     t.add_argument("--label-col", required=True, metavar="COL", help="0/1 label column")
@@ -295,6 +298,9 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     t.add_argument("--project", help="also store the model in this project file")
     t.add_argument("--name", help="the model's name in the project")
     t.add_argument("--out", required=True, help="model folder (config.json + model.safetensors)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from the newest checkpoint in DIR/checkpoints (left by a cancelled or failed run "
+                        "with the same data and settings; --epochs may be larger)")
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(func=cmd_train_text_classifier)
 

@@ -10,7 +10,8 @@ Project records
     * model kind ``"text_classifier"``: ``info`` holds ``path`` (absolute folder), ``fingerprint`` and ``sha256``
       (of ``config.json`` and ``model.safetensors``), ``method``, ``lambda``, ``pair_loss``, ``seed``, ``epochs``,
       ``terms`` (name, kind, groups, sha256), ``data`` (name, sha256, columns, n), ``history`` (the training curve:
-      loss and pairing loss per epoch), ``uses_madlibs``, ``resume`` (False: the core has no resume).
+      loss and pairing loss per epoch), ``uses_madlibs``, ``resume`` (True when the run continued from a
+      checkpoint), ``resumed_from_epoch`` and ``epochs_done``.
     * dataset kind ``"text"``: the table a model was trained on or an audit read (when given as a file).
     * dataset kind ``"ctf_pairs"``: the pairs exported for scoring elsewhere, or the scored pairs imported.
     * audit kind ``"ctf"``: :meth:`fairdesk.core.audits.ctf.CTFResult.to_dict` plus ``model``, ``data``,
@@ -32,6 +33,8 @@ MODEL_KIND = "text_classifier"
 AUDIT_KIND = "ctf"
 TEXT_DATASET = "text"
 PAIRS_DATASET = "ctf_pairs"
+#: the checkpoint folder inside a model's output folder (resume)
+CHECKPOINT_SUBDIR = "checkpoints"
 #: method names as the CLI spells them -> the core's
 METHOD_ALIASES = {"clp-nontox": "clp_nontox"}
 
@@ -141,17 +144,22 @@ def text_classifiers(project: Project) -> list:
 def train_text_classifier_job(project_path: str | Path, data, text_col: str, label_col: str, out_dir: str | Path, *,
                               method: str = "baseline", lam: float = 1.0, terms="dixon_train", pair_loss: str = "mse",
                               epochs: int = 5, batch_size: int = 64, lr: float = 2e-3, seed: int = 0,
-                              threads: int | None = None, name: str | None = None,
-                              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+                              threads: int | None = None, resume: bool = False, name: str | None = None,
+                              on_epoch=None, progress: ProgressFn | None = None,
+                              cancel: CancelToken | None = None) -> int:
     """Train a text CNN with a remedy (:func:`fairdesk.core.models.text_classifier.train_text_classifier`), save it
     in ``out_dir`` and store it in the project as model kind ``"text_classifier"``. Returns the model id.
 
     The folder's ``config.json`` records the term set for every method (baseline too: its vocabulary holds the
-    terms), so ``audit ctf`` on the folder audits the same terms by default. Resume is not supported by the core:
-    a cancelled run stores nothing and writes no folder.
+    terms), so ``audit ctf`` on the folder audits the same terms by default. A checkpoint is written after every
+    epoch in ``out_dir/checkpoints`` (:data:`CHECKPOINT_SUBDIR`); a cancelled or failed run keeps it (the finished
+    epochs) and stores nothing in the project; ``resume=True`` continues from it (same data and settings; more
+    epochs allowed). After the model is saved the checkpoints are removed. ``on_epoch(record)`` is called from the
+    worker with each epoch's loss (``epoch``, ``epochs``, ``loss``, ``pair_loss``, ``seconds``; ``restored`` for
+    epochs read from a checkpoint) — the GUI's live loss curve.
     """
     from fairdesk.core.data.loaders import table_sha256
-    from fairdesk.core.models.text_classifier import METHODS, train_text_classifier
+    from fairdesk.core.models.text_classifier import METHODS, clear_checkpoints, train_text_classifier
     from fairdesk.core.text.counterfactual import load_terms
 
     method = METHOD_ALIASES.get(method, method)
@@ -170,14 +178,16 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     if table["labels"] is None or len(set(table["labels"].tolist())) < 2:
         raise DataError(f"The label column '{label_col}' of {table['name']} needs both classes (0 and 1) to train.")
     term_set = load_terms(terms) if terms is not None else None
+    folder = Path(out_dir).resolve()
+    ckpt = folder / CHECKPOINT_SUBDIR
     clf = train_text_classifier(table["texts"], table["labels"], method=method, terms=term_set, lam=lam,
                                 pair_loss=pair_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                                progress=rep.sub(0.02, 0.95), cancel=rep.cancel)
+                                progress=rep.sub(0.02, 0.95), cancel=rep.cancel, checkpoint_dir=ckpt,
+                                resume=resume, on_epoch=on_epoch)
     if term_set is not None and clf.config.terms is None:
         clf.config.terms = term_set.to_dict()  # recorded for the audit's default; prediction blinds only for blindness
     rep(0.96, "Saving the model")
     rep.check()
-    folder = Path(out_dir).resolve()
     clf.save(folder)
     hashes = model_files_sha256(folder)
     frame = table["frame"]
@@ -185,14 +195,15 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     info = {"path": str(folder), "fingerprint": hashes["fingerprint"], "sha256": {k: v for k, v in hashes.items()
                                                                                    if k != "fingerprint"},
             "method": method, "lambda": clf.config.lam, "pair_loss": pair_loss, "seed": int(seed),
-            "epochs": int(epochs), "batch_size": int(batch_size), "lr": float(lr), "vocab_size": len(clf.config.vocab),
+            "epochs": int(clf.config.epochs), "batch_size": int(batch_size), "lr": float(lr), "vocab_size": len(clf.config.vocab),
             "terms": _terms_record(term_set),
             "data": {"name": table["name"], "sha256": table["sha256"], "text_column": text_col,
                      "label_column": label_col, "n": len(table["texts"]),
                      "n_positive": int(table["labels"].sum())},
             "history": clf.config.history, "uses_madlibs": madlibs_data,
             "attribution": attribution([term_set.name] if term_set is not None else [], madlibs_data),
-            "resume": False}
+            "resume": clf.config.resumed_from > 0, "resumed_from_epoch": int(clf.config.resumed_from),
+            "epochs_done": int(clf.config.epochs)}
     # no cancellation checks from here on: both records are written or neither
     with project.transaction():
         dataset_id = table["dataset_id"]
@@ -203,6 +214,7 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
                                              origin={"file_sha256": table["sha256"]})
         model_id = project.add_model(name or f"Text CNN ({method}) on {table['name']}", MODEL_KIND, info,
                                      dataset_id=dataset_id)
+    clear_checkpoints(ckpt)  # the model is saved and stored: its checkpoints are no longer needed
     rep(1.0, f"stored as model #{model_id}")
     return model_id
 
