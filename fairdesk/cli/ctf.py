@@ -157,8 +157,8 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              control_terms=None if args.no_control else _terms_arg(args.control_terms, "control"),
                              max_tokens=args.max_tokens or None, margin=args.margin, n_boot=args.n_boot,
                              threshold=args.threshold, k_control=args.k_control, seed=args.seed,
-                             positive_label=args.positive_label, threads=args.threads, name=args.name,
-                             progress=progress)
+                             positive_label=args.positive_label, threads=args.threads,
+                             synthetic=args.synthetic or None, name=args.name, progress=progress)
         progress.done()
         doc = _write_stored_json(project, audit_id, args.json)
         if args.pdf:
@@ -217,6 +217,13 @@ def _k(value: str) -> int:
     return k
 
 
+def _rows(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 (off) or a number of rows")
+    return n
+
+
 def _method(value: str) -> str:
     v = value.strip().lower()
     if v == "clp_nontox":
@@ -251,6 +258,8 @@ def _pair_options(p: argparse.ArgumentParser, terms_help: str = TERMS_HELP) -> N
 def add_ctf_commands(sub, data, audit, train) -> None:
     """Add ``data madlibs``, ``data ctf-demo``, ``counterfactuals``, ``train text-classifier``, ``audit ctf``,
     ``audit ctf-pairs`` and ``audit ctf-scores`` to the CLI's top-level, ``audit`` and ``train`` sub-parsers."""
+    from fairdesk.jobs.ctf import SYNTHETIC_ROWS
+
     p = data.add_parser("madlibs", help="the synthetic madlibs template set of Dixon et al. / 002 (76,564 rows)",
                         description="Columns text, label (0 non-toxic, 1 toxic), template (the template pair), term "
                                     "(empty: no identity term, no counterfactual). Word lists CC BY 4.0.")
@@ -321,6 +330,9 @@ def add_ctf_commands(sub, data, audit, train) -> None:
                   + " (default: the term set the model folder records, else dixon_train)")
     _audit_options(a)
     a.add_argument("--threads", type=int, help="torch CPU threads")
+    a.add_argument("--synthetic", type=_rows, default=SYNTHETIC_ROWS, metavar="N",
+                   help=f"also score N rows (seeded sample) of the madlibs template set, reported as the subset "
+                        f"'synthetic' (default {SYNTHETIC_ROWS}; 0: off)")
     a.add_argument("--json", required=True, help="write the audit document here")
     a.add_argument("--pdf", help="also write the PDF report here")
     a.add_argument("--project", help="store the audit in this project file (default: a temporary one)")

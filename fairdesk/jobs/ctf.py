@@ -33,6 +33,10 @@ MODEL_KIND = "text_classifier"
 AUDIT_KIND = "ctf"
 TEXT_DATASET = "text"
 PAIRS_DATASET = "ctf_pairs"
+#: rows of the madlibs template set scored as the "synthetic" subset by default (see docs/methods.md §5: with the
+#: Bonferroni-level interval, ~1,000 texts bound a typical CTF gap to about ±0.01, half the default margin, while
+#: the scoring stays ~25 k texts for the 35 train terms — seconds for the CNN, minutes for a transformer on CPU)
+SYNTHETIC_ROWS = 1000
 #: the checkpoint folder inside a model's output folder (resume)
 CHECKPOINT_SUBDIR = "checkpoints"
 #: method names as the CLI spells them -> the core's
@@ -299,8 +303,10 @@ def performance(scores, labels, threshold: float = 0.5, over: str = "all audited
             "n": int(len(y)), "n_positive": int(y.sum()), "over": over}
 
 
-def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madlibs_data: bool) -> dict:
-    """The stored document: the core's result plus what the report and the GUI need to say about it."""
+def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madlibs_data: bool,
+                     synthetic: dict | None = None, synthetic_note: str | None = None) -> dict:
+    """The stored document: the core's result plus what the report and the GUI need to say about it.
+    ``synthetic``: the core's description of the synthetic template sample (its use needs the attribution)."""
     split_names = [v.get("name", "") for v in (doc.get("settings") or {}).get("term_sets", {}).values()]
     doc["model"] = model
     doc["data"] = data
@@ -315,9 +321,14 @@ def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madli
     control = doc.get("control") or {}
     if control.get("note"):
         notes.append(control["note"])
+    if synthetic and synthetic.get("note"):
+        notes.append(synthetic["note"])
+    if synthetic_note:
+        notes.append(synthetic_note)
     doc["notes"] = notes
-    doc["uses_madlibs"] = bool(madlibs_data)
-    doc["attribution"] = attribution(split_names, madlibs_data)
+    synthetic_used = bool(synthetic) and not synthetic.get("note")
+    doc["uses_madlibs"] = bool(madlibs_data or synthetic_used)
+    doc["attribution"] = attribution(split_names, madlibs_data or synthetic_used)
     if doc.get("group_rates") is not None:
         doc["group_rates"]["pair_gaps"] = pair_gaps(doc["group_rates"])
     return doc
@@ -342,7 +353,8 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
               id_col: str | None = None, terms=None, held_out_terms=None, control_terms="control",
               max_tokens: int | None = 10, margin: float = 0.02, alpha: float = 0.05, n_boot: int = 2000,
               threshold: float = 0.5, k_control: int = 3, batch_size: int = 1024, seed: int = 0,
-              positive_label: str | int | None = None, threads: int | None = None, name: str | None = None,
+              positive_label: str | int | None = None, threads: int | None = None,
+              synthetic: int | None = SYNTHETIC_ROWS, name: str | None = None,
               progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """The CTF audit (:func:`fairdesk.core.audits.ctf.ctf_audit`) of a FairDesk text classifier (a folder or a
     project model id) or a local Hugging Face sequence-classification folder (``positive_label`` names its positive
@@ -353,6 +365,10 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
     (per split, the term forms outside the model's vocabulary — swaps among them cannot move the score),
     ``notes`` (those and the control band's, in words), ``attribution`` (CC BY 4.0 when the madlibs set or the
     Dixon et al. lists were used) and ``group_rates.pair_gaps``.
+
+    ``synthetic``: rows of the madlibs template set scored too, as CTF-gap records with subset ``"synthetic"``
+    (default :data:`SYNTHETIC_ROWS`; None or 0: off; skipped with a note when the audited data is the madlibs set
+    itself). Its use adds the CC BY 4.0 attribution.
     """
     from fairdesk.core.audits.ctf import ctf_audit
     from fairdesk.core.text.counterfactual import TermSet, load_terms
@@ -363,11 +379,19 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
         raise DataError("Use at least 100 bootstrap replicates.")
     if max_tokens is not None and max_tokens < 1:
         raise DataError("--max-tokens must be at least 1.")
+    if synthetic is not None and synthetic < 0:
+        raise DataError(f"The synthetic template sample (--synthetic) must be 0 (off) or a number of rows, not "
+                        f"{synthetic}.")
     rep = Reporter(progress, cancel)
     _threads(threads)
     project = Project(project_path)
     rep(0.0, "Reading the texts")
     table = read_text_table(project, data, text_col, label_col, id_col)  # the data first: its errors are cheapest
+    madlibs_data = uses_madlibs(table["frame"])
+    synthetic_note = None
+    if synthetic and madlibs_data:
+        synthetic, synthetic_note = None, ("The audited texts are the madlibs template set, so no separate synthetic "
+                                           "subset was scored.")
     folder, expected = _model_folder(project, model)
     rep(0.02, "Loading the model")
     scorer, model_rec, recorded_terms = load_scorer(folder, positive_label)
@@ -385,16 +409,16 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
                        held_out_terms=held_set, control_terms=control_terms, max_tokens=max_tokens, margin=margin,
                        alpha=alpha, n_boot=n_boot, threshold=threshold, k_control=k_control, batch_size=batch_size,
                        seed=seed, model_hashes={model_rec["kind"]: model_rec["fingerprint"]},
-                       progress=rep.sub(0.03, 0.97), cancel=rep.cancel)
+                       progress=rep.sub(0.03, 0.97), cancel=rep.cancel, synthetic=synthetic or None)
     doc = result.to_dict()
     rep.check()
     doc["performance"] = performance(scorer.predict_proba(table["texts"]), table["labels"], threshold)
     if isinstance(model, int) and not isinstance(model, bool):
         model_rec["model_id"] = model
-    madlibs_data = uses_madlibs(table["frame"])
     data_rec = {"name": table["name"], "sha256": table["sha256"], "text_column": text_col, "label_column": label_col,
                 "id_column": id_col, "n_rows": len(table["texts"])}
-    doc = _finish_document(doc, model=model_rec, data=data_rec, unknown=unknown, madlibs_data=madlibs_data)
+    doc = _finish_document(doc, model=model_rec, data=data_rec, unknown=unknown, madlibs_data=madlibs_data,
+                           synthetic=(doc.get("settings") or {}).get("synthetic"), synthetic_note=synthetic_note)
     rep.check()
     roles = {"text": text_col, **({"label": label_col} if label_col else {}), **({"id": id_col} if id_col else {})}
     audit_id = _store_audit(project, doc, name or f"CTF: {folder.name} on {table['name']}", table, TEXT_DATASET,
