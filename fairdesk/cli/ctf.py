@@ -123,7 +123,8 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
         model_id = train_text_classifier_job(
             project, args.data, args.text_col, args.label_col, args.out, method=args.method, lam=args.lam,
             terms=_terms_arg(args.terms), pair_loss=args.pair_loss, epochs=args.epochs, batch_size=args.batch_size,
-            lr=args.lr, seed=args.seed, threads=args.threads, resume=args.resume, name=args.name, progress=progress)
+            lr=args.lr, seed=args.seed, threads=args.threads, resume=args.resume,
+            validation=args.validation, name=args.name, progress=progress)
         info = next(m for m in Project(project, create=False).models() if m.id == model_id).info
     progress.done()
     last = info["history"][-1] if info["history"] else {}
@@ -133,6 +134,8 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
     line += f" for {info['epochs']} epochs on {info['data']['n']:,} texts; final loss {loss:.4f}"
     if info.get("resume"):
         line += f" (resumed after epoch {info['resumed_from_epoch']})"
+    if info.get("validation") and info["validation"].get("auroc") is not None:
+        line += f"; validation AUROC {info['validation']['auroc']:.3f} on {info['validation']['n']:,} held-out rows"
     print(line)
     print(f"model saved in {info['path']}" + (f" (model #{model_id} in {args.project})" if args.project else ""))
     return 0
@@ -307,6 +310,9 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     t.add_argument("--project", help="also store the model in this project file")
     t.add_argument("--name", help="the model's name in the project")
     t.add_argument("--out", required=True, help="model folder (config.json + model.safetensors)")
+    t.add_argument("--validation", type=float, default=0.0, metavar="SHARE",
+                   help="hold out this share of the rows (stratified by label, seeded) and record the model's AUROC "
+                        "on them (default 0: train on every row)")
     t.add_argument("--resume", action="store_true",
                    help="continue from the newest checkpoint in DIR/checkpoints (left by a cancelled or failed run "
                         "with the same data and settings; --epochs may be larger)")

@@ -148,8 +148,8 @@ def text_classifiers(project: Project) -> list:
 def train_text_classifier_job(project_path: str | Path, data, text_col: str, label_col: str, out_dir: str | Path, *,
                               method: str = "baseline", lam: float = 1.0, terms="dixon_train", pair_loss: str = "mse",
                               epochs: int = 5, batch_size: int = 64, lr: float = 2e-3, seed: int = 0,
-                              threads: int | None = None, resume: bool = False, name: str | None = None,
-                              on_epoch=None, progress: ProgressFn | None = None,
+                              threads: int | None = None, resume: bool = False, validation: float = 0.0,
+                              name: str | None = None, on_epoch=None, progress: ProgressFn | None = None,
                               cancel: CancelToken | None = None) -> int:
     """Train a text CNN with a remedy (:func:`fairdesk.core.models.text_classifier.train_text_classifier`), save it
     in ``out_dir`` and store it in the project as model kind ``"text_classifier"``. Returns the model id.
@@ -160,7 +160,8 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     epochs) and stores nothing in the project; ``resume=True`` continues from it (same data and settings; more
     epochs allowed). After the model is saved the checkpoints are removed. ``on_epoch(record)`` is called from the
     worker with each epoch's loss (``epoch``, ``epochs``, ``loss``, ``pair_loss``, ``seconds``; ``restored`` for
-    epochs read from a checkpoint) — the GUI's live loss curve.
+    epochs read from a checkpoint) — the GUI's live loss curve. ``validation``: a share of the rows held out
+    (stratified by label, seeded) and not trained on; the model's AUROC on them is recorded (``info["validation"]``).
     """
     from fairdesk.core.data.loaders import table_sha256
     from fairdesk.core.models.text_classifier import METHODS, clear_checkpoints, train_text_classifier
@@ -174,6 +175,8 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
         raise ModelError(f"λ (--lambda) must be a number of at least 0, not {lam}.")
     if epochs < 1:
         raise ModelError("Train for at least one epoch.")
+    if not (0 <= validation < 0.9):
+        raise DataError(f"The validation share must lie in [0, 0.9) (0: train on every row), not {validation}.")
     rep = Reporter(progress, cancel)
     _threads(threads)
     project = Project(project_path)
@@ -184,12 +187,32 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     term_set = load_terms(terms) if terms is not None else None
     folder = Path(out_dir).resolve()
     ckpt = folder / CHECKPOINT_SUBDIR
-    clf = train_text_classifier(table["texts"], table["labels"], method=method, terms=term_set, lam=lam,
+    train_texts, train_labels, val = table["texts"], table["labels"], None
+    if validation:
+        import numpy as np
+        from sklearn.model_selection import train_test_split
+
+        try:
+            tr, va = train_test_split(np.arange(len(train_texts)), test_size=validation,
+                                      random_state=int(seed) & 0xFFFF_FFFF, stratify=train_labels)
+        except ValueError as err:
+            raise DataError(f"A validation share of {validation:g} cannot be held out with both labels on each side "
+                            f"({err}); use a smaller share or more rows.") from err
+        tr, va = np.sort(tr), np.sort(va)
+        val = ([train_texts[i] for i in va], train_labels[va])
+        train_texts, train_labels = [train_texts[i] for i in tr], train_labels[tr]
+    clf = train_text_classifier(train_texts, train_labels, method=method, terms=term_set, lam=lam,
                                 pair_loss=pair_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
                                 progress=rep.sub(0.02, 0.95), cancel=rep.cancel, checkpoint_dir=ckpt,
                                 resume=resume, on_epoch=on_epoch)
     if term_set is not None and clf.config.terms is None:
         clf.config.terms = term_set.to_dict()  # recorded for the audit's default; prediction blinds only for blindness
+    val_rec = None
+    if val is not None:
+        rep(0.955, "Scoring the validation rows")
+        perf = performance(clf.predict_proba(val[0]), val[1], over="the held-out validation rows")
+        val_rec = {"fraction": float(validation), "n": perf["n"], "n_positive": perf["n_positive"],
+                   "auroc": perf["auroc"], "accuracy": perf["accuracy"], "seed": int(seed)}
     rep(0.96, "Saving the model")
     rep.check()
     clf.save(folder)
@@ -203,7 +226,8 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
             "terms": _terms_record(term_set),
             "data": {"name": table["name"], "sha256": table["sha256"], "text_column": text_col,
                      "label_column": label_col, "n": len(table["texts"]),
-                     "n_positive": int(table["labels"].sum())},
+                     "n_positive": int(table["labels"].sum()), "n_trained_on": len(train_texts)},
+            "validation": val_rec,
             "history": clf.config.history, "uses_madlibs": madlibs_data,
             "attribution": attribution([term_set.name] if term_set is not None else [], madlibs_data),
             "resume": clf.config.resumed_from > 0, "resumed_from_epoch": int(clf.config.resumed_from),
