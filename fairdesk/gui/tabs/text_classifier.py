@@ -253,7 +253,10 @@ class TextClassifierPage(JobPage):
         items = []
         if project is not None:
             items = [(f"#{d.id} {d.name} ({d.n_rows:,} rows)", d.id) for d in project.datasets() if d.kind == TEXT_KIND]
-        fill_combo(self.source_combo, items + [("CSV or Parquet file…", FILE)])
+        # keep the user's choice; an untouched "file" choice gives way to the first stored text dataset
+        untouched = self.source_combo.currentData() in (None, FILE) and not self.file_edit.text().strip()
+        fill_combo(self.source_combo, items + [("CSV or Parquet file…", FILE)], keep=not untouched,
+                   default=items[0][1] if items else FILE)
         self._source_changed()
         self.refresh_models()
 
@@ -424,6 +427,7 @@ class TextClassifierPage(JobPage):
         self.plot = pg.PlotWidget(self)
         self.plot.setLabel("bottom", "epoch")
         self.plot.setLabel("left", "training loss")
+        self.plot.getAxis("left").enableAutoSIPrefix(False)  # a loss of 0.5 reads 0.5, not 500 (×0.001)
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.addLegend(offset=(-10, 10))
         self.loss_curve = self.plot.plot([], [], pen=pg.mkPen("#1f5fa8", width=2), symbol="o", symbolSize=7,
