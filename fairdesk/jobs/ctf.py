@@ -30,6 +30,7 @@ from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project
 
 MODEL_KIND = "text_classifier"
+NOTE_MODEL_KIND = "note_mlp"  # note classifiers (fairdesk.core.models.note_classifier): not runnable here, see below
 AUDIT_KIND = "ctf"
 TEXT_DATASET = "text"
 PAIRS_DATASET = "ctf_pairs"
@@ -254,9 +255,17 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
 def _model_folder(project: Project, model) -> tuple[Path, str | None]:
     """(folder, expected fingerprint) of a model given as a folder or a project model id."""
     if isinstance(model, int) and not isinstance(model, bool):
-        for m in text_classifiers(project):
-            if m.id == model:
+        for m in project.models():
+            if m.id != model:
+                continue
+            if m.kind == MODEL_KIND:
                 return Path(m.info["path"]), m.info.get("fingerprint")
+            if m.kind == NOTE_MODEL_KIND:
+                # a note_mlp record keeps the classifier's metrics, predictions and hash but not its weights
+                raise ModelError(f"Model {model} is a note classifier (frozen encoder + MLP): FairDesk keeps its "
+                                 "predictions but not its MLP weights, so it cannot score counterfactual texts; "
+                                 "export the pairs (fairdesk-cli audit ctf-pairs), score them with it and import "
+                                 "the scores (audit ctf-scores).")
         raise ModelError(f"Model {model} is not a text classifier of project {project.name}.")
     return Path(model), None
 

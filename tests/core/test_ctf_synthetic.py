@@ -94,3 +94,17 @@ def test_job_document_and_report_show_the_subset_and_attribution(tmp_path):
     assert all(r["subset"] != "synthetic" for r in d2["ctf_gap"])
     assert any("madlibs template set, so no separate synthetic" in n for n in d2["notes"])
     assert isinstance(pd.DataFrame(d1["ctf_gap"]), pd.DataFrame)
+
+
+def test_a_note_classifier_model_id_gets_a_clear_refusal(tmp_path):
+    """Note classifiers (frozen encoder + MLP) keep no weights in the project: audit_ctf says so and names the
+    export / import route instead of failing obscurely."""
+    from fairdesk.core.errors import ModelError
+    from fairdesk.core.project import Project
+    from fairdesk.jobs.ctf import audit_ctf
+
+    proj = tmp_path / "p.fairdesk"
+    model_id = Project(proj).add_model("Note MLP on enc", "note_mlp", {"metrics": []})
+    pd.DataFrame({"text": ["a gay pt", "a straight pt"]}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ModelError, match="note classifier .* cannot score counterfactual texts; export the pairs"):
+        audit_ctf(proj, model_id, str(tmp_path / "d.csv"), "text", n_boot=200, synthetic=0)
