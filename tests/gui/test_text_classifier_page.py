@@ -104,6 +104,11 @@ def test_cancel_keeps_a_checkpoint_then_resume(page, run_and_wait):
     assert page.curve_points() == 1 and page.resume_button.isEnabled()
     assert page.train(resume=False) is None and "press Resume" in page.status.text()  # no silent overwrite
     page.epochs_queue = collections.deque()
+    _select(page.method_combo, "clp")                # the folder's checkpoint sets the form back to its run
+    page.seed_spin.setValue(9)
+    page.offer_resume()
+    assert page.method_combo.currentData() == "baseline" and page.seed_spin.value() == 0
+    assert "checkpoint after epoch 1 of 3" in page.status.text()
     job = run_and_wait(page.window_, lambda: page.train(resume=True))
     assert job.state.value == "done", job.error
     assert page.curve_points() == 3 and page.restored_points == 1
@@ -121,3 +126,17 @@ def test_module_is_cheap_to_import():
                          env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_resume_with_other_settings_says_why(page, run_and_wait):
+    _select(page.method_combo, "baseline")
+    page.epochs_spin.setValue(3)
+    page.validation_spin.setValue(0.0)
+    page.epochs_queue = _CancelAfterFirstEpoch(page)
+    assert run_and_wait(page.window_, page.train).state.value == "cancelled"
+    page.epochs_queue = collections.deque()
+    page.seed_spin.setValue(7)                       # not the checkpoint's run
+    job = run_and_wait(page.window_, lambda: page.train(resume=True))
+    assert job.state.value == "failed"
+    text = page.status.text()
+    assert "other data or settings" in text and "1 finished epoch(s) are kept" in text

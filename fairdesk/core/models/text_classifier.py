@@ -327,7 +327,7 @@ def latest_checkpoint(folder: str | Path) -> Path | None:
 
 
 def checkpoint_info(folder: str | Path) -> dict | None:
-    """``{"epoch", "epochs", "method", "lam", "path"}`` of the newest checkpoint in ``folder`` (None: none)."""
+    """``{"epoch", "epochs", "method", "lam", "pair_loss", "seed", "path"}`` of the newest checkpoint in ``folder`` (None: none)."""
     ck = latest_checkpoint(folder)
     if ck is None:
         return None
@@ -335,7 +335,8 @@ def checkpoint_info(folder: str | Path) -> dict | None:
         state = json.loads((ck / "state.json").read_text(encoding="utf-8"))
         cfg = state["config"]
         return {"epoch": int(state["epoch"]), "epochs": int(state.get("epochs_planned", state["epoch"])),
-                "method": cfg.get("method"), "lam": cfg.get("lam"), "path": str(ck)}
+                "method": cfg.get("method"), "lam": cfg.get("lam"), "pair_loss": cfg.get("pair_loss"),
+                "seed": cfg.get("seed"), "path": str(ck)}
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -43,6 +43,12 @@ FILE = "__file__"
 MODEL_COLUMNS = ("#", "Name", "Method", "λ", "Epochs", "Validation AUROC", "Resumed")
 
 
+def _select_data(combo: QComboBox, data) -> None:
+    idx = combo.findData(data)
+    if idx >= 0:
+        combo.setCurrentIndex(idx)
+
+
 class TextClassifierPage(JobPage):
     """Model › Text classifiers: the form (data, columns, method, λ, pairing loss, terms, epochs, seed, output
     folder), Train / Resume / Cancel, the live loss curve and the stored text classifiers."""
@@ -145,6 +151,7 @@ class TextClassifierPage(JobPage):
         f.addRow("Validation share", self.validation_spin)
         self.out_edit = QLineEdit(w)
         self.out_edit.setPlaceholderText("a new folder next to the project")
+        self.out_edit.editingFinished.connect(self.offer_resume)
         self.out_edit.textChanged.connect(self.update_buttons)
         self.out_button = push_button("Choose…", w, self._browse_out)
         orow = QHBoxLayout()
@@ -298,6 +305,25 @@ class TextClassifierPage(JobPage):
 
         return checkpoint_info(folder / CHECKPOINT_SUBDIR)
 
+    def offer_resume(self) -> None:
+        """The output folder holds a checkpoint: set the form to its run (method, λ, pairing loss, seed, epochs) and
+        say that Resume continues it."""
+        ck = self.checkpoint()
+        if ck is None or self.busy:
+            self.update_buttons()
+            return
+        _select_data(self.method_combo, ck.get("method"))
+        self._method_changed()
+        if ck.get("method") in PAIRING and ck.get("lam") is not None:
+            self.lambda_spin.setValue(float(ck["lam"]))
+        _select_data(self.pair_combo, ck.get("pair_loss"))
+        if ck.get("seed") is not None:
+            self.seed_spin.setValue(int(ck["seed"]))
+        self.epochs_spin.setValue(max(self.epochs_spin.value(), int(ck["epochs"])))
+        self.say(f"This folder holds a checkpoint after epoch {ck['epoch']} of {ck['epochs']} ({ck.get('method')}); "
+                 "the form now shows its run: press Resume to continue it (same data and terms).")
+        self.update_buttons()
+
     def form_inputs(self) -> dict:
         """The job's inputs from the form; raises :class:`FairDeskError` saying what to fix."""
         source = self.source_combo.currentData()
@@ -377,9 +403,11 @@ class TextClassifierPage(JobPage):
         self._drain_epochs(job.id)
         ck = self.checkpoint()
         if ck is not None:
-            state = "Cancelled" if job.state.value == "cancelled" else "Stopped"
-            self.say(f"{state}; nothing was stored. {ck['epoch']} finished epoch(s) are kept in a checkpoint: press "
-                     "Resume to continue.", error=job.state.value != "cancelled")
+            kept = f"{ck['epoch']} finished epoch(s) are kept in a checkpoint: press Resume to continue."
+            if job.state.value == "cancelled":
+                self.say(f"Cancelled; nothing was stored. {kept}")
+            else:  # keep the reason of the failure first
+                self.say(f"{job.error or 'The job did not finish.'} Nothing was stored; {kept}", error=True)
         self.update_buttons()
 
     def update_buttons(self, *args) -> None:
