@@ -223,7 +223,8 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     info = {"path": str(folder), "fingerprint": hashes["fingerprint"], "sha256": {k: v for k, v in hashes.items()
                                                                                    if k != "fingerprint"},
             "method": method, "lambda": clf.config.lam, "pair_loss": pair_loss, "seed": int(seed),
-            "epochs": int(clf.config.epochs), "batch_size": int(batch_size), "lr": float(lr), "vocab_size": len(clf.config.vocab),
+            "epochs": int(clf.config.epochs), "batch_size": int(batch_size), "lr": float(lr),
+            "vocab_size": len(clf.config.vocab),
             "terms": _terms_record(term_set),
             "data": {"name": table["name"], "sha256": table["sha256"], "text_column": text_col,
                      "label_column": label_col, "n": len(table["texts"]),

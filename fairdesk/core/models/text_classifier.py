@@ -327,7 +327,8 @@ def latest_checkpoint(folder: str | Path) -> Path | None:
 
 
 def checkpoint_info(folder: str | Path) -> dict | None:
-    """``{"epoch", "epochs", "method", "lam", "pair_loss", "seed", "path"}`` of the newest checkpoint in ``folder`` (None: none)."""
+    """``{"epoch", "epochs", "method", "lam", "pair_loss", "seed", "path"}`` of the newest checkpoint in
+    ``folder`` (None: none)."""
     ck = latest_checkpoint(folder)
     if ck is None:
         return None
