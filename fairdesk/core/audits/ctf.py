@@ -9,7 +9,8 @@ What is computed (:func:`ctf_audit`):
 * **CTF gap** per term split (``train`` = the term set, ``held_out`` = a second set) and subset (``all``,
   ``label_0``, ``label_1`` of the audited texts; ``synthetic``: a seeded sample of the madlibs template set, scored
   by the same model, when ``synthetic`` rows are asked for — :func:`synthetic_texts`):
-  ``CF_GAP(x) = mean_{x' ∈ Φ(x)} |f(x) − f(x')|`` (Φ within the split's terms), averaged over examples with a non-empty Φ(x) and at most ``max_tokens`` whitespace tokens (default 10, as 002).
+  ``CF_GAP(x) = mean_{x' ∈ Φ(x)} |f(x) − f(x')|`` (Φ within the split's terms), averaged over examples with a
+  non-empty Φ(x) and at most ``max_tokens`` whitespace tokens (default 10, as 002).
   CI: percentile bootstrap over examples (an example keeps all its counterfactuals).
 * **Control band**: for every such example, ``k_control`` pairs of control words (neutral adjectives,
   ``resources/text/identity_terms/control.txt``) are put into the slot(s) the identity term occupies and the same
