@@ -291,6 +291,10 @@ def test_bad_model_folder_for_audit_ctf(case, tmp_path, capsys):
      ["Cannot read the term list"]),
     (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "text", "--method", "clp",
       "--out", "{o}"], ["must hold 0 or 1"]),
+    (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "label", "--method",
+      "baseline", "--validation", "0.95", "--out", "{o}"], ["validation share", "[0, 0.9)"]),
+    (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "label", "--method",
+      "baseline", "--validation", "0.5", "--out", "{o}"], ["cannot be held out", "smaller share"]),
     (["audit", "ctf-scores", "--scores", "{t}", "--json", "{o}"], ["lacks column(s) id, counterfactual", "score"]),
 ])
 def test_ctf_bad_columns_and_terms(argv, words, tmp_path, capsys):
