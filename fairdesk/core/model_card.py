@@ -626,7 +626,8 @@ def card_markdown(card: dict) -> str:
                          f"{_md(g['group'])} | {size} | {tested} |")
         lines.append("")
     lines += ["## Findings", "",
-              f"{c['total']} findings: {c['differs']} differ, {c['equivalent']} equivalent within the margin, "
+              f"{c['total']} finding{'' if c['total'] == 1 else 's'}: {c['differs']} differ, "
+              f"{c['equivalent']} equivalent within the margin, "
               f"{c['inconclusive']} inconclusive. {_md(f['reading'])}", ""]
     lines += [f"- **{_md(item['verdict_words'])}** — {_md(item['sentence'])}" for item in f["items"]]
     lines += ["", "## Limitations", ""] + [f"- {_md(t)}" for t in card["limitations"]]

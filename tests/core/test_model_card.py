@@ -237,7 +237,8 @@ def test_markdown_holds_every_finding(name, documents, group_result, tmp_path):
     for item in card["findings"]["items"]:
         assert f"**{item['verdict_words']}** — {item['sentence']}" in plain
     c = card["findings"]["verdict_counts"]
-    assert f"{c['total']} findings: {c['differs']} differ, {c['equivalent']} equivalent" in plain
+    findings = "finding" if c["total"] == 1 else "findings"
+    assert f"{c['total']} {findings}: {c['differs']} differ, {c['equivalent']} equivalent" in plain
     assert "Use *only* for research | audits." in plain and "Use \\*only\\* for research \\| audits." in md
     for heading in ("## Model", "## Intended use", "## Data", "## Subgroups audited", "## Findings",
                     "## Limitations", "## Not tested"):
