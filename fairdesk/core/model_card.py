@@ -317,7 +317,8 @@ def _note_classifiers(doc: dict, k: int) -> _Parts:
     for encoder, audit in (doc.get("audits") or {}).items():
         _group_findings(audit, k, parts, variant=encoder)
     prov = doc.get("provenance") or {}
-    parts.data = {"name": prov.get("dataset"), "sha256": prov.get("data_sha256"), "rows": None}
+    notes = [enc.get("n_notes") for enc in (doc.get("encoders") or {}).values() if enc.get("n_notes") is not None]
+    parts.data = {"name": prov.get("dataset"), "sha256": prov.get("data_sha256"), "rows": max(notes, default=None)}
     hashes = {}
     for name, enc in (doc.get("encoders") or {}).items():
         if enc.get("fingerprint"):

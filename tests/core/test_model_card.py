@@ -488,3 +488,27 @@ def test_job_cancelled_writes_nothing(stored, tmp_path):
     with pytest.raises(Cancelled):
         export_model_card(project, audit_id, tmp_path / "a.json", intended_use="x", suppress_k=K, cancel=token)
     assert not (tmp_path / "a.json").exists()
+
+
+def test_cli_from_a_table_to_the_card(tmp_path, capsys):
+    """`audit groups … --project P`, then exactly `report model-card --project P --audit ID --out card.json`: the
+    card names the stored dataset (its name, sha256 and rows) and counts the audit's verdicts as the audit printed."""
+    from fairdesk.core.export import write_table
+
+    data = write_table(small._group_table(2), tmp_path / "preds.csv")
+    project = tmp_path / "p.fairdesk"
+    assert main(["audit", "groups", str(data), "--label", "label", "--score", "score", "--task", "task",
+                 "--attribute", "site", "--min-group-size", "5", "--n-boot", "100", "--json",
+                 str(tmp_path / "a.json"), "--project", str(project), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    audit_id = int(re.search(r"stored as audit (\d+)", printed).group(1))
+    assert main(["report", "model-card", "--project", str(project), "--audit", str(audit_id), "--out",
+                 str(tmp_path / "card.json")]) == 0
+    card = json.loads((tmp_path / "card.json").read_text(encoding="utf-8"))
+    validate_card(card)
+    stored = Project(project, create=False).datasets()[-1]
+    assert card["data"]["name"] == stored.name == "preds.csv" and card["data"]["sha256"] == stored.sha256
+    assert card["data"]["rows"] == stored.n_rows == 520
+    c = card["findings"]["verdict_counts"]
+    assert (f"{c['total']} comparisons: {c['differs']} differ, {c['equivalent']} equivalent within ±0.05, "
+            f"{c['inconclusive']} inconclusive") in printed
