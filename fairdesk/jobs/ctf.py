@@ -352,6 +352,14 @@ def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madli
                          f"({', '.join(terms[:8])}{', …' if len(terms) > 8 else ''}): the model reads them as an "
                          "unknown token, so swapping two of them cannot change its score and a gap of 0 between "
                          "them means nothing.")
+    for rec in doc.get("ctf_gap") or []:
+        # A model that reads every term of a set as the same unknown token cannot change its score when one is
+        # swapped for another: a gap near 0 then says nothing about fairness, so it is never "equivalent".
+        missing = unknown.get(rec.get("terms")) or []
+        if missing and str(rec.get("verdict", "")).startswith("equivalent"):
+            rec["verdict"] = "inconclusive"
+            rec["reason"] = (f"{len(missing)} term form(s) of this set are outside the model's vocabulary: swapping "
+                             "them cannot change the score, so a small gap is no evidence of equivalence")
     control = doc.get("control") or {}
     if control.get("note"):
         notes.append(control["note"])
