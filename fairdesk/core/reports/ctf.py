@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from fairdesk.core.reports.document import Paragraph, Report, Section, Table, cap, join_words, report_date
+from fairdesk.core.reports.figures import fmt_rate, fmt_signed
 
 SPLIT_TITLE = {"train": "train terms", "held_out": "held-out terms"}
 SUBSET_TITLE = {"all": "all texts", "label_0": "label-0 texts", "label_1": "label-1 texts",
@@ -55,18 +56,7 @@ def rate_ci(low, high, n, k: int) -> str:
     return "–" if (num(n) or 0) < k else ci(low, high)
 
 
-def f3(value, digits: int = 3) -> str:
-    f = num(value)
-    return "–" if f is None else f"{f:.{digits}f}"
-
-
-def signed(value, digits: int = 3) -> str:
-    f = num(value)
-    if f is None:
-        return "–"
-    if round(f, digits) == 0:
-        return f"{0:.{digits}f}"
-    return f"+{f:.{digits}f}" if f > 0 else f"\u2212{-f:.{digits}f}"
+f3, signed = fmt_rate, fmt_signed  # the figures module's number formats, under the names used here
 
 
 def ci(low, high, digits: int = 3) -> str:
