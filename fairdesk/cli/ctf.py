@@ -123,7 +123,8 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
         model_id = train_text_classifier_job(
             project, args.data, args.text_col, args.label_col, args.out, method=args.method, lam=args.lam,
             terms=_terms_arg(args.terms), pair_loss=args.pair_loss, epochs=args.epochs, batch_size=args.batch_size,
-            lr=args.lr, seed=args.seed, threads=args.threads, name=args.name, progress=progress)
+            lr=args.lr, seed=args.seed, threads=args.threads, resume=args.resume,
+            validation=args.validation, name=args.name, progress=progress)
         info = next(m for m in Project(project, create=False).models() if m.id == model_id).info
     progress.done()
     last = info["history"][-1] if info["history"] else {}
@@ -131,6 +132,10 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
                                           if info["method"] in ("clp", "clp_nontox") else "")
     loss = last.get("loss", float("nan"))
     line += f" for {info['epochs']} epochs on {info['data']['n']:,} texts; final loss {loss:.4f}"
+    if info.get("resume"):
+        line += f" (resumed after epoch {info['resumed_from_epoch']})"
+    if info.get("validation") and info["validation"].get("auroc") is not None:
+        line += f"; validation AUROC {info['validation']['auroc']:.3f} on {info['validation']['n']:,} held-out rows"
     print(line)
     print(f"model saved in {info['path']}" + (f" (model #{model_id} in {args.project})" if args.project else ""))
     return 0
@@ -155,8 +160,8 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              control_terms=None if args.no_control else _terms_arg(args.control_terms, "control"),
                              max_tokens=args.max_tokens or None, margin=args.margin, n_boot=args.n_boot,
                              threshold=args.threshold, k_control=args.k_control, seed=args.seed,
-                             positive_label=args.positive_label, threads=args.threads, name=args.name,
-                             progress=progress)
+                             positive_label=args.positive_label, threads=args.threads,
+                             synthetic=args.synthetic or None, name=args.name, progress=progress)
         progress.done()
         doc = _write_stored_json(project, audit_id, args.json)
         if args.pdf:
@@ -215,6 +220,13 @@ def _k(value: str) -> int:
     return k
 
 
+def _rows(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 (off) or a number of rows")
+    return n
+
+
 def _method(value: str) -> str:
     v = value.strip().lower()
     if v == "clp_nontox":
@@ -249,6 +261,8 @@ def _pair_options(p: argparse.ArgumentParser, terms_help: str = TERMS_HELP) -> N
 def add_ctf_commands(sub, data, audit, train) -> None:
     """Add ``data madlibs``, ``data ctf-demo``, ``counterfactuals``, ``train text-classifier``, ``audit ctf``,
     ``audit ctf-pairs`` and ``audit ctf-scores`` to the CLI's top-level, ``audit`` and ``train`` sub-parsers."""
+    from fairdesk.jobs.ctf import SYNTHETIC_ROWS
+
     p = data.add_parser("madlibs", help="the synthetic madlibs template set of Dixon et al. / 002 (76,564 rows)",
                         description="Columns text, label (0 non-toxic, 1 toxic), template (the template pair), term "
                                     "(empty: no identity term, no counterfactual). Word lists CC BY 4.0.")
@@ -278,7 +292,8 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     t = train.add_parser("text-classifier", help="a small CNN text classifier with a counterfactual remedy (002)",
                          description="Methods: baseline, blindness (identity terms -> one token), augmentation (add "
                                      "every counterfactual), clp (counterfactual logit pairing, λ), clp-nontox "
-                                     "(pairing on label-0 examples only). Resume is not supported.")
+                                     "(pairing on label-0 examples only). A checkpoint is written in "
+                                     "DIR/checkpoints after every epoch; --resume continues from it.")
     t.add_argument("--data", required=True, help="CSV or Parquet table")
     t.add_argument("--text-col", required=True, metavar="COL")
     t.add_argument("--label-col", required=True, metavar="COL", help="0/1 label column")
@@ -295,6 +310,12 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     t.add_argument("--project", help="also store the model in this project file")
     t.add_argument("--name", help="the model's name in the project")
     t.add_argument("--out", required=True, help="model folder (config.json + model.safetensors)")
+    t.add_argument("--validation", type=float, default=0.0, metavar="SHARE",
+                   help="hold out this share of the rows (stratified by label, seeded) and record the model's AUROC "
+                        "on them (default 0: train on every row)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from the newest checkpoint in DIR/checkpoints (left by a cancelled or failed run "
+                        "with the same data and settings; --epochs may be larger)")
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(func=cmd_train_text_classifier)
 
@@ -315,6 +336,9 @@ def add_ctf_commands(sub, data, audit, train) -> None:
                   + " (default: the term set the model folder records, else dixon_train)")
     _audit_options(a)
     a.add_argument("--threads", type=int, help="torch CPU threads")
+    a.add_argument("--synthetic", type=_rows, default=SYNTHETIC_ROWS, metavar="N",
+                   help=f"also score N rows (seeded sample) of the madlibs template set, reported as the subset "
+                        f"'synthetic' (default {SYNTHETIC_ROWS}; 0: off)")
     a.add_argument("--json", required=True, help="write the audit document here")
     a.add_argument("--pdf", help="also write the PDF report here")
     a.add_argument("--project", help="store the audit in this project file (default: a temporary one)")

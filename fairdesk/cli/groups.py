@@ -61,12 +61,53 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """``report --pdf`` (the PDF of a stored audit) or ``report model-card --out`` (its model card)."""
+    if args.what == "model-card":
+        return cmd_model_card(args)
+    for option in ("out", "markdown", "intended_use", "intended_use_file", "limitation"):
+        if getattr(args, option):
+            raise FairDeskError(f"--{option.replace('_', '-')} belongs to 'report model-card'; the PDF report "
+                                "takes --pdf.")
+    if not args.pdf:
+        raise FairDeskError("Give --pdf FILE for the PDF report, or 'report model-card --out FILE' for the model "
+                            "card.")
     from fairdesk.jobs.reports import export_report
 
     check_outputs([("--pdf", args.pdf)], [("the project (--project)", args.project)])
     check_output_files([("--pdf", args.pdf)])
     path = export_report(args.project, args.audit, args.pdf, suppress_k=args.suppress_k)
     print(f"report written to {path}")
+    return 0
+
+
+def cmd_model_card(args: argparse.Namespace) -> int:
+    """``report model-card``: the fairness and equity part of an applied model card, as JSON (and Markdown)."""
+    from fairdesk.jobs.reports import export_model_card
+
+    if args.pdf:
+        raise FairDeskError("'report model-card' writes JSON (--out) and Markdown (--markdown), not --pdf; for the "
+                            "PDF leave out 'model-card'.")
+    if not args.out:
+        raise FairDeskError("Give --out FILE.json for the model card.")
+    if args.intended_use and args.intended_use_file:
+        raise FairDeskError("Give the intended use once: --intended-use TEXT or --intended-use-file FILE.")
+    outputs = [("--out", args.out), ("--markdown", args.markdown)]
+    check_outputs(outputs, [("the project (--project)", args.project),
+                            ("--intended-use-file", args.intended_use_file)])
+    check_output_files(outputs)
+    use = args.intended_use
+    if args.intended_use_file:
+        path = Path(args.intended_use_file)
+        try:
+            use = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise FairDeskError(f"--intended-use-file {path} is not UTF-8 text; save it as plain text.") from None
+        except OSError as err:
+            raise FairDeskError(f"Cannot read --intended-use-file {path} ({err.strerror or err}).") from None
+    path = export_model_card(args.project, args.audit, args.out, intended_use=use, limitations=args.limitation or (),
+                             suppress_k=args.suppress_k, out_markdown=args.markdown)
+    print(f"model card written to {path}" + (f" and {args.markdown}" if args.markdown else "") +
+          ("" if use and use.strip() else " (no intended use given: the card says it was not stated)"))
     return 0
 
 
@@ -137,11 +178,24 @@ def add_validate_and_report(sub) -> None:
     add_roles(val)
     val.set_defaults(func=cmd_validate)
 
-    rep = sub.add_parser("report", help="write the PDF report of an audit stored in a project")
+    # 'report' stays a leaf command so that 'report --project P --audit ID --pdf OUT.pdf' works exactly as before;
+    # the optional positional 'what' adds 'report model-card --project P --audit ID --out card.json'.
+    rep = sub.add_parser("report", help="write the PDF report (--pdf) or the model card (model-card --out) of an "
+                                        "audit stored in a project",
+                         usage="%(prog)s --project P --audit ID --pdf OUT.pdf [--suppress-k K]\n"
+                               "       %(prog)s model-card --project P --audit ID --out CARD.json [--markdown CARD.md] "
+                               "[--intended-use TEXT | --intended-use-file FILE] [--limitation TEXT] [--suppress-k K]")
+    rep.add_argument("what", nargs="?", choices=["model-card"],
+                     help="model-card: the fairness and equity part of an applied model card (JSON, and Markdown)")
     rep.add_argument("--project", required=True)
     rep.add_argument("--audit", type=int, required=True)
-    rep.add_argument("--pdf", required=True)
-    rep.add_argument("--suppress-k", type=int, default=11)
+    rep.add_argument("--pdf", help="the PDF report")
+    rep.add_argument("--out", help="model-card: the card as JSON (validates against resources/model_card.schema.json)")
+    rep.add_argument("--markdown", help="model-card: also write the card as Markdown here")
+    rep.add_argument("--intended-use", help="model-card: the model's intended use, in your words")
+    rep.add_argument("--intended-use-file", help="model-card: read the intended use from this UTF-8 text file")
+    rep.add_argument("--limitation", action="append", help="model-card: a known limitation (repeatable)")
+    rep.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k")
     rep.set_defaults(func=cmd_report)
 
 

@@ -59,10 +59,12 @@ STATE_COLOURS = {JobState.FAILED: "#B00020", JobState.CANCELLED: "#8a6d00", JobS
 #: attribute). The pages of the audit kinds come from the kind registry (fairdesk.core.kinds, each row's ``page``):
 #: each such class says its tab, title and window attribute (fairdesk.gui.tabs.base.AuditPage). Every page class
 #: takes the window; its module must be cheap to import (heavy libraries load inside the jobs it starts).
-EXTRA_PAGES: list[tuple[str, str, str, str]] = [
+EXTRA_PAGES: list[tuple] = [  # (tab, title, "module:Class", window attribute[, the title of the page it follows])
     ("dataset", "Images", "fairdesk.gui.tabs.image_data:ImageDataPanel", "image_data_panel"),
     ("model", "Language models", "fairdesk.gui.tabs.text_model:LanguageModelPanel", "language_model_panel"),
     ("model", "Images", "fairdesk.gui.tabs.image_model:ImageModelPanel", "image_model_panel"),
+    ("model", "Text classifiers", "fairdesk.gui.tabs.text_classifier:TextClassifierPage", "text_classifier_panel",
+     "Note classifiers"),
 ]
 
 
@@ -310,11 +312,17 @@ class MainWindow(QMainWindow):
                 pages.addTab(first, first_title)
             self.pages[key] = pages
             self.tabs.addTab(pages, title)
-        for key, title, ref, attr in EXTRA_PAGES:
-            self._add_page(key, title, resolve(ref)(self), attr)
+        placed_later = []  # pages placed after an audit kind's page: added once those are there
+        for key, title, ref, attr, *after in EXTRA_PAGES:
+            if after:
+                placed_later.append((key, title, ref, attr, after[0]))
+            else:
+                self._add_page(key, title, resolve(ref)(self), attr)
         # one page per audit kind, in the registry's order: the group audit's page ("Group gaps") comes first
         for cls in audit_pages():
             self._add_page(cls.TAB, cls.TITLE, cls(self), cls.ATTR, after=cls.AFTER)
+        for key, title, ref, attr, after in placed_later:
+            self._add_page(key, title, resolve(ref)(self), attr, after=after)
         self.setCentralWidget(self.tabs)
 
         self.jobs_panel = JobsPanel(self.runner, self)
@@ -438,6 +446,8 @@ class MainWindow(QMainWindow):
     def about_text(self) -> str:
         from importlib import metadata
 
+        from fairdesk.core.text.madlibs import MADLIBS_ATTRIBUTION
+
         try:
             version = metadata.version("fairdesk")
         except metadata.PackageNotFoundError:
@@ -447,7 +457,8 @@ class MainWindow(QMainWindow):
         return (f"<h3>FairDesk {html.escape(version)}</h3><p>Offline fairness audits of medical machine-learning "
                 "models. Nothing leaves this computer: FairDesk opens no network connection.</p>"
                 f"<p><b>Licences</b></p><table>{rows}</table>"
-                "<p>The demo cohort is generated from a seed; it contains no patient data.</p>")
+                "<p>The demo cohort is generated from a seed; it contains no patient data.</p>"
+                f"<p><b>Attribution</b><br>{html.escape(MADLIBS_ATTRIBUTION)}</p>")
 
     def show_about(self) -> None:
         box = QMessageBox(self)

@@ -10,7 +10,8 @@ Project records
     * model kind ``"text_classifier"``: ``info`` holds ``path`` (absolute folder), ``fingerprint`` and ``sha256``
       (of ``config.json`` and ``model.safetensors``), ``method``, ``lambda``, ``pair_loss``, ``seed``, ``epochs``,
       ``terms`` (name, kind, groups, sha256), ``data`` (name, sha256, columns, n), ``history`` (the training curve:
-      loss and pairing loss per epoch), ``uses_madlibs``, ``resume`` (False: the core has no resume).
+      loss and pairing loss per epoch), ``uses_madlibs``, ``resume`` (True when the run continued from a
+      checkpoint), ``resumed_from_epoch`` and ``epochs_done``.
     * dataset kind ``"text"``: the table a model was trained on or an audit read (when given as a file).
     * dataset kind ``"ctf_pairs"``: the pairs exported for scoring elsewhere, or the scored pairs imported.
     * audit kind ``"ctf"``: :meth:`fairdesk.core.audits.ctf.CTFResult.to_dict` plus ``model``, ``data``,
@@ -29,9 +30,16 @@ from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project
 
 MODEL_KIND = "text_classifier"
+NOTE_MODEL_KIND = "note_mlp"  # note classifiers (fairdesk.core.models.note_classifier): not runnable here, see below
 AUDIT_KIND = "ctf"
 TEXT_DATASET = "text"
 PAIRS_DATASET = "ctf_pairs"
+#: rows of the madlibs template set scored as the "synthetic" subset by default (see docs/methods.md §5: with the
+#: Bonferroni-level interval, ~1,000 texts bound a typical CTF gap to about ±0.01, half the default margin, while
+#: the scoring stays ~25 k texts for the 35 train terms — seconds for the CNN, minutes for a transformer on CPU)
+SYNTHETIC_ROWS = 1000
+#: the checkpoint folder inside a model's output folder (resume)
+CHECKPOINT_SUBDIR = "checkpoints"
 #: method names as the CLI spells them -> the core's
 METHOD_ALIASES = {"clp-nontox": "clp_nontox"}
 
@@ -141,17 +149,23 @@ def text_classifiers(project: Project) -> list:
 def train_text_classifier_job(project_path: str | Path, data, text_col: str, label_col: str, out_dir: str | Path, *,
                               method: str = "baseline", lam: float = 1.0, terms="dixon_train", pair_loss: str = "mse",
                               epochs: int = 5, batch_size: int = 64, lr: float = 2e-3, seed: int = 0,
-                              threads: int | None = None, name: str | None = None,
-                              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+                              threads: int | None = None, resume: bool = False, validation: float = 0.0,
+                              name: str | None = None, on_epoch=None, progress: ProgressFn | None = None,
+                              cancel: CancelToken | None = None) -> int:
     """Train a text CNN with a remedy (:func:`fairdesk.core.models.text_classifier.train_text_classifier`), save it
     in ``out_dir`` and store it in the project as model kind ``"text_classifier"``. Returns the model id.
 
     The folder's ``config.json`` records the term set for every method (baseline too: its vocabulary holds the
-    terms), so ``audit ctf`` on the folder audits the same terms by default. Resume is not supported by the core:
-    a cancelled run stores nothing and writes no folder.
+    terms), so ``audit ctf`` on the folder audits the same terms by default. A checkpoint is written after every
+    epoch in ``out_dir/checkpoints`` (:data:`CHECKPOINT_SUBDIR`); a cancelled or failed run keeps it (the finished
+    epochs) and stores nothing in the project; ``resume=True`` continues from it (same data and settings; more
+    epochs allowed). After the model is saved the checkpoints are removed. ``on_epoch(record)`` is called from the
+    worker with each epoch's loss (``epoch``, ``epochs``, ``loss``, ``pair_loss``, ``seconds``; ``restored`` for
+    epochs read from a checkpoint) — the GUI's live loss curve. ``validation``: a share of the rows held out
+    (stratified by label, seeded) and not trained on; the model's AUROC on them is recorded (``info["validation"]``).
     """
     from fairdesk.core.data.loaders import table_sha256
-    from fairdesk.core.models.text_classifier import METHODS, train_text_classifier
+    from fairdesk.core.models.text_classifier import METHODS, clear_checkpoints, train_text_classifier
     from fairdesk.core.text.counterfactual import load_terms
 
     method = METHOD_ALIASES.get(method, method)
@@ -162,6 +176,8 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
         raise ModelError(f"λ (--lambda) must be a number of at least 0, not {lam}.")
     if epochs < 1:
         raise ModelError("Train for at least one epoch.")
+    if not (0 <= validation < 0.9):
+        raise DataError(f"The validation share must lie in [0, 0.9) (0: train on every row), not {validation}.")
     rep = Reporter(progress, cancel)
     _threads(threads)
     project = Project(project_path)
@@ -170,14 +186,36 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     if table["labels"] is None or len(set(table["labels"].tolist())) < 2:
         raise DataError(f"The label column '{label_col}' of {table['name']} needs both classes (0 and 1) to train.")
     term_set = load_terms(terms) if terms is not None else None
-    clf = train_text_classifier(table["texts"], table["labels"], method=method, terms=term_set, lam=lam,
+    folder = Path(out_dir).resolve()
+    ckpt = folder / CHECKPOINT_SUBDIR
+    train_texts, train_labels, val = table["texts"], table["labels"], None
+    if validation:
+        import numpy as np
+        from sklearn.model_selection import train_test_split
+
+        try:
+            tr, va = train_test_split(np.arange(len(train_texts)), test_size=validation,
+                                      random_state=int(seed) & 0xFFFF_FFFF, stratify=train_labels)
+        except ValueError as err:
+            raise DataError(f"A validation share of {validation:g} cannot be held out with both labels on each side "
+                            f"({err}); use a smaller share or more rows.") from err
+        tr, va = np.sort(tr), np.sort(va)
+        val = ([train_texts[i] for i in va], train_labels[va])
+        train_texts, train_labels = [train_texts[i] for i in tr], train_labels[tr]
+    clf = train_text_classifier(train_texts, train_labels, method=method, terms=term_set, lam=lam,
                                 pair_loss=pair_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                                progress=rep.sub(0.02, 0.95), cancel=rep.cancel)
+                                progress=rep.sub(0.02, 0.95), cancel=rep.cancel, checkpoint_dir=ckpt,
+                                resume=resume, on_epoch=on_epoch)
     if term_set is not None and clf.config.terms is None:
         clf.config.terms = term_set.to_dict()  # recorded for the audit's default; prediction blinds only for blindness
+    val_rec = None
+    if val is not None:
+        rep(0.955, "Scoring the validation rows")
+        perf = performance(clf.predict_proba(val[0]), val[1], over="the held-out validation rows")
+        val_rec = {"fraction": float(validation), "n": perf["n"], "n_positive": perf["n_positive"],
+                   "auroc": perf["auroc"], "accuracy": perf["accuracy"], "seed": int(seed)}
     rep(0.96, "Saving the model")
     rep.check()
-    folder = Path(out_dir).resolve()
     clf.save(folder)
     hashes = model_files_sha256(folder)
     frame = table["frame"]
@@ -185,14 +223,17 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     info = {"path": str(folder), "fingerprint": hashes["fingerprint"], "sha256": {k: v for k, v in hashes.items()
                                                                                    if k != "fingerprint"},
             "method": method, "lambda": clf.config.lam, "pair_loss": pair_loss, "seed": int(seed),
-            "epochs": int(epochs), "batch_size": int(batch_size), "lr": float(lr), "vocab_size": len(clf.config.vocab),
+            "epochs": int(clf.config.epochs), "batch_size": int(batch_size), "lr": float(lr),
+            "vocab_size": len(clf.config.vocab),
             "terms": _terms_record(term_set),
             "data": {"name": table["name"], "sha256": table["sha256"], "text_column": text_col,
                      "label_column": label_col, "n": len(table["texts"]),
-                     "n_positive": int(table["labels"].sum())},
+                     "n_positive": int(table["labels"].sum()), "n_trained_on": len(train_texts)},
+            "validation": val_rec,
             "history": clf.config.history, "uses_madlibs": madlibs_data,
             "attribution": attribution([term_set.name] if term_set is not None else [], madlibs_data),
-            "resume": False}
+            "resume": clf.config.resumed_from > 0, "resumed_from_epoch": int(clf.config.resumed_from),
+            "epochs_done": int(clf.config.epochs)}
     # no cancellation checks from here on: both records are written or neither
     with project.transaction():
         dataset_id = table["dataset_id"]
@@ -203,6 +244,7 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
                                              origin={"file_sha256": table["sha256"]})
         model_id = project.add_model(name or f"Text CNN ({method}) on {table['name']}", MODEL_KIND, info,
                                      dataset_id=dataset_id)
+    clear_checkpoints(ckpt)  # the model is saved and stored: its checkpoints are no longer needed
     rep(1.0, f"stored as model #{model_id}")
     return model_id
 
@@ -214,9 +256,17 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
 def _model_folder(project: Project, model) -> tuple[Path, str | None]:
     """(folder, expected fingerprint) of a model given as a folder or a project model id."""
     if isinstance(model, int) and not isinstance(model, bool):
-        for m in text_classifiers(project):
-            if m.id == model:
+        for m in project.models():
+            if m.id != model:
+                continue
+            if m.kind == MODEL_KIND:
                 return Path(m.info["path"]), m.info.get("fingerprint")
+            if m.kind == NOTE_MODEL_KIND:
+                # a note_mlp record keeps the classifier's metrics, predictions and hash but not its weights
+                raise ModelError(f"Model {model} is a note classifier (frozen encoder + MLP): FairDesk keeps its "
+                                 "predictions but not its MLP weights, so it cannot score counterfactual texts; "
+                                 "export the pairs (fairdesk-cli audit ctf-pairs), score them with it and import "
+                                 "the scores (audit ctf-scores).")
         raise ModelError(f"Model {model} is not a text classifier of project {project.name}.")
     return Path(model), None
 
@@ -287,8 +337,10 @@ def performance(scores, labels, threshold: float = 0.5, over: str = "all audited
             "n": int(len(y)), "n_positive": int(y.sum()), "over": over}
 
 
-def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madlibs_data: bool) -> dict:
-    """The stored document: the core's result plus what the report and the GUI need to say about it."""
+def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madlibs_data: bool,
+                     synthetic: dict | None = None, synthetic_note: str | None = None) -> dict:
+    """The stored document: the core's result plus what the report and the GUI need to say about it.
+    ``synthetic``: the core's description of the synthetic template sample (its use needs the attribution)."""
     split_names = [v.get("name", "") for v in (doc.get("settings") or {}).get("term_sets", {}).values()]
     doc["model"] = model
     doc["data"] = data
@@ -300,12 +352,25 @@ def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madli
                          f"({', '.join(terms[:8])}{', …' if len(terms) > 8 else ''}): the model reads them as an "
                          "unknown token, so swapping two of them cannot change its score and a gap of 0 between "
                          "them means nothing.")
+    for rec in doc.get("ctf_gap") or []:
+        # A model that reads every term of a set as the same unknown token cannot change its score when one is
+        # swapped for another: a gap near 0 then says nothing about fairness, so it is never "equivalent".
+        missing = unknown.get(rec.get("terms")) or []
+        if missing and str(rec.get("verdict", "")).startswith("equivalent"):
+            rec["verdict"] = "inconclusive"
+            rec["reason"] = (f"{len(missing)} term form(s) of this set are outside the model's vocabulary: swapping "
+                             "them cannot change the score, so a small gap is no evidence of equivalence")
     control = doc.get("control") or {}
     if control.get("note"):
         notes.append(control["note"])
+    if synthetic and synthetic.get("note"):
+        notes.append(synthetic["note"])
+    if synthetic_note:
+        notes.append(synthetic_note)
     doc["notes"] = notes
-    doc["uses_madlibs"] = bool(madlibs_data)
-    doc["attribution"] = attribution(split_names, madlibs_data)
+    synthetic_used = bool(synthetic) and not synthetic.get("note")
+    doc["uses_madlibs"] = bool(madlibs_data or synthetic_used)
+    doc["attribution"] = attribution(split_names, madlibs_data or synthetic_used)
     if doc.get("group_rates") is not None:
         doc["group_rates"]["pair_gaps"] = pair_gaps(doc["group_rates"])
     return doc
@@ -330,7 +395,8 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
               id_col: str | None = None, terms=None, held_out_terms=None, control_terms="control",
               max_tokens: int | None = 10, margin: float = 0.02, alpha: float = 0.05, n_boot: int = 2000,
               threshold: float = 0.5, k_control: int = 3, batch_size: int = 1024, seed: int = 0,
-              positive_label: str | int | None = None, threads: int | None = None, name: str | None = None,
+              positive_label: str | int | None = None, threads: int | None = None,
+              synthetic: int | None = SYNTHETIC_ROWS, name: str | None = None,
               progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """The CTF audit (:func:`fairdesk.core.audits.ctf.ctf_audit`) of a FairDesk text classifier (a folder or a
     project model id) or a local Hugging Face sequence-classification folder (``positive_label`` names its positive
@@ -341,6 +407,10 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
     (per split, the term forms outside the model's vocabulary — swaps among them cannot move the score),
     ``notes`` (those and the control band's, in words), ``attribution`` (CC BY 4.0 when the madlibs set or the
     Dixon et al. lists were used) and ``group_rates.pair_gaps``.
+
+    ``synthetic``: rows of the madlibs template set scored too, as CTF-gap records with subset ``"synthetic"``
+    (default :data:`SYNTHETIC_ROWS`; None or 0: off; skipped with a note when the audited data is the madlibs set
+    itself). Its use adds the CC BY 4.0 attribution.
     """
     from fairdesk.core.audits.ctf import ctf_audit
     from fairdesk.core.text.counterfactual import TermSet, load_terms
@@ -351,11 +421,19 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
         raise DataError("Use at least 100 bootstrap replicates.")
     if max_tokens is not None and max_tokens < 1:
         raise DataError("--max-tokens must be at least 1.")
+    if synthetic is not None and synthetic < 0:
+        raise DataError(f"The synthetic template sample (--synthetic) must be 0 (off) or a number of rows, not "
+                        f"{synthetic}.")
     rep = Reporter(progress, cancel)
     _threads(threads)
     project = Project(project_path)
     rep(0.0, "Reading the texts")
     table = read_text_table(project, data, text_col, label_col, id_col)  # the data first: its errors are cheapest
+    madlibs_data = uses_madlibs(table["frame"])
+    synthetic_note = None
+    if synthetic and madlibs_data:
+        synthetic, synthetic_note = None, ("The audited texts are the madlibs template set, so no separate synthetic "
+                                           "subset was scored.")
     folder, expected = _model_folder(project, model)
     rep(0.02, "Loading the model")
     scorer, model_rec, recorded_terms = load_scorer(folder, positive_label)
@@ -373,16 +451,16 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
                        held_out_terms=held_set, control_terms=control_terms, max_tokens=max_tokens, margin=margin,
                        alpha=alpha, n_boot=n_boot, threshold=threshold, k_control=k_control, batch_size=batch_size,
                        seed=seed, model_hashes={model_rec["kind"]: model_rec["fingerprint"]},
-                       progress=rep.sub(0.03, 0.97), cancel=rep.cancel)
+                       progress=rep.sub(0.03, 0.97), cancel=rep.cancel, synthetic=synthetic or None)
     doc = result.to_dict()
     rep.check()
     doc["performance"] = performance(scorer.predict_proba(table["texts"]), table["labels"], threshold)
     if isinstance(model, int) and not isinstance(model, bool):
         model_rec["model_id"] = model
-    madlibs_data = uses_madlibs(table["frame"])
     data_rec = {"name": table["name"], "sha256": table["sha256"], "text_column": text_col, "label_column": label_col,
                 "id_column": id_col, "n_rows": len(table["texts"])}
-    doc = _finish_document(doc, model=model_rec, data=data_rec, unknown=unknown, madlibs_data=madlibs_data)
+    doc = _finish_document(doc, model=model_rec, data=data_rec, unknown=unknown, madlibs_data=madlibs_data,
+                           synthetic=(doc.get("settings") or {}).get("synthetic"), synthetic_note=synthetic_note)
     rep.check()
     roles = {"text": text_col, **({"label": label_col} if label_col else {}), **({"id": id_col} if id_col else {})}
     audit_id = _store_audit(project, doc, name or f"CTF: {folder.name} on {table['name']}", table, TEXT_DATASET,

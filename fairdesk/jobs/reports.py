@@ -30,3 +30,31 @@ def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path,
     path = build_report(kind, doc, pdf_path, settings)
     rep(1.0, "Report written")
     return path
+
+
+def export_model_card(project_path: str | Path, audit_id: int, out_json: str | Path, *, intended_use: str | None,
+                      limitations: list[str] | tuple[str, ...] = (), suppress_k: int = 11,
+                      out_markdown: str | Path | None = None, progress: ProgressFn | None = None,
+                      cancel: CancelToken | None = None) -> Path:
+    """Write the model card (fairness and equity part) of a stored audit as JSON, and as Markdown when
+    ``out_markdown`` is given. Both are built and validated before either is written; each write is atomic. The
+    GUI's "Export model card…" button and ``fairdesk-cli report model-card`` call this."""
+    from fairdesk.core import atomic
+    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.model_card import card_markdown, model_card
+
+    outputs = [("The model card", out_json), ("The Markdown card", out_markdown)]
+    check_outputs(outputs, [("the project", project_path)])  # never over the project
+    check_output_files(outputs)
+    rep = Reporter(progress, cancel)
+    rep(0.0, "Loading the audit")
+    card = model_card(Project(project_path, create=False), audit_id, intended_use=intended_use,
+                      limitations=limitations, suppress_k=suppress_k)
+    text = json.dumps(card, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    markdown = card_markdown(card) if out_markdown else None
+    rep(0.8, "Writing the card")
+    path = atomic.write_text(Path(out_json), text)
+    if markdown is not None:
+        atomic.write_text(Path(out_markdown), markdown)
+    rep(1.0, "Model card written")
+    return path

@@ -23,7 +23,9 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(64)
 def _leaf_commands(parser: argparse.ArgumentParser, prefix=()) -> list[tuple[str, ...]]:
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subs:
-        return [prefix]
+        # an optional positional with choices names further forms of a leaf command ('report model-card')
+        forms = [a for a in parser._actions if not a.option_strings and a.nargs == "?" and a.choices]
+        return [prefix] + [prefix + (choice,) for a in forms for choice in a.choices]
     out = []
     for name, sub in subs[0].choices.items():
         out += _leaf_commands(sub, prefix + (name,))
@@ -37,6 +39,7 @@ COMMANDS = {
                                           "--n-boot", "100", "--json", o, "--quiet"],
     ("validate",): lambda d, o, m: ["validate", d, "--label", "y", "--score", "p", "--attribute", "sex"],
     ("report",): lambda d, o, m: ["report", "--project", d, "--audit", "1", "--pdf", o],
+    ("report", "model-card"): lambda d, o, m: ["report", "model-card", "--project", d, "--audit", "1", "--out", o],
     ("train", "tabular"): lambda d, o, m: ["train", "tabular", d, "--out", o, "--quiet"],
     ("train", "notes"): lambda d, o, m: ["train", "notes", "--model", m, "--notes", d, "--tasks", "y", "--out", o,
                                          "--quiet"],
@@ -75,7 +78,7 @@ COMMANDS = {
 }
 #: the commands whose main input is a model folder, a project, or nothing (no table cases)
 MODEL_INPUT = {("audit", "mlm-bias")}
-PROJECT_INPUT = {("report",)}
+PROJECT_INPUT = {("report",), ("report", "model-card")}
 NO_INPUT = {("bench", "cit-synthetic"), ("bench", "validity"), ("demo",), ("data", "age-demo"), ("data", "madlibs"),
             ("data", "ctf-demo")}
 FOLDER_OUTPUT = {("train", "mlm"), ("train", "generator"), ("demo",), ("train", "text-classifier")}
@@ -129,10 +132,11 @@ def test_bad_table(command, case, bad, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", sorted(PROJECT_INPUT))
 @pytest.mark.parametrize("case", ["missing", "empty", "binary"])
-def test_bad_project_for_report(case, bad, capsys):
+def test_bad_project_for_report(case, command, bad, capsys):
     path = {"missing": bad / "nope.fairdesk", "empty": bad / "empty.csv", "binary": bad / "image.csv"}[case]
-    code, err = _run(COMMANDS[("report",)](str(path), str(bad / "r.pdf"), ""), capsys)
+    code, err = _run(COMMANDS[command](str(path), str(bad / "r.pdf"), ""), capsys)
     _one_sentence(code, err)
     assert not (bad / "r.pdf").exists()
 
@@ -204,6 +208,7 @@ def test_output_equal_to_input(command, bad, capsys):
     ["train", "notes", "--model", "{m}", "--notes", "{d}", "--tasks", "y", "--out", "{o}", "--json", "{o}"],
     ["audit", "ctf", "--model", "{m}", "--data", "{d}", "--text-col", "sex", "--json", "{o}", "--pdf", "{o}"],
     ["audit", "ctf-scores", "--scores", "{d}", "--json", "{o}", "--pdf", "{o}"],
+    ["report", "model-card", "--project", "{d}", "--audit", "1", "--out", "{o}", "--markdown", "{o}"],
 ])
 def test_two_outputs_with_one_name(argv, bad, capsys):
     fill = {"{d}": str(bad / "dup.csv"), "{o}": str(bad / "same.out"), "{m}": str(bad / "model")}
@@ -291,6 +296,10 @@ def test_bad_model_folder_for_audit_ctf(case, tmp_path, capsys):
      ["Cannot read the term list"]),
     (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "text", "--method", "clp",
       "--out", "{o}"], ["must hold 0 or 1"]),
+    (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "label", "--method",
+      "baseline", "--validation", "0.95", "--out", "{o}"], ["validation share", "[0, 0.9)"]),
+    (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "label", "--method",
+      "baseline", "--validation", "0.5", "--out", "{o}"], ["cannot be held out", "smaller share"]),
     (["audit", "ctf-scores", "--scores", "{t}", "--json", "{o}"], ["lacks column(s) id, counterfactual", "score"]),
 ])
 def test_ctf_bad_columns_and_terms(argv, words, tmp_path, capsys):

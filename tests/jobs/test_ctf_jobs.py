@@ -73,7 +73,7 @@ def test_clp_nontox_alias_records_lambda_and_pairing_curve(tiny):
 
 def test_audit_stores_a_json_safe_document_with_the_contract_fields(tiny):
     audit_id = ctf_jobs.audit_ctf(tiny["project"], tiny["model"], tiny["data"], "text", label_col="label",
-                                  held_out_terms=tiny["held"], n_boot=200)
+                                  held_out_terms=tiny["held"], n_boot=200, synthetic=0)
     project = Project(tiny["project"])
     assert project.audit_kind(audit_id) == "ctf"
     doc = _no_nan(project.audit_json(audit_id))
@@ -148,7 +148,7 @@ def test_exported_pairs_scored_elsewhere_give_the_same_gaps(tiny, tmp_path):
     pairs.to_csv(scored, index=False)
     imported = ctf_jobs.audit_ctf_scores(pp, scored, n_boot=200, model_name="the same CNN")
     direct = ctf_jobs.audit_ctf(pp, tiny["model"], tiny["data"], "text", label_col="label", terms="dixon_train",
-                                n_boot=200)
+                                n_boot=200, synthetic=0)  # the exported pairs hold no synthetic templates
     a = _no_nan(Project(pp).audit_json(imported))
     b = _no_nan(Project(pp).audit_json(direct))
     key = lambda d: {(r["terms"], r["subset"]): (r["n"], r["value"], r.get("control")) for r in d["ctf_gap"]}  # noqa
@@ -179,7 +179,7 @@ def test_cancelled_audit_stores_nothing(tiny, tmp_path):
     assert Project(pp).audits() == [] and Project(pp).datasets() == []
 
 
-def test_cancelled_training_stores_nothing_and_writes_no_folder(tiny, tmp_path):
+def test_cancelled_training_stores_nothing_and_publishes_no_model(tiny, tmp_path):
     pp = tmp_path / "p.fairdesk"
     token = CancelToken()
 
@@ -189,7 +189,11 @@ def test_cancelled_training_stores_nothing_and_writes_no_folder(tiny, tmp_path):
     with pytest.raises(Cancelled):
         ctf_jobs.train_text_classifier_job(pp, tiny["data"], "text", "label", tmp_path / "m", epochs=2,
                                            progress=progress, cancel=token)
-    assert Project(pp).models() == [] and not (tmp_path / "m").exists()
+    assert Project(pp).models() == []
+    # the finished epochs stay as a checkpoint to resume from; no model is published (no config, no weights)
+    left = {p.relative_to(tmp_path / "m").parts[0] for p in (tmp_path / "m").rglob("*")} if (tmp_path / "m").exists() \
+        else set()
+    assert left <= {"checkpoints"}
 
 
 def test_attribution_only_when_madlibs_or_dixon_lists_were_used(tiny, tmp_path):
@@ -208,7 +212,7 @@ def test_attribution_only_when_madlibs_or_dixon_lists_were_used(tiny, tmp_path):
     docs = {}
     for name in ("m.csv", "plain.csv"):
         audit_id = ctf_jobs.audit_ctf(pp, tiny["model"], tmp_path / name, "text", label_col="label", terms=terms,
-                                      n_boot=100)
+                                      n_boot=100, synthetic=0)  # the synthetic subset is madlibs: attributed
         docs[name] = _no_nan(Project(pp).audit_json(audit_id))
     assert docs["m.csv"]["uses_madlibs"] and docs["m.csv"]["attribution"] == MADLIBS_ATTRIBUTION
     assert not docs["plain.csv"]["uses_madlibs"] and docs["plain.csv"]["attribution"] is None
@@ -261,3 +265,20 @@ def test_a_local_hugging_face_sequence_classifier_is_audited(tiny, tmp_path):
     (folders[3] / "model.safetensors").unlink()
     with pytest.raises(ModelError, match="never pickles"):
         ctf_jobs.audit_ctf(pp, folders[3], tiny["data"], "text", n_boot=100, positive_label=2)
+
+
+def test_terms_the_model_cannot_see_are_never_equivalent(tiny, tmp_path):
+    """Held-out terms all outside the vocabulary: swapping them cannot move the score, so the gap is ~0 — and the
+    verdict must say inconclusive, not "equivalent" (a model blind to a word is not shown to be fair to it)."""
+    held = tmp_path / "unseen.txt"
+    held.write_text("zorblax\nquuxian\n", encoding="utf-8")
+    audit_id = ctf_jobs.audit_ctf(tiny["project"], tiny["model"], tiny["data"], "text", label_col="label",
+                                  held_out_terms=held, n_boot=100, synthetic=0)
+    doc = _no_nan(Project(tiny["project"]).audit_json(audit_id))
+    assert set(doc["unknown_terms"]["held_out"]) >= {"zorblax", "quuxian"}
+    held_out = [r for r in doc["ctf_gap"] if r["terms"] == "held_out" and r["n"]]
+    assert held_out, "the two unseen words make held-out pairs"
+    assert all(abs(r["value"]) < 1e-6 for r in held_out)  # the model cannot tell them apart
+    assert all(r["verdict"] == "inconclusive" for r in held_out)
+    [whole] = [r for r in held_out if r["subset"] == "all"]
+    assert "vocabulary" in whole["reason"]

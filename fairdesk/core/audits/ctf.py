@@ -7,8 +7,10 @@ Inputs: texts (with optional 0/1 labels) and either a scoring function ``score(l
 What is computed (:func:`ctf_audit`):
 
 * **CTF gap** per term split (``train`` = the term set, ``held_out`` = a second set) and subset (``all``,
-  ``label_0``, ``label_1``): ``CF_GAP(x) = mean_{x' ∈ Φ(x)} |f(x) − f(x')|`` (Φ within the split's terms),
-  averaged over examples with a non-empty Φ(x) and at most ``max_tokens`` whitespace tokens (default 10, as 002).
+  ``label_0``, ``label_1`` of the audited texts; ``synthetic``: a seeded sample of the madlibs template set, scored
+  by the same model, when ``synthetic`` rows are asked for — :func:`synthetic_texts`):
+  ``CF_GAP(x) = mean_{x' ∈ Φ(x)} |f(x) − f(x')|`` (Φ within the split's terms), averaged over examples with a
+  non-empty Φ(x) and at most ``max_tokens`` whitespace tokens (default 10, as 002).
   CI: percentile bootstrap over examples (an example keeps all its counterfactuals).
 * **Control band**: for every such example, ``k_control`` pairs of control words (neutral adjectives,
   ``resources/text/identity_terms/control.txt``) are put into the slot(s) the identity term occupies and the same
@@ -45,8 +47,9 @@ FORMAT = "fairdesk.ctf/1"
 VERDICTS = ("differs", "equivalent within margin", "inconclusive")
 SPLITS = ("train", "held_out")
 SUBSETS = ("all", "label_0", "label_1")
+SYNTHETIC = "synthetic"  # the subset name of the madlibs template sample (an addition to SUBSETS)
 DEFAULTS = {"max_tokens": 10, "margin": 0.02, "alpha": 0.05, "n_boot": 2000, "threshold": 0.5, "k_control": 3,
-            "batch_size": 1024}
+            "batch_size": 1024, "synthetic": 1000}
 
 
 # ==============================================================================================================
@@ -341,8 +344,10 @@ def _verdict(gap_lo, gap_hi, excess_lo, n, margin, has_control) -> tuple[str, st
 
 def ctf_statistics(pairs: PairSet, scores: np.ndarray, labels=None, margin: float = 0.02, alpha: float = 0.05,
                    n_boot: int = 2000, threshold: float = 0.5, seed: int = 0, n_examples_shown: int = 20,
-                   progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> CTFResult:
-    """All statistics from a scored :class:`PairSet` (``scores[i]`` = f(pairs.texts[i]))."""
+                   progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                   family_size: int | None = None) -> CTFResult:
+    """All statistics from a scored :class:`PairSet` (``scores[i]`` = f(pairs.texts[i])). ``family_size``: the
+    number of CTF-gap records the Bonferroni level counts when more are computed elsewhere (the synthetic subset)."""
     rep = Reporter(progress, cancel)
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape[0] != len(pairs.texts):
@@ -375,7 +380,7 @@ def ctf_statistics(pairs: PairSet, scores: np.ndarray, labels=None, margin: floa
             if subset != "all":
                 sel &= (y == int(subset[-1]))
             plan.append((split, subset, s_code, sel, gap))
-    m = max(len(plan), 1)
+    m = max(len(plan), int(family_size or 0), 1)
     level_v = 1 - alpha / m
     records = []
     for k, (split, subset, s_code, sel, gap) in enumerate(plan):
@@ -519,12 +524,39 @@ def data_sha256(texts, labels=None) -> str:
     return h.hexdigest()
 
 
+def synthetic_texts(n: int, seed: int = 0) -> tuple[list[str], np.ndarray, dict]:
+    """A seeded sample of ``n`` rows of the madlibs template set (:func:`fairdesk.core.text.madlibs.madlibs`)
+    among its rows with an identity term (the ``you_occupation`` rows have none); all of them when ``n`` is at
+    least their number. Simple random sampling, so the templates keep the published proportions (``name_adj`` is
+    94 % of the set). Returns ``(texts, labels, info)``; ``info`` holds the sample's size, the number available,
+    the seed and the rows per template."""
+    from fairdesk.core.text.madlibs import madlibs
+
+    if n < 1:
+        raise DataError("The synthetic template sample needs at least one row (0 turns it off).")
+    df = madlibs()
+    df = df[df["has_counterfactual"]].reset_index(drop=True)
+    available = len(df)
+    if n < available:
+        rows = np.sort(np.random.default_rng([int(seed) & 0xFFFF_FFFF, 7]).choice(available, size=n, replace=False))
+        df = df.iloc[rows]
+    info = {"source": "madlibs", "n_rows": int(len(df)), "n_available": int(available), "seed": int(seed),
+            "per_template": {str(k): int(v) for k, v in df["template"].value_counts().sort_index().items()},
+            "n_label_1": int(df["label"].sum())}
+    return df["text"].tolist(), df["label"].to_numpy().astype(int), info
+
+
 def ctf_audit(texts, score, labels=None, terms="dixon_train", held_out_terms=None, control_terms="control",
               max_tokens: int | None = 10, margin: float = 0.02, alpha: float = 0.05, n_boot: int = 2000,
               threshold: float = 0.5, k_control: int = 3, batch_size: int = 1024, seed: int = 0,
               model_hashes: dict | None = None, progress: ProgressFn | None = None,
-              cancel: CancelToken | None = None) -> CTFResult:
-    """The whole CTF audit: pairs (0–30 %), batched scoring of the unique texts (30–80 %), statistics."""
+              cancel: CancelToken | None = None, synthetic: int | None = None) -> CTFResult:
+    """The whole CTF audit: pairs (0–30 %), batched scoring of the unique texts (30–80 %), statistics.
+
+    ``synthetic``: also score a sample of that many madlibs template rows (:func:`synthetic_texts`; None or 0:
+    off) with the same model, term sets, control words and token limit, reported as CTF-gap records with subset
+    ``"synthetic"`` (one per term split; counted in the Bonferroni family). ``settings["synthetic"]`` describes
+    the sample (or says why it gave no record: no template mentions a term of the set)."""
     from fairdesk.core import provenance
 
     rep = Reporter(progress, cancel)
@@ -542,9 +574,38 @@ def ctf_audit(texts, score, labels=None, terms="dixon_train", held_out_terms=Non
     if not (pairs.kind == 0).any():
         raise DataError("No text mentions a term of the chosen term set within the token limit "
                         f"({max_tokens} tokens); choose another term set or raise --max-tokens.")
-    scores = score_texts(score, pairs.texts, batch_size, rep.sub(0.3, 0.8), rep.cancel)
+    synth = synth_info = None
+    if synthetic:
+        rep(0.25, "synthetic template texts")
+        s_texts, _s_labels, synth_info = synthetic_texts(int(synthetic), seed)
+        synth = build_pairs(s_texts, terms, held_out_terms, control_terms, max_tokens,
+                            k_control, seed, None, rep.cancel)
+        if not (synth.kind == 0).any():
+            synth_info["note"] = ("No synthetic template text mentions a term of the chosen term set, so the "
+                                  "synthetic subset has no result (the templates use the 50 Dixon et al. terms).")
+            synth = None
+    scores = score_texts(score, pairs.texts, batch_size, rep.sub(0.3, 0.7 if synth is not None else 0.8),
+                         rep.cancel)
+    family = None
+    if synth is not None:
+        family = len(pairs.term_sets) * ((3 if labels is not None else 1) + 1)
     result = ctf_statistics(pairs, scores, labels, margin, alpha, n_boot, threshold, seed,
-                            progress=rep.sub(0.8, 1.0), cancel=rep.cancel)
+                            progress=rep.sub(0.8, 0.95 if synth is not None else 1.0), cancel=rep.cancel,
+                            family_size=family)
+    if synth is not None:
+        s_scores = score_texts(score, synth.texts, batch_size, rep.sub(0.7, 0.8), rep.cancel)
+        s_res = ctf_statistics(synth, s_scores, None, margin, alpha, n_boot, threshold, seed, n_examples_shown=0,
+                               progress=rep.sub(0.95, 1.0), cancel=rep.cancel, family_size=family)
+        for rec in s_res.ctf_gap:
+            rec["subset"] = SYNTHETIC
+            result.ctf_gap.append(rec)
+            if "control" in rec:
+                result.control.setdefault("records", []).append(
+                    {k: rec.get(k) for k in ("terms", "subset", "n", "control", "control_ci_low", "control_ci_high")})
+        synth_info.update(n_identity_pairs=int((synth.kind == 0).sum()), n_control_pairs=int((synth.kind == 1).sum()),
+                          n_unique_texts_scored=len(synth.texts), mean_score=float(np.mean(s_scores)))
+    if synth_info is not None:
+        result.settings["synthetic"] = synth_info
     result.settings.update(max_tokens=max_tokens, k_control=k_control, batch_size=batch_size)
     result.provenance = provenance.make(seed, data_sha256(texts, labels), model_hashes,
                                         term_set_sha256={k: v["sha256"] for k, v in pairs.term_sets.items()})

@@ -29,11 +29,23 @@ loss is meaningful for multi-output logits only. Golden values (TFMR unit tests,
 
 A model folder holds ``config.json`` (architecture, vocabulary, method, λ, loss, the term set used, training
 history) and ``model.safetensors``; both written atomically; nothing is pickled. torch is imported inside functions.
+
+Resume (``checkpoint_dir``, ``resume``): after every finished epoch a checkpoint folder ``epoch-NNNN`` is written in
+``checkpoint_dir`` — ``weights.safetensors`` (the module), ``optimizer.safetensors`` (Adam's per-parameter tensors,
+keyed ``"<param index>.<name>"``) and ``state.json`` (the epoch, the config with its history, Adam's param groups
+and non-tensor state, the run's fingerprint). Nothing is pickled (``torch.save`` of an optimizer state would be a
+pickle). The folder is written under a temporary name and renamed, so a checkpoint is complete or absent; older
+epochs are then removed. All randomness of epoch ``e`` (counterfactual sampling, data order, dropout) is derived
+from ``(seed, e)`` alone, so no RNG state needs saving and a resumed run gives the same weights as an uninterrupted
+one. A checkpoint is used only by a run with the same data and settings (:func:`run_fingerprint`; the number of
+epochs may grow).
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -72,6 +84,7 @@ class TextCNNConfig:
     lr: float = 2e-3
     batch_size: int = 64
     history: list = field(default_factory=list)
+    resumed_from: int = 0               # epochs restored from a checkpoint (0: trained from the start)
     format: str = FORMAT
 
     def to_dict(self) -> dict:
@@ -266,14 +279,171 @@ def build_vocab(texts, terms=None, max_size: int = 30_000, min_count: int = 1) -
     return vocab
 
 
+# ==============================================================================================================
+# Checkpoints (resume)
+
+CHECKPOINT_FORMAT = "fairdesk.text_cnn_checkpoint/1"
+_CKPT_RE = re.compile(r"^epoch-(\d{4,})$")
+
+
+def epoch_seeds(seed: int, epoch: int) -> tuple[np.random.Generator, int]:
+    """The numpy generator (counterfactual sampling, data order) and the torch seed (dropout) of epoch ``epoch``
+    (0-based), derived from ``(seed, epoch)`` only."""
+    base = int(seed) & 0xFFFF_FFFF_FFFF_FFFF  # SeedSequence takes non-negative integers
+    torch_seed = int(np.random.SeedSequence([base, int(epoch), 1]).generate_state(1, np.uint64)[0] >> 1)
+    return np.random.default_rng([base, int(epoch)]), torch_seed
+
+
+def run_fingerprint(texts, labels, config: "TextCNNConfig", term_set=None) -> str:
+    """SHA-256 over the training data and every setting that changes the weights (not the number of epochs)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(str(t).encode("utf-8"))
+        h.update(b"\x00")
+    h.update(np.asarray(labels, dtype=np.int64).tobytes())
+    settings = {k: getattr(config, k) for k in ("embed_dim", "filters", "dropout", "max_len", "method", "lam",
+                                                 "pair_loss", "seed", "lr", "batch_size")}
+    settings["kernel_sizes"] = list(config.kernel_sizes)
+    settings["terms"] = term_set.to_dict().get("sha256") if term_set is not None else None
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def checkpoints(folder: str | Path) -> list[Path]:
+    """The complete checkpoint folders in ``folder``, oldest epoch first (temporary folders are ignored)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir()
+             if p.is_dir() and (m := _CKPT_RE.match(p.name)) and (p / "state.json").is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(folder: str | Path) -> Path | None:
+    found = checkpoints(folder)
+    return found[-1] if found else None
+
+
+def checkpoint_info(folder: str | Path) -> dict | None:
+    """``{"epoch", "epochs", "method", "lam", "pair_loss", "seed", "path"}`` of the newest checkpoint in
+    ``folder`` (None: none)."""
+    ck = latest_checkpoint(folder)
+    if ck is None:
+        return None
+    try:
+        state = json.loads((ck / "state.json").read_text(encoding="utf-8"))
+        cfg = state["config"]
+        return {"epoch": int(state["epoch"]), "epochs": int(state.get("epochs_planned", state["epoch"])),
+                "method": cfg.get("method"), "lam": cfg.get("lam"), "pair_loss": cfg.get("pair_loss"),
+                "seed": cfg.get("seed"), "path": str(ck)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def clear_checkpoints(folder: str | Path) -> None:
+    """Remove a checkpoint folder (after the finished model is saved)."""
+    shutil.rmtree(Path(folder), ignore_errors=True)
+
+
+def save_checkpoint(folder: str | Path, epoch: int, module, optimizer, config: "TextCNNConfig",
+                    fingerprint: str, epochs_planned: int) -> Path:
+    """Write checkpoint ``epoch-NNNN`` (``epoch`` finished epochs) atomically: a temporary folder renamed."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"epoch-{epoch:04d}"
+    tmp = folder / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        weights = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+        save_file(weights, str(tmp / "weights.safetensors"))
+        sd = optimizer.state_dict()
+        tensors, scalars = {}, {}
+        for pid, st in sd["state"].items():
+            for key, value in st.items():
+                if torch.is_tensor(value):
+                    tensors[f"{pid}.{key}"] = value.detach().cpu().contiguous()
+                else:
+                    scalars.setdefault(str(pid), {})[key] = value
+        save_file(tensors, str(tmp / "optimizer.safetensors"))
+        groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
+        state = {"format": CHECKPOINT_FORMAT, "epoch": int(epoch), "epochs_planned": int(epochs_planned),
+                 "fingerprint": fingerprint, "config": config.to_dict(),
+                 "optimizer": {"param_groups": groups, "scalars": scalars, "tuples": ["betas"]},
+                 "rng": {"seed": int(config.seed), "derivation": "numpy default_rng([seed, epoch]); torch seed "
+                                                                 "SeedSequence([seed, epoch, 1])"}}
+        with open(tmp / "state.json", "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(state, indent=1))
+            handle.flush()
+            os.fsync(handle.fileno())
+        if final.exists():  # the same epoch again (a re-run): move the old one aside first
+            old = folder / f".old-{final.name}-{os.getpid()}"
+            os.replace(final, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for older in checkpoints(folder):
+        if older != final:
+            shutil.rmtree(older, ignore_errors=True)
+    return final
+
+
+def _load_checkpoint(ck: Path, module, optimizer) -> dict:
+    from safetensors.torch import load_file
+
+    try:
+        state = json.loads((ck / "state.json").read_text(encoding="utf-8"))
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ModelError(f"{ck} is not a FairDesk text-CNN checkpoint.")
+        module.load_state_dict(load_file(str(ck / "weights.safetensors")))
+        tensors = load_file(str(ck / "optimizer.safetensors"))
+    except (OSError, ValueError, RuntimeError, KeyError) as err:
+        raise ModelError(f"The checkpoint {ck} cannot be read ({err}); delete it to train from the start.") from err
+    opt_state: dict = {}
+    for key, value in tensors.items():
+        pid, name = key.split(".", 1)
+        opt_state.setdefault(int(pid), {})[name] = value
+    for pid, extra in state["optimizer"].get("scalars", {}).items():
+        opt_state.setdefault(int(pid), {}).update(extra)
+    groups = []
+    for g in state["optimizer"]["param_groups"]:
+        g = dict(g)
+        for k in state["optimizer"].get("tuples", []):
+            if isinstance(g.get(k), list):
+                g[k] = tuple(g[k])
+        groups.append(g)
+    try:
+        optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
+    except (ValueError, KeyError) as err:
+        raise ModelError(f"The optimizer state in {ck} does not fit the model ({err}); delete the checkpoint to "
+                         "train from the start.") from err
+    return state
+
+
+# ==============================================================================================================
+# Training
+
+
 def train_text_classifier(texts, labels, method: str = "baseline", terms="dixon_train", lam: float = 1.0,
                           pair_loss: str = "mse", epochs: int = 5, batch_size: int = 64, lr: float = 2e-3,
                           seed: int = 0, config: TextCNNConfig | None = None, progress: ProgressFn | None = None,
-                          cancel: CancelToken | None = None) -> TextClassifier:
+                          cancel: CancelToken | None = None, checkpoint_dir: str | Path | None = None,
+                          resume: bool = False, on_epoch=None) -> TextClassifier:
     """Train a text CNN with one of :data:`METHODS`. Progress per batch, history (loss per epoch) in the config.
 
     ``terms``: a term set name, file or :class:`TermSet` (used by every method except ``baseline``; recorded).
-    ``lam``: λ of CLP (ignored by other methods). Cancel is checked every batch; nothing is written here.
+    ``lam``: λ of CLP (ignored by other methods). Cancel is checked every batch.
+    ``checkpoint_dir``: write a checkpoint there after every epoch (see the module docstring); nothing is written
+    without it. ``resume``: continue from its newest checkpoint (none: start from the beginning); the returned
+    config's ``resumed_from`` says from which epoch. ``on_epoch(record)``: called after every epoch (and, when
+    resuming, for every restored epoch, with ``"restored": True``) with the history record plus ``"epochs"``.
     """
     import torch
 
@@ -296,7 +466,6 @@ def train_text_classifier(texts, labels, method: str = "baseline", terms="dixon_
     if method != "baseline" and term_set is None:
         raise ModelError(f"Method '{method}' needs a term set.")
     rep = Reporter(progress, cancel)
-    rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
 
     train_texts, train_y = list(texts), y
@@ -317,19 +486,36 @@ def train_text_classifier(texts, labels, method: str = "baseline", terms="dixon_
     config.method, config.lam = method, float(lam if method in ("clp", "clp_nontox") else 0.0)
     config.pair_loss, config.seed, config.lr, config.batch_size = pair_loss, int(seed), float(lr), int(batch_size)
     config.terms = term_set.to_dict() if term_set is not None and method != "baseline" else None
+    config.history = []
+    fingerprint = run_fingerprint(texts, y, config, term_set)
     module = build_module(config)
+    opt = torch.optim.Adam(module.parameters(), lr=lr)
+    start = 0
+    if resume and checkpoint_dir is not None and (ck := latest_checkpoint(checkpoint_dir)) is not None:
+        peek = json.loads((ck / "state.json").read_text(encoding="utf-8"))
+        if peek.get("fingerprint") != fingerprint:
+            raise ModelError(f"The checkpoint in {checkpoint_dir} belongs to a run with other data or settings "
+                             "(method, λ, seed, …); choose another output folder, or train without resume.")
+        state = _load_checkpoint(ck, module, opt)
+        config = TextCNNConfig.from_dict(state["config"])
+        start = int(state["epoch"])
+        for rec in config.history:
+            if on_epoch is not None:
+                on_epoch({**rec, "epochs": max(epochs, start), "restored": True})
+    config.resumed_from = start
     clf = TextClassifier(module, config)
     # Texts are preprocessed (blinding) already above, so encode directly.
     ids_all = clf.encode(train_texts)
     yt = torch.from_numpy(train_y)
-    opt = torch.optim.Adam(module.parameters(), lr=lr)
     bce = torch.nn.BCEWithLogitsLoss()
     pairing = method in ("clp", "clp_nontox")
     n = len(train_texts)
     n_batches = (n + batch_size - 1) // batch_size
     kmax = max(config.kernel_sizes)
-    for epoch in range(epochs):
+    for epoch in range(start, epochs):
         t0 = time.perf_counter()
+        rng, torch_seed = epoch_seeds(seed, epoch)
+        torch.manual_seed(torch_seed)
         cf_ids = has_cf = None
         if pairing:
             cfs = [random_counterfactual(t, term_set, rng) for t in texts]
@@ -359,10 +545,16 @@ def train_text_classifier(texts, labels, method: str = "baseline", terms="dixon_
             opt.step()
             total += loss.item() * len(idx)
         module.eval()
-        config.history.append({"epoch": epoch + 1, "loss": total / n, "pair_loss": total_pair / n if pairing else None,
-                               "seconds": time.perf_counter() - t0})
+        record = {"epoch": epoch + 1, "loss": total / n, "pair_loss": total_pair / n if pairing else None,
+                  "seconds": time.perf_counter() - t0}
+        config.history.append(record)
+        config.epochs = epoch + 1
+        if checkpoint_dir is not None:  # before the cancel check below: a cancel keeps every finished epoch
+            save_checkpoint(checkpoint_dir, epoch + 1, module, opt, config, fingerprint, epochs)
+        if on_epoch is not None:
+            on_epoch({**record, "epochs": epochs})
         rep((epoch + 1) / epochs, f"epoch {epoch + 1}/{epochs}: loss {total / n:.4f}")
-    config.epochs = epochs
+    config.epochs = max(start, epochs)
     return clf
 
 

@@ -16,9 +16,11 @@ import os
 from pathlib import Path
 
 from fairdesk.core.reports.document import Paragraph, Report, Section, Table, cap, join_words, report_date
+from fairdesk.core.reports.figures import fmt_rate, fmt_signed
 
 SPLIT_TITLE = {"train": "train terms", "held_out": "held-out terms"}
-SUBSET_TITLE = {"all": "all texts", "label_0": "label-0 texts", "label_1": "label-1 texts"}
+SUBSET_TITLE = {"all": "all texts", "label_0": "label-0 texts", "label_1": "label-1 texts",
+                "synthetic": "synthetic template texts"}
 MAX_PAIR_ROWS = 40
 MAX_TERM_ROWS = 60
 MAX_EXAMPLES = 12
@@ -54,18 +56,7 @@ def rate_ci(low, high, n, k: int) -> str:
     return "–" if (num(n) or 0) < k else ci(low, high)
 
 
-def f3(value, digits: int = 3) -> str:
-    f = num(value)
-    return "–" if f is None else f"{f:.{digits}f}"
-
-
-def signed(value, digits: int = 3) -> str:
-    f = num(value)
-    if f is None:
-        return "–"
-    if round(f, digits) == 0:
-        return f"{0:.{digits}f}"
-    return f"+{f:.{digits}f}" if f > 0 else f"\u2212{-f:.{digits}f}"
+f3, signed = fmt_rate, fmt_signed  # the figures module's number formats, under the names used here
 
 
 def ci(low, high, digits: int = 3) -> str:
@@ -185,6 +176,18 @@ def _methods(doc: dict, k: int) -> Section:
                   "(Wilson intervals). TPR and TNR per term over the texts mentioning it; the gap of a pair is "
                   "|rate_a − rate_a′|, the overall gap the mean over pairs (002 Table 3)."),
     ]
+    synth = st.get("synthetic") or {}
+    if synth.get("n_rows") and not synth.get("note"):
+        per = synth.get("per_template") or {}
+        s.blocks.append(Paragraph(
+            f"Synthetic template texts. Besides the audited texts, {count(synth['n_rows'], k)} of the "
+            f"{int(synth.get('n_available') or 0):,} madlibs template sentences with an identity term (Dixon et al. "
+            f"2018, as in 002; sampled with seed {synth.get('seed')}; "
+            + ", ".join(f"{name} {count(v, k)}" for name, v in per.items())
+            + ") were scored by the same model with the same terms, control words and token limit. All of their "
+            "toxicity is in the context, so every counterfactual is symmetric by design; their CTF gap is the row "
+            "'synthetic template texts' (no label subsets; counted in the Bonferroni family). Word lists and set: "
+            "CC BY 4.0, attribution under Provenance."))
     sets = st.get("term_sets") or {}
     rows = [["Term set (" + _split(key) + ")",
              f"{v.get('name')}: {len(v.get('groups') or [])} groups ({v.get('kind')})"] for key, v in sets.items()]
@@ -204,6 +207,9 @@ def _methods(doc: dict, k: int) -> Section:
             ["Unique texts scored", count(counts.get("n_unique_texts_scored"), k)]]
     for key, v in (counts.get("excluded_no_valid_counterfactual") or {}).items():
         crow.append([f"Left out, no valid counterfactual ({_split(key)})", count(v, k)])
+    if synth.get("n_rows") and not synth.get("note"):
+        crow += [["Synthetic template texts", count(synth.get("n_rows"), k)],
+                 ["Synthetic identity pairs scored", count(synth.get("n_identity_pairs"), k)]]
     s.blocks.append(Table(["Count", "n"], crow, title="Counts", align=["L", "R"]))
     return s
 

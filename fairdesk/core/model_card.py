@@ -1,0 +1,636 @@
+"""The fairness and equity part of an applied model card, from one stored audit of any kind (issue 14, point 5).
+
+:func:`model_card` reads an audit from the project and returns a dict in the shape of
+``resources/model_card.schema.json``: the model (name, kind, version, hashes), the intended use as the user entered
+it, the data and its provenance, the subgroups audited with their sizes, every finding with its verdict
+("differs" / "equivalent" within ±margin / "inconclusive") and one sentence, the limitations and what was not
+tested, plus FairDesk's version, the audit's kind, id and date, its seed and the small-cell k. :func:`card_markdown`
+writes the same card for people; :func:`validate_card` checks a card against the schema and the small-cell rule.
+
+Small cells: every count in the card (rows, subgroup sizes, counts inside sentences) below ``suppress_k`` is written
+"<k", as in the PDF reports; the schema's count type allows only a whole number or "<k", and :func:`validate_card`
+refuses a card whose numbers are below its own k.
+
+Findings come from each kind's stored document: for ``groups`` (and the group audits inside ``note_classifiers``)
+:func:`fairdesk.core.audits.groups.findings`, so the card counts what the GUI header, the board summary and the PDF
+count; for the other kinds the verdict records the document holds (``records`` of ``mlm_bias``, ``table`` of
+``cit_images``, the per-method ``comparison`` of ``age_independence``, ``ctf_gap`` of ``ctf``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from fairdesk.core.errors import DataError
+from fairdesk.core.project import Project
+
+CARD_FORMAT = "fairdesk.model_card/1"
+SCHEMA_NAME = "model_card.schema.json"
+VERDICTS = ("differs", "equivalent", "inconclusive")
+
+INCONCLUSIVE_READING = ("'Inconclusive' means the audit could not tell: it is never evidence that the model is fair "
+                        "for that group. 'Equivalent' means the difference was shown to lie within the stated margin.")
+
+
+# ---- the schema and its validator -----------------------------------------------------------------------------
+
+def schema_path() -> Path:
+    """Where the shipped schema lives (``resources/``, found the same way in a checkout, a wheel and a frozen build)."""
+    from fairdesk.paths import resources_dir
+
+    return resources_dir() / SCHEMA_NAME
+
+
+def load_schema() -> dict:
+    try:
+        return json.loads(schema_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DataError(f"The model-card schema {schema_path()} cannot be read ({err}); reinstall FairDesk.") from err
+
+
+# Why a hand validator: jsonschema is not a FairDesk dependency (nor in the frozen build), and the card's schema
+# uses a small subset of JSON Schema. This validator implements exactly that subset, with JSON Schema's meaning
+# (``pattern`` applies to strings only, ``minimum`` to numbers only, booleans are not integers), and refuses any
+# other keyword in the schema, so the schema cannot silently grow beyond what is checked.
+_ANNOTATIONS = {"$schema", "$id", "$defs", "$comment", "title", "description"}
+_CHECKED = {"type", "enum", "required", "properties", "additionalProperties", "items", "pattern", "minimum", "$ref"}
+_TYPES = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+}
+
+
+def schema_errors(instance, schema: dict, root: dict | None = None, where: str = "") -> list[str]:
+    """Every way ``instance`` breaks ``schema`` (JSON-pointer path: problem); empty when it validates."""
+    root = schema if root is None else root
+    unknown = set(schema) - _ANNOTATIONS - _CHECKED
+    if unknown:
+        raise DataError(f"The model-card schema uses {', '.join(sorted(unknown))}, which FairDesk's validator does "
+                        "not check.")
+    at = where or "/"
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        if not ref.startswith("#/$defs/"):
+            raise DataError(f"The model-card schema refers to {ref}; only #/$defs/... is supported.")
+        return schema_errors(instance, root["$defs"][ref[len("#/$defs/"):]], root, where)
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(_TYPES[t](instance) for t in types):
+            return [f"{at}: {json.dumps(instance)[:60]} is not of type {' or '.join(types)}"]
+    errors = []
+    if "enum" in schema and instance not in schema["enum"]:
+        errors.append(f"{at}: {json.dumps(instance)[:60]} is not one of {schema['enum']}")
+    if "pattern" in schema and isinstance(instance, str) and not re.search(schema["pattern"], instance):
+        errors.append(f"{at}: {instance!r} does not match {schema['pattern']}")
+    if "minimum" in schema and _TYPES["number"](instance) and instance < schema["minimum"]:
+        errors.append(f"{at}: {instance} is below the minimum {schema['minimum']}")
+    if isinstance(instance, dict):
+        props = schema.get("properties", {})
+        for name in schema.get("required", []):
+            if name not in instance:
+                errors.append(f"{at}: '{name}' is missing")
+        extra = schema.get("additionalProperties", True)
+        for name, value in instance.items():
+            if name in props:
+                errors += schema_errors(value, props[name], root, f"{where}/{name}")
+            elif extra is False:
+                errors.append(f"{at}: '{name}' is not a field of the card")
+            elif isinstance(extra, dict):
+                errors += schema_errors(value, extra, root, f"{where}/{name}")
+    if isinstance(instance, list) and "items" in schema:
+        for i, value in enumerate(instance):
+            errors += schema_errors(value, schema["items"], root, f"{where}/{i}")
+    return errors
+
+
+def _counts_below_k(card: dict) -> list[str]:
+    """Whole-number counts below the card's k (subgroup sizes, rows) and "<j" marks of another k."""
+    k = card["audit"]["small_cell_k"]
+    found = []
+    values = [("/data/rows", card["data"]["rows"])]
+    values += [(f"/subgroups/groups/{i}/size", g["size"]) for i, g in enumerate(card["subgroups"]["groups"])]
+    for where, v in values:
+        if isinstance(v, int) and v < k:
+            found.append(f"{where}: {v} is below k = {k} and must be written \"<{k}\"")
+        if isinstance(v, str) and v != f"<{k}":
+            found.append(f"{where}: {v!r} is not \"<{k}\"")
+    return found
+
+
+def validate_card(card: dict, schema: dict | None = None) -> None:
+    """Refuse (:class:`DataError`) a card that breaks the schema or shows a count below its k."""
+    errors = schema_errors(card, schema or load_schema())
+    if not errors:
+        errors = _counts_below_k(card)
+    if errors:
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise DataError("The model card does not follow its schema: " + "; ".join(errors[:3]) + more + ".")
+
+
+# ---- small helpers ----------------------------------------------------------------------------------------------
+
+def _num(value) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _text(value) -> str | None:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return str(value)
+
+
+def _count(value, k: int):
+    """A count as the card writes it: an int of at least k, "<k" below k, None when unknown."""
+    v = _num(value)
+    if v is None:
+        return None
+    return f"<{k}" if v < k else int(v)
+
+
+def _f(value, digits: int = 3) -> str:
+    v = _num(value)
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _signed(value, digits: int = 3) -> str:
+    v = _num(value)
+    return "–" if v is None else f"{v:+.{digits}f}"
+
+
+def _interval(low, high) -> str:
+    return f"{_f(low)} to {_f(high)}"
+
+
+def verdict_of(value) -> str:
+    """The stored verdict as one of the three ("dependent" of the image audit is "differs")."""
+    v = str(value or "").strip().lower()
+    if v in ("differs", "dependent"):
+        return "differs"
+    if v.startswith("equivalent"):
+        return "equivalent"
+    return "inconclusive"
+
+
+def verdict_words(verdict: str, margin) -> str:
+    m = _num(margin)
+    if verdict == "equivalent":
+        return f"equivalent within ±{m:g}" if m is not None else "equivalent within the margin"
+    return verdict
+
+
+def _finding(fid, verdict, margin, measure, sentence, k, **extra) -> dict:
+    from fairdesk.core.reports.document import suppress_text
+
+    v = verdict_of(verdict)
+    item = {"finding_id": str(fid), "verdict": v, "verdict_words": verdict_words(v, margin), "margin": _num(margin),
+            "measure": measure, "sentence": suppress_text(sentence, k)}
+    for key, value in extra.items():
+        item[key] = _num(value) if key in ("estimate", "interval_low", "interval_high", "adjusted_p") else \
+            _text(value)
+    return item
+
+
+def _subgroup(attribute, group, size, k, *, tested=True, why=None, task=None, variant=None, unit="rows") -> dict:
+    from fairdesk.core.reports.document import suppress_text
+
+    return {"variant": _text(variant), "task": _text(task), "attribute": str(attribute), "group": str(group),
+            "size": _count(size, k), "size_unit": unit if size is not None else None, "tested": bool(tested),
+            "why_not_tested": suppress_text(str(why), k) if _text(why) else None}
+
+
+class _Parts:
+    """What one kind contributes to the card."""
+
+    def __init__(self) -> None:
+        self.findings: list[dict] = []
+        self.groups: list[dict] = []
+        self.sizes_given = True
+        self.size_note = ""
+        self.limitations: list[str] = []
+        self.not_tested: list[str] = []
+        self.model: dict = {}
+        self.data: dict = {}
+
+
+# ---- the kinds ----------------------------------------------------------------------------------------------------
+
+def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None) -> None:
+    """Findings, subgroups and untested comparisons of a group audit document (also inside note_classifiers)."""
+    import pandas as pd
+
+    from fairdesk.core.audits.groups import GroupAuditResult, findings
+    from fairdesk.core.reports.groups import METRIC_TITLE
+
+    result = GroupAuditResult.from_dict(doc)
+    margin = result.plan.margin
+    level = f"{100 * result.plan.ci_level:g}%"
+    prefix = f"{variant}: " if variant else ""
+    for r in findings(result).to_dict(orient="records"):
+        metric = str(r.get("metric"))
+        title = METRIC_TITLE.get(metric, metric)
+        verdict = verdict_of(r.get("verdict"))
+        words = verdict_words(verdict, margin)
+        task, attr, group = _text(r.get("task")), _text(r.get("attribute")), _text(r.get("group"))
+        q = f", adjusted p {_f(r.get('q_value'))}" if _num(r.get("q_value")) is not None else ""
+        if metric == "delta_eo":
+            bins = _num(r.get("bins"))
+            sentence = (f"{prefix}{title} across {int(bins) if bins else 'the'} bins of {attr} in task {task} is "
+                        f"{_f(r.get('gap'))} (interval {_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
+            subject, compared = f"{attr} ({group})", None
+        else:
+            gap = _num(r.get("gap"))
+            side = "lower" if gap is not None and gap < 0 else "higher"
+            sentence = (f"{prefix}{title} for {attr} = {group} in task {task} is {_f(r.get('rate'))} against "
+                        f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
+                        f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
+                        f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
+            subject, compared = f"{attr} = {group}", _text(r.get("comparison"))
+        parts.findings.append(_finding(f"{variant + '|' if variant else ''}{r.get('test_id')}", verdict, margin,
+                                       title, sentence, k, variant=variant, task=task, subgroup=subject,
+                                       compared_with=compared, estimate=r.get("gap"), interval_low=r.get("ci_low"),
+                                       interval_high=r.get("ci_high"), adjusted_p=r.get("q_value")))
+    seen = set()
+    for r in result.groups.to_dict(orient="records"):
+        seen.add((str(r["task"]), str(r["attribute"]), str(r["group"])))
+        tested = r.get("tested")
+        tested = True if tested is None or (isinstance(tested, float) and math.isnan(tested)) else bool(tested)
+        parts.groups.append(_subgroup(r["attribute"], r["group"], r.get("n"), k, tested=tested,
+                                      why=r.get("reason"), task=r["task"], variant=variant))
+    for r in result.dropped.to_dict(orient="records"):
+        if (str(r["task"]), str(r["attribute"]), str(r["group"])) not in seen:
+            parts.groups.append(_subgroup(r["attribute"], r["group"], r.get("n"), k, tested=False,
+                                          why=r.get("reason"), task=r["task"], variant=variant))
+        parts.not_tested.append(f"{prefix}{r['attribute']} = {r['group']} in task {r['task']}: not tested "
+                                f"({_text(r.get('reason')) or 'left out'}).")
+    if not result.delta_bins.empty:
+        bins = result.delta_bins.drop_duplicates(["task", "attribute", "bins_requested", "bin"])
+        for r in bins.to_dict(orient="records"):
+            label = (f"bin {int(r['bin']) + 1} of {int(r['bins_requested'])} "
+                     f"({_f(r.get('lower'), 3)} to {_f(r.get('upper'), 3)})")
+            parts.groups.append(_subgroup(r["attribute"], label, r.get("n"), k, task=r["task"], variant=variant))
+    rec = result.records
+    if not rec.empty and "test_id" in rec:
+        untested = rec[rec["test_id"].isna() & rec["reason"].notna()]
+        for r in untested.to_dict(orient="records"):
+            if pd.isna(r.get("reason")):
+                continue
+            parts.not_tested.append(f"{prefix}{METRIC_TITLE.get(r['metric'], r['metric'])} for {r['attribute']} = "
+                                    f"{r['group']} in task {r['task']}: shown but not tested ({r['reason']}).")
+    plan = result.plan
+    for metric in ("parity", "recall", "specificity"):  # repeated per encoder: the card keeps each line once
+        if metric not in plan.metrics:
+            parts.not_tested.append(f"{METRIC_TITLE[metric]} gaps were not part of this audit.")
+    if "calibration" not in doc:
+        parts.not_tested.append("Calibration by group (is the risk score equally trustworthy for every group?) was "
+                                "not part of this audit.")
+    if not plan.intersections:
+        parts.not_tested.append("Intersections of attributes (e.g. sex × ethnicity) were not audited.")
+    parts.limitations += [f"{prefix}{w}" for w in result.warnings]
+
+
+def _groups(doc: dict, k: int) -> _Parts:
+    parts = _Parts()
+    _group_findings(doc, k, parts)
+    prov = doc.get("provenance") or {}
+    parts.data = {"name": prov.get("dataset"), "sha256": prov.get("data_sha256"), "rows": prov.get("n_rows")}
+    parts.model = {"hashes": prov.get("model_hashes") or {}}
+    roles = (doc.get("plan") or {}).get("roles") or {}
+    parts.size_note = ("Sizes are rows per group and task" + (" (patients are counted in the audit's groups table)"
+                                                               if roles.get("patient_id") else "") +
+                       "; bins of continuous attributes are listed with their rows.")
+    return parts
+
+
+def _note_classifiers(doc: dict, k: int) -> _Parts:
+    parts = _Parts()
+    for encoder, audit in (doc.get("audits") or {}).items():
+        _group_findings(audit, k, parts, variant=encoder)
+    prov = doc.get("provenance") or {}
+    notes = [enc.get("n_notes") for enc in (doc.get("encoders") or {}).values() if enc.get("n_notes") is not None]
+    parts.data = {"name": prov.get("dataset"), "sha256": prov.get("data_sha256"), "rows": max(notes, default=None)}
+    hashes = {}
+    for name, enc in (doc.get("encoders") or {}).items():
+        if enc.get("fingerprint"):
+            hashes[f"encoder {name}"] = enc["fingerprint"]
+        for task, h in (enc.get("model_hashes") or {}).items():
+            hashes[f"{name}/{task}"] = h
+    for r in doc.get("results") or []:
+        if r.get("model_hash"):
+            hashes.setdefault(f"{r['encoder']}/{r['task']}", r["model_hash"])
+    parts.model = {"name": "Note classifiers on " + " vs ".join(doc.get("encoders") or {}), "kind": "note_mlp",
+                   "hashes": hashes}
+    parts.size_note = "Sizes are test notes per group, task and encoder."
+    for name, enc in (doc.get("encoders") or {}).items():
+        parts.limitations += [f"{name}: {n}" for n in enc.get("notes") or []]
+        if enc.get("truncated_notes"):
+            parts.limitations.append(f"{name}: {enc['truncated_notes']} notes were longer than the window cap and "
+                                     "were truncated.")
+    return parts
+
+
+def _mlm_bias(doc: dict, k: int) -> _Parts:
+    parts = _Parts()
+    models = [(doc.get("model_name") or "the model", doc)] + [(c.get("model_name") or c.get("model") or "compared",
+                                                               c) for c in doc.get("compared") or []]
+    method = doc.get("method") or {}
+    groups = method.get("groups") or {}
+    names = list(groups)
+    for model, d in models:
+        variant = model if len(models) > 1 else None
+        for r in d.get("records") or []:
+            margin = r.get("margin", method.get("margin"))
+            between = f"{names[0]} and {names[1]}" if len(names) == 2 else "the groups"
+            sentence = (f"{model}, {r.get('name') or r.get('category')}: the log-probability bias score differs "
+                        f"between {between} by {_signed(r.get('mean_difference'))} nats (95% CI "
+                        f"{_interval(r.get('ci_low'), r.get('ci_high'))}) over {r.get('n_templates')} templates: "
+                        f"{r.get('verdict_text') or verdict_words(verdict_of(r.get('verdict')), margin)}.")
+            parts.findings.append(_finding(f"{model}|{r.get('category')}", r.get("verdict"), margin,
+                                           "log-probability bias score", sentence, k, variant=variant,
+                                           subgroup=r.get("name") or r.get("category"), compared_with=between,
+                                           estimate=r.get("mean_difference"), interval_low=r.get("ci_low"),
+                                           interval_high=r.get("ci_high"), adjusted_p=r.get("q_value")))
+    for g, words in groups.items():
+        parts.groups.append(_subgroup(f"word group in slot {method.get('slot', '')}".strip(), g, None, k))
+    parts.sizes_given = False
+    parts.size_note = ("The groups are lists of words put into template sentences (" +
+                       "; ".join(f"{g}: {', '.join(map(str, w))}" for g, w in groups.items()) +
+                       "), not people: this audit has no subgroup sizes. Template counts per category are in the "
+                       "findings.")
+    tpl = method.get("templates") or {}
+    parts.data = {"name": tpl.get("path") or tpl.get("source"), "sha256": tpl.get("sha256"),
+                  "rows": method.get("n_scores"), "origin": "template list" +
+                  (f" ({tpl['source']})" if tpl.get("source") else "")}
+    parts.model = {"name": doc.get("model_name") or method.get("model"), "kind": "masked_lm"}
+    parts.limitations += [str(n) for n in method.get("notes") or []]
+    parts.not_tested.append("Bias in text the model generates (only the probabilities of words in fixed templates "
+                            "were measured); outcomes for patients were not measured.")
+    return parts
+
+
+def _cit_images(doc: dict, k: int) -> _Parts:
+    parts = _Parts()
+    s = doc.get("settings") or {}
+    margin = s.get("margin")
+    attr = doc.get("attribute") or {}
+    column = attr.get("column") or (doc.get("provenance") or {}).get("attribute") or "the attribute"
+    values = [str(v) for v in attr.get("values") or []]
+    pair = f"{values[0]} ↔ {values[1]}" if len(values) == 2 else "its values"
+    for r in doc.get("table") or []:
+        shifts = [f"{key[6:].replace('->', '→')}: {_signed(r[key])}" for key in sorted(r)
+                  if key.startswith("shift_") and not key.endswith("_ci")]
+        sentence = (f"Output {r.get('output')}: changing only {column} ({pair}) with everything else held fixed "
+                    f"shifts the prediction by {'; '.join(shifts) or '–'} (margin ±{_num(margin) or 0:g}; "
+                    f"invariance test p = {_f(r.get('p'))}): "
+                    f"{verdict_words(verdict_of(r.get('verdict')), margin)}.")
+        parts.findings.append(_finding(f"{r.get('output')}", r.get("verdict"), margin, "counterfactual prediction "
+                                       "shift", sentence, k, subgroup=f"{column} ({pair})", adjusted_p=r.get("q")))
+    ds = doc.get("dataset") or {}
+    for g, n in (ds.get("n_per_group") or {}).items():
+        parts.groups.append(_subgroup(column, g, n, k, unit="images"))
+    parts.size_note = "Sizes are images audited per value of the attribute."
+    if ds.get("n_missing_attribute"):
+        c = _count(ds["n_missing_attribute"], k)
+        parts.not_tested.append(f"Images without a value of {column} ({c} images) were not audited.")
+    prov = doc.get("provenance") or {}
+    clf = prov.get("classifier") or {}
+    parts.data = {"name": prov.get("dataset") or prov.get("source"), "sha256": prov.get("data_sha256"),
+                  "rows": ds.get("n_audited", s.get("n"))}
+    parts.model = {"name": clf.get("name"), "kind": "image_classifier" if clf else None,
+                   "hashes": prov.get("model_hashes") or {}}
+    parts.limitations += [str(n) for n in doc.get("notes") or []]
+    if s.get("generator") != "exact" and doc.get("control_band") is None:
+        parts.limitations.append("No negative-control classifier was given, so generator artefacts cannot be told "
+                                 "apart from attribute dependence: 'differs' verdicts are provisional.")
+    parts.not_tested.append(f"Performance gaps between the {column} groups (accuracy, recall) are not part of this "
+                            "audit; run a group audit for them.")
+    return parts
+
+
+def _age_independence(doc: dict, k: int) -> _Parts:
+    from fairdesk.core.reports.age_independence import METRIC_NAMES
+
+    parts = _Parts()
+    s = doc.get("settings") or {}
+    methods = doc.get("methods") or {}
+    baseline = s.get("baseline", "dnn")
+    base = methods.get(baseline) or {}
+    for m, e in methods.items():
+        for metric, c in (e.get("comparison") or {}).items():
+            name = METRIC_NAMES.get(metric, metric)
+            sentence = (f"{e.get('label') or m} against the {base.get('label') or baseline}, {name}: "
+                        f"{_f((e.get(metric) or {}).get('mean'))} vs {_f((base.get(metric) or {}).get('mean'))} "
+                        f"(mean difference over folds {_signed(c.get('mean_difference'))}): "
+                        f"{verdict_words(verdict_of(c.get('verdict')), c.get('margin'))}.")
+            parts.findings.append(_finding(f"{m}|{metric}", c.get("verdict"), c.get("margin"), name, sentence, k,
+                                           variant=e.get("label") or m, subgroup=s.get("attribute"),
+                                           compared_with=base.get("label") or baseline,
+                                           estimate=c.get("mean_difference"), adjusted_p=c.get("p_bh")))
+    parts.sizes_given = False
+    parts.size_note = (f"'{s.get('attribute', 'age')}' is a continuous attribute: the audit measures the error "
+                       "spread across its bins inside each held-out fold and reports no fixed subgroups, so there "
+                       "are no subgroup sizes.")
+    prov = doc.get("provenance") or {}
+    parts.data = {"name": prov.get("dataset"), "sha256": prov.get("data_sha256"), "rows": s.get("n_rows")}
+    parts.model = {"name": "Age-independent learners and baselines", "kind": "age_independent",
+                   "hashes": prov.get("model_hashes") or {}}
+    parts.limitations.append(f"{s.get('folds')}-fold cross-validation ({s.get('repeats')} repeat(s)): verdicts rest "
+                             "on few paired fold values, so most comparisons are inconclusive unless the folds "
+                             "agree.")
+    parts.not_tested.append("Gaps between groups of other attributes (sex, ethnicity) are not part of this audit.")
+    return parts
+
+
+def _ctf(doc: dict, k: int) -> _Parts:
+    parts = _Parts()
+    s = doc.get("settings") or {}
+    margin = s.get("margin")
+    subsets = {"all": "all texts", "label_0": "texts with label 0", "label_1": "texts with label 1"}
+    for r in doc.get("ctf_gap") or []:
+        sentence = (f"Term set '{r.get('terms')}', {subsets.get(r.get('subset'), r.get('subset'))}: swapping one "
+                    f"identity term for another changes the score by {_f(r.get('value'))} on average (95% CI "
+                    f"{_interval(r.get('ci_low'), r.get('ci_high'))}) over {_count(r.get('n'), k)} texts; control band "
+                    f"{_f(r.get('control'))}: {verdict_words(verdict_of(r.get('verdict')), margin)}" +
+                    (f" ({r['reason']})" if r.get("reason") else "") + ".")
+        parts.findings.append(_finding(f"{r.get('terms')}|{r.get('subset')}", r.get("verdict"), margin, "CTF gap",
+                                       sentence, k, subgroup=subsets.get(r.get("subset"), r.get("subset")),
+                                       compared_with="control band", estimate=r.get("value"),
+                                       interval_low=r.get("ci_low"), interval_high=r.get("ci_high")))
+    for r in (doc.get("group_rates") or {}).get("terms") or []:
+        parts.groups.append(_subgroup(f"identity term ({r.get('terms')})", r.get("term"), r.get("n"), k,
+                                      unit="texts"))
+    parts.size_note = "Sizes are texts that mention each identity term (the texts whose terms were swapped)."
+    data = doc.get("data") or {}
+    parts.data = {"name": data.get("name"), "sha256": data.get("sha256"), "rows": data.get("n_rows")}
+    model = doc.get("model") or {}
+    hashes = dict((doc.get("provenance") or {}).get("model_hashes") or {})
+    hashes.update({f"file {name}": h for name, h in (model.get("sha256") or {}).items()})
+    parts.model = {"name": model.get("name"), "kind": model.get("kind"),
+                   "version": (f"{model['method']}" + (f", seed {model['seed']}" if model.get("seed") is not None
+                                                       else "")) if model.get("method") else None,
+                   "hashes": hashes}
+    parts.limitations += [str(n) for n in doc.get("notes") or []]
+    for terms, unknown in (doc.get("unknown_terms") or {}).items():
+        if unknown:
+            parts.not_tested.append(f"Terms of '{terms}' not found in the texts: {', '.join(map(str, unknown))}.")
+    if not (doc.get("control") or {}).get("informative", True):
+        parts.limitations.append("The control band was not informative: identity cannot be told from any edit.")
+    parts.not_tested.append("Outcomes for patients (only the change of the score when an identity term is swapped "
+                            "was measured); identity expressed without the listed terms.")
+    return parts
+
+
+KIND_PARTS = {"groups": _groups, "note_classifiers": _note_classifiers, "mlm_bias": _mlm_bias,
+              "cit_images": _cit_images, "age_independence": _age_independence, "ctf": _ctf}
+
+
+# ---- the card -------------------------------------------------------------------------------------------------------
+
+def _project_model(project: Project, dataset_id: int | None):
+    """The project's model that wrote the audited predictions (linked by the dataset), if any."""
+    if dataset_id is None:
+        return None
+    for m in project.models():
+        if m.predictions_id == dataset_id:
+            return m
+    origin = project.dataset(dataset_id).origin or {}
+    for m in project.models():
+        if m.id == origin.get("model_id"):
+            return m
+    return None
+
+
+def _sha(value) -> str | None:
+    v = _text(value)
+    return v.lower() if v and re.fullmatch(r"[0-9a-fA-F]{64}", v) else None
+
+
+def model_card(project: Project | str | Path, audit_id: int, *, intended_use: str | None,
+               limitations: list[str] | tuple[str, ...] = (), suppress_k: int = 11) -> dict:
+    """The card of a stored audit (see the module docstring); validated against the shipped schema."""
+    from fairdesk import __version__
+    from fairdesk.core.kinds import ReportSettings, audit_kind
+    from fairdesk.core.provenance import now_utc
+    from fairdesk.core.reports.document import suppress_text
+
+    k = ReportSettings(suppress_k=suppress_k).suppress_k  # one check of k for every front end
+    project = project if isinstance(project, Project) else Project(project, create=False)
+    info = next((a for a in project.audits() if a.id == audit_id), None)
+    if info is None:
+        project.audit_kind(audit_id)  # raises the project's own sentence
+    kind = audit_kind(info.kind)
+    doc = json.loads(project.audit_json(audit_id))
+    if info.kind not in KIND_PARTS:
+        raise DataError(f"Model cards of '{info.kind}' audits are not supported by this version of FairDesk.")
+    parts = KIND_PARTS[info.kind](doc, k)
+    prov = doc.get("provenance") or {}
+
+    dataset = project.dataset(info.dataset_id) if info.dataset_id is not None else None
+    data = {"name": _text(dataset.name if dataset else parts.data.get("name")),
+            "sha256": _sha(dataset.sha256 if dataset else parts.data.get("sha256")),
+            "rows": _count(dataset.n_rows if dataset else parts.data.get("rows"), k),
+            "origin": None}
+    if dataset is not None:
+        where = Path(dataset.source).name if dataset.source else None
+        data["origin"] = (f"stored in project {project.name} as dataset {dataset.id} ({dataset.kind})" +
+                          (f", imported from {where}" if where else "") + f" on {dataset.created}")
+    elif parts.data.get("origin") or parts.data.get("name"):
+        data["origin"] = _text(parts.data.get("origin")) or "as recorded in the audit"
+    if data["sha256"] is None and parts.data.get("sha256") and dataset is None:
+        data["origin"] = (data["origin"] or "") + f" (fingerprint {parts.data['sha256']})"
+
+    stored = _project_model(project, info.dataset_id)
+    hashes = {str(a): str(b) for a, b in (parts.model.get("hashes") or {}).items() if b}
+    if stored is not None:
+        hashes.update({f"{stored.kind}:{t}": str(h) for t, h in (stored.info.get("model_hashes") or {}).items()})
+        model = {"name": stored.name, "kind": stored.kind, "version": _text(stored.info.get("version")) or
+                 f"model {stored.id} of project {project.name}, trained {stored.created}", "hashes": hashes,
+                 "recorded_in": "project"}
+    else:
+        name = _text(parts.model.get("name"))
+        model = {"name": name, "kind": _text(parts.model.get("kind")), "version": _text(parts.model.get("version")),
+                 "hashes": hashes, "recorded_in": "audit" if (name or hashes) else "not recorded"}
+
+    findings = parts.findings
+    counts = {v: sum(1 for f in findings if f["verdict"] == v) for v in VERDICTS}
+    counts["total"] = len(findings)
+    use = (intended_use or "").strip()
+    user_limits = [str(t).strip() for t in limitations if str(t).strip()]
+    standard = [INCONCLUSIVE_READING,
+                "The audit measures the model on the data given; it says nothing about data from other sites, "
+                "periods or populations.",
+                f"Counts below {k} are written \"<{k}\" (small-cell suppression)."]
+    if not parts.sizes_given:
+        standard.append(parts.size_note)
+    card = {
+        "card_format": CARD_FORMAT,
+        "written_by": {"tool": "FairDesk", "tool_version": str(__version__), "written_utc": now_utc()},
+        "audit": {"audit_id": int(audit_id), "kind": info.kind, "kind_title": kind.title, "name": info.name,
+                  "run_utc": _text(prov.get("created_utc")), "stored_utc": info.created,
+                  "seed": int(prov["seed"]) if _num(prov.get("seed")) is not None else None, "small_cell_k": k,
+                  "fairdesk_version_of_run": _text((prov.get("versions") or {}).get("fairdesk"))},
+        "model": model,
+        "intended_use": {"statement": use or "Not stated: the intended use was not entered when this card was "
+                         "written.", "entered_by_user": bool(use)},
+        "data": data,
+        "subgroups": {"sizes_given": parts.sizes_given, "note": parts.size_note, "groups": parts.groups},
+        "findings": {"verdict_counts": counts, "reading": INCONCLUSIVE_READING, "items": findings},
+        "limitations": [suppress_text(t, k) for t in user_limits + parts.limitations + standard],
+        "not_tested": [suppress_text(t, k) for t in dict.fromkeys(parts.not_tested)],
+    }
+    validate_card(card)
+    return card
+
+
+# ---- Markdown ---------------------------------------------------------------------------------------------------
+
+def _md(text) -> str:
+    """Text safe inside Markdown paragraphs and table cells."""
+    return re.sub(r"([\\`*_|<>\[\]])", r"\\\1", str(text if text is not None else "–"))
+
+
+def card_markdown(card: dict) -> str:
+    """The card as Markdown: the same content, for people (every finding with its verdict and sentence)."""
+    a, m, d, s, f = card["audit"], card["model"], card["data"], card["subgroups"], card["findings"]
+    k = a["small_cell_k"]
+    c = f["verdict_counts"]
+    lines = [f"# Fairness and equity card: {_md(m['name'] or 'model not recorded')}", "",
+             f"Written by FairDesk {_md(card['written_by']['tool_version'])} on "
+             f"{_md(card['written_by']['written_utc'])} from audit {a['audit_id']} "
+             f"({_md(a['kind_title'])}, kind `{a['kind']}`) of {_md(a['run_utc'] or a['stored_utc'])}; seed "
+             f"{_md(a['seed'])}; counts below {k} are written as \"\\<{k}\".", "",
+             "## Model", "",
+             f"- Name: {_md(m['name'])}", f"- Kind: {_md(m['kind'])}", f"- Version: {_md(m['version'])}",
+             f"- Recorded in: {_md(m['recorded_in'])}"]
+    lines += [f"- Hash {_md(name)}: `{h}`" for name, h in m["hashes"].items()]
+    use = card["intended_use"]
+    lines += ["", "## Intended use", "", _md(use["statement"]) + ("" if use["entered_by_user"] else ""), "",
+              "## Data", "", f"- Name: {_md(d['name'])}", f"- SHA-256: {_md(d['sha256'])}",
+              f"- Rows: {_md(d['rows'])}", f"- Origin: {_md(d['origin'])}", "",
+              "## Subgroups audited", "", _md(s["note"]), ""]
+    if s["groups"]:
+        lines += ["| Variant | Task | Attribute | Group | Size | Tested |", "|---|---|---|---|---|---|"]
+        for g in s["groups"]:
+            size = "–" if g["size"] is None else f"{_md(g['size'])} {_md(g.get('size_unit') or '')}".strip()
+            tested = "yes" if g["tested"] else f"no ({_md(g.get('why_not_tested') or 'left out')})"
+            lines.append(f"| {_md(g.get('variant') or '')} | {_md(g.get('task') or '')} | {_md(g['attribute'])} | "
+                         f"{_md(g['group'])} | {size} | {tested} |")
+        lines.append("")
+    lines += ["## Findings", "",
+              f"{c['total']} finding{'' if c['total'] == 1 else 's'}: {c['differs']} differ, "
+              f"{c['equivalent']} equivalent within the margin, "
+              f"{c['inconclusive']} inconclusive. {_md(f['reading'])}", ""]
+    lines += [f"- **{_md(item['verdict_words'])}** — {_md(item['sentence'])}" for item in f["items"]]
+    lines += ["", "## Limitations", ""] + [f"- {_md(t)}" for t in card["limitations"]]
+    lines += ["", "## Not tested", ""] + ([f"- {_md(t)}" for t in card["not_tested"]] or ["- (nothing listed)"])
+    return "\n".join(lines) + "\n"
