@@ -38,7 +38,17 @@ class GroupRates:
         counts = np.bincount(cell, minlength=2 * k).reshape(k, 2)
         self.n_neg, self.n_pos = counts[:, 0], counts[:, 1]
         self.n = self.n_neg + self.n_pos
-        self._s, self._y, self._codes = s, y, codes
+        # per group, once: its candidate thresholds (distinct scores, high to low) and the TPR and FPR at each,
+        # so that the per-group "fair" thresholds cost O(rows) of vector work per update, not a sort
+        self._curves = []
+        for g in range(k):
+            sg, yg = s[codes == g], y[codes == g]
+            cand = np.unique(sg)[::-1]
+            pos, neg = np.sort(sg[yg == 1]), np.sort(sg[yg == 0])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tpr = (pos.size - np.searchsorted(pos, cand, side="left")) / pos.size
+                fpr = (neg.size - np.searchsorted(neg, cand, side="left")) / neg.size
+            self._curves.append((cand, tpr, fpr))
 
     def counts(self, threshold: float) -> np.ndarray:
         """(groups, 4) array of [TN, FP, FN, TP] at ``threshold`` (prediction: score ≥ threshold)."""
@@ -82,15 +92,9 @@ class GroupRates:
         target_tpr, target_fpr = self.overall(threshold)
         rows = []
         for g, name in enumerate(self.groups):
-            in_g = self._codes == g
-            s, y = self._s[in_g], self._y[in_g]
+            cand, tpr, fpr = self._curves[g]
             eo = eodds = math.nan
-            n_pos, n_neg = int(y.sum()), int((1 - y).sum())
-            if n_pos and n_neg and not math.isnan(target_tpr):
-                cand = np.unique(s)[::-1]  # candidate thresholds, high to low
-                pos, neg = np.sort(s[y == 1]), np.sort(s[y == 0])
-                tpr = (n_pos - np.searchsorted(pos, cand, side="left")) / n_pos
-                fpr = (n_neg - np.searchsorted(neg, cand, side="left")) / n_neg
+            if self.n_pos[g] and self.n_neg[g] and not math.isnan(target_tpr):
                 reach = np.flatnonzero(tpr >= target_tpr - 1e-12)
                 eo = float(cand[reach[0]]) if reach.size else math.nan  # highest threshold reaching the TPR
                 dist = np.maximum(np.abs(tpr - target_tpr), np.abs(fpr - target_fpr))
