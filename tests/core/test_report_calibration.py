@@ -83,7 +83,8 @@ def test_section_holds_the_table_with_intervals_and_verdicts_and_the_figure(audi
     assert set(data["group"]) == set(rows) and data.groupby("group")["colour"].nunique().eq(1).all()
     op = data[(data["curve"] == "operating_roc") & (data["group"] == "Black")].iloc[0]
     g = audit.groups.set_index("group").loc["Black"]
-    assert op["x"] == pytest.approx(g["fp"] / (g["fp"] + g["tn"])) and op["y"] == pytest.approx(g["tp"] / (g["tp"] + g["fn"]))
+    assert op["x"] == pytest.approx(g["fp"] / (g["fp"] + g["tn"]))
+    assert op["y"] == pytest.approx(g["tp"] / (g["tp"] + g["fn"]))
     from fairdesk.core.reports.calibration_figures import render_calibration_png
 
     buf = io.BytesIO()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 import pandas as pd
 
-from fairdesk.core.reports.figures import FIG_WIDTH_IN, fmt_count, new_figure, save_figure
+from fairdesk.core.reports.figures import fmt_count, new_figure, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -78,10 +78,10 @@ def curve_data(result: "GroupAuditResult", task: str, attribute: str, *,
                 tip = f"{attribute} = {group} · operating point at threshold {_f(t):.3g}\n" + what.format(_f(x), _f(y))
             else:
                 tip = ""
-            rows.append({"task": task, "attribute": attribute, "group": group, "colour": group_colour(order.index(group)),
-                         "curve": str(r.curve), "x": _f(x), "y": _f(y), "ci_low": _f(lo), "ci_high": _f(hi),
-                         "n": np.nan if n is None else float(n), "threshold": _f(t), "label": label,
-                         "tooltip": tip})
+            rows.append({"task": task, "attribute": attribute, "group": group,
+                         "colour": group_colour(order.index(group)), "curve": str(r.curve), "x": _f(x),
+                         "y": _f(y), "ci_low": _f(lo), "ci_high": _f(hi), "n": np.nan if n is None else float(n),
+                         "threshold": _f(t), "label": label, "tooltip": tip})
     return pd.DataFrame.from_records(rows, columns=CURVE_COLUMNS)
 
 

@@ -11,9 +11,8 @@ import html
 
 import numpy as np
 import pandas as pd
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
-from PySide6.QtCore import Qt
 
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, size_combos
