@@ -72,6 +72,10 @@ def test_reliability_and_roc_widgets_draw_the_stored_audit(page, tmp_path):
     small = [t for t in tips if re.search(r"n = (\d+)", t) and int(re.search(r"n = (\d+)", t).group(1)) < 11]
     assert not small, small  # bins below k show "<k"
     assert any("n = <11" in t for t in tips)
+    views.set_suppress_k(1)  # the user's k from Settings (apply_settings): k = 1 shows every count
+    tips1 = [p.data() for s in views.reliability.scatters.values() for p in s.points()]
+    assert "n = <11" not in " ".join(tips1) and re.search(r"n = [1-9]\b", " ".join(tips1))
+    views.set_suppress_k(11)
     assert views.cal_view.row_count() == 3 and "oe_ratio" in views.cal_view.frame().columns
     roc = views.roc
     assert {("roc", g) for g in ("White", "Black", "Asian")} <= set(roc.operating)

@@ -274,6 +274,7 @@ class AuditTab(AuditPage):
     # Project and dataset
     def apply_settings(self) -> None:
         self.n_boot_spin.setValue(self.window_.settings.n_boot)
+        self.calibration_views.set_suppress_k(self.window_.settings.suppress_k)
 
     def refresh_form(self) -> None:
         project = self.window_.project

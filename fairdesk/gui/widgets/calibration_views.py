@@ -100,6 +100,12 @@ class CalibrationViews(QObject):
         v.addWidget(self.explorer, 1)
         tabs.addTab(page, "Threshold explorer")
 
+    def set_suppress_k(self, k: int) -> None:
+        """The user's small-cell k (hover n and table counts below k show as "<k"); redraws the shown audit."""
+        self.k = self.explorer.k = int(k)
+        if self.result is not None:
+            self.set_result(self.result, self.project, self.audit_id)
+
     # ---- showing a result ----------------------------------------------------------------------------------
     def set_result(self, result, project=None, audit_id: int | None = None) -> None:
         self.result, self.project, self.audit_id = result, project, audit_id
