@@ -25,7 +25,8 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           alpha=args.alpha, min_group_size=args.min_group_size,
                           min_denominator=args.min_denominator,
                           drop_groups=drop_groups(args.drop_group), family=args.family,
-                          correction=args.correction, margin=args.margin)
+                          correction=args.correction, margin=args.margin, calibration=not args.no_calibration,
+                          calibration_own_family=args.calibration_family == "own")
     check_outputs([("--json", args.json), ("--pdf", args.pdf)],
                   [("the data table", args.data), ("the project (--project)", args.project)])
     check_output_files([("--json", args.json), ("--pdf", args.pdf)])
@@ -164,6 +165,11 @@ def add_audit_groups(audit) -> None:
                         help="Benjamini–Hochberg (default) or Holm (family-wise)")
     groups.add_argument("--margin", type=float, default=0.05,
                         help="equivalence margin for the 'equivalent' verdict (TOST), default 0.05")
+    groups.add_argument("--no-calibration", action="store_true",
+                        help="skip calibration by group and the ROC/PR/reliability curves (tables stay empty)")
+    groups.add_argument("--calibration-family", default="own", choices=["own", "shared"],
+                        help="correct the calibration tests in a family of their own next to the gaps' (default) "
+                             "or together with the gap tests")
     groups.add_argument("--drop-group", action="append", help="ATTRIBUTE=GROUP to leave out (listed in the report)")
     groups.add_argument("--json", required=True, help="write all results here")
     groups.add_argument("--pdf", help="also write the PDF report here")

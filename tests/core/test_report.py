@@ -181,7 +181,8 @@ def test_summary_names_the_planted_gap(report, audit):
         for count in re.findall(r"\((<?[\d,]+) patients with", f):
             assert count == "<11" or 11 <= int(count.replace(",", "")) < 30
     text = "\n".join(b.text for b in summary.blocks if isinstance(b, Paragraph))
-    assert "Differences found (verdict “differs”)" in text and "each pair of groups counted once" in text
+    assert "Differences found between groups (verdict “differs”)" in text
+    assert "each pair of groups counted once" in text
     for word in ("sepsis", "mortality", "aki", "sex", "ethnicity", "age", "at least 0.5", "How to read this",
                  "Synthetic ICU cohort", "the test model"):
         assert word in text
@@ -204,7 +205,8 @@ def test_summary_says_when_nothing_is_significant(audit):
 
 
 def test_report_order_and_contents(report, audit):
-    assert [s.key for s in report.sections] == ["summary", "methods", "figures", "tables", "dropped", "provenance"]
+    assert [s.key for s in report.sections] == ["summary", "methods", "figures", "tables", "calibration", "dropped",
+                                              "provenance"]
     methods = "\n".join(b.text for b in report.section("methods").blocks)
     assert RULE_TEXT["max"] in methods and "not limited to 1/(B + 1)" in methods and "Benjamini–Hochberg" in methods
     # issue 9: the methods name the test, the family and what it means, the margin and the interval

@@ -33,7 +33,7 @@ class Table:
 
 @dataclass
 class FigureSpec:
-    kind: str  # "forest" | "delta" | "bins"
+    kind: str  # "forest" | "delta" | "bins" | "calibration" | kinds registered by report modules
     title: str
     data: pd.DataFrame
     caption: str = ""

@@ -22,6 +22,7 @@ import pandas as pd
 
 from fairdesk.core.audits.groups import (CORRECTIONS, FAMILY_TEXT, METRIC_TEXT, RULE_TEXT, findings,
                                          verdict_counts)
+from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
                                             plural, report_date, suppress_text)
@@ -35,6 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_FINDINGS_ON_SUMMARY = 8
 MAX_FOREST_ROWS = 36  # rows per forest figure; more tasks are split over several figures
 MAX_BIN_TASKS = 12  # small multiples per bins figure
+MAX_CALIBRATION_ON_SUMMARY = 4  # calibration findings on the summary page (the rest: section 5)
+MAX_CALIBRATION_FIGURES = 8  # (task, attribute) pairs drawn in section 5; miscalibrated ones first
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -231,6 +234,7 @@ def build_group_report(result: "GroupAuditResult", *, title: str = "FairDesk fai
         _methods_section(result, k),
         _figures_section(result, k),
         _tables_section(result, k),
+        _calibration_section(result, k),
         _dropped_section(result, k),
         _provenance_section(result, k, dataset_name, model_description),
     ]
@@ -372,28 +376,62 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     found = _gap_findings(result, k=k) + _delta_findings(result)
     found.sort(key=Finding.sort_key)
     counts = verdict_counts(result)
+    cal_counts = verdict_counts(result, "calibration")
+    gap_counts = {v: counts[v] - cal_counts[v] for v in counts}
+    cal_found = calibration_findings_text(result, k)
     margin = float(getattr(plan, "margin", 0.05))
     blocks.append(Paragraph("What was found", "subheading"))
     blocks.append(Paragraph(_verdict_sentence(result, counts), "lead"))
+    if cal_counts["total"]:
+        # gaps and calibration are different questions: say each apart, so that a calibration finding is never
+        # counted under "differs" while the text says that no comparison differs (issue 14)
+        blocks.append(Paragraph(
+            f"These are {plural(gap_counts['total'], 'comparison')} between groups ({gap_counts['differs']} "
+            f"{'differs' if gap_counts['differs'] == 1 else 'differ'}, {gap_counts['equivalent']} equivalent, "
+            f"{gap_counts['inconclusive']} inconclusive) and {plural(cal_counts['total'], 'calibration check')} "
+            f"of the risk score, one per group ({cal_counts['differs']} miscalibrated, {cal_counts['equivalent']} "
+            f"calibrated within the margins, {cal_counts['inconclusive']} inconclusive; section 5).", "body"))
     if found:
         order = ""
         if len(found) > 1:
             order = (", largest gaps first (those resting on few cases last):"
                      if any(f.few_cases for f in found) else ", largest gaps first:")
-        blocks.append(Paragraph(f"Differences found (verdict “differs”){order or ':'}", "lead"))
-        shown = _summary_findings(found, MAX_FINDINGS_ON_SUMMARY)
+        blocks.append(Paragraph(f"Differences found between groups (verdict “differs”){order or ':'}", "lead"))
+        limit = MAX_FINDINGS_ON_SUMMARY - min(len(cal_found), MAX_CALIBRATION_ON_SUMMARY)
+        shown = _summary_findings(found, limit)
         for f in shown:
             blocks.append(Paragraph(f.sentence, "finding"))
         if len(found) > len(shown):
             rest = len(found) - len(shown)
             blocks.append(Paragraph(f"… and {plural(rest, 'more finding')}: every difference is marked "
                                     "“differs” in the results tables of section 4.", "body"))
-    else:
+    elif counts["differs"] == 0:
         blocks.append(Paragraph(
             "No comparison differs after the correction. This is not proof that the model is fair: "
             f"{plural(counts['inconclusive'], 'comparison is', 'comparisons are')} inconclusive (the data cannot "
             f"tell either way), only {counts['equivalent']} shown equivalent within ±{margin:g}, and only the "
             "groups, measures and tasks listed above were checked.", "lead"))
+    else:
+        blocks.append(Paragraph(
+            "No gap between groups differs after the correction; this is not proof that the model is fair: "
+            f"{plural(gap_counts['inconclusive'], 'gap comparison is', 'gap comparisons are')} inconclusive and "
+            f"only {gap_counts['equivalent']} shown equivalent within ±{margin:g}. The risk score's calibration "
+            "does differ, as follows.", "lead"))
+    if cal_found:
+        blocks.append(Paragraph("Calibration findings (the predicted risk does not match the observed risk in "
+                                "these groups):", "lead"))
+        for sentence in cal_found[:MAX_CALIBRATION_ON_SUMMARY]:
+            blocks.append(Paragraph(sentence, "finding"))
+        if len(cal_found) > MAX_CALIBRATION_ON_SUMMARY:
+            blocks.append(Paragraph(f"… and {plural(len(cal_found) - MAX_CALIBRATION_ON_SUMMARY, 'more group')} "
+                                    "miscalibrated: see section 5.", "body"))
+    elif cal_counts["total"]:
+        blocks.append(Paragraph(
+            f"No group's calibration differs from perfect calibration after the correction ({cal_counts['equivalent']} "
+            f"of {cal_counts['total']} shown calibrated within the margins, {cal_counts['inconclusive']} "
+            "inconclusive).", "body"))
+    else:
+        blocks.append(Paragraph(calibration_status(result) or "Calibration by group was not assessed.", "body"))
     notes = []
     f_rows = findings(result)
     n_unadj_only = int((f_rows["significant"].map(is_true) & (f_rows["verdict"] != "differs")).sum()) \
@@ -406,7 +444,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     if n_dropped:
         notes.append(f"{plural(n_dropped, 'group')} (counted per task) could not be tested because "
                      f"{'it was' if n_dropped == 1 else 'they were'} smaller than {plan.min_group_size} rows, "
-                     "had missing values or were excluded; section 5 lists them with their sizes.")
+                     "had missing values or were excluded; section 6 lists them with their sizes.")
     if notes:
         blocks.append(Paragraph(" ".join(notes), "body"))
 
@@ -518,7 +556,7 @@ def _methods_section(result, k) -> Section:
     b.append(Paragraph(
         f"Groups with fewer than {plan.min_group_size} rows in a task, rows with a missing attribute value and "
         "groups excluded by the user are not tested; they are dropped for that attribute only (other attributes "
-        "keep every row) and listed with their sizes in section 5."
+        "keep every row) and listed with their sizes in section 6."
         + (f" Intersectional groups ({join_words(inter)}) combine the values of several attributes." if inter else "")))
     b.append(Paragraph(
         f"Small-cell suppression: every count below {k} (group sizes, numerators, denominators, positives, "
@@ -708,6 +746,197 @@ def _tables_section(result, k) -> Section:
     return Section("tables", "4  Tables", b, landscape=True)
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Calibration and discrimination by group (issue 14, METHODS §8)
+
+CAL_VERDICT = {"differs": "miscalibrated (differs)", "equivalent": "calibrated within the margins (equivalent)",
+               "inconclusive": "inconclusive"}
+
+
+def calibration_status(result) -> str | None:
+    """Why calibration by group is not in this audit, in one sentence; None when it is."""
+    plan = result.plan
+    if not getattr(plan, "calibration", True):
+        return ("Calibration by group was not assessed: it was switched off for this audit (re-run it with "
+                "calibration on to compare predicted and observed risks per group).")
+    if not result.calibration.empty:
+        return None
+    if any("not probabilities" in str(w) or "outside [0, 1]" in str(w) for w in result.warnings):
+        return ("Calibration by group was not assessed: the scores are not probabilities (some lie outside "
+                "[0, 1]), so predicted and observed risks cannot be compared. Convert the scores to probabilities "
+                "(e.g. with the sigmoid function) and re-run the audit.")
+    g = result.groups
+    if not g.empty and not g["tested"].map(is_true).any():
+        return "Calibration by group was not assessed: no group was large enough to test."
+    return ("Calibration by group was not assessed: this audit was stored before FairDesk assessed calibration; "
+            "re-run it to add calibration.")
+
+
+def _ci_excludes_one(lo, hi) -> int:
+    """-1 when the interval lies wholly below 1, +1 wholly above, 0 otherwise."""
+    lo, hi = num(lo), num(hi)
+    if lo is None or hi is None:
+        return 0
+    return -1 if hi < 1 else (1 if lo > 1 else 0)
+
+
+def calibration_sentence(row, k: int | None = None) -> str:
+    """The plain sentence of one miscalibrated group (a row of the ``calibration`` table)."""
+    oe, slope = num(row.oe_ratio), num(row.calibration_slope)
+    parts = []
+    oe_dir = _ci_excludes_one(row.oe_ratio_ci_low, row.oe_ratio_ci_high)
+    slope_dir = _ci_excludes_one(row.calibration_slope_ci_low, row.calibration_slope_ci_high)
+    oe_ci = fmt_ci(row.oe_ratio_ci_low, row.oe_ratio_ci_high, 2, signed=False)
+    slope_ci = fmt_ci(row.calibration_slope_ci_low, row.calibration_slope_ci_high, 2, signed=False)
+    if oe_dir:
+        parts.append(f"it {'over' if oe_dir < 0 else 'under'}-predicts risk (observed/expected {oe:.2f}, 95% CI "
+                     f"{oe_ci})")
+    if slope_dir:
+        parts.append("its predicted risks are too " + ("extreme: high risks too high and low risks too low"
+                                                       if slope_dir < 0 else
+                                                       "moderate: high risks too low and low risks too high")
+                     + f" (calibration slope {slope:.2f}, 95% CI {slope_ci})")
+    if not parts:
+        detail = [f"observed/expected {oe:.2f}" if oe is not None else "",
+                  f"calibration slope {slope:.2f}" if slope is not None else "",
+                  f"intercept {fmt_signed(row.calibration_intercept, 2)}"]
+        parts.append("its predicted risks do not match the observed risks (" + ", ".join(d for d in detail if d)
+                     + ")")
+    where = "" if str(row.task) == "(all)" else f" in task {row.task}"
+    return (f"The risk score is miscalibrated for {row.attribute} = {row.group}{where}: {join_words(parts)}. "
+            "Meaning: for this group the score should not be read as a risk without recalibration.")
+
+
+def calibration_findings_text(result, k: int | None = None) -> list[str]:
+    """One sentence per group whose calibration test says "differs", largest |log O/E| first."""
+    cal = result.calibration
+    if cal.empty:
+        return []
+    bad = cal[cal["verdict"] == "differs"]
+    rows = sorted(bad.itertuples(index=False),
+                  key=lambda r: -abs(math.log(num(r.oe_ratio))) if (num(r.oe_ratio) or 0) > 0 else 0.0)
+    return [calibration_sentence(r, k) for r in rows]
+
+
+def _cal_cell(row, measure: str, signed: bool = False, digits: int = 2) -> str:
+    value = num(getattr(row, measure))
+    if value is None:
+        return "–"
+    f = fmt_signed if signed else fmt_rate
+    ci = fmt_ci(getattr(row, f"{measure}_ci_low"), getattr(row, f"{measure}_ci_high"), digits, signed=signed)
+    return f(value, digits) + ("" if ci == "–" else f" ({ci})")
+
+
+def _operating_points(result, task: str, attr: str) -> dict[str, dict[str, float]]:
+    cv = result.curves
+    out: dict[str, dict[str, float]] = {}
+    if cv.empty:
+        return out
+    sub = cv[(cv["task"].astype(str) == task) & (cv["attribute"].astype(str) == attr)
+             & cv["curve"].isin(["operating_roc", "operating_pr"])]
+    for r in sub.itertuples(index=False):
+        d = out.setdefault(str(r.group), {})
+        x, y = (r.x or [None])[0], (r.y or [None])[0]
+        if r.curve == "operating_roc":
+            d["fpr"], d["tpr"] = x, y
+        else:
+            d["ppv"] = y
+    return out
+
+
+def _calibration_section(result, k) -> Section:
+    plan = result.plan
+    b: list[Block] = []
+    status = calibration_status(result)
+    lo_s, hi_s = getattr(plan, "calibration_slope_range", (0.8, 1.25))
+    own = getattr(plan, "calibration_own_family", True)
+    b.append(Paragraph(
+        "Is the risk score equally trustworthy for every group? A score is calibrated in a group when, among "
+        "patients given a risk of 0.30, about 30% have the outcome. Per group: observed/expected (O/E: the share "
+        "with the outcome divided by the mean score; below 1 the score over-predicts, above 1 it under-predicts), "
+        "the calibration intercept (0 when calibrated in the large) and slope (1 when calibrated; below 1 the "
+        "predictions are too extreme, above 1 too moderate), the Brier score and the expected calibration error "
+        f"(ECE, 10 equal-width bins), each with a {plan.ci_level:.0%} bootstrap interval. Verdict of the joint test "
+        "of intercept 0 and slope 1: “miscalibrated (differs)”; “calibrated within the margins (equivalent)” when "
+        f"|intercept| < {getattr(plan, 'calibration_intercept_margin', 0.2):g} and the slope lies in "
+        f"{lo_s:g}–{hi_s:g} (two one-sided tests); otherwise “inconclusive” — not shown miscalibrated is not shown "
+        "calibrated. The tests are corrected for multiple testing "
+        + ("in a family of their own next to the gaps' family." if own else "together with the gap tests.")))
+    if status:
+        b.append(Paragraph(status, "lead"))
+        return Section("calibration", "5  Calibration and discrimination by group", b, landscape=True)
+    cal = result.calibration
+    task_order = {t: i for i, t in enumerate(_tasks(result))}
+    notes = []
+    pairs: list[tuple[str, str, bool]] = []
+    for attr in [str(a) for a in dict.fromkeys(cal["attribute"].astype(str))]:
+        sub = cal[cal["attribute"].astype(str) == attr]
+        sub = sub.assign(_t=sub["task"].astype(str).map(task_order).fillna(0), _i=range(len(sub)))
+        sub = sub.sort_values(["_t", "_i"], kind="stable")
+        rows = []
+        for r in sub.itertuples(index=False):
+            verdict = CAL_VERDICT.get(r.verdict, "not tested") if isinstance(r.verdict, str) else "not tested"
+            if _s(r.reason):
+                notes.append([_s(r.task), attr, _s(r.group), suppress_text(_s(r.reason), k)])
+                verdict += " *"
+            rows.append([_s(r.task), _s(r.group), fmt_count(r.n, k), fmt_count(r.n_positive, k),
+                         _cal_cell(r, "oe_ratio"), _cal_cell(r, "calibration_intercept", signed=True),
+                         _cal_cell(r, "calibration_slope"), _cal_cell(r, "brier", digits=3),
+                         _cal_cell(r, "ece", digits=3), fmt_p(r.p_value), fmt_p(r.q_value), verdict])
+        b.append(Table(["Task", "Group", "n", "Positives", "O/E (95% CI)", "Intercept (95% CI)", "Slope (95% CI)",
+                        "Brier (95% CI)", "ECE (95% CI)", "p", "q", "Verdict"], rows,
+                       title=f"Calibration by group: {attr}", align=list("LLRRRRRRRRRL"), small=True))
+        for task in dict.fromkeys(sub["task"].astype(str)):
+            differs = bool((sub[sub["task"].astype(str) == task]["verdict"] == "differs").any())
+            pairs.append((task, attr, differs))
+    if notes:
+        b.append(Table(["Task", "Attribute", "Group", "Note"], notes, title="Notes on rows marked *", small=True))
+
+    # figures: miscalibrated (task, attribute) pairs first, at most MAX_CALIBRATION_FIGURES
+    chosen = sorted(pairs, key=lambda p: not p[2])[:MAX_CALIBRATION_FIGURES]
+    chosen.sort(key=lambda p: pairs.index(p))
+    if len(pairs) > len(chosen):
+        b.append(Paragraph(
+            f"Figures are drawn for {len(chosen)} of {len(pairs)} task × attribute combinations (those with a "
+            "miscalibrated group first); the tables above cover all of them.", "note"))
+    for task, attr, _ in chosen:
+        data = CF.curve_data(result, task, attr, suppress_k=k)
+        where = "" if task == "(all)" else f" · task {task}"
+        if data.empty:
+            continue
+        b.append(FigureSpec("calibration", f"Calibration and discrimination by {attr}{where}", data,
+                            caption="Left, reliability: dots are the observed share with the outcome in each of 10 "
+                                    "equal-width score bins against the bin's mean predicted risk, with 95% "
+                                    "Clopper–Pearson intervals; the line is the isotonic recalibration curve; the "
+                                    "dotted diagonal is perfect calibration. Middle and right: ROC and "
+                                    "precision–recall curves of the score within each group; the black-edged dot is "
+                                    "the group's operating point at the audit's threshold. One colour per group (n "
+                                    "in the legend)."))
+
+    b.append(Paragraph("Discrimination by group", "subheading"))
+    b.append(Paragraph(
+        "AUROC and AUPRC per group are point estimates: this audit computes no interval and no test for them, so "
+        "no verdict on a difference in discrimination is given (the curves above show it). The operating point is "
+        "each group's true positive rate (TPR, recall), false positive rate (FPR) and precision (PPV) at the "
+        "threshold; their gaps with verdicts are the recall and specificity gaps of section 4.", "note"))
+    g = result.groups
+    for attr in [str(a) for a in dict.fromkeys(cal["attribute"].astype(str))]:
+        rows = []
+        sub = g[(g["attribute"].astype(str) == attr) & g["tested"].map(is_true)] if not g.empty else g
+        ops = {}
+        for r in sub.itertuples(index=False):
+            task = str(r.task)
+            if task not in ops:
+                ops[task] = _operating_points(result, task, attr)
+            op = ops[task].get(str(r.group), {})
+            rows.append([task, _s(r.group), fmt_count(r.n, k), fmt_rate(r.auroc), fmt_rate(r.auprc),
+                         fmt_rate(op.get("tpr")), fmt_rate(op.get("fpr")), fmt_rate(op.get("ppv"))])
+        if rows:
+            b.append(Table(["Task", "Group", "n", "AUROC", "AUPRC", "TPR", "FPR", "PPV"], rows,
+                           title=f"Discrimination by group: {attr}", align=list("LLRRRRRR"), small=True))
+    return Section("calibration", "5  Calibration and discrimination by group", b, landscape=True)
+
+
 def _dropped_section(result, k) -> Section:
     b: list[Block] = []
     d = result.dropped
@@ -721,7 +950,7 @@ def _dropped_section(result, k) -> Section:
                 for r in d.itertuples(index=False)]
         b.append(Table(["Task", "Attribute", "Group", "n", "Reason"], rows, title="Groups not tested",
  align=list("LLLRL"), small=len(rows) > 30))
-    return Section("dropped", "5  Groups not tested", b)
+    return Section("dropped", "6  Groups not tested", b)
 
 
 def _provenance_section(result, k, dataset_name, model_description) -> Section:
@@ -777,4 +1006,4 @@ def _provenance_section(result, k, dataset_name, model_description) -> Section:
             b.append(Paragraph(suppress_text(str(w), k), "bullet"))
     else:
         b.append(Paragraph("None."))
-    return Section("provenance", "6  Provenance", b)
+    return Section("provenance", "7  Provenance", b)

@@ -332,10 +332,12 @@ def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> l
     from reportlab.platypus import Image, KeepTogether
     from reportlab.platypus import Paragraph as RLParagraph
 
+    from fairdesk.core.reports import calibration_figures as CF
     from fairdesk.core.reports import figures as F
 
     kinds = {"forest": (F.render_forest_png, F.forest_size), "delta": (F.render_delta_png, F.delta_size),
-             "bins": (F.render_bins_png, F.bins_size), **_FIGURE_KINDS}
+             "bins": (F.render_bins_png, F.bins_size),
+             "calibration": (CF.render_calibration_png, CF.calibration_size), **_FIGURE_KINDS}
     if block.kind not in kinds:
         raise KeyError(f"unknown figure kind {block.kind!r}")
     render, size = kinds[block.kind]

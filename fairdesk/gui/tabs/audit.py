@@ -16,6 +16,7 @@ from fairdesk.core.errors import FairDeskError
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.gui.tabs.base import AuditPage, AuditRun
 from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
+from fairdesk.gui.widgets.calibration_views import CalibrationViews
 from fairdesk.gui.widgets.gap_plot import GapPlot
 from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, note_label, size_combos, wrapped_label
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
@@ -259,6 +260,8 @@ class AuditTab(AuditPage):
         dsplit.setSizes([400, 120, 160])
         dv.addWidget(dsplit, 1)
         self.results_tabs.addTab(delta_page, "Error spread Δeo")
+        self.calibration_views = CalibrationViews(panel, self.results_tabs, self.window_.settings.suppress_k)
+        self.calibration_views.audit_requested.connect(self.audit_at_threshold)
 
         self.dropped_view = DataFrameView(panel, filterable=False, placeholder="No group was left out.")
         self.results_tabs.addTab(self.dropped_view, "Dropped groups")
@@ -271,6 +274,7 @@ class AuditTab(AuditPage):
     # Project and dataset
     def apply_settings(self) -> None:
         self.n_boot_spin.setValue(self.window_.settings.n_boot)
+        self.calibration_views.set_suppress_k(self.window_.settings.suppress_k)
 
     def refresh_form(self) -> None:
         project = self.window_.project
@@ -419,7 +423,14 @@ class AuditTab(AuditPage):
 
     # =====================================================================================================
     # Results
+    def audit_at_threshold(self, value: float) -> None:
+        """The threshold explorer's "Audit at this threshold": a fixed threshold in the form."""
+        self.fixed_radio.setChecked(True)
+        self.threshold_spin.setValue(value)
+        self.say(f"Threshold set to {value:.3f} in the form: press Run audit to test the gaps at it.")
+
     def show_results(self, result) -> None:
+        self.calibration_views.set_result(result, self.window_.project, self.audit_id)
         if result is None:
             self.result_header.setText("No audit selected." if self.audit_list.count() else
                                        "No audit yet: set one up on the left and press Run audit.")

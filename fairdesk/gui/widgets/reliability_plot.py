@@ -1,0 +1,119 @@
+"""Interactive reliability diagram: per group, the binned observed share against the mean predicted risk with its
+95% interval, and the isotonic (smoothed) recalibration curve; the diagonal is perfect calibration.
+
+It draws the rows of :func:`fairdesk.core.reports.calibration_figures.curve_data` — the same rows the PDF's figure
+is drawn from — with pyqtgraph (imported when the first plot is drawn). Hovering a dot shows the bin's n (below the
+small-cell threshold k as "<k") and its observed and predicted values.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
+
+from fairdesk.gui.widgets.panel_parts import load_pyqtgraph  # noqa: E402
+
+
+def tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
+    return str(data) if data is not None else ""
+
+
+def legend_html(data: pd.DataFrame, extra: str = "") -> str:
+    first = data.drop_duplicates("group")
+    parts = [f"<span style='color:{r.colour}'>\u25CF</span>&nbsp;{r.label}" for r in first.itertuples(index=False)]
+    return "&nbsp;&nbsp;&nbsp;".join(parts + ([extra] if extra else []))
+
+
+def new_plot(parent: QWidget, title: str, xlabel: str, ylabel: str):
+    """A square-ish pyqtgraph plot over [0, 1] × [0, 1] with labelled axes."""
+    pg = load_pyqtgraph()
+    widget = pg.PlotWidget(parent)
+    widget.setMinimumSize(260, 240)
+    plot = widget.getPlotItem()
+    plot.setMenuEnabled(False)
+    plot.showGrid(x=True, y=True, alpha=0.2)
+    plot.setTitle(title, size="10pt")
+    plot.setLabel("bottom", xlabel)
+    plot.setLabel("left", ylabel)
+    plot.setXRange(0, 1, padding=0.03)
+    plot.setYRange(0, 1, padding=0.03)
+    plot.getViewBox().setLimits(xMin=-0.05, xMax=1.05, yMin=-0.05, yMax=1.05)
+    return widget, plot
+
+
+class ReliabilityPlot(QWidget):
+    """``set_data(curve_data rows)``: one colour per group; ``clear(message)``."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self.plot_widget = self.plot = None
+        self.scatters: dict[str, object] = {}
+        self.data = pd.DataFrame()
+        self.empty_label = QLabel(self)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self._layout.addWidget(self.empty_label)
+        self.legend = QLabel(self)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.legend.setToolTip("Dots: observed share per score bin with its 95% interval (hover for n); lines: the "
+                               "smoothed (isotonic) curve per group; dotted diagonal: perfect calibration.")
+        self.clear("No calibration to show.")
+
+    def _ensure_plot(self) -> None:
+        if self.plot_widget is None:
+            self.plot_widget, self.plot = new_plot(self, "Reliability", "predicted risk (mean score in the bin)",
+                                                   "observed share with the outcome")
+            self._layout.addWidget(self.plot_widget, 1)
+            self._layout.addWidget(self.legend)
+
+    def clear(self, message: str = "") -> None:
+        self.data = pd.DataFrame()
+        self.scatters.clear()
+        self.empty_label.setText(message)
+        self.empty_label.setVisible(bool(message))
+        self.legend.setVisible(False)
+        if self.plot is not None:
+            self.plot.clear()
+            self.plot_widget.setVisible(not message)
+
+    def set_data(self, data: pd.DataFrame) -> None:
+        if data is None or data.empty or not (data["curve"] == "reliability").any():
+            self.clear("No reliability points for this choice.")
+            return
+        self._ensure_plot()
+        self.clear("")
+        pg = load_pyqtgraph()
+        self.data = data
+        self.plot.addItem(pg.PlotDataItem([0, 1], [0, 1], pen=pg.mkPen("#888888", width=1, style=Qt.PenStyle.DotLine)))
+        for group, part in data.groupby("group", sort=False):
+            colour = str(part["colour"].iloc[0])
+            sm = part[part["curve"] == "smoothed"]
+            if not sm.empty:
+                self.plot.addItem(pg.PlotDataItem(sm["x"].to_numpy(float), sm["y"].to_numpy(float),
+                                                  pen=pg.mkPen(colour, width=1.5)))
+            pts = part[part["curve"] == "reliability"]
+            if pts.empty:
+                continue
+            x, y = pts["x"].to_numpy(float), pts["y"].to_numpy(float)
+            lo, hi = pts["ci_low"].to_numpy(float), pts["ci_high"].to_numpy(float)
+            ok = ~(np.isnan(lo) | np.isnan(hi))
+            if ok.any():
+                self.plot.addItem(pg.ErrorBarItem(x=x[ok], y=y[ok], bottom=(y - lo)[ok], top=(hi - y)[ok], beam=0.01,
+                                                  pen=pg.mkPen(colour, width=1)))
+            scatter = pg.ScatterPlotItem(x=x, y=y, data=list(pts["tooltip"].astype(str)), size=8,
+                                         brush=pg.mkBrush(colour), pen=pg.mkPen("#FFFFFF", width=0.8),
+                                         hoverable=True, tip=tip, hoverSize=12,
+                                         hoverPen=pg.mkPen("#000000", width=1.5))
+            scatter.setZValue(10)
+            self.plot.addItem(scatter)
+            self.scatters[str(group)] = scatter
+        self.legend.setText(legend_html(data, "<span style='color:#888888'>\u2504</span>&nbsp;perfect calibration"))
+        self.legend.setVisible(True)
