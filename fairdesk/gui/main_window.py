@@ -291,7 +291,7 @@ class MainWindow(QMainWindow):
             raise
 
     def _build(self, project) -> None:
-        from fairdesk.core.kinds import resolve
+        from fairdesk.core.kinds import AUDIT_KINDS, resolve
         from fairdesk.gui.tabs.base import audit_pages
         from fairdesk.gui.tabs.dataset import DatasetTab
         from fairdesk.gui.tabs.model import ModelTab
@@ -313,8 +313,10 @@ class MainWindow(QMainWindow):
         for key, title, ref, attr in EXTRA_PAGES:
             self._add_page(key, title, resolve(ref)(self), attr)
         # one page per audit kind, in the registry's order: the group audit's page ("Group gaps") comes first
-        for cls in audit_pages():
-            self._add_page(cls.TAB, cls.TITLE, cls(self), cls.ATTR, after=cls.AFTER)
+        # (a page class not yet built on AuditPage, e.g. a placeholder, goes on the Audit tab under its kind's title)
+        for kind, cls in zip(AUDIT_KINDS.values(), audit_pages()):
+            self._add_page(getattr(cls, "TAB", "audit"), getattr(cls, "TITLE", "") or kind.title, cls(self),
+                           getattr(cls, "ATTR", "") or f"{kind.name}_page", after=getattr(cls, "AFTER", None))
         self.setCentralWidget(self.tabs)
 
         self.jobs_panel = JobsPanel(self.runner, self)
