@@ -108,6 +108,7 @@ class JobsPanel(QWidget):
         self.tree.setColumnWidth(1, 80)
         self.tree.setColumnWidth(2, 130)
         self.tree.setColumnWidth(4, 160)
+        self.tree.setMinimumHeight(48)
         self.tree.itemDoubleClicked.connect(lambda item, col: self.show_details(item.data(0, Qt.ItemDataRole.UserRole)))
         self.clear_button = QPushButton("Clear finished", self)
         self.clear_button.clicked.connect(self.clear_finished)
@@ -333,7 +334,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self.tabifyDockWidget(self.jobs_dock, self.log_dock)
         self.jobs_dock.raise_()
-        self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
+        self.resizeDocks([self.jobs_dock], [self.dock_height()], Qt.Orientation.Vertical)
         self._log_handler = QtLogHandler()
         self._log_handler.emitter.message.connect(self.log_view.appendPlainText)
         for name in ("fairdesk",):
@@ -596,7 +597,7 @@ class MainWindow(QMainWindow):
             log.warning("job %d '%s' failed: %s", job.id, job.name, job.error)
             self.jobs_dock.show()
             self.jobs_dock.raise_()
-        self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
+        self.resizeDocks([self.jobs_dock], [self.dock_height()], Qt.Orientation.Vertical)
         if self._closed:
             return
         try:
@@ -607,6 +608,15 @@ class MainWindow(QMainWindow):
         except Exception as err:  # noqa: BLE001 - a slot must not take the app down
             log.exception("showing the result of '%s' failed", job.name)
             self.statusBar().showMessage(f"Could not show the result of {job.name}: {err}", 20000)
+
+    def dock_height(self) -> int:
+        """The Jobs dock's height: smaller on a small screen (a 768-pixel-high window keeps room for the pages)."""
+        return 170 if self.height() >= 900 else 105
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.oldSize().height() <= 0 or (event.oldSize().height() >= 900) != (self.height() >= 900):
+            self.resizeDocks([self.jobs_dock], [self.dock_height()], Qt.Orientation.Vertical)
 
     def show_error(self, title: str, message: str) -> None:
         log.warning("%s: %s", title, message)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from PySide6.QtWidgets import (QAbstractButton, QAbstractScrollArea, QApplication, QCheckBox, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QAbstractButton, QAbstractScrollArea, QApplication, QCheckBox, QComboBox, QLabel, QLineEdit,
                                QMainWindow, QPushButton, QRadioButton, QStyle, QTabBar, QTabWidget, QWidget)
 
 SIZES = ((1366, 768), (1920, 1080))
@@ -85,6 +85,11 @@ def elided(w: QWidget) -> str | None:
         need = _text_width(w, w.placeholderText()) + 8
         have = w.contentsRect().width()
         return f"placeholder needs {need}px, field has {have}px" if need > have + SLACK else None
+    if isinstance(w, QComboBox):
+        if w.currentIndex() >= 0 or not w.placeholderText():
+            return None
+        need = _text_width(w, w.placeholderText()) + 24  # the arrow
+        return f"placeholder needs {need}px, combo has {w.width()}px" if need > w.width() + SLACK else None
     if isinstance(w, QTabBar):
         if w.count() == 0:
             return None
@@ -120,7 +125,7 @@ def check(window, where: str) -> list[str]:
     for w in window.findChildren(QWidget):
         if not w.isVisible() or w.window() is not window:
             continue
-        if isinstance(w, (QLabel, QAbstractButton, QLineEdit, QTabBar)):
+        if isinstance(w, (QLabel, QAbstractButton, QLineEdit, QComboBox, QTabBar)):
             why = elided(w)
             if why:
                 problems.append(f"{where}: {describe(w)}: {why}")

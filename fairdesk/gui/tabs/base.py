@@ -209,6 +209,7 @@ class AuditPage(JobPage):
                                          "Write the PDF report of the chosen audit as a job (counts below the small-"
                                          "cell threshold k of Settings print as '<k').")
         self.audit_list = QListWidget(self)
+        self._list_height = 80
         self.audit_list.currentItemChanged.connect(self._audit_selected)
         self.findings = FindingsPanel(self)
         self.findings.setVisible(False)  # placed by stored_audits (or place_findings) when SHOW_FINDINGS
@@ -225,6 +226,13 @@ class AuditPage(JobPage):
         split_page(self, self.setup_panel, results, list(self.SPLIT))
         window.project_changed.connect(self.refresh_project)
         self.refresh_project()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # on a small screen the summary and the list of stored audits give room to the statistics below them
+        height = self.height()
+        self.findings.text.setMaximumHeight(max(90, min(230, height // 5)))
+        self.audit_list.setMaximumHeight(max(self.audit_list.minimumHeight(), min(self._list_height, height // 9)))
 
     @classmethod
     def kind(cls) -> AuditKind:
@@ -288,6 +296,7 @@ class AuditPage(JobPage):
         top.addStretch(1)
         top.addWidget(self.export_button)
         layout.addLayout(top)
+        self._list_height = max_height
         self.audit_list.setMaximumHeight(max_height)
         self.audit_list.setMinimumHeight(min(max_height, 3 * self.audit_list.fontMetrics().lineSpacing() + 8))
         layout.addWidget(self.audit_list)

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, Q
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.core.data.schema import ColumnRoles, ValidationReport
 from fairdesk.core.kinds import DATASET_KINDS
-from fairdesk.gui.widgets.panel_parts import size_combos
+from fairdesk.gui.widgets.panel_parts import scroll_area, size_combos
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
@@ -119,7 +119,11 @@ class DatasetTab(QWidget):
         right.setStretchFactor(1, 1)
 
         split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(left)
+        # the roles form scrolls (vertically only) rather than force the window taller than a 768-pixel screen
+        left_scroll = scroll_area(self, left)
+        left_scroll.setMinimumWidth(left.minimumSizeHint().width() + left_scroll.verticalScrollBar().sizeHint().width()
+                                    + 2 * left_scroll.frameWidth())
+        split.addWidget(left_scroll)
         split.addWidget(right)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)

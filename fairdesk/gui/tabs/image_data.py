@@ -107,7 +107,8 @@ class ImageDataPanel(QWidget):
 
         # ---- import form
         self.csv_edit = QLineEdit(self)
-        self.csv_edit.setPlaceholderText("CSV describing the images (one row per image)")
+        self.csv_edit.setPlaceholderText("CSV, one row per image")
+        self.csv_edit.setToolTip("The CSV describing the images (one row per image).")
         self.csv_edit.editingFinished.connect(lambda: self.read_header(self.csv_edit.text()))
         self.csv_button = QPushButton("Browse…", self)
         self.csv_button.clicked.connect(self.choose_csv)

@@ -256,7 +256,9 @@ class MLMAuditPanel(AuditPage):
         form = QFormLayout(tpl_box)
         self.templates_edit = QLineEdit(tpl_box)
         self.templates_edit.setReadOnly(True)
-        self.templates_edit.setPlaceholderText("shipped: mlm_bias_templates.json")
+        self.templates_edit.setPlaceholderText("shipped templates")
+        self.templates_edit.setToolTip("Empty: the shipped template file mlm_bias_templates.json (001's eight "
+                                       "clinical categories).")
         self.templates_browse = QPushButton("Open…", tpl_box)
         self.templates_browse.clicked.connect(self.choose_templates)
         self.templates_default = QPushButton("Shipped", tpl_box)

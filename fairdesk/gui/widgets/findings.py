@@ -72,6 +72,25 @@ def counts_html(counts: dict[str, int] | None) -> str:
     return head + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
 
 
+def findings_first(blocks: list) -> list:
+    """The blocks with the part under a subheading about what was found (e.g. "What was found") moved to the top,
+    so the screen opens with the findings and the description of what was audited follows."""
+    groups: list[list] = [[]]
+    for block in blocks:
+        if type(block).__name__ == "Paragraph" and block.style == "subheading":
+            groups.append([block])
+        else:
+            groups[-1].append(block)
+
+    def found(group: list) -> bool:
+        head = group[0] if group else None
+        return (head is not None and type(head).__name__ == "Paragraph" and head.style == "subheading"
+                and any(w in head.text.lower() for w in ("found", "finding", "result", "verdict")))
+
+    first = [g for g in groups if found(g)]
+    return [b for g in first + [g for g in groups if not found(g)] for b in g]
+
+
 def section_html(section) -> str:
     """A report section (paragraphs, tables; figures are left to the tabs below) as simple HTML."""
     out: list[str] = []
@@ -82,7 +101,7 @@ def section_html(section) -> str:
             out.append("<ul style='margin-top:0; margin-bottom:4px'>" + "".join(items) + "</ul>")
             items.clear()
 
-    for block in section.blocks:
+    for block in findings_first(section.blocks):
         kind = type(block).__name__
         if kind == "Paragraph":
             text = html.escape(block.text)

@@ -155,6 +155,17 @@ def scroll_area(parent: QWidget, inner: QWidget, min_width: int | None = None) -
     return scroll
 
 
+def results_scroll(parent: QWidget, inner: QWidget) -> QScrollArea:
+    """A frameless scroll area around a results side: it fills the area when there is room and scrolls (either
+    way) only below the results' minimum size."""
+    scroll = QScrollArea(parent)
+    scroll.setObjectName("results_scroll")
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+    scroll.setWidget(inner)
+    return scroll
+
+
 def setup_column(parent: QWidget, scroll: QScrollArea, row: QHBoxLayout, status: QLabel,
                  min_width: int | None = None) -> QWidget:
     """The set-up column: the scrolling form, and below it (always in view) the Run row and the status line."""
@@ -171,10 +182,12 @@ def setup_column(parent: QWidget, scroll: QScrollArea, row: QHBoxLayout, status:
 
 def split_page(page: QWidget, left: QWidget, right: QWidget, sizes: list[int],
                stretch: tuple[int, int] = (0, 1)) -> QSplitter:
-    """Lay ``page`` out as a horizontal splitter of ``left`` and ``right``."""
+    """Lay ``page`` out as a horizontal splitter of ``left`` and ``right``. ``right`` (the results) sits in a scroll
+    area that shows scroll bars only when the window is smaller than its minimum (e.g. 1366×768), so a page never
+    forces the window to grow nor squeezes a table to a row and a half."""
     split = QSplitter(Qt.Orientation.Horizontal, page)
     split.addWidget(left)
-    split.addWidget(right)
+    split.addWidget(results_scroll(page, right))
     split.setStretchFactor(0, stretch[0])
     split.setStretchFactor(1, stretch[1])
     split.setSizes(sizes)
