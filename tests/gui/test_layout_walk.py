@@ -1,0 +1,93 @@
+"""Layout walk (issue 14): the main window at 1366×768 and at 1920×1080 shows every tab, page and result tab — the
+pages the registry and EXTRA_PAGES define at run time, with a stored group audit loaded — and nothing a user could
+not read: no elided or cut text (labels, buttons, check boxes, placeholders), no tabs hidden behind scroll arrows,
+no visible widget outside its parent, and a window that fits the screen. The findings header of every audit page
+shows the report's board summary and the counts of the three verdicts."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QLabel, QTabBar, QWidget
+
+from layout_walk import SIZES, check, elided, states, walk
+
+
+@pytest.fixture
+def audited(window, stored_predictions, project_path):
+    """The window with a stored group audit (200 replicates: cheap)."""
+    from fairdesk.core.audits.groups import GroupAuditPlan
+    from fairdesk.core.project import Project
+    from fairdesk.jobs.groups import import_table  # noqa: F401 - the fixture stored the dataset with it
+    from fairdesk.jobs.groups import audit_groups
+
+    info = next(d for d in Project(project_path).datasets() if d.id == stored_predictions)
+    from fairdesk.core.data.schema import ColumnRoles
+
+    roles = ColumnRoles(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in info.roles.items()})
+    audit_groups(project_path, stored_predictions, GroupAuditPlan(roles=roles, n_boot=200, n_permutations=200),
+                 name="walk")
+    window.notify_project_changed()
+    window.audit_tab.findings.wait()
+    return window
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_every_page_readable(audited, size):
+    problems = walk(audited, size)
+    assert not problems, "\n".join(problems[:40])
+
+
+def test_walk_visits_every_page_and_result_tab(audited):
+    names = [name for name, _page in states(audited)]
+    titles = [audited.pages["audit"].tabText(i) for i in range(audited.pages["audit"].count())]
+    for title in titles:
+        assert any(n.startswith(f"Audit › {title}") for n in names), title
+    # the group page's result tabs are visited one by one
+    assert sum(n.startswith("Audit › Group gaps › ") for n in names) == audited.audit_tab.results_tabs.count()
+
+
+def test_findings_header_says_what_was_found(audited):
+    tab = audited.audit_tab
+    findings = tab.findings
+    assert findings.isVisibleTo(tab) and findings.ready
+    counts = findings.counts_label.text()
+    assert "comparisons" in counts and "differ" in counts and "inconclusive" in counts
+    text = findings.text.toPlainText()
+    # the same sentences as the PDF's board page, findings first
+    from fairdesk.core.kinds import ReportSettings
+    from fairdesk.core.reports.groups import report_tree
+
+    report = report_tree(__import__("json").loads(audited.project.audit_json(tab.audit_id)),
+                         ReportSettings(audited.settings.suppress_k))
+    first = [b.text for b in report.section("summary").blocks if getattr(b, "style", "") == "finding"]
+    assert first, "the planted recall gap for women is a finding"
+    assert all(sentence in text for sentence in first)
+    assert text.index("What was found") < text.index("What was audited")
+    # statistics one click deeper, in plain words
+    tabs = [tab.results_tabs.tabText(i) for i in range(tab.results_tabs.count())]
+    assert "Summary (Table 4)" not in tabs and all(len(t) <= 16 for t in tabs)
+    headers = [tab.records_view.model.headerData(i, __import__("PySide6.QtCore", fromlist=["Qt"]).Qt.Orientation
+                                                 .Horizontal) for i in range(tab.records_view.model.columnCount())]
+    assert "q" not in headers and "corrected p-value" in headers
+    # folding the summary away keeps the counts
+    findings.toggle.click()
+    assert not findings.text.isVisible() and findings.counts_label.text() == counts
+
+
+def test_checks_catch_cut_text(qtbot):
+    """The walk's checks fail on what they are meant to find (so a clean walk means something)."""
+    host = QWidget()
+    qtbot.addWidget(host)
+    label = QLabel("A label much longer than the forty pixels it is given", host)
+    label.setGeometry(0, 0, 40, 20)
+    bar = QTabBar(host)
+    for title in ("Thresholds & provenance", "Per-group performance", "Summary (Table 4)"):
+        bar.addTab(title)
+    bar.setUsesScrollButtons(True)
+    bar.setGeometry(0, 30, 120, 30)
+    child = QLabel("x", label)
+    child.setGeometry(100, 100, 10, 10)
+    host.resize(200, 80)
+    host.show()
+    assert elided(label) and elided(bar)
+    problems = check(host, "test")
+    assert any("label needs" in p for p in problems) and any("outside its parent" in p for p in problems)
