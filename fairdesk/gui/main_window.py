@@ -195,6 +195,9 @@ class JobsPanel(QWidget):
         item.setToolTip(3, str(text))
         if job.state == JobState.DONE:
             self.bars[job.id].setValue(1000)
+        else:  # a failed or cancelled job's bar does not stay where it stopped (e.g. at 10%)
+            self.bars[job.id].setValue(0)
+            self.bars[job.id].setFormat(job.state.value)
         self.cancel_buttons[job.id].setEnabled(False)
         self.details_buttons[job.id].setVisible(bool(job.details) or job.state == JobState.FAILED)
 
