@@ -91,3 +91,22 @@ def test_checks_catch_cut_text(qtbot):
     assert elided(label) and elided(bar)
     problems = check(host, "test")
     assert any("label needs" in p for p in problems) and any("outside its parent" in p for p in problems)
+
+
+def test_report_name_is_dataset_kind_date_in_the_project_folder(audited, monkeypatch):
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QFileDialog
+
+    tab = audited.audit_tab
+    created = next(a for a in audited.project.audits() if a.id == tab.audit_id).created[:10]
+    assert tab.report_file_name(tab.audit_id) == f"stored-predictions-groups-{created}.pdf"
+    asked = {}
+
+    def answer(parent, title, start, filters):
+        asked["start"] = start
+        return "", ""
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", answer)
+    assert tab.export_pdf() is None  # cancelled
+    assert Path(asked["start"]) == Path(audited.project.path).parent / f"stored-predictions-groups-{created}.pdf"

@@ -407,6 +407,11 @@ class AuditPage(JobPage):
     def update_buttons(self, *args) -> None:
         super().update_buttons()
         self.run_button.setEnabled(not self.busy and self.form_ready())
+        # a disabled Run says why (a status message would vanish)
+        self.run_button.setToolTip(NO_PROJECT if self.window_.project is None else
+                                   "" if self.run_button.isEnabled() or self.busy else
+                                   "Complete the set-up on the left first (the status line below says what is "
+                                   "missing when Run is pressed).")
         self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None
                                       and not job_running(self.export_job))
 
