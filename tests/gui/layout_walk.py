@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from PySide6.QtWidgets import (QAbstractButton, QAbstractScrollArea, QApplication, QCheckBox, QComboBox, QLabel, QLineEdit,
-                               QMainWindow, QPushButton, QRadioButton, QStyle, QTabBar, QTabWidget, QWidget)
+from PySide6.QtWidgets import (QAbstractButton, QAbstractScrollArea, QApplication, QCheckBox, QComboBox, QLabel,
+                               QLineEdit, QMainWindow, QPushButton, QRadioButton, QStyle, QTabBar, QTabWidget,
+                               QWidget)
 
 SIZES = ((1366, 768), (1920, 1080))
 SLACK = 2  # pixels of rounding allowed
