@@ -110,3 +110,45 @@ def test_report_name_is_dataset_kind_date_in_the_project_folder(audited, monkeyp
     monkeypatch.setattr(QFileDialog, "getSaveFileName", answer)
     assert tab.export_pdf() is None  # cancelled
     assert Path(asked["start"]) == Path(audited.project.path).parent / f"stored-predictions-groups-{created}.pdf"
+
+
+@pytest.mark.parametrize("kind", ["mlm_bias", "note_classifiers"])
+def test_findings_header_on_other_audit_pages(window, project_path, kind):
+    """A page built later gets the header for free: the kind's own board summary and its verdict counts."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.kinds import AUDIT_KINDS
+    from fairdesk.core.project import Project
+    from fairdesk.gui.tabs.base import report_tree_of
+
+    spec = importlib.util.spec_from_file_location(
+        "small_cells", Path(__file__).parents[1] / "core" / "test_report_small_cells.py")
+    small = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(small)
+    roles = ColumnRoles(label="label", score="score", task="task", attributes=("site",))
+    group = run_group_audit(small._group_table(), GroupAuditPlan(roles=roles, n_boot=100, min_group_size=5))
+    doc = json.loads(json.dumps(small.DOCUMENTS[kind](group), default=str))
+    Project(project_path, create=True).add_audit("stored", kind, json.dumps(doc))
+    window.open_project(project_path)
+    page = next(p for p in vars(window).values() if hasattr(p, "findings") and p.kind().name == kind)
+    window.show_page(page)
+    # bring the result tab holding the stored audits to the front (the notes page keeps them on its second tab)
+    from PySide6.QtWidgets import QStackedWidget
+
+    child, parent = page.findings, page.findings.parentWidget()
+    while parent is not None and parent is not page:
+        if isinstance(parent, QStackedWidget):
+            parent.setCurrentWidget(child)
+        child, parent = parent, parent.parentWidget()
+    page.findings.wait()
+    assert page.audit_id is not None and page.findings.isVisible()
+    report = report_tree_of(AUDIT_KINDS[kind], doc, window.settings.suppress_k)
+    lead = [b.text for b in report.section("summary").blocks if type(b).__name__ == "Paragraph"][:3]
+    text = page.findings.text.toPlainText()
+    assert all(" ".join(t.split())[:60] in " ".join(text.split()) for t in lead)
+    counts = page.verdict_counts(doc)
+    assert sum(counts.values()) > 0 and f"Of {sum(counts.values())} comparisons" in page.findings.counts_label.text()

@@ -417,6 +417,13 @@ class ImageAuditPanel(AuditPage):
         doc, self.arrays = load_cit_audit(self.window_.project.path, audit_id)
         return doc
 
+    def verdict_counts(self, doc: dict) -> dict[str, int]:
+        """One verdict per classifier output (the stored "dependent" reads "differs")."""
+        from fairdesk.gui.widgets.findings import count_verdicts
+
+        return count_verdicts([{"verdict": e.get("verdict")} for e in (doc.get("effects") or {}).values()
+                               if isinstance(e, dict)])
+
     def show_results(self, doc) -> None:
         """Fill the result pages from a stored audit (the pyqtgraph pages when they are shown)."""
         if doc is None:

@@ -763,6 +763,18 @@ class NoteClassifierPanel(AuditPage):
         self.train_button.setEnabled(self._ready() and not self.busy and self.encoder_combo.currentData() is not None)
 
     # ---- stored comparisons ------------------------------------------------------------------------------------
+    def verdict_counts(self, doc: dict) -> dict[str, int]:
+        """Unique group-gap comparisons by verdict, summed over the encoders compared (each encoder's group audit
+        counted as the PDF counts it)."""
+        from fairdesk.core.audits.groups import GroupAuditResult, verdict_counts
+
+        out = {"differs": 0, "equivalent": 0, "inconclusive": 0}
+        for audit in (doc.get("audits") or {}).values():
+            counts = verdict_counts(GroupAuditResult.from_dict(audit))
+            for key in out:
+                out[key] += int(counts.get(key, 0))
+        return out
+
     def show_results(self, doc) -> None:
         """Fill the comparison tables from a stored ``note_classifiers`` audit."""
         self.summary_view.set_frame(comparison_summary(doc) if doc else None)

@@ -532,6 +532,13 @@ class MLMAuditPanel(AuditPage):
             return self.doc
         return next((o for o in self.doc.get("compared", []) or [] if o.get("model_name") == name), None)
 
+    def verdict_counts(self, doc: dict) -> dict[str, int]:
+        """One verdict per model and category (the compared models' records, else the one model's)."""
+        from fairdesk.gui.widgets.findings import count_verdicts
+
+        compared = doc.get("compared") or []
+        return count_verdicts([m.get("records") or [] for m in compared] if compared else doc.get("records") or [])
+
     def show_results(self, doc: dict | None) -> None:
         if doc is None:
             self.result_header.setText("No audit selected." if self.audit_list.count() else

@@ -33,6 +33,8 @@ def build_in_background(fn, *args) -> Future:
 def verdict_key(value) -> str | None:
     """"differs" / "equivalent" / "inconclusive" for a stored verdict ("equivalent within margin" included)."""
     text = str(value or "").strip().lower()
+    if text == "dependent":  # the image audit's stored word for "differs"
+        return "differs"
     for key, *_ in VERDICT_WORDS:
         if text.startswith(key):
             return key
