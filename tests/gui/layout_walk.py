@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QAbstractButton, QAbstractScrollArea, QApplication, QCheckBox, QComboBox, QLabel,
-                               QLineEdit, QMainWindow, QPushButton, QRadioButton, QStyle, QTabBar, QTabWidget,
-                               QWidget)
+                               QLineEdit, QMainWindow, QPushButton, QRadioButton, QScrollArea, QStyle, QTabBar,
+                               QTabWidget, QWidget)
 
 SIZES = ((1366, 768), (1920, 1080))
 SLACK = 2  # pixels of rounding allowed
@@ -120,12 +121,25 @@ def outside(w: QWidget) -> str | None:
     return None
 
 
+def cut_sideways(w: QWidget) -> str | None:
+    """Why a scroll area that never scrolls sideways cuts its content on the right (None when it fits)."""
+    if not isinstance(w, QScrollArea) or w.widget() is None:
+        return None
+    if w.horizontalScrollBarPolicy() != Qt.ScrollBarPolicy.ScrollBarAlwaysOff:
+        return None
+    need, have = w.widget().width(), w.viewport().width()
+    return f"content {need}px wide in a {have}px view that cannot scroll sideways" if need > have + SLACK else None
+
+
 def check(window, where: str) -> list[str]:
     """Every problem of the widgets now visible in ``window``."""
     problems = []
     for w in window.findChildren(QWidget):
         if not w.isVisible() or w.window() is not window:
             continue
+        why = cut_sideways(w)
+        if why:
+            problems.append(f"{where}: {describe(w)}: {why}")
         if isinstance(w, (QLabel, QAbstractButton, QLineEdit, QComboBox, QTabBar)):
             why = elided(w)
             if why:

@@ -77,8 +77,8 @@ def results_table(doc: dict) -> pd.DataFrame:
     for r in doc.get("table", []):
         test = TEST_NAMES.get(r.get("test"), r.get("test"))
         row = {"output": r.get("output"), "n": r.get("n"), f"{test} p": _num(r.get("p")),
-               f"{test} q": _num(r.get("q")), "CIT-LR t": _num(r.get("cit_lr_t")), "CIT-LR p": _num(r.get("cit_lr_p")),
-               "CIT-LR q": _num(r.get("cit_lr_q")), "DP p": _num(r.get("dp_p")), "EO p": _num(r.get("eo_p"))}
+               f"{test} corrected p": _num(r.get("q")), "CIT-LR t": _num(r.get("cit_lr_t")),
+               "CIT-LR p": _num(r.get("cit_lr_p")), "CIT-LR corrected p": _num(r.get("cit_lr_q")), "DP p": _num(r.get("dp_p")), "EO p": _num(r.get("eo_p"))}
         for key in ("0->1", "1->0"):
             if f"shift_{key}" in r:
                 lab = _dir_label(key, values)

@@ -160,7 +160,7 @@ def comparison_summary(doc: dict) -> pd.DataFrame:
         n_tested = sum(int(g.get("n_tasks") or 0) for g in gaps)
         rows.append({"encoder": name, "tasks": len(res),
                      "AUROC": sum(au) / len(au) if au else None, "AUPRC": sum(ap) / len(ap) if ap else None,
-                     "gaps (BH)": counts["differs"] if counts else n_bh,
+                     "gaps differ": counts["differs"] if counts else n_bh,
                      "gaps equivalent": counts["equivalent"] if counts else 0,
                      "gaps inconclusive": counts["inconclusive"] if counts else n_tested - n_bh,
                      "gaps (unadjusted)": sum(int(g.get("n_significant") or 0) for g in gaps),
@@ -446,7 +446,7 @@ class NoteClassifierPanel(AuditPage):
         self.gaps_note = note_label("", page)
         split = QSplitter(Qt.Orientation.Vertical, page)
         for title, view, extra in (("Summary per encoder: mean test AUROC/AUPRC over the tasks, gap verdicts "
-                                    "(differ after BH / equivalent / inconclusive), probe", self.summary_view, None),
+                                    "(differ after correction / equivalent / inconclusive), probe", self.summary_view, None),
                                    ("Per task (001 Table A2)", self.performance_view, None),
                                    ("Gap verdicts per group and measure (001 Table 5)", self.gaps_view,
                                     self.gaps_note),

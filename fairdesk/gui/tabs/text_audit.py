@@ -43,7 +43,7 @@ TEST_TIP = ("t-test over templates (default): each template's mean male − fema
             "template noise far more often than α.")
 TABLE_HEADERS = {"verdict_text": "verdict", "mean_difference": "difference (nats)", "ci_low": "95% CI low",
                  "ci_high": "95% CI high", "effect_size": "effect r", "d_z": "d_z",
-                 "p_value": "p", "q_value": "q (BH)", "probability_ratio": "probability ratio",
+                 "p_value": "p", "q_value": "corrected p-value", "probability_ratio": "probability ratio",
                  "n_templates": "templates", "n_attributes": "attributes", "q_equivalence": "q equivalence",
                  "p_equivalence": "p equivalence"}
 FLAG_BACKGROUND = "#FBE3D6"
@@ -304,7 +304,9 @@ class MLMAuditPanel(AuditPage):
         self.alpha_spin.setDecimals(4)
         self.alpha_spin.setSingleStep(0.01)
         self.alpha_spin.setValue(0.05)
-        form.addRow("α (BH q below)", self.alpha_spin)
+        self.alpha_spin.setToolTip("A category differs when its p-value, corrected for the number of categories "
+                                   "tested (Benjamini–Hochberg), is at most α.")
+        form.addRow("α (corrected p at most)", self.alpha_spin)
         self.min_effect_spin = QDoubleSpinBox(stats_box)
         self.min_effect_spin.setRange(0.0, 1.0)
         self.min_effect_spin.setSingleStep(0.05)

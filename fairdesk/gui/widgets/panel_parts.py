@@ -144,9 +144,23 @@ def run_row(*buttons: QWidget, progress: QProgressBar) -> QHBoxLayout:
     return row
 
 
+class FormScrollArea(QScrollArea):
+    """A scroll area that scrolls vertically only and is never narrower than its content's minimum width (so no
+    field is cut under the scroll bar on a small screen)."""
+
+    def minimumSizeHint(self):  # noqa: N802 - Qt override
+        hint = super().minimumSizeHint()
+        inner = self.widget()
+        if inner is not None:
+            width = (inner.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+                     + 2 * self.frameWidth())
+            hint.setWidth(max(hint.width(), width, self.minimumWidth()))
+        return hint
+
+
 def scroll_area(parent: QWidget, inner: QWidget, min_width: int | None = None) -> QScrollArea:
-    """A vertical-only scroll area around a set-up form."""
-    scroll = QScrollArea(parent)
+    """A vertical-only scroll area around a set-up form (never narrower than the form's minimum width)."""
+    scroll = FormScrollArea(parent)
     scroll.setWidgetResizable(True)
     scroll.setWidget(inner)
     scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -175,8 +189,8 @@ def setup_column(parent: QWidget, scroll: QScrollArea, row: QHBoxLayout, status:
     v.addWidget(scroll, 1)
     v.addLayout(row)
     v.addWidget(status)
-    if min_width is not None:
-        column.setMinimumWidth(min_width)
+    if min_width is not None:  # a floor: never below what the form itself needs
+        column.setMinimumWidth(max(min_width, column.minimumSizeHint().width()))
     return column
 
 
