@@ -33,7 +33,7 @@ def describe(w: QWidget) -> str:
         chain.append(name)
         p = p.parentWidget()
     text = ""
-    for attr in ("text", "placeholderText"):
+    for attr in ("text", "currentText", "placeholderText"):
         if hasattr(w, attr):
             try:
                 text = str(getattr(w, attr)())
@@ -88,10 +88,12 @@ def elided(w: QWidget) -> str | None:
         have = w.contentsRect().width()
         return f"placeholder needs {need}px, field has {have}px" if need > have + SLACK else None
     if isinstance(w, QComboBox):
-        if w.currentIndex() >= 0 or not w.placeholderText():
+        text = w.currentText() if w.currentIndex() >= 0 else w.placeholderText()
+        if not text or w.isEditable():
             return None
-        need = _text_width(w, w.placeholderText()) + 24  # the arrow
-        return f"placeholder needs {need}px, combo has {w.width()}px" if need > w.width() + SLACK else None
+        need = _text_width(w, text) + 24  # the arrow
+        what = "choice" if w.currentIndex() >= 0 else "placeholder"
+        return f"{what} needs {need}px, combo has {w.width()}px" if need > w.width() + SLACK else None
     if isinstance(w, QTabBar):
         if w.count() == 0:
             return None

@@ -36,6 +36,16 @@ def test_every_page_readable(audited, size):
     assert not problems, "\n".join(problems[:40])
 
 
+def test_every_page_readable_without_a_project(window, predictions_csv, run_and_wait):
+    """The first screens a new user sees: no project, a valid table opened (the in-place hint and Create project…
+    on show)."""
+    run_and_wait(window, lambda: window.dataset_tab.load_file(predictions_csv))
+    window.show_page(window.dataset_tab)
+    assert window.dataset_tab.create_project_button.isVisible()
+    problems = [p for size in SIZES for p in walk(window, size)]
+    assert not problems, "\n".join(problems[:40])
+
+
 def test_walk_visits_every_page_and_result_tab(audited):
     names = [name for name, _page in states(audited)]
     titles = [audited.pages["audit"].tabText(i) for i in range(audited.pages["audit"].count())]

@@ -32,8 +32,10 @@ from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableMod
 
 NONE = "(none)"
 LM_KIND = MODEL_KINDS["masked_lm"].name
-PRIOR_LABELS = {"pieces": "Mask every word piece of the attribute (FairDesk)",
-                "words": "One mask per word of the attribute (authors' release)"}
+PRIOR_LABELS = {"pieces": "Every word piece masked (FairDesk)",
+                "words": "One mask per word (authors' release)"}
+PRIOR_TIPS = {"pieces": "Mask every word piece of the attribute phrase (FairDesk's rule).",
+              "words": "One mask per word of the attribute phrase (the authors' released code)."}
 TEST_LABELS = {"template": "t-test over templates",
                "wilcoxon": "Signed-rank per sentence (paper)",
                "ranksum": "Rank-sum per sentence (release)"}
@@ -292,6 +294,7 @@ class MLMAuditPanel(AuditPage):
         self.prior_combo = QComboBox(stats_box)
         for key, text in PRIOR_LABELS.items():
             self.prior_combo.addItem(text, key)
+            self.prior_combo.setItemData(self.prior_combo.count() - 1, PRIOR_TIPS[key], Qt.ItemDataRole.ToolTipRole)
         self.test_combo = QComboBox(stats_box)
         for key, text in TEST_LABELS.items():
             self.test_combo.addItem(text, key)

@@ -30,11 +30,13 @@ from fairdesk.gui.widgets.tables import DataFrameView  # noqa: E402
 NONE = "(none)"
 #: Size presets of fairdesk.core.models.mlm.SIZES, described for the form (kept here: no core import at start-up)
 SIZE_LABELS = {
-    "tiny": "Tiny — hidden 96, 2 layers (CPU: minutes)",
-    "mini": "Mini — hidden 256, 4 layers (CPU: an hour or more)",
-    "small": "Small — hidden 512, 4 layers (GPU advised)",
-    "base": "Base — hidden 768, 12 layers (GPU)",
+    "tiny": "Tiny (CPU: minutes)",
+    "mini": "Mini (CPU: an hour or more)",
+    "small": "Small (GPU advised)",
+    "base": "Base (GPU)",
 }
+SIZE_TIPS = {"tiny": "Hidden size 96, 2 layers.", "mini": "Hidden size 256, 4 layers.",
+             "small": "Hidden size 512, 4 layers.", "base": "Hidden size 768, 12 layers."}
 DEVICES = {"cpu": "CPU", "auto": "GPU when present, else CPU"}
 _TABLE_SUFFIXES = (".csv", ".tsv", ".txt.gz", ".csv.gz", ".parquet", ".pq")
 
@@ -222,6 +224,7 @@ class LanguageModelPanel(QWidget):
         self.size_combo = QComboBox(box)
         for key, text in SIZE_LABELS.items():
             self.size_combo.addItem(text, key)
+            self.size_combo.setItemData(self.size_combo.count() - 1, SIZE_TIPS[key], Qt.ItemDataRole.ToolTipRole)
         form.addRow("Model size", self.size_combo)
         self.steps_spin = QSpinBox(box)
         self.steps_spin.setRange(1, 10_000_000)
