@@ -101,7 +101,7 @@ def test_features_table_is_recognised(window, project_path, tmp_path, run_and_wa
 
 
 def test_no_project_explains_the_disabled_button_and_creates_one(window, project_path, predictions_csv,
-                                                                  run_and_wait, monkeypatch):
+                                                                  run_and_wait, monkeypatch, qtbot):
     from fairdesk.gui.tabs.dataset import NO_PROJECT_HINT
 
     tab = window.dataset_tab
@@ -115,6 +115,10 @@ def test_no_project_explains_the_disabled_button_and_creates_one(window, project
     assert tab.no_project_label.isVisible() and "Open or create a project to add this table" in \
         tab.no_project_label.text()
     assert tab.create_project_button.isVisible()
+    # in view without scrolling, even on a 1366×768 screen
+    window.resize(1366, 768)
+    qtbot.wait(50)
+    assert not tab.no_project_label.visibleRegion().isEmpty() and not tab.add_button.visibleRegion().isEmpty()
     # one click creates the project (the save dialog answered here) and the table can be added at once
     monkeypatch.setattr(window, "new_project", lambda path=None: window.open_project(project_path, create=True))
     tab.create_project_button.click()

@@ -239,7 +239,8 @@ class AuditTab(AuditPage):
                           stretch=True))
         self.gap_plot = GapPlot(plot_page)
         pv.addWidget(self.gap_plot, 1)
-        self.plot_note = note_label("Hover over a point for its n, counts, rates, 95% CI, p, q and verdict. A pair "
+        self.plot_note = note_label("Hover over a point for its n, counts, rates, 95% CI, p-value, corrected "
+                                    "p-value (q) and verdict. A pair "
                                     "shown in two rows is one test with one verdict. Inconclusive is not fair: "
                                     "the data cannot tell either way.", plot_page)
         pv.addWidget(self.plot_note)

@@ -109,8 +109,6 @@ class DatasetTab(QWidget):
         ll.setContentsMargins(0, 0, 0, 0)
         ll.addWidget(self.roles_box)
         ll.addWidget(valid_box, 1)
-        ll.addLayout(add_row)
-        ll.addLayout(hint_row)
 
         # preview + project datasets
         self.preview = DataFrameView(self, lazy=True, placeholder="Open a CSV or Parquet file to see its first rows.")
@@ -131,11 +129,15 @@ class DatasetTab(QWidget):
         right.setStretchFactor(1, 1)
 
         split = QSplitter(Qt.Orientation.Horizontal, self)
-        # the roles form scrolls (vertically only) rather than force the window taller than a 768-pixel screen
-        left_scroll = scroll_area(self, left)
-        left_scroll.setMinimumWidth(left.minimumSizeHint().width() + left_scroll.verticalScrollBar().sizeHint().width()
-                                    + 2 * left_scroll.frameWidth())
-        split.addWidget(left_scroll)
+        # the roles form scrolls (vertically only) rather than force the window taller than a 768-pixel screen;
+        # "Add to project" and the no-project hint stay in view below it
+        left_column = QWidget(self)
+        lc = QVBoxLayout(left_column)
+        lc.setContentsMargins(0, 0, 0, 0)
+        lc.addWidget(scroll_area(self, left), 1)
+        lc.addLayout(add_row)
+        lc.addLayout(hint_row)
+        split.addWidget(left_column)
         split.addWidget(right)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
