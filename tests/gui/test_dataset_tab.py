@@ -148,3 +148,27 @@ def test_bad_file_resets_the_form_and_says_what_it_is(window, project_path, pred
     # the job's bar does not stay where the load stopped
     bar = window.jobs_panel.bars[job.id]
     assert bar.value() == 0 and bar.format() == "failed"
+
+
+def test_first_use_open_csv_without_project_run_audit_export(window, project_path, predictions_csv, tmp_path,
+                                                             run_and_wait, monkeypatch):
+    """Open a CSV with no project → Create project… → Add → Run audit → findings on screen → Export PDF."""
+    tab = window.dataset_tab
+    run_and_wait(window, lambda: tab.load_file(predictions_csv))
+    monkeypatch.setattr(window, "new_project", lambda path=None: window.open_project(project_path, create=True))
+    tab.create_project_button.click()
+    job = run_and_wait(window, lambda: tab.add_to_project())
+    assert job.state.value == "done", job.error
+    audit = window.audit_tab
+    window.show_page(audit)
+    assert audit.run_button.isEnabled() and audit.dataset_combo.count() == 1
+    audit.n_boot_spin.setValue(200)
+    job = run_and_wait(window, audit.run_audit)
+    assert job.state.value == "done", job.error
+    audit.findings.wait()
+    assert "comparisons" in audit.findings.counts_label.text() and "What was found" in \
+        audit.findings.text.toPlainText()
+    pdf = tmp_path / "report.pdf"
+    job = run_and_wait(window, lambda: audit.export_pdf(pdf))
+    assert job.state.value == "done", job.error
+    assert pdf.read_bytes()[:4] == b"%PDF"
