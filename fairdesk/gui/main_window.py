@@ -288,6 +288,7 @@ class MainWindow(QMainWindow):
         self.runner = JobRunner(self)
         self._callbacks: dict[int, tuple[Callable | None, Callable | None]] = {}
         self._closed = False
+        self._compacted = False
         try:
             self._build(project)
         except BaseException:
@@ -616,10 +617,18 @@ class MainWindow(QMainWindow):
         """The Jobs dock's height: smaller on a small screen (a 768-pixel-high window keeps room for the pages)."""
         return 170 if self.height() >= 900 else 105
 
+    #: below this window height the Jobs and Log docks start hidden (View menu; a failed job shows the Jobs dock;
+    #: the status bar shows a running job's progress), so a 768-pixel screen keeps its height for the pages
+    COMPACT_HEIGHT = 850
+
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         if event.oldSize().height() <= 0 or (event.oldSize().height() >= 900) != (self.height() >= 900):
             self.resizeDocks([self.jobs_dock], [self.dock_height()], Qt.Orientation.Vertical)
+        if self.height() < self.COMPACT_HEIGHT and not self._compacted:
+            self._compacted = True  # once: docks the user shows again stay shown
+            self.jobs_dock.hide()
+            self.log_dock.hide()
 
     def show_error(self, title: str, message: str) -> None:
         log.warning("%s: %s", title, message)

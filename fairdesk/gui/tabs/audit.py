@@ -287,7 +287,7 @@ class AuditTab(AuditPage):
         dsplit.addWidget(self.delta_plot)
         dsplit.addWidget(self.delta_view)
         dsplit.addWidget(self.bins_view)
-        dsplit.setSizes([400, 120, 160])
+        dsplit.setSizes([230, 150, 150])  # the plot keeps its x-axis; the tables keep four rows each
         dv.addWidget(dsplit, 1)
         self.results_tabs.addTab(delta_page, "Error spread")
         self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Δ_eo: how much the error rates vary over "

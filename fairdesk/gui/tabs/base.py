@@ -232,7 +232,7 @@ class AuditPage(JobPage):
         # on a small screen the summary and the list of stored audits give room to the statistics below them
         height = self.height()
         self.findings.text.setMaximumHeight(max(90, min(230, height // 5)))
-        self.audit_list.setMaximumHeight(max(self.audit_list.minimumHeight(), min(self._list_height, height // 9)))
+        self.audit_list.setMaximumHeight(max(self.audit_list.minimumHeight(), min(self._list_height, height // 12)))
 
     @classmethod
     def kind(cls) -> AuditKind:
@@ -298,7 +298,7 @@ class AuditPage(JobPage):
         layout.addLayout(top)
         self._list_height = max_height
         self.audit_list.setMaximumHeight(max_height)
-        self.audit_list.setMinimumHeight(min(max_height, 3 * self.audit_list.fontMetrics().lineSpacing() + 8))
+        self.audit_list.setMinimumHeight(min(max_height, 2 * self.audit_list.fontMetrics().lineSpacing() + 10))
         layout.addWidget(self.audit_list)
         self.place_findings(layout)
 
