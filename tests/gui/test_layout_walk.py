@@ -162,3 +162,16 @@ def test_findings_header_on_other_audit_pages(window, project_path, kind):
     assert all(" ".join(t.split())[:60] in " ".join(text.split()) for t in lead)
     counts = page.verdict_counts(doc)
     assert sum(counts.values()) > 0 and f"Of {sum(counts.values())} comparisons" in page.findings.counts_label.text()
+
+
+def test_small_window_hides_the_docks_until_needed(window, run_and_wait):
+    """At 1366×768 the Jobs and Log docks start hidden (the pages keep the height); a failed job shows Jobs."""
+    window.resize(1366, 768)
+    __import__("layout_walk").settle()
+    assert not window.jobs_dock.isVisible() and not window.log_dock.isVisible()
+
+    def fail(progress, cancel):
+        raise RuntimeError("planted failure")
+
+    job = run_and_wait(window, lambda: window.run_job("planted", fail))
+    assert job.state.value == "failed" and window.jobs_dock.isVisible()
