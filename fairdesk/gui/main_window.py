@@ -110,6 +110,7 @@ class JobsPanel(QWidget):
         self.tree.setColumnWidth(1, 80)
         self.tree.setColumnWidth(2, 130)
         self.tree.setColumnWidth(4, 160)
+        self.tree.setMinimumHeight(48)
         self.tree.itemDoubleClicked.connect(lambda item, col: self.show_details(item.data(0, Qt.ItemDataRole.UserRole)))
         self.clear_button = QPushButton("Clear finished", self)
         self.clear_button.clicked.connect(self.clear_finished)
@@ -196,6 +197,9 @@ class JobsPanel(QWidget):
         item.setToolTip(3, str(text))
         if job.state == JobState.DONE:
             self.bars[job.id].setValue(1000)
+        else:  # a failed or cancelled job's bar does not stay where it stopped (e.g. at 10%)
+            self.bars[job.id].setValue(0)
+            self.bars[job.id].setFormat(job.state.value)
         self.cancel_buttons[job.id].setEnabled(False)
         self.details_buttons[job.id].setVisible(bool(job.details) or job.state == JobState.FAILED)
 
@@ -286,6 +290,7 @@ class MainWindow(QMainWindow):
         self.runner = JobRunner(self)
         self._callbacks: dict[int, tuple[Callable | None, Callable | None]] = {}
         self._closed = False
+        self._compacted = False
         try:
             self._build(project)
         except BaseException:
@@ -339,7 +344,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self.tabifyDockWidget(self.jobs_dock, self.log_dock)
         self.jobs_dock.raise_()
-        self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
+        self.resizeDocks([self.jobs_dock], [self.dock_height()], Qt.Orientation.Vertical)
         self._log_handler = QtLogHandler()
         self._log_handler.emitter.message.connect(self.log_view.appendPlainText)
         for name in ("fairdesk",):
@@ -605,7 +610,7 @@ class MainWindow(QMainWindow):
             log.warning("job %d '%s' failed: %s", job.id, job.name, job.error)
             self.jobs_dock.show()
             self.jobs_dock.raise_()
-        self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
+        self.resizeDocks([self.jobs_dock], [self.dock_height()], Qt.Orientation.Vertical)
         if self._closed:
             return
         try:
@@ -616,6 +621,23 @@ class MainWindow(QMainWindow):
         except Exception as err:  # noqa: BLE001 - a slot must not take the app down
             log.exception("showing the result of '%s' failed", job.name)
             self.statusBar().showMessage(f"Could not show the result of {job.name}: {err}", 20000)
+
+    def dock_height(self) -> int:
+        """The Jobs dock's height: smaller on a small screen (a 768-pixel-high window keeps room for the pages)."""
+        return 170 if self.height() >= 900 else 105
+
+    #: below this window height the Jobs and Log docks start hidden (View menu; a failed job shows the Jobs dock;
+    #: the status bar shows a running job's progress), so a 768-pixel screen keeps its height for the pages
+    COMPACT_HEIGHT = 850
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.oldSize().height() <= 0 or (event.oldSize().height() >= 900) != (self.height() >= 900):
+            self.resizeDocks([self.jobs_dock], [self.dock_height()], Qt.Orientation.Vertical)
+        if self.height() < self.COMPACT_HEIGHT and not self._compacted:
+            self._compacted = True  # once: docks the user shows again stay shown
+            self.jobs_dock.hide()
+            self.log_dock.hide()
 
     def show_error(self, title: str, message: str) -> None:
         log.warning("%s: %s", title, message)

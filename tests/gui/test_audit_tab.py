@@ -82,8 +82,10 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     # the header counts unique comparisons, as the PDF does
     from fairdesk.core.audits.groups import verdict_counts
     c = verdict_counts(result)
-    assert f"{c['total']} comparisons" in tab.result_header.text() and f">{c['differs']}</b> differ" in \
-        tab.result_header.text()
+    tab.findings.wait()
+    counts = tab.findings.counts_label.text()
+    assert f"Of {c['total']} comparisons" in counts and f">{c['differs']}</b> differ" in counts
+    assert f"{c['tests']} tests" in tab.result_header.text()
     # the form's correction settings reach the plan
     assert result.plan.family == "audit" and result.plan.correction == "bh" and result.plan.margin == 0.05
     assert any("/" in t for t in tips)  # numerator/denominator

@@ -98,3 +98,77 @@ def test_features_table_is_recognised(window, project_path, tmp_path, run_and_wa
     assert window.model_tab.dataset_combo.count() == 1
     assert window.model_tab.features_list.checked() == ["f_hr", "f_lactate"]
     assert window.model_tab.labels_list.checked() == ["y_mortality"]
+
+
+def test_no_project_explains_the_disabled_button_and_creates_one(window, project_path, predictions_csv,
+                                                                  run_and_wait, monkeypatch, qtbot):
+    from fairdesk.gui.tabs.dataset import NO_PROJECT_HINT
+
+    tab = window.dataset_tab
+    window.show_page(tab)
+    assert window.project is None
+    assert not tab.no_project_label.isVisible()  # no table yet: nothing to explain
+    run_and_wait(window, lambda: tab.load_file(predictions_csv))
+    assert "Ready" in tab.validation_text()
+    assert not tab.add_button.isEnabled()
+    assert tab.add_button.toolTip() == NO_PROJECT_HINT
+    assert tab.no_project_label.isVisible() and "Open or create a project to add this table" in \
+        tab.no_project_label.text()
+    assert tab.create_project_button.isVisible()
+    # in view without scrolling, even on a 1366×768 screen
+    window.resize(1366, 768)
+    qtbot.wait(50)
+    assert not tab.no_project_label.visibleRegion().isEmpty() and not tab.add_button.visibleRegion().isEmpty()
+    # one click creates the project (the save dialog answered here) and the table can be added at once
+    monkeypatch.setattr(window, "new_project", lambda path=None: window.open_project(project_path, create=True))
+    tab.create_project_button.click()
+    assert window.project is not None
+    assert tab.add_button.isEnabled() and not tab.no_project_label.isVisible()
+    job = run_and_wait(window, lambda: tab.add_to_project())
+    assert job.state.value == "done", job.error
+    assert [d.name for d in Project(project_path).datasets()] == ["predictions.csv"]
+
+
+def test_bad_file_resets_the_form_and_says_what_it_is(window, project_path, predictions_csv, tmp_path,
+                                                      run_and_wait):
+    window.open_project(project_path, create=True)
+    tab = window.dataset_tab
+    run_and_wait(window, lambda: tab.load_file(predictions_csv))
+    assert tab.label_combo.currentData() == "label" and tab.attributes_list.count() > 0
+    png = tmp_path / "scan.csv"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    job = run_and_wait(window, lambda: tab.load_file(png))
+    assert job.state.value == "failed"
+    text = tab.validation_text()
+    assert "this is a PNG image, not a CSV table" in text
+    assert "codec" not in text and "spreadsheet" not in text
+    # no roles of the previous file are left, nothing can be added
+    assert tab.df is None and tab.label_combo.count() == 0 and tab.attributes_list.count() == 0
+    assert tab.preview.model.rowCount() == 0 and not tab.add_button.isEnabled()
+    # the job's bar does not stay where the load stopped
+    bar = window.jobs_panel.bars[job.id]
+    assert bar.value() == 0 and bar.format() == "failed"
+
+
+def test_first_use_open_csv_without_project_run_audit_export(window, project_path, predictions_csv, tmp_path,
+                                                             run_and_wait, monkeypatch):
+    """Open a CSV with no project → Create project… → Add → Run audit → findings on screen → Export PDF."""
+    tab = window.dataset_tab
+    run_and_wait(window, lambda: tab.load_file(predictions_csv))
+    monkeypatch.setattr(window, "new_project", lambda path=None: window.open_project(project_path, create=True))
+    tab.create_project_button.click()
+    job = run_and_wait(window, lambda: tab.add_to_project())
+    assert job.state.value == "done", job.error
+    audit = window.audit_tab
+    window.show_page(audit)
+    assert audit.run_button.isEnabled() and audit.dataset_combo.count() == 1
+    audit.n_boot_spin.setValue(200)
+    job = run_and_wait(window, audit.run_audit)
+    assert job.state.value == "done", job.error
+    audit.findings.wait()
+    assert "comparisons" in audit.findings.counts_label.text() and "What was found" in \
+        audit.findings.text.toPlainText()
+    pdf = tmp_path / "report.pdf"
+    job = run_and_wait(window, lambda: audit.export_pdf(pdf))
+    assert job.state.value == "done", job.error
+    assert pdf.read_bytes()[:4] == b"%PDF"

@@ -200,8 +200,8 @@ def test_image_audit_panel_run_results_scatter_examples_export(window, audit_pro
     # tests table: 004 Tables 12-13 columns plus the oriented shifts and the verdict
     table = panel.table_view.frame()
     assert table["output"].tolist() == ["disease"]
-    for col in ("weighted GCM p", "weighted GCM q", "CIT-LR t", "CIT-LR p", "CIT-LR q", "DP p", "EO p",
-                "shift 0→1", "95% CI 0→1", "flip rate 1→0", "flip baseline mean |Δ|", "verdict"):
+    for col in ("weighted GCM p", "weighted GCM corrected p", "CIT-LR t", "CIT-LR p", "CIT-LR corrected p", "DP p",
+                "EO p", "shift 0→1", "95% CI 0→1", "flip rate 1→0", "flip baseline mean |Δ|", "verdict"):
         assert col in table.columns, col
     row = doc["table"][0]
     assert table.loc[0, "CIT-LR p"] == pytest.approx(row["cit_lr_p"])

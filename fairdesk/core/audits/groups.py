@@ -438,9 +438,13 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
     thresholds: dict[str, float] = {}
     boot_mode: dict[str, str] = {}
 
-    steps = max(1, len(tasks) * (len(attributes) + len(roles.continuous_attributes)))
+    # progress moves per task × attribute and per bootstrap block: one block per categorical attribute (its
+    # bootstrap), one per requested bin count of a continuous attribute (its null); 95% for them, 5% to correct
+    n_blocks = len(attributes) + len(roles.continuous_attributes) * max(1, len(plan.bins))
+    steps = max(1, len(tasks) * n_blocks)
     step = 0
-    for task in tasks:
+    for t_no, task in enumerate(tasks, start=1):
+        where = f"Task {t_no} of {len(tasks)} ({task})"
         sub = eval_df[eval_df[task_col] == task]
         if sub.empty:
             warnings.append(f"Task '{task}' has no '{plan.eval_split}' rows; it is left out.")
@@ -463,7 +467,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         patients = sub[roles.patient_id].astype(str).to_numpy() if roles.patient_id else None
 
         for attr in attributes:
-            rep(step / steps, f"{task}: {attr}")
+            rep(0.95 * step / steps, f"{where}: {attr}: bootstrap of {plan.n_boot:,} replicates and tests")
             step += 1
             labels = _group_labels(sub, attr, intersections).to_numpy(dtype=object)
             first = len(group_rows)
@@ -474,14 +478,21 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
                 _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau, plan, cal_rng,
                                    cal_rows, curve_rows, tests)
         for attr in roles.continuous_attributes:
-            rep(step / steps, f"{task}: {attr} error spread")
-            step += 1
+            rep(0.95 * step / steps, f"{where}: {attr}: error spread over {plan.bins[0]} bins")
             x = sub[attr].to_numpy(float)
             ok = ~np.isnan(x)
-            _audit_continuous(task, attr, x[ok], y[ok], yhat[ok], None if patients is None else patients[ok],
-                              cluster, tau, plan, rng, records, bin_rows, warnings, tests)
 
-    rep(1.0, "Correcting for multiple testing")
+            def block_done(i: int, attr=attr, first=step) -> None:
+                nxt = plan.bins[i + 1] if i + 1 < len(plan.bins) else None
+                rep(0.95 * (first + i + 1) / steps, f"{where}: {attr}: error spread over {nxt} bins" if nxt
+                    else f"{where}: {attr}: error spread done")
+
+            _audit_continuous(task, attr, x[ok], y[ok], yhat[ok], None if patients is None else patients[ok],
+                              cluster, tau, plan, rng, records, bin_rows, warnings, tests, on_block=block_done)
+            step += max(1, len(plan.bins))
+        rep(0.95 * step / steps, f"{where}: done")
+
+    rep(0.95, "Correcting for multiple testing")
     rec = pd.DataFrame.from_records(records, columns=_COLUMNS["records"])
     tst = correct(pd.DataFrame.from_records(tests, columns=_COLUMNS["tests"]), plan)
     if not rec.empty:
@@ -802,8 +813,10 @@ def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan) -> dict:
 
 
 def _audit_continuous(task, attr, x, y, yhat, patients, cluster, tau, plan, rng, records, bin_rows, warnings,
-                      tests):
-    for n_req in plan.bins:
+                      tests, on_block=None):
+    for i_req, n_req in enumerate(plan.bins):
+        if i_req and on_block is not None:
+            on_block(i_req - 1)  # progress: the previous bin count's null is done
         base = {"task": task, "attribute": attr, "group": f"N={n_req}", "metric": "delta_eo", "n": int(len(y)),
                 "numerator": None, "denominator": None, "rate": None, "comparison": None, "comparison_rate": None,
                 "q_value": None, "significant_bh": None, "favours": None, "threshold": tau,

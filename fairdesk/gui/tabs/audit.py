@@ -33,15 +33,36 @@ METRIC_LABELS = {"parity": "Parity (positive prediction rate)", "recall": "Recal
 RECORD_COLUMNS = ["task", "attribute", "group", "metric", "n", "rate", "comparison", "comparison_rate", "gap",
                   "ci_low", "ci_high", "p_value", "q_value", "verdict", "significant", "favours", "reason",
                   "numerator", "denominator", "threshold", "bins"]
-RECORD_HEADERS = {"ci_low": "CI low", "ci_high": "CI high", "p_value": "p", "q_value": "q (corrected)",
-                  "significant": "p ≤ α (unadjusted)", "significant_bh": "differs", "verdict": "verdict",
-                  "comparison_rate": "comparison rate", "n": "n"}
+RECORD_HEADERS = {"ci_low": "95% CI low", "ci_high": "95% CI high", "p_value": "p-value",
+                  "q_value": "corrected p-value", "significant": "p ≤ α before correction",
+                  "significant_bh": "differs", "verdict": "verdict", "comparison_rate": "comparison rate",
+                  "n": "n (rows)"}
+#: what a column of the results tables means, shown when hovering over its header
+HEADER_TIPS = {"p_value": "p: the chance of a gap at least this large if the groups truly did not differ.",
+               "q_value": "q: the p-value corrected for the number of tests made (Benjamini–Hochberg or Holm, as "
+                          "chosen); a gap 'differs' when it is at most α.",
+               "significant": "p at most α before any correction for multiple tests (as reported in paper 001); "
+                              "with many tests some are expected by chance.",
+               "verdict": "differs / equivalent within the margin / inconclusive (the data cannot tell either way).",
+               "ci_low": "Lower end of the 95% bootstrap confidence interval of the gap.",
+               "ci_high": "Upper end of the 95% bootstrap confidence interval of the gap.",
+               "favours": "Which side the gap favours (the group, or what it is compared with).",
+               "share_favouring": "Of the gaps with p ≤ α before correction, the share in which this group fares "
+                                  "better (1 = always better, 0 = always worse).",
+               "share_favouring_bh": "Of the gaps that differ after correction, the share in which this group fares "
+                                     "better (1 = always better, 0 = always worse).",
+               "n_significant_bh": "Tasks in which the gap differs after the correction for multiple tests.",
+               "n_significant": "Tasks in which p ≤ α before any correction (paper 001's count).",
+               "n_equivalent": "Tasks in which the gap is shown to lie within ±margin.",
+               "n_inconclusive": "Tasks in which the data cannot tell either way (not evidence of fairness).",
+               "auroc": "Area under the ROC curve in the group (1 = perfect ranking, 0.5 = chance).",
+               "auprc": "Area under the precision–recall curve in the group."}
 GROUP_COLUMNS = ["task", "attribute", "group", "n", "n_patients", "n_positive", "prevalence", "auroc", "auprc",
                  "tn", "fp", "fn", "tp", "tested", "reason"]
-SUMMARY_HEADERS = {"n_tasks": "tasks tested", "n_significant": "p ≤ α (unadjusted)",
-                   "share_favouring": "share favouring group", "n_significant_bh": "differs",
-                   "share_favouring_bh": "share favouring group (differs)", "n_differs": "differs (again)",
-                   "n_equivalent": "equivalent", "n_inconclusive": "inconclusive"}
+SUMMARY_HEADERS = {"n_tasks": "tasks tested", "n_significant": "p ≤ α before correction",
+                   "share_favouring": "group better off (share, before correction)",
+                   "n_significant_bh": "differs", "share_favouring_bh": "group better off (share of differs)",
+                   "n_differs": "differs (again)", "n_equivalent": "equivalent", "n_inconclusive": "inconclusive"}
 SUMMARY_COLUMNS = ["attribute", "group", "metric", "n_tasks", "n_significant_bh", "share_favouring_bh",
                    "n_equivalent", "n_inconclusive", "n_significant", "share_favouring"]
 
@@ -219,28 +240,37 @@ class AuditTab(AuditPage):
                           stretch=True))
         self.gap_plot = GapPlot(plot_page)
         pv.addWidget(self.gap_plot, 1)
-        self.plot_note = note_label("Hover over a point for its n, counts, rates, 95% CI, p, q and verdict. A pair "
+        self.plot_note = note_label("Hover over a point for its n, counts, rates, 95% CI, p-value, corrected "
+                                    "p-value (q) and verdict. A pair "
                                     "shown in two rows is one test with one verdict. Inconclusive is not fair: "
                                     "the data cannot tell either way.", plot_page)
         pv.addWidget(self.plot_note)
         self.results_tabs.addTab(plot_page, "Gap plot")
 
-        self.records_view = DataFrameView(panel, headers=RECORD_HEADERS, placeholder="No results yet.")
-        self.results_tabs.addTab(self.records_view, "Results table")
-        self.summary_view = DataFrameView(panel, headers=SUMMARY_HEADERS, placeholder="No summary yet.")
+        self.records_view = DataFrameView(panel, headers=RECORD_HEADERS, header_tips=HEADER_TIPS,
+                                          placeholder="No results yet.")
+        self.results_tabs.addTab(self.records_view, "All results")
+        self.summary_view = DataFrameView(panel, headers=SUMMARY_HEADERS, header_tips=HEADER_TIPS,
+                                          placeholder="No summary yet.")
         summary_page = QWidget(panel)
         sv = QVBoxLayout(summary_page)
         sv.setContentsMargins(0, 0, 0, 0)
-        note = QLabel("Per attribute, group and gap: tasks tested; how many differ after the audit's correction and "
-                      "the share favouring the group; how many are equivalent within the margin and how many "
-                      "inconclusive; and (as in paper 001) how many had p ≤ α before correction.", summary_page)
+        note = QLabel("Per attribute, group and gap, counted over the tasks: how many differ after the correction "
+                      "for multiple tests and in how many of those the group is better off; how many are "
+                      "equivalent within the margin and how many inconclusive; and (as in Table 4 of paper 001) "
+                      "how many had p ≤ α before correction. Hover over a column title for its meaning.",
+                      summary_page)
         note.setWordWrap(True)
         sv.addWidget(note)
         sv.addWidget(self.summary_view, 1)
-        self.results_tabs.addTab(summary_page, "Summary (Table 4)")
-        self.groups_view = DataFrameView(panel, headers={"auroc": "AUROC", "auprc": "AUPRC"},
+        self.results_tabs.addTab(summary_page, "Counts by group")
+        self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Verdicts counted over the tasks per group "
+                                        "(Table 4 of paper 001)")
+        self.groups_view = DataFrameView(panel, headers={"auroc": "AUROC", "auprc": "AUPRC"}, header_tips=HEADER_TIPS,
                                          placeholder="No groups yet.")
-        self.results_tabs.addTab(self.groups_view, "Per-group performance")
+        self.results_tabs.addTab(self.groups_view, "Performance")
+        self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Per-group performance: size, prevalence, "
+                                        "AUROC, AUPRC and the confusion counts")
 
         delta_page = QWidget(panel)
         dv = QVBoxLayout(delta_page)
@@ -252,21 +282,28 @@ class AuditTab(AuditPage):
         self.delta_plot = GapPlot(delta_page)
         self.delta_view = DataFrameView(delta_page, filterable=False, placeholder="No Δ_eo estimates.",
                                         headers={"ci_low": "null band low", "ci_high": "null band high (95%)",
-                                                 "p_value": "p", "q_value": "q (corrected)"})
+                                                 "p_value": "p-value", "q_value": "corrected p-value"},
+                                        header_tips=HEADER_TIPS)
         self.bins_view = DataFrameView(delta_page, placeholder="No bins.")
         dsplit.addWidget(self.delta_plot)
         dsplit.addWidget(self.delta_view)
         dsplit.addWidget(self.bins_view)
-        dsplit.setSizes([400, 120, 160])
+        dsplit.setSizes([230, 150, 150])  # the plot keeps its x-axis; the tables keep four rows each
         dv.addWidget(dsplit, 1)
-        self.results_tabs.addTab(delta_page, "Error spread Δeo")
+        self.results_tabs.addTab(delta_page, "Error spread")
+        self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Δ_eo: how much the error rates vary over "
+                                        "bins of a continuous attribute such as age")
         self.calibration_views = CalibrationViews(panel, self.results_tabs, self.window_.settings.suppress_k)
         self.calibration_views.audit_requested.connect(self.audit_at_threshold)
 
         self.dropped_view = DataFrameView(panel, filterable=False, placeholder="No group was left out.")
-        self.results_tabs.addTab(self.dropped_view, "Dropped groups")
+        self.results_tabs.addTab(self.dropped_view, "Not tested")
+        self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Groups left out (too small, missing "
+                                        "values), with their sizes")
         self.details_view = QTextBrowser(panel)
-        self.results_tabs.addTab(self.details_view, "Thresholds && provenance")
+        self.results_tabs.addTab(self.details_view, "Settings")
+        self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Thresholds, warnings, the audit plan and "
+                                        "provenance")
         v.addWidget(self.results_tabs, 1)
         return panel
 
@@ -448,19 +485,14 @@ class AuditTab(AuditPage):
 
         c = verdict_counts(result)  # unique comparisons, counted as the PDF counts them
         threshold = (plan.threshold if isinstance(plan.threshold, str) else f"{float(plan.threshold):g}")
-        margin = float(getattr(plan, "margin", 0.05))
-
-        def count(v, text):
-            return f"<b style='color:{STATUS_STYLE[v]['color']}'>{c[v]}</b> {text}"
-
+        correction = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
+        family = {"audit": "the whole audit", "task": "each task"}.get(getattr(plan, "family", "audit"),
+                                                                         "each attribute, group and measure")
         self.result_header.setText(
             f"<b>{html.escape(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
-            f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed}<br>"
-            f"{c['total']} comparisons: {count('differs', 'differ')}, "
-            f"{count('equivalent', f'equivalent within ±{margin:g}')}, {count('inconclusive', 'inconclusive')} "
-            f"· {getattr(plan, 'correction', 'bh').upper()} over "
-            f"{ {'audit': 'the whole audit', 'task': 'each task'}.get(getattr(plan, 'family', 'audit'), 'each attribute, group and measure')} "
-            f"({c['tests']} tests)")
+            f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
+            f"{c['tests']} tests corrected together over {family} ({correction})")
+        self.result_header.setToolTip(f"Colours: {', '.join(STATUS_STYLE[v]['label'] for v in STATUS_STYLE)}.")
         gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
         attrs = list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else []
         metrics = [m for m in METRICS if not gap_rec.empty and m in set(gap_rec["metric"])]
@@ -484,6 +516,12 @@ class AuditTab(AuditPage):
         _combo_set(self.delta_attribute, cont)
         self.update_delta()
         self.details_view.setHtml(self._details_html(result))
+
+    def verdict_counts(self, doc: dict) -> dict[str, int]:
+        """Unique comparisons by verdict, counted as the PDF counts them (a pair shown in two rows once)."""
+        from fairdesk.core.audits.groups import GroupAuditResult, verdict_counts
+
+        return verdict_counts(GroupAuditResult.from_dict(doc))
 
     def update_plot(self, *args) -> None:
         result = self.result

@@ -28,6 +28,10 @@ job (the kind's job function runs in the worker thread) or when a plot is first 
 """
 from __future__ import annotations
 
+import datetime as dt
+import importlib
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +39,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QVBoxLayout, QWidget
 
 from fairdesk.core.errors import FairDeskError
-from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, resolve
+from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, ReportSettings, resolve
+from fairdesk.gui.widgets.findings import FindingsPanel, count_verdicts, section_html
 from fairdesk.gui.widgets.panel_parts import (PROGRESS_STEPS, ask_pdf_path, created_text, export_report_job,
                                               fill_list, job_running, list_data, progress_bar, push_button, run_row,
                                               scroll_area, setup_column, split_page, wrapped_label)
@@ -148,6 +153,19 @@ class AuditRun:
     torch_threads: int | None = None  # set torch's threads in the worker first (pages whose job runs torch)
 
 
+def report_tree_of(kind: AuditKind, doc: dict, suppress_k: int):
+    """The report tree (:class:`fairdesk.core.reports.document.Report`) of a stored document of ``kind``: the
+    ``report_tree`` of the module its registry row names (no PDF, no reportlab)."""
+    module = importlib.import_module(kind.report.partition(":")[0])
+    return module.report_tree(doc, ReportSettings(int(suppress_k)))
+
+
+def safe_file_part(text: str, limit: int = 60) -> str:
+    """``text`` as part of a file name: letters, digits, ``.``, ``_`` and ``-`` only."""
+    out = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-._")
+    return out[:limit].rstrip("-._") or "audit"
+
+
 def page_kind(cls) -> AuditKind:
     """The registry row whose ``page`` names ``cls``."""
     ref = f"{cls.__module__}:{cls.__qualname__}"
@@ -176,6 +194,8 @@ class AuditPage(JobPage):
     AFTER: str | None = None  # the title of the page it follows in its tab (None: after the others)
     RUN_TEXT = "Run audit"
     STORED_TITLE = "Stored audits"
+    #: show the findings header (the report's plain-language summary) above the results; see :meth:`findings_of`
+    SHOW_FINDINGS = True
     FORM_WIDTH = 440  # minimum width of the set-up column
     SPLIT = (470, 880)  # initial widths of the set-up column and the results
 
@@ -189,7 +209,10 @@ class AuditPage(JobPage):
                                          "Write the PDF report of the chosen audit as a job (counts below the small-"
                                          "cell threshold k of Settings print as '<k').")
         self.audit_list = QListWidget(self)
+        self._list_height = 80
         self.audit_list.currentItemChanged.connect(self._audit_selected)
+        self.findings = FindingsPanel(self)
+        self.findings.setVisible(False)  # placed by stored_audits (or place_findings) when SHOW_FINDINGS
         form = self.build_form()
         results = self.build_results()
         scroll = scroll_area(self, form)
@@ -203,6 +226,13 @@ class AuditPage(JobPage):
         split_page(self, self.setup_panel, results, list(self.SPLIT))
         window.project_changed.connect(self.refresh_project)
         self.refresh_project()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # on a small screen the summary and the list of stored audits give room to the statistics below them
+        height = self.height()
+        self.findings.text.setMaximumHeight(max(90, min(230, height // 5)))
+        self.audit_list.setMaximumHeight(max(self.audit_list.minimumHeight(), min(self._list_height, height // 12)))
 
     @classmethod
     def kind(cls) -> AuditKind:
@@ -241,16 +271,42 @@ class AuditPage(JobPage):
         """The stored document of ``audit_id`` as :meth:`show_results` takes it (default: parsed by its kind)."""
         return self.window_.project.load_audit(audit_id)
 
+    def findings_of(self, doc: dict, suppress_k: int) -> tuple[str, dict[str, int] | None]:
+        """The findings header of a stored document: ``(html, verdict counts)``. Runs in a worker thread (never touch
+        a widget here). Default: the first section of the kind's report tree — the board summary the PDF's first
+        page prints — and :meth:`verdict_counts`. A page overrides it (or sets ``SHOW_FINDINGS = False``)."""
+        report = report_tree_of(self.kind(), doc, suppress_k)
+        try:
+            section = report.section("summary")
+        except KeyError:
+            section = report.sections[0]
+        return section_html(section), self.verdict_counts(doc)
+
+    def verdict_counts(self, doc: dict) -> dict[str, int] | None:
+        """Counts of "differs", "equivalent" and "inconclusive" in a stored document (worker thread). Default: every
+        ``verdict`` value in it; a page whose document repeats comparisons counts its own."""
+        return count_verdicts(doc)
+
     # ---- building blocks ---------------------------------------------------------------------------------
     def stored_audits(self, layout: QVBoxLayout, title: str | None = None, max_height: int = 80) -> None:
-        """Add the stored-audits block to ``layout``: a title row with Export PDF…, then the list of audits."""
+        """Add the stored-audits block to ``layout``: a title row with Export PDF…, the list of audits, then the
+        findings header of the chosen audit (unless ``SHOW_FINDINGS`` is off)."""
         top = QHBoxLayout()
         top.addWidget(QLabel(f"<b>{title or self.STORED_TITLE}</b>", self))
         top.addStretch(1)
         top.addWidget(self.export_button)
         layout.addLayout(top)
+        self._list_height = max_height
         self.audit_list.setMaximumHeight(max_height)
+        self.audit_list.setMinimumHeight(min(max_height, 2 * self.audit_list.fontMetrics().lineSpacing() + 10))
         layout.addWidget(self.audit_list)
+        self.place_findings(layout)
+
+    def place_findings(self, layout: QVBoxLayout) -> None:
+        """Put the findings header in ``layout`` (done by :meth:`stored_audits`)."""
+        if self.SHOW_FINDINGS and self.findings.parent() is self and layout.indexOf(self.findings) < 0:
+            layout.addWidget(self.findings)
+            self.findings.setVisible(True)
 
     # ---- project and stored audits -----------------------------------------------------------------------
     def refresh_project(self) -> None:
@@ -300,7 +356,24 @@ class AuditPage(JobPage):
         """Show ``doc`` (the document of stored audit ``audit_id``)."""
         self.doc, self.audit_id = doc, audit_id
         self.show_results(doc)
+        self.update_findings()
         self.update_buttons()
+
+    def update_findings(self) -> None:
+        """Rebuild the findings header of the shown audit (in the findings thread)."""
+        if not self.SHOW_FINDINGS:
+            return
+        project = self.window_.project
+        if self.audit_id is None or project is None:
+            self.findings.clear()
+            return
+        try:
+            text = project.audit_json(self.audit_id)
+        except (FairDeskError, ValueError) as err:
+            self.findings.clear(f"The findings could not be read: {err}")
+            return
+        k = int(self.window_.settings.suppress_k)
+        self.findings.build(lambda: self.findings_of(json.loads(text), k))
 
     # ---- running -----------------------------------------------------------------------------------------
     def run_audit(self):
@@ -334,10 +407,33 @@ class AuditPage(JobPage):
     def update_buttons(self, *args) -> None:
         super().update_buttons()
         self.run_button.setEnabled(not self.busy and self.form_ready())
+        # a disabled Run says why (a status message would vanish)
+        self.run_button.setToolTip(NO_PROJECT if self.window_.project is None else
+                                   "" if self.run_button.isEnabled() or self.busy else
+                                   "Complete the set-up on the left first (the status line below says what is "
+                                   "missing when Run is pressed).")
         self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None
                                       and not job_running(self.export_job))
 
     # ---- export ------------------------------------------------------------------------------------------
+    def report_file_name(self, audit_id: int) -> str:
+        """The suggested PDF name: ``<dataset>-<audit kind>-<date>.pdf`` (the audit's own date)."""
+        project = self.window_.project
+        dataset, date = project.name, dt.date.today().isoformat()
+        try:
+            info = next((a for a in project.audits() if a.id == audit_id), None)
+            if info is not None and info.created:
+                date = str(info.created)[:10]
+            named = next((d.name for d in project.datasets() if info is not None and d.id == info.dataset_id), None)
+            if not named:
+                doc = json.loads(project.audit_json(audit_id))
+                named = ((doc.get("provenance") or {}).get("dataset") if isinstance(doc, dict) else None)
+            if isinstance(named, str) and named.strip():
+                dataset = named
+        except (FairDeskError, ValueError, TypeError, AttributeError):
+            pass
+        return f"{safe_file_part(dataset)}-{self.kind().name.replace('_', '-')}-{date}.pdf"
+
     def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
         """Write the PDF report of the shown (or given) stored audit as a job, with the user's small-cell k."""
         project = self.window_.project
@@ -346,7 +442,7 @@ class AuditPage(JobPage):
             self.window_.statusBar().showMessage("Choose a stored audit first.", 8000)
             return None
         if path is None:
-            suggested = Path(project.path).parent / f"{project.name}-{self.kind().name}-{audit_id}.pdf"
+            suggested = Path(project.path).parent / self.report_file_name(audit_id)
             path = ask_pdf_path(self, self.window_, "Export the audit report", str(suggested))
             if path is None:
                 return None

@@ -12,10 +12,11 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, Q
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.core.data.schema import ColumnRoles, ValidationReport
 from fairdesk.core.kinds import DATASET_KINDS
-from fairdesk.gui.widgets.panel_parts import size_combos
+from fairdesk.gui.widgets.panel_parts import scroll_area, size_combos
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 NONE = "(none)"
+NO_PROJECT_HINT = "Open or create a project to add this table (File menu, or Create project… here)."
 # dataset kinds from the registry (fairdesk.core.kinds is import-light)
 PREDICTIONS, FEATURES = DATASET_KINDS["predictions"].name, DATASET_KINDS["features"].name
 KINDS = {PREDICTIONS: "Predictions (label + score per row)", FEATURES: "Features (to train a model on)"}
@@ -92,13 +93,22 @@ class DatasetTab(QWidget):
         add_row.addWidget(QLabel("Name:", self))
         add_row.addWidget(self.name_edit, 1)
         add_row.addWidget(self.add_button)
+        # with no project open: say in place why "Add to project" is disabled, and offer to create one
+        self.no_project_label = QLabel(NO_PROJECT_HINT, self)
+        self.no_project_label.setWordWrap(True)
+        self.no_project_label.setStyleSheet("color: #8a5a00;")
+        self.create_project_button = QPushButton("Create project…", self)
+        self.create_project_button.setToolTip("Create a new project file; the table can then be added to it.")
+        self.create_project_button.clicked.connect(lambda: self.create_project())
+        hint_row = QHBoxLayout()
+        hint_row.addWidget(self.no_project_label, 1)
+        hint_row.addWidget(self.create_project_button, 0, Qt.AlignmentFlag.AlignTop)
 
         left = QWidget(self)
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
         ll.addWidget(self.roles_box)
         ll.addWidget(valid_box, 1)
-        ll.addLayout(add_row)
 
         # preview + project datasets
         self.preview = DataFrameView(self, lazy=True, placeholder="Open a CSV or Parquet file to see its first rows.")
@@ -119,7 +129,15 @@ class DatasetTab(QWidget):
         right.setStretchFactor(1, 1)
 
         split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(left)
+        # the roles form scrolls (vertically only) rather than force the window taller than a 768-pixel screen;
+        # "Add to project" and the no-project hint stay in view below it
+        left_column = QWidget(self)
+        lc = QVBoxLayout(left_column)
+        lc.setContentsMargins(0, 0, 0, 0)
+        lc.addWidget(scroll_area(self, left), 1)
+        lc.addLayout(add_row)
+        lc.addLayout(hint_row)
+        split.addWidget(left_column)
         split.addWidget(right)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
@@ -131,6 +149,7 @@ class DatasetTab(QWidget):
                           "label, the model's score and the protected attributes) or of features to train on.")
         window.project_changed.connect(self.refresh_project)
         self._kind_changed()
+        self.update_add_button()
 
     # ---- loading -------------------------------------------------------------------------------------------
     def open_file(self) -> None:
@@ -143,8 +162,8 @@ class DatasetTab(QWidget):
     def load_file(self, path: str | Path):
         """Read the file in a job; the preview and roles fill when it is done."""
         path = Path(path)
+        self.reset_form()
         self.path_label.setText(f"Loading {path.name}…")
-        self.add_button.setEnabled(False)
 
         def load(progress, cancel):
             from fairdesk.core.data.loaders import load_table
@@ -159,13 +178,30 @@ class DatasetTab(QWidget):
                                              on_fail=lambda job: self._load_failed(job, path))
         return self.load_job
 
-    def _load_failed(self, job, path: Path) -> None:
-        self.df, self.path = None, None
+    def reset_form(self) -> None:
+        """Forget the table shown: no preview, no roles, no validation (a new file starts from a clean form)."""
+        self._validate_timer.stop()
+        self.df, self.path, self.report = None, None, None
         self.preview.set_frame(None)
         self.preview_info.setText("")
+        self.path_label.setText("No file loaded.")
+        self.name_edit.clear()
+        for combo in self.role_combos.values():
+            combo.blockSignals(True)
+            combo.clear()
+            combo.blockSignals(False)
+        self.attributes_list.set_items([])
+        self.continuous_list.set_items([])
+        self._set_message("")
+        self.update_add_button()
+
+    def _load_failed(self, job, path: Path) -> None:
+        self.reset_form()
         self.path_label.setText(f"{path.name}: could not be loaded.")
-        self._set_message(job.error or "The file could not be loaded.", level="error")
-        self.add_button.setEnabled(False)
+        if job.state.value == "cancelled":
+            self._set_message("Loading was cancelled.", level="info")
+        else:
+            self._set_message(job.error or "The file could not be loaded.", level="error")
 
     def set_table(self, df: pd.DataFrame, path: str | Path | None = None) -> None:
         """Show a loaded table: preview, guessed roles, validation."""
@@ -232,7 +268,7 @@ class DatasetTab(QWidget):
         self._validate_timer.stop()
         self.report = None
         if self.df is None:
-            self.add_button.setEnabled(False)
+            self.update_add_button(False)
             return None
         df = self.df
         if self.kind == FEATURES:
@@ -244,13 +280,13 @@ class DatasetTab(QWidget):
                 items.append(("warning", "No label columns named y_<task> were found; choose the label columns "
                                          "by hand in the Model tab."))
             self._show_items(items)
-            self.add_button.setEnabled(self.window_.project is not None)
+            self.update_add_button(True)
             return None
         roles = self.roles()
         if roles is None:
             self._show_items([("error", "Choose the label column (the true outcome, 0/1) and the score column "
                                         "(the model's probability).")])
-            self.add_button.setEnabled(False)
+            self.update_add_button(False)
             return None
         from fairdesk.core.data.schema import validate
 
@@ -263,8 +299,27 @@ class DatasetTab(QWidget):
             items.insert(0, ("ok", f"Ready: {len(df):,} rows can be audited"
                                    + (f" ({len(report.warnings)} warning(s) below)." if report.warnings else ".")))
         self._show_items(items)
-        self.add_button.setEnabled(report.ok and self.window_.project is not None)
+        self.update_add_button(report.ok)
         return report
+
+    def update_add_button(self, table_ok: bool | None = None) -> None:
+        """Enable "Add to project" for a valid table in an open project; with no project, say so in place (a
+        tooltip and a visible line with "Create project…") when the table itself is fine."""
+        if table_ok is None:
+            table_ok = self.df is not None and (self.kind == FEATURES or (self.report is not None and self.report.ok))
+        has_project = self.window_.project is not None
+        self.add_button.setEnabled(bool(table_ok) and has_project)
+        blocked = bool(table_ok) and not has_project
+        self.add_button.setToolTip(NO_PROJECT_HINT if blocked else
+                                   "Store the table in the project (it is copied in; the file is not needed after).")
+        self.no_project_label.setVisible(blocked)
+        self.create_project_button.setVisible(blocked)
+
+    def create_project(self):
+        """Create a project (the window's New project dialog); the table shown can be added to it at once."""
+        project = self.window_.new_project()
+        self.update_add_button()
+        return project
 
     def _show_items(self, items: list[tuple[str, str]]) -> None:
         colours = {"error": "#B00020", "warning": "#8a5a00", "ok": "#1b6e20", "info": "#333333"}
@@ -278,7 +333,7 @@ class DatasetTab(QWidget):
         self._items = items
 
     def _set_message(self, message: str, level: str = "info") -> None:
-        self._show_items([(level, message)])
+        self._show_items([(level, message)] if message else [])
 
     def validation_text(self) -> str:
         return self.validation.toPlainText()
@@ -318,6 +373,7 @@ class DatasetTab(QWidget):
         project = self.window_.project
         if project is None:
             self.datasets_view.set_frame(None)
+            self.update_add_button()
             return
         rows = [{"id": d.id, "name": d.name, "kind": d.kind, "rows": d.n_rows, "columns": len(d.columns),
                  "added": d.created.replace("T", " ")[:16],
@@ -326,3 +382,5 @@ class DatasetTab(QWidget):
         self.datasets_view.set_frame(pd.DataFrame(rows) if rows else None)
         if self.df is not None:
             self.validate_now()
+        else:
+            self.update_add_button()

@@ -77,8 +77,8 @@ def results_table(doc: dict) -> pd.DataFrame:
     for r in doc.get("table", []):
         test = TEST_NAMES.get(r.get("test"), r.get("test"))
         row = {"output": r.get("output"), "n": r.get("n"), f"{test} p": _num(r.get("p")),
-               f"{test} q": _num(r.get("q")), "CIT-LR t": _num(r.get("cit_lr_t")), "CIT-LR p": _num(r.get("cit_lr_p")),
-               "CIT-LR q": _num(r.get("cit_lr_q")), "DP p": _num(r.get("dp_p")), "EO p": _num(r.get("eo_p"))}
+               f"{test} corrected p": _num(r.get("q")), "CIT-LR t": _num(r.get("cit_lr_t")),
+               "CIT-LR p": _num(r.get("cit_lr_p")), "CIT-LR corrected p": _num(r.get("cit_lr_q")), "DP p": _num(r.get("dp_p")), "EO p": _num(r.get("eo_p"))}
         for key in ("0->1", "1->0"):
             if f"shift_{key}" in r:
                 lab = _dir_label(key, values)
@@ -416,6 +416,13 @@ class ImageAuditPanel(AuditPage):
 
         doc, self.arrays = load_cit_audit(self.window_.project.path, audit_id)
         return doc
+
+    def verdict_counts(self, doc: dict) -> dict[str, int]:
+        """One verdict per classifier output (the stored "dependent" reads "differs")."""
+        from fairdesk.gui.widgets.findings import count_verdicts
+
+        return count_verdicts([{"verdict": e.get("verdict")} for e in (doc.get("effects") or {}).values()
+                               if isinstance(e, dict)])
 
     def show_results(self, doc) -> None:
         """Fill the result pages from a stored audit (the pyqtgraph pages when they are shown)."""

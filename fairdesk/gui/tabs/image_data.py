@@ -24,7 +24,7 @@ from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 from fairdesk.gui.widgets.thumbnails import ThumbnailGrid
 
 NONE = "(none)"
-FROM_PATH = "(parse from the path: patientNNNNN / pNNNNNNNN)"
+FROM_PATH = "(from the path: patientNNNNN)"
 STYLE_TEXT = {"chexpert": "CheXpert style recognised: paths, findings and attributes are mapped.",
               "mimic-cxr": "MIMIC-CXR style recognised: paths are built from subject / study / dicom ids.",
               "custom": "Map the columns by hand."}
@@ -107,7 +107,8 @@ class ImageDataPanel(QWidget):
 
         # ---- import form
         self.csv_edit = QLineEdit(self)
-        self.csv_edit.setPlaceholderText("CSV describing the images (one row per image)")
+        self.csv_edit.setPlaceholderText("CSV, one row per image")
+        self.csv_edit.setToolTip("The CSV describing the images (one row per image).")
         self.csv_edit.editingFinished.connect(lambda: self.read_header(self.csv_edit.text()))
         self.csv_button = QPushButton("Browse…", self)
         self.csv_button.clicked.connect(self.choose_csv)
@@ -123,6 +124,8 @@ class ImageDataPanel(QWidget):
         self.labels_list = CheckList(self, max_visible_rows=6)
         self.attributes_list = CheckList(self, max_visible_rows=5)
         self.patient_combo = QComboBox(self)
+        self.patient_combo.setToolTip("The patient id column; without one, FairDesk parses it from each image's path "
+                                      "(patientNNNNN or pNNNNNNNN).")
         self.name_edit = QLineEdit(self)
         self.name_edit.setPlaceholderText("Name in the project")
         self.seed_spin = QSpinBox(self)

@@ -99,7 +99,8 @@ class ImageModelPanel(QWidget):
 
         # ---- import a classifier
         self.import_path = QLineEdit(self)
-        self.import_path.setPlaceholderText("TorchScript file (.pt) or classifier folder")
+        self.import_path.setPlaceholderText(".pt file or folder")
+        self.import_path.setToolTip("A TorchScript file (.pt) or a classifier folder.")
         self.import_path.textChanged.connect(self._update_buttons)
         self.import_file_button = QPushButton("File…", self)
         self.import_file_button.clicked.connect(self.choose_classifier_file)

@@ -59,6 +59,9 @@ class ModelTab(JobPage):
         form_box = QGroupBox("Train baseline classifiers", self)
         form = QFormLayout(form_box)
         form.addRow("Features dataset", self.dataset_combo)
+        # the model and its seed first: in view on a small screen, above the long column lists
+        form.addRow("Model", self.kind_combo)
+        form.addRow("Seed", self.seed_spin)
         feat_row = QWidget(form_box)
         fr = QVBoxLayout(feat_row)
         fr.setContentsMargins(0, 0, 0, 0)
@@ -72,8 +75,6 @@ class ModelTab(JobPage):
         form.addRow("Labels (one task each)", self.labels_list)
         form.addRow("Patient id\n(splits keep patients apart)", self.patient_combo)
         form.addRow("Carry over to predictions\n(protected attributes)", self.carry_list)
-        form.addRow("Model", self.kind_combo)
-        form.addRow("Seed", self.seed_spin)
         self.device_note = note_label("Splits: 60% train, 15% validation, 25% test, patient-disjoint. The MLP runs "
                                       "on a GPU when one is present, else on the CPU.", self)
         form.addRow(self.device_note)

@@ -160,7 +160,7 @@ def comparison_summary(doc: dict) -> pd.DataFrame:
         n_tested = sum(int(g.get("n_tasks") or 0) for g in gaps)
         rows.append({"encoder": name, "tasks": len(res),
                      "AUROC": sum(au) / len(au) if au else None, "AUPRC": sum(ap) / len(ap) if ap else None,
-                     "gaps (BH)": counts["differs"] if counts else n_bh,
+                     "gaps differ": counts["differs"] if counts else n_bh,
                      "gaps equivalent": counts["equivalent"] if counts else 0,
                      "gaps inconclusive": counts["inconclusive"] if counts else n_tested - n_bh,
                      "gaps (unadjusted)": sum(int(g.get("n_significant") or 0) for g in gaps),
@@ -446,7 +446,7 @@ class NoteClassifierPanel(AuditPage):
         self.gaps_note = note_label("", page)
         split = QSplitter(Qt.Orientation.Vertical, page)
         for title, view, extra in (("Summary per encoder: mean test AUROC/AUPRC over the tasks, gap verdicts "
-                                    "(differ after BH / equivalent / inconclusive), probe", self.summary_view, None),
+                                    "(differ after correction / equivalent / inconclusive), probe", self.summary_view, None),
                                    ("Per task (001 Table A2)", self.performance_view, None),
                                    ("Gap verdicts per group and measure (001 Table 5)", self.gaps_view,
                                     self.gaps_note),
@@ -763,6 +763,18 @@ class NoteClassifierPanel(AuditPage):
         self.train_button.setEnabled(self._ready() and not self.busy and self.encoder_combo.currentData() is not None)
 
     # ---- stored comparisons ------------------------------------------------------------------------------------
+    def verdict_counts(self, doc: dict) -> dict[str, int]:
+        """Unique group-gap comparisons by verdict, summed over the encoders compared (each encoder's group audit
+        counted as the PDF counts it)."""
+        from fairdesk.core.audits.groups import GroupAuditResult, verdict_counts
+
+        out = {"differs": 0, "equivalent": 0, "inconclusive": 0}
+        for audit in (doc.get("audits") or {}).values():
+            counts = verdict_counts(GroupAuditResult.from_dict(audit))
+            for key in out:
+                out[key] += int(counts.get(key, 0))
+        return out
+
     def show_results(self, doc) -> None:
         """Fill the comparison tables from a stored ``note_classifiers`` audit."""
         self.summary_view.set_frame(comparison_summary(doc) if doc else None)

@@ -32,8 +32,10 @@ from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableMod
 
 NONE = "(none)"
 LM_KIND = MODEL_KINDS["masked_lm"].name
-PRIOR_LABELS = {"pieces": "Mask every word piece of the attribute (FairDesk)",
-                "words": "One mask per word of the attribute (authors' release)"}
+PRIOR_LABELS = {"pieces": "Every word piece masked (FairDesk)",
+                "words": "One mask per word (authors' release)"}
+PRIOR_TIPS = {"pieces": "Mask every word piece of the attribute phrase (FairDesk's rule).",
+              "words": "One mask per word of the attribute phrase (the authors' released code)."}
 TEST_LABELS = {"template": "t-test over templates",
                "wilcoxon": "Signed-rank per sentence (paper)",
                "ranksum": "Rank-sum per sentence (release)"}
@@ -43,7 +45,7 @@ TEST_TIP = ("t-test over templates (default): each template's mean male − fema
             "template noise far more often than α.")
 TABLE_HEADERS = {"verdict_text": "verdict", "mean_difference": "difference (nats)", "ci_low": "95% CI low",
                  "ci_high": "95% CI high", "effect_size": "effect r", "d_z": "d_z",
-                 "p_value": "p", "q_value": "q (BH)", "probability_ratio": "probability ratio",
+                 "p_value": "p", "q_value": "corrected p-value", "probability_ratio": "probability ratio",
                  "n_templates": "templates", "n_attributes": "attributes", "q_equivalence": "q equivalence",
                  "p_equivalence": "p equivalence"}
 FLAG_BACKGROUND = "#FBE3D6"
@@ -256,7 +258,9 @@ class MLMAuditPanel(AuditPage):
         form = QFormLayout(tpl_box)
         self.templates_edit = QLineEdit(tpl_box)
         self.templates_edit.setReadOnly(True)
-        self.templates_edit.setPlaceholderText("shipped: mlm_bias_templates.json")
+        self.templates_edit.setPlaceholderText("shipped templates")
+        self.templates_edit.setToolTip("Empty: the shipped template file mlm_bias_templates.json (001's eight "
+                                       "clinical categories).")
         self.templates_browse = QPushButton("Open…", tpl_box)
         self.templates_browse.clicked.connect(self.choose_templates)
         self.templates_default = QPushButton("Shipped", tpl_box)
@@ -290,6 +294,7 @@ class MLMAuditPanel(AuditPage):
         self.prior_combo = QComboBox(stats_box)
         for key, text in PRIOR_LABELS.items():
             self.prior_combo.addItem(text, key)
+            self.prior_combo.setItemData(self.prior_combo.count() - 1, PRIOR_TIPS[key], Qt.ItemDataRole.ToolTipRole)
         self.test_combo = QComboBox(stats_box)
         for key, text in TEST_LABELS.items():
             self.test_combo.addItem(text, key)
@@ -302,7 +307,9 @@ class MLMAuditPanel(AuditPage):
         self.alpha_spin.setDecimals(4)
         self.alpha_spin.setSingleStep(0.01)
         self.alpha_spin.setValue(0.05)
-        form.addRow("α (BH q below)", self.alpha_spin)
+        self.alpha_spin.setToolTip("A category differs when its p-value, corrected for the number of categories "
+                                   "tested (Benjamini–Hochberg), is at most α.")
+        form.addRow("α (corrected p at most)", self.alpha_spin)
         self.min_effect_spin = QDoubleSpinBox(stats_box)
         self.min_effect_spin.setRange(0.0, 1.0)
         self.min_effect_spin.setSingleStep(0.05)
@@ -529,6 +536,13 @@ class MLMAuditPanel(AuditPage):
         if name is None or name == (self.doc.get("model_name") or "model"):
             return self.doc
         return next((o for o in self.doc.get("compared", []) or [] if o.get("model_name") == name), None)
+
+    def verdict_counts(self, doc: dict) -> dict[str, int]:
+        """One verdict per model and category (the compared models' records, else the one model's)."""
+        from fairdesk.gui.widgets.findings import count_verdicts
+
+        compared = doc.get("compared") or []
+        return count_verdicts([m.get("records") or [] for m in compared] if compared else doc.get("records") or [])
 
     def show_results(self, doc: dict | None) -> None:
         if doc is None:

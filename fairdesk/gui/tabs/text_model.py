@@ -30,11 +30,13 @@ from fairdesk.gui.widgets.tables import DataFrameView  # noqa: E402
 NONE = "(none)"
 #: Size presets of fairdesk.core.models.mlm.SIZES, described for the form (kept here: no core import at start-up)
 SIZE_LABELS = {
-    "tiny": "Tiny — hidden 96, 2 layers (CPU: minutes)",
-    "mini": "Mini — hidden 256, 4 layers (CPU: an hour or more)",
-    "small": "Small — hidden 512, 4 layers (GPU advised)",
-    "base": "Base — hidden 768, 12 layers (GPU)",
+    "tiny": "Tiny (CPU: minutes)",
+    "mini": "Mini (CPU: an hour or more)",
+    "small": "Small (GPU advised)",
+    "base": "Base (GPU)",
 }
+SIZE_TIPS = {"tiny": "Hidden size 96, 2 layers.", "mini": "Hidden size 256, 4 layers.",
+             "small": "Hidden size 512, 4 layers.", "base": "Hidden size 768, 12 layers."}
 DEVICES = {"cpu": "CPU", "auto": "GPU when present, else CPU"}
 _TABLE_SUFFIXES = (".csv", ".tsv", ".txt.gz", ".csv.gz", ".parquet", ".pq")
 
@@ -195,17 +197,19 @@ class LanguageModelPanel(QWidget):
         box = QGroupBox("Train a masked language model on local notes", form_inner)
         form = QFormLayout(box)
         self.corpus_edit = QLineEdit(box)
-        self.corpus_edit.setPlaceholderText("CSV/Parquet with a text column, a .txt file or a folder of .txt")
+        self.corpus_edit.setPlaceholderText("table, .txt file or folder")
+        self.corpus_edit.setToolTip("A CSV/Parquet file with a text column, a .txt file or a folder of .txt files.")
         self.corpus_edit.editingFinished.connect(self._corpus_changed)
         self.corpus_file_button = QPushButton("File…", box)
         self.corpus_file_button.clicked.connect(self.choose_corpus_file)
         self.corpus_dir_button = QPushButton("Folder…", box)
         self.corpus_dir_button.clicked.connect(self.choose_corpus_folder)
         row = QHBoxLayout()
-        row.addWidget(self.corpus_edit, 1)
+        row.addStretch(1)
         row.addWidget(self.corpus_file_button)
         row.addWidget(self.corpus_dir_button)
-        form.addRow("Corpus", row)
+        form.addRow("Corpus", self.corpus_edit)  # the path gets the full width; the buttons go below it
+        form.addRow("", row)
         self.text_column = QComboBox(box)
         self.text_column.setEditable(True)
         self.text_column.setEditText("text")
@@ -220,6 +224,7 @@ class LanguageModelPanel(QWidget):
         self.size_combo = QComboBox(box)
         for key, text in SIZE_LABELS.items():
             self.size_combo.addItem(text, key)
+            self.size_combo.setItemData(self.size_combo.count() - 1, SIZE_TIPS[key], Qt.ItemDataRole.ToolTipRole)
         form.addRow("Model size", self.size_combo)
         self.steps_spin = QSpinBox(box)
         self.steps_spin.setRange(1, 10_000_000)
@@ -262,7 +267,8 @@ class LanguageModelPanel(QWidget):
         form.addRow("Device", self.device_combo)
         size_combos(self.text_column, self.attribute_combo, self.size_combo, self.device_combo, chars=12)
         self.out_edit = QLineEdit(box)
-        self.out_edit.setPlaceholderText("an empty folder; the finished model is saved in it")
+        self.out_edit.setPlaceholderText("an empty folder")
+        self.out_edit.setToolTip("An empty folder; the finished model is saved in it.")
         self.out_button = QPushButton("Browse…", box)
         self.out_button.clicked.connect(self.choose_output)
         row = QHBoxLayout()

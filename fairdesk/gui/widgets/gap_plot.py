@@ -223,7 +223,10 @@ class GapPlot(QWidget):
         self.plot.setYRange(-0.7, len(df) - 0.3, padding=0)
         self.plot.getViewBox().setLimits(yMin=-2, yMax=len(df) + 1)
         # the plot needs room for its rows: let a surrounding scroll area scroll instead of squeezing them
-        self.plot_widget.setMinimumHeight(int(min(max(90 + 19 * len(df), 200), 4000)))
+        need = int(min(max(90 + 19 * len(df), 200), 4000))
+        self.plot_widget.setMinimumHeight(need)
+        # a plot of a few rows never scrolls inside (its x-axis and its label stay in view); a long one scrolls
+        self.scroll.setMinimumHeight(min(need, 240))
 
     def tooltips(self) -> list[str]:
         """Every spot's hover text (for tests and accessibility)."""

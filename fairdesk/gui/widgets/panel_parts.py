@@ -144,14 +144,39 @@ def run_row(*buttons: QWidget, progress: QProgressBar) -> QHBoxLayout:
     return row
 
 
+class FormScrollArea(QScrollArea):
+    """A scroll area that scrolls vertically only and is never narrower than its content's minimum width (so no
+    field is cut under the scroll bar on a small screen)."""
+
+    def minimumSizeHint(self):  # noqa: N802 - Qt override
+        hint = super().minimumSizeHint()
+        inner = self.widget()
+        if inner is not None:
+            width = (inner.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+                     + 2 * self.frameWidth())
+            hint.setWidth(max(hint.width(), width, self.minimumWidth()))
+        return hint
+
+
 def scroll_area(parent: QWidget, inner: QWidget, min_width: int | None = None) -> QScrollArea:
-    """A vertical-only scroll area around a set-up form."""
-    scroll = QScrollArea(parent)
+    """A vertical-only scroll area around a set-up form (never narrower than the form's minimum width)."""
+    scroll = FormScrollArea(parent)
     scroll.setWidgetResizable(True)
     scroll.setWidget(inner)
     scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     if min_width is not None:
         scroll.setMinimumWidth(min_width)
+    return scroll
+
+
+def results_scroll(parent: QWidget, inner: QWidget) -> QScrollArea:
+    """A frameless scroll area around a results side: it fills the area when there is room and scrolls (either
+    way) only below the results' minimum size."""
+    scroll = QScrollArea(parent)
+    scroll.setObjectName("results_scroll")
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+    scroll.setWidget(inner)
     return scroll
 
 
@@ -164,17 +189,19 @@ def setup_column(parent: QWidget, scroll: QScrollArea, row: QHBoxLayout, status:
     v.addWidget(scroll, 1)
     v.addLayout(row)
     v.addWidget(status)
-    if min_width is not None:
-        column.setMinimumWidth(min_width)
+    if min_width is not None:  # a floor: never below what the form itself needs
+        column.setMinimumWidth(max(min_width, column.minimumSizeHint().width()))
     return column
 
 
 def split_page(page: QWidget, left: QWidget, right: QWidget, sizes: list[int],
                stretch: tuple[int, int] = (0, 1)) -> QSplitter:
-    """Lay ``page`` out as a horizontal splitter of ``left`` and ``right``."""
+    """Lay ``page`` out as a horizontal splitter of ``left`` and ``right``. ``right`` (the results) sits in a scroll
+    area that shows scroll bars only when the window is smaller than its minimum (e.g. 1366×768), so a page never
+    forces the window to grow nor squeezes a table to a row and a half."""
     split = QSplitter(Qt.Orientation.Horizontal, page)
     split.addWidget(left)
-    split.addWidget(right)
+    split.addWidget(results_scroll(page, right))
     split.setStretchFactor(0, stretch[0])
     split.setStretchFactor(1, stretch[1])
     split.setSizes(sizes)

@@ -50,12 +50,13 @@ class PandasTableModel(QAbstractTableModel):
     CHUNK = 200
 
     def __init__(self, df: pd.DataFrame | None = None, *, lazy: bool = False, headers: dict[str, str] | None = None,
-                 parent=None) -> None:
+                 header_tips: dict[str, str] | None = None, parent=None) -> None:
         super().__init__(parent)
         self._df = pd.DataFrame()
         self._lazy = lazy
         self._loaded = 0
         self._headers = dict(headers or {})
+        self._header_tips = dict(header_tips or {})
         self._keys: dict[int, list] = {}
         self._tooltips: list[str] | None = None
         if df is not None:
@@ -115,6 +116,10 @@ class PandasTableModel(QAbstractTableModel):
         return None
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal:
+            if section < self._df.shape[1]:
+                return self._header_tips.get(str(self._df.columns[section]))
+            return None
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         if orientation == Qt.Orientation.Horizontal:
@@ -128,10 +133,13 @@ class PandasTableModel(QAbstractTableModel):
 class DataFrameView(QWidget):
     """A sortable table with a filter box (QSortFilterProxyModel over :class:`PandasTableModel`)."""
 
+    #: rows a table keeps room for (header included), so no table shrinks to a row and a half
+    MIN_ROWS = 4
+
     def __init__(self, parent=None, *, filterable: bool = True, lazy: bool = False, placeholder: str = "",
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, header_tips: dict[str, str] | None = None) -> None:
         super().__init__(parent)
-        self.model = PandasTableModel(lazy=lazy, headers=headers, parent=self)
+        self.model = PandasTableModel(lazy=lazy, headers=headers, header_tips=header_tips, parent=self)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(SORT_ROLE)
@@ -144,6 +152,8 @@ class DataFrameView(QWidget):
         self.view.setAlternatingRowColors(True)
         self.view.setWordWrap(False)
         self.view.verticalHeader().setDefaultSectionSize(22)
+        self.view.setMinimumHeight(22 * (self.MIN_ROWS + 1) + 2 * self.view.frameWidth()
+                                   + self.view.horizontalScrollBar().sizeHint().height())
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
         self.view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
