@@ -86,7 +86,7 @@ def test_a_run_stores_an_audit_and_shows_summary_tables_and_diff(ctf_window, tra
     gaps = page.gaps_view.frame()
     # train / held-out terms × all, label 0, label 1 and the synthetic templates
     assert len(gaps) == 8 and set(gaps["Terms"]) == {"train terms", "held-out terms"}
-    assert set(gaps["Texts"]) == {"all texts", "label-0 texts", "label-1 texts"}
+    assert set(gaps["Texts"]) == {"all texts", "label-0 texts", "label-1 texts", "synthetic"}
     assert gaps["Verdict"].str.match(r"^(differs|equivalent within ±0\.02|inconclusive)$").all()
     assert not gaps["95% CI"].eq("—").all() and gaps["Control band"].notna().any()
     assert page.pairs_view.row_count() == len(doc["pairs"]) > 0

@@ -263,7 +263,7 @@ class AuditTab(AuditPage):
         note.setWordWrap(True)
         sv.addWidget(note)
         sv.addWidget(self.summary_view, 1)
-        self.results_tabs.addTab(summary_page, "Counts by group")
+        self.results_tabs.addTab(summary_page, "Counts")
         self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Verdicts counted over the tasks per group "
                                         "(Table 4 of paper 001)")
         self.groups_view = DataFrameView(panel, headers={"auroc": "AUROC", "auprc": "AUPRC"}, header_tips=HEADER_TIPS,
@@ -293,7 +293,12 @@ class AuditTab(AuditPage):
         self.results_tabs.addTab(delta_page, "Error spread")
         self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Δ_eo: how much the error rates vary over "
                                         "bins of a continuous attribute such as age")
-        self.calibration_views = CalibrationViews(panel, self.results_tabs, self.window_.settings.suppress_k)
+        calibration_tabs = QTabWidget(panel)  # reliability, ROC & PR and the threshold explorer under one tab
+        calibration_tabs.setDocumentMode(True)
+        self.results_tabs.addTab(calibration_tabs, "Calibration")
+        self.results_tabs.setTabToolTip(self.results_tabs.count() - 1, "Calibration by group, ROC and precision–"
+                                        "recall curves, and the threshold explorer")
+        self.calibration_views = CalibrationViews(panel, calibration_tabs, self.window_.settings.suppress_k)
         self.calibration_views.audit_requested.connect(self.audit_at_threshold)
 
         self.dropped_view = DataFrameView(panel, filterable=False, placeholder="No group was left out.")

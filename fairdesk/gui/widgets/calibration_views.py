@@ -82,7 +82,7 @@ class CalibrationViews(QObject):
         split.addWidget(self.cal_view)
         split.setSizes([420, 160])
         v.addWidget(split, 1)
-        tabs.addTab(page, "Calibration")
+        tabs.addTab(page, "Reliability")
         # ROC & PR
         page, v = _page(parent)
         self.roc_select = _Selector(page, v, self.update_curves)
