@@ -225,6 +225,16 @@ class _Parts:
 
 # ---- the kinds ----------------------------------------------------------------------------------------------------
 
+def _calibration_row(result, finding: dict) -> dict:
+    """The calibration table's row of a calibration finding (same task, attribute and group)."""
+    cal = result.calibration
+    if cal is None or cal.empty:
+        return {}
+    hit = cal[(cal["task"].astype(str) == str(finding.get("task"))) & (cal["attribute"] == finding.get("attribute"))
+              & (cal["group"].astype(str) == str(finding.get("group")))]
+    return hit.iloc[0].to_dict() if len(hit) else {}
+
+
 def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None) -> None:
     """Findings, subgroups and untested comparisons of a group audit document (also inside note_classifiers)."""
     import pandas as pd
@@ -243,6 +253,22 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
         words = verdict_words(verdict, margin)
         task, attr, group = _text(r.get("task")), _text(r.get("attribute")), _text(r.get("group"))
         q = f", adjusted p {_f(r.get('q_value'))}" if _num(r.get("q_value")) is not None else ""
+        if metric == "calibration":
+            cal = _calibration_row(result, r)
+            oe_ci = _interval(cal.get("oe_ratio_ci_low"), cal.get("oe_ratio_ci_high"))
+            sentence = (f"{prefix}Calibration for {attr} = {group} in task {task}: observed/expected "
+                        f"{_f(cal.get('oe_ratio'))} ({level} CI {oe_ci}), "
+                        f"calibration intercept {_f(cal.get('calibration_intercept'))}, slope "
+                        f"{_f(cal.get('calibration_slope'))} (a calibrated score has O/E 1, intercept 0 and slope 1"
+                        f"{q}): {'miscalibrated' if verdict == 'differs' else words}.")
+            subject, compared = f"{attr} = {group}", None
+            parts.findings.append(_finding(f"{variant + '|' if variant else ''}{r.get('test_id')}", verdict, margin,
+                                           "Calibration", sentence, k, variant=variant, task=task, subgroup=subject,
+                                           compared_with=compared, estimate=cal.get("calibration_intercept"),
+                                           interval_low=cal.get("calibration_intercept_ci_low"),
+                                           interval_high=cal.get("calibration_intercept_ci_high"),
+                                           adjusted_p=r.get("q_value")))
+            continue
         if metric == "delta_eo":
             bins = _num(r.get("bins"))
             sentence = (f"{prefix}{title} across {int(bins) if bins else 'the'} bins of {attr} in task {task} is "
@@ -291,7 +317,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
     for metric in ("parity", "recall", "specificity"):  # repeated per encoder: the card keeps each line once
         if metric not in plan.metrics:
             parts.not_tested.append(f"{METRIC_TITLE[metric]} gaps were not part of this audit.")
-    if "calibration" not in doc:
+    if not doc.get("calibration"):  # absent (stored before issue 14), switched off, or scores not probabilities
         parts.not_tested.append("Calibration by group (is the risk score equally trustworthy for every group?) was "
                                 "not part of this audit.")
     if not plan.intersections:

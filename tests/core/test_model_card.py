@@ -176,7 +176,8 @@ def test_group_card_sizes_and_findings(documents, group_result, tmp_path):
     assert size[("sepsis", "A")]["size"] == 150 and size[("sepsis", "D")]["size"] == "<11"
     assert size[("aki", "E")]["size"] == "<11" and size[("aki", "E")]["tested"] is False
     assert any("site = E in task aki: not tested" in t for t in card["not_tested"])
-    assert any("Calibration by group" in t for t in card["not_tested"])
+    assert not any("Calibration by group" in t for t in card["not_tested"])  # this audit assessed calibration
+    assert any(f.get("measure") == "calibration" or "calibrat" in json.dumps(f) for f in card["findings"]["items"])
     assert any(g["attribute"] == "age" and g["group"].startswith("bin 1 of 3") for g in card["subgroups"]["groups"])
     # every finding of groups.findings() appears once, with its gap and q-value
     from fairdesk.core.audits.groups import GroupAuditResult, findings
@@ -185,8 +186,12 @@ def test_group_card_sizes_and_findings(documents, group_result, tmp_path):
     by_id = {i["finding_id"]: i for i in card["findings"]["items"]}
     assert set(by_id) == set(rows["test_id"])
     for r in rows.to_dict(orient="records"):
-        assert by_id[r["test_id"]]["estimate"] == pytest.approx(r["gap"])
+        if r["metric"] != "calibration":  # a calibration finding's estimate is the group's calibration intercept
+            assert by_id[r["test_id"]]["estimate"] == pytest.approx(r["gap"])
         assert by_id[r["test_id"]]["verdict"] == r["verdict"]
+    cal = [i for i in card["findings"]["items"] if i["measure"] == "Calibration"]
+    assert cal and all("observed/expected" in i["sentence"] and "–" not in i["sentence"].split(":")[1][:30]
+                       for i in cal)
 
 
 def test_project_provenance_of_data_and_model(tmp_path):
