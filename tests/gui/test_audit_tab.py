@@ -178,6 +178,25 @@ def test_export_pdf_equals_cli_report(window, stored_predictions, run_and_wait, 
     assert window.action_export.isEnabled()
 
 
+def test_model_card_button_writes_the_cli_card(window, stored_predictions, run_and_wait, tmp_path):
+    """The base page's "Model card…" runs the same job as ``fairdesk-cli report model-card``: the same card."""
+    import json
+
+    from fairdesk import cli
+
+    audit_id = _run_audit(window, run_and_wait).result
+    assert window.audit_tab.card_button.isEnabled()
+    job = run_and_wait(window, lambda: window.audit_tab.export_model_card(tmp_path / "gui.json", "Triage support"))
+    assert job.state == JobState.DONE, job.error
+    assert cli.main(["report", "model-card", "--project", str(window.project.path), "--audit", str(audit_id),
+                     "--out", str(tmp_path / "cli.json"), "--intended-use", "Triage support"]) == 0
+    gui, cli_card = (json.loads((tmp_path / f"{n}.json").read_text(encoding="utf-8")) for n in ("gui", "cli"))
+    for card in (gui, cli_card):
+        card["written_by"].pop("written_utc")  # when each was written
+    assert gui == cli_card and "Triage support" in json.dumps(gui)
+    assert (tmp_path / "gui.md").read_text(encoding="utf-8").strip()
+
+
 def test_reopen_shows_datasets_models_and_audits(make_window, stored_predictions, window, run_and_wait):
     audit_id = _run_audit(window, run_and_wait).result
     path = window.project.path

@@ -208,6 +208,11 @@ class AuditPage(JobPage):
         self.export_button = push_button("Export PDF…", self, self.export_pdf,
                                          "Write the PDF report of the chosen audit as a job (counts below the small-"
                                          "cell threshold k of Settings print as '<k').")
+        self.card_button = push_button("Model card…", self, self.export_model_card,
+                                       "Write the fairness part of a model card of the chosen audit (JSON that "
+                                       "validates against the schema FairDesk ships, and Markdown), with the intended "
+                                       "use you enter; small cells suppressed as in the PDF.")
+        self.card_job = None
         self.audit_list = QListWidget(self)
         self._list_height = 80
         self.audit_list.currentItemChanged.connect(self._audit_selected)
@@ -294,6 +299,7 @@ class AuditPage(JobPage):
         top = QHBoxLayout()
         top.addWidget(QLabel(f"<b>{title or self.STORED_TITLE}</b>", self))
         top.addStretch(1)
+        top.addWidget(self.card_button)
         top.addWidget(self.export_button)
         layout.addLayout(top)
         self._list_height = max_height
@@ -414,6 +420,8 @@ class AuditPage(JobPage):
                                    "missing when Run is pressed).")
         self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None
                                       and not job_running(self.export_job))
+        self.card_button.setEnabled(self.audit_id is not None and self.window_.project is not None
+                                    and not job_running(self.card_job))
 
     # ---- export ------------------------------------------------------------------------------------------
     def report_file_name(self, audit_id: int) -> str:
@@ -433,6 +441,50 @@ class AuditPage(JobPage):
         except (FairDeskError, ValueError, TypeError, AttributeError):
             pass
         return f"{safe_file_part(dataset)}-{self.kind().name.replace('_', '-')}-{date}.pdf"
+
+    def export_model_card(self, path: str | Path | None = None, intended_use: str | None = None,
+                          audit_id: int | None = None):
+        """Write the model card (fairness part) of the shown (or given) audit as a job: ``path`` (.json) and the
+        same card as Markdown beside it (.md), through :func:`fairdesk.jobs.reports.export_model_card`."""
+        from PySide6.QtWidgets import QFileDialog, QInputDialog
+
+        project = self.window_.project
+        audit_id = audit_id if audit_id is not None else self.audit_id
+        if project is None or audit_id is None:
+            self.window_.statusBar().showMessage("Choose a stored audit first.", 8000)
+            return None
+        if path is None:
+            suggested = Path(project.path).parent / self.report_file_name(audit_id).replace(".pdf", "-model-card.json")
+            path, _ = QFileDialog.getSaveFileName(self, "Export the model card", str(suggested), "JSON (*.json)")
+            if not path:
+                return None
+        if intended_use is None:
+            intended_use, ok = QInputDialog.getMultiLineText(
+                self, "Intended use", "What is the model used for, by whom, for which patients? (written into the "
+                "card as you enter it; leave empty to say it was not given)")
+            if not ok:
+                return None
+        path = Path(path)
+        if path.suffix.lower() != ".json":
+            path = path.with_name(path.name + ".json")
+        k, text = self.window_.settings.suppress_k, intended_use.strip() or None
+
+        def work(progress, cancel):
+            from fairdesk.jobs.reports import export_model_card
+
+            return export_model_card(project.path, audit_id, path, intended_use=text, suppress_k=k,
+                                     out_markdown=path.with_suffix(".md"), progress=progress, cancel=cancel)
+
+        def done(job) -> None:
+            self.say(f"Model card written to {job.result} (and {path.with_suffix('.md').name})")
+
+        def failed(job) -> None:
+            self.say(job.error or "The model card was not written.", error=job.state.value == "failed")
+
+        self.card_job = self.track(self.window_.run_job(f"Model card of audit #{audit_id}", work, on_done=done,
+                                                        on_fail=failed))
+        self.update_buttons()
+        return self.card_job
 
     def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
         """Write the PDF report of the shown (or given) stored audit as a job, with the user's small-cell k."""
