@@ -336,8 +336,5 @@ def test_lr_test_size_at_small_groups():
     assert 0.025 <= rej / 600 <= 0.08
 
 
-@pytest.mark.slow
-def test_null_rate_of_the_calibration_tests_200_runs():
-    """200 fixed-seed complete-null audits (300 rows, groups of ~60–150): the share of audits with any calibration
-    "differs" stays near α (measured 0.035 on 2026-11-23)."""
-    assert _null_runs(200, 300) / 200 <= 0.08
+# The 200-run version of the null-rate study is benchmarks/bench_calibration.py (--runs 200; measured 0.035):
+# CI runs the small fixed-seed version above.
