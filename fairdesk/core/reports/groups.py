@@ -338,11 +338,19 @@ def _verdict_sentence(result, counts: dict) -> str:
     corr = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
     scope = {"audit": "one correction over the whole audit", "task": "a correction within each task",
              "attribute-group-measure": "a correction within each attribute, group and measure across tasks"}[family]
+    n_cal = verdict_counts(result, "calibration")["tests"] if not result.calibration.empty else 0
+    if n_cal and getattr(plan, "calibration_own_family", True):  # two families: say so, with their sizes
+        scope = scope.replace("one correction", "one correction for the comparisons between groups and one for the "
+                              "calibration checks", 1).replace("a correction", "separate corrections for the gaps "
+                                                                "and the calibration checks", 1)
+        tests = f"{counts['tests'] - n_cal} + {n_cal} tests"
+    else:
+        tests = f"{counts['tests']} tests"
     return (f"Of {plural(counts['total'], 'comparison')} made (each pair of groups counted once), "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}, "
             f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} "
             f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, after "
-            f"{scope} ({corr}, {counts['tests']} tests, level {plan.alpha:g}).")
+            f"{scope} ({corr}, {tests}, level {plan.alpha:g}).")
 
 
 def _summary_section(result, title, dataset_name, model_description, k, date) -> Section:
