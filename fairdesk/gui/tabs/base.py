@@ -82,6 +82,11 @@ class JobPage(QWidget):
         """True while this page's job is waiting or running."""
         return job_running(self.job)
 
+    def job_project(self):
+        """The open project when this page may start a job now; None while its job runs, or when no project is open
+        (the window then asks the user to open or create one)."""
+        return None if self.busy else self.window_.require_project()
+
     def start_job(self, title: str, work, *, running: str = "Running…", on_done=None, on_fail=None):
         """Queue ``work(progress, cancel)`` as this page's job (None when one is running). ``on_done(job)`` runs in
         the GUI thread after success, ``on_fail(job)`` after a failure or cancel (the status line already says which).
@@ -384,9 +389,7 @@ class AuditPage(JobPage):
     # ---- running -----------------------------------------------------------------------------------------
     def run_audit(self):
         """Run the kind's job with the form's inputs; returns the job, or None (the reason on the status line)."""
-        if self.busy:
-            return None
-        project = self.window_.require_project()
+        project = self.job_project()
         if project is None:
             return None
         try:

@@ -543,9 +543,7 @@ class CTFAuditPage(AuditPage):
     # ---- export / import -----------------------------------------------------------------------------------
     def export_pairs(self, path: str | Path | None = None):
         """Write the counterfactual pairs of the chosen texts and terms to score elsewhere (a job); returns it."""
-        if self.busy:
-            return None
-        project = self.window_.require_project()
+        project = self.job_project()
         if project is None:
             return None
         try:
@@ -583,9 +581,7 @@ class CTFAuditPage(AuditPage):
 
     def import_scores(self, path: str | Path | None = None):
         """Audit a table of pairs scored elsewhere (a job storing a ``ctf`` audit); returns the job."""
-        if self.busy:
-            return None
-        project = self.window_.require_project()
+        project = self.job_project()
         if project is None:
             return None
         if path is None:

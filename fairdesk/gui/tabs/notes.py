@@ -688,9 +688,7 @@ class NoteClassifierPanel(AuditPage):
     # ---- actions -----------------------------------------------------------------------------------------------
     def train(self):
         """Start the training job; returns it, or None (with the reason on the status line)."""
-        if self.busy:
-            return None
-        project = self.window_.require_project()
+        project = self.job_project()
         if project is None:
             return None
         try:

@@ -355,9 +355,7 @@ class TextClassifierPage(JobPage):
 
     def train(self, resume: bool = False):
         """Start the training job (``resume``: from the output folder's checkpoint); returns the job or None."""
-        if self.busy:
-            return None
-        project = self.window_.require_project()
+        project = self.job_project()
         if project is None:
             return None
         try:
