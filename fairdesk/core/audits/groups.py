@@ -66,6 +66,12 @@ CALIBRATION_MEASURES = ("calibration_intercept", "calibration_slope", "oe_ratio"
 CALIBRATION_TEST_TEXT = ("joint likelihood-ratio test of calibration intercept 0 and slope 1 (χ², 2 df); "
                          "equivalence: intersection–union TOST on intercept and slope")
 CURVES = ("roc", "pr", "reliability", "smoothed", "operating_roc", "operating_pr")
+DISCRIMINATION_MEASURES = ("auroc", "auprc")
+DISCRIMINATION_TEST_TEXT = {
+    "auroc": "pairwise z test of the AUROC difference, DeLong variances (× whole-patient design effect); "
+             "normal interval",
+    "auprc": "pairwise z test of the AUPRC difference, bootstrap variances; normal interval",
+}
 
 
 @dataclass
@@ -156,7 +162,8 @@ class GroupAuditPlan:
         return cls(**d)
 
 
-TABLES = ("records", "groups", "summary", "dropped", "delta_bins", "tests", "calibration", "curves")
+TABLES = ("records", "groups", "summary", "dropped", "delta_bins", "tests", "calibration", "discrimination",
+          "curves")
 
 
 @dataclass
@@ -174,6 +181,8 @@ class GroupAuditResult:
     # every test of the correction family (each pair once), with its family, q-values and verdict
     calibration: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["calibration"]))
     # per (task, attribute, tested group): calibration numbers with bootstrap CIs, the joint test and its verdict
+    discrimination: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["discrimination"]))
+    # per (task, attribute, tested group, measure auroc | auprc): value with its CI, the largest-gap pair, its test
     curves: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["curves"]))
     # per (task, attribute, tested group): ROC, PR, reliability and smoothed points, and the operating point
 
@@ -224,6 +233,10 @@ _COLUMNS = {
                    + [f"{m}{suffix}" for m in CALIBRATION_MEASURES for suffix in ("", "_ci_low", "_ci_high")]
                    + ["test", "lr_stat", "p_value", "p_equivalence", "design_effect", "n_boot_valid", "q_value",
                       "q_equivalence", "verdict", "test_id", "reason"],
+    "discrimination": ["task", "attribute", "group", "metric", "n", "n_positive", "value", "value_ci_low",
+                       "value_ci_high", "comparison", "comparison_value", "gap", "ci_low", "ci_high", "p_value",
+                       "p_equivalence", "design_effect", "n_boot_valid", "q_value", "q_equivalence", "verdict",
+                       "test_id", "test", "reason"],
     "curves": ["task", "attribute", "group", "curve", "x", "y", "threshold", "n", "ci_low", "ci_high"],
 }
 
@@ -429,6 +442,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
     # calibration draws its own stream from the same seed, so switching it on or off leaves every gap unchanged
     cal_rng = np.random.default_rng(np.random.SeedSequence(plan.seed, spawn_key=(14,)))
     cal_rows: list[dict] = []
+    disc_rows: list[dict] = []
     curve_rows: list[dict] = []
     records: list[dict] = []
     tests: list[dict] = []
@@ -476,7 +490,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
             if plan.calibration:
                 tested = [r["group"] for r in group_rows[first:] if r["tested"]]
                 _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau, plan, cal_rng,
-                                   cal_rows, curve_rows, tests)
+                                   cal_rows, curve_rows, tests, disc_rows)
         for attr in roles.continuous_attributes:
             rep(0.95 * step / steps, f"{where}: {attr}: error spread over {plan.bins[0]} bins")
             x = sub[attr].to_numpy(float)
@@ -506,26 +520,33 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         rec["q_equivalence"] = rec["q_equivalence"].astype(float)
         rec["significant_bh"] = np.where(has, rec["verdict"] == "differs", None).astype(object)
         rec["verdict"] = rec["verdict"].astype(object).where(has, None)
-    cal = pd.DataFrame.from_records(cal_rows, columns=_COLUMNS["calibration"])
-    if not cal.empty:
-        by_id = tst.set_index("test_id") if not tst.empty else None
-        has = cal["test_id"].notna()
-        for col in ("q_value", "q_equivalence", "verdict"):
-            cal[col] = None
-            if by_id is not None and has.any():
-                cal.loc[has, col] = cal.loc[has, "test_id"].map(by_id[col]).to_numpy()
-        cal["q_value"] = cal["q_value"].astype(float)
-        cal["q_equivalence"] = cal["q_equivalence"].astype(float)
+    cal = _with_verdicts(pd.DataFrame.from_records(cal_rows, columns=_COLUMNS["calibration"]), tst)
+    disc = _with_verdicts(pd.DataFrame.from_records(disc_rows, columns=_COLUMNS["discrimination"]), tst)
     summary = summarise(rec)
     prov = _prov.make(plan.seed, data_sha256, model_hashes, n_boot=plan.n_boot, bootstrap=boot_mode,
                       n_rows=int(len(table)), n_eval_rows=int(len(eval_df)))
-    return GroupAuditResult(plan=plan, records=rec, tests=tst, calibration=cal,
+    return GroupAuditResult(plan=plan, records=rec, tests=tst, calibration=cal, discrimination=disc,
                             curves=pd.DataFrame.from_records(curve_rows, columns=_COLUMNS["curves"]),
                             groups=pd.DataFrame.from_records(group_rows, columns=_COLUMNS["groups"]),
                             summary=summary,
                             dropped=pd.DataFrame.from_records(dropped, columns=_COLUMNS["dropped"]),
                             delta_bins=pd.DataFrame.from_records(bin_rows, columns=_COLUMNS["delta_bins"]),
                             thresholds=thresholds, provenance=prov, warnings=warnings)
+
+
+def _with_verdicts(table: pd.DataFrame, tst: pd.DataFrame) -> pd.DataFrame:
+    """``table``'s q_value, q_equivalence and verdict from the corrected tests, by ``test_id``."""
+    if table.empty:
+        return table
+    by_id = tst.set_index("test_id") if not tst.empty else None
+    has = table["test_id"].notna()
+    for col in ("q_value", "q_equivalence", "verdict"):
+        table[col] = None
+        if by_id is not None and has.any():
+            table.loc[has, col] = table.loc[has, "test_id"].map(by_id[col]).to_numpy()
+    table["q_value"] = table["q_value"].astype(float)
+    table["q_equivalence"] = table["q_equivalence"].astype(float)
+    return table
 
 
 def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, plan, rng,
@@ -678,7 +699,7 @@ def _finite(v):
 
 
 def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau, plan, rng, cal_rows, curve_rows,
-                       tests):
+                       tests, disc_rows):
     """Calibration by group (METHODS §8) for the tested groups of one attribute; its joint tests join ``tests``.
 
     Bootstrap: the gap bootstrap draws confusion-cell counts, which do not carry the scores, so calibration cannot
@@ -693,6 +714,7 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
 
     s = C.check_probabilities(s)
     level_tail = (1.0 - plan.ci_level) / 2.0 * 100.0
+    discrimination: list[dict] = []
     for name in tested:
         in_g = labels == name
         yg, sg = y[in_g], s[in_g]
@@ -755,7 +777,106 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
                           "ci_low": None, "ci_high": None, "p_value": p, "p_equivalence": _finite(p_eq),
                           "design_effect": deff, "n_boot_valid": row["n_boot_valid"]})
         cal_rows.append(row)
+        discrimination.append({"group": str(name), "n": pt["n"], "n_positive": pt["n_positive"], "point": pt,
+                               "boot": boot})
         _curve_rows(task, attr, str(name), yg, sg, tau, plan, curve_rows)
+    _audit_discrimination(task, attr, discrimination, cluster, plan, disc_rows, tests)
+
+
+def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, disc_rows, tests):
+    """AUROC and AUPRC of each tested group with an interval, and their pairwise gaps tested in the gaps' family
+    (METHODS §8). ``groups``: per group its name, n, n_positive, ``point`` (:func:`..calibration.point_stats`) and
+    ``boot`` (:func:`..calibration.bootstrap_stats` replicates, which include auroc and auprc).
+
+    Test of a pair: z = (v_a − v_b) / √(se_a² + se_b²) (the groups are disjoint rows: independent), two-sided
+    normal p, interval centre ± z·se, TOST at ±``plan.margin``. AUROC: se² = DeLong variance (× its whole-patient
+    bootstrap design effect, floored at 1); AUPRC: se = bootstrap SD (no closed form). A group is compared only with
+    at least ``plan.min_denominator`` positive and negative rows. Every pair is one test; each group's row shows its
+    largest-gap pair, as the max rule does for rates.
+    """
+    from scipy.special import ndtr, ndtri
+
+    from fairdesk.core.stats import gaps as G
+
+    z = float(ndtri(0.5 + plan.ci_level / 2))
+    level_tail = (1.0 - plan.ci_level) / 2.0 * 100.0
+    for metric in DISCRIMINATION_MEASURES:
+        info = []
+        for g in groups:
+            value = _finite(g["point"][metric])
+            reps = np.asarray(g["boot"][metric], float)
+            ok = np.isfinite(reps)
+            lo = hi = None
+            if value is not None and ok.sum() > 1:
+                lo, hi = np.percentile(reps[ok], [level_tail, 100.0 - level_tail])
+            se, deff, lse = math.nan, None, math.nan
+            if value is not None and ok.sum() > 2:
+                if metric == "auroc":
+                    var, deff = g["point"]["auroc_var"], 1.0
+                    if cluster and var > 0:
+                        boot_var = (np.subtract(*np.percentile(reps[ok], [75, 25])) / 1.349) ** 2
+                        deff = max(1.0, float(boot_var / var))
+                    se = math.sqrt(var * deff) if var > 0 else math.nan
+                else:
+                    se = float(np.std(reps[ok], ddof=1))
+                    inner = ok & (reps > 0) & (reps < 1)
+                    if 0 < value < 1 and inner.sum() > 2:
+                        lse = float(np.std(np.log(reps[inner] / (1 - reps[inner])), ddof=1))
+            n_neg = g["n"] - g["n_positive"]
+            reason = None
+            if value is None:
+                reason = "both classes are needed" if metric == "auroc" else "no positive cases in the group"
+            elif min(g["n_positive"], n_neg) < plan.min_denominator:
+                few, which = ((g["n_positive"], "positive") if g["n_positive"] < n_neg else (n_neg, "negative"))
+                reason = f"only {few} {which} cases (fewer than {plan.min_denominator}): too few to test"
+            elif not se > 0 or (metric == "auprc" and not lse > 0):
+                reason = "no variance to test with"
+            info.append({**g, "value": value, "ci": (_finite(lo), _finite(hi)), "se": se, "deff": deff, "lse": lse,
+                         "n_valid": int(ok.sum()), "reason": reason})
+        testable = [i for i, g in enumerate(info) if g["reason"] is None]
+        unit: dict[tuple[int, int], dict] = {}
+        for pos, i in enumerate(testable):
+            for j in testable[pos + 1:]:
+                a, b = info[i], info[j]
+                d = a["value"] - b["value"]
+                se = math.sqrt(a["se"] ** 2 + b["se"] ** 2)
+                test_id = f"{task}|{attr}|{metric}|{a['group']}|{b['group']}"
+                deff = (None if metric != "auroc" else
+                        (a["se"] ** 2 + b["se"] ** 2) / (a["se"] ** 2 / a["deff"] + b["se"] ** 2 / b["deff"]))
+                if metric == "auprc":
+                    # tested on the logit scale (bootstrap SD of logit AP), where average precision is closer to
+                    # normal: on its own scale the z test rejected 8.6% of null pairs of ~50 rows at α = 0.05, on
+                    # the logit scale 5.5% (400 pairs each; METHODS §8 in docs/methods.md)
+                    lz = (math.log(a["value"] / (1 - a["value"])) - math.log(b["value"] / (1 - b["value"]))) / \
+                        math.sqrt(a["lse"] ** 2 + b["lse"] ** 2)
+                    p = float(2 * ndtr(-abs(lz)))
+                else:
+                    p = float(2 * ndtr(-abs(d) / se))
+                unit[(i, j)] = {"test_id": test_id, "task": task, "attribute": attr, "metric": metric,
+                                "kind": "pair", "group": a["group"], "comparison": b["group"], "gap": d,
+                                "ci_low": d - z * se, "ci_high": d + z * se, "p_value": p,
+                                "p_equivalence": float(G.tost_p(d, se, plan.margin)), "design_effect": deff,
+                                "n_boot_valid": min(a["n_valid"], b["n_valid"])}
+        tests.extend(unit.values())
+        for i, g in enumerate(info):
+            row = {"task": task, "attribute": attr, "group": g["group"], "metric": metric, "n": g["n"],
+                   "n_positive": g["n_positive"], "value": g["value"], "value_ci_low": g["ci"][0],
+                   "value_ci_high": g["ci"][1], "comparison": None, "comparison_value": None, "gap": None,
+                   "ci_low": None, "ci_high": None, "p_value": None, "p_equivalence": None, "design_effect": None,
+                   "n_boot_valid": g["n_valid"], "q_value": None, "q_equivalence": None, "verdict": None,
+                   "test_id": None, "test": DISCRIMINATION_TEST_TEXT[metric], "reason": g["reason"]}
+            partners = [k for k in testable if k != i]
+            if g["reason"] is None and not partners:
+                row["reason"] = "no other group has a value that can be tested"
+            if g["reason"] is None and partners:
+                k = max(partners, key=lambda k: abs(g["value"] - info[k]["value"]))
+                t = unit.get((i, k)) or unit[(k, i)]
+                sign = 1.0 if (i, k) in unit else -1.0
+                lo_, hi_ = (t["ci_low"], t["ci_high"]) if sign > 0 else (-t["ci_high"], -t["ci_low"])
+                row.update(comparison=info[k]["group"], comparison_value=info[k]["value"], gap=sign * t["gap"],
+                           ci_low=lo_, ci_high=hi_, p_value=t["p_value"], p_equivalence=t["p_equivalence"],
+                           design_effect=t["design_effect"], n_boot_valid=t["n_boot_valid"], test_id=t["test_id"])
+            disc_rows.append(row)
 
 
 CURVE_DIGITS = 5  # curve points are stored rounded (they are drawn, not computed with); operating points exact
@@ -1007,7 +1128,9 @@ def findings(result: GroupAuditResult) -> pd.DataFrame:
     A pair of groups shown in two rows (max rule: "A vs B" and "B vs A") is one test with one verdict; the row kept
     is the one from the side of the group with the lower rate (gap ≤ 0), as the report tells it. The GUI header,
     the board summary and the PDF all count from here.
-    Calibration tests (one per task, attribute and group; ``metric`` "calibration", no ``gap``) follow the gaps.
+    AUROC / AUPRC gaps (``metric`` "auroc" / "auprc", one row per pair tested, from the side with the lower value)
+    follow the rate gaps; calibration tests (one per task, attribute and group; ``metric`` "calibration", no
+    ``gap``) come last.
     """
     rec = result.records
     if "test_id" not in rec:
@@ -1016,12 +1139,36 @@ def findings(result: GroupAuditResult) -> pd.DataFrame:
     sel = sel.assign(_up=(sel["gap"].astype(float) > 0).astype(int), _i=np.arange(len(sel)))
     sel = sel.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
     sel = sel.drop(columns=["_up", "_i"])
-    cal = calibration_findings(result)
-    if cal.empty:
-        return sel
-    if sel.empty:
-        return cal
-    return pd.concat([sel, cal], ignore_index=True)
+    parts = [p for p in (sel, discrimination_findings(result), calibration_findings(result)) if not p.empty]
+    if len(parts) <= 1:
+        return parts[0] if parts else sel
+    return pd.concat(parts, ignore_index=True)
+
+
+def discrimination_findings(result: GroupAuditResult) -> pd.DataFrame:
+    """The AUROC / AUPRC pair tests as rows shaped like ``records`` (``rate`` = the group's value), each pair once,
+    told from the group with the lower value."""
+    disc = getattr(result, "discrimination", None)
+    cols = _COLUMNS["records"]
+    if disc is None or disc.empty:
+        return pd.DataFrame(columns=cols)
+    d = disc[disc["test_id"].notna()]
+    d = d.assign(_up=(d["gap"].astype(float) > 0).astype(int), _i=np.arange(len(d)))
+    d = d.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
+    alpha = result.plan.alpha
+    rows = []
+    for r in d.to_dict(orient="records"):
+        row = dict.fromkeys(cols)
+        gap = r["gap"]
+        row.update({k: r[k] for k in ("task", "attribute", "group", "metric", "n", "comparison", "gap", "ci_low",
+                                      "ci_high", "p_value", "q_value", "verdict", "test_id", "p_equivalence",
+                                      "q_equivalence", "n_boot_valid", "test", "reason")})
+        row.update(rate=r["value"], comparison_rate=r["comparison_value"],
+                   significant=None if r["p_value"] is None else bool(r["p_value"] <= alpha),
+                   significant_bh=r["verdict"] == "differs",
+                   favours=None if not gap else (r["group"] if gap > 0 else r["comparison"]))
+        rows.append(row)
+    return pd.DataFrame.from_records(rows, columns=cols)
 
 
 def calibration_findings(result: GroupAuditResult) -> pd.DataFrame:
@@ -1048,11 +1195,13 @@ def calibration_findings(result: GroupAuditResult) -> pd.DataFrame:
 def verdict_counts(result: GroupAuditResult, metric: str | None = None) -> dict[str, int]:
     """Unique comparisons shown, by verdict: ``differs``, ``equivalent``, ``inconclusive``, ``total`` (tested) and
     ``tests`` (every test in the correction families, pairs not shown included). ``metric``: "gaps" for the rate
-    gaps only, "delta_eo" for Δ_eo only, "calibration" for the calibration tests only, None for all."""
+    and AUROC/AUPRC gaps, "discrimination" for the AUROC/AUPRC gaps only, "delta_eo" for Δ_eo only, "calibration"
+    for the calibration tests only, None for all."""
     f = findings(result)
     t = result.tests
     if metric is not None:
         keep = {"gaps": lambda m: ~m.isin(["delta_eo", "calibration"]), "delta_eo": lambda m: m == "delta_eo",
+                "discrimination": lambda m: m.isin(DISCRIMINATION_MEASURES),
                 "calibration": lambda m: m == "calibration"}[metric]
         f = f[keep(f["metric"])] if not f.empty else f
         t = t[keep(t["metric"])] if not t.empty else t

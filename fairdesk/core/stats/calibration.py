@@ -174,8 +174,9 @@ def point_stats(y, s) -> dict:
     """The group's calibration numbers, the joint likelihood-ratio test and model-based standard errors.
 
     Keys: n, n_positive, intercept, slope, slope_intercept (a'), oe_ratio, brier, ece, lr_stat, p_value (the joint
-    2-df test), lr_stat_intercept, p_value_intercept (intercept 0 alone, 1 df), intercept_se, slope_se, info (2×2 information of (a', b) at the fit, for a design effect), reason (None, or why
-    the logit-scale numbers are not estimable).
+    2-df test), lr_stat_intercept, p_value_intercept (intercept 0 alone, 1 df), intercept_se, slope_se, info (2×2
+    information of (a', b) at the fit, for a design effect), auroc with its DeLong variance auroc_var, auprc
+    (average precision), reason (None, or why the logit-scale numbers are not estimable).
     """
     from scipy.stats import chi2
 
@@ -187,10 +188,15 @@ def point_stats(y, s) -> dict:
     out = {"n": n, "n_positive": int(y.sum()), "intercept": math.nan, "slope": math.nan,
            "slope_intercept": math.nan, "oe_ratio": math.nan, "brier": math.nan, "ece": math.nan,
            "lr_stat": math.nan, "p_value": math.nan, "intercept_se": math.nan, "slope_se": math.nan,
-           "lr_stat_intercept": math.nan, "p_value_intercept": math.nan, "info": None, "reason": None}
+           "lr_stat_intercept": math.nan, "p_value_intercept": math.nan, "info": None, "reason": None,
+           "auroc": math.nan, "auroc_var": math.nan, "auprc": math.nan}
     if n == 0:
         out["reason"] = "empty group"
         return out
+    from fairdesk.core.stats.discrimination import auroc_delong, average_precision
+
+    out["auroc"], out["auroc_var"] = auroc_delong(y, s)
+    out["auprc"] = average_precision(y, s)
     out["brier"] = float(np.mean((s - y) ** 2))
     out["ece"] = float(ece(y, s)[0])
     out["oe_ratio"] = float(y.mean() / s.mean()) if s.mean() > 0 else math.nan
@@ -254,15 +260,17 @@ def bootstrap_stats_rows(y, s, point: dict, n_boot: int, rng: np.random.Generato
     """Exact row-level bootstrap (every replicate refitted on its resampled rows); cost grows with rows × B."""
     y, s = np.asarray(y, float), np.asarray(s, float)
     parts: dict[str, list] = {}
+    interval = np.unique(s, return_inverse=True)[1].ravel()
     for w in bootstrap_weights(y.size, n_boot, rng, clusters):
-        for k, v in _replicates(y, s, clipped_logit(s), ece_bin(s), w, point).items():
+        for k, v in _replicates(y, s, clipped_logit(s), ece_bin(s), w, point, interval=interval).items():
             parts.setdefault(k, []).append(v)
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 
-def _replicates(y, s, l, ebin, w, start: dict, shift: dict | None = None, sq=None) -> dict:
+def _replicates(y, s, l, ebin, w, start: dict, shift: dict | None = None, sq=None, interval=None) -> dict:
     """Statistics of the rows (or cells) ``y, s, l`` weighted by each row of ``w``; logit fits start at ``start``.
-    ``sq``: the mean of (s − y)² per cell (rows: None, computed)."""
+    ``sq``: the mean of (s − y)² per cell (rows: None, computed). ``interval``: each cell's score interval (cells
+    only), for the grouped AUROC and average precision."""
     tot = w.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = {"oe_ratio": (w @ y) / (w @ s)}
@@ -278,6 +286,13 @@ def _replicates(y, s, l, ebin, w, start: dict, shift: dict | None = None, sq=Non
         out["slope_intercept"], out["slope"] = nan, nan
     else:
         out["slope_intercept"], out["slope"] = fit_slope(y, l, w, start=b0, tol=1e-6)
+    if interval is not None:
+        from fairdesk.core.stats.discrimination import grouped
+
+        onehot = np.zeros((y.size, int(interval.max()) + 1))
+        onehot[np.arange(y.size), interval] = 1.0
+        pos = y > 0.5
+        out["auroc"], out["auprc"] = grouped(w[:, pos] @ onehot[pos], w[:, ~pos] @ onehot[~pos])
     for k, d in (shift or {}).items():
         out[k] = out[k] + d
     return out
@@ -289,7 +304,7 @@ def score_cells(y, s, n_quantiles: int = N_QUANTILE_CELLS) -> tuple[np.ndarray, 
     of at most ``EXACT_CELLS`` rows get one cell per distinct (label, score): no grouping at all.
 
     Returns (cell index per row, per-cell {"y", "s" (mean score), "sq" (mean (s − y)²), "l" (mean logit),
-    "ebin"}).
+    "ebin", "interval" (score interval, 0 … T − 1 in increasing score order)}).
     """
     y = np.asarray(y, int)
     s = np.asarray(s, float)
@@ -307,22 +322,29 @@ def score_cells(y, s, n_quantiles: int = N_QUANTILE_CELLS) -> tuple[np.ndarray, 
         return np.bincount(cell, weights=v, minlength=k) / cnt
 
     l = clipped_logit(s)
+    first = np.unique(cell, return_index=True)[1]
+    # each cell's score interval (increasing score order): cells of one interval and the two labels are tied for
+    # the grouped AUROC / average precision of the bootstrap (:func:`..discrimination.grouped`)
+    code = np.unique(s, return_inverse=True)[1].ravel() if s.size <= EXACT_CELLS else np.searchsorted(
+        edges, s, side="right")
+    interval = np.unique(code[first], return_inverse=True)[1].ravel()
     info = {"y": mean(y.astype(float)), "s": mean(s), "sq": mean((s - y) ** 2), "l": mean(l),
-            "ebin": ece_bin(s)[np.unique(cell, return_index=True)[1]]}
+            "ebin": ece_bin(s)[first], "interval": interval}
     return cell, info
 
 
 def bootstrap_stats(y, s, point: dict, n_boot: int, rng: np.random.Generator, clusters=None) -> dict:
     """Bootstrap replicates (length ``n_boot``, NaN where a refit failed) of intercept, slope, slope_intercept,
-    oe_ratio, brier and ece, drawn as cell counts (as the gap audit draws its confusion cells).
+    oe_ratio, brier, ece, auroc and auprc, drawn as cell counts (as the gap audit draws its confusion cells).
 
     Rows are resampled with replacement inside the group (or whole patients, with ``clusters``); a replicate is the
     count of resampled rows in each cell of :func:`score_cells` — ``Multinomial(n, cell shares)`` for rows, the
     summed cell counts of the drawn patients for clusters — so the cost does not grow with the rows. O/E, Brier and
     ECE are exact functions of the cell counts (each cell lies in one ECE bin) up to the spread of the scores inside
     a cell (about 1/32 of the group's rows; none in groups of ≤ 256 rows). The logit fits use each cell's mean
-    logit; their replicates are shifted by (exact fit − fit on the observed cell counts), which removes the grouping
-    error of the estimate itself. A test checks the intervals against the exact row-level bootstrap
+    logit, AUROC and average precision count the rows of a score interval as tied; their replicates are shifted by
+    (exact estimate − estimate on the observed cell counts), which removes the grouping error of the estimate
+    itself. A test checks the intervals against the exact row-level bootstrap
     (:func:`bootstrap_stats_rows`).
     """
     from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
@@ -336,15 +358,16 @@ def bootstrap_stats(y, s, point: dict, n_boot: int, rng: np.random.Generator, cl
         counts = cluster_cell_counts(cell, clusters, k, n_boot, rng)
     observed = np.bincount(cell, minlength=k)[None, :].astype(float)
     # the grouped fit on the observed counts, and the shift to the exact estimate
-    grouped = _replicates(c["y"], c["s"], c["l"], c["ebin"], observed, point, sq=c["sq"])
-    shift = {key: point[key] - float(grouped[key][0]) for key in ("intercept", "slope_intercept", "slope")
+    grouped = _replicates(c["y"], c["s"], c["l"], c["ebin"], observed, point, sq=c["sq"], interval=c["interval"])
+    shift = {key: point[key] - float(grouped[key][0]) for key in ("intercept", "slope_intercept", "slope", "auroc",
+                                                                  "auprc")
              if not math.isnan(point.get(key, math.nan)) and np.isfinite(grouped[key][0])}
     start = {key: float(grouped[key][0]) for key in ("intercept", "slope_intercept", "slope")}
     out: dict[str, list] = {}
     chunk = max(1, 2_000_000 // max(k, 1))
     for i in range(0, n_boot, chunk):
         reps = _replicates(c["y"], c["s"], c["l"], c["ebin"], counts[i:i + chunk].astype(float), start, shift,
-                           sq=c["sq"])
+                           sq=c["sq"], interval=c["interval"])
         for key, v in reps.items():
             out.setdefault(key, []).append(v)
     return {key: np.concatenate(v) for key, v in out.items()}
