@@ -4,6 +4,8 @@ from __future__ import annotations
 import html
 import json
 import math
+from dataclasses import replace
+
 import pandas as pd
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout,
@@ -14,7 +16,7 @@ from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, RULES, G
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
-from fairdesk.gui.tabs.base import AuditPage, AuditRun
+from fairdesk.gui.tabs.base import NO_PROJECT, AuditPage, AuditRun
 from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
 from fairdesk.gui.widgets.calibration_views import CalibrationViews
 from fairdesk.gui.widgets.gap_plot import GapPlot
@@ -81,6 +83,8 @@ class AuditTab(AuditPage):
         self.df: pd.DataFrame | None = None
         self._df_id: int | None = None
         self._infos: dict = {}
+        self._queued_run: AuditRun | None = None  # set by audit_at_threshold for the one run_audit it calls
+        self._rerun_note = ""  # what the page's running job re-runs ("audit #1 at threshold 0.300"), for its message
         super().__init__(window)
 
     @property
@@ -392,6 +396,45 @@ class AuditTab(AuditPage):
             self.tasks_list.set_items(["(single task)"], ["(single task)"])
             self.tasks_list.setEnabled(False)
 
+    def fill_form(self, dataset_id: int, plan: GroupAuditPlan) -> None:
+        """Choose ``dataset_id`` in the form and set every input from ``plan`` (the settings of a stored audit).
+        Values outside an input's range are clamped by it; settings the form does not show are not kept here."""
+        self.dataset_combo.blockSignals(True)
+        self.dataset_combo.setCurrentIndex(self.dataset_combo.findData(dataset_id))
+        self.dataset_combo.blockSignals(False)
+        self._dataset_changed()  # that dataset's columns (also when it was already chosen: resets the form)
+        if self.df is None:
+            return
+        roles = plan.roles
+        for key, combo in self.role_combos.items():  # the task combo refills (and checks) the tasks
+            value = getattr(roles, key)
+            combo.setCurrentIndex(combo.findData(value) if value else (-1 if key in ("label", "score") else 0))
+        if plan.tasks and self.tasks_list.isEnabled():
+            self.tasks_list.set_checked(plan.tasks)
+        for lst, names in ((self.attributes_list, roles.attributes), (self.continuous_list,
+                                                                       roles.continuous_attributes)):
+            lst.set_items(list(dict.fromkeys(lst.items() + [str(n) for n in names])), names)
+        self.intersections_list.clear()
+        for cols in plan.intersections:
+            item = QListWidgetItem(INTERSECTION_SEP.join(cols), self.intersections_list)
+            item.setData(Qt.ItemDataRole.UserRole, tuple(cols))
+        self.bins_edit.setText(", ".join(str(b) for b in plan.bins))
+        for m, cb in self.metric_checks.items():
+            cb.setChecked(m in plan.metrics)
+        for combo, value in ((self.rule_combo, plan.gap_rule), (self.family_combo, plan.family),
+                             (self.correction_combo, plan.correction)):
+            combo.setCurrentIndex(max(combo.findData(value), 0))
+        for spin, value in ((self.margin_spin, plan.margin), (self.n_boot_spin, plan.n_boot),
+                            (self.seed_spin, plan.seed), (self.min_group_spin, plan.min_group_size)):
+            spin.setValue(value)
+        self.update_buttons()  # Best F1 needs a split column
+        if plan.threshold == "best_f1" and self.best_f1_radio.isEnabled():
+            self.best_f1_radio.setChecked(True)
+        else:
+            self.fixed_radio.setChecked(True)
+            if not isinstance(plan.threshold, str):
+                self.threshold_spin.setValue(float(plan.threshold))
+
     def add_intersection(self) -> None:
         a, b = self.cross_a.currentData(), self.cross_b.currentData()
         if not a or not b or a == b:
@@ -444,13 +487,19 @@ class AuditTab(AuditPage):
                               margin=float(self.margin_spin.value()))
 
     def audit_run(self) -> AuditRun:
+        if self._queued_run is not None:  # "Audit at this threshold": the stored plan, not re-read from the form
+            return self._queued_run
+        self._rerun_note = ""
         dataset_id = self.dataset_combo.currentData()
         if dataset_id is None:
             raise FairDeskError("Add a predictions dataset to the project first (Dataset or Model tab).")
-        plan = self.plan()
+        return self._run_of(dataset_id, self.plan())
+
+    @staticmethod
+    def _run_of(dataset_id: int, plan: GroupAuditPlan, note: str = "") -> AuditRun:
         attrs = list(plan.roles.attributes) + list(plan.roles.continuous_attributes) + [
             INTERSECTION_SEP.join(c) for c in plan.intersections]
-        name = f"Group gaps: {', '.join(attrs)} ({plan.gap_rule}, B={plan.n_boot})"
+        name = f"Group gaps: {', '.join(attrs)} ({plan.gap_rule}, B={plan.n_boot}{note})"
         return AuditRun(f"Audit: {', '.join(attrs)}", args=(dataset_id, plan), kwargs={"name": name})
 
     def form_ready(self) -> bool:
@@ -465,11 +514,54 @@ class AuditTab(AuditPage):
 
     # =====================================================================================================
     # Results
-    def audit_at_threshold(self, value: float) -> None:
-        """The threshold explorer's "Audit at this threshold": a fixed threshold in the form."""
+    def audit_at_threshold(self, value: float):
+        """The threshold explorer's "Audit at this threshold" (one click): the shown audit again at the fixed
+        threshold ``value`` — its dataset chosen and the form filled from its plan (so the form shows what runs),
+        then the audit started with that plan, only the threshold changed (settings the form does not show, such
+        as α or the evaluation split, are kept too). Returns the job; None, saying why on the status line and
+        changing nothing, when there is no project, a job is running or the audit's dataset is not in the project.
+        """
+        value = round(float(value), 3)  # the precision of the explorer's and the form's threshold fields
+        project, plan, audit_id = self.window_.project, getattr(self.result, "plan", None), self.audit_id
+        if project is None:
+            self.say(NO_PROJECT, error=True)
+            return None
+        if self.busy:
+            self.say("An audit is running on this page: wait for it to finish (or cancel it), then press “Audit at "
+                     "this threshold” again.")
+            return None
+        if plan is None or audit_id is None:
+            self.say("Choose a stored audit first: “Audit at this threshold” runs it again at the chosen threshold.")
+            return None
+        try:
+            info = next((a for a in project.audits() if a.id == audit_id), None)
+        except FairDeskError as err:
+            self.say(str(err), error=True)
+            return None
+        dataset_id = info.dataset_id if info is not None else None
+        if dataset_id is None or self.dataset_combo.findData(dataset_id) < 0:
+            self.say(f"Audit #{audit_id} was run on a dataset not in this project: add its predictions file again "
+                     f"to audit it at {value:.3f}.", error=True)
+            return None
+        self.fill_form(dataset_id, plan)
         self.fixed_radio.setChecked(True)
         self.threshold_spin.setValue(value)
-        self.say(f"Threshold set to {value:.3f} in the form: press Run audit to test the gaps at it.")
+        if self.df is None or self._df_id != dataset_id:  # its rows could not be read (the status line says why)
+            return None
+        run = self._run_of(dataset_id, replace(plan, threshold=value), f", threshold {value:g}")
+        run.running = (f"Auditing {self._infos[dataset_id].name} at threshold {value:.3f} with the settings of audit "
+                       f"#{audit_id}…")
+        self._queued_run, self._rerun_note = run, f"audit #{audit_id} at threshold {value:.3f}"
+        try:
+            return self.run_audit()
+        finally:
+            self._queued_run = None
+
+    def audit_stored(self, audit_id: int) -> None:
+        super().audit_stored(audit_id)
+        if self._rerun_note:
+            self.say(f"Audit #{audit_id} stored: {self._rerun_note}.")
+            self._rerun_note = ""
 
     def show_results(self, result) -> None:
         self.calibration_views.set_result(result, self.window_.project, self.audit_id)

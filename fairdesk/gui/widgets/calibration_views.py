@@ -3,7 +3,7 @@ diagram and the table), "ROC & PR" (curves per group with the operating point) a
 
 :class:`CalibrationViews` adds the three tabs to a results ``QTabWidget`` and shows a stored
 :class:`~fairdesk.core.audits.groups.GroupAuditResult`; the page only calls :meth:`CalibrationViews.set_result`
-and connects :attr:`CalibrationViews.audit_requested` to its threshold field.
+and connects :attr:`CalibrationViews.audit_requested` (the explorer's chosen threshold) to its re-run.
 """
 from __future__ import annotations
 

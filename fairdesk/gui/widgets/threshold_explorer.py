@@ -5,7 +5,7 @@ The counts come from :class:`fairdesk.core.stats.operating.GroupRates` built onc
 score and group of the dataset stored with the audit): one ``searchsorted`` per update, fast enough for every
 slider step. Without the dataset, the stored ROC points give an approximation (said on screen). Equal-opportunity
 and equalised-odds thresholds per group are shown for information only; "Audit at this threshold" emits
-:attr:`ThresholdExplorer.audit_requested` so that the page can fill its form.
+:attr:`ThresholdExplorer.audit_requested` so that the page runs the shown audit again at that threshold.
 """
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ class ThresholdExplorer(QWidget):
         self.spin.setSingleStep(0.01)
         self.spin.setValue(0.5)
         self.audit_button = QPushButton("Audit at this threshold", self)
-        self.audit_button.setToolTip("Puts this threshold in the Group gaps form (fixed threshold); press Run audit "
-                                     "there to test the gaps at it.")
+        self.audit_button.setToolTip("Runs the shown audit again at this threshold: same dataset and settings, "
+                                     "fixed threshold (the form on the left shows them); the new audit joins the "
+                                     "list when done.")
         row.addWidget(self.slider, 1)
         row.addWidget(self.spin)
         row.addWidget(self.audit_button)
