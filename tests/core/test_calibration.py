@@ -14,6 +14,7 @@ from fairdesk.core.audits.groups import (CALIBRATION_MEASURES, GroupAuditPlan, G
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.errors import DataError
 from fairdesk.core.stats import calibration as C
+from fairdesk.core.stats.multiple import adjust
 
 ALPHA = 0.05
 # a tiny example worked by hand: O/E = 4/4.0; ECE = (0.1 + 0.35 + 0.4 + 0.55 + 0.4 + 0.2 + 0.1)/8 (bin 3 holds
@@ -283,14 +284,18 @@ def test_calibration_off_and_whole_patient_resampling():
     # calibration draws its own random stream: switching it on leaves every gap unchanged
     cols = ["gap", "ci_low", "ci_high", "p_value", "p_equivalence"]  # the q-values change: a larger family
     pd.testing.assert_frame_equal(off.records[cols], on.records[cols])
-    assert len(on.tests) == len(off.tests) + 5
+    # 5 calibration tests, and the AUROC and AUPRC pairs (g: 3 pairs, h: 1 pair) with the gaps
+    assert len(on.tests) == len(off.tests) + 5 + 2 * (3 + 1)
     roles = ColumnRoles(label="y", score="s", attributes=("g",), patient_id="pid")
     res = run_group_audit(_table(6, n=600, patients=150), GroupAuditPlan(roles=roles, n_boot=200))
     assert (res.calibration["design_effect"] >= 1).all() and res.calibration["p_value"].notna().all()
     own = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100))  # the default: a family of its own
     fam = own.tests.groupby("metric")["family_key"].agg(set)
     assert fam["calibration"] == {"audit | calibration tests"} and fam["recall"] == {"audit"}
-    pd.testing.assert_frame_equal(own.records[["q_value"]], off.records[["q_value"]])  # gaps as without calibration
+    assert fam["auroc"] == {"audit"} and fam["auprc"] == {"audit"}  # discrimination gaps are gaps
+    # the gaps' q-values are those of the gaps (rates, AUROC, AUPRC) alone: the calibration tests do not move them
+    gaps = own.tests[own.tests["metric"] != "calibration"]
+    np.testing.assert_allclose(gaps["q_value"], adjust(gaps["p_value"].to_numpy(float), "bh"))
     with pytest.raises(DataError, match="slope"):
         GroupAuditPlan(roles=ROLES, calibration_slope_range=(1.1, 1.3))
 
