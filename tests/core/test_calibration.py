@@ -156,6 +156,13 @@ def test_reliability_bins_and_curves():
         assert (b["ci_low"], b["ci_high"]) == (pytest.approx(ref.low, abs=1e-9), pytest.approx(ref.high, abs=1e-9))
     x, fit = C.smoothed_curve(y, s)
     assert len(x) <= C.MAX_POINTS and np.all(np.diff(x) > 0) and np.all(np.diff(fit) >= 0)
+    # the isotonic fit is sklearn's IsotonicRegression (ties pooled by weight), at every point kept
+    from sklearn.isotonic import IsotonicRegression
+
+    for yy, ss in ((y, s), (y, s.round(1))):
+        x, fit = C.smoothed_curve(yy, ss)
+        ref = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(ss, yy).predict(x)
+        np.testing.assert_allclose(fit, ref, atol=1e-12)
     d = C.roc_pr(y, s, 0.5)
     assert all(len(v) <= C.MAX_POINTS for v in d["roc"] + d["pr"])
     yhat = s >= 0.5
@@ -172,8 +179,10 @@ def test_reliability_bins_and_curves():
         np.testing.assert_allclose(d["pr"][1], prec, atol=1e-12)
         np.testing.assert_allclose(d["pr"][0], rec, atol=1e-12)
         np.testing.assert_allclose(d["pr"][2][:-1], thr)
-        fpr, tpr, _ = roc_curve(yy, ss, drop_intermediate=False)
-        np.testing.assert_allclose(d["roc"][0], fpr) and np.testing.assert_allclose(d["roc"][1], tpr)
+        fpr, tpr, thr_roc = roc_curve(yy, ss, drop_intermediate=False)
+        np.testing.assert_allclose(d["roc"][0], fpr)
+        np.testing.assert_allclose(d["roc"][1], tpr)
+        np.testing.assert_allclose(d["roc"][2], thr_roc)
 
 
 def test_cell_bootstrap_agrees_with_the_row_bootstrap():

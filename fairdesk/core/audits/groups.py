@@ -21,6 +21,7 @@ from fairdesk.core.data.loaders import table_sha256
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles, as_group_labels, prepare, validate
 from fairdesk.core.errors import DataError
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
+from fairdesk.core.stats import discrimination as D
 from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
 from fairdesk.core.stats.multiple import adjust
 from fairdesk.core.stats.thresholds import best_f1_threshold
@@ -352,11 +353,10 @@ def assign_bins(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------------------
 
 def _auc(y: np.ndarray, s: np.ndarray) -> tuple[float, float]:
-    from sklearn.metrics import average_precision_score, roc_auc_score
-
     if len(np.unique(y)) < 2:
         return float("nan"), float("nan")
-    return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
+    d = D.summary(y, s)
+    return d["auroc"], d["auprc"]
 
 
 @dataclass

@@ -193,10 +193,9 @@ def point_stats(y, s) -> dict:
     if n == 0:
         out["reason"] = "empty group"
         return out
-    from fairdesk.core.stats.discrimination import auroc_delong, average_precision
+    from fairdesk.core.stats.discrimination import summary
 
-    out["auroc"], out["auroc_var"] = auroc_delong(y, s)
-    out["auprc"] = average_precision(y, s)
+    out.update(summary(y, s))
     out["brier"] = float(np.mean((s - y) ** 2))
     out["ece"] = float(ece(y, s)[0])
     out["oe_ratio"] = float(y.mean() / s.mean()) if s.mean() > 0 else math.nan
@@ -438,18 +437,21 @@ def reliability_bins(y, s, level: float = 0.95) -> list[dict]:
 def smoothed_curve(y, s) -> tuple[np.ndarray, np.ndarray]:
     """Isotonic (pool-adjacent-violators) recalibration curve, x = score, y = estimated P(y=1 | score).
 
-    Isotonic rather than lowess: it is in sklearn (lowess is in statsmodels, not a dependency), has no bandwidth to
-    choose, and is the consistent, reproducible smoother of the CORP reliability diagram (Dimitriadis, Gneiting &
-    Jordan 2021). It is a step function; at most ``MAX_POINTS`` points are returned.
+    Isotonic rather than lowess: it is in scipy and sklearn (lowess is in statsmodels, not a dependency), has no
+    bandwidth to choose, and is the consistent, reproducible smoother of the CORP reliability diagram (Dimitriadis,
+    Gneiting & Jordan 2021). scipy's ``isotonic_regression`` on the distinct scores (share of positives, weighted by
+    rows) is sklearn's ``IsotonicRegression`` fit without its per-call overhead (0.07 ms against 7 ms for 10,000
+    rows; a test checks they agree). It is a step function; at most ``MAX_POINTS`` points are returned.
     """
-    from sklearn.isotonic import IsotonicRegression
+    from scipy.optimize import isotonic_regression
 
-    y, s = np.asarray(y, float), check_probabilities(s)
-    xs = np.unique(s)
+    from fairdesk.core.stats.discrimination import ranked
+
+    xs, pos, neg = ranked(y, check_probabilities(s))
     if xs.size == 0:
         return xs, xs
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
-    fitted = iso.predict(xs)
+    w = pos + neg
+    fitted = isotonic_regression(pos / w, weights=w, increasing=True).x
     # a step function is drawn exactly by the two ends of each step
     change = np.flatnonzero(np.diff(fitted) != 0)
     keep = np.unique(np.concatenate([[0, xs.size - 1], change, change + 1]))
@@ -461,26 +463,28 @@ def roc_pr(y, s, threshold: float) -> dict | None:
     """ROC and precision–recall points (each ≤ ``MAX_POINTS``) and the operating point at ``threshold``
     (prediction ``s ≥ threshold``, as in the audit). None when the group lacks a class.
 
-    One sort: the PR points are sklearn's ``precision_recall_curve`` computed from ``roc_curve(...,
-    drop_intermediate=False)`` (same thresholds; precision = TP/(TP + FP), recall = TPR, in sklearn's order with its
-    final (recall 0, precision 1) point); a test checks them against ``precision_recall_curve``.
+    From one sort (:func:`..discrimination.ranked`), the points of sklearn's ``roc_curve(...,
+    drop_intermediate=False)`` (a leading (0, 0) point at threshold +inf, then one point per distinct score, highest
+    first) and of ``precision_recall_curve`` (same thresholds in increasing order, precision = TP/(TP + FP), recall =
+    TPR, with its final (recall 0, precision 1) point); a test checks both against sklearn.
     """
-    from sklearn.metrics import roc_curve
+    from fairdesk.core.stats.discrimination import ranked
 
     y, s = np.asarray(y, int), check_probabilities(s)
     if y.size == 0 or y.min() == y.max():
         return None
-    pos, neg = int(y.sum()), int((y == 0).sum())
-    fpr, tpr, thr = roc_curve(y, s, drop_intermediate=False)
+    values, pos_c, neg_c = ranked(y, s)
+    pos, neg = pos_c.sum(), neg_c.sum()
+    tps, fps = np.cumsum(pos_c[::-1]), np.cumsum(neg_c[::-1])
+    fpr, tpr = np.r_[0.0, fps / neg], np.r_[0.0, tps / pos]
+    thr = np.r_[np.inf, values[::-1]]
     i = _downsample(fpr.size)
-    tps, fps = tpr[1:] * pos, fpr[1:] * neg  # skip sklearn's leading (0, 0) point at threshold +inf
-    with np.errstate(invalid="ignore", divide="ignore"):
-        prec = np.where(tps + fps > 0, tps / np.maximum(tps + fps, 1e-300), 1.0)
-    rec = tpr[1:]
-    prec, rec, thr_pr = np.append(prec[::-1], 1.0), np.append(rec[::-1], 0.0), thr[1:][::-1]
+    prec = np.where(tps + fps > 0, tps / np.maximum(tps + fps, 1e-300), 1.0)
+    rec = tps / pos
+    prec, rec, thr_pr = np.append(prec[::-1], 1.0), np.append(rec[::-1], 0.0), values
     j = _downsample(prec.size)
-    yhat = s >= threshold
-    tp, fp = int((yhat & (y == 1)).sum()), int((yhat & (y == 0)).sum())
+    at = np.searchsorted(values, threshold, side="left")  # predicted positive: s ≥ threshold
+    tp, fp = float(pos_c[at:].sum()), float(neg_c[at:].sum())
     return {"roc": (fpr[i], tpr[i], thr[i]),
             "pr": (rec[j], prec[j], np.append(thr_pr, np.nan)[j]),  # the last PR point has no threshold
             "operating": {"fpr": fp / neg, "tpr": tp / pos, "recall": tp / pos,

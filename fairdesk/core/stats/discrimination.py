@@ -19,35 +19,53 @@ import math
 import numpy as np
 
 
-def auroc_delong(y, s) -> tuple[float, float]:
-    """(AUROC, DeLong variance); NaN for both when the group lacks a class."""
+def ranked(y, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One sort of a group: its distinct scores in increasing order and the positive and negative rows at each.
+    Everything else here (and the curves of :mod:`.calibration`) is a cumulative sum over these counts."""
     y = np.asarray(y).astype(bool)
     s = np.asarray(s, float)
-    pos, neg = s[y], s[~y]
-    n1, n0 = pos.size, neg.size
+    values, inv = np.unique(s, return_inverse=True)
+    inv = inv.ravel()
+    pos = np.bincount(inv[y], minlength=values.size).astype(float)
+    neg = np.bincount(inv[~y], minlength=values.size).astype(float)
+    return values, pos, neg
+
+
+def auroc_delong_counts(pos, neg) -> tuple[float, float]:
+    """(AUROC, DeLong variance) from positive and negative counts per distinct score (increasing): every row of a
+    distinct score has the same placement value, so the variances are weighted over the distinct scores."""
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    n1, n0 = pos.sum(), neg.sum()
     if n1 == 0 or n0 == 0:
         return math.nan, math.nan
-    neg_sorted, pos_sorted = np.sort(neg), np.sort(pos)
-    v10 = (np.searchsorted(neg_sorted, pos, "left") + np.searchsorted(neg_sorted, pos, "right")) / (2.0 * n0)
-    v01 = 1.0 - (np.searchsorted(pos_sorted, neg, "left") + np.searchsorted(pos_sorted, neg, "right")) / (2.0 * n1)
-    auc = float(v10.mean())
-    var = (v10.var(ddof=1) / n1 if n1 > 1 else 0.0) + (v01.var(ddof=1) / n0 if n0 > 1 else 0.0)
-    return auc, float(var)
+    v10 = (np.cumsum(neg) - 0.5 * neg) / n0  # per positive at this score: negatives below, ties ½
+    v01 = (n1 - np.cumsum(pos) + 0.5 * pos) / n1  # per negative at this score: positives above, ties ½
+    auc = float(pos @ v10 / n1)
+    var = 0.0
+    if n1 > 1:
+        var += float(pos @ (v10 - auc) ** 2) / (n1 - 1) / n1
+    if n0 > 1:
+        var += float(neg @ (v01 - auc) ** 2) / (n0 - 1) / n0
+    return auc, var
+
+
+def summary(y, s) -> dict:
+    """auroc, auroc_var (DeLong) and auprc (average precision) of one group, from one sort."""
+    _, pos, neg = ranked(y, s)
+    auc, var = auroc_delong_counts(pos, neg)
+    return {"auroc": auc, "auroc_var": var, "auprc": float(grouped(pos[None], neg[None])[1][0])}
+
+
+def auroc_delong(y, s) -> tuple[float, float]:
+    """(AUROC, DeLong variance); NaN for both when the group lacks a class."""
+    _, pos, neg = ranked(y, s)
+    return auroc_delong_counts(pos, neg)
 
 
 def average_precision(y, s) -> float:
     """Average precision (sklearn's definition); NaN without a positive."""
-    y = np.asarray(y).astype(bool)
-    s = np.asarray(s, float)
-    if not y.any():
-        return math.nan
-    order = np.argsort(-s, kind="mergesort")
-    s_desc, y_desc = s[order], y[order]
-    last = np.r_[np.flatnonzero(np.diff(s_desc) != 0), s_desc.size - 1]  # last row of each distinct threshold
-    tps = np.cumsum(y_desc)[last]
-    fps = (last + 1) - tps
-    recall_step = np.diff(np.r_[0, tps]) / tps[-1]
-    return float(np.sum(recall_step * tps / (tps + fps)))
+    _, pos, neg = ranked(y, s)
+    return float(grouped(pos[None], neg[None])[1][0])
 
 
 def grouped(pos, neg) -> tuple[np.ndarray, np.ndarray]:
