@@ -884,10 +884,13 @@ CURVE_DIGITS = 5  # curve points are stored rounded (they are drawn, not compute
 
 def _points(values, digits: int | None = CURVE_DIGITS) -> list:
     """A JSON-ready list: floats rounded to ``digits`` decimals, None for NaN / ±inf."""
-    out = []
-    for v in values:
-        v = _finite(v)
-        out.append(None if v is None else (round(v, digits) if digits is not None else v))
+    a = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    finite = np.isfinite(a)
+    if digits is not None:
+        a = np.round(a, digits)
+    out = a.tolist()
+    if not finite.all():
+        out = [v if ok else None for v, ok in zip(out, finite.tolist())]
     return out
 
 

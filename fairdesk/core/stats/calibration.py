@@ -308,7 +308,7 @@ def score_cells(y, s, n_quantiles: int = N_QUANTILE_CELLS) -> tuple[np.ndarray, 
     y = np.asarray(y, int)
     s = np.asarray(s, float)
     if s.size <= EXACT_CELLS:
-        _, cell = np.unique(np.column_stack([s, y]), axis=0, return_inverse=True)
+        _, cell = np.unique(2 * np.unique(s, return_inverse=True)[1].ravel() + y, return_inverse=True)
         cell = cell.ravel()
     else:
         inner = np.quantile(s, np.linspace(0, 1, n_quantiles + 1)[1:-1])
