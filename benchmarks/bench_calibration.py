@@ -1,5 +1,6 @@
-"""Calibration by group (METHODS §8, issue 14): null rate and power of the joint test inside the audit's correction
-family, the χ² test's size alone, and the cost calibration and curves add to a group audit.
+"""Calibration and discrimination by group (METHODS §8, issue 14): null rate and power of the joint calibration test
+inside its correction family, the χ² test's size alone, the AUROC / AUPRC pair tests' size and power, the whole
+audit's null rate with them, and the cost calibration, discrimination and curves add to a group audit.
 
 ``python -m benchmarks.bench_calibration [--runs 200] [--cost-tasks 5]`` (about 3 minutes at the defaults on one
 core). The designs are those of ``tests/core/test_calibration.py``: calibrated scores (logit ~ N(−1, 1)); group C's
@@ -43,6 +44,60 @@ def family_rates(runs: int, n: int, shift: float) -> dict:
             "per_test": differs / max(tests, 1), "c_found": c_found / runs}
 
 
+def disc_table(seed: int, n: int, tasks: int = 1, noise_c: float = 1.0) -> pd.DataFrame:
+    """Scores logit = −1 + 1.5·y + noise, prevalence 0.3; groups A/B/C (0.45/0.35/0.2) and X/Y; C's noise SD is
+    ``noise_c`` (1: no gap anywhere). The design of ``tests/core/test_discrimination.py``."""
+    rng = np.random.default_rng(seed)
+    g = rng.choice(["A", "B", "C"], n, p=[0.45, 0.35, 0.2])
+    h = rng.choice(["X", "Y"], n)
+    frames = []
+    for t in range(tasks):
+        y = (rng.random(n) < 0.3).astype(int)
+        l = -1 + 1.5 * y + rng.normal(0, 1, n) * np.where(g == "C", noise_c, 1.0)
+        frames.append(pd.DataFrame({"task": f"t{t}", "y": y, "s": 1 / (1 + np.exp(-l)), "g": g, "h": h}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def discrimination_rates(runs: int, n: int, noise_c: float = 1.0) -> dict:
+    """Per pair test, uncorrected: share of AUROC / AUPRC pair tests with p ≤ 0.05 (size when noise_c = 1), and
+    the share of runs where group C's AUROC gap is said to differ after the correction (power otherwise)."""
+    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+
+    roles = ColumnRoles(label="y", score="s", attributes=("g",))
+    rej = {"auroc": [0, 0], "auprc": [0, 0]}
+    c_found = 0
+    for r in range(runs):
+        res = run_group_audit(disc_table(100 + r, n, noise_c=noise_c),
+                              GroupAuditPlan(roles=roles, n_boot=100, seed=r, metrics=("recall",)))
+        for m in rej:
+            p = res.tests.loc[res.tests["metric"] == m, "p_value"]
+            rej[m][0] += int((p <= 0.05).sum())
+            rej[m][1] += len(p)
+        d = res.discrimination
+        c_found += bool(((d["metric"] == "auroc") & (d["verdict"] == "differs")
+                         & ((d["group"] == "C") | (d["comparison"] == "C"))).any())
+    return {"n": n, "noise_c": noise_c, "runs": runs, "auroc_per_test": rej["auroc"][0] / max(rej["auroc"][1], 1),
+            "auprc_per_test": rej["auprc"][0] / max(rej["auprc"][1], 1), "c_auroc_differs": c_found / runs}
+
+
+def audit_null_rate(runs: int, n: int = 600, tasks: int = 3) -> dict:
+    """Whole audits with nothing planted (3 tasks × 2 attributes; recall, parity, specificity, AUROC and AUPRC
+    gaps in one BH family): share of audits with any gap said to differ, and with any calibration "differs"."""
+    from fairdesk.core.audits.groups import GroupAuditPlan, findings, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+
+    roles = ColumnRoles(label="y", score="s", task="task", attributes=("g", "h"))
+    gaps = cal = 0
+    for r in range(runs):
+        f = findings(run_group_audit(disc_table(500 + r, n, tasks), GroupAuditPlan(roles=roles, n_boot=100,
+                                                                                   seed=r)))
+        d = f["verdict"] == "differs"
+        gaps += bool((d & (f["metric"] != "calibration")).any())
+        cal += bool((d & (f["metric"] == "calibration")).any())
+    return {"runs": runs, "n": n, "tasks": tasks, "any_gap_differs": gaps / runs, "any_calibration_differs": cal / runs}
+
+
 def lr_size(n: int, draws: int = 2000, seed: int = 0) -> float:
     from fairdesk.core.stats import calibration as C
 
@@ -71,7 +126,8 @@ def cost(n_tasks: int, repeats: int = 3) -> dict:
             run_group_audit(data, GroupAuditPlan(roles=_roles(), calibration=on))
             times[on].append(time.process_time() - start)
     off, on = min(times[False]), min(times[True])
-    return {"tasks": n_tasks, "cpu_s_without": off, "cpu_s_with": on, "added": on / off - 1}
+    return {"tasks": n_tasks, "cpu_s_without": round(off, 3), "cpu_s_with": round(on, 3),
+            "added": round(on / off - 1, 3)}
 
 
 def main() -> int:
@@ -84,6 +140,10 @@ def main() -> int:
     print(family_rates(args.runs, 300, 0.0))
     for n, shift in ((300, 0.8), (1000, 0.8), (1000, 0.5)):
         print(family_rates(max(args.runs // 2, 1), n, shift))
+    for n in (100, 200, 600):
+        print(discrimination_rates(2 * args.runs, n))
+    print(discrimination_rates(args.runs, 600, noise_c=1.5))
+    print(audit_null_rate(args.runs))
     print(cost(args.cost_tasks))
     return 0
 
