@@ -166,7 +166,8 @@ def add_audit_groups(audit) -> None:
     groups.add_argument("--margin", type=float, default=0.05,
                         help="equivalence margin for the 'equivalent' verdict (TOST), default 0.05")
     groups.add_argument("--no-calibration", action="store_true",
-                        help="skip calibration by group and the ROC/PR/reliability curves (tables stay empty)")
+                        help="skip calibration and discrimination by group (AUROC/AUPRC intervals and gap tests) and "
+                             "the ROC/PR/reliability curves (their tables stay empty)")
     groups.add_argument("--calibration-family", default="own", choices=["own", "shared"],
                         help="correct the calibration tests in a family of their own next to the gaps' (default) "
                              "or together with the gap tests")

@@ -132,7 +132,7 @@ def test_test_matches_a_hand_computation():
     a, b = (df[df["g"] == k] for k in ("A", "B"))
     (va, wa), (vb, wb) = D.auroc_delong(a["y"], a["s"]), D.auroc_delong(b["y"], b["s"])
     row = t.loc["(all)|g|auroc|A|B"]
-    z = (va - vb) / np.sqrt(wa + wb)
+    z = (np.log(va / (1 - va)) - np.log(vb / (1 - vb))) / np.sqrt(wa / (va * (1 - va)) ** 2 + wb / (vb * (1 - vb)) ** 2)
     assert row["gap"] == pytest.approx(va - vb) and row["p_value"] == pytest.approx(2 * norm.sf(abs(z)))
     assert row["ci_high"] - row["ci_low"] == pytest.approx(2 * norm.ppf(0.975) * np.sqrt(wa + wb))
 
