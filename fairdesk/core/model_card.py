@@ -281,6 +281,9 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
                         f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
                         f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
                         f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
+            if metric == "auprc":
+                sentence += (" Part of an AUPRC gap can come from a difference in prevalence alone (a random score's "
+                             "AUPRC equals the prevalence).")
             subject, compared = f"{attr} = {group}", _text(r.get("comparison"))
         parts.findings.append(_finding(f"{variant + '|' if variant else ''}{r.get('test_id')}", verdict, margin,
                                        title, sentence, k, variant=variant, task=task, subgroup=subject,
@@ -313,6 +316,12 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
                 continue
             parts.not_tested.append(f"{prefix}{METRIC_TITLE.get(r['metric'], r['metric'])} for {r['attribute']} = "
                                     f"{r['group']} in task {r['task']}: shown but not tested ({r['reason']}).")
+    disc = result.discrimination
+    if not disc.empty:
+        for r in disc[disc["test_id"].isna() & disc["reason"].notna()].to_dict(orient="records"):
+            parts.not_tested.append(f"{prefix}{METRIC_TITLE.get(r['metric'], r['metric'].upper())} for "
+                                    f"{r['attribute']} = {r['group']} in task {r['task']}: not compared "
+                                    f"({r['reason']}).")
     plan = result.plan
     for metric in ("parity", "recall", "specificity"):  # repeated per encoder: the card keeps each line once
         if metric not in plan.metrics:
