@@ -985,7 +985,7 @@ def _disc_gap_cell(r) -> str:
     gap = num(r["gap"])
     if gap is None:
         return "not tested *" if num(r["value"]) is not None or _s(r["reason"]) else "–"
-    ci = fmt_ci(r["ci_low"], r["ci_high"])
+    ci = fmt_ci(r["ci_low"], r["ci_high"]).replace(" ", "\u00a0")  # a narrow cell wraps before the interval
     return f"{fmt_signed(gap)} vs {_s(r['comparison'])}" + ("" if ci == "–" else f" ({ci})")
 
 
@@ -1015,6 +1015,7 @@ def discrimination_table(result, attr: str, k: int | None, task: str | None = No
             ops[t] = _operating_points(result, t, attr)
         op = ops[t].get(group, {})
         row = [t, group, fmt_count(first["n"], k), fmt_count(first["n_positive"], k)]
+        why: dict[str, list[str]] = {}  # reason -> measures (one note when AUROC and AUPRC share it)
         for metric in DISCRIMINATION_MEASURES:
             r = by.get(metric)
             if r is None:
@@ -1022,13 +1023,13 @@ def discrimination_table(result, attr: str, k: int | None, task: str | None = No
                 continue
             gap_cell = _disc_gap_cell(r)
             if gap_cell.endswith("*"):
-                notes.append([t, attr, group, METRIC_TITLE[metric],
-                              suppress_text(_s(r["reason"]) or "not tested", k) if k else
-                              (_s(r["reason"]) or "not tested")])
+                reason = _s(r["reason"]) or "not tested"
+                why.setdefault(suppress_text(reason, k) if k else reason, []).append(METRIC_TITLE[metric])
             verdict = verdict_text(r["verdict"], margin) if num(r["gap"]) is not None else "not tested"
             row += [_disc_value_cell(r), gap_cell, fmt_p(r["q_value"]), verdict]
         row += [fmt_rate(op.get("tpr")), fmt_rate(op.get("fpr")), fmt_rate(op.get("ppv"))]
         rows.append(row)
+        notes += [[t, attr, group, ", ".join(measures), reason] for reason, measures in why.items()]
     return list(DISCRIMINATION_HEADER), rows, notes
 
 
