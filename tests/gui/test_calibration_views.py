@@ -196,7 +196,7 @@ def test_roc_tab_shows_the_discrimination_table_with_coloured_verdicts(make_wind
     views.set_suppress_k(10_000)
     assert set(views.disc_view.frame()["n"]) == {"<10000"}
     views.set_suppress_k(11)
-    assert "of them of AUROC or AUPRC" in tab.result_header.text()
+    assert "of the gap tests compare AUROC or AUPRC" in tab.result_header.text()
     # the findings header (the board summary) says it in words
     tab.findings.wait()
     summary = tab.findings.text.toPlainText()
