@@ -557,7 +557,10 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     blocks.append(Paragraph("How to read this", "subheading"))
     for text in (
         "Rates are shares between 0 and 1 (0.80 = 80% of the patients concerned). A gap is a group's rate minus "
-        "the rate it is compared with: 0 means no difference; 0.10 lower means 10 percentage points lower.",
+        "the rate it is compared with: 0 means no difference; 0.10 lower means 10 percentage points lower."
+        + (" AUROC runs from 0.5 (the score ranks no better than chance) to 1 (every patient with the condition "
+           "ranked above every patient without); AUPRC is read against the group's prevalence."
+           if disc_tested else ""),
         "The 95% confidence interval (CI) is the range of gaps consistent with the data; a wide interval means "
         "the group is too small to be sure either way.",
         "Every comparison gets one of three verdicts. “Differs”: the gap is unlikely to be chance even though "
@@ -953,7 +956,7 @@ def _operating_points(result, task: str, attr: str) -> dict[str, dict[str, float
 DISCRIMINATION_HEADER = ["Task", "Group", "n", "Positives", "AUROC (95% CI)", "AUROC gap vs group (95% CI)", "q",
                          "Verdict", "AUPRC (95% CI)", "AUPRC gap vs group (95% CI)", "q", "Verdict", "TPR", "FPR",
                          "PPV"]
-DISCRIMINATION_ALIGN = list("LLRRRRRLRRRLRRR")
+DISCRIMINATION_ALIGN = list("LLRRRLRLRLRLRRR")  # gap cells wrap (a wrapped cell is set left)
 
 
 def discrimination_method_text(plan) -> str:
