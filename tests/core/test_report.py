@@ -195,7 +195,9 @@ def test_summary_says_when_nothing_is_significant(audit):
     rec["verdict"] = rec["verdict"].map(lambda v: None if v is None else "inconclusive")
     cal = audit.calibration.copy()  # calibration tests count as comparisons too (issue 14)
     cal["verdict"] = cal["verdict"].map(lambda v: None if v is None else "inconclusive")
-    quiet = dataclasses.replace(audit, records=rec, calibration=cal)
+    disc = audit.discrimination.copy()  # and the AUROC/AUPRC gaps (issue 14)
+    disc["verdict"] = disc["verdict"].map(lambda v: None if v is None else "inconclusive")
+    quiet = dataclasses.replace(audit, records=rec, calibration=cal, discrimination=disc)
     quiet_report = build_group_report(quiet)
     text = quiet_report.text()
     assert "No comparison differs after the correction" in text

@@ -90,11 +90,13 @@ def test_section_holds_the_table_with_intervals_and_verdicts_and_the_figure(audi
     buf = io.BytesIO()
     render_calibration_png(data, buf, "t")
     assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
-    # discrimination: AUROC/AUPRC are point estimates and the report says so
+    # discrimination: AUROC/AUPRC with intervals, their largest gaps with verdicts, and the operating point
+    # (more in tests/core/test_report_discrimination.py)
     text = report.text()
-    assert "this audit computes no interval and no test for them" in text
+    assert "point estimates" not in text and "AUPRC moves with prevalence" in text
     disc = next(t for t in sec.blocks if getattr(t, "title", "") == "Discrimination by group: ethnicity")
-    assert disc.header == ["Task", "Group", "n", "AUROC", "AUPRC", "TPR", "FPR", "PPV"]
+    assert disc.header[:5] == ["Task", "Group", "n", "Positives", "AUROC (95% CI)"]
+    assert disc.header[-3:] == ["TPR", "FPR", "PPV"] and len(disc.rows) == 4
 
 
 def test_summary_says_the_miscalibration_in_plain_words(audit):

@@ -319,6 +319,15 @@ def test_small_counts_named_in_each_kind_are_suppressed(documents, group_result)
 
     assert "3" in cells("groups", 1, "Groups not tested", "n") and \
         set(cells("groups", K, "Groups not tested", "n")) == {f"<{K}"}
+    # the discrimination table (AUROC/AUPRC by group, section 5): sizes, positives and the reasons of its notes
+    for header, small in (("n", "7"), ("Positives", "2")):
+        assert small in cells("groups", 1, "Discrimination by group: site", header)
+        assert not [c for c in cells("groups", K, "Discrimination by group: site", header)
+                    if c.isdigit() and int(c) < K]
+    assert "only 2 positive cases (fewer than 10): too few to test" in \
+        cells("groups", 1, "Notes on discrimination rows marked *", "Note")
+    assert set(cells("groups", K, "Notes on discrimination rows marked *", "Note")) == \
+        {f"only <{K} positive cases (fewer than 10): too few to test"}
     assert "7" in cells("note_classifiers", 1, "Test performance", "Test notes")
     assert set(cells("note_classifiers", K, "Test performance", "Test notes")) == {f"<{K}"}
     assert "3" in cells("note_classifiers", 1, "Groups not tested", "n")

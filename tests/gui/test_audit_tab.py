@@ -87,6 +87,8 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     assert f"Of {c['total']} comparisons" in counts and f">{c['differs']}</b> differ" in counts
     n_cal = verdict_counts(tab.result, "calibration")["tests"]  # the calibration tests: a family of their own
     assert f"{c['tests'] - n_cal} gap tests and {n_cal} calibration tests" in tab.result_header.text()
+    n_disc = verdict_counts(tab.result, "discrimination")["tests"]  # AUROC/AUPRC pairs: in the gaps' family
+    assert n_disc and f"; {n_disc} of the gap tests compare AUROC or AUPRC" in tab.result_header.text()
     # the form's correction settings reach the plan
     assert result.plan.family == "audit" and result.plan.correction == "bh" and result.plan.margin == 0.05
     assert any("/" in t for t in tips)  # numerator/denominator

@@ -1,6 +1,7 @@
 """The Group gaps page's calibration tabs (issue 14): the reliability and ROC/PR widgets draw a small stored audit, the
-threshold explorer's rates equal a hand computation at two thresholds, and "Audit at this threshold" runs the
-audit again at it."""
+ROC & PR tab's discrimination table shows AUROC/AUPRC with intervals, gaps and coloured verdicts (a planted AUROC
+gap "differs"), the threshold explorer's rates equal a hand computation at two thresholds, and "Audit at this
+threshold" runs the audit again at it."""
 from __future__ import annotations
 
 import re
@@ -85,7 +86,8 @@ def test_reliability_and_roc_widgets_draw_the_stored_audit(page, tmp_path):
     point = roc.operating[("roc", "Black")].points()[0]
     assert point.pos().x() == pytest.approx(g["fp"] / (g["fp"] + g["tn"]))
     assert point.pos().y() == pytest.approx(g["tp"] / (g["tp"] + g["fn"]))
-    assert "AUROC" in views.auc_label.text() and "no interval or test" in views.auc_label.text()
+    assert "AUROC/AUPRC comparisons" in views.auc_label.text() and "prevalence" in views.auc_label.text()
+    assert views.disc_view.row_count() == 3
     tab.results_tabs.setCurrentIndex(titles.index("Calibration"))
     for i in range(inner.count()):  # the views at 1400 × 900, for a look
         inner.setCurrentIndex(i)
@@ -136,3 +138,71 @@ def test_explorer_falls_back_to_the_stored_curve_points(page):
     hand = _hand_rates(df, 0.5)
     got = ex.current.set_index("group")
     assert got["tpr"].to_numpy(float) == pytest.approx(hand.loc[got.index, "tpr"].to_numpy(float), abs=0.02)
+
+
+def _weak_scores(n: int = 900, seed: int = 4) -> pd.DataFrame:
+    """Asian: scores that barely rank (AUROC near 0.6); the other groups rank well (near 0.85)."""
+    rng = np.random.default_rng(seed)
+    g = rng.choice(["White", "Black", "Asian"], n, p=[0.5, 0.3, 0.2])
+    y = (rng.random(n) < 0.35).astype(int)
+    l = rng.normal(-1.0, 1.0, n) + np.where(g == "Asian", 0.35, 1.8) * y
+    return pd.DataFrame({"y": y, "s": np.round(1 / (1 + np.exp(-l)), 3), "ethnicity": g})
+
+
+def test_roc_tab_shows_the_discrimination_table_with_coloured_verdicts(make_window, tmp_path, monkeypatch):
+    from PySide6.QtCore import Qt
+
+    from fairdesk.core.reports.figures import STATUS_STYLE
+    from fairdesk.gui.tabs import ctf
+    from fairdesk.jobs.groups import audit_groups, import_table
+
+    for attr, value in (("TAB", "audit"), ("TITLE", "Counterfactual tokens"), ("ATTR", "ctf_page"), ("AFTER", None)):
+        if not hasattr(ctf.CTFAuditPage, attr):
+            monkeypatch.setattr(ctf.CTFAuditPage, attr, value, raising=False)
+    csv = tmp_path / "d.csv"
+    _weak_scores().to_csv(csv, index=False)
+    project = tmp_path / "p.fairdesk"
+    audit_groups(project, import_table(project, csv, roles=ROLES), GroupAuditPlan(roles=ROLES, n_boot=100))
+    window = make_window()
+    window.resize(1366, 768)
+    window.open_project(project)
+    tab = window.audit_tab
+    window.show_page(tab)
+    views = tab.calibration_views
+    disc = tab.result.discrimination.set_index(["group", "metric"])
+    asian = disc.loc[("Asian", "auroc")]
+    assert asian["verdict"] == "differs" and asian["gap"] < -0.15  # the planted gap, found by the audit
+
+    view = views.disc_view
+    frame = view.frame()
+    assert view.row_count() == 3 and list(frame["group"]) == list(dict.fromkeys(disc.index.get_level_values(0)))
+    row = frame.set_index("group").loc["Asian"]
+    assert row["auroc"] == (f"{asian['value']:.3f} ({asian['value_ci_low']:.3f} to "
+                            f"{asian['value_ci_high']:.3f})")
+    assert row["auroc_gap"].startswith(f"−{-asian['gap']:.3f} vs {asian['comparison']} (")
+    assert row["auroc_verdict"] == "differs"
+    for col in frame.columns:
+        assert not frame[col].astype(str).str.contains("None|nan").any(), col
+    model = view.model
+    r, c = list(frame["group"]).index("Asian"), list(frame.columns).index("auroc_verdict")
+    index = model.index(r, c)
+    assert model.data(index, Qt.ItemDataRole.ForegroundRole).color().name().lower() == \
+        STATUS_STYLE["differs"]["color"].lower()
+    assert model.data(index, Qt.ItemDataRole.FontRole).bold()
+    text = views.auc_label.text()
+    assert "AUROC/AUPRC comparisons differ" in text and "prevalence" in text
+    assert "DeLong" in views.auc_label.toolTip()
+    # counts follow the user's k: below k they show as "<k"
+    views.set_suppress_k(10_000)
+    assert set(views.disc_view.frame()["n"]) == {"<10000"}
+    views.set_suppress_k(11)
+    assert "of the gap tests compare AUROC or AUPRC" in tab.result_header.text()
+    # the findings header (the board summary) says it in words
+    tab.findings.wait()
+    summary = tab.findings.text.toPlainText()
+    assert "AUROC for ethnicity = Asian is" in summary and "ranks patients with the condition" in summary
+    assert "None" not in summary and "nan" not in summary
+    titles = [tab.results_tabs.tabText(i) for i in range(tab.results_tabs.count())]
+    tab.results_tabs.setCurrentIndex(titles.index("Calibration"))
+    tab.results_tabs.widget(titles.index("Calibration")).setCurrentIndex(1)
+    assert window.grab().save(str(tmp_path / "roc-and-pr.png"))  # for a look

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from fairdesk.core.audits.groups import (CORRECTIONS, FAMILY_TEXT, METRIC_TEXT, RULE_TEXT, findings,
-                                         verdict_counts)
+from fairdesk.core.audits.groups import (CORRECTIONS, DISCRIMINATION_MEASURES, FAMILY_TEXT, METRIC_TEXT,
+                                         RULE_TEXT, findings, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
@@ -44,8 +44,9 @@ MAX_CALIBRATION_FIGURES = 8  # (task, attribute) pairs drawn in section 5; misca
 # Wording helpers
 
 METRIC_TITLE = {"parity": "Positive prediction rate", "recall": "Recall", "specificity": "Specificity",
-                "delta_eo": "Error spread Δ_eo"}
-METRIC_SHORT = {"parity": "PPR", "recall": "Recall", "specificity": "Specificity", "delta_eo": "Δ_eo"}
+                "delta_eo": "Error spread Δ_eo", "auroc": "AUROC", "auprc": "AUPRC"}
+METRIC_SHORT = {"parity": "PPR", "recall": "Recall", "specificity": "Specificity", "delta_eo": "Δ_eo",
+                "auroc": "AUROC", "auprc": "AUPRC"}
 METRIC_PLAIN = {
     "parity": "positive prediction rate — the share of patients the model flags",
     "recall": "recall — the share of patients who truly have the condition whom the model flags",
@@ -59,7 +60,15 @@ CONSEQUENCE = {  # what the difference means for the group named first
     ("recall", "higher"): "the model finds more of the true cases in this group",
     ("specificity", "lower"): "the model raises more false alarms in this group",
     ("specificity", "higher"): "the model raises fewer false alarms in this group",
+    ("auroc", "lower"): "the score ranks patients with the condition above those without less well in this group",
+    ("auroc", "higher"): "the score ranks patients with the condition above those without better in this group",
+    ("auprc", "lower"): "among the patients the score ranks highest, fewer have the condition in this group",
+    ("auprc", "higher"): "among the patients the score ranks highest, more have the condition in this group",
 }
+DISCRIMINATION_PLAIN = ("AUROC and AUPRC — how well the risk score ranks patients with the condition above those "
+                        "without, over all thresholds")
+PREVALENCE_CAVEAT = ("a score that ranks at random has an AUPRC equal to the prevalence, so part of an AUPRC gap can "
+                     "come from a difference in prevalence alone")
 MAX_COMPARISONS_IN_FINDING = 3
 CASES = {"parity": "patients", "recall": "patients with the condition",
          "specificity": "patients without the condition"}
@@ -99,10 +108,13 @@ class Finding:
     magnitude: float
     order: tuple
     few_cases: bool = False  # a rate behind it rests on fewer cases than the minimum group size
-    kind: int = 0  # 0 = gap, 1 = error spread (another scale)
+    kind: int = 0  # 0 = gap of rates, 1 = error spread (another scale), 2 = AUROC / AUPRC gap
 
     def sort_key(self):
-        return (self.few_cases, self.kind, -round(self.magnitude, 6), self.order)
+        return (self.few_cases, KIND_ORDER.get(self.kind, self.kind), -round(self.magnitude, 6), self.order)
+
+
+KIND_ORDER = {0: 0, 2: 1, 1: 2}  # rate gaps, then AUROC / AUPRC gaps, then error spreads (as findings() orders)
 
 
 def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "significant_bh",
@@ -118,7 +130,8 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
         return []
     # one row per tested comparison (a pair shown from both sides is one test: the lower group's row is kept)
     shown = findings(result)
-    gaps = shown[(shown["metric"] != "delta_eo") & shown[significant_col].map(is_true)]
+    gaps = shown[~shown["metric"].isin(("delta_eo", "calibration", *DISCRIMINATION_MEASURES))
+                 & shown[significant_col].map(is_true)]
     chosen = {row.test_id: row for row in gaps.itertuples(index=False) if num(row.gap) is not None}
     few = max(int(result.plan.min_group_size), int(k or 0))
     cache: dict = {}
@@ -206,15 +219,93 @@ def _delta_findings(result: "GroupAuditResult", significant_col: str = "signific
     return out
 
 
+def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
+                             significant_col: str = "significant_bh") -> list[Finding]:
+    """AUROC / AUPRC gaps that differ as plain sentences, one per (task, attribute, measure, group named first),
+    told from the side of the group with the lower value (the pair tests of ``findings``; METHODS §8). An AUPRC
+    sentence says that part of the gap can come from a difference in prevalence, with both prevalences."""
+    shown = findings(result)
+    if shown.empty:
+        return []
+    rows = shown[shown["metric"].isin(DISCRIMINATION_MEASURES) & shown[significant_col].map(is_true)]
+    disc = result.discrimination
+    info: dict[tuple, dict] = {}  # (task, attribute, group) -> n, positives, prevalence
+    for r in disc.drop_duplicates(["task", "attribute", "group"]).itertuples(index=False):
+        n, pos = num(r.n), num(r.n_positive)
+        info[(str(r.task), str(r.attribute), str(r.group))] = {
+            "n": n, "pos": pos, "prev": pos / n if n and pos is not None else None}
+    few = max(int(result.plan.min_group_size), int(k or 0))
+    task_order = {t: i for i, t in enumerate(_tasks(result))}
+    grouped: dict[tuple, list[tuple]] = {}
+    for row in rows.itertuples(index=False):
+        gap, lo, hi = num(row.gap), num(row.ci_low), num(row.ci_high)
+        if gap is None:
+            continue
+        group, comp = str(row.group), str(row.comparison)
+        if gap < 0:  # tell it from the lower group's side, the interval as a positive distance
+            subject, other, s_val, o_val = group, comp, num(row.rate), num(row.comparison_rate)
+            ci = (-hi, -lo) if lo is not None and hi is not None else (None, None)
+        else:
+            subject, other, s_val, o_val = comp, group, num(row.comparison_rate), num(row.rate)
+            ci = (lo, hi)
+        task, attr = str(row.task), str(row.attribute)
+        thin = []
+        for name in (subject, other):
+            c = info.get((task, attr, name), {})
+            if c.get("n") is not None and c.get("pos") is not None and min(c["pos"], c["n"] - c["pos"]) < few:
+                thin.append((name, c))
+        key = (task, attr, str(row.metric), subject, bool(thin))
+        grouped.setdefault(key, []).append((abs(gap), other, s_val, o_val, ci, thin))
+    out = []
+    for (task, attr, metric, subject, fragile), comps in grouped.items():
+        comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
+        parts = []
+        for mag, other, s_val, o_val, ci, _ in comps[:MAX_COMPARISONS_IN_FINDING]:
+            detail = []
+            if s_val is not None and o_val is not None:
+                detail.append(f"{fmt_rate(s_val, 2)} vs {fmt_rate(o_val, 2)}")
+            if ci[0] is not None and ci[1] is not None:
+                detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
+            parts.append(f"{mag:.2f} lower than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
+        more = len(comps) - MAX_COMPARISONS_IN_FINDING
+        if more > 0:
+            parts.append(f"also lower than for {plural(more, 'other group')}")
+        where = "" if task == "(all)" else f" in task {task}"
+        sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{where}. "
+                    f"Meaning: {CONSEQUENCE[(metric, 'lower')]}.")
+        if metric == "auprc":
+            prevs = [(name, info.get((task, attr, name), {}).get("prev"))
+                     for name in [subject] + [c[1] for c in comps[:MAX_COMPARISONS_IN_FINDING]]]
+            known = [f"{name} {fmt_rate(v, 2)}" for name, v in prevs if v is not None]
+            sentence += (f" Caution: {PREVALENCE_CAVEAT}"
+                         + (f" (prevalence {join_words(known)})." if len(known) > 1 else "."))
+        if fragile:
+            thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
+            names = join_words([f"{name} ({fmt_count(c['pos'], k)} patients with and "
+                                f"{fmt_count(c['n'] - c['pos'], k)} patients without the condition)"
+                                for name, c in thin.items()])
+            sentence += (f" Caution: few cases behind the value{'s' if len(thin) > 1 else ''} of {names}, so this "
+                         "estimate is fragile.")
+        out.append(Finding(sentence, comps[0][0], (task_order.get(task, 0), attr, metric, subject), fragile,
+                           kind=2))
+    out.sort(key=Finding.sort_key)
+    return out
+
+
 def _summary_findings(findings: list[Finding], limit: int) -> list[Finding]:
-    """The findings shown on the summary page: gaps first, error spreads next, fragile ones last; at least one
-    error-spread finding is kept when there is any (its scale differs, so it never competes on size)."""
+    """The findings shown on the summary page: rate gaps first, AUROC/AUPRC gaps and error spreads next, fragile
+    ones last; at least one finding of each kind is kept when there is any (an error spread's scale differs, and
+    a discrimination gap answers another question, so they never compete on size alone)."""
     ordered = sorted(findings, key=Finding.sort_key)
     shown = ordered[:limit]
-    spread = [f for f in ordered if f.kind == 1]
-    if spread and not any(f.kind == 1 for f in shown) and len(shown) == limit:
-        shown = shown[:-1] + [spread[0]]
-        shown.sort(key=Finding.sort_key)
+    for kind in (2, 1):
+        missing = [f for f in ordered if f.kind == kind]
+        if missing and not any(f.kind == kind for f in shown) and len(shown) == limit:
+            spare = [f for f in reversed(shown) if sum(g.kind == f.kind for g in shown) > 1]
+            if spare:
+                shown.remove(spare[0])
+                shown.append(missing[0])
+    shown.sort(key=Finding.sort_key)
     return shown
 
 
@@ -377,11 +468,15 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     for line in _attribute_lines(result, k):
         blocks.append(Paragraph(line, "bullet"))
     metrics = [m for m in plan.metrics]
+    disc_tested = not result.discrimination.empty and result.discrimination["test_id"].notna().any()
+    plain = [METRIC_PLAIN[m] for m in metrics] + ([DISCRIMINATION_PLAIN] if disc_tested else [])
     blocks.append(Paragraph(
-        "Measures compared between groups: " + "; ".join(METRIC_PLAIN[m] for m in metrics) + ". "
-        f"Multi-group rule: {RULE_PLAIN[plan.gap_rule]}.", "body"))
+        "Measures compared between groups: " + "; ".join(plain) + ". "
+        f"Multi-group rule: {RULE_PLAIN[plan.gap_rule]}"
+        + (" (AUROC and AUPRC: each group with the group whose value differs most from its own)."
+           if disc_tested and plan.gap_rule != "max" else "."), "body"))
 
-    found = _gap_findings(result, k=k) + _delta_findings(result)
+    found = _gap_findings(result, k=k) + _discrimination_findings(result, k) + _delta_findings(result)
     found.sort(key=Finding.sort_key)
     counts = verdict_counts(result)
     cal_counts = verdict_counts(result, "calibration")
@@ -393,8 +488,11 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     if cal_counts["total"]:
         # gaps and calibration are different questions: say each apart, so that a calibration finding is never
         # counted under "differs" while the text says that no comparison differs (issue 14)
+        disc_counts = verdict_counts(result, "discrimination")
+        split = (f"{gap_counts['total'] - disc_counts['total']} of rates at the threshold, "
+                 f"{disc_counts['total']} of AUROC or AUPRC; " if disc_counts["total"] else "")
         blocks.append(Paragraph(
-            f"These are {plural(gap_counts['total'], 'comparison')} between groups ({gap_counts['differs']} "
+            f"These are {plural(gap_counts['total'], 'comparison')} between groups ({split}{gap_counts['differs']} "
             f"{'differs' if gap_counts['differs'] == 1 else 'differ'}, {gap_counts['equivalent']} equivalent, "
             f"{gap_counts['inconclusive']} inconclusive) and {plural(cal_counts['total'], 'calibration check')} "
             f"of the risk score, one per group ({cal_counts['differs']} miscalibrated, {cal_counts['equivalent']} "
@@ -459,7 +557,10 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     blocks.append(Paragraph("How to read this", "subheading"))
     for text in (
         "Rates are shares between 0 and 1 (0.80 = 80% of the patients concerned). A gap is a group's rate minus "
-        "the rate it is compared with: 0 means no difference; 0.10 lower means 10 percentage points lower.",
+        "the rate it is compared with: 0 means no difference; 0.10 lower means 10 percentage points lower."
+        + (" AUROC runs from 0.5 (the score ranks no better than chance) to 1 (every patient with the condition "
+           "ranked above every patient without); AUPRC is read against the group's prevalence."
+           if disc_tested else ""),
         "The 95% confidence interval (CI) is the range of gaps consistent with the data; a wide interval means "
         "the group is too small to be sure either way.",
         "Every comparison gets one of three verdicts. “Differs”: the gap is unlikely to be chance even though "
@@ -852,6 +953,114 @@ def _operating_points(result, task: str, attr: str) -> dict[str, dict[str, float
     return out
 
 
+DISCRIMINATION_HEADER = ["Task", "Group", "n", "Positives", "AUROC (95% CI)", "AUROC gap vs group (95% CI)", "q",
+                         "Verdict", "AUPRC (95% CI)", "AUPRC gap vs group (95% CI)", "q", "Verdict", "TPR", "FPR",
+                         "PPV"]
+DISCRIMINATION_ALIGN = list("LLRRRLRLRLRLRRR")  # gap cells wrap (a wrapped cell is set left)
+
+
+def discrimination_method_text(plan) -> str:
+    """How the discrimination table was made, in a few sentences (section 5 and the GUI's ROC & PR tab)."""
+    margin = float(getattr(plan, "margin", 0.05))
+    return (
+        f"AUROC and AUPRC (average precision) of the score within each group, each with its {plan.ci_level:.0%} "
+        "bootstrap percentile interval. Every pair of groups with at least "
+        f"{getattr(plan, 'min_denominator', 10)} patients with and without the condition is tested: the AUROC "
+        "difference by a z test with DeLong variances (normal interval), the AUPRC difference on the logit scale "
+        "with bootstrap standard deviations. Each row shows the group it differs from most (gap = the group's "
+        "value minus that group's); these tests are corrected together with the rate gaps (section 2), with the "
+        f"same verdicts (equivalent: within ±{margin:g}). AUPRC moves with prevalence — a score that ranks at "
+        "random has an AUPRC equal to the group's prevalence — so an AUPRC gap between groups of different "
+        "prevalence is not by itself a worse score. TPR (recall), FPR and PPV (precision) are each group's "
+        "operating point at the threshold; their gaps with verdicts are the recall and specificity gaps of "
+        "section 4.")
+
+
+def _disc_value_cell(r) -> str:
+    value = num(r["value"])
+    if value is None:
+        return "not estimable"
+    ci = fmt_ci(r["value_ci_low"], r["value_ci_high"], signed=False)
+    return fmt_rate(value) + ("" if ci == "–" else f" ({ci})")
+
+
+def _disc_gap_cell(r) -> str:
+    gap = num(r["gap"])
+    if gap is None:
+        return "not tested *" if num(r["value"]) is not None or _s(r["reason"]) else "–"
+    ci = fmt_ci(r["ci_low"], r["ci_high"]).replace(" ", "\u00a0")  # a narrow cell wraps before the interval
+    return f"{fmt_signed(gap)} vs {_s(r['comparison'])}" + ("" if ci == "–" else f" ({ci})")
+
+
+def discrimination_table(result, attr: str, k: int | None, task: str | None = None
+                         ) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """The discrimination table of one attribute (all tasks, or one ``task``): ``(header, rows, notes)``, one row
+    per task and tested group — n and positives (below k shown as "<k"), AUROC and AUPRC each with its interval,
+    its largest gap with the gap's interval, q and verdict, and the operating point (TPR, FPR, PPV) at the
+    threshold. ``notes``: [task, attribute, group, measure, why not tested] of the rows marked *. Shared by the PDF
+    and the GUI."""
+    disc = result.discrimination
+    margin = float(getattr(result.plan, "margin", 0.05))
+    sub = disc[disc["attribute"].astype(str) == attr]
+    if task is not None:
+        sub = sub[sub["task"].astype(str) == str(task)]
+    task_order = {t: i for i, t in enumerate(_tasks(result))}
+    cells: dict[tuple[str, str], dict] = {}
+    for r in sub.to_dict(orient="records"):
+        cells.setdefault((str(r["task"]), str(r["group"])), {})[str(r["metric"])] = r
+    keys = sorted(cells, key=lambda key: task_order.get(key[0], len(task_order)))  # stable: groups keep their order
+    ops: dict[str, dict] = {}
+    rows, notes = [], []
+    for t, group in keys:
+        by = cells[(t, group)]
+        first = next(iter(by.values()))
+        if t not in ops:
+            ops[t] = _operating_points(result, t, attr)
+        op = ops[t].get(group, {})
+        row = [t, group, fmt_count(first["n"], k), fmt_count(first["n_positive"], k)]
+        why: dict[str, list[str]] = {}  # reason -> measures (one note when AUROC and AUPRC share it)
+        for metric in DISCRIMINATION_MEASURES:
+            r = by.get(metric)
+            if r is None:
+                row += ["–", "–", "–", "–"]
+                continue
+            gap_cell = _disc_gap_cell(r)
+            if gap_cell.endswith("*"):
+                reason = _s(r["reason"]) or "not tested"
+                why.setdefault(suppress_text(reason, k) if k else reason, []).append(METRIC_TITLE[metric])
+            verdict = verdict_text(r["verdict"], margin) if num(r["gap"]) is not None else "not tested"
+            row += [_disc_value_cell(r), gap_cell, fmt_p(r["q_value"]), verdict]
+        row += [fmt_rate(op.get("tpr")), fmt_rate(op.get("fpr")), fmt_rate(op.get("ppv"))]
+        rows.append(row)
+        notes += [[t, attr, group, ", ".join(measures), reason] for reason, measures in why.items()]
+    return list(DISCRIMINATION_HEADER), rows, notes
+
+
+def _discrimination_point_tables(result, k) -> list[Block]:
+    """Audits stored before AUROC and AUPRC were tested: the point estimates and the operating points, said so."""
+    b: list[Block] = [Paragraph(
+        "This audit was stored before FairDesk tested AUROC and AUPRC between groups: they are shown as point "
+        "estimates, with no interval and no verdict (re-run the audit to add them). The operating point is each "
+        "group's true positive rate (TPR, recall), false positive rate (FPR) and precision (PPV) at the "
+        "threshold; their gaps with verdicts are the recall and specificity gaps of section 4.", "note")]
+    g, cal = result.groups, result.calibration
+    for attr in [str(a) for a in dict.fromkeys(cal["attribute"].astype(str))]:
+        rows = []
+        sub = g[(g["attribute"].astype(str) == attr) & g["tested"].map(is_true)] if not g.empty else g
+        ops = {}
+        for r in sub.itertuples(index=False):
+            task = str(r.task)
+            if task not in ops:
+                ops[task] = _operating_points(result, task, attr)
+            op = ops[task].get(str(r.group), {})
+            rows.append([task, _s(r.group), fmt_count(r.n, k), fmt_rate(r.auroc), fmt_rate(r.auprc),
+                         fmt_rate(op.get("tpr")), fmt_rate(op.get("fpr")), fmt_rate(op.get("ppv"))])
+        if rows:
+            b.append(Table(["Task", "Group", "n", "AUROC", "AUPRC", "TPR", "FPR", "PPV"], rows,
+                           title=f"Discrimination by group: {attr}", align=list("LLRRRRRR"), small=True))
+    return b
+
+
 def _calibration_section(result, k) -> Section:
     plan = result.plan
     b: list[Block] = []
@@ -922,26 +1131,21 @@ def _calibration_section(result, k) -> Section:
                                     "in the legend)."))
 
     b.append(Paragraph("Discrimination by group", "subheading"))
-    b.append(Paragraph(
-        "AUROC and AUPRC per group are point estimates: this audit computes no interval and no test for them, so "
-        "no verdict on a difference in discrimination is given (the curves above show it). The operating point is "
-        "each group's true positive rate (TPR, recall), false positive rate (FPR) and precision (PPV) at the "
-        "threshold; their gaps with verdicts are the recall and specificity gaps of section 4.", "note"))
-    g = result.groups
-    for attr in [str(a) for a in dict.fromkeys(cal["attribute"].astype(str))]:
-        rows = []
-        sub = g[(g["attribute"].astype(str) == attr) & g["tested"].map(is_true)] if not g.empty else g
-        ops = {}
-        for r in sub.itertuples(index=False):
-            task = str(r.task)
-            if task not in ops:
-                ops[task] = _operating_points(result, task, attr)
-            op = ops[task].get(str(r.group), {})
-            rows.append([task, _s(r.group), fmt_count(r.n, k), fmt_rate(r.auroc), fmt_rate(r.auprc),
-                         fmt_rate(op.get("tpr")), fmt_rate(op.get("fpr")), fmt_rate(op.get("ppv"))])
-        if rows:
-            b.append(Table(["Task", "Group", "n", "AUROC", "AUPRC", "TPR", "FPR", "PPV"], rows,
-                           title=f"Discrimination by group: {attr}", align=list("LLRRRRRR"), small=True))
+    disc = getattr(result, "discrimination", None)
+    if disc is None or disc.empty:
+        b += _discrimination_point_tables(result, k)
+    else:
+        b.append(Paragraph(discrimination_method_text(plan), "note"))
+        notes: list[list[str]] = []
+        for attr in [str(a) for a in dict.fromkeys(disc["attribute"].astype(str))]:
+            header, rows, attr_notes = discrimination_table(result, attr, k)
+            notes += attr_notes
+            if rows:
+                b.append(Table(header, rows, title=f"Discrimination by group: {attr}", align=DISCRIMINATION_ALIGN,
+                               small=True))
+        if notes:
+            b.append(Table(["Task", "Attribute", "Group", "Measure", "Note"], notes,
+                           title="Notes on discrimination rows marked *", small=True))
     return Section("calibration", "5  Calibration and discrimination by group", b, landscape=True)
 
 

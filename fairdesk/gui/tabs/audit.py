@@ -583,6 +583,8 @@ class AuditTab(AuditPage):
         c = verdict_counts(result)  # unique comparisons, counted as the PDF counts them
         own = getattr(plan, "calibration_own_family", True) and not result.calibration.empty
         n_cal = verdict_counts(result, "calibration")["tests"] if own else 0
+        n_disc = verdict_counts(result, "discrimination")["tests"]
+        disc = f"; {n_disc} of the gap tests compare AUROC or AUPRC" if n_disc else ""
         threshold = (plan.threshold if isinstance(plan.threshold, str) else f"{float(plan.threshold):g}")
         correction = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
         family = {"audit": "the whole audit", "task": "each task"}.get(getattr(plan, "family", "audit"),
@@ -592,7 +594,7 @@ class AuditTab(AuditPage):
             f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
             + (f"{c['tests'] - n_cal} gap tests and {n_cal} calibration tests corrected over {family}, each set "
                f"on its own ({correction})" if n_cal else f"{c['tests']} tests corrected together over {family} "
-                                                           f"({correction})"))
+                                                           f"({correction})") + disc)
         self.result_header.setToolTip(f"Colours: {', '.join(STATUS_STYLE[v]['label'] for v in STATUS_STYLE)}.")
         gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
         attrs = list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else []

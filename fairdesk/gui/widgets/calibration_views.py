@@ -1,5 +1,7 @@
 """The group audit's calibration result tabs (issue 14): "Calibration" (the findings in words, the reliability
-diagram and the table), "ROC & PR" (curves per group with the operating point) and "Threshold explorer".
+diagram and the table), "ROC & PR" (curves per group with the operating point, and the discrimination table: AUROC
+and AUPRC per group with intervals, their largest gaps with q and verdict, the operating point) and "Threshold
+explorer".
 
 :class:`CalibrationViews` adds the three tabs to a results ``QTabWidget`` and shows a stored
 :class:`~fairdesk.core.audits.groups.GroupAuditResult`; the page only calls :meth:`CalibrationViews.set_result`
@@ -12,13 +14,14 @@ import html
 import numpy as np
 import pandas as pd
 from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QComboBox, QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, size_combos
 from fairdesk.gui.widgets.reliability_plot import ReliabilityPlot
 from fairdesk.gui.widgets.roc_plot import RocPlot
-from fairdesk.gui.widgets.tables import DataFrameView
+from fairdesk.gui.widgets.tables import DataFrameView, PandasTableModel
 from fairdesk.gui.widgets.threshold_explorer import ThresholdExplorer
 
 CAL_COLUMNS = ["task", "attribute", "group", "n", "n_positive", "oe_ratio", "oe_ratio_ci_low", "oe_ratio_ci_high",
@@ -31,6 +34,75 @@ CAL_HEADERS = {"n_positive": "positives", "oe_ratio": "O/E", "oe_ratio_ci_low": 
                "calibration_slope": "slope", "calibration_slope_ci_low": "slope CI low",
                "calibration_slope_ci_high": "slope CI high", "brier": "Brier", "ece": "ECE", "p_value": "p",
                "q_value": "q (corrected)"}
+
+
+#: the discrimination table's columns on screen: the PDF's (core.reports.groups.discrimination_table) without the
+#: task, which the tab's selector fixes, and with the q and verdict columns named by their measure
+DISC_COLUMNS = ["group", "n", "positives", "auroc", "auroc_gap", "auroc_q", "auroc_verdict", "auprc", "auprc_gap",
+                "auprc_q", "auprc_verdict", "tpr", "fpr", "ppv"]
+DISC_HEADERS = {"group": "Group", "n": "n", "positives": "Positives", "auroc": "AUROC (95% CI)",
+                "auroc_gap": "AUROC gap vs group (95% CI)", "auroc_q": "q", "auroc_verdict": "Verdict (AUROC)",
+                "auprc": "AUPRC (95% CI)", "auprc_gap": "AUPRC gap vs group (95% CI)", "auprc_q": "q",
+                "auprc_verdict": "Verdict (AUPRC)", "tpr": "TPR", "fpr": "FPR", "ppv": "PPV"}
+DISC_TIPS = {"auroc": "Area under the ROC curve in the group (1 = perfect ranking, 0.5 = chance), with its 95% "
+                      "bootstrap interval.",
+             "auroc_gap": "The group's AUROC minus that of the group it differs from most, with the 95% interval of "
+                          "the difference (DeLong variances).",
+             "auprc": "Area under the precision–recall curve (average precision) with its 95% bootstrap interval. "
+                      "A score that ranks at random has an AUPRC equal to the group's prevalence.",
+             "auprc_gap": "The group's AUPRC minus that of the group it differs from most (tested on the logit "
+                          "scale). Part of an AUPRC gap can come from a difference in prevalence alone.",
+             "auroc_q": "q: the p-value corrected together with the rate gaps.",
+             "auprc_q": "q: the p-value corrected together with the rate gaps.",
+             "auroc_verdict": "differs / equivalent within the margin / inconclusive (the data cannot tell).",
+             "auprc_verdict": "differs / equivalent within the margin / inconclusive (the data cannot tell).",
+             "tpr": "True positive rate (recall) at the audit's threshold.",
+             "fpr": "False positive rate at the audit's threshold.", "ppv": "Precision at the audit's threshold."}
+
+
+def verdict_colour(text: str) -> str | None:
+    """The gap plot's colour of a verdict cell ("differs", "equivalent within ±0.05", "inconclusive", "not
+    tested")."""
+    from fairdesk.core.reports.figures import STATUS_STYLE
+
+    word = str(text).split(" ")[0]
+    status = {"differs": "differs", "equivalent": "equivalent", "inconclusive": "inconclusive",
+              "not": "not_estimable"}.get(word)
+    return STATUS_STYLE[status]["color"] if status else None
+
+
+class VerdictTableModel(PandasTableModel):
+    """A table model whose verdict columns (named ``*verdict``) are coloured as the gap plot colours its markers,
+    "differs" in bold; the numbers (shown as text, e.g. "0.870 (0.829 to 0.912)") are right-aligned."""
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if index.isValid() and role == Qt.ItemDataRole.TextAlignmentRole:
+            name = str(self.frame().columns[index.column()])
+            if name != "group" and not name.endswith("verdict"):
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if index.isValid() and role in (Qt.ItemDataRole.ForegroundRole, Qt.ItemDataRole.FontRole):
+            df = self.frame()
+            if not str(df.columns[index.column()]).endswith("verdict"):
+                return None
+            text = str(df.iat[index.row(), index.column()])
+            if role == Qt.ItemDataRole.FontRole:
+                if not text.startswith("differs"):
+                    return None
+                font = QFont()
+                font.setBold(True)
+                return font
+            colour = verdict_colour(text)
+            return QBrush(QColor(colour)) if colour else None
+        return super().data(index, role)
+
+
+def _verdict_view(parent: QWidget, **kwargs) -> DataFrameView:
+    view = DataFrameView(parent, **kwargs)
+    model = VerdictTableModel(headers=kwargs.get("headers"), header_tips=kwargs.get("header_tips"), parent=view)
+    view.model = model
+    view.proxy.setSourceModel(model)
+    view.set_frame(None)
+    return view
 
 
 class _Selector:
@@ -86,11 +158,19 @@ class CalibrationViews(QObject):
         # ROC & PR
         page, v = _page(parent)
         self.roc_select = _Selector(page, v, self.update_curves)
-        self.roc = RocPlot(page)
-        v.addWidget(self.roc, 1)
         self.auc_label = QLabel("", page)
         self.auc_label.setWordWrap(True)
+        self.auc_label.setTextFormat(Qt.TextFormat.RichText)
         v.addWidget(self.auc_label)
+        split = QSplitter(Qt.Orientation.Vertical, page)
+        self.roc = RocPlot(page)
+        self.disc_view = _verdict_view(page, filterable=False, headers=DISC_HEADERS, header_tips=DISC_TIPS,
+                                       placeholder="No AUROC or AUPRC for this choice.")
+        split.addWidget(self.roc)
+        split.addWidget(self.disc_view)
+        split.setSizes([380, 180])
+        split.setChildrenCollapsible(False)
+        v.addWidget(split, 1)
         tabs.addTab(page, "ROC && PR")
         # Threshold explorer
         page, v = _page(parent)
@@ -121,6 +201,7 @@ class CalibrationViews(QObject):
             self.cal_view.set_frame(None)
             self.roc.clear(msg)
             self.auc_label.setText("")
+            self.disc_view.set_frame(None)
             self.explorer.clear(msg)
             return
         tasks = list(dict.fromkeys(cal["task"].astype(str)))
@@ -163,12 +244,62 @@ class CalibrationViews(QObject):
             return
         self.roc.set_data(data)
         task, attr = self.roc_select.value()
-        g = self.result.groups
-        sub = g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr) & g["tested"].astype(bool)]
-        parts = [f"{r.group}: AUROC {r.auroc:.3f}, AUPRC {r.auprc:.3f}" for r in sub.itertuples(index=False)
-                 if r.auroc is not None and not pd.isna(r.auroc)]
-        self.auc_label.setText("; ".join(parts) + (". Point estimates: this audit computes no interval or test for "
-                                                   "AUROC and AUPRC." if parts else ""))
+        frame, tips = self.discrimination_frame(task, attr)
+        self.disc_view.set_frame(frame, tips)
+        self.auc_label.setText(self.discrimination_text(task, attr, frame))
+        disc = getattr(self.result, "discrimination", None)
+        if disc is not None and not disc.empty:
+            from fairdesk.core.reports.groups import discrimination_method_text
+
+            self.auc_label.setToolTip(discrimination_method_text(self.result.plan))
+
+    def discrimination_frame(self, task: str, attr: str) -> tuple[pd.DataFrame | None, list[str] | None]:
+        """The discrimination table of ``task`` and ``attr`` as the PDF prints it (counts below k as "<k"), with a
+        tooltip per row saying why a measure was not tested; for an audit stored before AUROC and AUPRC were tested,
+        their point estimates."""
+        from fairdesk.core.reports.groups import discrimination_table
+
+        result = self.result
+        disc = getattr(result, "discrimination", None)
+        if disc is None or disc.empty:
+            g = result.groups
+            sub = g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
+                    & g["tested"].astype(bool)]
+            if sub.empty:
+                return None, None
+            return pd.DataFrame({"group": sub["group"].astype(str), "n": sub["n"], "auroc": sub["auroc"],
+                                 "auprc": sub["auprc"]}), None
+        _, rows, notes = discrimination_table(result, attr, self.k, task=task)
+        if not rows:
+            return None, None
+        frame = pd.DataFrame([r[1:] for r in rows], columns=DISC_COLUMNS)
+        why: dict[str, list[str]] = {}
+        for _t, _a, group, measures, reason in notes:
+            why.setdefault(group, []).append(f"{measures} not tested: {reason}.")
+        tips = [" ".join(why.get(g, [])) or f"{g}: hover over a column title for its meaning."
+                for g in frame["group"]]
+        return frame, tips
+
+    def discrimination_text(self, task: str, attr: str, frame: pd.DataFrame | None) -> str:
+        """The line above the ROC & PR tab: what the table shows and how many AUROC / AUPRC comparisons differ."""
+        disc = getattr(self.result, "discrimination", None)
+        if disc is None or disc.empty:
+            return ("AUROC and AUPRC per group as point estimates: this audit was stored before FairDesk tested "
+                    "them (re-run it for intervals and verdicts)." if frame is not None else "")
+        from fairdesk.core.audits.groups import findings
+
+        f = findings(self.result)
+        f = f[f["metric"].isin(["auroc", "auprc"]) & (f["task"].astype(str) == task)
+              & (f["attribute"].astype(str) == attr)] if not f.empty else f
+        n = int(f["verdict"].notna().sum()) if not f.empty else 0
+        counts = {v: int((f["verdict"] == v).sum()) if not f.empty else 0
+                  for v in ("differs", "equivalent", "inconclusive")}
+        head = (f"<b>{counts['differs']} of {n} AUROC/AUPRC comparisons differ</b> ({counts['equivalent']} "
+                f"equivalent, {counts['inconclusive']} inconclusive)" if n else
+                "<b>No AUROC/AUPRC comparison could be tested</b> for this choice (too few cases)")
+        return (head + "; each group against the group it differs from most (table below the curves; hover "
+                "here for the method). AUPRC moves with prevalence: a score that ranks at random has an AUPRC "
+                "equal to it.")
 
     # ---- threshold explorer --------------------------------------------------------------------------------
     def audited_rows(self, task: str, attr: str):
