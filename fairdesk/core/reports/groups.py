@@ -117,6 +117,25 @@ class Finding:
 KIND_ORDER = {0: 0, 2: 1, 1: 2}  # rate gaps, then AUROC / AUPRC gaps, then error spreads (as findings() orders)
 
 
+
+def _comparison_parts(comps: list, direction: str) -> list[str]:
+    """The clauses of one finding sentence, largest gap first: "0.15 lower than for B (0.70 vs 0.85; 95% CI …)",
+    at most MAX_COMPARISONS_IN_FINDING of them and "also lower than for N other groups". ``comps``: (|gap|, other
+    group, own value, other's value, (ci low, ci high), …) tuples; sorted here."""
+    comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
+    parts = []
+    for mag, other, s_val, o_val, ci, *_ in comps[:MAX_COMPARISONS_IN_FINDING]:
+        detail = []
+        if s_val is not None and o_val is not None:
+            detail.append(f"{fmt_rate(s_val, 2)} vs {fmt_rate(o_val, 2)}")
+        if ci[0] is not None and ci[1] is not None:
+            detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
+        parts.append(f"{mag:.2f} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
+    more = len(comps) - MAX_COMPARISONS_IN_FINDING
+    if more > 0:
+        parts.append(f"also {direction} than for {plural(more, 'other group')}")
+    return parts
+
 def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "significant_bh",
                   k: int | None = None) -> list[Finding]:
     """Significant gaps as plain sentences, one per (task, attribute, measure, group named first).
@@ -161,18 +180,7 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
     task_order = {t: i for i, t in enumerate(dict.fromkeys(rec["task"].astype(str)))}
     out = []
     for (task, attr, metric, subject, direction, fragile), comps in grouped.items():
-        comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
-        parts = []
-        for mag, other, s_rate, o_rate, ci, _ in comps[:MAX_COMPARISONS_IN_FINDING]:
-            detail = []
-            if s_rate is not None and o_rate is not None:
-                detail.append(f"{fmt_rate(s_rate, 2)} vs {fmt_rate(o_rate, 2)}")
-            if ci[0] is not None and ci[1] is not None:
-                detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
-            parts.append(f"{mag:.2f} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
-        more = len(comps) - MAX_COMPARISONS_IN_FINDING
-        if more > 0:
-            parts.append(f"also {direction} than for {plural(more, 'other group')}")
+        parts = _comparison_parts(comps, direction)
         sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)} in task {task}. "
                     f"Meaning: {CONSEQUENCE[(metric, direction)]}.")
         if fragile:
@@ -258,18 +266,7 @@ def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
         grouped.setdefault(key, []).append((abs(gap), other, s_val, o_val, ci, thin))
     out = []
     for (task, attr, metric, subject, fragile), comps in grouped.items():
-        comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
-        parts = []
-        for mag, other, s_val, o_val, ci, _ in comps[:MAX_COMPARISONS_IN_FINDING]:
-            detail = []
-            if s_val is not None and o_val is not None:
-                detail.append(f"{fmt_rate(s_val, 2)} vs {fmt_rate(o_val, 2)}")
-            if ci[0] is not None and ci[1] is not None:
-                detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
-            parts.append(f"{mag:.2f} lower than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
-        more = len(comps) - MAX_COMPARISONS_IN_FINDING
-        if more > 0:
-            parts.append(f"also lower than for {plural(more, 'other group')}")
+        parts = _comparison_parts(comps, "lower")
         where = "" if task == "(all)" else f" in task {task}"
         sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{where}. "
                     f"Meaning: {CONSEQUENCE[(metric, 'lower')]}.")
