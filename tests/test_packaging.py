@@ -1,7 +1,11 @@
-"""Smoke test of a frozen build; runs only after packaging/build.sh (FAIRDESK_PACKAGED=dist/FairDesk)."""
+"""Packaging: the wheel an installer builds carries the resources where an installed FairDesk looks for them, and a
+smoke test of a frozen build (runs only after packaging/build.sh, FAIRDESK_PACKAGED=dist/FairDesk)."""
 import json
 import os
+import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,3 +22,32 @@ def test_frozen_cli_runs_the_demo(tmp_path):
     assert (tmp_path / "demo-audit.pdf").read_bytes().startswith(b"%PDF")
     assert json.loads((tmp_path / "demo-audit.json").read_text())["records"]
     assert (tmp_path / "demo-cit.pdf").read_bytes().startswith(b"%PDF")  # the imaging part, frozen
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_installed_wheel_finds_its_resources(tmp_path):
+    """Built from a copy of the checkout with the installed setuptools (no network, no build isolation), installed
+    into a folder and asked from a process that cannot see the checkout."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("fairdesk", "resources"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
+                    "-q", "-w", str(dist)], check=True, capture_output=True, cwd=tmp_path, timeout=300)
+    wheel = next(dist.glob("fairdesk-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "resources").rglob("*") if p.is_file()}
+    assert shipped and {f"fairdesk/{p}" for p in shipped} <= names  # every resource file, none left behind
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", str(wheel), "--no-deps", "--no-index", "-q", "--target",
+                    str(site)], check=True, capture_output=True, cwd=tmp_path, timeout=300)
+    code = ("import fairdesk.paths as p, fairdesk.core.model_card as m, fairdesk.core.text.templates as t; "
+            "print(p.__file__); print(m.schema_path().is_file(), t.default_bias_templates_path().is_file())")
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}"],
+                         check=True, capture_output=True, text=True, cwd=tmp_path, timeout=120).stdout.split()
+    assert out[0].startswith(str(site)) and out[1:] == ["True", "True"]
