@@ -165,6 +165,16 @@ def test_bad_inputs(three_terms):
         ctf_statistics(pairs, np.zeros(len(pairs.texts)), labels=[5])
 
 
+def test_demo_spurious_terms_follow_002s_split():
+    """The demo plants its spurious "train" terms among 002's training terms (which the remedies see) and its
+    "held-out" ones among the held-out terms: a planted term on the wrong side would mislabel what a remedy did."""
+    from fairdesk.core.text.counterfactual import load_terms
+    from fairdesk.core.text.madlibs import DEMO_SPURIOUS_HELD_OUT, DEMO_SPURIOUS_TRAIN
+
+    assert set(DEMO_SPURIOUS_TRAIN) <= set(load_terms("dixon_train").groups)
+    assert set(DEMO_SPURIOUS_HELD_OUT) <= set(load_terms("dixon_held_out").groups)
+
+
 @pytest.mark.slow
 def test_demo_task_remedies():
     """Baseline gap above the control band; blindness removes it on train terms; CLP λ=1 shrinks it."""

@@ -98,8 +98,8 @@ _FINDINGS_NEG = ("mild cough", "ankle sprain", "medication refill", "seasonal al
 _FINDINGS_AMBIGUOUS = ("abdominal pain", "back pain", "headache", "fatigue", "nausea", "dizziness", "palpitations",
                        "cough and fever")
 #: Terms the demo makes spuriously predictive: over-represented among positive (needs review) notes.
-DEMO_SPURIOUS_TRAIN = ("black", "muslim", "gay", "hispanic", "elderly")
-DEMO_SPURIOUS_HELD_OUT = ("african", "christian", "deaf")
+DEMO_SPURIOUS_TRAIN = ("muslim", "gay", "hispanic", "elderly", "jewish")  # all in 002's training split
+DEMO_SPURIOUS_HELD_OUT = ("black", "african", "christian", "deaf")  # all held out in 002
 
 
 def clinical_notes_demo(n: int = 2000, seed: int = 0, spurious: float = 0.8, noise: float = 0.05,
