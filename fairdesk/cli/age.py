@@ -52,10 +52,9 @@ def _lambdas(value) -> tuple[float, ...]:
 
 
 def cmd_train_age_independent(args: argparse.Namespace) -> int:
-    from fairdesk.core import atomic
+    from fairdesk.cli.outputs import write_json
     from fairdesk.core.export import write_table
     from fairdesk.core.models.age_independent import LearnerSettings
-    from fairdesk.core.project import Project
     from fairdesk.jobs.age import predictions_csv_table, train_age_independent
     from fairdesk.jobs.reports import export_report
 
@@ -77,25 +76,20 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
                                          seed=args.seed, learner=learner, reference=not args.no_reference,
                                          frontier_lambdas=lambdas, progress=progress)
         progress.done()
-        project = Project(project_path, create=False)
-        text = project.audit_json(audit_id)
-        atomic.write_text(args.json, text)  # the stored document, byte for byte
+        doc = write_json(project_path, audit_id, args.json)
         if args.predictions:
             write_table(predictions_csv_table(project_path, audit_id), args.predictions)
         if args.pdf:
             export_report(project_path, audit_id, args.pdf, suppress_k=args.suppress_k)
     if args.project:
         print(f"stored as audit {audit_id} in {args.project}")
-    _print_summary(text)
+    _print_summary(doc)
     written = [p for _, p in outputs if p]
     print(f"results -> {', '.join(map(str, written))}")
     return 0
 
 
-def _print_summary(text: str) -> None:
-    import json
-
-    doc = json.loads(text)
+def _print_summary(doc: dict) -> None:
     for name, m in doc["methods"].items():
         leak = m.get("leakage")
         verdicts = ", ".join(f"{k} {c['verdict']}" for k, c in (m.get("comparison") or {}).items())

@@ -17,23 +17,12 @@ document, ``--pdf`` goes through :func:`fairdesk.jobs.reports.export_report`. No
 from __future__ import annotations
 
 import argparse
-import json
 
-from fairdesk.cli.outputs import audit_project, stored_where
+from fairdesk.cli.outputs import audit_project, stored_where, write_json
 from fairdesk.cli.progress import TerminalProgress
 
 TERMS_HELP = ("identity terms: dixon, dixon_train (default), dixon_held_out, gender, race, or a text file with one "
               "term per line (multi-word terms allowed; 'a | b' lines for two aligned groups)")
-
-
-def _write_stored_json(project_path: str, audit_id: int, out: str) -> dict:
-    """Write the stored document, as stored, to ``out`` and return it."""
-    from fairdesk.core import atomic
-    from fairdesk.core.project import Project
-
-    text = Project(project_path, create=False).audit_json(audit_id)
-    atomic.write_text(out, text)
-    return json.loads(text)
 
 
 def _print_summary(doc: dict, json_path: str, pdf_path: str | None, project: str | None, audit_id: int) -> None:
@@ -163,7 +152,7 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              positive_label=args.positive_label, threads=args.threads,
                              synthetic=args.synthetic or None, name=args.name, progress=progress)
         progress.done()
-        doc = _write_stored_json(project, audit_id, args.json)
+        doc = write_json(project, audit_id, args.json)
         if args.pdf:
             export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)
@@ -206,7 +195,7 @@ def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
                                     threshold=args.threshold, seed=args.seed, model_name=args.model_name,
                                     name=args.name, progress=progress)
         progress.done()
-        doc = _write_stored_json(project, audit_id, args.json)
+        doc = write_json(project, audit_id, args.json)
         if args.pdf:
             export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)

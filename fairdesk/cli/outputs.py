@@ -38,14 +38,21 @@ def stored_document(project_path: str | Path, audit_id: int) -> dict:
     return json.loads(Project(project_path, create=False).audit_json(audit_id))
 
 
+def write_json(project_path: str | Path, audit_id: int, json_path: str | Path) -> dict:
+    """``--json``: the stored document byte for byte (atomic write). Returns it parsed."""
+    from fairdesk.core import atomic
+    from fairdesk.core.project import Project
+
+    text = Project(project_path, create=False).audit_json(audit_id)
+    atomic.write_text(json_path, text)
+    return json.loads(text)
+
+
 def write_outputs(project_path: str | Path, audit_id: int, json_path: str | Path,
                   pdf_path: str | Path | None = None, suppress_k: int = 11) -> dict:
-    """``--json`` (the stored document, indented; atomic) and, with ``pdf_path``, ``--pdf`` through
+    """``--json`` (:func:`write_json`) and, with ``pdf_path``, ``--pdf`` through
     :func:`~fairdesk.jobs.reports.export_report`. Returns the document."""
-    from fairdesk.core import atomic
-
-    doc = stored_document(project_path, audit_id)
-    atomic.write_text(json_path, json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False))
+    doc = write_json(project_path, audit_id, json_path)
     if pdf_path:
         write_pdf(project_path, audit_id, pdf_path, suppress_k)
     return doc
