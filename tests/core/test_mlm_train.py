@@ -223,7 +223,11 @@ def test_training_input_errors(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Debiasing lowers how well a probe recovers the attribute from [CLS] (planted corpus, ~1 min on one core)
+# Debiasing lowers how well a probe recovers the attribute from [CLS] (planted corpus, ~30 s on one core).
+# 400 steps (benchmarks/bench_mlm_bias.py `debiasing` trains the same at 600). Measured at this seed, at 400 steps
+# (600 in brackets): probe accuracy baseline 0.907 (0.995), debiased 0.572 (0.567); AUROC baseline 0.970, debiased
+# 0.591; log loss baseline 0.270, debiased 0.679; discriminator accuracy 0.507. At 300 steps the debiased probe is
+# still at 0.712 (margin 0.09 to the 0.15 rule), so do not go lower.
 
 
 @pytest.mark.slow
@@ -234,7 +238,7 @@ def test_debiasing_lowers_attribute_recovery_from_cls(tmp_path):
     mlm.vocabulary_tokenizer(mlm.corpus_words(pd.concat([train, held_out])["text"])).save_pretrained(tmp_path / "v")
     common = dict(tokenizer_from=str(tmp_path / "v"), size=None, hidden_size=64, num_layers=2, num_heads=4,
                   intermediate_size=128, dropout=0.0,
-                  learning_rate=1e-3, warmup_steps=50, max_steps=600, batch_size=64, vocab_size=1000,
+                  learning_rate=1e-3, warmup_steps=50, max_steps=400, batch_size=64, vocab_size=1000,
                   save_every=10**9, log_every=100, seed=1)
     probes = {}
     for name, attr in (("baseline", None), ("debiased", "gender")):
@@ -245,8 +249,8 @@ def test_debiasing_lowers_attribute_recovery_from_cls(tmp_path):
         if attr:
             assert 0.35 < res.history[-1]["adv_accuracy"] < 0.65  # the discriminator is held at chance
     base, deb = probes["baseline"], probes["debiased"]
-    assert base["accuracy"] > 0.7  # the note's gender can be read from [CLS] without debiasing (0.995 here)
-    assert deb["accuracy"] < base["accuracy"] - 0.15  # … much less well after it (0.567 here)
+    assert base["accuracy"] > 0.7  # the note's gender can be read from [CLS] without debiasing (0.907 here)
+    assert deb["accuracy"] < base["accuracy"] - 0.15  # … much less well after it (0.572 here)
     assert deb["auroc"] < base["auroc"] - 0.15 and deb["log_loss"] > base["log_loss"] + 0.1
 
 
