@@ -33,6 +33,7 @@ import numpy as np
 
 from fairdesk.core import provenance as _prov
 from fairdesk.core.errors import DataError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit")
@@ -79,9 +80,8 @@ class ValidityResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        from fairdesk.core.audits.cit import json_safe
 
-        return json_safe({"rows": [asdict(r) for r in self.rows], "config": self.config,
+        return jsonable({"rows": [asdict(r) for r in self.rows], "config": self.config,
                        "provenance": self.provenance, "elapsed_s": self.elapsed_s, "notes": self.notes})
 
     def to_json(self, indent: int | None = 1) -> str:

@@ -15,6 +15,7 @@ torch.set_num_threads(1)
 
 from fairdesk.core.audits import encoders as encoders_audit  # noqa: E402
 from fairdesk.core.errors import DataError, ModelError  # noqa: E402
+from fairdesk.core.jsonable import jsonable  # noqa: E402
 from fairdesk.core.models import mlm  # noqa: E402
 from fairdesk.core.models import note_classifier as nc  # noqa: E402
 from fairdesk.core.progress import CancelToken, Cancelled  # noqa: E402
@@ -197,7 +198,7 @@ def test_numeric_columns_join_the_features_and_the_grid_is_searched(notes, encod
     # 128 standardised [CLS] features of an untrained encoder let a small MLP memorise 190 training notes, so the
     # numeric signal is only partly used here — but clearly
     assert row["test_auroc"] > without["test_auroc"] + 0.1
-    assert [g["params"] for g in row["mlp_grid"]] == [nc.jsonable(g) for g in grid]
+    assert [g["params"] for g in row["mlp_grid"]] == [jsonable(g) for g in grid]
     best = max(row["mlp_grid"], key=lambda g: g["val_auprc"])
     assert row["mlp"] == best["params"] and row["c"] == best["c"]
 

@@ -40,6 +40,7 @@ from typing import Callable
 import numpy as np
 
 from fairdesk.core.errors import DataError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 REGRESSOR_KINDS: tuple[str, ...] = ("auto", "logistic", "hgb", "mlp_release")
@@ -163,23 +164,7 @@ class CITResult:
     details: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return json_safe(asdict(self))
-
-
-def json_safe(d):
-    """``d`` with numpy values as Python ones and NaN/inf as None: what the JSON documents of the invariance
-    audits hold (shared by the image audit, the synthetic benchmark and the validity benchmark)."""
-    if isinstance(d, dict):
-        return {k: json_safe(v) for k, v in d.items()}
-    if isinstance(d, (list, tuple)):
-        return [json_safe(v) for v in d]
-    if isinstance(d, (np.floating, float)):
-        return None if not math.isfinite(float(d)) else float(d)
-    if isinstance(d, np.integer):
-        return int(d)
-    if isinstance(d, np.ndarray):
-        return json_safe(d.tolist())
-    return d
+        return jsonable(asdict(self))
 
 
 # ==============================================================================================================
@@ -841,7 +826,7 @@ def invariance_table(outputs: dict, a, z, y: dict | None = None, method: str = D
         res = cit_test(yhat, a, z, method, regressor, n_folds, seed, sub.progress, sub.cancel)
         row = {"output": name, "n": res.n, "test": method, "t": res.statistic, "p": res.p_value}
         if "nuisance_fit" in res.details:  # the default's out-of-fold nuisance diagnostics, for the report
-            row["nuisance_fit"] = json_safe(res.details["nuisance_fit"])
+            row["nuisance_fit"] = jsonable(res.details["nuisance_fit"])
             row["regressors_chosen"] = {k: sorted(set(v)) for k, v in res.details["regressors_chosen"].items()
                                         if v}
             row["scheme"] = res.details.get("scheme")
@@ -944,7 +929,7 @@ class OrientedEffectResult:
     verdict: str
 
     def to_dict(self) -> dict:
-        return json_safe(asdict(self))
+        return jsonable(asdict(self))
 
 
 def _binom_bounds(k: int, n: int, alpha: float) -> tuple[float, float]:

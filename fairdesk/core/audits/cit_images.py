@@ -36,6 +36,7 @@ import numpy as np
 from fairdesk.core import provenance as prov
 from fairdesk.core.audits import cit
 from fairdesk.core.errors import DataError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 GENERATOR_KINDS = ("exact", "learned")
@@ -53,7 +54,7 @@ class ImageAuditResult:
     provenance: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return cit.json_safe(asdict(self))
+        return jsonable(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False)
@@ -559,7 +560,7 @@ def run_cit_pipeline(ds, classifier, generator, attribute: str, *, labels: tuple
     doc["examples"] = {"encoding": EXAMPLE_ENCODING, "npz_base64": enc, "items": items,
                        "shape": list(images.shape[1:])}
     rep(1.0, "counterfactual-invariance audit done")
-    return cit.json_safe(doc)
+    return jsonable(doc)
 
 
 # ==============================================================================================================
@@ -656,4 +657,4 @@ def audit_prediction_table(df, attribute: str, *, positive=None, margin: float =
     doc["examples"] = {"encoding": EXAMPLE_ENCODING, "npz_base64": "", "items": [], "shape": []}
     if dropped:
         doc["notes"].append(f"{dropped} row(s) with a missing attribute or prediction were left out.")
-    return cit.json_safe(doc)
+    return jsonable(doc)

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fairdesk.core.errors import DataError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 FORMAT = "fairdesk.ctf/1"
@@ -288,23 +289,6 @@ def _per_example(example: np.ndarray, value: np.ndarray, n_examples: int) -> tup
         return s / c, c
 
 
-def _clean(x):
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        v = float(x)
-        return None if math.isnan(v) or math.isinf(v) else v
-    if isinstance(x, np.bool_):
-        return bool(x)
-    if isinstance(x, np.ndarray):
-        return _clean(x.tolist())
-    return x
-
-
 @dataclass
 class CTFResult:
     ctf_gap: list[dict]
@@ -321,9 +305,9 @@ class CTFResult:
         return {f"{r['terms']}/{r['subset']}": r["verdict"] for r in self.ctf_gap}
 
     def to_dict(self) -> dict:
-        return _clean({"format": FORMAT, "kind": "ctf", "ctf_gap": self.ctf_gap, "pairs": self.pairs,
-                       "group_rates": self.group_rates, "control": self.control, "counts": self.counts,
-                       "settings": self.settings, "examples": self.examples, "provenance": self.provenance})
+        return jsonable({"format": FORMAT, "kind": "ctf", "ctf_gap": self.ctf_gap, "pairs": self.pairs,
+                         "group_rates": self.group_rates, "control": self.control, "counts": self.counts,
+                         "settings": self.settings, "examples": self.examples, "provenance": self.provenance})
 
 
 def _verdict(gap_lo, gap_hi, excess_lo, n, margin, has_control) -> tuple[str, str]:

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from fairdesk.core.errors import DataError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.models.note_classifier import (DEFAULT_C, EncodedNotes, NoteClassifierResult,
-                                                  NoteClassifierSpec, jsonable, prediction_roles,
-                                                  train_note_classifiers)
+                                                  NoteClassifierSpec, prediction_roles, train_note_classifiers)
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 

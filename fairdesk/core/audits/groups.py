@@ -20,6 +20,7 @@ from fairdesk.core import provenance as _prov
 from fairdesk.core.data.loaders import table_sha256
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles, as_group_labels, prepare, validate
 from fairdesk.core.errors import DataError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.stats import discrimination as D
 from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
@@ -191,11 +192,11 @@ class GroupAuditResult:
         out = {"plan": self.plan.to_dict(), "thresholds": self.thresholds, "provenance": self.provenance,
                "warnings": list(self.warnings)}
         for name in TABLES:
-            out[name] = _records(getattr(self, name))
-        return out
+            out[name] = getattr(self, name).to_dict(orient="records")
+        return jsonable(out)
 
     def to_json(self, indent: int | None = 1) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=_json_default)
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: dict) -> "GroupAuditResult":
@@ -240,32 +241,6 @@ _COLUMNS = {
                        "test_id", "test", "reason"],
     "curves": ["task", "attribute", "group", "curve", "x", "y", "threshold", "n", "ci_low", "ci_high"],
 }
-
-
-def _json_default(value):
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    raise TypeError(f"not JSON serialisable: {type(value)}")
-
-
-def _clean(value):
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
-
-
-def _records(df: pd.DataFrame) -> list[dict]:
-    return [{k: _clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
 
 
 # --------------------------------------------------------------------------------------------------------------

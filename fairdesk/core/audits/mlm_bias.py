@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from fairdesk.core.errors import DataError, ModelError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.text.templates import ATTR_SLOT, BiasTemplates, CompletionTemplates
 
@@ -648,8 +649,8 @@ class MLMBiasResult:
         return pd.DataFrame([{k: v for k, v in r.items() if k != "scores"} for r in self.records])
 
     def to_dict(self) -> dict:
-        return _clean({"kind": "mlm_bias", "method": self.method, "records": self.records,
-                       "provenance": self.provenance})
+        return jsonable({"kind": "mlm_bias", "method": self.method, "records": self.records,
+                         "provenance": self.provenance})
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False)
@@ -658,22 +659,6 @@ class MLMBiasResult:
     def from_dict(cls, d: dict) -> "MLMBiasResult":
         scores = pd.DataFrame([s for r in d["records"] for s in r.get("scores", [])])
         return cls(d["records"], scores, d.get("method", {}), d.get("provenance", {}))
-
-
-def _clean(obj):
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return None if not np.isfinite(obj) else float(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.ndarray):
-        return _clean(obj.tolist())
-    return obj
 
 
 def verdict_method(test: str = "template", alpha: float = 0.05, min_effect: float = 0.3,
@@ -820,8 +805,8 @@ class CompletionResult:
         return pd.DataFrame(out)
 
     def to_dict(self) -> dict:
-        return _clean({"kind": "sentence_completion", "top_k": self.top_k, "method": self.method, "rows": self.rows,
-                       "provenance": self.provenance})
+        return jsonable({"kind": "sentence_completion", "top_k": self.top_k, "method": self.method, "rows": self.rows,
+                         "provenance": self.provenance})
 
 
 def sentence_completion(model, tokenizer, templates: CompletionTemplates | str | Path | None = None,
@@ -917,7 +902,7 @@ def mlm_audit_document(results: dict[str, MLMBiasResult], paths: dict[str, str] 
         doc["comparison"] = json.loads(compare_results(results).to_json(orient="records"))
     if completion is not None:
         doc["completion"] = completion.to_dict()
-    return _clean(doc)
+    return jsonable(doc)
 
 
 def results_from_document(doc: dict) -> dict[str, MLMBiasResult]:

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from fairdesk.core.errors import DataError, ModelError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 #: The grid of the merge constant c (METHODS §1) and its default.
@@ -157,21 +158,6 @@ def prediction_roles(spec: NoteClassifierSpec):
     return ColumnRoles(label="label", score="score", task="task", attributes=tuple(spec.attributes),
                        continuous_attributes=tuple(spec.continuous_attributes),
                        patient_id="patient_id" if spec.patient_id else None, sample_id="sample_id", split="split")
-
-
-def jsonable(obj: Any) -> Any:
-    """``obj`` with numpy values as Python ones and NaN/inf as None (what the JSON documents hold)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 # ==============================================================================================================

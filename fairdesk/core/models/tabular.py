@@ -19,6 +19,7 @@ import pandas as pd
 
 from fairdesk.core.data.splits import patient_disjoint_split
 from fairdesk.core.errors import ModelError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.provenance import package_versions
 
@@ -129,26 +130,14 @@ class TrainResult:
     def provenance(self) -> dict[str, Any]:
         """A JSON-serialisable record of how the predictions were made (no data)."""
         return {
-            "kind": self.kind, "kind_label": MODEL_LABELS.get(self.kind, self.kind), "params": _jsonable(self.params),
+            "kind": self.kind, "kind_label": MODEL_LABELS.get(self.kind, self.kind), "params": jsonable(self.params),
             "seed": self.seed, "device": self.device, "features": list(self.features), "tasks": dict(self.tasks),
             "patient_id": self.patient_id, "split_sizes": dict(self.split_sizes),
-            "model_hashes": dict(self.model_hashes), "details": _jsonable(self.details),
+            "model_hashes": dict(self.model_hashes), "details": jsonable(self.details),
             "notes": list(self.notes), "versions": dict(self.versions),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
-            "metrics": _jsonable(self.metrics.to_dict(orient="records")),
+            "metrics": jsonable(self.metrics.to_dict(orient="records")),
         }
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
 
 
 # --------------------------------------------------------------------------------------------------------------

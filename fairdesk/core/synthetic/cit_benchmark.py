@@ -38,6 +38,7 @@ import numpy as np
 from fairdesk.core import provenance as _prov
 from fairdesk.core.audits import cit
 from fairdesk.core.errors import DataError
+from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.synthetic.scm import DATASETS, SyntheticSCM, expected_counterfactual_accuracy
 
@@ -187,7 +188,7 @@ class BenchmarkResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return cit.json_safe({"config": self.config.to_dict(), "tests": TEST_LABELS, "default_test": "wgcm_p",
+        return jsonable({"config": self.config.to_dict(), "tests": TEST_LABELS, "default_test": "wgcm_p",
                            "summary": self.summary, "classifiers": self.records, "provenance": self.provenance,
                            "elapsed_s": self.elapsed_s, "warnings": self.warnings})
 
