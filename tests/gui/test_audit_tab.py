@@ -215,13 +215,10 @@ def test_reopen_shows_datasets_models_and_audits(make_window, stored_predictions
 
 
 def test_close_mid_job_cancels_promptly(make_window, stored_predictions, window, qtbot):
-    started = threading.Event()
+    from tiny_jobs import until_cancelled
 
-    def long_job(progress, cancel):
-        started.set()
-        while True:
-            cancel.check()
-            time.sleep(0.01)
+    started = threading.Event()
+    long_job = until_cancelled(started)
 
     before = [d.id for d in Project(window.project.path).datasets()]
     job = window.run_job("Endless", long_job)

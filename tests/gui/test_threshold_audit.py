@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -170,15 +169,10 @@ def test_audit_at_threshold_refuses_without_the_dataset_or_while_busy(window, ma
     # a job running on the page: said in place, nothing started, nothing changed
     tab.refresh_audits(select=first)
     assert tab.result_id == first
+    from tiny_jobs import until_cancelled
+
     go = threading.Event()
-
-    def long_job(progress, cancel):
-        go.set()
-        while True:
-            cancel.check()
-            time.sleep(0.01)
-
-    long = tab.start_job("A long computation", long_job)
+    long = tab.start_job("A long computation", until_cancelled(go))
     assert go.wait(10) and tab.busy
     started.clear()
     before = form()

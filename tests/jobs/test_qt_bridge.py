@@ -148,15 +148,10 @@ def test_shutdown_cancels_everything_and_returns_promptly(qtbot, qapp):
     from fairdesk.jobs.qt_bridge import JobRunner
 
     runner = JobRunner()
+    from tiny_jobs import until_cancelled
+
     started = threading.Event()
-
-    def loop(progress, cancel):
-        started.set()
-        while True:
-            cancel.check()
-            time.sleep(0.01)
-
-    job = runner.submit("forever", loop)
+    job = runner.submit("forever", until_cancelled(started))
     queued = runner.submit("queued", _sleeper(0.01))
     assert started.wait(5)
     t0 = time.monotonic()
