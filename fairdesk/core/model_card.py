@@ -240,7 +240,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
     import pandas as pd
 
     from fairdesk.core.audits.groups import GroupAuditResult, findings
-    from fairdesk.core.reports.groups import METRIC_TITLE
+    from fairdesk.core.reports.groups import METRIC_TITLE, in_task
 
     result = GroupAuditResult.from_dict(doc)
     margin = result.plan.margin
@@ -256,7 +256,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
         if metric == "calibration":
             cal = _calibration_row(result, r)
             oe_ci = _interval(cal.get("oe_ratio_ci_low"), cal.get("oe_ratio_ci_high"))
-            sentence = (f"{prefix}Calibration for {attr} = {group} in task {task}: observed/expected "
+            sentence = (f"{prefix}Calibration for {attr} = {group}{in_task(task)}: observed/expected "
                         f"{_f(cal.get('oe_ratio'))} ({level} CI {oe_ci}), "
                         f"calibration intercept {_f(cal.get('calibration_intercept'))}, slope "
                         f"{_f(cal.get('calibration_slope'))} (a calibrated score has O/E 1, intercept 0 and slope 1"
@@ -271,13 +271,13 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
             continue
         if metric == "delta_eo":
             bins = _num(r.get("bins"))
-            sentence = (f"{prefix}{title} across {int(bins) if bins else 'the'} bins of {attr} in task {task} is "
+            sentence = (f"{prefix}{title} across {int(bins) if bins else 'the'} bins of {attr}{in_task(task)} is "
                         f"{_f(r.get('gap'))} (interval {_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
             subject, compared = f"{attr} ({group})", None
         else:
             gap = _num(r.get("gap"))
             side = "lower" if gap is not None and gap < 0 else "higher"
-            sentence = (f"{prefix}{title} for {attr} = {group} in task {task} is {_f(r.get('rate'))} against "
+            sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is {_f(r.get('rate'))} against "
                         f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
                         f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
                         f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")

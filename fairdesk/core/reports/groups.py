@@ -118,6 +118,11 @@ KIND_ORDER = {0: 0, 2: 1, 1: 2}  # rate gaps, then AUROC / AUPRC gaps, then erro
 
 
 
+def in_task(task) -> str:
+    """" in task T" for a sentence; nothing for the one task of an audit without a task column ("(all)")."""
+    return "" if str(task) == "(all)" else f" in task {task}"
+
+
 def _comparison_parts(comps: list, direction: str) -> list[str]:
     """The clauses of one finding sentence, largest gap first: "0.15 lower than for B (0.70 vs 0.85; 95% CI …)",
     at most MAX_COMPARISONS_IN_FINDING of them and "also lower than for N other groups". ``comps``: (|gap|, other
@@ -181,7 +186,7 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
     out = []
     for (task, attr, metric, subject, direction, fragile), comps in grouped.items():
         parts = _comparison_parts(comps, direction)
-        sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)} in task {task}. "
+        sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{in_task(task)}. "
                     f"Meaning: {CONSEQUENCE[(metric, direction)]}.")
         if fragile:
             thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
@@ -221,7 +226,7 @@ def _delta_findings(result: "GroupAuditResult", significant_col: str = "signific
                          f"(without dependence 95% of values fall at or below {fmt_rate(row.ci_high, 2)})")
         out.append(Finding(
             f"The model's error rates (missed cases and false alarms) vary with {attr} more than chance would "
-            f"explain in task {task}: error spread {join_words(parts)}, where 0 would mean equal error rates in every "
+            f"explain{in_task(task)}: error spread {join_words(parts)}, where 0 would mean equal error rates in every "
             "band.", max(float(r.gap) for r in rows), (task_order.get(task, 0), attr, "delta_eo", ""),
             kind=1))
     return out
@@ -267,7 +272,7 @@ def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
     out = []
     for (task, attr, metric, subject, fragile), comps in grouped.items():
         parts = _comparison_parts(comps, "lower")
-        where = "" if task == "(all)" else f" in task {task}"
+        where = in_task(task)
         sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{where}. "
                     f"Meaning: {CONSEQUENCE[(metric, 'lower')]}.")
         if metric == "auprc":
