@@ -56,20 +56,34 @@ def test_one_class_gives_no_number():
     assert np.isnan(auc).all() and np.isnan(ap[0]) and ap[1] == pytest.approx(1.0)
 
 
-def test_cell_bootstrap_agrees_with_the_row_bootstrap_and_delong():
+def test_influence_variances_agree_with_the_row_bootstrap_the_jackknife_and_delong():
+    """AUROC's influence variance is DeLong's (up to n/(n − 1)); average precision's, derived by hand in
+    ``calibration._ap_influence``, agrees with the jackknife and with the exact row bootstrap."""
+    from test_calibration import influence_se, row_bootstrap
+
     rng = np.random.default_rng(5)
     n = 600
     l = rng.normal(-1, 1.2, n)
-    s = 1 / (1 + np.exp(-l))
+    s = np.round(1 / (1 + np.exp(-l)), 3)  # ties too
     y = (rng.random(n) < s).astype(int)
     pt = C.point_stats(y, s)
-    cells = C.bootstrap_stats(y, s, pt, 3000, np.random.default_rng(1))
-    rows = C.bootstrap_stats_rows(y, s, pt, 3000, np.random.default_rng(2))
+    se = influence_se(y, s)
+    n1, n0 = y.sum(), n - y.sum()
+    delong_ddof0 = _brute_delong_ddof0(y, s)
+    assert se["auroc"] ** 2 == pytest.approx(delong_ddof0, rel=1e-10)
+    assert se["auroc"] ** 2 == pytest.approx(pt["auroc_var"], rel=2 * max(1 / n1, 1 / n0))
+    jack = np.array([D.average_precision(np.delete(y, i), np.delete(s, i)) for i in range(n)])
+    var_jack = (n - 1) / n * ((jack - jack.mean()) ** 2).sum()
+    assert se["auprc"] ** 2 == pytest.approx(var_jack, rel=0.05)
+    boot = row_bootstrap(y, s, 1000, np.random.default_rng(2))
     for key in ("auroc", "auprc"):
-        ratio = np.nanstd(cells[key]) / np.nanstd(rows[key])
-        assert 0.92 < ratio < 1.08, (key, ratio)
-        assert abs(np.nanmean(cells[key]) - pt[key]) < 0.01  # the shift removes the grouping error
-    assert np.nanstd(cells["auroc"]) / np.sqrt(pt["auroc_var"]) == pytest.approx(1.0, abs=0.08)
+        assert se[key] == pytest.approx(np.nanstd(boot[key], ddof=1), rel=0.1), key
+
+
+def _brute_delong_ddof0(y, s):
+    pos, neg = s[y == 1], s[y == 0]
+    psi = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    return psi.mean(axis=1).var() / pos.size + psi.mean(axis=0).var() / neg.size
 
 
 # ------------------------------------------------------------------------------------------------------------------

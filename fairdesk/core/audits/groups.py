@@ -72,7 +72,8 @@ DISCRIMINATION_MEASURES = ("auroc", "auprc")
 DISCRIMINATION_TEST_TEXT = {
     "auroc": "pairwise z test of the logit-AUROC difference, DeLong variances (× whole-patient design effect); "
              "normal interval of the difference",
-    "auprc": "pairwise z test of the logit-AUPRC difference, bootstrap variances; normal interval of the difference",
+    "auprc": "pairwise z test of the logit-AUPRC difference, influence-function variances; normal interval of the "
+             "difference",
 }
 
 
@@ -182,7 +183,7 @@ class GroupAuditResult:
     tests: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["tests"]))
     # every test of the correction family (each pair once), with its family, q-values and verdict
     calibration: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["calibration"]))
-    # per (task, attribute, tested group): calibration numbers with bootstrap CIs, the joint test and its verdict
+    # per (task, attribute, tested group): calibration numbers with their CIs, the joint test and its verdict
     discrimination: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["discrimination"]))
     # per (task, attribute, tested group, measure auroc | auprc): value with its CI, the largest-gap pair, its test
     curves: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS["curves"]))
@@ -233,12 +234,12 @@ _COLUMNS = {
               "q_equivalence", "verdict"],
     "calibration": ["task", "attribute", "group", "n", "n_positive"]
                    + [f"{m}{suffix}" for m in CALIBRATION_MEASURES for suffix in ("", "_ci_low", "_ci_high")]
-                   + ["test", "lr_stat", "p_value", "p_equivalence", "design_effect", "n_boot_valid", "q_value",
+                   + ["test", "lr_stat", "p_value", "p_equivalence", "design_effect", "q_value",
                       "q_equivalence", "verdict", "test_id", "reason"],
     "discrimination": ["task", "attribute", "group", "metric", "n", "n_positive", "value", "value_ci_low",
                        "value_ci_high", "comparison", "comparison_value", "gap", "ci_low", "ci_high", "p_value",
-                       "p_equivalence", "design_effect", "n_boot_valid", "q_value", "q_equivalence", "verdict",
-                       "test_id", "test", "reason"],
+                       "p_equivalence", "design_effect", "q_value", "q_equivalence", "verdict", "test_id", "test",
+                       "reason"],
     "curves": ["task", "attribute", "group", "curve", "x", "y", "threshold", "n", "ci_low", "ci_high"],
 }
 
@@ -327,13 +328,6 @@ def assign_bins(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------------------------
 
-def _auc(y: np.ndarray, s: np.ndarray) -> tuple[float, float]:
-    if len(np.unique(y)) < 2:
-        return float("nan"), float("nan")
-    d = D.summary(y, s)
-    return d["auroc"], d["auprc"]
-
-
 @dataclass
 class _TaskData:
     y: np.ndarray
@@ -414,8 +408,6 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         warnings.append(TO_OVERALL_NOTE)
 
     rng = np.random.default_rng(plan.seed)
-    # calibration draws its own stream from the same seed, so switching it on or off leaves every gap unchanged
-    cal_rng = np.random.default_rng(np.random.SeedSequence(plan.seed, spawn_key=(14,)))
     cal_rows: list[dict] = []
     disc_rows: list[dict] = []
     curve_rows: list[dict] = []
@@ -460,12 +452,12 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
             step += 1
             labels = _group_labels(sub, attr, intersections).to_numpy(dtype=object)
             first = len(group_rows)
-            _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, plan, rng,
-                             records, group_rows, dropped, sub_patients=patients, tests=tests)
+            ranks = _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, plan, rng,
+                                     records, group_rows, dropped, sub_patients=patients, tests=tests)
             if plan.calibration:
                 tested = [r["group"] for r in group_rows[first:] if r["tested"]]
-                _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau, plan, cal_rng,
-                                   cal_rows, curve_rows, tests, disc_rows)
+                _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, cal_rows,
+                                   curve_rows, tests, disc_rows)
         for attr in roles.continuous_attributes:
             rep(0.95 * step / steps, f"{where}: {attr}: error spread over {plan.bins[0]} bins")
             x = sub[attr].to_numpy(float)
@@ -525,15 +517,21 @@ def _with_verdicts(table: pd.DataFrame, tst: pd.DataFrame) -> pd.DataFrame:
 
 
 def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, plan, rng,
-                     records, group_rows, dropped, sub_patients, tests):
+                     records, group_rows, dropped, sub_patients, tests) -> dict:
+    """The gap audit of one attribute. Returns each group's sort (:func:`..stats.discrimination.ranked` with the
+    row cells) and its AUROC/AUPRC (:func:`..stats.discrimination.summary`), which the calibration audit of the
+    same groups reuses."""
     excluded = set(plan.drop_groups.get(attr, []))
     names, inverse = np.unique(labels, return_inverse=True)
     sizes = np.bincount(inverse, minlength=len(names))
     tested: list[int] = []
+    ranks: dict = {}
     for k, name in enumerate(names):
         in_g = inverse == k
         cnt = np.bincount(2 * y[in_g] + yhat[in_g], minlength=4)
-        auroc, auprc = _auc(y[in_g], s[in_g])
+        values, pos, neg, cell = D.ranked(y[in_g], s[in_g], return_cell=True)
+        disc = D.summary(pos, neg)
+        ranks[name] = (values, pos, neg, cell, disc)
         reason = None
         if name == MISSING_GROUP:
             reason = "attribute value missing"
@@ -549,12 +547,12 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                            "n_patients": int(len(np.unique(sub_patients[in_g]))) if sub_patients is not None
                            else int(sizes[k]),
                            "n_positive": int(y[in_g].sum()), "prevalence": float(y[in_g].mean()),
-                           "auroc": auroc, "auprc": auprc, "tn": int(cnt[0]), "fp": int(cnt[1]),
+                           "auroc": disc["auroc"], "auprc": disc["auprc"], "tn": int(cnt[0]), "fp": int(cnt[1]),
                            "fn": int(cnt[2]), "tp": int(cnt[3]), "tested": reason is None, "reason": reason})
     if len(tested) < 2:
         dropped.append({"task": task, "attribute": attr, "group": "(all groups)", "n": int(len(y)),
                         "reason": "fewer than two groups large enough to compare"})
-        return
+        return ranks
     remap = np.full(len(names), -1)
     remap[tested] = np.arange(len(tested))
     gidx = remap[inverse]
@@ -663,6 +661,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                 "test": TEST_TEXT[plan.gap_rule] + ("; whole-patient bootstrap design effect" if cluster else ""),
                 "verdict": None, "test_id": None if t is None else t["test_id"],
                 "p_equivalence": None if t is None else t["p_equivalence"], "q_equivalence": None})
+    return ranks
 
 
 def _finite(v):
@@ -673,66 +672,46 @@ def _finite(v):
     return v if math.isfinite(v) else None
 
 
-def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau, plan, rng, cal_rows, curve_rows,
+def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, cal_rows, curve_rows,
                        tests, disc_rows):
     """Calibration by group (METHODS §8) for the tested groups of one attribute; its joint tests join ``tests``.
 
-    Bootstrap: the gap bootstrap draws confusion-cell counts, which do not carry the scores, so calibration cannot
-    reuse its replicates. It resamples with the same seed and the same unit (whole patients when patients repeat)
-    but rows of the group *without* label stratification: fixing the number of positives would remove most of the
-    sampling variance of the calibration intercept and O/E (mean(y) − mean(s) would no longer vary with y).
+    The group's one sort (``ranks``, from the gap audit: :func:`..stats.discrimination.ranked`) gives every number,
+    curve and standard error.
+    Intervals and design effects come from influence functions (:func:`..stats.calibration.influence`): the
+    variance the row bootstrap would estimate, in closed form, summed over whole patients when patients repeat —
+    the audit's own resampling unit — so no replicate is drawn and nothing here depends on the seed.
     """
-    from scipy.special import ndtri
-    from scipy.stats import chi2
+    from scipy.special import chdtrc, ndtri
 
     from fairdesk.core.stats import calibration as C
 
-    s = C.check_probabilities(s)
-    level_tail = (1.0 - plan.ci_level) / 2.0 * 100.0
+    C.check_probabilities(s)
+    z = float(ndtri(0.5 + plan.ci_level / 2))
     discrimination: list[dict] = []
     for name in tested:
-        in_g = labels == name
-        yg, sg = y[in_g], s[in_g]
-        pt = C.point_stats(yg, sg)
+        values, pos, neg, cell, disc = ranks[name]
+        pt = C.point_from_ranked(values, pos, neg, disc)
+        contrib = C.influence(values, pos, neg, pt)
+        var = C.variances(contrib, pt)
+        var_cl = (C.variances(contrib, pt, row_cell=cell, clusters=patients[labels == name])
+                  if cluster and patients is not None else var)
         row = {"task": task, "attribute": attr, "group": str(name), "n": pt["n"], "n_positive": pt["n_positive"],
                "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
-               "n_boot_valid": 0,
                "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None, "reason": pt["reason"]}
-        values = {"calibration_intercept": pt["intercept"], "calibration_slope": pt["slope"],
-                  "oe_ratio": pt["oe_ratio"], "brier": pt["brier"], "ece": pt["ece"]}
-        boot = C.bootstrap_stats(yg, sg, pt, plan.n_boot, rng,
-                                 clusters=patients[in_g] if cluster and patients is not None else None)
-        boot_key = {"calibration_intercept": "intercept", "calibration_slope": "slope"}
-        for m in CALIBRATION_MEASURES:
-            reps = boot[boot_key.get(m, m)]
-            ok = np.isfinite(reps)
-            row[m] = _finite(values[m])
-            lo = hi = None
-            if row[m] is not None and ok.sum() > 1 and m == "ece":
-                # ECE sums absolute values: it is biased upward and its replicates more so, so that the percentile
-                # interval can lie wholly above the estimate. Normal interval from the bootstrap SE, clipped at 0.
-                half = float(ndtri(0.5 + plan.ci_level / 2)) * float(np.std(reps[ok], ddof=1))
-                lo, hi = max(0.0, row[m] - half), row[m] + half
-            elif row[m] is not None and ok.sum() > 1:
-                lo, hi = np.percentile(reps[ok], [level_tail, 100.0 - level_tail])
-            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = _finite(lo), _finite(hi)
-        b_ok = np.isfinite(boot["slope"]) & np.isfinite(boot["slope_intercept"])
-        row["n_boot_valid"] = int(b_ok.sum())
-        a_ok = np.isfinite(boot["intercept"])
-        d_int = 1.0  # design effect of the intercept (whole patients), floored at 1
-        if cluster and a_ok.sum() > 2 and pt["intercept_se"] > 0:
-            iqr = np.subtract(*np.percentile(boot["intercept"][a_ok], [75, 25])) / 1.349
-            d_int = max(1.0, float(iqr ** 2 / pt["intercept_se"] ** 2))
+        row.update(_calibration_intervals(pt, var_cl, z, plan.ci_level))
+        d_int = d_slope = deff = 1.0  # design effects of whole patients (independent rows: 1), floored at 1
+        if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
+            d_int = max(1.0, var_cl["intercept"] / pt["intercept_se"] ** 2)
         test_kind = None
         if pt["info"] is not None:
-            deff, d_slope = 1.0, 1.0
-            if cluster and b_ok.sum() > 2:
-                # Rao–Scott first-order correction: mean eigenvalue of (model information × bootstrap covariance),
-                # the covariance robust to the heavy tails of small-group refits. Floored at 1 (never narrower).
-                cov = C.robust_cov(boot["slope_intercept"][b_ok], boot["slope"][b_ok])
+            if cluster:
+                # Rao–Scott first-order correction: mean eigenvalue of (model information × whole-patient covariance)
+                cov = np.array([[var_cl["slope_intercept"], var_cl["slope_cov"]],
+                                [var_cl["slope_cov"], var_cl["slope"]]])
                 deff = max(1.0, float(np.trace(pt["info"] @ cov)) / 2.0)
-                d_slope = max(1.0, float(cov[1, 1] / pt["slope_se"] ** 2))
-            p = float(chi2.sf(pt["lr_stat"] / deff, 2))
+                d_slope = max(1.0, var_cl["slope"] / pt["slope_se"] ** 2)
+            p = float(chdtrc(2, pt["lr_stat"] / deff))
             p_eq = C.equivalence_p(pt["intercept"], pt["intercept_se"] * math.sqrt(d_int), pt["slope"],
                                    pt["slope_se"] * math.sqrt(d_slope), plan.calibration_intercept_margin,
                                    plan.calibration_slope_range)
@@ -741,7 +720,7 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
             # no slope (separation or a single score value): calibration-in-the-large is still testable; without a
             # slope the group cannot be shown calibrated, so there is no equivalence test
             deff, p_eq = d_int, math.nan
-            p = float(chi2.sf(pt["lr_stat_intercept"] / deff, 1))
+            p = float(chdtrc(1, pt["lr_stat_intercept"] / deff))
             stat, test_kind = pt["lr_stat_intercept"], "LR test of intercept 0 alone (1 df; no slope)"
         if test_kind is not None:
             test_id = f"{task}|{attr}|calibration|{name}"
@@ -750,56 +729,76 @@ def _audit_calibration(task, attr, labels, tested, y, s, patients, cluster, tau,
             tests.append({"test_id": test_id, "task": task, "attribute": attr, "metric": "calibration",
                           "kind": "calibration", "group": str(name), "comparison": None, "gap": None,
                           "ci_low": None, "ci_high": None, "p_value": p, "p_equivalence": _finite(p_eq),
-                          "design_effect": deff, "n_boot_valid": row["n_boot_valid"]})
+                          "design_effect": deff, "n_boot_valid": None})
         cal_rows.append(row)
         discrimination.append({"group": str(name), "n": pt["n"], "n_positive": pt["n_positive"], "point": pt,
-                               "boot": boot})
-        _curve_rows(task, attr, str(name), yg, sg, tau, plan, curve_rows)
+                               "var": var, "var_cl": var_cl})
+        _curve_rows(task, attr, str(name), values, pos, neg, tau, plan, curve_rows)
     _audit_discrimination(task, attr, discrimination, cluster, plan, disc_rows, tests)
+
+
+def _calibration_intervals(pt: dict, var: dict, z: float, level: float) -> dict:
+    """``{measure: value, measure_ci_low, measure_ci_high}`` of one group: normal intervals from the influence
+    variances ``var`` — intercept and slope on their own (logit) scale, O/E on the log scale (exact Poisson upper
+    bound when no case is observed), Brier and ECE clipped at 0 (ECE sums absolute values: its interval
+    describes, the joint test decides)."""
+    out = {}
+    values = {"calibration_intercept": ("intercept", pt["intercept"]), "calibration_slope": ("slope", pt["slope"]),
+              "oe_ratio": ("log_oe", pt["oe_ratio"]), "brier": ("brier", pt["brier"]), "ece": ("ece", pt["ece"])}
+    for m, (key, value) in values.items():
+        v = _finite(value)
+        lo = hi = None
+        se = math.sqrt(var[key]) if key in var and var[key] >= 0 else math.nan
+        if v is not None and m == "oe_ratio" and v == 0:
+            # no case observed: O/E = 0 of E = Σ scores expected; the exact Poisson upper bound of O, over E
+            lo, hi = 0.0, (-math.log((1 - level) / 2) / pt["expected"] if pt["expected"] > 0 else None)
+        if v is not None and math.isfinite(se):
+            if m == "oe_ratio":
+                lo, hi = (None, None) if v <= 0 else (v * math.exp(-z * se), v * math.exp(z * se))
+            elif m in ("brier", "ece"):
+                lo, hi = max(0.0, v - z * se), v + z * se
+            else:
+                lo, hi = v - z * se, v + z * se
+        out[m], out[f"{m}_ci_low"], out[f"{m}_ci_high"] = v, _finite(lo), _finite(hi)
+    return out
 
 
 def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, disc_rows, tests):
     """AUROC and AUPRC of each tested group with an interval, and their pairwise gaps tested in the gaps' family
-    (METHODS §8). ``groups``: per group its name, n, n_positive, ``point`` (:func:`..calibration.point_stats`) and
-    ``boot`` (:func:`..calibration.bootstrap_stats` replicates, which include auroc and auprc).
+    (METHODS §8). ``groups``: per group its name, n, n_positive, ``point`` (:func:`..calibration.point_from_ranked`)
+    and ``var`` / ``var_cl`` (:func:`..calibration.variances` of independent rows / of whole patients; the same
+    when patients do not repeat).
 
     Test of a pair: z = (logit v_a − logit v_b) / √(lse_a² + lse_b²) (the groups are disjoint rows: independent),
     two-sided normal p; interval of the gap v_a − v_b ± z·√(se_a² + se_b²); TOST at ±``plan.margin`` on that scale.
-    AUROC: se² = DeLong variance (× its whole-patient bootstrap design effect, floored at 1), lse = se / (v(1 − v));
-    AUPRC: se = bootstrap SD (no closed form), lse = bootstrap SD of logit AP. A group is compared only with
-    at least ``plan.min_denominator`` positive and negative rows. Every pair is one test; each group's row shows its
+    AUROC: se² = DeLong variance (× its whole-patient design effect, floored at 1); AUPRC: se² = the influence
+    variance of average precision; lse = se / (v(1 − v)) (delta method: the logit scale). Each group's interval is
+    the logit-scale interval ``expit(logit v ± z·lse)``. A group is compared only with at least
+    ``plan.min_denominator`` positive and negative rows. Every pair is one test; each group's row shows its
     largest-gap pair, as the max rule does for rates.
     """
-    from scipy.special import ndtr, ndtri
+    from scipy.special import expit, logit, ndtr, ndtri
 
     from fairdesk.core.stats import gaps as G
 
     z = float(ndtri(0.5 + plan.ci_level / 2))
-    level_tail = (1.0 - plan.ci_level) / 2.0 * 100.0
     for metric in DISCRIMINATION_MEASURES:
         info = []
         for g in groups:
             value = _finite(g["point"][metric])
-            reps = np.asarray(g["boot"][metric], float)
-            ok = np.isfinite(reps)
             lo = hi = None
-            if value is not None and ok.sum() > 1:
-                lo, hi = np.percentile(reps[ok], [level_tail, 100.0 - level_tail])
             se, deff, lse = math.nan, None, math.nan
-            if value is not None and ok.sum() > 2:
-                if metric == "auroc":
-                    var, deff = g["point"]["auroc_var"], 1.0
-                    if cluster and var > 0:
-                        boot_var = (np.subtract(*np.percentile(reps[ok], [75, 25])) / 1.349) ** 2
-                        deff = max(1.0, float(boot_var / var))
-                    se = math.sqrt(var * deff) if var > 0 else math.nan
-                    if 0 < value < 1:
-                        lse = se / (value * (1 - value))  # delta method: the logit scale
-                else:
-                    se = float(np.std(reps[ok], ddof=1))
-                    inner = ok & (reps > 0) & (reps < 1)
-                    if 0 < value < 1 and inner.sum() > 2:
-                        lse = float(np.std(np.log(reps[inner] / (1 - reps[inner])), ddof=1))
+            if value is not None and metric == "auroc":
+                var, deff = g["point"]["auroc_var"], 1.0
+                if cluster and g["var"].get("auroc", 0) > 0:
+                    deff = max(1.0, g["var_cl"]["auroc"] / g["var"]["auroc"])
+                se = math.sqrt(var * deff) if var > 0 else math.nan
+            elif value is not None:
+                var = g["var_cl"].get("auprc", math.nan)
+                se = math.sqrt(var) if var > 0 else math.nan
+            if value is not None and 0 < value < 1 and se > 0:
+                lse = se / (value * (1 - value))
+                lo, hi = (float(v) for v in expit(logit(value) + np.array([-z, z]) * lse))
             n_neg = g["n"] - g["n_positive"]
             reason = None
             if value is None:
@@ -810,8 +809,8 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
             elif not (se > 0 and lse > 0):
                 reason = (f"{metric.upper()} of {value:g}: no variance to test with" if value in (0.0, 1.0)
                           else "no variance to test with")
-            info.append({**g, "value": value, "ci": (_finite(lo), _finite(hi)), "se": se, "deff": deff, "lse": lse,
-                         "n_valid": int(ok.sum()), "reason": reason})
+            info.append({**g, "value": value, "ci": (lo, hi), "se": se, "deff": deff, "lse": lse,
+                         "reason": reason})
         testable = [i for i, g in enumerate(info) if g["reason"] is None]
         unit: dict[tuple[int, int], dict] = {}
         for pos, i in enumerate(testable):
@@ -832,14 +831,14 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                                 "kind": "pair", "group": a["group"], "comparison": b["group"], "gap": d,
                                 "ci_low": d - z * se, "ci_high": d + z * se, "p_value": p,
                                 "p_equivalence": float(G.tost_p(d, se, plan.margin)), "design_effect": deff,
-                                "n_boot_valid": min(a["n_valid"], b["n_valid"])}
+                                "n_boot_valid": None}
         tests.extend(unit.values())
         for i, g in enumerate(info):
             row = {"task": task, "attribute": attr, "group": g["group"], "metric": metric, "n": g["n"],
                    "n_positive": g["n_positive"], "value": g["value"], "value_ci_low": g["ci"][0],
                    "value_ci_high": g["ci"][1], "comparison": None, "comparison_value": None, "gap": None,
                    "ci_low": None, "ci_high": None, "p_value": None, "p_equivalence": None, "design_effect": None,
-                   "n_boot_valid": g["n_valid"], "q_value": None, "q_equivalence": None, "verdict": None,
+                   "q_value": None, "q_equivalence": None, "verdict": None,
                    "test_id": None, "test": DISCRIMINATION_TEST_TEXT[metric], "reason": g["reason"]}
             partners = [k for k in testable if k != i]
             if g["reason"] is None and not partners:
@@ -851,7 +850,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 lo_, hi_ = (t["ci_low"], t["ci_high"]) if sign > 0 else (-t["ci_high"], -t["ci_low"])
                 row.update(comparison=info[k]["group"], comparison_value=info[k]["value"], gap=sign * t["gap"],
                            ci_low=lo_, ci_high=hi_, p_value=t["p_value"], p_equivalence=t["p_equivalence"],
-                           design_effect=t["design_effect"], n_boot_valid=t["n_boot_valid"], test_id=t["test_id"])
+                           design_effect=t["design_effect"], test_id=t["test_id"])
             disc_rows.append(row)
 
 
@@ -870,20 +869,20 @@ def _points(values, digits: int | None = CURVE_DIGITS) -> list:
     return out
 
 
-def _curve_rows(task, attr, group, y, s, tau, plan, out):
+def _curve_rows(task, attr, group, values, pos, neg, tau, plan, out):
     """One row per (task, attribute, group, curve); the points are lists (x, y and, where they apply, threshold,
     n and the interval), so that a 57-task audit's curves stay a few MB of JSON."""
     from fairdesk.core.stats import calibration as C
 
     base = {"task": task, "attribute": attr, "group": group, "threshold": None, "n": None, "ci_low": None,
             "ci_high": None}
-    bins = C.reliability_bins(y, s, plan.ci_level)
+    bins = C.reliability_bins(values, pos, neg, plan.ci_level)
     out.append({**base, "curve": "reliability", "x": _points(b["predicted"] for b in bins),
                 "y": _points(b["observed"] for b in bins), "n": [int(b["n"]) for b in bins],
                 "ci_low": _points(b["ci_low"] for b in bins), "ci_high": _points(b["ci_high"] for b in bins)})
-    xs, fit = C.smoothed_curve(y, s)
+    xs, fit = C.smoothed_curve(values, pos, neg)
     out.append({**base, "curve": "smoothed", "x": _points(xs), "y": _points(fit)})
-    d = C.roc_pr(y, s, tau)
+    d = C.roc_pr(values, pos, neg, tau)
     if d is None:
         return
     for curve in ("roc", "pr"):
@@ -1141,7 +1140,7 @@ def discrimination_findings(result: GroupAuditResult) -> pd.DataFrame:
         gap = r["gap"]
         row.update({k: r[k] for k in ("task", "attribute", "group", "metric", "n", "comparison", "gap", "ci_low",
                                       "ci_high", "p_value", "q_value", "verdict", "test_id", "p_equivalence",
-                                      "q_equivalence", "n_boot_valid", "test", "reason")})
+                                      "q_equivalence", "test", "reason")})
         row.update(rate=r["value"], comparison_rate=r["comparison_value"],
                    significant=None if r["p_value"] is None else bool(r["p_value"] <= alpha),
                    significant_bh=r["verdict"] == "differs",
@@ -1166,7 +1165,7 @@ def calibration_findings(result: GroupAuditResult) -> pd.DataFrame:
                    p_value=p, q_value=r["q_value"], significant=None if p is None else bool(p <= alpha),
                    significant_bh=r["verdict"] == "differs", verdict=r["verdict"], test_id=r["test_id"],
                    p_equivalence=r["p_equivalence"], q_equivalence=r["q_equivalence"],
-                   n_boot_valid=r["n_boot_valid"], test=r.get("test") or CALIBRATION_TEST_TEXT, reason=r["reason"])
+                   test=r.get("test") or CALIBRATION_TEST_TEXT, reason=r["reason"])
         rows.append(row)
     return pd.DataFrame.from_records(rows, columns=cols)
 

@@ -966,9 +966,10 @@ def discrimination_method_text(plan) -> str:
     margin = float(getattr(plan, "margin", 0.05))
     return (
         f"AUROC and AUPRC (average precision) of the score within each group, each with its {plan.ci_level:.0%} "
-        "bootstrap percentile interval. Every pair of groups with at least "
+        "interval on the logit scale (DeLong's variance for AUROC, the large-sample variance of average precision "
+        "for AUPRC; whole patients when patients repeat). Every pair of groups with at least "
         f"{getattr(plan, 'min_denominator', 10)} patients with and without the condition is tested: the AUROC "
-        "difference with DeLong variances, the AUPRC difference with bootstrap standard deviations, each by a z "
+        "and the AUPRC differences with those variances, each by a z "
         "test on the logit scale (closer to normal in small groups) with a normal interval of the difference. "
         "Each row shows the group it differs from most (gap = the group's "
         "value minus that group's); these tests are corrected together with the rate gaps (section 2), with the "
@@ -1076,7 +1077,9 @@ def _calibration_section(result, k) -> Section:
         "with the outcome divided by the mean score; below 1 the score over-predicts, above 1 it under-predicts), "
         "the calibration intercept (0 when calibrated in the large) and slope (1 when calibrated; below 1 the "
         "predictions are too extreme, above 1 too moderate), the Brier score and the expected calibration error "
-        f"(ECE, 10 equal-width bins), each with a {plan.ci_level:.0%} bootstrap interval. Verdict of the joint test "
+        f"(ECE, 10 equal-width bins), each with a {plan.ci_level:.0%} interval from its large-sample standard "
+        "error (the spread a bootstrap of the group's rows — of whole patients when patients repeat — would show, "
+        "computed in closed form). Verdict of the joint test "
         "of intercept 0 and slope 1: “miscalibrated (differs)”; “calibrated within the margins (equivalent)” when "
         f"|intercept| < {getattr(plan, 'calibration_intercept_margin', 0.2):g} and the slope lies in "
         f"{lo_s:g}–{hi_s:g} (two one-sided tests); otherwise “inconclusive” — not shown miscalibrated is not shown "

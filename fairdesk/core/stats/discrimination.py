@@ -19,15 +19,20 @@ import math
 import numpy as np
 
 
-def ranked(y, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ranked(y, s, return_cell: bool = False):
     """One sort of a group: its distinct scores in increasing order and the positive and negative rows at each.
-    Everything else here (and the curves of :mod:`.calibration`) is a cumulative sum over these counts."""
+    Everything else here (and the numbers and curves of :mod:`.calibration`) is a sum over these counts.
+
+    With ``return_cell``, also each row's (label, score) cell: ``i`` for a positive at ``values[i]``, ``T + i`` for
+    a negative (T distinct scores), the order of :func:`.calibration.influence`."""
     y = np.asarray(y).astype(bool)
     s = np.asarray(s, float)
     values, inv = np.unique(s, return_inverse=True)
     inv = inv.ravel()
     pos = np.bincount(inv[y], minlength=values.size).astype(float)
     neg = np.bincount(inv[~y], minlength=values.size).astype(float)
+    if return_cell:
+        return values, pos, neg, np.where(y, inv, inv + values.size)
     return values, pos, neg
 
 
@@ -49,9 +54,9 @@ def auroc_delong_counts(pos, neg) -> tuple[float, float]:
     return auc, var
 
 
-def summary(y, s) -> dict:
-    """auroc, auroc_var (DeLong) and auprc (average precision) of one group, from one sort."""
-    _, pos, neg = ranked(y, s)
+def summary(pos, neg) -> dict:
+    """auroc, auroc_var (DeLong) and auprc (average precision) of one group from its counts per distinct score
+    (:func:`ranked`); NaN where a class is missing."""
     auc, var = auroc_delong_counts(pos, neg)
     return {"auroc": auc, "auroc_var": var, "auprc": float(grouped(pos[None], neg[None])[1][0])}
 

@@ -47,10 +47,10 @@ DISC_HEADERS = {"group": "Group", "n": "n", "positives": "Positives", "auroc": "
 PLOT_MIN_HEIGHT = 240  # px: axes, labels and legend of a curve plot stay readable
 TABLE_MIN_HEIGHT = 130  # px: the header and about four rows
 DISC_TIPS = {"auroc": "Area under the ROC curve in the group (1 = perfect ranking, 0.5 = chance), with its 95% "
-                      "bootstrap interval.",
+                      "interval (DeLong variance, logit scale).",
              "auroc_gap": "The group's AUROC minus that of the group it differs from most, with the 95% interval of "
                           "the difference (DeLong variances).",
-             "auprc": "Area under the precision–recall curve (average precision) with its 95% bootstrap interval. "
+             "auprc": "Area under the precision–recall curve (average precision) with its 95% interval. "
                       "A score that ranks at random has an AUPRC equal to the group's prevalence.",
              "auprc_gap": "The group's AUPRC minus that of the group it differs from most (tested on the logit "
                           "scale). Part of an AUPRC gap can come from a difference in prevalence alone.",
