@@ -1,6 +1,8 @@
 """Calibration and discrimination by group (METHODS §8, issue 14): null rate and power of the joint calibration test
 inside its correction family, the χ² test's size alone, the AUROC / AUPRC pair tests' size and power, the whole
-audit's null rate with them, and the cost calibration, discrimination and curves add to a group audit.
+audit's null rate with them, the coverage of the calibration and discrimination intervals (with the row bootstrap's
+percentile intervals as a reference at small n), and the cost calibration, discrimination and curves add to a group
+audit.
 
 ``python -m benchmarks.bench_calibration [--runs 200] [--cost-tasks 5]`` (about 3 minutes at the defaults on one
 core). The designs are those of ``tests/core/test_calibration.py``: calibrated scores (logit ~ N(−1, 1)); group C's
@@ -101,6 +103,67 @@ def audit_null_rate(runs: int, n: int = 600, tasks: int = 3) -> dict:
             "any_calibration_differs (miscalibrated by design)": cal / runs}
 
 
+COVERED = ("calibration_intercept", "calibration_slope", "oe_ratio", "auroc", "auprc")
+
+
+def coverage(n: int, runs: int, boot: int = 0, seed: int = 0) -> dict:
+    """Share of 95% intervals that cover the true value, per measure, over ``runs`` audits of two calibrated groups
+    of ``n`` rows each (score logit ~ N(−1, 1), outcome ~ Bernoulli(score): true intercept 0, slope 1, O/E 1; true
+    AUROC and AUPRC from a million rows). With ``boot`` > 0 also the percentile interval of the exact row bootstrap
+    with that many replicates (rows resampled, every number recomputed) on the same groups: the method the closed
+    form replaced, as a reference."""
+    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.stats import calibration as C
+
+    rng = np.random.default_rng(seed + n)
+
+    def draw(k):
+        s = 1 / (1 + np.exp(-rng.normal(-1.0, 1.0, k)))
+        return (rng.random(k) < s).astype(int), s
+
+    big = C.point_stats(*draw(1_000_000))
+    truth = {"calibration_intercept": 0.0, "calibration_slope": 1.0, "oe_ratio": 1.0, "auroc": big["auroc"],
+             "auprc": big["auprc"]}
+    key = {"calibration_intercept": "intercept", "calibration_slope": "slope", "oe_ratio": "oe_ratio",
+           "auroc": "auroc", "auprc": "auprc"}
+    plan = GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100, seed=1,
+                          min_group_size=1, min_denominator=1)
+    hits, boot_hits, counted = dict.fromkeys(COVERED, 0), dict.fromkeys(COVERED, 0), dict.fromkeys(COVERED, 0)
+    for _ in range(runs):
+        y, s = draw(2 * n)
+        res = run_group_audit(pd.DataFrame({"y": y, "s": s, "g": np.repeat(["A", "B"], n)}), plan)
+        cal = res.calibration.set_index("group")
+        disc = res.discrimination.set_index(["group", "metric"])
+        for g, rows in (("A", slice(0, n)), ("B", slice(n, 2 * n))):
+            ci = {m: (cal.loc[g, f"{m}_ci_low"], cal.loc[g, f"{m}_ci_high"]) for m in COVERED[:3]}
+            ci.update({m: (disc.loc[(g, m), "value_ci_low"], disc.loc[(g, m), "value_ci_high"]) for m in COVERED[3:]})
+            reps = None
+            if boot:
+                yg, sg = y[rows], s[rows]
+                reps = {m: [] for m in COVERED}
+                for _ in range(boot):
+                    idx = rng.integers(0, n, n)
+                    pt = C.point_stats(yg[idx], sg[idx])
+                    for m in COVERED:
+                        reps[m].append(pt[key[m]])
+            for m in COVERED:
+                lo, hi = ci[m]
+                if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+                    continue  # no interval (e.g. no slope): not counted
+                counted[m] += 1
+                hits[m] += lo <= truth[m] <= hi
+                if reps is not None:
+                    blo, bhi = np.nanpercentile(reps[m], [2.5, 97.5])
+                    boot_hits[m] += blo <= truth[m] <= bhi
+    out = {"n": n, "runs": runs, "intervals": counted,
+           "closed form": {m: round(hits[m] / max(counted[m], 1), 3) for m in COVERED}}
+    if boot:
+        out[f"row bootstrap (B = {boot}) percentile"] = {m: round(boot_hits[m] / max(counted[m], 1), 3)
+                                                         for m in COVERED}
+    return out
+
+
 def lr_size(n: int, draws: int = 2000, seed: int = 0) -> float:
     from fairdesk.core.stats import calibration as C
 
@@ -147,6 +210,8 @@ def main() -> int:
         print(discrimination_rates(2 * args.runs, n))
     print(discrimination_rates(args.runs, 600, noise_c=1.5))
     print(audit_null_rate(args.runs))
+    for n, boot in ((50, 400), (150, 400), (600, 0), (5000, 0)):
+        print(coverage(n, max(args.runs // 2, 1) if boot else 5 * args.runs, boot))
     print(cost(args.cost_tasks))
     return 0
 

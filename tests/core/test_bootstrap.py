@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairdesk.core.audits import groups as groups_module
 from fairdesk.core.audits.groups import GAP_RULES, GroupAuditPlan, run_group_audit
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.stats.bootstrap import (bootstrap_p_value, cluster_cell_counts, percentile_ci,
@@ -206,14 +205,7 @@ def test_bh_matches_hand_step_up_on_random_inputs():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Simulations of the whole audit. Per-group AUROC/AUPRC (scikit-learn, ~10 ms a group) play no part in the gaps and
-# would dominate the run time, so the simulations switch them off.
-
-@pytest.fixture(scope="module", autouse=True)
-def _no_auc():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(groups_module, "_auc", lambda y, s: (float("nan"), float("nan")))
-        yield
+# Simulations of the whole audit.
 
 def _null_table(rng, n_tasks, n_rows, prevalence=0.3):
     parts = []

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest, chi2_contingency, norm
 
-from fairdesk.core.audits import groups as groups_module
 from fairdesk.core.audits.groups import (GroupAuditPlan, correct, findings, run_group_audit, tail_p,
                                          verdict_counts)
 from fairdesk.core.data.schema import ColumnRoles
@@ -24,14 +23,6 @@ from fairdesk.core.stats.multiple import holm
 from fairdesk.core.synthetic.group_sim import simulate_audit_table
 
 ALPHA = 0.05
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _no_auc():
-    # per-group AUROC/AUPRC (scikit-learn, ~10 ms a group) play no part in the tests and dominate simulations
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(groups_module, "_auc", lambda y, s: (float("nan"), float("nan")))
-        yield
 
 
 # --------------------------------------------------------------------------------------------------------------
