@@ -89,8 +89,11 @@ def test_reliability_and_roc_widgets_draw_the_stored_audit(page, tmp_path):
     assert "AUROC/AUPRC comparisons" in views.auc_label.text() and "prevalence" in views.auc_label.text()
     assert views.disc_view.row_count() == 3
     tab.results_tabs.setCurrentIndex(titles.index("Calibration"))
-    for i in range(inner.count()):  # the views at 1400 × 900, for a look
+    from PySide6.QtWidgets import QApplication
+
+    for i in range(inner.count()):  # the views at 1400 × 900, for a look (layouts settled, as a user sees them)
         inner.setCurrentIndex(i)
+        QApplication.processEvents()
         assert window.grab().save(str(tmp_path / f"view-{i}.png"))
 
 

@@ -24,8 +24,8 @@ logit-scale fits see the clipped values, O/E, Brier and ECE use the scores as gi
 
 Why the fits are written here: statsmodels (whose GLM takes an offset) is not a FairDesk dependency, and
 sklearn's LogisticRegression has no offset, so the intercept-with-offset model cannot be fitted with it. The fits are
-a few lines of Newton–Raphson on the (concave) binomial log-likelihood, with rows (or cells) given as weights; they
-take several weight rows at once (the tests refit row-bootstrap replicates with them).
+a few lines of Newton–Raphson on the (concave) binomial log-likelihood over the distinct (label, score) cells, each
+weighted by its rows.
 """
 from __future__ import annotations
 

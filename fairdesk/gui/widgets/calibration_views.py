@@ -44,7 +44,6 @@ DISC_HEADERS = {"group": "Group", "n": "n", "positives": "Positives", "auroc": "
                 "auroc_gap": "AUROC gap vs group (95% CI)", "auroc_q": "q", "auroc_verdict": "Verdict (AUROC)",
                 "auprc": "AUPRC (95% CI)", "auprc_gap": "AUPRC gap vs group (95% CI)", "auprc_q": "q",
                 "auprc_verdict": "Verdict (AUPRC)", "tpr": "TPR", "fpr": "FPR", "ppv": "PPV"}
-PLOT_MIN_HEIGHT = 240  # px: axes, labels and legend of a curve plot stay readable
 TABLE_MIN_HEIGHT = 130  # px: the header and about four rows
 DISC_TIPS = {"auroc": "Area under the ROC curve in the group (1 = perfect ranking, 0.5 = chance), with its 95% "
                       "interval (DeLong variance, logit scale).",
@@ -154,8 +153,8 @@ class CalibrationViews(QObject):
         self.cal_view = DataFrameView(page, filterable=False, headers=CAL_HEADERS, placeholder="No calibration.")
         split.addWidget(self.reliability)
         split.addWidget(self.cal_view)
-        # plots and tables keep a readable height; on a small screen the results panel scrolls instead
-        self.reliability.setMinimumHeight(PLOT_MIN_HEIGHT)
+        # plots and tables keep a readable height (a plot: its axes, 240 px, plus its legend, from its layout — a
+        # fixed minimum let the splitter paint the legend over the axis label); on a small screen the panel scrolls
         self.cal_view.setMinimumHeight(TABLE_MIN_HEIGHT)
         split.setSizes([420, 160])
         v.addWidget(split, 1)
@@ -173,7 +172,6 @@ class CalibrationViews(QObject):
                                        placeholder="No AUROC or AUPRC for this choice.")
         split.addWidget(self.roc)
         split.addWidget(self.disc_view)
-        self.roc.setMinimumHeight(PLOT_MIN_HEIGHT)
         self.disc_view.setMinimumHeight(TABLE_MIN_HEIGHT)
         split.setSizes([380, 180])
         split.setChildrenCollapsible(False)

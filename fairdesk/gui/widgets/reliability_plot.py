@@ -46,11 +46,38 @@ def new_plot(parent: QWidget, title: str, xlabel: str, ylabel: str):
     return widget, plot
 
 
-class ReliabilityPlot(QWidget):
+PLOT_MIN_HEIGHT = 240  # px: a curve plot's axes and labels stay readable; its legend's height comes on top
+
+
+class CurvePanel(QWidget):
+    """Curve plots with a legend label under them. The panel's minimum height is the plots' plus the legend's at
+    the current width, so that a splitter never squeezes the legend over the axis labels (a fixed minimum did)."""
+
+    legend: QLabel
+    _layout: QVBoxLayout
+
+    def _show_legend(self, html: str) -> None:
+        self.legend.setText(html)
+        self.legend.setVisible(True)
+        self._fit_minimum()
+
+    def _fit_minimum(self) -> None:
+        room = 0 if self.legend.isHidden() else (self.legend.heightForWidth(max(self.width(), 200))
+                                                 + self._layout.spacing())
+        if self.minimumHeight() != PLOT_MIN_HEIGHT + room:
+            self.setMinimumHeight(PLOT_MIN_HEIGHT + room)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._fit_minimum()  # a narrower panel wraps the legend onto more lines
+
+
+class ReliabilityPlot(CurvePanel):
     """``set_data(curve_data rows)``: one colour per group; ``clear(message)``."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
+        self.setMinimumHeight(PLOT_MIN_HEIGHT)
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self.plot_widget = self.plot = None
@@ -62,6 +89,7 @@ class ReliabilityPlot(QWidget):
         self._layout.addWidget(self.empty_label)
         self.legend = QLabel(self)
         self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
         self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.legend.setToolTip("Dots: observed share per score bin with its 95% interval (hover for n); lines: the "
                                "smoothed (isotonic) curve per group; dotted diagonal: perfect calibration.")
@@ -115,5 +143,4 @@ class ReliabilityPlot(QWidget):
             scatter.setZValue(10)
             self.plot.addItem(scatter)
             self.scatters[str(group)] = scatter
-        self.legend.setText(legend_html(data, "<span style='color:#888888'>\u2504</span>&nbsp;perfect calibration"))
-        self.legend.setVisible(True)
+        self._show_legend(legend_html(data, "<span style='color:#888888'>\u2504</span>&nbsp;perfect calibration"))

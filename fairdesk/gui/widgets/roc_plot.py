@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import pandas as pd
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout
 
 from fairdesk.gui.widgets.panel_parts import load_pyqtgraph
-from fairdesk.gui.widgets.reliability_plot import legend_html, new_plot, tip
+from fairdesk.gui.widgets.reliability_plot import PLOT_MIN_HEIGHT, CurvePanel, legend_html, new_plot, tip
 
 
-class RocPlot(QWidget):
+class RocPlot(CurvePanel):
     """``set_data(curve_data rows)``: ROC on the left, precision–recall on the right; ``clear(message)``."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
+        self.setMinimumHeight(PLOT_MIN_HEIGHT)
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self.roc_widget = self.roc = self.pr_widget = self.pr = None
@@ -80,5 +81,4 @@ class RocPlot(QWidget):
                     scatter.setZValue(10)
                     plot.addItem(scatter)
                     self.operating[(curve, str(group))] = scatter
-        self.legend.setText(legend_html(data, "black-edged dot: operating point at the audit's threshold"))
-        self.legend.setVisible(True)
+        self._show_legend(legend_html(data, "black-edged dot: operating point at the audit's threshold"))
