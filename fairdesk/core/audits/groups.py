@@ -859,7 +859,10 @@ CURVE_DIGITS = 5  # curve points are stored rounded (they are drawn, not compute
 
 def _points(values, digits: int | None = CURVE_DIGITS) -> list:
     """A JSON-ready list: floats rounded to ``digits`` decimals, None for NaN / ±inf."""
-    a = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    if not isinstance(values, np.ndarray):  # a few values (reliability bins, one operating point): no numpy needed
+        return [None if not math.isfinite(v) else (float(v) if digits is None else round(float(v), digits))
+                for v in values]
+    a = values.astype(float)
     finite = np.isfinite(a)
     if digits is not None:
         a = np.round(a, digits)

@@ -79,11 +79,13 @@ def _loglik(y, eta, w) -> float:
     return float(w @ (y * eta - _softplus(eta)))
 
 
-def fit_logistic(y, l, w, slope: bool, start, tol: float = 1e-6):
+def fit_logistic(y, l, w, slope: bool, start, tol: float = 1e-7):
     """Maximum likelihood of ``logit P(y=1) = a + l`` (``slope`` False: offset ``l``, the calibration intercept) or
     ``a + b·l`` (``slope`` True) over rows or cells weighted by ``w``, by Newton–Raphson on the concave
-    log-likelihood (steps capped at ``_MAX_STEP``; convergence is quadratic, so a last step below ``tol`` leaves an
-    error far below it). Returns (coefficients, fitted probabilities at them), or None when no finite estimate
+    log-likelihood (steps capped at ``_MAX_STEP``). It stops when the next step would be below ``tol``: convergence
+    is quadratic, so the coefficients are then within about ``tol`` of the maximum, and the probabilities just
+    computed are the fitted ones. Returns (coefficients, fitted probabilities at them), or None when no finite
+    estimate
     exists: one class only; for the slope model, classes that do not overlap in ``l`` (complete or quasi-complete
     separation, or a single score value: the estimate runs off to ±∞); or no convergence.
     """
@@ -113,15 +115,15 @@ def fit_logistic(y, l, w, slope: bool, start, tol: float = 1e-6):
         size = max(abs(da), abs(db))
         if not math.isfinite(size):
             return None
-        scale = min(1.0, _MAX_STEP / size) if size > 0 else 1.0
-        a, b = a + da * scale, b + db * scale
         if size < tol:
             break
+        scale = min(1.0, _MAX_STEP / size)
+        a, b = a + da * scale, b + db * scale
     else:
         return None
     if max(abs(a), abs(b)) >= _SEPARATION:
         return None
-    return (np.array([a, b]) if slope else np.array([a])), _sigmoid(a + b * l if slope else a + l)
+    return (np.array([a, b]) if slope else np.array([a])), 0.5 + 0.5 * th
 
 
 def ece(y, s, w=None) -> float:
@@ -183,8 +185,8 @@ def point_from_ranked(values, pos, neg, discrimination: dict | None = None) -> d
     y, s, l, w, keep = _cells(values, pos, neg)
     out["cells"] = {"y": y, "s": s, "l": l, "w": w, "keep": keep, "p_intercept": None, "p_slope": None}
     out["brier"] = float(w @ (s - y) ** 2 / n)
-    out["ece"] = ece(y, s, w)
-    out["ece_bin_errors"] = np.bincount(ece_bin(s), weights=w * (y - s), minlength=N_BINS) / n
+    out["ece_bin_errors"] = np.bincount(ece_bin(s), weights=w * (y - s), minlength=N_BINS) / n  # D_b, Σ|D_b| = ECE
+    out["ece"] = float(np.abs(out["ece_bin_errors"]).sum())
     s_sum = float(w @ s)
     out["expected"] = s_sum
     out["oe_ratio"] = n1 / s_sum if s_sum > 0 else math.nan
@@ -209,9 +211,10 @@ def point_from_ranked(values, pos, neg, discrimination: dict | None = None) -> d
     (a2, b), p = (float(c) for c in fit[0]), fit[1]
     out["slope"], out["slope_intercept"] = b, a2
     v = w * p * (1 - p)
-    info = np.array([[v.sum(), v @ l], [v @ l, v @ (l * l)]])
-    with np.errstate(all="ignore"):
-        var_b = float(np.linalg.pinv(info)[1, 1])
+    vl = v * l
+    info = np.array([[v.sum(), vl.sum()], [vl.sum(), vl @ l]])
+    det = info[0, 0] * info[1, 1] - info[0, 1] ** 2
+    var_b = float(info[0, 0] / det) if det > 0 else math.nan  # [I⁻¹]₁₁ of the 2×2 information
     if not var_b > 0 or not math.isfinite(var_b):
         out["slope"] = out["slope_intercept"] = math.nan
         out["reason"] = "the calibration slope cannot be estimated (the scores barely overlap between the classes)"
@@ -242,7 +245,8 @@ def influence(values, pos, neg, point: dict) -> dict:
     installed library gives influence functions of these estimates (statsmodels, which has GLM sandwich
     covariances, is not a dependency). Keys (:data:`INFLUENCE_KEYS`): ``intercept`` (the M-estimate's
     ``ψ/I``); ``slope_intercept`` and ``slope`` (a', b of the slope model, jointly ``I⁻¹ψ``: the sandwich);
-    ``log_oe`` (of log O/E); ``brier``; ``ece_bins`` (a row per ECE bin: its mean error ``D_b``); ``auroc`` (DeLong's
+    ``log_oe`` (of log O/E); ``brier``; ``ece_err`` (each cell's error, the raw material of every bin's ``D_b``,
+    not centred: :func:`variances` centres it per bin); ``auroc`` (DeLong's
     placement values); ``auprc`` (average precision, :func:`_ap_influence`). A key whose estimate is NaN is absent.
     """
     cells = point.get("cells")
@@ -255,10 +259,9 @@ def influence(values, pos, neg, point: dict) -> dict:
     if n1 > 0 and point["expected"] > 0:
         out["log_oe"] = (y / (n1 / n) - s / (point["expected"] / n)) / n
     out["brier"] = ((s - y) ** 2 - point["brier"]) / n
-    b = ece_bin(s)
-    # each bin's mean error D_b = Σ_{i∈b}(y_i − s_i)/n separately (ECE = Σ|D_b| is folded in :func:`variances`)
-    d = np.bincount(b, weights=cells["w"] * (y - s), minlength=N_BINS) / n
-    out["ece_bins"] = ((np.arange(N_BINS)[:, None] == b[None, :]) * (y - s)[None, :] - d[:, None]) / n
+    # ECE = Σ|D_b| over the bins' mean errors D_b = Σ_{i∈b}(y_i − s_i)/n: each cell's error, whose bin is
+    # ece_bin(s); :func:`variances` gives each D_b its variance and folds them
+    out["ece_err"] = (y - s) / n
     if cells["p_intercept"] is not None:
         p = cells["p_intercept"]
         out["intercept"] = (y - p) * point["intercept_se"] ** 2
@@ -307,29 +310,37 @@ def variances(contrib: dict, point: dict, row_cell=None, clusters=None) -> dict:
     bootstrap (the cluster-robust "sandwich"). Returns ``{key: variance}``.
     """
     out: dict = {}
+    cells = point.get("cells")
+    contrib = dict(contrib)
+    err = contrib.pop("ece_err", None)
     if clusters is None:
-        w = point["cells"]["w"] if contrib else None
+        w = cells["w"] if contrib else None
         for k, c in contrib.items():
-            out[k] = (c * c) @ w
+            out[k] = float(w @ (c * c))
         if "slope" in contrib:
             out["slope_cov"] = float(w @ (contrib["slope"] * contrib["slope_intercept"]))
+        if err is not None:  # Σ over a bin's rows of (err − D_b/n)² and the other rows' (D_b/n)²: closed form
+            d = point["ece_bin_errors"]
+            bin_var = np.bincount(ece_bin(cells["s"]), weights=w * err * err, minlength=N_BINS) - d * d / w.sum()
     else:
-        index = np.cumsum(point["cells"]["keep"]) - 1  # (label, score) pair → its cell
+        index = np.cumsum(cells["keep"]) - 1  # (label, score) pair → its cell
         row = index[row_cell]
         _, pid = np.unique(np.asarray(clusters), return_inverse=True)
         pid = pid.ravel()
         k = int(pid.max()) + 1 if pid.size else 0
-        for key, c in contrib.items():
-            sums = np.stack([np.bincount(pid, weights=ci[row], minlength=k) for ci in np.atleast_2d(c)])
-            out[key] = (sums * sums).sum(axis=1) if c.ndim == 2 else float(sums[0] @ sums[0])
-            if key == "slope":
-                slope_sums = sums[0]
-        if "slope" in contrib:
-            out["slope_cov"] = float(slope_sums @ np.bincount(pid, weights=contrib["slope_intercept"][row],
-                                                              minlength=k))
-    out = {k: (float(v) if np.ndim(v) == 0 else v) for k, v in out.items()}
-    if "ece_bins" in out:
-        out["ece"] = _folded_variance(point["ece_bin_errors"], out.pop("ece_bins"))
+        sums = {key: np.bincount(pid, weights=c[row], minlength=k) for key, c in contrib.items()}
+        for key, v in sums.items():
+            out[key] = float(v @ v)
+        if "slope" in sums:
+            out["slope_cov"] = float(sums["slope"] @ sums["slope_intercept"])
+        if err is not None:  # per patient and bin: the patient's errors in the bin minus its rows' share of D_b
+            n = float(row.size)
+            per = np.bincount(pid * N_BINS + ece_bin(cells["s"])[row], weights=err[row],
+                              minlength=k * N_BINS).reshape(k, N_BINS)
+            per -= np.bincount(pid, minlength=k)[:, None] * point["ece_bin_errors"][None, :] / n
+            bin_var = (per * per).sum(axis=0)
+    if err is not None:
+        out["ece"] = _folded_variance(point["ece_bin_errors"], bin_var)
     return out
 
 
