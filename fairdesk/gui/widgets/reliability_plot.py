@@ -53,8 +53,20 @@ class CurvePanel(QWidget):
     """Curve plots with a legend label under them. The panel's minimum height is the plots' plus the legend's at
     the current width, so that a splitter never squeezes the legend over the axis labels (a fixed minimum did)."""
 
-    legend: QLabel
-    _layout: QVBoxLayout
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setMinimumHeight(PLOT_MIN_HEIGHT)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self.data = pd.DataFrame()
+        self.empty_label = QLabel(self)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self._layout.addWidget(self.empty_label)
+        self.legend = QLabel(self)  # laid out under the plots when they are made
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
+        self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
 
     def _show_legend(self, html: str) -> None:
         self.legend.setText(html)
@@ -77,20 +89,8 @@ class ReliabilityPlot(CurvePanel):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setMinimumHeight(PLOT_MIN_HEIGHT)
-        self._layout = QVBoxLayout(self)
-        self._layout.setContentsMargins(0, 0, 0, 0)
         self.plot_widget = self.plot = None
         self.scatters: dict[str, object] = {}
-        self.data = pd.DataFrame()
-        self.empty_label = QLabel(self)
-        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty_label.setWordWrap(True)
-        self._layout.addWidget(self.empty_label)
-        self.legend = QLabel(self)
-        self.legend.setTextFormat(Qt.TextFormat.RichText)
-        self.legend.setWordWrap(True)
-        self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.legend.setToolTip("Dots: observed share per score bin with its 95% interval (hover for n); lines: the "
                                "smoothed (isotonic) curve per group; dotted diagonal: perfect calibration.")
         self.clear("No calibration to show.")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout
+from PySide6.QtWidgets import QHBoxLayout
 
 from fairdesk.gui.widgets.panel_parts import load_pyqtgraph
-from fairdesk.gui.widgets.reliability_plot import PLOT_MIN_HEIGHT, CurvePanel, legend_html, new_plot, tip
+from fairdesk.gui.widgets.reliability_plot import CurvePanel, legend_html, new_plot, tip
 
 
 class RocPlot(CurvePanel):
@@ -18,20 +18,8 @@ class RocPlot(CurvePanel):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setMinimumHeight(PLOT_MIN_HEIGHT)
-        self._layout = QVBoxLayout(self)
-        self._layout.setContentsMargins(0, 0, 0, 0)
         self.roc_widget = self.roc = self.pr_widget = self.pr = None
         self.operating: dict[tuple[str, str], object] = {}  # (curve, group) -> scatter of the operating point
-        self.data = pd.DataFrame()
-        self.empty_label = QLabel(self)
-        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty_label.setWordWrap(True)
-        self._layout.addWidget(self.empty_label)
-        self.legend = QLabel(self)
-        self.legend.setTextFormat(Qt.TextFormat.RichText)
-        self.legend.setWordWrap(True)
-        self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.clear("No curves to show.")
 
     def _ensure_plots(self) -> None:
