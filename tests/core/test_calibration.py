@@ -399,6 +399,33 @@ def test_json_round_trip_and_older_audits_load():
     assert old.curves.empty and verdict_counts(old, "calibration")["tests"] == 0
 
 
+def test_audits_stored_with_bootstrap_intervals_say_so():
+    """An audit stored before 2026-11-25 (its §8 tables carry ``n_boot_valid``: bootstrap intervals) keeps its
+    numbers, and its report and warnings say the intervals are bootstrap ones, not the closed form described now."""
+    from fairdesk.core.audits.groups import BOOTSTRAP_INTERVALS_WARNING
+    from fairdesk.core.kinds import ReportSettings
+    from fairdesk.core.reports.groups import discrimination_method_text, report_tree
+
+    res = run_group_audit(_table(7), GroupAuditPlan(roles=ROLES, n_boot=100))
+    assert BOOTSTRAP_INTERVALS_WARNING not in res.warnings
+    doc = json.loads(res.to_json())
+    for table in ("calibration", "discrimination"):
+        for row in doc[table]:
+            row["n_boot_valid"] = 100
+    old = GroupAuditResult.from_dict(doc)
+    assert old.warnings.count(BOOTSTRAP_INTERVALS_WARNING) == 1
+    pd.testing.assert_frame_equal(old.calibration, res.calibration, check_dtype=False)
+    again = GroupAuditResult.from_json(old.to_json())  # saved again, loaded again: said once
+    assert again.warnings.count(BOOTSTRAP_INTERVALS_WARNING) == 1
+    assert "bootstrap percentile" in discrimination_method_text(old.plan, True)
+    assert "bootstrap percentile" not in discrimination_method_text(old.plan)
+    new_text = report_tree(json.loads(res.to_json()), ReportSettings()).text()
+    old_text = report_tree(doc, ReportSettings()).text()
+    assert "computed in closed form" in new_text and "by an earlier fairdesk" not in new_text.lower()
+    # the calibration section, the discrimination note and the warnings of the provenance section
+    assert "computed in closed form" not in old_text and old_text.lower().count("by an earlier fairdesk") == 3
+
+
 def test_null_rate_of_the_calibration_tests_small():
     """Perfectly calibrated scores: over 30 small fixed-seed audits (5 calibration tests and 6 recall-gap tests in
     one BH family each) few report any calibration difference (expected ≤ α of the runs; the slow test runs 200)."""

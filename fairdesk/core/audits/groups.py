@@ -209,12 +209,24 @@ class GroupAuditResult:
                 lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
                 else ("differs" if bool(v) else "inconclusive"))
             rec["test_id"] = [f"legacy-{i}" if v is not None else None for i, v in enumerate(rec["verdict"])]
+        warnings = list(d.get("warnings", []))
+        if any("n_boot_valid" in (d.get(t) or [{}])[0] for t in ("calibration", "discrimination")) \
+                and BOOTSTRAP_INTERVALS_WARNING not in warnings:
+            # stored before 2026-11-25: the §8 intervals came from a bootstrap of each group's rows, which the
+            # report must say instead of the closed form it describes now (the numbers are kept as stored)
+            warnings.append(BOOTSTRAP_INTERVALS_WARNING)
         return cls(plan=GroupAuditPlan.from_dict(d["plan"]), thresholds=d["thresholds"],
-                   provenance=d["provenance"], warnings=list(d.get("warnings", [])), **tables)
+                   provenance=d["provenance"], warnings=warnings, **tables)
 
     @classmethod
     def from_json(cls, text: str) -> "GroupAuditResult":
         return cls.from_dict(json.loads(text))
+
+
+BOOTSTRAP_INTERVALS_WARNING = (
+    "Stored by an earlier FairDesk: this audit's calibration and discrimination intervals come from a bootstrap of "
+    "each group's rows (percentile intervals; AUPRC tests with bootstrap standard deviations), not from the "
+    "closed form used now. Run the audit again for intervals made the current way.")
 
 
 _COLUMNS = {

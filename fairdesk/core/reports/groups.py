@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from fairdesk.core.audits.groups import (CORRECTIONS, DISCRIMINATION_MEASURES, FAMILY_TEXT, METRIC_TEXT,
-                                         RULE_TEXT, findings, verdict_counts)
+from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
+                                         FAMILY_TEXT, METRIC_TEXT, RULE_TEXT, findings, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
@@ -961,15 +961,22 @@ DISCRIMINATION_HEADER = ["Task", "Group", "n", "Positives", "AUROC (95% CI)", "A
 DISCRIMINATION_ALIGN = list("LLRRRLRLRLRLRRR")  # gap cells wrap (a wrapped cell is set left)
 
 
-def discrimination_method_text(plan) -> str:
-    """How the discrimination table was made, in a few sentences (section 5 and the GUI's ROC & PR tab)."""
+def discrimination_method_text(plan, bootstrap: bool = False) -> str:
+    """How the discrimination table was made, in a few sentences (section 5 and the GUI's ROC & PR tab);
+    ``bootstrap``: an audit stored before the closed-form intervals (``bootstrap_intervals``)."""
     margin = float(getattr(plan, "margin", 0.05))
+    if bootstrap:
+        how = (f"{plan.ci_level:.0%} bootstrap percentile interval (this audit was stored by an earlier FairDesk). "
+               f"Every pair of groups with at least {getattr(plan, 'min_denominator', 10)} patients with and "
+               "without the condition is tested: the AUROC difference with DeLong variances, the AUPRC difference "
+               "with bootstrap standard deviations, each by a z ")
+    else:
+        how = (f"{plan.ci_level:.0%} interval on the logit scale (DeLong's variance for AUROC, the large-sample "
+               "variance of average precision for AUPRC; whole patients when patients repeat). Every pair of "
+               f"groups with at least {getattr(plan, 'min_denominator', 10)} patients with and without the "
+               "condition is tested: the AUROC and the AUPRC differences with those variances, each by a z ")
     return (
-        f"AUROC and AUPRC (average precision) of the score within each group, each with its {plan.ci_level:.0%} "
-        "interval on the logit scale (DeLong's variance for AUROC, the large-sample variance of average precision "
-        "for AUPRC; whole patients when patients repeat). Every pair of groups with at least "
-        f"{getattr(plan, 'min_denominator', 10)} patients with and without the condition is tested: the AUROC "
-        "and the AUPRC differences with those variances, each by a z "
+        "AUROC and AUPRC (average precision) of the score within each group, each with its " + how +
         "test on the logit scale (closer to normal in small groups) with a normal interval of the difference. "
         "Each row shows the group it differs from most (gap = the group's "
         "value minus that group's); these tests are corrected together with the rate gaps (section 2), with the "
@@ -1065,6 +1072,11 @@ def _discrimination_point_tables(result, k) -> list[Block]:
     return b
 
 
+def bootstrap_intervals(result) -> bool:
+    """Whether the audit was stored with the §8 intervals of the per-group bootstrap (before 2026-11-25)."""
+    return BOOTSTRAP_INTERVALS_WARNING in result.warnings
+
+
 def _calibration_section(result, k) -> Section:
     plan = result.plan
     b: list[Block] = []
@@ -1077,9 +1089,12 @@ def _calibration_section(result, k) -> Section:
         "with the outcome divided by the mean score; below 1 the score over-predicts, above 1 it under-predicts), "
         "the calibration intercept (0 when calibrated in the large) and slope (1 when calibrated; below 1 the "
         "predictions are too extreme, above 1 too moderate), the Brier score and the expected calibration error "
-        f"(ECE, 10 equal-width bins), each with a {plan.ci_level:.0%} interval from its large-sample standard "
-        "error (the spread a bootstrap of the group's rows — of whole patients when patients repeat — would show, "
-        "computed in closed form). Verdict of the joint test "
+        f"(ECE, 10 equal-width bins), each with a {plan.ci_level:.0%} "
+        + ("bootstrap percentile interval (this audit was stored by an earlier FairDesk)"
+           if bootstrap_intervals(result) else
+           "interval from its large-sample standard error (the spread a bootstrap of the group's rows — of whole "
+           "patients when patients repeat — would show, computed in closed form)")
+        + ". Verdict of the joint test "
         "of intercept 0 and slope 1: “miscalibrated (differs)”; “calibrated within the margins (equivalent)” when "
         f"|intercept| < {getattr(plan, 'calibration_intercept_margin', 0.2):g} and the slope lies in "
         f"{lo_s:g}–{hi_s:g} (two one-sided tests); otherwise “inconclusive” — not shown miscalibrated is not shown "
@@ -1141,7 +1156,7 @@ def _calibration_section(result, k) -> Section:
     if disc is None or disc.empty:
         b += _discrimination_point_tables(result, k)
     else:
-        b.append(Paragraph(discrimination_method_text(plan), "note"))
+        b.append(Paragraph(discrimination_method_text(plan, bootstrap_intervals(result)), "note"))
         notes: list[list[str]] = []
         for attr in [str(a) for a in dict.fromkeys(disc["attribute"].astype(str))]:
             header, rows, attr_notes = discrimination_table(result, attr, k)

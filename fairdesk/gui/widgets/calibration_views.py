@@ -254,9 +254,9 @@ class CalibrationViews(QObject):
         self.auc_label.setText(self.discrimination_text(task, attr, frame))
         disc = getattr(self.result, "discrimination", None)
         if disc is not None and not disc.empty:
-            from fairdesk.core.reports.groups import discrimination_method_text
+            from fairdesk.core.reports.groups import bootstrap_intervals, discrimination_method_text
 
-            self.auc_label.setToolTip(discrimination_method_text(self.result.plan))
+            self.auc_label.setToolTip(discrimination_method_text(self.result.plan, bootstrap_intervals(self.result)))
 
     def discrimination_frame(self, task: str, attr: str) -> tuple[pd.DataFrame | None, list[str] | None]:
         """The discrimination table of ``task`` and ``attr`` as the PDF prints it (counts below k as "<k"), with a
