@@ -65,10 +65,6 @@ def clipped_logit(s) -> np.ndarray:
     return np.log(s) - np.log1p(-s)
 
 
-def _sigmoid(eta):
-    return 0.5 * (1.0 + np.tanh(0.5 * eta))  # overflow-free logistic function
-
-
 def _softplus(eta):
     """``log(1 + e^η)`` without overflow."""
     return np.maximum(eta, 0.0) + np.log1p(np.exp(-np.abs(eta)))
@@ -126,18 +122,11 @@ def fit_logistic(y, l, w, slope: bool, start, tol: float = 1e-7):
     return (np.array([a, b]) if slope else np.array([a])), 0.5 + 0.5 * th
 
 
-def ece(y, s, w=None) -> float:
-    """Expected calibration error over ``N_BINS`` equal-width bins, rows (or cells weighted by ``w``) weighting
-    the bins: ``Σ_b (n_b/n)|ȳ_b − s̄_b| = (1/n) Σ_b |Σ_{i∈b} (y_i − s_i)|``."""
-    y, s = np.asarray(y, float), np.asarray(s, float)
-    w = np.ones(y.size) if w is None else np.asarray(w, float)
-    return float(np.abs(np.bincount(ece_bin(s), weights=w * (y - s), minlength=N_BINS)).sum() / w.sum())
-
-
 def point_stats(y, s) -> dict:
     """The group's calibration numbers, the joint likelihood-ratio test and model-based standard errors.
 
-    Keys: n, n_positive, expected (Σ scores), intercept, slope, slope_intercept (a'), oe_ratio, brier, ece, lr_stat, p_value (the joint
+    Keys: n, n_positive, expected (Σ scores), intercept, slope, slope_intercept (a'), oe_ratio, brier, ece,
+    ece_bin_errors (each bin's mean error D_b), lr_stat, p_value (the joint
     2-df test), lr_stat_intercept, p_value_intercept (intercept 0 alone, 1 df), intercept_se, slope_se, info (2×2
     information of (a', b) at the fit, for a design effect), auroc with its DeLong variance auroc_var, auprc
     (average precision), reason (None, or why the logit-scale numbers are not estimable), and ``cells`` (the
@@ -173,8 +162,8 @@ def point_from_ranked(values, pos, neg, discrimination: dict | None = None) -> d
 
     n1, n0 = float(pos.sum()), float(neg.sum())
     n = int(n1 + n0)
-    out = {"n": n, "n_positive": int(n1), "expected": math.nan, "ece_bin_errors": None, "intercept": math.nan, "slope": math.nan,
-           "slope_intercept": math.nan, "oe_ratio": math.nan, "brier": math.nan, "ece": math.nan,
+    out = {"n": n, "n_positive": int(n1), "expected": math.nan, "ece_bin_errors": None, "intercept": math.nan,
+           "slope": math.nan, "slope_intercept": math.nan, "oe_ratio": math.nan, "brier": math.nan, "ece": math.nan,
            "lr_stat": math.nan, "p_value": math.nan, "intercept_se": math.nan, "slope_se": math.nan,
            "lr_stat_intercept": math.nan, "p_value_intercept": math.nan, "info": None, "reason": None,
            "auroc": math.nan, "auroc_var": math.nan, "auprc": math.nan}
@@ -231,7 +220,8 @@ def point_from_ranked(values, pos, neg, discrimination: dict | None = None) -> d
 # Standard errors by influence functions (the linearised bootstrap)
 
 INFLUENCE_KEYS = ("intercept", "slope_intercept", "slope", "log_oe", "brier", "ece", "auroc", "auprc")
-# (``ece`` is not smooth: :func:`influence` gives each bin's mean error, :func:`variances` folds them)
+# the estimates :func:`variances` gives a variance; ``ece`` is not smooth: :func:`influence` gives ``ece_err``
+# (each cell's error) and :func:`variances` folds the bins' mean errors
 
 
 def influence(values, pos, neg, point: dict) -> dict:
@@ -387,8 +377,9 @@ def _downsample(n: int, k: int = MAX_POINTS) -> np.ndarray:
 
 
 def reliability_bins(values, pos, neg, level: float = 0.95) -> list[dict]:
-    """From one sort of the group (:func:`..discrimination.ranked`), per non-empty equal-width bin: bin, lower, upper, n, mean predicted, observed share and its Clopper–Pearson
-    interval (scipy's inverse regularised incomplete beta, vectorised over the bins).
+    """From one sort of the group (:func:`..discrimination.ranked`), per non-empty equal-width bin: bin, lower,
+    upper, n, mean predicted, observed share and its Clopper–Pearson interval (scipy's inverse regularised
+    incomplete beta, vectorised over the bins).
 
     Clopper–Pearson rather than Wilson: it never under-covers, which matters for the sparse end bins of a
     reliability curve (a bin of 3 rows is common), and it is defined at 0/n and n/n.
@@ -410,7 +401,8 @@ def reliability_bins(values, pos, neg, level: float = 0.95) -> list[dict]:
 
 
 def smoothed_curve(values, pos, neg) -> tuple[np.ndarray, np.ndarray]:
-    """From one sort of the group (:func:`..discrimination.ranked`), the isotonic (pool-adjacent-violators) recalibration curve, x = score, y = estimated P(y=1 | score).
+    """From one sort of the group (:func:`..discrimination.ranked`), the isotonic (pool-adjacent-violators)
+    recalibration curve, x = score, y = estimated P(y=1 | score).
 
     Isotonic rather than lowess: it is in scipy and sklearn (lowess is in statsmodels, not a dependency), has no
     bandwidth to choose, and is the consistent, reproducible smoother of the CORP reliability diagram (Dimitriadis,
