@@ -14,6 +14,15 @@ import sys
 import tempfile
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis profiles: "ci" (the default, used by `make test`/.ci/run) is small and derandomised, so every run
+# draws the same examples; "dev" is the longer local run: HYPOTHESIS_PROFILE=dev make test.
+settings.register_profile("ci", max_examples=40, derandomize=True, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile("dev", max_examples=500, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _SESSION_DIR = tempfile.mkdtemp(prefix="fairdesk-tests-")
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
