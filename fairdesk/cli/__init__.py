@@ -30,7 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     from fairdesk.cli.notes import add_note_commands
     from fairdesk.cli.text import add_text_commands
 
+    from fairdesk import version
+
     parser = argparse.ArgumentParser(prog="fairdesk-cli", description="FairDesk: offline fairness audits.")
+    parser.add_argument("--version", action="version", version=f"fairdesk-cli {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     # the order of the calls is the order --help lists the commands in
     audit = sub.add_parser("audit", help="run an audit").add_subparsers(dest="audit", required=True)

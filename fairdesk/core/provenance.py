@@ -13,8 +13,11 @@ _PACKAGES = ("fairdesk", "numpy", "pandas", "scipy", "scikit-learn", "torch", "P
 def package_versions(*extra: str) -> dict[str, str]:
     """Python, the platform and the installed versions of FairDesk's packages and of ``extra`` ones (e.g.
     ``"transformers"``); packages that are not installed are left out."""
-    versions = {"python": sys.version.split()[0], "platform": platform.platform(terse=True)}
-    for name in _PACKAGES + tuple(extra):
+    from fairdesk import version
+
+    versions = {"python": sys.version.split()[0], "platform": platform.platform(terse=True),
+                "fairdesk": version()}  # from the metadata, or __version__ in a frozen build without it
+    for name in _PACKAGES[1:] + tuple(extra):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

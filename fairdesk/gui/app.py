@@ -17,7 +17,10 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
+    from fairdesk import version
+
     p = argparse.ArgumentParser(prog="fairdesk", description="FairDesk: offline fairness audits (desktop app).")
+    p.add_argument("--version", action="version", version=f"fairdesk {version()}")
     p.add_argument("project", nargs="?", help="a .fairdesk project file to open")
     p.add_argument("--demo", action="store_true", help="build (once) and open the bundled demo project")
     p.add_argument("--headless", action="store_true",
