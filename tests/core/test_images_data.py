@@ -1,4 +1,6 @@
 """Image folders with a CSV: PNG 8/16-bit, JPEG, DICOM; unreadable files listed, not fatal; patient-disjoint."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -126,3 +128,21 @@ def test_hand_mapped_csv_and_messages(tmp_path):
         imd.open_image_folder(csv, tmp_path, imd.ImageRoles(path="file", patient_id="patient_id"))
     with pytest.raises(DataError, match="does not exist"):
         imd.open_image_folder(csv, tmp_path / "nope")
+
+
+def test_project_moved_with_its_image_folder_still_finds_the_images(tmp_path):
+    """Issue 23 item 5, and its class: a project renamed or copied together with the image folder beside it (the
+    demo is built in a staging folder and renamed) re-opens its images from their new place."""
+    from fairdesk.core.synthetic import morpho
+    from fairdesk.jobs import images as it
+
+    study = tmp_path / "study.building"
+    csv = morpho.write_folder(morpho.make_morpho(24, seed=1), study / "data")
+    did = it.import_image_dataset(study / "p.fairdesk", csv, study / "data")
+    moved = study.rename(tmp_path / "study")
+    ds = it.image_dataset(moved / "p.fairdesk", did)
+    assert Path(ds.root).resolve() == (moved / "data").resolve()
+    assert all(Path(f).is_file() for f in ds.table["_file"])
+    (moved / "data").rename(tmp_path / "elsewhere")  # neither place: one sentence, naming the dataset
+    with pytest.raises(DataError, match="not there any more"):
+        it.image_dataset(moved / "p.fairdesk", did)
