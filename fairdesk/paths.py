@@ -25,14 +25,18 @@ def cache_dir() -> Path:
 
 
 def resources_dir() -> Path:
-    """The ``resources/`` folder: beside the package in a checkout, inside the bundle when frozen."""
-    if getattr(sys, "frozen", False):
-        return Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)) / "resources"
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "resources", here / "resources"):
-        if candidate.is_dir():
-            return candidate
-    return here.parent / "resources"
+    """The ``resources/`` folder, found through the package itself (``importlib.resources``): ``fairdesk/resources``
+    in an installed wheel and in the frozen bundle; the repository's ``resources/`` beside the package only in a
+    checkout (recognised by its ``pyproject.toml``), so that a top-level ``resources`` folder another package put
+    into site-packages can never shadow ours."""
+    from importlib.resources import files
+
+    package = Path(str(files("fairdesk")))
+    if (package / "resources").is_dir():
+        return package / "resources"
+    if (package.parent / "pyproject.toml").is_file():
+        return package.parent / "resources"
+    return package / "resources"  # missing: the caller's "not found" names the place it should be
 
 
 # The two programs, started as programs (the CLI and the GUI never import each other): in a frozen build the
