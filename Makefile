@@ -6,13 +6,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test bench setup clean wheelhouse lock
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c requirements/test.txt -e '.[test]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -25,6 +25,21 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks
+
+# The air-gapped install kit (README, "Install on an air-gapped workstation"): wheels, constraints, SBOM, SHA256SUMS.
+wheelhouse: $(STAMP)
+	$(BIN)/pip install --quiet 'cyclonedx-bom>=7'
+	$(BIN)/python packaging/wheelhouse.py --out wheelhouse
+
+# Re-lock after changing pyproject.toml's dependencies (tests/test_install_kit.py fails until the locks agree).
+lock: $(STAMP)
+	$(BIN)/pip install --quiet 'pip-tools>=7.4'
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-find-links --no-emit-index-url \
+	    -o requirements/cpu.txt pyproject.toml requirements/cpu.in
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-find-links --no-emit-index-url --extra test \
+	    -o requirements/test.txt pyproject.toml requirements/test.in
+	env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip-compile --quiet --strip-extras --no-emit-find-links \
+	    --no-emit-index-url -o requirements/gpu.txt pyproject.toml requirements/gpu.in
 
 clean:
 	rm -rf $(VENV)
