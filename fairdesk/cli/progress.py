@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 import time
 
+from fairdesk.core.progress import Eta
+
 
 class TerminalProgress:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
@@ -13,17 +15,19 @@ class TerminalProgress:
         self.tty = sys.stderr.isatty()
         self._last = -1.0
         self._start = time.monotonic()
+        self._eta = Eta()
 
     def __call__(self, fraction: float, message: str = "") -> None:
         if self.quiet:
             return
+        eta = self._eta.text(fraction)
         if self.tty:
             bar = "#" * int(30 * fraction)
-            sys.stderr.write(f"\r[{bar:<30}] {100 * fraction:5.1f}%  {message[:60]:<60}")
+            sys.stderr.write(f"\r[{bar:<30}] {100 * fraction:5.1f}%  {eta:<20} {message[:50]:<50}")
             sys.stderr.flush()
         elif fraction - self._last >= 0.1 or fraction >= 1.0 and self._last < 1.0:
             self._last = fraction
-            sys.stderr.write(f"{100 * fraction:5.1f}%  {message}\n")
+            sys.stderr.write(f"{100 * fraction:5.1f}%  {message}{f' ({eta})' if eta else ''}\n")
 
     def done(self) -> None:
         if not self.quiet and self.tty:

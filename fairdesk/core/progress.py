@@ -9,6 +9,7 @@ Every long function has the shape ``f(inputs..., progress=None, cancel=None) -> 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 ProgressFn = Callable[[float, str], None]
@@ -67,3 +68,37 @@ class Reporter:
     def sub(self, start: float, stop: float) -> "Reporter":
         span = self.stop - self.start
         return Reporter(self.progress, self.cancel, self.start + span * start, self.start + span * stop)
+
+
+class Eta:
+    """Time left of one job, from its measured rate: elapsed × (1 − f) / f. Said only once the job has run
+    :attr:`MIN_SECONDS` and reached :attr:`MIN_FRACTION` (an early guess misleads more than none), and only for jobs
+    that will take longer than a few seconds. The CLI's progress line and the GUI's job panel both use it."""
+
+    MIN_SECONDS = 3.0
+    MIN_FRACTION = 0.02
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._start = clock()
+
+    def seconds_left(self, fraction: float) -> float | None:
+        elapsed = self._clock() - self._start
+        if elapsed < self.MIN_SECONDS or not self.MIN_FRACTION <= fraction < 1.0:
+            return None
+        return elapsed * (1.0 - fraction) / fraction
+
+    def text(self, fraction: float) -> str:
+        """``"about 4 min left"`` (empty while nothing honest can be said)."""
+        left = self.seconds_left(fraction)
+        return "" if left is None else f"about {format_duration(left)} left"
+
+
+def format_duration(seconds: float) -> str:
+    """``"40 s"``, ``"4 min"``, ``"1 h 20 min"`` — rounded the way a person says it."""
+    if seconds < 55:
+        return f"{max(5, int(round(seconds / 5.0)) * 5)} s"
+    minutes = int(round(seconds / 60.0))
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"

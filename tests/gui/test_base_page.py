@@ -109,3 +109,19 @@ def test_a_registered_page_runs_lists_and_exports_its_kind(toy_window, project_p
     assert export.state.value == "done"
     assert calls == {"audit_id": job.result, "path": tmp_path / "toy.pdf", "suppress_k": 7}
     assert str(tmp_path / "toy.pdf") in page.status.text()
+
+
+def test_job_panel_shows_time_left_from_the_measured_rate(toy_window, project_path, monkeypatch):
+    """Issue 24 item 5: the page's status line adds the time left once the job has run a few seconds (fake clock)."""
+    from fairdesk.core.progress import Eta
+
+    page = toy_window.toy_page
+    clock = [0.0]
+    page._eta = Eta(lambda: clock[0])
+    page.job = type("Job", (), {"id": 7})()
+    page._job_progress(7, 0.1, "fitting")
+    assert page.status.text() == "fitting"
+    clock[0] = 30.0
+    page._job_progress(7, 0.2, "fitting")
+    assert page.status.text() == "fitting — about 2 min left"
+    page.job = None

@@ -38,6 +38,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QVBoxLayout, QWidget
 
+from fairdesk.core.progress import Eta
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, ReportSettings, resolve
 from fairdesk.gui.widgets.findings import FindingsPanel, count_verdicts, section_html
@@ -64,6 +65,7 @@ class JobPage(QWidget):
         super().__init__(parent if parent is not None else window)
         self.window_ = window
         self.job = None
+        self._eta: Eta | None = None  # the running job's time-left estimate
         self._own_jobs: set[int] = set()
         self.progress = progress_bar(self)
         self.status = wrapped_label("", self)
@@ -112,6 +114,7 @@ class JobPage(QWidget):
 
         self.progress.setValue(0)
         self.say(running)
+        self._eta = Eta()
         self.job = self.track(self.window_.run_job(title, work, on_done=done, on_fail=failed))
         self.update_buttons()
         return self.job
@@ -138,8 +141,9 @@ class JobPage(QWidget):
     def _job_progress(self, job_id: int, fraction: float, message: str) -> None:
         if self.job is not None and job_id == self.job.id:
             self.progress.setValue(int(round(fraction * PROGRESS_STEPS)))
-            if message:
-                self.say(message)
+            eta = self._eta.text(fraction) if self._eta is not None else ""
+            if message or eta:
+                self.say(f"{message} — {eta}" if message and eta else message or eta)
 
     def _job_finished(self, job) -> None:
         if job.id in self._own_jobs:
