@@ -34,11 +34,11 @@ wheelhouse: $(STAMP)
 # Re-lock after changing pyproject.toml's dependencies (tests/test_install_kit.py fails until the locks agree).
 lock: $(STAMP)
 	$(BIN)/pip install --quiet 'pip-tools>=7.4'
-	$(BIN)/pip-compile --quiet --strip-extras --no-emit-find-links --no-emit-index-url \
+	$(BIN)/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url \
 	    -o requirements/cpu.txt pyproject.toml requirements/cpu.in
-	$(BIN)/pip-compile --quiet --strip-extras --no-emit-find-links --no-emit-index-url --extra test \
+	$(BIN)/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url --extra test \
 	    -o requirements/test.txt pyproject.toml requirements/test.in
-	env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip-compile --quiet --strip-extras --no-emit-find-links \
+	env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links \
 	    --no-emit-index-url -o requirements/gpu.txt pyproject.toml requirements/gpu.in
 
 clean:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -84,6 +85,9 @@ def build(out: Path, variant: str, python_version: str | None, platform: str | N
     (staging / "constraints.txt").write_text(f"fairdesk=={__version__}\n" + constraints, encoding="utf-8")
     _run([sys.executable, "-m", "cyclonedx_py", "requirements", str(lock), "--pyproject", str(ROOT / "pyproject.toml"),
           "--output-reproducible", "--of", "JSON", "-o", str(staging / "sbom.cdx.json")])
+    sbom = json.loads((staging / "sbom.cdx.json").read_text(encoding="utf-8"))
+    sbom["metadata"]["component"]["version"] = __version__  # pyproject's version is dynamic: cyclonedx leaves it out
+    (staging / "sbom.cdx.json").write_text(json.dumps(sbom, indent=2), encoding="utf-8")
     wheels = {p.name.split("-")[0].lower().replace("_", "-") for p in staging.glob("*.whl")}
     missing = sorted(n for n in pins if n.replace("_", "-").replace(".", "-") not in
                      {w.replace(".", "-") for w in wheels})
