@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from fairdesk.cli.args import add_roles, column_roles, drop_groups, split_list
@@ -44,6 +45,8 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
         if args.pdf:
             write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
     result = GroupAuditResult.from_dict(doc)
+    for warning in dict.fromkeys(result.warnings):  # the data warnings of the JSON/PDF, each once, on stderr
+        print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
     c = verdict_counts(result)
     print(f"{len(result.records)} records; {c['total']} comparisons: {c['differs']} differ, {c['equivalent']} "
           f"equivalent within ±{plan.margin:g}, {c['inconclusive']} inconclusive ({plan.correction}, family "

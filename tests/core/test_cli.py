@@ -132,3 +132,21 @@ def test_run_program_runs_the_cli_and_returns_its_exit_code():
 
     assert run_program("fairdesk-cli", ["--help"]) == 0
     assert run_program("fairdesk-cli", ["no-such-command"]) == 2
+
+
+def test_audit_groups_prints_its_data_warnings_on_stderr_once(predictions, tmp_path, capsys):
+    """Issue 24 item 6: the warnings the JSON and the PDF carry reach the terminal too, each once."""
+    df = pd.read_csv(predictions)
+    df.loc[df.index[:40], "sex"] = np.nan  # missing attribute values
+    data = tmp_path / "with_missing.csv"
+    df.to_csv(data, index=False)
+    out = tmp_path / "out.json"
+    code = main(["audit", "groups", str(data), "--label", "y", "--score", "p", "--task", "task", "--attribute", "sex",
+                 "--threshold", "0.5", "--n-boot", "200", "--json", str(out), "--quiet"])
+    assert code == 0
+    err = capsys.readouterr().err
+    stored = json.loads(out.read_text())["warnings"]
+    assert stored
+    lines = [line for line in err.splitlines() if line.startswith("fairdesk-cli: warning: ")]
+    assert len(lines) == len(set(stored)) == len(set(lines))
+    assert any("sex" in line for line in lines)
