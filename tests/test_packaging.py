@@ -24,6 +24,29 @@ def test_frozen_cli_runs_the_demo(tmp_path):
     assert (tmp_path / "demo-cit.pdf").read_bytes().startswith(b"%PDF")  # the imaging part, frozen
 
 
+@pytest.mark.skipif(not BUNDLE, reason="no frozen build to test (run packaging/build.sh)")
+def test_frozen_gui_starts_offscreen_and_both_programs_know_their_version(tmp_path):
+    import time
+
+    import fairdesk
+
+    for name in ("fairdesk-cli", "fairdesk"):
+        out = subprocess.run([str(Path(BUNDLE) / name), "--version"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and out.stdout.strip() == f"{name} {fairdesk.__version__}", out.stderr
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FAIRDESK_HOME=str(tmp_path / "home"))
+    gui = subprocess.Popen([str(Path(BUNDLE) / "fairdesk"), str(tmp_path / "smoke.fairdesk")], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (tmp_path / "smoke.fairdesk").exists() and gui.poll() is None:
+            time.sleep(1)  # the window creates the project it was asked to open once it is up
+        assert gui.poll() is None, gui.communicate()[1][-2000:]
+        assert (tmp_path / "smoke.fairdesk").exists()
+    finally:
+        gui.terminate()
+        gui.wait(timeout=60)
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
