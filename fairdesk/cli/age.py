@@ -10,8 +10,6 @@ Nothing heavy is imported here; torch and sklearn load when the command runs.
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 
 from fairdesk.cli.args import split_list
 from fairdesk.core.compute import set_torch_threads
@@ -69,8 +67,9 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     learner = LearnerSettings(lam=args.lam, k_adv=args.k_adv, epochs=args.epochs, device=args.device)
     set_torch_threads(args.threads)
     progress = TerminalProgress(args.quiet)
-    with tempfile.TemporaryDirectory(prefix="fairdesk-age-") as tmp:
-        project_path = args.project or str(Path(tmp) / "age-independent.fairdesk")
+    from fairdesk.cli.outputs import audit_project
+
+    with audit_project(args.project) as project_path:
         audit_id = train_age_independent(project_path, args.data, args.label, args.attribute, args.group_id,
                                          methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
                                          seed=args.seed, learner=learner, reference=not args.no_reference,

@@ -51,6 +51,31 @@ def _route_qt_messages() -> None:
     qInstallMessageHandler(handler)
 
 
+_terminated: list[int] = []
+
+
+def _quit_on_termination(app) -> None:
+    """SIGTERM and SIGHUP (logout, a scheduler) close the main window like the user quitting: jobs are cancelled and
+    the scratch folder removed; the exit code is 128 + the signal's number. Qt's event loop does not return to Python
+    by itself, so a timer lets the interpreter run the handler."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def handler(signum, frame) -> None:
+        _terminated.append(signum)
+        app.closeAllWindows()
+        app.quit()
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), handler)
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
+    app._fairdesk_signal_timer = timer  # kept alive with the app
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.headless or not _has_display():
@@ -66,8 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from PySide6.QtWidgets import QApplication
 
+    from fairdesk.core import scratch
+
+    scratch.remove_leftovers()  # scratch folders of FairDesk runs that were killed (crash recovery)
     _route_qt_messages()
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    _quit_on_termination(app)
     app.setApplicationName("FairDesk")
     app.setOrganizationName("FairDesk")
     from fairdesk.gui.main_window import MainWindow
@@ -79,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.demo:
         window.open_demo()
     code = app.exec()
+    if _terminated:  # SIGTERM/SIGHUP: the window was closed like a quit (running jobs cancelled)
+        code = 128 + _terminated[0]
+    scratch.cleanup()
     if not window.runner.shutdown(5000):
         # a job ignored its cancel: stored results are safe (every write is one transaction); leave now
         sys.stdout.flush()
