@@ -85,12 +85,28 @@ _WHY = {
 
 _WRITE_ONLY = {errno.EFBIG, errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 _TEMP = re.compile(r"^\.(?P<name>.+)\.[^.]+\.tmp$")  # the temporary file of fairdesk.core.atomic
+#: what to do, by cause: a read-only disk is not "free some space", a locked file is not "fix the permissions"
+_FIX = {
+    errno.EFBIG: "raise the file size limit or write to a disk without one",
+    errno.ENOSPC: "free some disk space",
+    errno.EDQUOT: "free some space in your quota",
+    errno.EROFS: "choose a folder on a disk that can be written",
+    errno.EACCES: "choose another folder or ask for permission to write there",
+    errno.EPERM: "choose another folder or ask for permission to write there",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "check the path",
+    errno.EISDIR: "give a file name, not a folder",
+    errno.EEXIST: "choose another name",
+    errno.ENAMETOOLONG: "choose a shorter name",
+    errno.EBUSY: "close the program that holds it open",
+}
+_LOCKED_WINERRORS = {32, 33}  # ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION: open in another program
 
 
 def os_error_sentence(err: OSError) -> str:
-    """One sentence for a failed file operation: which file, why, and what to do. Files written earlier stay
-    intact (every output is written atomically). An OSError that is not a failed system call (a library's "cannot
-    load" message) is given as its first line."""
+    """One sentence for a failed file operation: which file, why, and what to do about that cause. Files written
+    earlier stay intact (every output is written atomically). An OSError that is not a failed system call (a
+    library's "cannot load" message) is given as its first line."""
     if not err.errno:
         return " ".join((str(err).strip().splitlines() or [type(err).__name__])[0].split())
     name = err.filename or err.filename2
@@ -99,7 +115,11 @@ def os_error_sentence(err: OSError) -> str:
         m = _TEMP.match(p.name)
         name = str(p.with_name(m.group("name"))) if m else str(p)
     where = f" '{name}'" if name else ""
-    why = _WHY.get(err.errno or -1) or (err.strerror or str(err)).rstrip(".")
+    if getattr(err, "winerror", None) in _LOCKED_WINERRORS:
+        why, fix = "another program has the file open (a spreadsheet or PDF viewer, say)", "close it"
+    else:
+        why = _WHY.get(err.errno or -1) or (err.strerror or str(err)).rstrip(".")
+        fix = _FIX.get(err.errno or -1, "choose another folder")
     verb = "write" if err.errno in _WRITE_ONLY else "use"
     return (f"Could not {verb}{where}: {why}. Earlier files are intact (FairDesk writes every output whole or "
-            "not at all); free space, choose another folder or fix the permissions, then run the command again.")
+            f"not at all); {fix}, then run the command again.")

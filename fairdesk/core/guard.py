@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 from fairdesk.core.errors import DataError
 
 #: the file that marks a folder as FairDesk's (written first, kept with the folder)
-MARKER = ".fairdesk-folder"
+MARKER = ".fairdesk-folder.json"
 PROJECT_SUFFIX = ".fairdesk"  # the suffix fairdesk.core.project.Project adds to a name without one
 
 Named = Iterable[tuple[str, "str | os.PathLike | None"]]
