@@ -54,22 +54,31 @@ def _route_qt_messages() -> None:
 _terminated: list[int] = []
 
 
-def _quit_on_termination(app) -> None:
+def _quit_on_termination() -> None:
     """SIGTERM and SIGHUP (logout, a scheduler) close the main window like the user quitting: jobs are cancelled and
-    the scratch folder removed; the exit code is 128 + the signal's number. Qt's event loop does not return to Python
-    by itself, so a timer lets the interpreter run the handler."""
+    the scratch folder removed; the exit code is 128 + the signal's number. Installed before the window is built, so
+    a signal during start-up counts too (the event loop then ends as soon as it starts)."""
     import signal
 
-    from PySide6.QtCore import QTimer
-
     def handler(signum, frame) -> None:
+        from PySide6.QtCore import QTimer
+        from PySide6.QtWidgets import QApplication
+
         _terminated.append(signum)
-        app.closeAllWindows()
-        app.quit()
+        app = QApplication.instance()
+        if app is not None:
+            app.closeAllWindows()
+            QTimer.singleShot(0, app.quit)  # also when the event loop has not started yet
 
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), handler)
+
+
+def _wake_python(app) -> None:
+    """Qt's event loop does not return to Python by itself: a timer lets the interpreter run signal handlers."""
+    from PySide6.QtCore import QTimer
+
     timer = QTimer(app)
     timer.timeout.connect(lambda: None)
     timer.start(200)
@@ -93,10 +102,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from fairdesk.core import scratch
 
+    _quit_on_termination()
     scratch.remove_leftovers()  # scratch folders of FairDesk runs that were killed (crash recovery)
     _route_qt_messages()
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    _quit_on_termination(app)
+    _wake_python(app)
     app.setApplicationName("FairDesk")
     app.setOrganizationName("FairDesk")
     from fairdesk.gui.main_window import MainWindow
@@ -107,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         window.open_project(Path(args.project), create=not Path(args.project).exists())
     if args.demo:
         window.open_demo()
-    code = app.exec()
+    code = app.exec() if not _terminated else 0
     if _terminated:  # SIGTERM/SIGHUP: the window was closed like a quit (running jobs cancelled)
         code = 128 + _terminated[0]
     scratch.cleanup()

@@ -118,3 +118,33 @@ def test_the_run_folder_is_private_and_removed_on_cleanup(tmp_path, monkeypatch)
     assert not path.parent.exists()
     scratch.cleanup()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_the_desktop_app_removes_leftovers_on_start_and_quits_on_the_signal(signum, tmp_path):
+    """``fairdesk`` (offscreen) removes a killed run's scratch folder when it starts, and SIGTERM/SIGHUP close it
+    like the user quitting: exit code 128 + signum, its own scratch folder gone."""
+    pytest.importorskip("PySide6")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    left = tmp / f"{scratch.PREFIX}{dead}-1-abc"
+    left.mkdir()
+    (left / "scratch.fairdesk").write_bytes(b"a copy of the patient table")
+    script = ("import sys; from fairdesk.core import scratch; scratch.run_folder(); "
+              "from fairdesk.gui.app import main; sys.exit(main([]))")
+    env = dict(_env(tmp), QT_QPA_PLATFORM="offscreen", FAIRDESK_HOME=str(tmp_path / "home"),
+               FAIRDESK_SETTINGS=str(tmp_path / "settings.ini"))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while left.exists() and time.monotonic() < deadline:  # removed at start
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    assert not left.exists()
+    time.sleep(2.0)  # the window is being built or shown: the signal counts either way
+    proc.send_signal(signum)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum
+    assert list(tmp.iterdir()) == []
