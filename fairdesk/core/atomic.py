@@ -7,9 +7,39 @@ import tempfile
 from pathlib import Path
 
 
-def write_bytes(path: str | Path, data: bytes) -> Path:
-    from fairdesk.core.guard import make_folder, remove_empty
+def missing_folders(folder: str | Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet, outermost first."""
+    missing = []
+    p = Path(folder)
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    return missing[::-1]
 
+
+def make_folder(folder: str | Path) -> list[Path]:
+    """``mkdir -p``; returns the folders it made, outermost first (for :func:`remove_empty`)."""
+    made = []
+    try:
+        for p in missing_folders(folder):
+            p.mkdir()
+            made.append(p)
+    except BaseException:
+        remove_empty(made)
+        raise
+    return made
+
+
+def remove_empty(made: list[Path]) -> None:
+    """Remove the folders of ``made`` (outermost first) that are empty, innermost first."""
+    for p in reversed(made):
+        try:
+            p.rmdir()
+        except OSError:
+            break
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
     path = Path(path)
     made = make_folder(path.parent)
     try:

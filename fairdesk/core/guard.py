@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from fairdesk.core.atomic import make_folder, missing_folders, remove_empty  # noqa: F401  (part of the guard's API)
 from fairdesk.core.errors import DataError
 
 #: the file that marks a folder as FairDesk's (written first, kept with the folder)
@@ -171,38 +172,6 @@ def guard_outputs(files: Named = (), folders: Named = (), *, inputs: Named = (),
 
 # ----------------------------------------------------------------------------------------------------------------
 # Folders FairDesk makes
-
-def missing_folders(folder: str | os.PathLike) -> list[Path]:
-    """``folder`` and its ancestors that do not exist yet, outermost first."""
-    missing = []
-    p = Path(folder)
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    return missing[::-1]
-
-
-def make_folder(folder: str | os.PathLike) -> list[Path]:
-    """``mkdir -p``; returns the folders it made, outermost first (for :func:`remove_empty`)."""
-    made = []
-    try:
-        for p in missing_folders(folder):
-            p.mkdir()
-            made.append(p)
-    except BaseException:
-        remove_empty(made)
-        raise
-    return made
-
-
-def remove_empty(made: list[Path]) -> None:
-    """Remove folders of ``made`` (outermost first) that are empty, innermost first."""
-    for p in reversed(made):
-        try:
-            p.rmdir()
-        except OSError:
-            break
-
 
 def claim_folder(folder: str | os.PathLike, what: str = "FairDesk output", option: str = "The output folder") \
         -> list[Path]:
