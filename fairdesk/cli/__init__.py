@@ -1,6 +1,8 @@
 """``fairdesk-cli``: every GUI action without a display.
 
-Exit codes: 0 success, 2 bad input (a one-line message on stderr says what and how to fix it), 130 cancelled.
+Exit codes: 0 success, 2 bad input (a one-line message on stderr says what and how to fix it), 130 cancelled with
+Ctrl-C, 143 stopped by SIGTERM and 129 by SIGHUP (128 + the signal's number; each stops the run cleanly like Ctrl-C,
+and the run's scratch folder is deleted, see :mod:`fairdesk.core.scratch`).
 
 The commands live one family a module (:mod:`.groups`, :mod:`.images`, :mod:`.text`, :mod:`.notes`, :mod:`.bench`,
 :mod:`.demo`); the progress bar in :mod:`.progress`, the shared argument helpers in :mod:`.args`. The CLI calls
@@ -54,17 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from fairdesk.core import scratch
+
+    scratch.exit_on_termination()  # SIGTERM and SIGHUP stop the run like Ctrl-C: finally blocks run
     parser = build_parser()
     args = parser.parse_args(argv)
+    scratch.remove_leftovers()  # scratch folders of FairDesk runs that were killed (SIGKILL, power loss)
     try:
         return args.func(args)
     except FairDeskError as err:
         message = " ".join(str(err).split())
         print(f"fairdesk-cli: error: {message}", file=sys.stderr)
         return 2
-    except (Cancelled, KeyboardInterrupt):
+    except (Cancelled, KeyboardInterrupt) as err:
         print("\nfairdesk-cli: cancelled; files written earlier are intact.", file=sys.stderr)
-        return 130
+        return scratch.exit_code(err)
     except OSError as err:  # a failed write (disk full, size limit, read-only folder): one sentence, exit 2
         from fairdesk.core.export import os_error_sentence
 
@@ -74,3 +80,5 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split())
         print(f"fairdesk-cli: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        scratch.cleanup()

@@ -10,22 +10,19 @@ Nothing heavy is imported here; torch and sklearn load when the command runs.
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 
 from fairdesk.cli.args import split_list
 from fairdesk.core.compute import set_torch_threads
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import DataError
-from fairdesk.core.export import check_output_files, check_outputs
+from fairdesk.core.guard import guard_outputs
 
 
 def cmd_data_age_demo(args: argparse.Namespace) -> int:
     from fairdesk.core.export import write_table
     from fairdesk.core.synthetic.age_cohort import make_age_cohort
 
-    check_outputs([("--out", args.out)])
-    check_output_files([("--out", args.out)])
+    guard_outputs([("--out", args.out)])
     df = make_age_cohort(n_participants=args.participants, n_features=args.features, seed=args.seed)
     write_table(df, args.out)
     n_feat = df.shape[1] - 3
@@ -59,8 +56,8 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     from fairdesk.jobs.reports import export_report
 
     outputs = [("--json", args.json), ("--predictions", args.predictions), ("--pdf", args.pdf)]
-    check_outputs(outputs, [("the data table (--data)", args.data), ("the project (--project)", args.project)])
-    check_output_files(outputs)
+    guard_outputs(outputs, inputs=[("the data table (--data)", args.data)],
+                  project=("the project (--project)", args.project))
     from fairdesk.core.kinds import ReportSettings
 
     ReportSettings(suppress_k=args.suppress_k)  # a bad k fails now, not after the training
@@ -69,8 +66,9 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     learner = LearnerSettings(lam=args.lam, k_adv=args.k_adv, epochs=args.epochs, device=args.device)
     set_torch_threads(args.threads)
     progress = TerminalProgress(args.quiet)
-    with tempfile.TemporaryDirectory(prefix="fairdesk-age-") as tmp:
-        project_path = args.project or str(Path(tmp) / "age-independent.fairdesk")
+    from fairdesk.cli.outputs import audit_project
+
+    with audit_project(args.project) as project_path:
         audit_id = train_age_independent(project_path, args.data, args.label, args.attribute, args.group_id,
                                          methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
                                          seed=args.seed, learner=learner, reference=not args.no_reference,

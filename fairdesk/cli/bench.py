@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from fairdesk.cli.progress import TerminalProgress
-from fairdesk.core.export import check_output_files, check_outputs
+from fairdesk.core.guard import guard_outputs
 
 
 def cmd_bench_cit_synthetic(args: argparse.Namespace) -> int:
@@ -12,8 +12,7 @@ def cmd_bench_cit_synthetic(args: argparse.Namespace) -> int:
     from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig, run_cit_benchmark
     from fairdesk.core.synthetic.scm import DATASETS
 
-    check_outputs([("--json", args.json), ("--png", args.png)])
-    check_output_files([("--json", args.json), ("--png", args.png)])
+    guard_outputs([("--json", args.json), ("--png", args.png)])
     cfg = BenchmarkConfig(datasets=DATASETS if args.dataset == "all" else (args.dataset,),
                           n_classifiers=args.classifiers, seed=args.seed,
                           n_confounded_classifiers=args.confounded_classifiers, confounded=not args.no_confounded)
@@ -39,6 +38,7 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
     from fairdesk.core import atomic
     from fairdesk.core.validity import format_table, run_validity
 
+    guard_outputs([("--json", args.json)])
     progress = TerminalProgress(args.quiet)
     result = run_validity(args.family, runs=args.runs, seed=args.seed, n=args.n, progress=progress)
     progress.done()

@@ -50,11 +50,11 @@ def _terms_arg(value: str | None, default: str | None = "dixon_train"):
 
 
 def cmd_data_madlibs(args: argparse.Namespace) -> int:
-    from fairdesk.core.export import check_output_files, check_outputs, write_table
+    from fairdesk.core.export import write_table
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.text.madlibs import MADLIBS_ATTRIBUTION, madlibs
 
-    check_outputs([("--out", args.out)])
-    check_output_files([("--out", args.out)])
+    guard_outputs([("--out", args.out)])
     df = madlibs()
     write_table(df[["text", "label", "template", "term"]], args.out)
     n_cf = int(df["has_counterfactual"].sum())
@@ -67,11 +67,11 @@ def cmd_data_madlibs(args: argparse.Namespace) -> int:
 
 def cmd_data_ctf_demo(args: argparse.Namespace) -> int:
     from fairdesk.core.errors import DataError
-    from fairdesk.core.export import check_output_files, check_outputs, write_table
+    from fairdesk.core.export import write_table
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.text.madlibs import clinical_notes_demo
 
-    check_outputs([("--out", args.out)])
-    check_output_files([("--out", args.out)])
+    guard_outputs([("--out", args.out)])
     if args.n < 10:
         raise DataError("--n must be at least 10 notes.")
     df = clinical_notes_demo(args.n, seed=args.seed)
@@ -82,12 +82,13 @@ def cmd_data_ctf_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_counterfactuals(args: argparse.Namespace) -> int:
-    from fairdesk.core.export import check_output_files, check_outputs, write_table
+    from fairdesk.core.export import write_table
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.text.counterfactual import counterfactual_table, load_terms
     from fairdesk.jobs.ctf import read_text_table
 
-    check_outputs([("--out", args.out)], [("the data (--data)", args.data), ("the term list (--terms)", args.terms)])
-    check_output_files([("--out", args.out)])
+    guard_outputs([("--out", args.out)],
+                  inputs=[("the data (--data)", args.data), ("the term list (--terms)", args.terms)])
     table = read_text_table(None, args.data, args.text_col, id_col=args.id_col)
     terms = load_terms(_terms_arg(args.terms, "dixon"))
     progress = TerminalProgress(args.quiet)
@@ -100,13 +101,13 @@ def cmd_counterfactuals(args: argparse.Namespace) -> int:
 
 
 def cmd_train_text_classifier(args: argparse.Namespace) -> int:
-    from fairdesk.core.export import check_output_folders, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.project import Project
     from fairdesk.jobs.ctf import train_text_classifier_job
 
-    check_outputs([("--out", args.out)], [("the data (--data)", args.data), ("the project (--project)", args.project),
-                                          ("the term list (--terms)", args.terms)])
-    check_output_folders([("--out", args.out)])
+    guard_outputs(folders=[("--out", args.out)], inputs=[("the data (--data)", args.data),
+                                                         ("the term list (--terms)", args.terms)],
+                  project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
     with audit_project(args.project) as project:
         model_id = train_text_classifier_job(
@@ -131,16 +132,16 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_ctf(args: argparse.Namespace) -> int:
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.ctf import audit_ctf
     from fairdesk.jobs.reports import export_report
 
-    outputs = [("--json", args.json), ("--pdf", args.pdf)]
-    check_outputs(outputs, [("the data (--data)", args.data), ("the project (--project)", args.project),
-                            ("the term list (--terms)", args.terms),
-                            ("the held-out term list (--held-out-terms)", args.held_out_terms)],
-                  [("the model folder (--model)", args.model)])
-    check_output_files(outputs)
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+                  inputs=[("the data (--data)", args.data), ("the term list (--terms)", args.terms),
+                          ("the held-out term list (--held-out-terms)", args.held_out_terms),
+                          ("the control terms (--control-terms)", args.control_terms)],
+                  models=[("the model folder (--model)", args.model)],
+                  project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
     with audit_project(args.project) as project:
         audit_id = audit_ctf(project, args.model, args.data, args.text_col, label_col=args.label_col,
@@ -160,13 +161,14 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_ctf_pairs(args: argparse.Namespace) -> int:
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.ctf import export_ctf_pairs
 
-    check_outputs([("--out", args.out)], [("the data (--data)", args.data), ("the project (--project)", args.project),
-                                          ("the term list (--terms)", args.terms),
-                                          ("the held-out term list (--held-out-terms)", args.held_out_terms)])
-    check_output_files([("--out", args.out)])
+    guard_outputs([("--out", args.out)],
+                  inputs=[("the data (--data)", args.data), ("the term list (--terms)", args.terms),
+                          ("the held-out term list (--held-out-terms)", args.held_out_terms),
+                          ("the control terms (--control-terms)", args.control_terms)],
+                  project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
     res = export_ctf_pairs(args.project, args.data, args.text_col, args.out, label_col=args.label_col,
                            id_col=args.id_col, terms=_terms_arg(args.terms),
@@ -182,13 +184,13 @@ def cmd_audit_ctf_pairs(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.ctf import audit_ctf_scores
     from fairdesk.jobs.reports import export_report
 
-    outputs = [("--json", args.json), ("--pdf", args.pdf)]
-    check_outputs(outputs, [("the scored pairs (--scores)", args.scores), ("the project (--project)", args.project)])
-    check_output_files(outputs)
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+                  inputs=[("the scored pairs (--scores)", args.scores)],
+                  project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
     with audit_project(args.project) as project:
         audit_id = audit_ctf_scores(project, args.scores, margin=args.margin, n_boot=args.n_boot,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 
 from fairdesk.cli.progress import TerminalProgress
-from fairdesk.core.export import check_output_folders
+from fairdesk.core.guard import guard_outputs
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from fairdesk.jobs.demo import run_demo
 
-    check_output_folders([("--out", args.out)])
+    guard_outputs(folders=[("--out", args.out)])
     progress = TerminalProgress(args.quiet)
     out = run_demo(args.out, n_boot=args.n_boot, seed=args.seed, progress=progress)
     progress.done()

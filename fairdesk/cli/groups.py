@@ -8,7 +8,7 @@ from pathlib import Path
 from fairdesk.cli.args import add_roles, column_roles, drop_groups, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import FairDeskError
-from fairdesk.core.export import check_output_files, check_outputs
+from fairdesk.core.guard import guard_outputs
 
 
 def cmd_audit_groups(args: argparse.Namespace) -> int:
@@ -28,9 +28,8 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           drop_groups=drop_groups(args.drop_group), family=args.family,
                           correction=args.correction, margin=args.margin, calibration=not args.no_calibration,
                           calibration_own_family=args.calibration_family == "own")
-    check_outputs([("--json", args.json), ("--pdf", args.pdf)],
-                  [("the data table", args.data), ("the project (--project)", args.project)])
-    check_output_files([("--json", args.json), ("--pdf", args.pdf)])
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
+                  project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
     # Always a scratch project, also with --project: the two jobs store the dataset and the audit in two writes;
     # copying the pair into --project afterwards is one transaction, so --project never keeps a dataset without
@@ -77,8 +76,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                             "card.")
     from fairdesk.jobs.reports import export_report
 
-    check_outputs([("--pdf", args.pdf)], [("the project (--project)", args.project)])
-    check_output_files([("--pdf", args.pdf)])
+    guard_outputs([("--pdf", args.pdf)], project=("the project (--project)", args.project))
     path = export_report(args.project, args.audit, args.pdf, suppress_k=args.suppress_k)
     print(f"report written to {path}")
     return 0
@@ -96,9 +94,8 @@ def cmd_model_card(args: argparse.Namespace) -> int:
     if args.intended_use and args.intended_use_file:
         raise FairDeskError("Give the intended use once: --intended-use TEXT or --intended-use-file FILE.")
     outputs = [("--out", args.out), ("--markdown", args.markdown)]
-    check_outputs(outputs, [("the project (--project)", args.project),
-                            ("--intended-use-file", args.intended_use_file)])
-    check_output_files(outputs)
+    guard_outputs(outputs, inputs=[("--intended-use-file", args.intended_use_file)],
+                  project=("the project (--project)", args.project))
     use = args.intended_use
     if args.intended_use_file:
         path = Path(args.intended_use_file)
@@ -120,8 +117,7 @@ def cmd_train_tabular(args: argparse.Namespace) -> int:
     from fairdesk.core.export import write_table
     from fairdesk.core.models.tabular import TrainSpec, train_and_predict
 
-    check_outputs([("--out", args.out)], [("the data table", args.data)])
-    check_output_files([("--out", args.out)])
+    guard_outputs([("--out", args.out)], inputs=[("the data table", args.data)])
     df = load_table(args.data)
     labels = split_list(args.labels)
     tasks = {c[len(args.label_prefix):] if c.startswith(args.label_prefix) else c: c for c in labels} if labels \

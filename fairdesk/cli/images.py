@@ -43,7 +43,7 @@ def cmd_audit_cit(args: argparse.Namespace) -> int:
     from fairdesk.cli.outputs import audit_project
     from fairdesk.jobs.images import audit_cit, import_image_dataset
 
-    _check(args, [("the data table (--data)", args.data), ("the project (--project)", args.project)],
+    _check(args, [("the data table (--data)", args.data), ("the images folder (--images)", args.images)],
            [("the classifier (--classifier)", args.classifier), ("the generator folder (--generator)", args.generator),
             ("the control classifier (--control)", args.control)])
     labels = tuple(split_list(args.labels))
@@ -69,8 +69,7 @@ def cmd_audit_cit_predictions(args: argparse.Namespace) -> int:
     from fairdesk.cli.outputs import audit_project
     from fairdesk.jobs.images import audit_cit_predictions
 
-    _check(args, [("the predictions table (--predictions)", args.predictions),
-                  ("the project (--project)", args.project)])
+    _check(args, [("the predictions table (--predictions)", args.predictions)])
     progress = TerminalProgress(args.quiet)
     with audit_project(args.project) as project:
         audit_id = audit_cit_predictions(project, args.predictions, args.attribute, positive=_positive(args),
@@ -80,12 +79,12 @@ def cmd_audit_cit_predictions(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, inputs, model_folders=()) -> None:
-    """Refuse --json/--pdf that would overwrite an input, a model file or each other (before any work)."""
-    from fairdesk.core.export import check_output_files, check_outputs
+    """Refuse --json/--pdf that would overwrite an input, the project, a model file or each other (before any
+    work; :func:`~fairdesk.core.guard.guard_outputs`)."""
+    from fairdesk.core.guard import guard_outputs
 
-    outputs = [("--json", args.json), ("--pdf", args.pdf)]
-    check_outputs(outputs, inputs, model_folders)
-    check_output_files(outputs)
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=inputs, models=model_folders,
+                  project=("the project (--project)", args.project))
 
 
 def _write_outputs(project: str, audit_id: int, args: argparse.Namespace) -> int:
@@ -114,16 +113,13 @@ def _print_summary(doc: dict) -> None:
 
 
 def cmd_train_generator(args: argparse.Namespace) -> int:
-    from pathlib import Path as _Path
-
     import numpy as np
 
-    from fairdesk.core.export import check_output_folders, check_outputs
+    from fairdesk.core.guard import claim_folder, guard_outputs, release_if_unused
     from fairdesk.jobs.images import fit_generator
 
-    check_outputs([("--out", args.out), ("--previews", args.previews)],
-                  [("the data table (--data)", args.data), ("the images folder (--images)", args.images)])
-    check_output_folders([("--out", args.out), ("--previews", args.previews)])
+    guard_outputs(folders=[("--out", args.out), ("--previews", args.previews)],
+                  inputs=[("the data table (--data)", args.data), ("the images folder (--images)", args.images)])
     ds = _open(args)
     preview = None
     if args.previews:
@@ -131,16 +127,21 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
 
         def preview(step, imgs, labels):
             row = np.concatenate(list(imgs), axis=1)
-            Image.fromarray(np.round(row * 255).astype(np.uint8)).save(_Path(args.previews) / f"step{step:06d}.png")
+            Image.fromarray(np.round(row * 255).astype(np.uint8)).save(Path(args.previews) / f"step{step:06d}.png")
 
-        _Path(args.previews).mkdir(parents=True, exist_ok=True)
     progress = TerminalProgress(args.quiet)
-    res, _ = fit_generator(ds, args.attribute, args.out, split_seed=args.split_seed, image_size=args.image_size,
-                           size=args.size, vae_steps=args.vae_steps, unet_steps=args.unet_steps,
-                           batch_size=args.batch_size, resume=args.resume, seed=args.seed, steps=args.steps,
-                           checkpoint_every=args.checkpoint_every, preview_every=args.preview_every,
-                           positive=_positive(args), mine_lambda=args.mine_lambda, mine_steps=args.mine_steps,
-                           on_preview=preview, progress=progress)
+    made = claim_folder(args.previews, "generator previews", "--previews") if args.previews else []
+    try:
+        res, _ = fit_generator(ds, args.attribute, args.out, split_seed=args.split_seed, image_size=args.image_size,
+                               size=args.size, vae_steps=args.vae_steps, unet_steps=args.unet_steps,
+                               batch_size=args.batch_size, resume=args.resume, seed=args.seed, steps=args.steps,
+                               checkpoint_every=args.checkpoint_every, preview_every=args.preview_every,
+                               positive=_positive(args), mine_lambda=args.mine_lambda, mine_steps=args.mine_steps,
+                               on_preview=preview, progress=progress)
+    except BaseException:
+        if args.previews:
+            release_if_unused(args.previews, made)
+        raise
     progress.done()
     print(f"generator trained ({len(res.unet_loss)} diffusion steps, last loss "
           f"{np.mean(res.unet_loss[-20:]) if res.unet_loss else float('nan'):.4f}) -> {args.out}")

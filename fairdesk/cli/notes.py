@@ -62,12 +62,11 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
     from fairdesk.core.data.loaders import file_sha256, load_table
     from fairdesk.core.models import note_classifier as nc
 
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
 
-    outputs = [("--out", args.out), ("--json", args.json)]
-    check_outputs(outputs, [("the notes table", args.notes), ("the project (--project)", args.project)],
-                  [("the model folder (--model)", args.model)])
-    check_output_files(outputs)
+    guard_outputs([("--out", args.out), ("--json", args.json)], inputs=[("the notes table", args.notes)],
+                  models=[("the model folder (--model)", args.model)],
+                  project=("the project (--project)", args.project))
     set_torch_threads(args.threads)
     spec = _spec(args, split_list(args.tasks), split_list(args.attribute))
     progress = TerminalProgress(args.quiet)
@@ -105,7 +104,7 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
     ``--project`` or a scratch project), ``--json`` from the stored document, ``--pdf`` through ``export_report``."""
     from fairdesk.cli.outputs import audit_project, stored_where, write_outputs
     from fairdesk.core.errors import DataError
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.notes import compare_encoders_job
 
     encoders = {"baseline": args.baseline}
@@ -118,10 +117,9 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
         if name.strip() in encoders:
             raise DataError(f"Encoder name '{name.strip()}' is used twice; give each encoder its own name.")
         encoders[name.strip()] = path.strip()
-    outputs = [("--json", args.json), ("--pdf", args.pdf)]
-    check_outputs(outputs, [("the notes table", args.notes), ("the project (--project)", args.project)],
-                  [(f"the encoder folder '{n}'", p) for n, p in encoders.items()])
-    check_output_files(outputs)
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the notes table", args.notes)],
+                  models=[(f"the encoder folder '{n}'", p) for n, p in encoders.items()],
+                  project=("the project (--project)", args.project))
     set_torch_threads(args.threads)
     tasks = split_list(args.tasks)
     spec = _spec(args, tasks, [args.attribute])

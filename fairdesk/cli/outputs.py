@@ -9,7 +9,6 @@ report bytes.
 from __future__ import annotations
 
 import json
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -17,9 +16,13 @@ from typing import Iterator
 
 @contextmanager
 def scratch_project() -> Iterator[str]:
-    """The path of a new, empty project in a temporary folder, deleted with everything in it on leaving."""
-    with tempfile.TemporaryDirectory(prefix="fairdesk-cli-") as folder:
-        yield str(Path(folder) / "scratch.fairdesk")
+    """The path of a new, empty project in the run's private scratch folder (:mod:`fairdesk.core.scratch`),
+    deleted with everything in it on leaving (and on SIGTERM/SIGHUP; a SIGKILLed run's is removed by the next
+    start)."""
+    from fairdesk.core.scratch import scratch_path
+
+    with scratch_path("scratch.fairdesk") as path:
+        yield str(path)
 
 
 @contextmanager

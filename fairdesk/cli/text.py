@@ -20,16 +20,15 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
     from fairdesk.cli.outputs import audit_project, stored_where, write_outputs
     from fairdesk.core.audits.mlm_bias import ProbeOptions, results_from_document
     from fairdesk.core.errors import FairDeskError
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.text import audit_mlm_bias
 
-    outputs = [("--json", args.json), ("--pdf", args.pdf)]
-    check_outputs(outputs, [("the templates (--templates)", args.templates),
-                            ("the completion templates", args.completion_templates),
-                            ("the project (--project)", args.project)],
-                  [("the model folder (--model)", args.model)]
-                  + [("the model folder (--compare)", c) for c in args.compare or []])
-    check_output_files(outputs)
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+                  inputs=[("the templates (--templates)", args.templates),
+                          ("the completion templates", args.completion_templates)],
+                  models=[("the model folder (--model)", args.model)]
+                  + [("the model folder (--compare)", c) for c in args.compare or []],
+                  project=("the project (--project)", args.project))
     groups = split_list(args.groups)
     if groups and len(groups) != 2:
         raise FairDeskError("--groups takes two word groups, e.g. male,female.")
@@ -59,13 +58,12 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
 
 
 def cmd_train_mlm(args: argparse.Namespace) -> int:
-    from fairdesk.core.export import check_output_folders, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.models.mlm import MLMTrainConfig, train_mlm
 
-    check_outputs([("--out", args.out)], [("the corpus (--corpus)", args.corpus)],
-                  [("the model folder (--init-model)", args.init_model),
-                   ("the tokenizer folder (--tokenizer-from)", args.tokenizer_from)])
-    check_output_folders([("--out", args.out)])
+    guard_outputs(folders=[("--out", args.out)], inputs=[("the corpus (--corpus)", args.corpus)],
+                  models=[("the model folder (--init-model)", args.init_model),
+                          ("the tokenizer folder (--tokenizer-from)", args.tokenizer_from)])
     set_torch_threads(args.threads)
     explicit = any(v is not None for v in (args.hidden, args.layers, args.heads))
     cfg = MLMTrainConfig(

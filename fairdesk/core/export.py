@@ -9,9 +9,7 @@ said in one sentence (issue 10).
   number; it cannot call anything). FairDesk reads a quoted cell back as written, quote included. Lines end in
   CRLF (RFC 4180), so that pandas quotes a cell holding a lone carriage return. Parquet keeps its
   types and is written unchanged (it is not opened by a spreadsheet as text).
-* :func:`check_outputs` refuses, before anything is computed or written, an output path that is an input, the
-  project, an existing file inside an input model folder, or another output of the same command (paths compared
-  after resolving symlinks and relative parts; hard links by file identity).
+* Which paths may be written at all is decided by the one output guard, :func:`fairdesk.core.guard.guard_outputs`.
 * :func:`os_error_sentence` turns a failed read or write (disk full, file size limit, read-only folder) into one
   sentence for the CLI and the GUI.
 """
@@ -22,10 +20,7 @@ import io
 import os
 import re
 from pathlib import Path
-from typing import Iterable
-
 from fairdesk.core import atomic
-from fairdesk.core.errors import DataError
 
 #: the first characters that make a spreadsheet treat a cell as a formula (OWASP)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -71,94 +66,6 @@ def write_table(df, path: str | os.PathLike) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Outputs never overwrite inputs
-
-def _real(path) -> str:
-    return os.path.realpath(os.path.abspath(os.path.expanduser(str(path))))
-
-
-def _same(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    try:
-        return os.path.samefile(a, b)  # hard links, case-insensitive file systems
-    except OSError:
-        return False
-
-
-def _inside(path: str, folder: str) -> bool:
-    try:
-        return os.path.commonpath([path, folder]) == folder and path != folder
-    except ValueError:  # different drives
-        return False
-
-
-Named = Iterable[tuple[str, "str | os.PathLike | None"]]
-
-
-def check_outputs(outputs: Named, inputs: Named = (), model_folders: Named = ()) -> None:
-    """Refuse (:class:`DataError`, one sentence) an output that would overwrite something it must not.
-
-    ``outputs``: (option, path) pairs the command writes (``None`` paths are skipped); ``inputs``: (description,
-    path) of files it reads or updates (data tables, the project); ``model_folders``: (description, path) of model
-    files or folders — no output may be written inside them. An output that is an existing folder is refused too.
-    """
-    outs = [(name, str(p), _real(p)) for name, p in outputs if p not in (None, "")]
-    ins = [(name, str(p), _real(p)) for name, p in inputs if p not in (None, "")]
-    models = [(name, str(p), _real(p)) for name, p in model_folders if p not in (None, "")]
-    for i, (name, given, real) in enumerate(outs):
-        for what, in_given, in_real in ins + models:
-            if _same(real, in_real):
-                raise DataError(f"{name} {given} is the same file as {what} ({in_given}); FairDesk never "
-                                f"overwrites its inputs, so choose another file name.")
-        for what, in_given, in_real in models:
-            if os.path.isdir(in_real) and _inside(real, in_real):
-                raise DataError(f"{name} {given} is inside {what} ({in_given}); FairDesk never writes into a model "
-                                f"folder, so choose a file outside it.")
-        for other, o_given, o_real in outs[:i]:
-            if _same(real, o_real):
-                raise DataError(f"{other} and {name} are the same file ({given}); give each output its own name.")
-
-
-def check_output_files(outputs: Named) -> None:
-    """Refuse, before any work, output *files* that cannot be written: an existing folder in the way, a file where
-    a folder is needed, a read-only folder."""
-    for name, p in outputs:
-        if p in (None, ""):
-            continue
-        real = Path(_real(p))
-        if real.is_dir():
-            raise DataError(f"{name} {p} is a folder; give a file name inside it (for example {Path(p) / 'out'}).")
-        parent = real.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise DataError(f"{name} {p} cannot be written: {parent} is a file, not a folder.")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise DataError(f"{name} {p} cannot be written: the folder {parent} is read-only or FairDesk has no "
-                            f"permission to write there. Choose another folder.")
-
-
-def check_output_folders(outputs: Named) -> None:
-    """Refuse, before any work, output *folders* that cannot be made or written: a file in the way, a read-only
-    place."""
-    for name, p in outputs:
-        if p in (None, ""):
-            continue
-        real = Path(_real(p))
-        if real.exists() and not real.is_dir():
-            raise DataError(f"{name} {p} is a file; give a folder (a new name is created).")
-        place = real
-        while not place.exists() and place != place.parent:
-            place = place.parent
-        if not place.is_dir():
-            raise DataError(f"{name} {p} cannot be made: {place} is a file, not a folder.")
-        if not os.access(place, os.W_OK | os.X_OK):
-            raise DataError(f"{name} {p} cannot be written: the folder {place} is read-only or FairDesk has no "
-                            f"permission to write there. Choose another folder.")
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Failed reads and writes in one sentence
 
 _WHY = {
@@ -178,12 +85,28 @@ _WHY = {
 
 _WRITE_ONLY = {errno.EFBIG, errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 _TEMP = re.compile(r"^\.(?P<name>.+)\.[^.]+\.tmp$")  # the temporary file of fairdesk.core.atomic
+#: what to do, by cause: a read-only disk is not "free some space", a locked file is not "fix the permissions"
+_FIX = {
+    errno.EFBIG: "raise the file size limit or write to a disk without one",
+    errno.ENOSPC: "free some disk space",
+    errno.EDQUOT: "free some space in your quota",
+    errno.EROFS: "choose a folder on a disk that can be written",
+    errno.EACCES: "choose another folder or ask for permission to write there",
+    errno.EPERM: "choose another folder or ask for permission to write there",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "check the path",
+    errno.EISDIR: "give a file name, not a folder",
+    errno.EEXIST: "choose another name",
+    errno.ENAMETOOLONG: "choose a shorter name",
+    errno.EBUSY: "close the program that holds it open",
+}
+_LOCKED_WINERRORS = {32, 33}  # ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION: open in another program
 
 
 def os_error_sentence(err: OSError) -> str:
-    """One sentence for a failed file operation: which file, why, and what to do. Files written earlier stay
-    intact (every output is written atomically). An OSError that is not a failed system call (a library's "cannot
-    load" message) is given as its first line."""
+    """One sentence for a failed file operation: which file, why, and what to do about that cause. Files written
+    earlier stay intact (every output is written atomically). An OSError that is not a failed system call (a
+    library's "cannot load" message) is given as its first line."""
     if not err.errno:
         return " ".join((str(err).strip().splitlines() or [type(err).__name__])[0].split())
     name = err.filename or err.filename2
@@ -192,7 +115,11 @@ def os_error_sentence(err: OSError) -> str:
         m = _TEMP.match(p.name)
         name = str(p.with_name(m.group("name"))) if m else str(p)
     where = f" '{name}'" if name else ""
-    why = _WHY.get(err.errno or -1) or (err.strerror or str(err)).rstrip(".")
+    if getattr(err, "winerror", None) in _LOCKED_WINERRORS:
+        why, fix = "another program has the file open (a spreadsheet or PDF viewer, say)", "close it"
+    else:
+        why = _WHY.get(err.errno or -1) or (err.strerror or str(err)).rstrip(".")
+        fix = _FIX.get(err.errno or -1, "choose another folder")
     verb = "write" if err.errno in _WRITE_ONLY else "use"
     return (f"Could not {verb}{where}: {why}. Earlier files are intact (FairDesk writes every output whole or "
-            "not at all); free space, choose another folder or fix the permissions, then run the command again.")
+            f"not at all); {fix}, then run the command again.")

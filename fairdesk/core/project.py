@@ -95,6 +95,40 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
+#: why an SQLite call failed, told from its message (SQLite gives no errno), and what the user can do about it
+_LOCKED = ("locked by another program (another FairDesk window or fairdesk-cli command, or a database tool, is "
+           "writing to it); close that program or let it finish, then try again")
+_READ_ONLY = ("the file, its folder or the disk is read-only; copy the project to a folder you can write to, or "
+              "ask for write permission")
+_FULL = "free some disk space and run it again"
+
+
+def sqlite_cause(err: BaseException) -> str | None:
+    """The cause and fix for an SQLite error that is not damage: locked, read-only, disk full, no permission
+    (None: the message names no such cause)."""
+    text = str(err).lower()
+    if "locked" in text or "busy" in text:
+        return _LOCKED
+    if "readonly" in text or "read-only" in text:
+        return _READ_ONLY
+    if "disk is full" in text or "database or disk is full" in text:
+        return _FULL
+    if "unable to open" in text:
+        return "FairDesk cannot open the file (no permission, or its folder is missing); check the file and its folder"
+    return None
+
+
+def os_cause(err: OSError) -> str:
+    """The fix for a failed file operation on a project, by its errno."""
+    import errno
+
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _FULL
+    if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return "the folder or disk is read-only or FairDesk may not write there; choose a folder you can write to"
+    return "choose another folder"
+
+
 class Project:
     """A handle on a project file. Cheap to create; every call opens its own connection (thread-safe).
 
@@ -127,8 +161,8 @@ class Project:
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
             os.close(fd)
         except OSError as err:
-            raise ProjectError(f"Could not create the project {self.path} ({_one_line(err)}). Choose a folder you "
-                               "can write to.") from err
+            raise ProjectError(f"Could not create the project {self.path} ({_one_line(err)}); "
+                               f"{os_cause(err)}.") from err
         try:
             with closing(sqlite3.connect(tmp, isolation_level=None)) as con:
                 con.execute("PRAGMA journal_mode=DELETE")
@@ -153,8 +187,9 @@ class Project:
                     if not self.path.exists():
                         os.replace(tmp, self.path)
         except (OSError, sqlite3.Error) as err:
+            fix = os_cause(err) if isinstance(err, OSError) else sqlite_cause(err) or "choose another folder"
             raise ProjectError(f"Could not create the project {self.path} ({_one_line(err)}); nothing was "
-                               "written. Free some disk space or choose another folder.") from err
+                               f"written ({fix}).") from err
         finally:
             Path(tmp).unlink(missing_ok=True)
 
@@ -202,6 +237,10 @@ class Project:
                             con.execute(stmt)
                     con.execute("COMMIT")
         except sqlite3.DatabaseError as err:
+            cause = sqlite_cause(err)
+            if cause is not None:  # locked, read-only, full: nothing is wrong with the file itself
+                raise ProjectError(f"{self.path.name} cannot be opened now ({_one_line(err)}): {cause}; the "
+                                   "project itself is not damaged.") from err
             raise ProjectError(f"{self.path.name} is not a readable FairDesk project ({err}). If it was copied, "
                                "copy it again; earlier copies and backups are not affected.") from err
 
@@ -219,7 +258,10 @@ class Project:
             with closing(self._connect()) as con:
                 return con.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as err:
-            raise ProjectError(f"Could not read {self.path.name}: {err}") from err
+            cause = sqlite_cause(err)
+            raise ProjectError(f"Could not read {self.path.name} ({_one_line(err)})"
+                               + (f": {cause}." if cause else "; restore the project from a copy if this "
+                                  "persists.")) from err
 
     @contextmanager
     def transaction(self) -> Iterator["Project"]:
@@ -261,11 +303,10 @@ class Project:
             with closing(sqlite3.connect(self.path, timeout=30)) as con:
                 check = con.execute("PRAGMA quick_check").fetchone()[0]
         except sqlite3.Error as check_err:
-            check = _one_line(check_err)
+            # locked or unreadable just now: the rollback left the file as it was; it cannot be checked yet
+            check = "ok" if sqlite_cause(check_err) else _one_line(check_err)
         if check == "ok":
-            busy = any(word in str(err).lower() for word in ("locked", "busy"))
-            hint = ("another program is writing to it: run it again when that has finished" if busy
-                    else "free some disk space and run it again")
+            hint = sqlite_cause(err) or _FULL  # "disk I/O error": a full disk or the file size limit
             return ProjectError(f"Could not write to {self.path.name} ({_one_line(err)}), so nothing was stored; "
                                 f"the project is as it was before ({hint}).")
         return ProjectError(f"Could not write to {self.path.name} ({_one_line(err)}), and the file now fails "

@@ -54,6 +54,40 @@ def _route_qt_messages() -> None:
     qInstallMessageHandler(handler)
 
 
+_terminated: list[int] = []
+
+
+def _quit_on_termination() -> None:
+    """SIGTERM and SIGHUP (logout, a scheduler) close the main window like the user quitting: jobs are cancelled and
+    the scratch folder removed; the exit code is 128 + the signal's number. Installed before the window is built, so
+    a signal during start-up counts too (the event loop then ends as soon as it starts)."""
+    import signal
+
+    def handler(signum, frame) -> None:
+        from PySide6.QtCore import QTimer
+        from PySide6.QtWidgets import QApplication
+
+        _terminated.append(signum)
+        app = QApplication.instance()
+        if app is not None:
+            app.closeAllWindows()
+            QTimer.singleShot(0, app.quit)  # also when the event loop has not started yet
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), handler)
+
+
+def _wake_python(app) -> None:
+    """Qt's event loop does not return to Python by itself: a timer lets the interpreter run signal handlers."""
+    from PySide6.QtCore import QTimer
+
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
+    app._fairdesk_signal_timer = timer  # kept alive with the app
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.headless or not _has_display():
@@ -69,8 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from PySide6.QtWidgets import QApplication
 
+    from fairdesk.core import scratch
+
+    _quit_on_termination()
+    scratch.remove_leftovers()  # scratch folders of FairDesk runs that were killed (crash recovery)
     _route_qt_messages()
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    _wake_python(app)
     app.setApplicationName("FairDesk")
     app.setOrganizationName("FairDesk")
     from fairdesk.gui.main_window import MainWindow
@@ -81,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         window.open_project(Path(args.project), create=not Path(args.project).exists())
     if args.demo:
         window.open_demo()
-    code = app.exec()
+    code = app.exec() if not _terminated else 0
+    if _terminated:  # SIGTERM/SIGHUP: the window was closed like a quit (running jobs cancelled)
+        code = 128 + _terminated[0]
+    scratch.cleanup()
     if not window.runner.shutdown(5000):
         # a job ignored its cancel: stored results are safe (every write is one transaction); leave now
         sys.stdout.flush()

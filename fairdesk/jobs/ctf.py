@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 
 from fairdesk.core.errors import DataError, ModelError
@@ -53,6 +54,11 @@ def _threads(n: int | None) -> None:
         import torch
 
         torch.set_num_threads(int(n))
+
+
+def _file(data):
+    """``data`` when it names a file (not a dataset id or a table in memory), else None."""
+    return data if isinstance(data, (str, os.PathLike)) else None
 
 
 def load_any_table(project: Project | None, data) -> tuple:
@@ -165,6 +171,7 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     (stratified by label, seeded) and not trained on; the model's AUROC on them is recorded (``info["validation"]``).
     """
     from fairdesk.core.data.loaders import table_sha256
+    from fairdesk.core.guard import claimed, guard_outputs
     from fairdesk.core.models.text_classifier import METHODS, clear_checkpoints, train_text_classifier
     from fairdesk.core.text.counterfactual import load_terms
 
@@ -178,6 +185,8 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
         raise ModelError("Train for at least one epoch.")
     if not (0 <= validation < 0.9):
         raise DataError(f"The validation share must lie in [0, 0.9) (0: train on every row), not {validation}.")
+    guard_outputs(folders=[("The model folder", out_dir)], inputs=[("the texts", _file(data))],
+                  project=("the project", project_path))
     rep = Reporter(progress, cancel)
     _threads(threads)
     project = Project(project_path)
@@ -202,10 +211,11 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
         tr, va = np.sort(tr), np.sort(va)
         val = ([train_texts[i] for i in va], train_labels[va])
         train_texts, train_labels = [train_texts[i] for i in tr], train_labels[tr]
-    clf = train_text_classifier(train_texts, train_labels, method=method, terms=term_set, lam=lam,
-                                pair_loss=pair_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                                progress=rep.sub(0.02, 0.95), cancel=rep.cancel, checkpoint_dir=ckpt,
-                                resume=resume, on_epoch=on_epoch)
+    with claimed(folder, "a FairDesk text classifier"):  # new, empty or FairDesk's; removed if nothing is written
+        clf = train_text_classifier(train_texts, train_labels, method=method, terms=term_set, lam=lam,
+                                    pair_loss=pair_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+                                    progress=rep.sub(0.02, 0.95), cancel=rep.cancel, checkpoint_dir=ckpt,
+                                    resume=resume, on_epoch=on_epoch)
     if term_set is not None and clf.config.terms is None:
         clf.config.terms = term_set.to_dict()  # recorded for the audit's default; prediction blinds only for blindness
     val_rec = None
@@ -490,7 +500,10 @@ def export_ctf_pairs(project_path: str | Path | None, data, text_col: str, out: 
     from fairdesk.core.audits.ctf import build_pairs
     from fairdesk.core.data.loaders import table_sha256
     from fairdesk.core.export import write_table
+    from fairdesk.core.guard import guard_outputs
 
+    guard_outputs([("The pairs file", out)], inputs=[("the texts", _file(data))],
+                  project=("the project", project_path))
     rep = Reporter(progress, cancel)
     project = Project(project_path) if project_path is not None else None
     table = read_text_table(project, data, text_col, label_col, id_col)

@@ -168,8 +168,10 @@ def train_image_classifier(project_path: str | Path, dataset_id: int, label_colu
     import numpy as np
 
     from fairdesk.core.audits.cit_images import model_sha256
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.models.image_classifier import ClassifierConfig, train_cnn
 
+    guard_outputs(folders=[("The classifier folder", out_dir)], project=("the project", project_path))  # first
     rep = Reporter(progress, cancel)
     label_columns = [label_columns] if isinstance(label_columns, str) else list(label_columns)
     if not label_columns:
@@ -315,7 +317,9 @@ def fit_generator(ds, attribute: str, out_dir: str | Path, *, splits=None, split
     from fairdesk.core import atomic
     from fairdesk.core.data.images import binarise_attribute
     from fairdesk.core.generation.images import ATTRIBUTE_FILE, TrainSchedule, config_for_size, train_generator
+    from fairdesk.core.guard import guard_outputs
 
+    guard_outputs(folders=[("The generator folder", out_dir)])  # before any training, not at the first save
     rep = Reporter(progress, cancel)
     if attribute not in ds.table.columns:
         raise DataError(f"The attribute column '{attribute}' is not in the image table; available columns: "

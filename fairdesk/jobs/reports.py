@@ -15,12 +15,11 @@ from fairdesk.core.project import Project
 def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path, *, suppress_k: int = 11,
                   progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Path:
     """Write the PDF report of a stored audit of any kind (the same bytes whichever front end asks)."""
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.kinds import ReportSettings, build_report
 
     settings = ReportSettings(suppress_k=suppress_k)
-    check_outputs([("The report file", pdf_path)], [("the project", project_path)])  # never over the project
-    check_output_files([("The report file", pdf_path)])
+    guard_outputs([("The report file", pdf_path)], project=("the project", project_path))  # never over the project
     rep = Reporter(progress, cancel)
     rep(0.0, "Loading the audit")
     project = Project(project_path, create=False)
@@ -40,12 +39,11 @@ def export_model_card(project_path: str | Path, audit_id: int, out_json: str | P
     ``out_markdown`` is given. Both are built and validated before either is written; each write is atomic. The
     GUI's "Export model card…" button and ``fairdesk-cli report model-card`` call this."""
     from fairdesk.core import atomic
-    from fairdesk.core.export import check_output_files, check_outputs
+    from fairdesk.core.guard import guard_outputs
     from fairdesk.core.model_card import card_markdown, model_card
 
-    outputs = [("The model card", out_json), ("The Markdown card", out_markdown)]
-    check_outputs(outputs, [("the project", project_path)])  # never over the project
-    check_output_files(outputs)
+    guard_outputs([("The model card", out_json), ("The Markdown card", out_markdown)],
+                  project=("the project", project_path))  # never over the project
     rep = Reporter(progress, cancel)
     rep(0.0, "Loading the audit")
     card = model_card(Project(project_path, create=False), audit_id, intended_use=intended_use,

@@ -18,8 +18,8 @@ import pytest
 from fairdesk.cli import main
 from fairdesk.core.data.loaders import load_table
 from fairdesk.core.errors import DataError, ModelError
-from fairdesk.core.export import (check_outputs, neutralise, os_error_sentence, spreadsheet_safe, table_csv,
-                                  write_table)
+from fairdesk.core.export import neutralise, os_error_sentence, spreadsheet_safe, table_csv, write_table
+from fairdesk.core.guard import guard_outputs
 
 ROOT = Path(__file__).parents[2]
 INJECTIONS = ['=HYPERLINK("http://x","y")', "+1+1", "@SUM(A1)", "-cmd", "\t=1", "\r=1"]
@@ -115,15 +115,15 @@ def test_check_outputs_resolves_links_and_relative_paths(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
     for given in ["d.csv", "./sub/../d.csv", "sym.csv", "hard.csv", str(data)]:
         with pytest.raises(DataError, match="never overwrites"):
-            check_outputs([("--json", given)], [("the data table", str(data))])
+            guard_outputs([("--json", given)], inputs=[("the data table", str(data))])
     model = tmp_path / "model"
     model.mkdir()
     with pytest.raises(DataError, match="never writes into a model folder"):
-        check_outputs([("--json", "model/config.json")], [], [("the model folder", str(model))])
+        guard_outputs([("--json", "model/config.json")], models=[("the model folder", str(model))])
     with pytest.raises(DataError, match="are the same file"):
-        check_outputs([("--json", "o.json"), ("--pdf", str(tmp_path / "o.json"))])
-    check_outputs([("--json", "o.json"), ("--pdf", "o.pdf")], [("the data table", str(data))],
-                  [("the model folder", str(model))])  # distinct paths pass
+        guard_outputs([("--json", "o.json"), ("--pdf", str(tmp_path / "o.json"))])
+    guard_outputs([("--json", "o.json"), ("--pdf", "o.pdf")], inputs=[("the data table", str(data))],
+                  models=[("the model folder", str(model))])  # distinct paths pass
 
 
 def test_json_on_the_project_is_refused_and_the_project_kept(tmp_path, capsys):
@@ -317,7 +317,7 @@ def test_read_only_output_folder(tmp_path, capsys, monkeypatch):
     real_access = _os.access
     ro = tmp_path / "ro"
     ro.mkdir()
-    monkeypatch.setattr("fairdesk.core.export.os.access",
+    monkeypatch.setattr("fairdesk.core.guard.os.access",
                         lambda p, mode: False if Path(p) == ro else real_access(p, mode))
     code = main(["bench", "cit-synthetic", "--json", str(ro / "o.json"), "--quiet"])
     err = capsys.readouterr().err

@@ -839,11 +839,24 @@ def train_mlm(corpus: str | Path | Corpus, out_dir: str | Path, config: MLMTrain
 
     ``on_log(record)`` receives ``{step, mlm_loss, adv_loss, adv_accuracy, lr, seconds}`` every ``log_every``
     steps (the GUI's live loss curve). Raises :class:`DataError` / :class:`ModelError` with a fix, and
-    :class:`Cancelled` after writing a checkpoint of the finished steps.
+    :class:`Cancelled` after writing a checkpoint of the finished steps. ``out_dir`` must be new, empty or a FairDesk
+    folder (:func:`fairdesk.core.guard.claim_folder`); a run that fails before its first checkpoint leaves no new
+    folder behind.
     """
+    from fairdesk.core.guard import missing_folders, release_if_unused
+
+    out = Path(out_dir).expanduser()
+    missing = missing_folders(out)
+    try:
+        return _train_mlm(corpus, out, config, resume, progress, cancel, on_log)
+    except BaseException:
+        release_if_unused(out, missing)
+        raise
+
+
+def _train_mlm(corpus, out: Path, config, resume, progress, cancel, on_log) -> MLMTrainResult:
     rep = Reporter(progress, cancel)
     cfg = (config or MLMTrainConfig()).resolved()
-    out = Path(out_dir).expanduser()
     started = time.monotonic()
     rep(0.0, "reading the corpus")
     corp = corpus if isinstance(corpus, Corpus) else read_corpus(corpus, cfg.text_column, cfg.attribute_column)
@@ -857,7 +870,9 @@ def train_mlm(corpus: str | Path | Corpus, out_dir: str | Path, config: MLMTrain
                              "or resume the earlier training.")
     if resume and latest is None:
         raise ModelError(f"There is no checkpoint to resume in {out / 'checkpoints'}. Start a new training instead.")
-    out.mkdir(parents=True, exist_ok=True)
+    from fairdesk.core.guard import claim_folder
+
+    claim_folder(out, "a FairDesk masked language model")  # refuses a folder holding files FairDesk did not write
 
     _quiet_transformers()
     import torch

@@ -224,7 +224,10 @@ class TextClassifier:
     def save(self, folder: str | Path) -> Path:
         from safetensors.torch import save
 
+        from fairdesk.core.guard import claim_folder
+
         folder = Path(folder)
+        claim_folder(folder, "a FairDesk text classifier")  # refuses a folder holding files FairDesk did not write
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
         atomic.write_bytes(folder / "model.safetensors", save(state))
         atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))

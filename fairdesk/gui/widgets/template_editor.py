@@ -471,6 +471,14 @@ class TemplateEditorDialog(QDialog):
         if path.suffix.lower() != ".json":
             path = path.with_name(path.name + ".json")
         refused = self._refused(path)
+        if not refused:
+            from fairdesk.core.guard import guard_outputs
+
+            try:  # the one output guard: not the opened list by another spelling (a link), not a folder
+                guard_outputs([("The template list", path)], inputs=[("the list this editor opened",
+                                                                       self.source_path)])
+            except FairDeskError as err:
+                refused = str(err)
         if refused:
             self.message.setStyleSheet(ERROR_STYLE)
             self.message.setText(refused)
