@@ -70,8 +70,8 @@ CALIBRATION_TEST_TEXT = ("joint likelihood-ratio test of calibration intercept 0
 CURVES = ("roc", "pr", "reliability", "smoothed", "operating_roc", "operating_pr")
 DISCRIMINATION_MEASURES = ("auroc", "auprc")
 DISCRIMINATION_TEST_TEXT = {
-    "auroc": "pairwise z test of the logit-AUROC difference, DeLong variances (× whole-patient design effect); "
-             "normal interval of the difference",
+    "auroc": "pairwise score-type z test of the logit-AUROC difference at the pooled AUROC, variances at least "
+             "Hanley–McNeil's (× whole-patient design effect, then t reference); interval of the difference",
     "auprc": "pairwise z test of the logit-AUPRC difference, influence-function variances; normal interval of the "
              "difference",
 }
