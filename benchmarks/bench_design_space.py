@@ -29,7 +29,7 @@ import pandas as pd
 ROLES = dict(label="y", score="s", attributes=("g",))
 
 
-def _plan(**kw):
+def audit_plan(**kw):
     from fairdesk.core.audits.groups import GroupAuditPlan
     from fairdesk.core.data.schema import ColumnRoles
 
@@ -120,7 +120,7 @@ def parity_study(runs, seed=0):
         sizes = tuple(int(v) for v in rng.integers(100, 3000, 2))
         prev = tuple(rng.uniform(0.02, 0.5, 2))
         t = run_group_audit(unequal_prevalence_table(rng, sizes, prev, parity=rng.uniform(0.2, 0.4)),
-                            _plan(seed=r, calibration=False)).tests
+                            audit_plan(seed=r, calibration=False)).tests
         for m in deff:
             deff[m] += t.loc[t["metric"] == m, "design_effect"].tolist()
         p = t.loc[t["metric"] == "parity", "p_value"]
@@ -140,7 +140,7 @@ def auroc_study(runs, seed=0, gap=0.0):
     for r in range(runs):
         df, auc = random_auroc_pair(rng, gap)
         few = int(df.groupby("g")["y"].sum().min()) < 30
-        t = run_group_audit(df, _plan(seed=r, n_boot=100, metrics=("parity",))).tests
+        t = run_group_audit(df, audit_plan(seed=r, n_boot=100, metrics=("parity",))).tests
         for m in ("auroc",):  # the groups' prevalences differ, so their AUPRCs do too: no AUPRC null here
             p = t.loc[t["metric"] == m, "p_value"].dropna()
             for region, inside in (("all", True), ("AUROC ≥ 0.95", auc >= 0.95), ("< 30 positives in a group", few)):
@@ -161,7 +161,7 @@ def clustered_study(runs, seed=0, gap=0.0):
         patients = tuple(int(v) for v in rng.integers(10, 81, k))
         df = clustered_table(rng, patients, single=rng.uniform(0.5, 0.85), max_rows=int(rng.integers(10, 31)),
                              gap=gap)
-        t = run_group_audit(df, _plan(seed=r, threshold=0.3, roles={"patient_id": "pid"})).tests
+        t = run_group_audit(df, audit_plan(seed=r, threshold=0.3, roles={"patient_id": "pid"})).tests
         t = t[t["metric"] != "calibration"]  # the scores are not calibrated by design
         for m, sub in t.groupby("metric"):
             p = sub["p_value"].dropna()
@@ -185,7 +185,7 @@ def calibration_study(runs, seed=0):
         counted = dict.fromkeys(truth, 0)
         for r in range(runs):
             cal = run_group_audit(calibrated_table(rng, n, mu, sd, slope),
-                                  _plan(seed=r, n_boot=100, metrics=("parity",))).calibration
+                                  audit_plan(seed=r, n_boot=100, metrics=("parity",))).calibration
             for m, v in truth.items():
                 lo, hi = cal[f"{m}_ci_low"].to_numpy(float), cal[f"{m}_ci_high"].to_numpy(float)
                 ok = np.isfinite(lo) & np.isfinite(hi)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from benchmarks.bench_design_space import (_plan, binormal_group, calibrated_table, clustered_table,
+from benchmarks.bench_design_space import (audit_plan, binormal_group, calibrated_table, clustered_table,
                                            true_calibration, unequal_prevalence_table)
 from fairdesk.core.audits.groups import run_group_audit
 from fairdesk.core.stats import calibration as C
@@ -18,7 +18,7 @@ def test_parity_design_effect_is_one_with_independent_rows_whatever_the_prevalen
     gap's design effect was 0.85 (an interval too narrow); resampling within groups gives 1. Recall and
     specificity keep theirs. 12 data sets × 400 replicates: the mean of a design effect has SD ≈ 0.02."""
     rng = np.random.default_rng(21)
-    plan = _plan(n_boot=400, seed=3, calibration=False)
+    plan = audit_plan(n_boot=400, seed=3, calibration=False)
     deff = {"parity": [], "recall": [], "specificity": []}
     for _ in range(12):
         tests = run_group_audit(unequal_prevalence_table(rng, fpr=0.02), plan).tests
@@ -33,7 +33,7 @@ def test_ece_is_debiased_and_its_interval_covers_a_calibrated_group():
     excluded the true 0 in ~98%. Now the debiased estimate is near 0 and the simultaneous interval covers it; a
     miscalibrated group's true ECE (0.08) is covered too and its estimate is not shrunk to 0."""
     rng = np.random.default_rng(5)
-    plan = _plan(n_boot=100, metrics=("parity",))
+    plan = audit_plan(n_boot=100, metrics=("parity",))
     covered, est, plug = [], [], []
     for _ in range(15):
         df = calibrated_table(rng, 150)
@@ -57,7 +57,7 @@ def test_auroc_pair_test_holds_its_size_near_1():
     with 60 and 120 positives (groups whose sample AUROC comes out near 1 get a tiny variance and a huge logit).
     100 fixed-seed null pairs; the score-type test at the pooled AUROC rejects ≤ 6%."""
     rng = np.random.default_rng(8)
-    plan = _plan(n_boot=100, metrics=("parity",))
+    plan = audit_plan(n_boot=100, metrics=("parity",))
     p = []
     for _ in range(100):
         df = pd.concat([binormal_group(rng, 0.998, 60, 140, rng.uniform(0.5, 2), "A"),
@@ -71,7 +71,7 @@ def test_auroc_pair_test_keeps_power():
     """The guard on the other side of the trade: a planted AUROC gap (0.85 vs 0.70, 40 and 60 positives) is found
     (p ≤ 0.05) in at least 60% of 40 fixed-seed data sets (the liberal test before: ~72%, the new one ~70%)."""
     rng = np.random.default_rng(9)
-    plan = _plan(n_boot=100, metrics=("parity",))
+    plan = audit_plan(n_boot=100, metrics=("parity",))
     found = 0
     for _ in range(40):
         df = pd.concat([binormal_group(rng, 0.85, 40, 120, 1.0, "A"), binormal_group(rng, 0.70, 60, 180, 1.0, "B")],
@@ -86,7 +86,7 @@ def test_whole_patients_of_very_unequal_sizes_keep_the_size():
     the normal reference and a sandwich (or whole-patient bootstrap) without G/(G − 1) rejected ~10% of null parity
     gaps and ~13% of AUPRC pairs. With the t reference on the effective number of patients and G/(G − 1): ≤ 7%."""
     rng = np.random.default_rng(11)
-    plan = _plan(n_boot=200, threshold=0.3, roles={"patient_id": "pid"})
+    plan = audit_plan(n_boot=200, threshold=0.3, roles={"patient_id": "pid"})
     rej = {}
     for r in range(40):
         t = run_group_audit(clustered_table(rng), plan).tests
@@ -104,7 +104,7 @@ def test_brier_and_slope_intervals_cover_with_extreme_scores_at_100_rows():
     a normal quantile, Brier on its own skewed scale). Now (log-scale Brier, n/(n − p), t quantile, slope variance
     at least the model's): ≥ 0.925 on 640 fixed-seed intervals (Monte-Carlo SD ≈ 0.01; measured 0.933 on 1,000)."""
     rng = np.random.default_rng(13)
-    plan = _plan(n_boot=100, metrics=("parity",))
+    plan = audit_plan(n_boot=100, metrics=("parity",))
     truth = true_calibration(0.0, 5.0, 1.0, rows=400_000)
     hits = {"brier": [], "calibration_slope": []}
     for _ in range(80):
