@@ -324,10 +324,10 @@ def test_small_counts_named_in_each_kind_are_suppressed(documents, group_result)
         assert small in cells("groups", 1, "Discrimination by group: site", header)
         assert not [c for c in cells("groups", K, "Discrimination by group: site", header)
                     if c.isdigit() and int(c) < K]
-    assert "only 2 positive cases (fewer than 10): too few to test" in \
+    assert "inconclusive: too few cases to test (only 2 positive cases, fewer than 10)" in \
         cells("groups", 1, "Notes on discrimination rows marked *", "Note")
     assert set(cells("groups", K, "Notes on discrimination rows marked *", "Note")) == \
-        {f"only <{K} positive cases (fewer than 10): too few to test"}
+        {f"inconclusive: too few cases to test (only <{K} positive cases, fewer than 10)"}
     assert "7" in cells("note_classifiers", 1, "Test performance", "Test notes")
     assert set(cells("note_classifiers", K, "Test performance", "Test notes")) == {f"<{K}"}
     assert "3" in cells("note_classifiers", 1, "Groups not tested", "n")

@@ -70,8 +70,8 @@ CALIBRATION_TEST_TEXT = ("joint likelihood-ratio test of calibration intercept 0
 CURVES = ("roc", "pr", "reliability", "smoothed", "operating_roc", "operating_pr")
 DISCRIMINATION_MEASURES = ("auroc", "auprc")
 DISCRIMINATION_TEST_TEXT = {
-    "auroc": "pairwise z test of the logit-AUROC difference, DeLong variances (× whole-patient design effect); "
-             "normal interval of the difference",
+    "auroc": "pairwise score-type z test of the logit-AUROC difference at the pooled AUROC, variances at least "
+             "Hanley–McNeil's (× whole-patient design effect, then t reference); interval of the difference",
     "auprc": "pairwise z test of the logit-AUPRC difference, influence-function variances; normal interval of the "
              "difference",
 }
@@ -361,10 +361,17 @@ def _group_labels(df: pd.DataFrame, col: str, intersections: dict[str, tuple[str
 BOUNDARY_PSEUDO = 0.5  # Jeffreys half-row per cell pair in the resampling shares (see stats.bootstrap)
 
 
-def _resample_counts(cells, y, patients, n_cells, plan_n_boot, rng, cluster: bool):
+def _resample_counts(cells, strata, patients, n_cells, plan_n_boot, rng, cluster: bool):
+    """Cell counts of ``plan_n_boot`` replicates: whole patients when ``cluster``, else rows resampled within each
+    stratum. The gap audit's strata are the groups (issue 21): each group keeps its size and its labels are
+    resampled with its predictions, so a group's prevalence varies as it does between samples. Strata of the label
+    (before) fixed every replicate's number of positives and, where prevalence and predictions differ by group,
+    took the prevalence's share out of the parity gap's variance (design effect 0.85–0.90 instead of 1 with
+    independent rows, an interval too narrow); recall and specificity keep theirs either way (their denominators
+    are the positives / negatives, whose variation adds nothing to first order)."""
     if cluster:
         return cluster_cell_counts(cells, patients, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
-    return stratified_cell_counts(cells, y, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
+    return stratified_cell_counts(cells, strata, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
 
 
 def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: ProgressFn | None = None,
@@ -456,7 +463,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         yhat = (s >= tau).astype(int)
         cluster = bool(roles.patient_id) and sub[roles.patient_id].duplicated().any()
         boot_mode[task] = ("whole-patient (cluster) resampling" if cluster
-                           else "label-stratified row resampling")
+                           else "row resampling within groups")
         patients = sub[roles.patient_id].astype(str).to_numpy() if roles.patient_id else None
 
         for attr in attributes:
@@ -573,8 +580,17 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
     tnames = names[tested]
     cells = 4 * gidx[keep] + 2 * y[keep] + yhat[keep]
     observed = np.bincount(cells, minlength=4 * g).reshape(1, g, 4)
-    boot = _resample_counts(cells, y[keep], None if patients is None else patients[keep], 4 * g,
+    boot = _resample_counts(cells, gidx[keep], None if patients is None else patients[keep], 4 * g,
                             plan.n_boot, rng, cluster).reshape(plan.n_boot, g, 4)
+    # whole patients: each group's rows per patient in the denominator of each measure (all rows, positives,
+    # negatives) for the small-sample factor and the t reference's degrees of freedom (issue 21)
+    per_patient = None
+    if cluster and patients is not None:
+        _, pcode = np.unique(patients[keep], return_inverse=True)
+        gk, yk = gidx[keep], y[keep]
+        per_patient = {m: [np.bincount(pcode[(gk == j) & sel], minlength=pcode.max() + 1) for j in range(g)]
+                       for m, sel in (("parity", np.ones(yk.size, bool)), ("recall", yk == 1),
+                                      ("specificity", yk == 0))}
 
     for metric in plan.metrics:
         r_shown, num, den = rate(observed, metric)
@@ -597,14 +613,17 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
             for j in testable:
                 if n_rest[0, j] < 1:
                     continue
+                rows_pp = None if per_patient is None else (
+                    per_patient[metric][j], sum(per_patient[metric][k] for k in testable if k != j))
                 unit[(j, -1)] = _test_unit(x[j], n[j], x_rest[0, j], n_rest[0, j],
-                                           r_boot[:, j] - r_rest_boot[:, j], plan)
+                                           r_boot[:, j] - r_rest_boot[:, j], plan, rows_pp)
                 unit[(j, -1)].update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[j]}|rest",
                                      kind="one-vs-rest", group=str(tnames[j]), comparison=f"not {tnames[j]}")
         else:
             for a_pos, i in enumerate(testable):
                 for j in testable[a_pos + 1:]:
-                    t = _test_unit(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan)
+                    rows_pp = None if per_patient is None else (per_patient[metric][i], per_patient[metric][j])
+                    t = _test_unit(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan, rows_pp)
                     t.update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[i]}|{tnames[j]}", kind="pair",
                              group=str(tnames[i]), comparison=str(tnames[j]))
                     unit[(i, j)] = t
@@ -694,12 +713,11 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
     variance the row bootstrap would estimate, in closed form, summed over whole patients when patients repeat —
     the audit's own resampling unit — so no replicate is drawn and nothing here depends on the seed.
     """
-    from scipy.special import chdtrc, ndtri
+    from scipy.special import chdtrc
 
     from fairdesk.core.stats import calibration as C
 
     C.check_probabilities(s)
-    z = float(ndtri(0.5 + plan.ci_level / 2))
     discrimination: list[dict] = []
     for name in tested:
         values, pos, neg, cell, disc = ranks[name]
@@ -708,10 +726,12 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
         var = C.variances(contrib, pt)
         var_cl = (C.variances(contrib, pt, row_cell=cell, clusters=patients[labels == name])
                   if cluster and patients is not None else var)
+        rows_pp = (np.unique(patients[labels == name], return_counts=True)[1]
+                   if cluster and patients is not None else None)
         row = {"task": task, "attribute": attr, "group": str(name), "n": pt["n"], "n_positive": pt["n_positive"],
                "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
                "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None, "reason": pt["reason"]}
-        row.update(_calibration_intervals(pt, var_cl, z, plan.ci_level))
+        row.update(_calibration_intervals(pt, var_cl, plan.ci_level, rows_pp))
         d_int = d_slope = deff = 1.0  # design effects of whole patients (independent rows: 1), floored at 1
         if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
             d_int = max(1.0, var_cl["intercept"] / pt["intercept_se"] ** 2)
@@ -744,31 +764,51 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
                           "design_effect": deff, "n_boot_valid": None})
         cal_rows.append(row)
         discrimination.append({"group": str(name), "n": pt["n"], "n_positive": pt["n_positive"], "point": pt,
-                               "var": var, "var_cl": var_cl})
+                               "var": var, "var_cl": var_cl, "rows_per_patient": rows_pp})
         _curve_rows(task, attr, str(name), values, pos, neg, tau, plan, curve_rows)
     _audit_discrimination(task, attr, discrimination, cluster, plan, disc_rows, tests)
 
 
-def _calibration_intervals(pt: dict, var: dict, z: float, level: float) -> dict:
-    """``{measure: value, measure_ci_low, measure_ci_high}`` of one group: normal intervals from the influence
-    variances ``var`` — intercept and slope on their own (logit) scale, O/E on the log scale (exact Poisson upper
-    bound when no case is observed), Brier and ECE clipped at 0 (ECE sums absolute values: its interval
-    describes, the joint test decides)."""
+def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=None) -> dict:
+    """``{measure: value, measure_ci_low, measure_ci_high}`` of one group from the influence variances ``var``:
+    intercept and slope on their own (logit) scale, O/E on the log scale (exact Poisson upper bound when no case is
+    observed), Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
+    ece_debiased`). Small-sample corrections (issue 21: Brier and slope intervals covered 0.90–0.92 at 100 rows with
+    extreme scores): with independent rows the influence (HC0) variance is multiplied by n/(n − p) and the quantile
+    is Student's t with n − p df (p = 1, or 2 for the slope model, whose variance is also at least the model-based
+    one); with whole patients (``rows_per_patient``) the variances already carry G/(G − 1) and the quantile is t with
+    :func:`..stats.gaps.cluster_df` df. A Brier score is a mean of squares, right-skewed when the scores are
+    extreme: its log-scale interval stays positive and follows the skew."""
+    from fairdesk.core.stats import calibration as C
+    from fairdesk.core.stats import gaps as G
+
     out = {}
-    values = {"calibration_intercept": ("intercept", pt["intercept"]), "calibration_slope": ("slope", pt["slope"]),
-              "oe_ratio": ("log_oe", pt["oe_ratio"]), "brier": ("brier", pt["brier"]), "ece": ("ece", pt["ece"])}
-    for m, (key, value) in values.items():
+    n = float(pt["n"])
+    cluster_df = G.cluster_df(rows_per_patient) if rows_per_patient is not None else None
+    values = {"calibration_intercept": ("intercept", pt["intercept"], 1),
+              "calibration_slope": ("slope", pt["slope"], 2), "oe_ratio": ("log_oe", pt["oe_ratio"], 1),
+              "brier": ("brier", pt["brier"], 1), "ece": ("ece", pt["ece"], 1)}
+    for m, (key, value, k) in values.items():
         v = _finite(value)
         lo = hi = None
-        se = math.sqrt(var[key]) if key in var and var[key] >= 0 else math.nan
+        vk = var.get(key, math.nan)
+        if cluster_df is None and n > k + 1:
+            vk = vk * n / (n - k)
+            if m == "calibration_slope" and math.isfinite(pt["slope_se"]):
+                vk = max(vk, pt["slope_se"] ** 2)
+        df = cluster_df if cluster_df is not None else (max(n - k, 1.0) if n > k else math.inf)
+        z = float(G.quantile(level, df))
+        se = math.sqrt(vk) if vk >= 0 else math.nan
         if v is not None and m == "oe_ratio" and v == 0:
             # no case observed: O/E = 0 of E = Σ scores expected; the exact Poisson upper bound of O, over E
             lo, hi = 0.0, (-math.log((1 - level) / 2) / pt["expected"] if pt["expected"] > 0 else None)
         if v is not None and math.isfinite(se):
             if m == "oe_ratio":
                 lo, hi = (None, None) if v <= 0 else (v * math.exp(-z * se), v * math.exp(z * se))
-            elif m in ("brier", "ece"):
-                lo, hi = max(0.0, v - z * se), v + z * se
+            elif m == "ece":
+                v, lo, hi = C.ece_debiased(pt, var["ece_bins"], level, cluster_df or math.inf)
+            elif m == "brier":
+                lo, hi = ((v * math.exp(-z * se / v), v * math.exp(z * se / v)) if v > 0 else (0.0, z * se))
             else:
                 lo, hi = v - z * se, v + z * se
         out[m], out[f"{m}_ci_low"], out[f"{m}_ci_high"] = v, _finite(lo), _finite(hi)
@@ -781,19 +821,21 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
     and ``var`` / ``var_cl`` (:func:`..calibration.variances` of independent rows / of whole patients; the same
     when patients do not repeat).
 
-    Test of a pair: z = (logit v_a − logit v_b) / √(lse_a² + lse_b²) (the groups are disjoint rows: independent),
-    two-sided normal p; interval of the gap v_a − v_b ± z·√(se_a² + se_b²); TOST at ±``plan.margin`` on that scale.
-    AUROC: se² = DeLong variance (× its whole-patient design effect, floored at 1); AUPRC: se² = the influence
-    variance of average precision; lse = se / (v(1 − v)) (delta method: the logit scale). Each group's interval is
-    the logit-scale interval ``expit(logit v ± z·lse)``. A group is compared only with at least
-    ``plan.min_denominator`` positive and negative rows. Every pair is one test; each group's row shows its
-    largest-gap pair, as the max rule does for rates.
+    Test of a pair (the groups are disjoint rows: independent), two-sided; interval of the gap
+    v_a − v_b ± q·√(se_a² + se_b²); TOST at ±``plan.margin`` on that scale. AUROC: se² = max(DeLong, Hanley–McNeil)
+    variance (× its whole-patient design effect, floored at 1), tested by a score-type z on the logit scale at the
+    pooled AUROC Ā, each group's variance at least Hanley–McNeil's at Ā (issue 21); AUPRC: se² = the influence
+    variance of average precision, z = (logit v_a − logit v_b) / √(lse_a² + lse_b²), lse = se / (v(1 − v)). Each
+    group's interval is ``expit(logit v ± q·lse)``. q and the p-values are normal with independent rows, Student's
+    t with :func:`..stats.gaps.cluster_df` degrees of freedom when patients repeat (whose variances carry G/(G − 1)).
+    A group is compared only with at least ``plan.min_denominator`` positive and negative rows (fewer: "inconclusive:
+    too few cases", not tested). Every pair is one test; each group's row shows its largest-gap pair, as the max
+    rule does for rates.
     """
-    from scipy.special import expit, logit, ndtr, ndtri
+    from scipy.special import expit, logit
 
     from fairdesk.core.stats import gaps as G
 
-    z = float(ndtri(0.5 + plan.ci_level / 2))
     for metric in DISCRIMINATION_MEASURES:
         info = []
         for g in groups:
@@ -804,20 +846,26 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 var, deff = g["point"]["auroc_var"], 1.0
                 if cluster and g["var"].get("auroc", 0) > 0:
                     deff = max(1.0, g["var_cl"]["auroc"] / g["var"]["auroc"])
+                if value < 1:  # DeLong's variance collapses with few cases or near 1: Hanley–McNeil's as a floor
+                    var = max(var, D.hanley_mcneil_variance(value, g["n_positive"], g["n"] - g["n_positive"]))
                 se = math.sqrt(var * deff) if var > 0 else math.nan
             elif value is not None:
                 var = g["var_cl"].get("auprc", math.nan)
                 se = math.sqrt(var) if var > 0 else math.nan
+            rows_pp = g.get("rows_per_patient")
+            df = G.cluster_df(rows_pp) if rows_pp is not None else math.inf
             if value is not None and 0 < value < 1 and se > 0:
                 lse = se / (value * (1 - value))
-                lo, hi = (float(v) for v in expit(logit(value) + np.array([-z, z]) * lse))
+                lo, hi = (float(v) for v in expit(logit(value) + np.array([-1, 1]) * G.quantile(plan.ci_level, df)
+                                                  * lse))
             n_neg = g["n"] - g["n_positive"]
             reason = None
             if value is None:
                 reason = "both classes are needed" if metric == "auroc" else "no positive cases in the group"
             elif min(g["n_positive"], n_neg) < plan.min_denominator:
                 few, which = ((g["n_positive"], "positive") if g["n_positive"] < n_neg else (n_neg, "negative"))
-                reason = f"only {few} {which} cases (fewer than {plan.min_denominator}): too few to test"
+                reason = (f"inconclusive: too few cases to test (only {few} {which} cases, fewer than "
+                          f"{plan.min_denominator})")
             elif not (se > 0 and lse > 0):
                 reason = (f"{metric.upper()} of {value:g}: no variance to test with" if value in (0.0, 1.0)
                           else "no variance to test with")
@@ -829,20 +877,37 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
             for j in testable[pos + 1:]:
                 a, b = info[i], info[j]
                 d = a["value"] - b["value"]
-                se = math.sqrt(a["se"] ** 2 + b["se"] ** 2)
+                va, vb = a["se"] ** 2, b["se"] ** 2
+                df = (G.cluster_df(a["rows_per_patient"], b["rows_per_patient"], va, vb)
+                      if a.get("rows_per_patient") is not None and b.get("rows_per_patient") is not None
+                      else math.inf)
                 test_id = f"{task}|{attr}|{metric}|{a['group']}|{b['group']}"
-                deff = (None if metric != "auroc" else
-                        (a["se"] ** 2 + b["se"] ** 2) / (a["se"] ** 2 / a["deff"] + b["se"] ** 2 / b["deff"]))
-                # tested on the logit scale, where both are closer to normal in small groups: on their own scale
-                # the z tests rejected 6.4% (AUROC, DeLong, groups of 40 and 90 rows) and 8.6% (AUPRC, ~50 rows)
-                # of null pairs at α = 0.05, on the logit scale 5.1% and 5.5% (docs/methods.md §8)
-                lz = (math.log(a["value"] / (1 - a["value"])) - math.log(b["value"] / (1 - b["value"]))) / \
-                    math.sqrt(a["lse"] ** 2 + b["lse"] ** 2)
-                p = float(2 * ndtr(-abs(lz)))
+                deff = None if metric != "auroc" else (va + vb) / (va / a["deff"] + vb / b["deff"])
+                dl = math.log(a["value"] / (1 - a["value"])) - math.log(b["value"] / (1 - b["value"]))
+                if metric == "auroc":
+                    # a score-type test (issue 21): under "equal AUROC" both groups share the pooled AUROC Ā, so
+                    # the logit's derivative is taken there and each group's variance is at least Hanley–McNeil's at
+                    # Ā — the logit Wald test with each group's own DeLong variance rejected 12–19% of null pairs
+                    # with 12–26 positives or an AUROC near 1 (a group whose sample AUROC comes out near 1 gets a
+                    # tiny DeLong variance and a huge logit)
+                    w_a = a["n_positive"] * (a["n"] - a["n_positive"])
+                    w_b = b["n_positive"] * (b["n"] - b["n_positive"])
+                    pooled = min((a["value"] * w_a + b["value"] * w_b) / (w_a + w_b), 1 - 0.5 / max(w_a, w_b))
+                    v0 = [max(g_["point"]["auroc_var"], D.hanley_mcneil_variance(pooled, g_["n_positive"],
+                                                                      g_["n"] - g_["n_positive"])) * g_["deff"]
+                          for g_ in (a, b)]
+                    lz = dl * pooled * (1 - pooled) / math.sqrt(v0[0] + v0[1])
+                else:
+                    # logit-scale z test on the influence variances: on the AP scale the z test was liberal in
+                    # small groups (8.6% of null pairs of ~50 rows; 5.5% on the logit scale, docs/methods.md §8)
+                    lz = dl / math.sqrt(a["lse"] ** 2 + b["lse"] ** 2)
+                p = float(2 * G.tail(-abs(lz), df))
+                se = math.sqrt(va + vb)
+                q = float(G.quantile(plan.ci_level, df))
                 unit[(i, j)] = {"test_id": test_id, "task": task, "attribute": attr, "metric": metric,
                                 "kind": "pair", "group": a["group"], "comparison": b["group"], "gap": d,
-                                "ci_low": d - z * se, "ci_high": d + z * se, "p_value": p,
-                                "p_equivalence": float(G.tost_p(d, se, plan.margin)), "design_effect": deff,
+                                "ci_low": d - q * se, "ci_high": d + q * se, "p_value": p,
+                                "p_equivalence": float(G.tost_p(d, se, plan.margin, df)), "design_effect": deff,
                                 "n_boot_valid": None}
         tests.extend(unit.values())
         for i, g in enumerate(info):
@@ -910,19 +975,31 @@ def _curve_rows(task, attr, group, values, pos, neg, tau, plan, out):
                 "y": _points([op["precision"]], None), "threshold": [tau]})
 
 
-def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan) -> dict:
-    """Score test, Agresti–Caffo interval and TOST of one difference of rates (see :mod:`..stats.gaps`)."""
+def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) -> dict:
+    """Score test, Agresti–Caffo interval and TOST of one difference of rates (see :mod:`..stats.gaps`).
+
+    ``rows_per_patient``: with whole patients, each side's rows per patient in the rate's denominator; the design
+    effect then gets the small-sample factor G/(G − 1) (G the patients of the smaller side) and the test, interval
+    and TOST a t reference with :func:`..stats.gaps.cluster_df` degrees of freedom (issue 21: with many one-row
+    patients and a few of 30 rows, the normal reference rejected 7–10% of null gaps)."""
     from fairdesk.core.stats import gaps as G
 
     n_valid = int((~np.isnan(boot_diff)).sum())
     deff = float(G.design_effect(boot_diff, x_a, n_a, x_b, n_b)) if n_valid > 1 else float("nan")
     if not deff > 0:  # no bootstrap spread at all (cannot happen with the smoothing unless both rates are empty)
         deff = 1.0
-    _, p = G.score_test(x_a, n_a, x_b, n_b, deff)
+    df = np.inf
+    if rows_per_patient is not None:
+        m_a, m_b = (np.asarray(m, float) for m in rows_per_patient)
+        deff *= G.small_sample_factor(min((m_a > 0).sum(), (m_b > 0).sum()))
+        pa, pb = (x_a + 0.5) / (n_a + 1), (x_b + 0.5) / (n_b + 1)
+        df = G.cluster_df(m_a, m_b, pa * (1 - pa) * (m_a ** 2).sum() / max(n_a, 1) ** 2,
+                          pb * (1 - pb) * (m_b ** 2).sum() / max(n_b, 1) ** 2)
+    _, p = G.score_test(x_a, n_a, x_b, n_b, deff, df)
     centre, se = G.agresti_caffo(x_a, n_a, x_b, n_b, deff)
-    lo, hi = G.interval(centre, se, plan.ci_level)
+    lo, hi = G.interval(centre, se, plan.ci_level, df)
     return {"gap": float(x_a / n_a - x_b / n_b), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
-            "p_equivalence": float(G.tost_p(centre, se, plan.margin)), "design_effect": deff,
+            "p_equivalence": float(G.tost_p(centre, se, plan.margin, df)), "design_effect": deff,
             "n_boot_valid": n_valid}
 
 

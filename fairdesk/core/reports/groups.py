@@ -971,10 +971,13 @@ def discrimination_method_text(plan, bootstrap: bool = False) -> str:
                "without the condition is tested: the AUROC difference with DeLong variances, the AUPRC difference "
                "with bootstrap standard deviations, each by a z ")
     else:
-        how = (f"{plan.ci_level:.0%} interval on the logit scale (DeLong's variance for AUROC, the large-sample "
-               "variance of average precision for AUPRC; whole patients when patients repeat). Every pair of "
-               f"groups with at least {getattr(plan, 'min_denominator', 10)} patients with and without the "
-               "condition is tested: the AUROC and the AUPRC differences with those variances, each by a z ")
+        how = (f"{plan.ci_level:.0%} interval on the logit scale (DeLong's variance for AUROC, at least Hanley and "
+               "McNeil's, the large-sample variance of average precision for AUPRC; whole patients when patients "
+               "repeat, then with a t reference). Every pair of groups with at least "
+               f"{getattr(plan, 'min_denominator', 10)} patients with and without the condition is tested (fewer: "
+               "inconclusive, too few cases): the AUROC difference at the two groups' pooled AUROC (a score-type "
+               "test that holds its error rate near an AUROC of 1), the AUPRC difference with those variances, "
+               "each by a z ")
     return (
         "AUROC and AUPRC (average precision) of the score within each group, each with its " + how +
         "test on the logit scale (closer to normal in small groups) with a normal interval of the difference. "
@@ -1089,7 +1092,8 @@ def _calibration_section(result, k) -> Section:
         "with the outcome divided by the mean score; below 1 the score over-predicts, above 1 it under-predicts), "
         "the calibration intercept (0 when calibrated in the large) and slope (1 when calibrated; below 1 the "
         "predictions are too extreme, above 1 too moderate), the Brier score and the expected calibration error "
-        f"(ECE, 10 equal-width bins), each with a {plan.ci_level:.0%} "
+        f"(ECE, 10 equal-width bins, debiased, with a simultaneous interval over the bins), each with a "
+        f"{plan.ci_level:.0%} "
         + ("bootstrap percentile interval (this audit was stored by an earlier FairDesk)"
            if bootstrap_intervals(result) else
            "interval from its large-sample standard error (the spread a bootstrap of the group's rows — of whole "

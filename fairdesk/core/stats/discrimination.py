@@ -54,6 +54,16 @@ def auroc_delong_counts(pos, neg) -> tuple[float, float]:
     return auc, var
 
 
+def hanley_mcneil_variance(auc, n1, n0) -> float:
+    """Hanley & McNeil's (1982) variance of an AUROC ``auc`` estimated from ``n1`` positives and ``n0`` negatives:
+    ``[A(1 − A) + (n₁ − 1)(Q₁ − A²) + (n₀ − 1)(Q₂ − A²)] / (n₁n₀)``, ``Q₁ = A/(2 − A)``, ``Q₂ = 2A²/(1 + A)``. A
+    function of A and the counts alone, so at a common AUROC it does not collapse with one sample's placement values
+    (the AUROC pair test uses it as a floor under DeLong's, issue 21)."""
+    a = float(auc)
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    return (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0)
+
+
 def summary(pos, neg) -> dict:
     """auroc, auroc_var (DeLong) and auprc (average precision) of one group from its counts per distinct score
     (:func:`ranked`); NaN where a class is missing."""

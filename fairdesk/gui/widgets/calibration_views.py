@@ -46,9 +46,9 @@ DISC_HEADERS = {"group": "Group", "n": "n", "positives": "Positives", "auroc": "
                 "auprc_verdict": "Verdict (AUPRC)", "tpr": "TPR", "fpr": "FPR", "ppv": "PPV"}
 TABLE_MIN_HEIGHT = 130  # px: the header and about four rows
 DISC_TIPS = {"auroc": "Area under the ROC curve in the group (1 = perfect ranking, 0.5 = chance), with its 95% "
-                      "interval (DeLong variance, logit scale).",
+                      "interval (DeLong variance, at least Hanley–McNeil's; logit scale).",
              "auroc_gap": "The group's AUROC minus that of the group it differs from most, with the 95% interval of "
-                          "the difference (DeLong variances).",
+                          "the difference (DeLong variances, at least Hanley–McNeil's).",
              "auprc": "Area under the precision–recall curve (average precision) with its 95% interval. "
                       "A score that ranks at random has an AUPRC equal to the group's prevalence.",
              "auprc_gap": "The group's AUPRC minus that of the group it differs from most (tested on the logit "
