@@ -21,7 +21,7 @@ def test_a_single_planted_term_is_found_and_named_not_averaged_away():
     """35 terms, one of them moves the score by 0.19 when swapped in, the others by ~0.002: the averaged gap is
     ~0.013 (under the margin 0.02) — before issue 22 every such audit said "equivalent within margin"."""
     design = CTFDesign(n_terms=35, n_contexts=25, planted=0.19, background=0.002)
-    for seed in (1, 2):
+    for seed in (1,):
         frame, _ = simulate_scored_pairs(design, seed)
         res = ctf_from_scored_pairs(frame, margin=0.02, n_boot=300, seed=seed)
         summary = res.ctf_gap[0]
@@ -39,7 +39,7 @@ def test_template_complete_null_at_the_margin_holds_its_size():
     "equivalent" ≤ α per term and for the summary (rows as the unit gave 13% and 40%)."""
     design = CTFDesign(n_terms=6, n_contexts=30)
     summary, terms = [], []
-    for run in range(50):
+    for run in range(40):
         verdict, recs = run_audit(design, 100 + run, n_boot=200)
         summary.append(verdict)
         terms += [t["verdict"] for t in recs]
@@ -112,12 +112,12 @@ def test_over_random_designs_size_at_the_margin_and_power():
     """Random designs under the null at the margin: the summary says "differs" in ≤ 2.5% (+ simulation slack) and
     "equivalent" in ≤ 5%; with one planted term it says "differs" in most audits."""
     rng = np.random.default_rng(22)
-    null = [run_audit(draw_design(rng, planted=False), 1000 + i, n_boot=200)[0] for i in range(30)]
-    assert null.count("differs") <= 2 and null.count("equivalent within margin") <= 2
-    found = [run_audit(draw_design(rng, planted=True), 2000 + i, n_boot=200) for i in range(20)]
+    null = [run_audit(draw_design(rng, planted=False), 1000 + i, n_boot=200)[0] for i in range(16)]
+    assert null.count("differs") <= 1 and null.count("equivalent within margin") <= 1
+    found = [run_audit(draw_design(rng, planted=True), 2000 + i, n_boot=200) for i in range(10)]
     hits = sum(v == "differs" and any(t["term"] == "idterm00" and t["verdict"] == "differs" for t in terms)
                for v, terms in found)
-    assert hits >= 15
+    assert hits >= 8
 
 
 def test_validity_ctf_family_rows():

@@ -442,12 +442,12 @@ def _per_term(pairs: PairSet, ident: np.ndarray, absch: np.ndarray, change: np.n
 def _t_tests(est: np.ndarray, se: np.ndarray, n_ctx: np.ndarray, margin: float, skew: np.ndarray | None = None):
     """One-sided p-values of "above the margin" and "below the margin" for each column.
 
-    ``T = (θ̂ − margin) / SE`` (the SE over contexts) referred to t with C − 1 degrees of freedom. With ``skew`` (the
-    skewness γ of the contexts' contributions, :func:`_context_moments`) T is first passed through Hall's (1992)
-    monotone skewness-removing transformation ``T + a T² + a² T³ / 3 + γ / (6 √C)``, ``a = γ / (3 √C)``: a gap is a
-    mean of absolute changes, skewed to the right, and a low estimate comes with a low spread, so the plain T called
-    "below the margin" too often (a null at the margin, 30 contexts: 6.8% per term at nominal 2.5%; on a log scale
-    7.6%). Hand-written (no library has it); the reference distribution is scipy's. Smooth p-values, because a
+    ``T = (θ̂ − margin) / SE`` referred to t with C − 1 degrees of freedom (the caller gives the SE over contexts, or
+    for "below" that SE scaled to the null value). With ``skew`` (the skewness γ of the contexts' contributions,
+    :func:`_context_moments`) T is first passed through Hall's (1992) monotone skewness-removing transformation
+    ``T + a T² + a² T³ / 3 + γ / (6 √C)``, ``a = γ / (3 √C)``: a gap is a mean of absolute changes, skewed to the
+    right (docs/methods.md §5 has the size study). Hand-written (no library has it); the reference distribution is
+    scipy's. Smooth p-values, because a
     percentile count cannot go below 1/(B + 1), too coarse for a correction over dozens of terms. NaN where fewer
     than 2 contexts."""
     from scipy.stats import t as t_dist
@@ -520,7 +520,13 @@ def _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context
         rec.update(ci_low=float(lo[0]), ci_high=float(hi[0]))
         s_num, s_den, _ = _by_context(values, weight, ctx)
         se, skew = _context_moments(s_num, s_den, est)
-        p_above, p_below = _t_tests(est, se, n_ctx, margin, skew)
+        p_above, _ = _t_tests(est, se, n_ctx, margin, skew)
+        # "below the margin": the SE scaled to the null value (the coefficient of variation times the margin) —
+        # a gap is a mean of non-negative changes whose spread grows with its level, so a low estimate comes with
+        # a low SE and the plain T said "below" too often (docs/methods.md §5)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            se_null = np.where(est > 0, se * margin / np.where(est > 0, est, 1), 0.0)
+        _, p_below = _t_tests(est, se_null, n_ctx, margin, skew)
         if has_control:
             blo, bhi = _pct(band[:, None], 1 - alpha)
             elo, ehi = _pct(excess, 1 - alpha)
