@@ -37,6 +37,10 @@ def _print_summary(doc: dict, json_path: str, pdf_path: str | None, project: str
         verdict = r.get("verdict", "")
         verdict = f"equivalent within ±{margin:g}" if verdict.startswith("equivalent") else verdict
         print(f"{line} -> {verdict}")
+    from fairdesk.core.reports.ctf import term_sentences
+
+    for sentence in term_sentences(doc):
+        print(f"  {sentence}")
     for note in doc.get("notes") or []:
         print(f"note: {note}")
     where = f"results -> {json_path}" + (f", {pdf_path}" if pdf_path else "")
@@ -151,7 +155,8 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              max_tokens=args.max_tokens or None, margin=args.margin, n_boot=args.n_boot,
                              threshold=args.threshold, k_control=args.k_control, seed=args.seed,
                              positive_label=args.positive_label, threads=args.threads,
-                             synthetic=args.synthetic or None, name=args.name, progress=progress)
+                             synthetic=args.synthetic or None, name=args.name, template_col=args.template_col,
+                             correction=args.correction, progress=progress)
         progress.done()
         doc = write_json(project, audit_id, args.json)
         if args.pdf:
@@ -175,7 +180,7 @@ def cmd_audit_ctf_pairs(args: argparse.Namespace) -> int:
                            held_out_terms=_terms_arg(args.held_out_terms, None),
                            control_terms=None if args.no_control else _terms_arg(args.control_terms, "control"),
                            max_tokens=args.max_tokens or None, k_control=args.k_control, seed=args.seed,
-                           progress=progress)
+                           template_col=args.template_col, progress=progress)
     progress.done()
     print(f"{res['rows']:,} pairs ({res['identity']:,} identity, {res['control']:,} control) of {res['examples']:,} "
           f"texts -> {args.out}; fill score = f(text) and counterfactual_score = f(counterfactual), then run "
@@ -195,7 +200,8 @@ def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
     with audit_project(args.project) as project:
         audit_id = audit_ctf_scores(project, args.scores, margin=args.margin, n_boot=args.n_boot,
                                     threshold=args.threshold, seed=args.seed, model_name=args.model_name,
-                                    name=args.name, progress=progress)
+                                    name=args.name, template_col=args.template_col, correction=args.correction,
+                                    progress=progress)
         progress.done()
         doc = write_json(project, audit_id, args.json)
         if args.pdf:
@@ -234,6 +240,11 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suppress-k", type=_k, default=11, help="counts below k print as <k in the PDF (default 11)")
     p.add_argument("--name", help="the audit's name in the project")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--correction", choices=["bh", "holm"], default="bh",
+                   help="correction over the per-term tests: bh (Benjamini–Hochberg, default) or holm")
+    p.add_argument("--template-col", metavar="COL",
+                   help="column naming each text's template: the bootstrap resamples templates (default: the "
+                        "sentence without its identity terms is the unit)")
 
 
 def _pair_options(p: argparse.ArgumentParser, terms_help: str = TERMS_HELP) -> None:
@@ -344,6 +355,8 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     e.add_argument("--label-col", metavar="COL")
     _pair_options(e)
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--template-col", metavar="COL",
+                   help="copy this column (each text's template) into the pairs, for ctf-scores --template-col")
     e.add_argument("--project", help="also store the pairs in this project file")
     e.add_argument("--out", required=True, help="output CSV (or .parquet)")
     e.add_argument("--quiet", action="store_true")

@@ -501,6 +501,14 @@ def _ctf(doc: dict, k: int) -> _Parts:
                                        sentence, k, subgroup=subsets.get(r.get("subset"), r.get("subset")),
                                        compared_with="control band", estimate=r.get("value"),
                                        interval_low=r.get("ci_low"), interval_high=r.get("ci_high")))
+    from fairdesk.core.reports.ctf import differing_terms, term_sentence
+
+    for t in differing_terms(doc):  # each term that differs, named
+        parts.findings.append(_finding(f"{t.get('terms')}|{t.get('subset')}|{t.get('term')}", "differs", margin,
+                                       "CTF gap of one term", term_sentence(t, k), k,
+                                       subgroup=f"identity term '{t.get('term')}'", compared_with="control band",
+                                       estimate=t.get("value"), interval_low=t.get("ci_low"),
+                                       interval_high=t.get("ci_high"), adjusted_p=t.get("q_differs")))
     for r in (doc.get("group_rates") or {}).get("terms") or []:
         parts.groups.append(_subgroup(f"identity term ({r.get('terms')})", r.get("term"), r.get("n"), k,
                                       unit="texts"))

@@ -11,6 +11,8 @@ Families and what one simulated run is:
 * ``mlm`` — a whole masked-LM probe: :func:`fairdesk.core.synthetic.mlm_sim.simulate_probe_scores` (the shipped
   categories, templates leaning at random) through :func:`fairdesk.core.audits.mlm_bias.category_statistics`;
   rejects when a category says ``verdict == "differs"`` (older tables: ``flagged``). Planted: a bias in HIV.
+* ``ctf`` — a whole CTF audit of simulated scores (:func:`fairdesk.core.synthetic.ctf_sim.validity_runs`, issue
+  22): the null at the margin (template-complete, random layouts) and one planted term over random designs.
 * ``cit`` — one counterfactual-invariance test (:func:`fairdesk.core.audits.cit.cit_test`, the default) on
   :func:`fairdesk.core.synthetic.cit_benchmark.nuisance_scenario`: Ŷ ⟂ A | Z with E[Ŷ|Z] and P(A|Z) each linear or
   non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β.
@@ -36,12 +38,12 @@ from fairdesk.core.errors import DataError
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
-FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit")
+FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf")
 ALPHA = 0.05
 #: A null design passes when its rejection rate is at most α + this (issue 9: "size ≤ α + 0.02").
 SIZE_TOLERANCE = 0.02
 #: Default runs per design (the CLI's --runs overrides all three); whole audits cost more than single tests.
-DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100}
+DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100}
 GROUP_N_BOOT = 200
 GROUP_PLANTED_GAP = 0.2
 MLM_PLANTED = {"HIV": 0.5}
@@ -318,6 +320,10 @@ def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = 
                 rows += _groups_family(r, seed, sub, notes)
             elif fam == "mlm":
                 rows += _mlm_family(r, seed, sub, notes)
+            elif fam == "ctf":  # issue 22: the CTF audit's simulations live in core/synthetic/ctf_sim.py
+                from fairdesk.core.synthetic.ctf_sim import validity_runs
+
+                rows += [_row("ctf", **row) for row in validity_runs(r, seed, sub, notes)]
             else:
                 rows += _cit_family(r, seed, sub, notes, n)
         except ImportError as err:

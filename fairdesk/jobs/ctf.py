@@ -108,6 +108,23 @@ def read_text_table(project: Project | None, data, text_col: str, label_col: str
             "sha256": sha, "name": name, "dataset_id": dataset_id, "source": source}
 
 
+def template_values(table: dict, template_col: str | None) -> list | None:
+    """The values of the template column (``--template-col``) of a table read by :func:`read_text_table`, checked:
+    every row needs one (the resampling unit of the CTF audit)."""
+    if template_col is None:
+        return None
+    df = table["frame"]
+    if template_col not in df.columns:
+        shown = ", ".join(map(str, list(df.columns)[:12])) + (", …" if len(df.columns) > 12 else "")
+        raise DataError(f"{table['name']} has no column '{template_col}' (--template-col); its columns are: {shown}.")
+    values = df[template_col]
+    empty = values.isna() | (values.astype(str).str.strip() == "")
+    if empty.any():
+        raise DataError(f"The template column '{template_col}' (--template-col) of {table['name']} is empty in "
+                        f"{int(empty.sum())} row(s); give every row its template or leave the option out.")
+    return values.astype(str).tolist()
+
+
 def uses_madlibs(frame) -> bool:
     """Whether a table is (derived from) the madlibs template set: its ``template`` column names madlibs pairs."""
     from fairdesk.core.text.madlibs import TEMPLATE_PAIRS
@@ -370,6 +387,12 @@ def _finish_document(doc: dict, *, model: dict, data: dict, unknown: dict, madli
             rec["verdict"] = "inconclusive"
             rec["reason"] = (f"{len(missing)} term form(s) of this set are outside the model's vocabulary: swapping "
                              "them cannot change the score, so a small gap is no evidence of equivalence")
+    for rec in doc.get("term_gaps") or []:  # the same for a term the model cannot see
+        missing = set(unknown.get(rec.get("terms")) or [])
+        if rec.get("term") in missing and str(rec.get("verdict", "")).startswith("equivalent"):
+            rec["verdict"] = "inconclusive"
+            rec["reason"] = ("the term is outside the model's vocabulary: swapping it cannot change the score, so a "
+                             "small gap is no evidence of equivalence")
     control = doc.get("control") or {}
     if control.get("note"):
         notes.append(control["note"])
@@ -406,8 +429,8 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
               max_tokens: int | None = 10, margin: float = 0.02, alpha: float = 0.05, n_boot: int = 2000,
               threshold: float = 0.5, k_control: int = 3, batch_size: int = 1024, seed: int = 0,
               positive_label: str | int | None = None, threads: int | None = None,
-              synthetic: int | None = SYNTHETIC_ROWS, name: str | None = None,
-              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+              synthetic: int | None = SYNTHETIC_ROWS, name: str | None = None, template_col: str | None = None,
+              correction: str = "bh", progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """The CTF audit (:func:`fairdesk.core.audits.ctf.ctf_audit`) of a FairDesk text classifier (a folder or a
     project model id) or a local Hugging Face sequence-classification folder (``positive_label`` names its positive
     class when it has more than two) on a text table, stored as audit kind ``"ctf"``. Returns the audit id.
@@ -420,7 +443,9 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
 
     ``synthetic``: rows of the madlibs template set scored too, as CTF-gap records with subset ``"synthetic"``
     (default :data:`SYNTHETIC_ROWS`; None or 0: off; skipped with a note when the audited data is the madlibs set
-    itself). Its use adds the CC BY 4.0 attribution.
+    itself). Its use adds the CC BY 4.0 attribution. ``template_col``: a column naming each text's template, the
+    unit the bootstrap resamples (default: the sentence without its identity terms). ``correction``: "bh" or
+    "holm" over the per-term tests.
     """
     from fairdesk.core.audits.ctf import ctf_audit
     from fairdesk.core.text.counterfactual import TermSet, load_terms
@@ -439,6 +464,9 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
     project = Project(project_path)
     rep(0.0, "Reading the texts")
     table = read_text_table(project, data, text_col, label_col, id_col)  # the data first: its errors are cheapest
+    templates = template_values(table, template_col)
+    if correction not in ("bh", "holm"):
+        raise DataError(f"Unknown correction '{correction}' (--correction); choose bh or holm.")
     madlibs_data = uses_madlibs(table["frame"])
     synthetic_note = None
     if synthetic and madlibs_data:
@@ -461,14 +489,15 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
                        held_out_terms=held_set, control_terms=control_terms, max_tokens=max_tokens, margin=margin,
                        alpha=alpha, n_boot=n_boot, threshold=threshold, k_control=k_control, batch_size=batch_size,
                        seed=seed, model_hashes={model_rec["kind"]: model_rec["fingerprint"]},
-                       progress=rep.sub(0.03, 0.97), cancel=rep.cancel, synthetic=synthetic or None)
+                       progress=rep.sub(0.03, 0.97), cancel=rep.cancel, synthetic=synthetic or None,
+                       templates=templates, correction=correction)
     doc = result.to_dict()
     rep.check()
     doc["performance"] = performance(scorer.predict_proba(table["texts"]), table["labels"], threshold)
     if isinstance(model, int) and not isinstance(model, bool):
         model_rec["model_id"] = model
     data_rec = {"name": table["name"], "sha256": table["sha256"], "text_column": text_col, "label_column": label_col,
-                "id_column": id_col, "n_rows": len(table["texts"])}
+                "id_column": id_col, "template_column": template_col, "n_rows": len(table["texts"])}
     doc = _finish_document(doc, model=model_rec, data=data_rec, unknown=unknown, madlibs_data=madlibs_data,
                            synthetic=(doc.get("settings") or {}).get("synthetic"), synthetic_note=synthetic_note)
     rep.check()
@@ -488,11 +517,12 @@ PAIR_COLUMNS = ("id", "text", "counterfactual", "term", "counterfactual_term", "
 def export_ctf_pairs(project_path: str | Path | None, data, text_col: str, out: str | Path, *,
                      label_col: str | None = None, id_col: str | None = None, terms="dixon_train",
                      held_out_terms=None, control_terms="control", max_tokens: int | None = 10, k_control: int = 3,
-                     seed: int = 0, name: str | None = None, progress: ProgressFn | None = None,
-                     cancel: CancelToken | None = None) -> dict:
+                     seed: int = 0, name: str | None = None, template_col: str | None = None,
+                     progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> dict:
     """Write the identity and control pairs of a CTF audit as a table to score elsewhere
     (:data:`PAIR_COLUMNS`, plus ``label`` when a label column is given, plus empty ``score`` and
-    ``counterfactual_score`` columns to fill: f(text) and f(counterfactual)). Written through
+    ``counterfactual_score`` columns to fill: f(text) and f(counterfactual); with ``template_col`` that column
+    too, for ``audit ctf-scores --template-col``). Written through
     :func:`fairdesk.core.export.write_table`. With a project the pairs are stored too (dataset kind
     ``"ctf_pairs"``). Returns ``{"rows", "identity", "control", "examples", "dataset_id"}``."""
     import numpy as np
@@ -507,6 +537,7 @@ def export_ctf_pairs(project_path: str | Path | None, data, text_col: str, out: 
     rep = Reporter(progress, cancel)
     project = Project(project_path) if project_path is not None else None
     table = read_text_table(project, data, text_col, label_col, id_col)
+    templates = template_values(table, template_col)
     pairs = build_pairs(table["texts"], terms, held_out_terms, control_terms, max_tokens, k_control, seed,
                         rep.sub(0.0, 0.9), rep.cancel)
     if not (pairs.kind == 0).any():
@@ -515,6 +546,8 @@ def export_ctf_pairs(project_path: str | Path | None, data, text_col: str, out: 
     frame = pairs.frame(table["ids"])
     if table["labels"] is not None:
         frame["label"] = table["labels"][pairs.example]
+    if templates is not None:
+        frame[template_col] = np.asarray(templates, dtype=object)[pairs.example]
     frame["score"] = np.nan
     frame["counterfactual_score"] = np.nan
     rep(0.92, "Writing the pairs")
@@ -535,12 +568,13 @@ def export_ctf_pairs(project_path: str | Path | None, data, text_col: str, out: 
 
 def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, alpha: float = 0.05,
                      n_boot: int = 2000, threshold: float = 0.5, seed: int = 0, model_name: str | None = None,
-                     name: str | None = None, progress: ProgressFn | None = None,
-                     cancel: CancelToken | None = None) -> int:
+                     name: str | None = None, template_col: str | None = None, correction: str = "bh",
+                     progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """The CTF audit of pairs scored elsewhere: the table :func:`export_ctf_pairs` wrote with ``score`` and
     ``counterfactual_score`` filled (probabilities in [0, 1]); a ``label`` column (one value per id) gives the
     label subsets and the group rates. Stored as audit kind ``"ctf"`` with the pairs (dataset kind
-    ``"ctf_pairs"``). Returns the audit id."""
+    ``"ctf_pairs"``). ``template_col``: a column of the table naming each text's template (the resampling unit;
+    default: the text without its identity terms). Returns the audit id."""
     import pandas as pd
 
     from fairdesk.core.audits.ctf import ctf_from_scored_pairs
@@ -559,6 +593,9 @@ def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, 
         raise DataError(f"{table_name} lacks column(s) {', '.join(missing)}; score the table written by "
                         "'fairdesk-cli audit ctf-pairs' and fill its score and counterfactual_score columns.")
     table = {"frame": df, "sha256": sha, "name": table_name, "dataset_id": dataset_id, "source": source}
+    template_values(table, template_col)
+    if correction not in ("bh", "holm"):
+        raise DataError(f"Unknown correction '{correction}' (--correction); choose bh or holm.")
     for col in ("score", "counterfactual_score"):
         values = pd.to_numeric(df[col], errors="coerce")
         bad = values.isna() | (values < 0) | (values > 1)
@@ -578,7 +615,8 @@ def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, 
             raise DataError(f"Id {per_id[per_id > 1].index[0]} of {table['name']} has two different labels.")
         labels_by_id = dict(zip(df["id"], lab.astype(int)))
     result = ctf_from_scored_pairs(df, labels_by_id, margin=margin, alpha=alpha, n_boot=n_boot,
-                                   threshold=threshold, seed=seed, progress=rep.sub(0.05, 0.97), cancel=rep.cancel)
+                                   threshold=threshold, seed=seed, progress=rep.sub(0.05, 0.97), cancel=rep.cancel,
+                                   template_col=template_col, correction=correction)
     result.provenance["data_sha256"] = table["sha256"]
     doc = result.to_dict()
     for split, rec in (doc["settings"].get("term_sets") or {}).items():  # the terms the imported pairs swap
@@ -587,7 +625,7 @@ def audit_ctf_scores(project_path: str | Path, scores, *, margin: float = 0.02, 
     model_rec = {"kind": "imported scores", "name": model_name or "scored elsewhere", "source": table["name"]}
     data_rec = {"name": table["name"], "sha256": table["sha256"], "text_column": "text",
                 "label_column": "label" if labels_by_id is not None else None, "id_column": "id",
-                "n_rows": int(len(df))}
+                "template_column": template_col, "n_rows": int(len(df))}
     terms_used = set(df["term"]) | set(df["counterfactual_term"])
     from fairdesk.core.text.counterfactual import load_terms
 

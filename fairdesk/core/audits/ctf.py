@@ -11,17 +11,23 @@ What is computed (:func:`ctf_audit`):
   by the same model, when ``synthetic`` rows are asked for — :func:`synthetic_texts`):
   ``CF_GAP(x) = mean_{x' ∈ Φ(x)} |f(x) − f(x')|`` (Φ within the split's terms), averaged over examples with a
   non-empty Φ(x) and at most ``max_tokens`` whitespace tokens (default 10, as 002).
-  CI: percentile bootstrap over examples (an example keeps all its counterfactuals).
+  CI: percentile bootstrap over CONTEXTS (:func:`contexts`: texts that are one sentence once their identity terms
+  are removed — a template filled with different terms, repeated rows — or the values of a template column);
+  a context keeps all its texts and their counterfactuals.
+* **Per term** (``term_gaps``): the same gap over the pairs that swap term ``a`` in or out, its interval, the mean
+  signed change towards ``a`` and the excess over the record's control band.
 * **Control band**: for every such example, ``k_control`` pairs of control words (neutral adjectives,
   ``resources/text/identity_terms/control.txt``) are put into the slot(s) the identity term occupies and the same
   statistic ``|f(x_c1) − f(x_c2)|`` is averaged — how far the model moves when one neutral word in that slot is
   swapped for another. The band is the mean |change| over the control pairs. The excess ``CF_GAP − control`` is
-  bootstrapped jointly: same resampled examples, and the control WORDS resampled too (:func:`_bootstrap`).
-* **Verdicts** (per CTF-gap record; CIs at the Bonferroni level ``1 − α/m`` over the m records of the audit):
-  "equivalent within margin" when the upper bound of the CTF gap is ≤ ``margin``; "differs" when the lower bound of
-  the gap is above ``margin`` AND the lower bound of the excess over the control band is above ``margin``; otherwise
-  "inconclusive" — in particular a model that moves as much for a neutral edit as for an identity edit ("reacts to
-  any edit") is inconclusive, not biased.
+  bootstrapped jointly: same resampled contexts, and the control WORDS resampled too (:func:`_cluster_bootstrap`).
+* **Verdicts** (:func:`apply_verdicts`), per term, corrected over every term record of the audit (BH or Holm):
+  "differs" when the gap is above ``margin`` AND its excess over the control band is above ``margin``;
+  "equivalent within margin" when the gap is below ``margin`` (one-sided tests at α/2, t with the bootstrap
+  standard error over contexts); otherwise "inconclusive" — in particular a model that moves as much for a
+  neutral edit as for an identity edit ("reacts to any edit") is inconclusive, not biased. A CTF-gap record
+  (split × subset) differs when any of its terms differs and is equivalent only when all are; its averaged gap
+  is descriptive.
 * **Pairs**: per direction ``a → a'`` (examples mentioning ``a`` rewritten with ``a'``): n, mean |change|, mean
   signed change ``f(x') − f(x)``, flip rate at ``threshold`` with a Wilson interval, the share flipping up (0 → 1)
   and down (1 → 0), and the reverse direction's n and flip rate.
@@ -29,7 +35,7 @@ What is computed (:func:`ctf_audit`):
   intervals); the gap of a pair is ``|rate_a − rate_a'|`` (pairs where both are estimable); the overall gap is the
   mean over pairs, per split.
 
-The document is JSON-able (:func:`CTFResult.to_dict`): ``ctf_gap``, ``pairs``, ``group_rates``, ``control``,
+The document is JSON-able (:func:`CTFResult.to_dict`): ``ctf_gap``, ``term_gaps``, ``pairs``, ``group_rates``, ``control``,
 ``counts``, ``settings``, ``provenance``. scipy (sparse) is imported inside functions; torch never.
 """
 from __future__ import annotations
@@ -79,6 +85,8 @@ class PairSet:
     mentions: dict = field(default_factory=dict)   # split -> {term name: example indices mentioning it}
     excluded: dict = field(default_factory=dict)   # split -> number of examples with no valid counterfactual
     term_sets: dict = field(default_factory=dict)  # split -> TermSet.to_dict()
+    context: np.ndarray | None = None              # per example: its context (the resampling unit), 0..C-1
+    context_source: str = "sentence"               # "sentence" (identity terms removed) or "template column 'x'"
 
     def frame(self, ids=None):
         """The pairs as a table (id, text, counterfactual, term, counterfactual_term, split, kind) to score
@@ -96,8 +104,11 @@ class PairSet:
 
 def build_pairs(texts, terms="dixon_train", held_out_terms=None, control_terms="control",
                 max_tokens: int | None = 10, k_control: int = 3, seed: int = 0,
-                progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> PairSet:
-    """Counterfactual and control pairs for every example (see the module docstring)."""
+                progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                templates=None) -> PairSet:
+    """Counterfactual and control pairs for every example (see the module docstring). ``templates``: one value per
+    text naming its template (the resampling unit, :func:`contexts`); None: the sentence without its identity
+    terms."""
     from fairdesk.core.text.counterfactual import (
         counterfactual_texts,
         exclusion_reason,
@@ -185,10 +196,42 @@ def build_pairs(texts, terms="dixon_train", held_out_terms=None, control_terms="
     rep(1.0, "counterfactuals done")
     arr = {k: np.frombuffer(v, dtype=np.int64).copy() if len(v) else np.zeros(0, np.int64)
            for k, v in cols.items()}
+    context, source = contexts(texts, list(sets.values()), templates)
     return PairSet(table, arr["example"], arr["left"], arr["right"], arr["term"], arr["cf_term"], arr["split"],
                    arr["kind"], name_list, original, eligible,
                    {s: {k: np.asarray(v) for k, v in m.items()} for s, m in mentions.items()}, excluded,
-                   {s: ts.to_dict() for s, ts in sets.items()})
+                   {s: ts.to_dict() for s, ts in sets.items()}, context, source)
+
+
+def contexts(texts, term_sets, templates=None) -> tuple[np.ndarray, str]:
+    """The resampling unit of every text: ``(context id per text, 0..C-1; what a context is, in words)``.
+
+    With ``templates`` (one value per text, e.g. madlibs' ``template`` column) the texts of one template form one
+    context. Otherwise a context is the sentence with its identity terms (of every term set) replaced by one
+    placeholder, lower-cased, spaces collapsed: "I am gay" and "i am Muslim" are one context, and so are repeated
+    rows. A template-complete set (each context filled with every term) is therefore resampled by context, not by
+    row — rows of one context share everything but the term, so they are not independent."""
+    import pandas as pd
+
+    from fairdesk.core.text.counterfactual import mask_terms
+
+    if templates is not None:
+        values = pd.Series(list(templates), dtype=object)
+        if len(values) != len(texts):
+            raise DataError(f"{len(values)} template values for {len(texts)} texts.")
+        empty = values.isna() | (values.astype(str).str.strip() == "")
+        if empty.any():
+            raise DataError(f"The template column is empty in {int(empty.sum())} row(s); give every row a template "
+                            "(or leave the option out to group texts by their sentence).")
+        ids, _ = pd.factorize(values.astype(str))
+        return ids.astype(np.int64), "template"
+    keys = []
+    for t in texts:
+        for ts in term_sets:
+            t = mask_terms(t, ts, "\x00")
+        keys.append(" ".join(t.lower().split()))
+    ids, _ = pd.factorize(pd.Series(keys, dtype=object))
+    return ids.astype(np.int64), "sentence"
 
 
 def score_texts(score, texts: list[str], batch_size: int = 1024, progress: ProgressFn | None = None,
@@ -233,42 +276,98 @@ def wilson_interval(k, n, level: float = 0.95):
 
 def _bootstrap(gap: np.ndarray, n_boot: int, rng: np.random.Generator, ctrl_example=None, ctrl_w1=None,
                ctrl_w2=None, ctrl_abs=None, n_words: int = 0, chunk: int = 50) -> np.ndarray:
-    """Replicates (n_boot, 3) of (CTF gap, control band, excess) — two-level bootstrap.
+    """Replicates (n_boot, 3) of (mean gap, control band, excess), every example its own context (the one-column
+    case of :func:`_cluster_bootstrap`)."""
+    theta, band = _cluster_bootstrap(np.asarray(gap, dtype=float)[:, None], None, None, n_boot, rng, ctrl_example,
+                                     ctrl_w1, ctrl_w2, ctrl_abs, n_words, chunk)
+    return np.column_stack([theta[:, 0], band, theta[:, 0] - band])
 
-    Examples are resampled with replacement (multiplicities ``M``), and so are the control WORDS (weights ``W``):
-    the control band is an estimate of how a model reacts to a neutral word in the slot, made from a small sample
-    of neutral words, and that sample's variability belongs in the interval (a simulation in
+
+def _by_context(values, weight, cluster):
+    """Per context: the sums ``Σ w v`` and ``Σ w`` of each column (dense C × K) and the context index of each
+    example (0..C-1)."""
+    from scipy import sparse
+
+    n = values.shape[0]
+    cluster = np.arange(n) if cluster is None else np.asarray(cluster)
+    _, cluster = np.unique(cluster, return_inverse=True)
+    n_c = int(cluster.max()) + 1 if n else 0
+    to_c = sparse.csr_matrix((np.ones(n), (cluster, np.arange(n))), shape=(n_c, n))   # context × example
+    w = np.ones(values.shape) if weight is None else weight
+    w = w.toarray() if sparse.issparse(w) else np.asarray(w, dtype=float)
+    v = values.toarray() if sparse.issparse(values) else np.asarray(values, dtype=float)
+    return np.asarray(to_c @ np.where(w > 0, v * w, 0.0)), np.asarray(to_c @ w), cluster
+
+
+def _context_moments(s_num: np.ndarray, s_den: np.ndarray, est: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column, from the contexts' linearised contributions ``u_c = S_c − θ̂ N_c`` to a ratio
+    ``θ̂ = Σ S_c / Σ N_c`` (contexts with N_c > 0): the cluster-robust standard error
+    ``√(C/(C − 1) · Σ u_c²) / Σ N_c`` and the skewness of ``u`` — for :func:`_t_tests`. Closed form rather than the
+    bootstrap's standard deviation: with a few hundred replicates the latter's Monte-Carlo noise fattens the tails
+    of T (measured: 5.9% against 4.4% below the margin at nominal 2.5%, 30 contexts)."""
+    k_cols = s_num.shape[1]
+    se, skew = np.full(k_cols, np.nan), np.full(k_cols, np.nan)
+    for k in range(k_cols):
+        on = s_den[:, k] > 0
+        c = int(on.sum())
+        if c < 2:
+            continue
+        u = s_num[on, k] - est[k] * s_den[on, k]
+        se[k] = math.sqrt(c / (c - 1) * float(np.sum(u ** 2))) / float(s_den[on, k].sum())
+        m2 = float(np.mean((u - u.mean()) ** 2))
+        skew[k] = float(np.mean((u - u.mean()) ** 3)) / m2 ** 1.5 if m2 > 0 else 0.0
+    return se, skew
+
+
+def _cluster_bootstrap(values: np.ndarray, weight: np.ndarray | None, cluster: np.ndarray | None, n_boot: int,
+                       rng: np.random.Generator, ctrl_example=None, ctrl_w1=None, ctrl_w2=None, ctrl_abs=None,
+                       n_words: int = 0, chunk: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates ``(theta (n_boot, K), band (n_boot,))`` of K weighted means and the control band — a two-level
+    bootstrap over contexts and control words.
+
+    ``values`` (n × K, dense or sparse) and ``weight`` (n × K; None: all 1) per example: column k's statistic is
+    ``Σ_e M_e w_ek v_ek / Σ_e M_e w_ek`` (column 0 of the audit: CF_GAP per example; column 1 + a: the example's
+    mean |change| over its pairs that swap term a in or out, weight 1 where it has one). The CONTEXTS
+    (``cluster``: context id per example; None: every example its own) are resampled with replacement, and an
+    example takes its context's multiplicity ``M`` — examples of one context (one template filled with different
+    terms, repeated rows) share everything but the term, so they are not independent (issue 22: resampling rows
+    made the interval 3–6× too narrow on a template-complete set). The control WORDS are resampled too (weights
+    ``W``): the control band is an estimate of how a model reacts to a neutral word in the slot, made from a small
+    sample of neutral words, and that sample's variability belongs in the interval (a simulation in
     ``benchmarks/bench_ctf.py --null`` showed that resampling examples alone calls "differs" in ~45% of audits of
-    a model that reacts to identity words exactly as to neutral words). A control pair (c1, c2) of example e
-    weighs ``M[e] · W[c1] · W[c2]``; the band is the weighted mean of its |change|. The identity terms are not
-    resampled: the audit is about these terms. Without control rows only column 0 is filled (others NaN).
+    a model that reacts to identity words exactly as to neutral words). A control pair (c1, c2) of example e weighs
+    ``M[e] · W[c1] · W[c2]``; the band is the weighted mean of its |change|. The identity terms are not resampled:
+    the audit is about these terms. Without control rows ``band`` is NaN. Hand-written (scipy's ``bootstrap``
+    resamples one level of independent observations): the replicates are sparse products over chunks.
     """
     from scipy import sparse
 
-    n = gap.shape[0]
-    out = np.full((n_boot, 3), np.nan)
+    s_num, s_den, cluster = _by_context(values, weight, cluster)
+    n_c, k_cols = s_num.shape
+    theta = np.full((n_boot, k_cols), np.nan)
+    band = np.full(n_boot, np.nan)
     has_ctrl = ctrl_abs is not None and len(ctrl_abs) > 0
     if has_ctrl:
-        # per example and control-word pair: summed |change| and count (n × P sparse, P = n_words²)
+        # per context and control-word pair: summed |change| and count (C × P sparse, P = n_words²)
         col = ctrl_w1 * n_words + ctrl_w2
-        shape = (n, n_words * n_words)
-        s_abs = sparse.csc_matrix((ctrl_abs, (ctrl_example, col)), shape=shape)
-        s_cnt = sparse.csc_matrix((np.ones(len(ctrl_abs)), (ctrl_example, col)), shape=shape)
+        shape = (n_c, n_words * n_words)
+        rows = cluster[np.asarray(ctrl_example)]
+        c_abs = sparse.csc_matrix((ctrl_abs, (rows, col)), shape=shape)
+        c_cnt = sparse.csc_matrix((np.ones(len(ctrl_abs)), (rows, col)), shape=shape)
     for start in range(0, n_boot, chunk):
         c = min(chunk, n_boot - start)
-        draws = rng.integers(0, n, size=(c, n)) + (np.arange(c) * n)[:, None]
-        m = np.bincount(draws.ravel(), minlength=c * n).reshape(c, n).astype(np.float64)   # multiplicities
-        out[start:start + c, 0] = m @ gap / n
+        draws = rng.integers(0, n_c, size=(c, n_c)) + (np.arange(c) * n_c)[:, None]
+        m = np.bincount(draws.ravel(), minlength=c * n_c).reshape(c, n_c).astype(np.float64)   # multiplicities
+        with np.errstate(invalid="ignore", divide="ignore"):
+            theta[start:start + c] = (m @ s_num) / (m @ s_den)
         if has_ctrl:
-            w = rng.multinomial(n_words, np.full(n_words, 1.0 / n_words), size=c).astype(np.float64)
-            ww = (w[:, :, None] * w[:, None, :]).reshape(c, -1)                           # (c, P)
-            num = np.einsum("cp,cp->c", np.asarray((s_abs.T @ m.T).T), ww)
-            den = np.einsum("cp,cp->c", np.asarray((s_cnt.T @ m.T).T), ww)
+            ww = rng.multinomial(n_words, np.full(n_words, 1.0 / n_words), size=c).astype(np.float64)
+            ww = (ww[:, :, None] * ww[:, None, :]).reshape(c, -1)                          # (c, P)
+            num = np.einsum("cp,cp->c", np.asarray((c_abs.T @ m.T).T), ww)
+            den = np.einsum("cp,cp->c", np.asarray((c_cnt.T @ m.T).T), ww)
             with np.errstate(invalid="ignore", divide="ignore"):
-                band = num / den
-            out[start:start + c, 1] = band
-            out[start:start + c, 2] = out[start:start + c, 0] - band
-    return out
+                band[start:start + c] = num / den
+    return theta, band
 
 
 def _pct(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -299,39 +398,224 @@ class CTFResult:
     settings: dict
     provenance: dict
     examples: list[dict] = field(default_factory=list)   # largest changes (for the diff viewer / report)
+    term_gaps: list[dict] = field(default_factory=list)  # one record per term × split × subset, with its verdict
 
     @property
     def verdicts(self) -> dict[str, str]:
         return {f"{r['terms']}/{r['subset']}": r["verdict"] for r in self.ctf_gap}
 
     def to_dict(self) -> dict:
-        return jsonable({"format": FORMAT, "kind": "ctf", "ctf_gap": self.ctf_gap, "pairs": self.pairs,
+        return jsonable({"format": FORMAT, "kind": "ctf", "ctf_gap": self.ctf_gap, "term_gaps": self.term_gaps,
+                         "pairs": self.pairs,
                          "group_rates": self.group_rates, "control": self.control, "counts": self.counts,
                          "settings": self.settings, "examples": self.examples, "provenance": self.provenance})
 
 
-def _verdict(gap_lo, gap_hi, excess_lo, n, margin, has_control) -> tuple[str, str]:
-    if n < 2:
-        return "inconclusive", "fewer than 2 examples with a counterfactual"
-    if gap_hi <= margin:
-        return "equivalent within margin", f"upper bound of the CTF gap {gap_hi:.3g} ≤ margin {margin:g}"
-    if gap_lo > margin:
-        if not has_control:
-            return "differs", f"lower bound of the CTF gap {gap_lo:.3g} > margin {margin:g} (no control band)"
-        if excess_lo > margin:
-            return "differs", (f"lower bound of the CTF gap {gap_lo:.3g} > margin {margin:g} and it exceeds the "
-                               f"control band by more than the margin (excess lower bound {excess_lo:.3g})")
-        return "inconclusive", ("the model moves as much when a neutral word in the same slot is swapped (control "
-                                "band): it reacts to any edit, not shown to react to identity")
-    return "inconclusive", "neither a gap above the margin nor equivalence within it is shown"
+def _per_term(pairs: PairSet, ident: np.ndarray, absch: np.ndarray, change: np.ndarray, n_ex: int):
+    """Per example × term of a split: mean |change| over the example's pairs that swap the term in or out, the mean
+    signed change towards the term (f(text with the term) − f(text with the other term)), and 1 where the example
+    has such a pair (sparse CSR, n_ex × T); and the term names of the T columns."""
+    from scipy import sparse
+
+    rows = np.flatnonzero(ident)
+    terms = np.unique(np.concatenate([pairs.term[rows], pairs.cf_term[rows]]))
+    col = {int(t): j for j, t in enumerate(terms)}
+    e = np.concatenate([pairs.example[rows], pairs.example[rows]])
+    c = np.array([col[int(t)] for t in np.concatenate([pairs.term[rows], pairs.cf_term[rows]])], dtype=np.int64)
+    # the pair a -> b moves the score by change = f(x_b) - f(x_a): towards b it is +change, towards a -change
+    towards = np.concatenate([-change[rows], change[rows]])
+    shape = (n_ex, len(terms))
+
+    def total(v):
+        return sparse.csr_matrix((v, (e, c)), shape=shape)   # duplicates are summed
+
+    cnt = total(np.ones(len(e)))
+    inv = cnt.copy()
+    inv.data = 1.0 / inv.data
+    mean_abs = total(np.concatenate([absch[rows], absch[rows]])).multiply(inv).tocsr()
+    mean_signed = total(towards).multiply(inv).tocsr()
+    weight = cnt.copy()
+    weight.data = np.ones_like(weight.data)
+    return mean_abs, mean_signed, weight, [pairs.term_names[int(t)] for t in terms]
+
+
+def _t_tests(est: np.ndarray, se: np.ndarray, n_ctx: np.ndarray, margin: float, skew: np.ndarray | None = None):
+    """One-sided p-values of "above the margin" and "below the margin" for each column.
+
+    ``T = (θ̂ − margin) / SE`` referred to t with C − 1 degrees of freedom (the caller gives the SE over contexts, or
+    for "below" that SE scaled to the null value). With ``skew`` (the skewness γ of the contexts' contributions,
+    :func:`_context_moments`) T is first passed through Hall's (1992) monotone skewness-removing transformation
+    ``T + a T² + a² T³ / 3 + γ / (6 √C)``, ``a = γ / (3 √C)``: a gap is a mean of absolute changes, skewed to the
+    right (docs/methods.md §5 has the size study). Hand-written (no library has it); the reference distribution is
+    scipy's. Smooth p-values, because a
+    percentile count cannot go below 1/(B + 1), too coarse for a correction over dozens of terms. NaN where fewer
+    than 2 contexts."""
+    from scipy.stats import t as t_dist
+
+    diff = est - margin
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        z = np.where(se > 0, diff / np.where(se > 0, se, 1), np.sign(diff) * np.inf)
+        if skew is not None:
+            g = np.nan_to_num(skew)
+            a = g / (3 * np.sqrt(np.maximum(n_ctx, 1)))
+            hall = z + a * z ** 2 + a ** 2 * z ** 3 / 3 + g / (6 * np.sqrt(np.maximum(n_ctx, 1)))
+            z = np.where(np.isfinite(z), hall, z)
+    df = np.maximum(n_ctx - 1, 1)
+    above, below = t_dist.sf(z, df), t_dist.cdf(z, df)
+    bad = (n_ctx < 2) | ~np.isfinite(est)
+    above[bad] = np.nan
+    below[bad] = np.nan
+    return above, below
+
+
+def _boot_se(boot: np.ndarray, n_ctx: np.ndarray) -> np.ndarray:
+    """The bootstrap's standard deviation over contexts, inflated by √(C/(C − 1)) (the bootstrap's shrinkage of the
+    variance of a mean of C units) — the SE of the excess over the control band, whose control words have no
+    closed form."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanstd(boot, axis=0, ddof=1) * np.sqrt(n_ctx / np.maximum(n_ctx - 1, 1))
+
+
+def _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context, pairs, crow_all, absch, ident,
+                 margin, alpha, n_boot, rng):
+    """The averaged CTF-gap record of (split, subset) and one record per term, with bootstrap intervals over
+    contexts and the one-sided p-values the verdicts use (:func:`apply_verdicts`)."""
+    from scipy import sparse
+
+    n_ex = len(sel)
+    ex = np.flatnonzero(sel)
+    n = len(ex)
+    pos = np.full(n_ex, -1)
+    pos[ex] = np.arange(n)
+    crow = crow_all[pos[pairs.example[crow_all]] >= 0]
+    has_control = len(crow) > 0
+    ctx = context[ex]
+    rec = {"subset": subset, "terms": split, "n": n, "value": float(gap[ex].mean()) if n else float("nan"),
+           "n_pairs": int(sel[pairs.example[ident]].sum()) if n else 0,
+           "n_contexts": int(len(np.unique(ctx))) if n else 0}
+    words = w1 = w2 = None
+    if has_control:
+        words, wid = np.unique(np.concatenate([pairs.term[crow], pairs.cf_term[crow]]), return_inverse=True)
+        w1, w2 = wid[:len(crow)], wid[len(crow):]
+        rec.update(control=float(absch[crow].mean()), n_control_pairs=int(len(crow)),
+                   n_control_words=int(len(words)))
+        rec["excess"] = rec["value"] - rec["control"]
+    values = sparse.hstack([sparse.csr_matrix(gap[ex][:, None]), t_abs[ex]]).tocsr()
+    weight = sparse.hstack([sparse.csr_matrix(np.ones((n, 1))), t_w[ex]]).tocsr()
+    w_dense = weight.toarray()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = np.asarray(values.multiply(weight).sum(axis=0)).ravel() / w_dense.sum(axis=0)
+        signed = np.asarray(t_signed[ex].sum(axis=0)).ravel() / w_dense[:, 1:].sum(axis=0)
+    n_ctx = np.array([len(np.unique(ctx[w_dense[:, j] > 0])) for j in range(w_dense.shape[1])], dtype=float)
+    terms_out = []
+    if n >= 2:
+        theta, band = _cluster_bootstrap(values, weight, ctx, n_boot, rng, pos[pairs.example[crow]],
+                                         w1, w2, absch[crow] if has_control else None,
+                                         len(words) if has_control else 0)
+        excess = theta - band[:, None]
+        lo, hi = _pct(theta, 1 - alpha)
+        rec.update(ci_low=float(lo[0]), ci_high=float(hi[0]))
+        s_num, s_den, _ = _by_context(values, weight, ctx)
+        se, skew = _context_moments(s_num, s_den, est)
+        p_above, _ = _t_tests(est, se, n_ctx, margin, skew)
+        # "below the margin": the SE scaled to the null value (the coefficient of variation times the margin) —
+        # a gap is a mean of non-negative changes whose spread grows with its level, so a low estimate comes with
+        # a low SE and the plain T said "below" too often (docs/methods.md §5)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            se_null = np.where(est > 0, se * margin / np.where(est > 0, est, 1), 0.0)
+        _, p_below = _t_tests(est, se_null, n_ctx, margin, skew)
+        if has_control:
+            blo, bhi = _pct(band[:, None], 1 - alpha)
+            elo, ehi = _pct(excess, 1 - alpha)
+            rec.update(control_ci_low=float(blo[0]), control_ci_high=float(bhi[0]), excess_ci_low=float(elo[0]),
+                       excess_ci_high=float(ehi[0]))
+            p_excess, _ = _t_tests(est - rec["control"], _boot_se(excess, n_ctx), n_ctx, margin)
+    else:
+        rec.update(ci_low=float("nan"), ci_high=float("nan"))
+        lo = hi = p_above = p_below = np.full(len(est), np.nan)
+    for j, term in enumerate(t_names, start=1):
+        if w_dense[:, j].sum() == 0:
+            continue
+        t = {"terms": split, "subset": subset, "term": term, "n": int((w_dense[:, j] > 0).sum()),
+             "n_contexts": int(n_ctx[j]), "value": float(est[j]), "ci_low": float(lo[j]), "ci_high": float(hi[j]),
+             "mean_change_towards": float(signed[j - 1]), "p_above_margin": float(p_above[j]),
+             "p_below_margin": float(p_below[j])}
+        if has_control and n >= 2:
+            t.update(control=rec["control"], excess=float(est[j] - rec["control"]), excess_ci_low=float(elo[j]),
+                     excess_ci_high=float(ehi[j]), p_excess_above_margin=float(p_excess[j]))
+        p_d = t["p_above_margin"] if "p_excess_above_margin" not in t else max(t["p_above_margin"],
+                                                                                 t["p_excess_above_margin"])
+        t.update(p_differs=p_d, p_equivalence=t["p_below_margin"])
+        terms_out.append(t)
+    return rec, terms_out
+
+
+def apply_verdicts(records: list[dict], term_records: list[dict], margin: float, alpha: float = 0.05,
+                   correction: str = "bh") -> None:
+    """The verdicts, in place: per term from the p-values corrected over every term record of the audit (one
+    family; ``correction`` "bh" or "holm", as the group audit), per averaged-gap record from its terms.
+
+    A term **differs** when its corrected p of "gap ≤ margin" and — with a control band — of "excess over the band
+    ≤ margin" (intersection–union: the larger of the two p-values) is ≤ α/2; **equivalent within margin** when its
+    corrected p of "gap ≥ margin" is ≤ α/2 (one-sided tests at α/2: the two sides of a 1 − α interval); otherwise
+    **inconclusive**. A record (split × subset) says "differs" when any of its terms differs, "equivalent within
+    margin" only when every one of its terms is, else "inconclusive": its averaged gap is descriptive — averaging
+    35 terms dilutes one biased term about 17-fold (issue 22)."""
+    from fairdesk.core.stats.multiple import adjust
+
+    q_d = adjust([t["p_differs"] for t in term_records], correction) if term_records else np.array([])
+    q_e = adjust([t["p_equivalence"] for t in term_records], correction) if term_records else np.array([])
+    for t, qd, qe in zip(term_records, q_d, q_e):
+        t["q_differs"], t["q_equivalence"] = float(qd), float(qe)
+        if qd <= alpha / 2:
+            t["verdict"] = "differs"
+            t["reason"] = (f"the gap is above the margin {margin:g}"
+                           + (" and above the control band by more than the margin" if "excess" in t else
+                              " (no control band)") + f" (corrected p {qd:.2g})")
+        elif qe <= alpha / 2:
+            t["verdict"] = "equivalent within margin"
+            t["reason"] = f"the gap is within the margin {margin:g} (corrected p {qe:.2g})"
+        else:
+            t["verdict"] = "inconclusive"
+            if math.isnan(qd):
+                t["reason"] = "fewer than 2 contexts with this term: no test"
+            elif t.get("p_above_margin", 1) <= alpha / 2 and t.get("p_excess_above_margin", 0) > alpha / 2:
+                t["reason"] = ("the model moves as much when a neutral word in the same slot is swapped (control "
+                               "band): it reacts to any edit, not shown to react to this term")
+            else:
+                t["reason"] = "neither a gap above the margin nor equivalence within it is shown"
+    for rec in records:
+        mine = [t for t in term_records if t["terms"] == rec["terms"] and t["subset"] == rec["subset"]]
+        differ = sorted((t for t in mine if t["verdict"] == "differs"), key=lambda t: -t["value"])
+        n_eq = sum(t["verdict"].startswith("equivalent") for t in mine)
+        rec["n_terms"], rec["n_terms_differ"], rec["n_terms_equivalent"] = len(mine), len(differ), n_eq
+        rec["terms_differ"] = [t["term"] for t in differ]
+        if rec["n"] < 2 or not mine:
+            rec["verdict"], rec["reason"] = "inconclusive", "fewer than 2 examples with a counterfactual"
+        elif differ:
+            shown = ", ".join(f"'{t['term']}' ({t['value']:.3g})" for t in differ[:5])
+            rec["verdict"] = "differs"
+            rec["reason"] = (f"{len(differ)} of {len(mine)} terms differ: {shown}"
+                             + (", …" if len(differ) > 5 else ""))
+        elif n_eq == len(mine):
+            rec["verdict"] = "equivalent within margin"
+            rec["reason"] = f"every one of the {len(mine)} terms is shown within the margin {margin:g}"
+        else:
+            rec["verdict"] = "inconclusive"
+            rec["reason"] = (f"no term is shown to differ, and {len(mine) - n_eq} of {len(mine)} terms are not shown "
+                             f"within the margin {margin:g}")
 
 
 def ctf_statistics(pairs: PairSet, scores: np.ndarray, labels=None, margin: float = 0.02, alpha: float = 0.05,
                    n_boot: int = 2000, threshold: float = 0.5, seed: int = 0, n_examples_shown: int = 20,
                    progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-                   family_size: int | None = None) -> CTFResult:
-    """All statistics from a scored :class:`PairSet` (``scores[i]`` = f(pairs.texts[i])). ``family_size``: the
-    number of CTF-gap records the Bonferroni level counts when more are computed elsewhere (the synthetic subset)."""
+                   correction: str = "bh") -> CTFResult:
+    """All statistics from a scored :class:`PairSet` (``scores[i]`` = f(pairs.texts[i])); verdicts corrected over
+    this result's term records (:func:`apply_verdicts`; :func:`ctf_audit` corrects again when it adds the synthetic
+    subset)."""
     rep = Reporter(progress, cancel)
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape[0] != len(pairs.texts):
@@ -352,55 +636,29 @@ def ctf_statistics(pairs: PairSet, scores: np.ndarray, labels=None, margin: floa
     up = (scores[pairs.left] < threshold) & (scores[pairs.right] >= threshold)
     splits = [s for s in SPLITS if s in pairs.term_sets]
     subsets = ["all"] + (["label_0", "label_1"] if y is not None else [])
-    # --- CTF gap records
-    plan = []
+    # --- CTF gap records (the averaged gap, descriptive) and one record per term with its own tests
+    context = pairs.context if pairs.context is not None else np.arange(n_ex)
+    records, term_records = [], []
+    k = 0
+    n_plan = len(splits) * len(subsets)
     for s_code, split in enumerate(SPLITS):
         if split not in splits:
             continue
         ident = (pairs.split == s_code) & (pairs.kind == 0)
         gap, cnt = _per_example(pairs.example[ident], absch[ident], n_ex)
+        t_abs, t_signed, t_w, t_names = _per_term(pairs, ident, absch, change, n_ex)
+        crow_all = np.flatnonzero((pairs.split == s_code) & (pairs.kind == 1))
         for subset in subsets:
+            rep(0.1 + 0.5 * k / max(n_plan, 1), f"bootstrap {split}/{subset}")
+            k += 1
             sel = cnt > 0
             if subset != "all":
                 sel &= (y == int(subset[-1]))
-            plan.append((split, subset, s_code, sel, gap))
-    m = max(len(plan), int(family_size or 0), 1)
-    level_v = 1 - alpha / m
-    records = []
-    for k, (split, subset, s_code, sel, gap) in enumerate(plan):
-        rep(0.1 + 0.5 * k / m, f"bootstrap {split}/{subset}")
-        g = gap[sel]
-        n = int(sel.sum())
-        pos = np.full(n_ex, -1)
-        pos[np.flatnonzero(sel)] = np.arange(n)
-        crow = np.flatnonzero((pairs.split == s_code) & (pairs.kind == 1))
-        crow = crow[pos[pairs.example[crow]] >= 0]
-        has_control = len(crow) > 0
-        ident_rows = (pairs.split == s_code) & (pairs.kind == 0)
-        rec = {"subset": subset, "terms": split, "n": n, "value": float(g.mean()) if n else float("nan"),
-               "n_pairs": int(sel[pairs.example[ident_rows]].sum()) if n else 0}
-        if has_control:
-            words, wid = np.unique(np.concatenate([pairs.term[crow], pairs.cf_term[crow]]), return_inverse=True)
-            w1, w2 = wid[:len(crow)], wid[len(crow):]
-            rec.update(control=float(absch[crow].mean()), n_control_pairs=int(len(crow)),
-                       n_control_words=int(len(words)))
-            rec["excess"] = rec["value"] - rec["control"]
-        if n >= 2:
-            boot = _bootstrap(g, n_boot, rng, pos[pairs.example[crow]], w1 if has_control else None,
-                              w2 if has_control else None, absch[crow] if has_control else None,
-                              len(words) if has_control else 0)
-            lo95, hi95 = _pct(boot, 1 - alpha)
-            lov, hiv = _pct(boot, level_v)
-            rec.update(ci_low=float(lo95[0]), ci_high=float(hi95[0]))
-            if has_control:
-                rec.update(control_ci_low=float(lo95[1]), control_ci_high=float(hi95[1]),
-                           excess_ci_low=float(lo95[2]), excess_ci_high=float(hi95[2]))
-            verdict, reason = _verdict(lov[0], hiv[0], lov[2], n, margin, has_control)
-        else:
-            rec.update(ci_low=float("nan"), ci_high=float("nan"))
-            verdict, reason = _verdict(0, 0, 0, n, margin, has_control)
-        rec.update(verdict=verdict, reason=reason)
-        records.append(rec)
+            rec, terms_rec = _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context, pairs,
+                                          crow_all, absch, ident, margin, alpha, n_boot, rng)
+            records.append(rec)
+            term_records += terms_rec
+    apply_verdicts(records, term_records, margin, alpha, correction)
     # --- per-pair table (identity pairs, per direction)
     rep(0.65, "pairs")
     pair_records = []
@@ -490,12 +748,15 @@ def ctf_statistics(pairs: PairSet, scores: np.ndarray, labels=None, margin: floa
     counts = {"n_examples": n_ex, "n_within_max_tokens": int(pairs.eligible.sum()), "n_unique_texts_scored":
               len(pairs.texts), "excluded_no_valid_counterfactual": dict(pairs.excluded),
               "n_identity_pairs": int(ident_all.sum()), "n_control_pairs": int((pairs.kind == 1).sum())}
-    settings = {"margin": margin, "alpha": alpha, "verdict_ci_level": level_v, "n_boot": n_boot,
+    settings = {"margin": margin, "alpha": alpha, "correction": correction, "n_boot": n_boot,
+                "resampling_unit": ("template" if pairs.context_source == "template" else
+                                    "sentence without its identity terms"),
+                "n_contexts": int(len(np.unique(context))),
                 "threshold": threshold, "seed": seed,
                 "term_sets": {k: {kk: v[kk] for kk in ("name", "kind", "groups", "sha256")}
                               for k, v in pairs.term_sets.items()}}
     rep(1.0, "done")
-    return CTFResult(records, pair_records, group, control, counts, settings, {}, shown)
+    return CTFResult(records, pair_records, group, control, counts, settings, {}, shown, term_records)
 
 
 def data_sha256(texts, labels=None) -> str:
@@ -534,13 +795,16 @@ def ctf_audit(texts, score, labels=None, terms="dixon_train", held_out_terms=Non
               max_tokens: int | None = 10, margin: float = 0.02, alpha: float = 0.05, n_boot: int = 2000,
               threshold: float = 0.5, k_control: int = 3, batch_size: int = 1024, seed: int = 0,
               model_hashes: dict | None = None, progress: ProgressFn | None = None,
-              cancel: CancelToken | None = None, synthetic: int | None = None) -> CTFResult:
+              cancel: CancelToken | None = None, synthetic: int | None = None, templates=None,
+              correction: str = "bh") -> CTFResult:
     """The whole CTF audit: pairs (0–30 %), batched scoring of the unique texts (30–80 %), statistics.
 
     ``synthetic``: also score a sample of that many madlibs template rows (:func:`synthetic_texts`; None or 0:
     off) with the same model, term sets, control words and token limit, reported as CTF-gap records with subset
-    ``"synthetic"`` (one per term split; counted in the Bonferroni family). ``settings["synthetic"]`` describes
-    the sample (or says why it gave no record: no template mentions a term of the set)."""
+    ``"synthetic"`` (one per term split; its term records join the correction family). ``settings["synthetic"]``
+    describes the sample (or says why it gave no record: no template mentions a term of the set). ``templates``:
+    one template name per text, the resampling unit (:func:`contexts`; None: the sentence without its identity
+    terms). ``correction``: "bh" or "holm" over every term record of the audit."""
     from fairdesk.core import provenance
 
     rep = Reporter(progress, cancel)
@@ -553,8 +817,10 @@ def ctf_audit(texts, score, labels=None, terms="dixon_train", held_out_terms=Non
             raise DataError(f"{labels.shape[0]} labels for {len(texts)} texts.")
         if not np.isin(labels, (0, 1)).all():
             raise DataError("Labels must be 0 or 1 (1 = the positive class, e.g. toxic).")
+    if correction not in ("bh", "holm"):
+        raise DataError(f"Unknown correction '{correction}'; choose bh or holm.")
     pairs = build_pairs(texts, terms, held_out_terms, control_terms, max_tokens, k_control, seed,
-                        rep.sub(0.0, 0.3), rep.cancel)
+                        rep.sub(0.0, 0.3), rep.cancel, templates=templates)
     if not (pairs.kind == 0).any():
         raise DataError("No text mentions a term of the chosen term set within the token limit "
                         f"({max_tokens} tokens); choose another term set or raise --max-tokens.")
@@ -570,16 +836,16 @@ def ctf_audit(texts, score, labels=None, terms="dixon_train", held_out_terms=Non
             synth = None
     scores = score_texts(score, pairs.texts, batch_size, rep.sub(0.3, 0.7 if synth is not None else 0.8),
                          rep.cancel)
-    family = None
-    if synth is not None:
-        family = len(pairs.term_sets) * ((3 if labels is not None else 1) + 1)
     result = ctf_statistics(pairs, scores, labels, margin, alpha, n_boot, threshold, seed,
                             progress=rep.sub(0.8, 0.95 if synth is not None else 1.0), cancel=rep.cancel,
-                            family_size=family)
+                            correction=correction)
     if synth is not None:
         s_scores = score_texts(score, synth.texts, batch_size, rep.sub(0.7, 0.8), rep.cancel)
         s_res = ctf_statistics(synth, s_scores, None, margin, alpha, n_boot, threshold, seed, n_examples_shown=0,
-                               progress=rep.sub(0.95, 1.0), cancel=rep.cancel, family_size=family)
+                               progress=rep.sub(0.95, 1.0), cancel=rep.cancel, correction=correction)
+        for t in s_res.term_gaps:
+            t["subset"] = SYNTHETIC
+        result.term_gaps += s_res.term_gaps
         for rec in s_res.ctf_gap:
             rec["subset"] = SYNTHETIC
             result.ctf_gap.append(rec)
@@ -588,6 +854,8 @@ def ctf_audit(texts, score, labels=None, terms="dixon_train", held_out_terms=Non
                     {k: rec.get(k) for k in ("terms", "subset", "n", "control", "control_ci_low", "control_ci_high")})
         synth_info.update(n_identity_pairs=int((synth.kind == 0).sum()), n_control_pairs=int((synth.kind == 1).sum()),
                           n_unique_texts_scored=len(synth.texts), mean_score=float(np.mean(s_scores)))
+    if synth is not None:  # one correction family over the audited and the synthetic texts' terms
+        apply_verdicts(result.ctf_gap, result.term_gaps, margin, alpha, correction)
     if synth_info is not None:
         result.settings["synthetic"] = synth_info
     result.settings.update(max_tokens=max_tokens, k_control=k_control, batch_size=batch_size)
@@ -598,15 +866,22 @@ def ctf_audit(texts, score, labels=None, terms="dixon_train", held_out_terms=Non
 
 def ctf_from_scored_pairs(frame, labels_by_id: dict | None = None, margin: float = 0.02, alpha: float = 0.05,
                           n_boot: int = 2000, threshold: float = 0.5, seed: int = 0,
-                          progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> CTFResult:
+                          progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                          template_col: str | None = None, correction: str = "bh") -> CTFResult:
     """Statistics from a pairs table scored elsewhere: the columns of :meth:`PairSet.frame` plus ``score`` (f of
-    ``text``) and ``counterfactual_score``. ``labels_by_id`` maps id → 0/1 (optional). Group rates need labels."""
+    ``text``) and ``counterfactual_score``. ``labels_by_id`` maps id → 0/1 (optional). Group rates need labels.
+    ``template_col``: a column naming each id's template (the resampling unit); without it a context is the
+    original text with the table's terms removed (:func:`contexts`)."""
     from fairdesk.core import provenance
 
     need = {"id", "text", "counterfactual", "term", "counterfactual_term", "score", "counterfactual_score"}
     missing = need - set(frame.columns)
     if missing:
         raise DataError(f"The scored pairs table lacks column(s) {', '.join(sorted(missing))}.")
+    if template_col is not None and template_col not in frame.columns:
+        raise DataError(f"The scored pairs table has no column '{template_col}' (--template-col).")
+    if correction not in ("bh", "holm"):
+        raise DataError(f"Unknown correction '{correction}'; choose bh or holm.")
     df = frame.copy()
     if "split" not in df:
         df["split"] = "train"
@@ -647,15 +922,35 @@ def ctf_from_scored_pairs(frame, labels_by_id: dict | None = None, margin: float
             for t, e in zip(np.asarray(term)[sel], example[sel]):
                 mentions[s].setdefault(list(names)[t], set()).add(int(e))
             mentions[s] = {k: np.array(sorted(v)) for k, v in mentions[s].items()}
+    from fairdesk.core.text.counterfactual import parse_terms
+
+    # the text of each id (from its first row) and, with a template column, its template (one per id)
+    first = df.drop_duplicates("id")
+    if template_col is not None:
+        per_id = df.groupby("id", sort=False)[template_col].nunique(dropna=False)
+        if (per_id > 1).any():
+            raise DataError(f"Id {per_id[per_id > 1].index[0]} has two different values in the template column "
+                            f"'{template_col}'; a text has one template.")
+        templates = first.set_index("id").loc[ids, template_col].tolist()
+    else:
+        templates = None
+    ident_terms = sorted(set(df.loc[df["kind"] == "identity", "term"].astype(str))
+                         | set(df.loc[df["kind"] == "identity", "counterfactual_term"].astype(str)))
+    try:  # the terms the table swaps, to find each text's context (a table's odd term names: the text is the key)
+        known = [parse_terms("\n".join(t for t in ident_terms if "|" not in t and not t.startswith("#")),
+                             "imported")]
+    except DataError:
+        known = []
+    context, source = contexts(first.set_index("id").loc[ids, "text"].astype(str).tolist(), known, templates)
     pairs = PairSet(texts, example, np.asarray(left), np.asarray(right), np.asarray(term), np.asarray(cf_term),
                     split, np.where(is_ident, 0, 1), list(names), original, np.ones(len(ids), dtype=bool),
                     mentions, {}, {s: {"name": "imported", "kind": "imported", "groups": [], "sha256": ""}
-                                   for s in mentions})
+                                   for s in mentions}, context, source)
     labels = None
     if labels_by_id is not None:
         labels = np.array([labels_by_id[v] for v in ids])
     result = ctf_statistics(pairs, np.asarray(score_of), labels, margin, alpha, n_boot, threshold, seed,
-                            progress=progress, cancel=cancel)
+                            progress=progress, cancel=cancel, correction=correction)
     from fairdesk.core.data.loaders import table_sha256
 
     result.provenance = provenance.make(seed, table_sha256(df), None, source="imported scores")

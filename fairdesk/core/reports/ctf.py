@@ -6,8 +6,8 @@
 :func:`fairdesk.core.reports.pdf.write_pdf`. Everything comes from the document (no clock, no files), so every front
 end writes the same bytes. Every count goes through :func:`count` and prints as "<k" below ``settings.suppress_k``.
 
-Sections: summary in words (the three verdicts), methods and settings, CTF gaps with the control band, flip rates
-per term pair, TPR/TNR by term (002 Table 3), example pairs, provenance and attribution.
+Sections: summary in words (the three verdicts; the terms that differ, named), methods and settings, CTF gaps with
+the control band and per term, flip rates per term pair, TPR/TNR by term (002 Table 3), example pairs, provenance and attribution.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ SUBSET_TITLE = {"all": "all texts", "label_0": "label-0 texts", "label_1": "labe
 MAX_PAIR_ROWS = 40
 MAX_TERM_ROWS = 60
 MAX_EXAMPLES = 12
+CORRECTION_WORDS = {"bh": "Benjamini–Hochberg", "holm": "Holm"}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -76,6 +77,35 @@ def _split(name: str) -> str:
     return SPLIT_TITLE.get(name, name)
 
 
+def differing_terms(doc: dict) -> list[dict]:
+    """The term records that differ, largest gap first."""
+    recs = [t for t in doc.get("term_gaps") or [] if t.get("verdict") == "differs"]
+    return sorted(recs, key=lambda t: (-(num(t.get("value")) or 0), t.get("terms", ""), t.get("subset", ""),
+                                       t.get("term", "")))
+
+
+def term_sentence(t: dict, k: int | None = None) -> str:
+    """One term's finding in words ("Train terms, all texts: swapping in 'muslim' raises the score by 0.19 on
+    average (mean |change| …) — differs."). ``k``: small-cell suppression of the text count."""
+    towards = num(t.get("mean_change_towards"))
+    moves = ("moves the score" if towards is None else
+             f"{'raises' if towards >= 0 else 'lowers'} the score by {abs(towards):.2f} on average")
+    n = count(t.get("n"), k) if k else f"{int(t.get('n') or 0):,}"
+    return (f"{cap(_split(t.get('terms', '')))}, {SUBSET_TITLE.get(t.get('subset'), t.get('subset'))}: swapping in "
+            f"'{t.get('term')}' {moves} (mean |change| {f3(t.get('value'))}, 95% CI "
+            f"{ci(t.get('ci_low'), t.get('ci_high'))}, over {n} texts) — {t.get('verdict')}.")
+
+
+def term_sentences(doc: dict, k: int | None = None, limit: int = 10) -> list[str]:
+    """The terms that differ, in words, largest gap first — the findings the summary page, the GUI and the CLI
+    name (:func:`term_sentence`)."""
+    recs = differing_terms(doc)
+    out = [term_sentence(t, k) for t in recs[:limit]]
+    if len(recs) > limit:
+        out.append(f"… and {len(recs) - limit} more term results that differ (see 'CTF gap by term').")
+    return out
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Sections
 
@@ -102,14 +132,29 @@ def _summary(doc: dict, k: int) -> Section:
         f"probability, over texts with a counterfactual. A control band — the same change when a neutral word in "
         f"the same place is swapped for another — tells identity from any edit.", "lead"))
     recs = doc.get("ctf_gap") or []
-    tally = {v: sum(1 for r in recs if (r.get("verdict") or "").startswith(v)) for v in
-             ("differs", "equivalent", "inconclusive")}
-    s.blocks.append(Paragraph(
-        f"Verdicts of the {len(recs)} CTF-gap results (margin ±{margin:g} in probability): {tally['differs']} "
-        f"differ, {tally['equivalent']} equivalent within ±{margin:g}, {tally['inconclusive']} inconclusive. "
-        "'Differs': the gap is above the margin and above the control band by more than the margin; 'equivalent': "
-        "the gap's upper confidence bound is within the margin; 'inconclusive': neither is shown — it does not mean "
-        "the model is fair.", "finding"))
+    terms = doc.get("term_gaps") or []
+    if terms:
+        tally = {v: sum(1 for r in terms if (r.get("verdict") or "").startswith(v)) for v in
+                 ("differs", "equivalent", "inconclusive")}
+        s.blocks.append(Paragraph(
+            f"Every identity term has its own verdict (margin ±{margin:g} in probability; corrected over the "
+            f"{len(terms)} term results with {CORRECTION_WORDS.get(settings.get('correction'), 'a correction')}): "
+            f"{tally['differs']} differ, {tally['equivalent']} equivalent within ±{margin:g}, "
+            f"{tally['inconclusive']} inconclusive. 'Differs': the term's gap is above the margin and above the "
+            "control band by more than the margin; 'equivalent': its gap is shown within the margin; "
+            "'inconclusive': neither is shown — it does not mean the model is fair. A result below says 'differs' "
+            "when any of its terms differs and 'equivalent' only when every term is shown within the margin; its "
+            "averaged gap is descriptive (averaging many terms dilutes one biased term).", "finding"))
+        for sentence in term_sentences(doc, k):
+            s.blocks.append(Paragraph(sentence, "finding"))
+    else:  # documents stored before per-term verdicts (issue 22)
+        tally = {v: sum(1 for r in recs if (r.get("verdict") or "").startswith(v)) for v in
+                 ("differs", "equivalent", "inconclusive")}
+        s.blocks.append(Paragraph(
+            f"Verdicts of the {len(recs)} CTF-gap results (margin ±{margin:g} in probability): {tally['differs']} "
+            f"differ, {tally['equivalent']} equivalent within ±{margin:g}, {tally['inconclusive']} inconclusive "
+            "(stored before per-term verdicts: the verdict is on the gap averaged over all terms, which can hide one "
+            "biased term). 'Inconclusive' does not mean the model is fair.", "finding"))
     for r in recs:
         line = (f"{cap(_split(r.get('terms', '')))}, {SUBSET_TITLE.get(r.get('subset'), r.get('subset'))}: CTF gap "
                 f"{f3(r.get('value'))} (95% CI {ci(r.get('ci_low'), r.get('ci_high'))}) over {count(r.get('n'), k)} "
@@ -117,6 +162,9 @@ def _summary(doc: dict, k: int) -> Section:
         if num(r.get("control")) is not None:
             band_ci = ci(r.get("control_ci_low"), r.get("control_ci_high"))
             line += f"; control band {f3(r.get('control'))} (95% CI {band_ci}), excess {signed(r.get('excess'))}"
+        if r.get("n_terms"):
+            line += (f"; terms: {r.get('n_terms_differ', 0)} differ, {r.get('n_terms_equivalent', 0)} equivalent "
+                     f"of {r['n_terms']}")
         line += f" — {verdict_words(r.get('verdict'), margin)}"
         s.blocks.append(Paragraph(line + ".", "bullet"))
     perf = doc.get("performance") or {}
@@ -152,7 +200,6 @@ def _methods(doc: dict, k: int) -> Section:
     s = Section("methods", "Methods")
     st = doc.get("settings") or {}
     margin = num(st.get("margin")) or 0.02
-    level = num(st.get("verdict_ci_level"))
     imported = (doc.get("model") or {}).get("kind") == "imported scores"
     s.blocks += [
         Paragraph("Counterfactuals. For each text x and each pair of terms (a, a′) of the term set, Φ(x) holds the "
@@ -161,17 +208,27 @@ def _methods(doc: dict, k: int) -> Section:
                   "stool') are left alone. Only texts of at most the token limit are audited (002)."),
         Paragraph("CTF gap. CF_GAP(x) = mean over x′ ∈ Φ(x) of |f(x) − f(x′)|, f the predicted probability; the CTF "
                   "gap is its mean over texts with a counterfactual, per term set (train / held-out) and label "
-                  "subset. 95% intervals: percentile bootstrap over texts (a text keeps all its counterfactuals)."),
+                  "subset. The gap of a term: the same mean over the counterfactual pairs that swap that term in or "
+                  "out."),
+        Paragraph("Unit of resampling. 95% intervals: percentile bootstrap over contexts — "
+                  + ("the templates of the template column" if st.get("resampling_unit") == "template" else
+                     "texts that are the same sentence once their identity terms are removed form one context "
+                     "(a template filled with different terms; repeated rows)")
+                  + (f", {int(st['n_contexts']):,} contexts" if st.get("n_contexts") else "")
+                  + ": the texts of one context are not independent, so the context (with all its texts and "
+                  "counterfactuals) is what is resampled."),
         Paragraph("Control band. For every audited text, pairs of neutral words (control words) are put in the place "
                   "the identity term occupies and |f(x_c1) − f(x_c2)| is averaged: how far the model moves for a "
-                  "neutral edit in the same place. The bootstrap resamples the texts and the control words."),
-        Paragraph(f"Verdicts (per CTF-gap result, with Bonferroni-level intervals"
-                  + (f" at {100 * level:.2f}%" if level is not None else "")
-                  + f" over the results of the audit): differs when the lower bound of the gap is above the margin "
-                  f"({margin:g}) and the lower bound of the excess over the control band is above the margin too; "
-                  f"equivalent within ±{margin:g} when the upper bound of the gap is at most the margin; otherwise "
-                  "inconclusive — a model that moves as much for a neutral edit as for an identity edit is "
-                  "inconclusive, not called biased. Without a control band 'differs' needs only the gap."),
+                  "neutral edit in the same place. The bootstrap resamples the contexts and the control words."),
+        Paragraph(f"Verdicts, per term (one-sided t tests at α/2 on each side of the margin {margin:g}, with the "
+                  f"bootstrap standard error over contexts, corrected with "
+                  f"{CORRECTION_WORDS.get(st.get('correction'), 'a correction')} over every term result of the "
+                  f"audit): differs when the term's gap is above the margin and its excess over the control band "
+                  f"is above the margin too; equivalent within ±{margin:g} when its gap is below the margin; "
+                  "otherwise inconclusive — a model that moves as much for a neutral edit as for an identity edit is "
+                  "inconclusive, not called biased. Without a control band 'differs' needs only the gap. A result "
+                  "(term set × subset) differs when any of its terms differs and is equivalent only when every term "
+                  "is."),
         Paragraph("Flip rates: the share of counterfactual pairs whose decision at τ changes, per direction a → a′ "
                   "(Wilson intervals). TPR and TNR per term over the texts mentioning it; the gap of a pair is "
                   "|rate_a − rate_a′|, the overall gap the mean over pairs (002 Table 3)."),
@@ -186,7 +243,7 @@ def _methods(doc: dict, k: int) -> Section:
             + ", ".join(f"{name} {count(v, k)}" for name, v in per.items())
             + ") were scored by the same model with the same terms, control words and token limit. All of their "
             "toxicity is in the context, so every counterfactual is symmetric by design; their CTF gap is the row "
-            "'synthetic template texts' (no label subsets; counted in the Bonferroni family). Word lists and set: "
+            "'synthetic template texts' (no label subsets; its terms join the correction family). Word lists and set: "
             "CC BY 4.0, attribution under Provenance."))
     sets = st.get("term_sets") or {}
     rows = [["Term set (" + _split(key) + ")",
@@ -194,6 +251,8 @@ def _methods(doc: dict, k: int) -> Section:
     rows += [["Margin", f"±{margin:g} (probability)"], ["Confidence level (intervals shown)",
                                                          f"{100 * (1 - (num(st.get('alpha')) or 0.05)):.0f}%"],
              ["Bootstrap replicates", f"{int(st.get('n_boot') or 0):,}"],
+             ["Unit of resampling", str(st.get("resampling_unit") or "text (stored before issue 22)")],
+             ["Correction over the term tests", CORRECTION_WORDS.get(st.get("correction"), "–")],
              ["Decision threshold τ", f"{num(st.get('threshold')) or 0.5:g}"],
              ["Token limit", str(st.get("max_tokens")) if st.get("max_tokens") else
               ("set when the pairs were exported" if imported else "none")],
@@ -228,6 +287,24 @@ def _gaps(doc: dict, k: int) -> Section:
                            "Excess", "95% CI", "Verdict"], rows, title="CTF gap by term set and label",
                           align=["L", "L", "R", "R", "R", "R", "R", "R", "R", "R", "L"],
                           note="n: texts with a counterfactual. Excess: CTF gap minus the control band."))
+    terms = sorted(doc.get("term_gaps") or [], key=lambda t: ((t.get("verdict") != "differs"),
+                                                                 t.get("terms", ""), t.get("subset", ""),
+                                                                 -(num(t.get("value")) or 0), t.get("term", "")))
+    if terms:
+        shown = [t for t in terms if t.get("subset") == "all" or t.get("verdict") == "differs"][:MAX_TERM_ROWS]
+        rows = [[_split(t.get("terms", "")), SUBSET_TITLE.get(t.get("subset"), str(t.get("subset"))), t.get("term", ""),
+                 count(t.get("n"), k), count(t.get("n_contexts"), k), f3(t.get("value")),
+                 ci(t.get("ci_low"), t.get("ci_high")), signed(t.get("mean_change_towards")),
+                 signed(t.get("excess")), f"{num(t.get('q_differs')):.2g}" if num(t.get("q_differs")) is not None
+                 else "–", verdict_words(t.get("verdict"), margin)] for t in shown]
+        more = len(terms) - len(shown)
+        s.blocks.append(Table(["Terms", "Texts", "Term", "n", "Contexts", "Gap", "95% CI", "Towards", "Excess",
+                               "q", "Verdict"], rows, title="CTF gap by term", small=True,
+                              align=["L", "L", "L", "R", "R", "R", "R", "R", "R", "R", "L"],
+                              note=("Gap: mean |change| over the pairs that swap the term in or out. Towards: mean "
+                                    "change of the score when the term is swapped in. q: corrected p of 'differs'. "
+                                    "Terms that differ first; label subsets only where a term differs. "
+                                    + (f"{more:,} more term results are in the JSON document." if more > 0 else ""))))
     reasons = [f"{_split(r.get('terms', ''))}, {SUBSET_TITLE.get(r.get('subset'), r.get('subset'))}: "
                f"{r.get('reason')}" for r in doc.get("ctf_gap") or [] if r.get("reason")]
     for text in reasons:

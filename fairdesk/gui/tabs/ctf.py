@@ -86,6 +86,24 @@ def gaps_table(doc: dict) -> pd.DataFrame:
                                        "Control 95% CI", "Excess", "Excess 95% CI", "Verdict", "Why"])
 
 
+def term_gaps_table(doc: dict) -> pd.DataFrame:
+    """One row per identity term × term split × text subset: its gap, interval, change towards it, excess over the
+    control band, corrected p and verdict (terms that differ first)."""
+    margin = _num((doc.get("settings") or {}).get("margin"))
+    recs = sorted(doc.get("term_gaps") or [], key=lambda t: (t.get("verdict") != "differs", t.get("terms", ""),
+                                                             t.get("subset", ""), -_num(t.get("value"))))
+    rows = [{"Terms": SPLIT_TITLE.get(t.get("terms"), t.get("terms")),
+             "Texts": SUBSET_TITLE.get(t.get("subset"), t.get("subset")), "Term": t.get("term"), "n": t.get("n"),
+             "Contexts": t.get("n_contexts"), "Gap": _num(t.get("value")), "95% CI": _ci(t.get("ci_low"),
+                                                                                         t.get("ci_high")),
+             "Towards": _num(t.get("mean_change_towards")), "Excess": _num(t.get("excess")),
+             "q (differs)": _num(t.get("q_differs")), "q (equivalent)": _num(t.get("q_equivalence")),
+             "Verdict": _verdict(t.get("verdict"), 0.02 if math.isnan(margin) else margin),
+             "Why": t.get("reason") or ""} for t in recs]
+    return pd.DataFrame(rows, columns=["Terms", "Texts", "Term", "n", "Contexts", "Gap", "95% CI", "Towards",
+                                       "Excess", "q (differs)", "q (equivalent)", "Verdict", "Why"])
+
+
 def pairs_table(doc: dict) -> pd.DataFrame:
     """Flip rates per term pair and direction (largest mean |change| first within each split)."""
     rows = [{"Terms": SPLIT_TITLE.get(p.get("terms"), p.get("terms")), "Term a": p.get("term"),
@@ -353,6 +371,9 @@ class CTFAuditPage(AuditPage):
                                                                            "with the control band and verdicts.")
         gv.addWidget(self.gaps_view, 1)
         self.result_tabs.addTab(gaps, "CTF gaps")
+        self.term_gaps_view = DataFrameView(self, placeholder="The CTF gap of every identity term, with its own "
+                                                              "verdict (terms that differ first).")
+        self.result_tabs.addTab(self.term_gaps_view, "CTF gap by term")
         self.pairs_view = DataFrameView(self, placeholder="Flip rates per term pair and direction.")
         self.result_tabs.addTab(self.pairs_view, "Flip rates per pair")
 
@@ -612,8 +633,8 @@ class CTFAuditPage(AuditPage):
     def show_results(self, doc) -> None:
         if doc is None:
             self.summary.clear()
-            for view in (self.gaps_view, self.pairs_view, self.rate_gaps_view, self.term_rates_view,
-                         self.unknown_view):
+            for view in (self.gaps_view, self.term_gaps_view, self.pairs_view, self.rate_gaps_view,
+                         self.term_rates_view, self.unknown_view):
                 view.set_frame(None)
             self.unknown_label.setText("")
             self.gaps_warning.hide()
@@ -623,6 +644,7 @@ class CTFAuditPage(AuditPage):
         else:
             self.summary.setHtml(summary_html(doc, self.window_.settings.suppress_k))
             self.gaps_view.set_frame(gaps_table(doc))
+            self.term_gaps_view.set_frame(term_gaps_table(doc))
             self.pairs_view.set_frame(pairs_table(doc))
             self.rate_gaps_view.set_frame(rate_gaps_table(doc))
             self.term_rates_view.set_frame(term_rates_table(doc))
