@@ -26,11 +26,20 @@ Verdicts per (method, metric), against the DNN over the R·k paired per-fold val
 With R > 1 repeats the per-fold values re-use the same rows, so they are not independent and the t-test's degrees
 of freedom overstate the evidence; the default is R = 1 (000's protocol).
 
-Leakage (beyond 000): for each fitted representation, a fresh probe is trained after the fact on that fold's
-held-out rows only (rows the learner never saw), cross-fitted over 5 participant-disjoint inner folds — ridge
-(``RidgeCV``) and gradient boosting (``HistGradientBoostingRegressor``) — giving an out-of-sample age prediction for
-every row; pooled per repeat: R², MAE (years) and AUROC for "age above the table's mean age". The probe with the
+Leakage (beyond 000): for each fitted representation a fresh probe — ridge (``RidgeCV``) and gradient boosting
+(``HistGradientBoostingRegressor``) — predicts the age of each held-out participant: it learns from the fold's
+training rows' representations (the same fitted model) plus the held-out rows of the other participant-disjoint
+inner folds (:func:`leakage_probe`), so it sees about five times one fold's rows and never the participant it
+predicts. Pooled per repeat: R², MAE (years) and AUROC for "age above the table's mean age". The probe with the
 higher mean R² is reported (``probe``); both are kept under ``probes``. Methods without a representation: null.
+A representation is "age-independent" when that R² is at most ``leakage_target`` (0.05), else "not
+age-independent" (``age_independence``). ``settings.age_r2_from_label``: the held-out age R² of the label alone
+(what a representation that predicts the label carries with it).
+
+λ (issue 27): by default chosen per learner and outer fold (:func:`select_lambda`): a quarter of the training
+participants validates every λ of ``lambda_grid`` (1, 3, 10); the most accurate λ whose probe R² is at most the
+target is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was not
+reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
 """
 from __future__ import annotations
 
@@ -63,7 +72,7 @@ PROBE_FOLDS = 5
 #: at most this (issue 27).
 LEAKAGE_TARGET = 0.05
 #: λ values the nested selection tries per learner and outer fold (000's λ = 1 among them).
-LAMBDA_GRID: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
+LAMBDA_GRID: tuple[float, ...] = (1.0, 3.0, 10.0)
 #: Share of an outer fold's training participants held out to validate each λ (1 / SELECTION_FOLDS).
 SELECTION_FOLDS = 4
 _METHOD_INDEX = {m: i for i, m in enumerate(METHODS + (REFERENCE_METHOD,))}

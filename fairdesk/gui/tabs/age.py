@@ -166,8 +166,8 @@ class AgeLearnersPage(AuditPage):
         self.auto_lambda_check = QCheckBox("Choose λ per learner and fold", settings_box)
         self.auto_lambda_check.setChecked(True)
         self.auto_lambda_check.setToolTip("Nested participant-disjoint validation on each fold's training "
-                                          "participants: the most accurate λ of 0.5, 1, 2, 4, 8 whose representation "
-                                          "keeps a probe's age R² under the target (each learner is trained six "
+                                          "participants: the most accurate λ of 1, 3, 10 whose representation "
+                                          "keeps a probe's age R² under the target (each learner is trained four "
                                           "times per fold).")
         self.auto_lambda_check.toggled.connect(self._lambda_mode_changed)
         sf.addRow(self.auto_lambda_check)
