@@ -128,7 +128,8 @@ def age_left_words(doc: dict, m: str) -> str | None:
         if missed:
             text += (f"; no λ up to {num(max(sel['grid'])):g} reached the target in the validation of {missed} of "
                      f"{n_folds} folds")
-        text += "; raise λ (a larger grid, --lambda-grid), give the adversary more steps K (--k-adv), or use another learner"
+        text += ("; raise λ (a larger grid, --lambda-grid), give the adversary more steps K (--k-adv), or use another "
+                 "learner")
     else:
         text += "; raise λ or the adversary steps K, or let FairDesk choose λ (leave --lambda unset)"
     return text + "."
@@ -334,7 +335,8 @@ def _frontier_blocks(doc: dict) -> list:
     else:
         at = ("the λ chosen per fold" if doc["settings"].get("select_lambda")
               else f"the run's λ = {num(doc['settings']['learner']['lam']):g}")
-        caption = (f"One point per method at {at}: no sweep over λ was run (fairdesk-cli train age-independent --frontier 0,0.5,1,2 adds it). " + legend)
+        caption = (f"One point per method at {at}: no sweep over λ was run (fairdesk-cli train age-independent "
+                   "--frontier 0,0.5,1,2 adds it). " + legend)
     return [FigureSpec("age_frontier", "Δ_eo^(5) and leakage against accuracy", data, caption=caption)]
 
 
