@@ -12,7 +12,7 @@ the accuracy cost against the DNN in points (000: 2–3 points) and whether the 
 cost ≤ 5 points, Δ^(5) ≤ the DNN's); and the age R² the label alone carries.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
-        [--folds 5] [--participants 200] [--out results.json]
+        [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--out results.json]
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ COHORTS = {
 METHODS = ("dnn", "simple", "entropy")
 
 
-def run(name: str, participants: int, folds: int, seed: int = 0) -> dict:
+def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS) -> dict:
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.synthetic.age_cohort import make_age_cohort, oracle_age_r2
 
@@ -37,7 +37,7 @@ def run(name: str, participants: int, folds: int, seed: int = 0) -> dict:
     cohort = make_age_cohort(n_participants=participants, n_features=100, **kw)
     t0 = time.perf_counter()
     doc = run_age_independence(cohort, "label", "age", "participant_id", settings=AgeProtocolSettings(
-        methods=METHODS, folds=folds, seed=seed, reference=False)).document
+        methods=tuple(methods), folds=folds, seed=seed, reference=False)).document
     out = {"cohort": name, "rows": len(cohort), "participants": participants, "folds": folds,
            "oracle_age_r2": oracle_age_r2(kw["age_signal"], 100), "age_r2_from_label":
            doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0, "methods": {}}
@@ -63,12 +63,13 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--cohort", choices=sorted(COHORTS), action="append")
     ap.add_argument("--participants", type=int, default=200)
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated, dnn first")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     results = []
     for name in args.cohort or sorted(COHORTS):
-        r = run(name, args.participants, args.folds)
+        r = run(name, args.participants, args.folds, methods=args.methods.split(","))
         results.append(r)
         print(f"\n{name}: {r['rows']} rows, {r['participants']} participants, oracle age R² "
               f"{r['oracle_age_r2']:.2f}, age R² from the label alone {r['age_r2_from_label']:.2f}, "
