@@ -41,11 +41,11 @@ def _methods(value) -> tuple[str, ...] | None:
     return tuple(methods) or None
 
 
-def _lambdas(value) -> tuple[float, ...]:
+def _lambdas(value, option: str = "--frontier") -> tuple[float, ...]:
     try:
         return tuple(float(v) for v in split_list(value))
     except ValueError:
-        raise DataError("--frontier takes adversary strengths λ as numbers, e.g. 0,0.5,1,2.") from None
+        raise DataError(f"{option} takes adversary strengths λ as numbers, e.g. 0,0.5,1,2.") from None
 
 
 def cmd_train_age_independent(args: argparse.Namespace) -> int:
@@ -63,7 +63,11 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     ReportSettings(suppress_k=args.suppress_k)  # a bad k fails now, not after the training
     methods = _methods(args.methods)
     lambdas = _lambdas(args.frontier)
-    learner = LearnerSettings(lam=args.lam, k_adv=args.k_adv, epochs=args.epochs, device=args.device)
+    grid = _lambdas(args.lambda_grid, "--lambda-grid") or None
+    if args.lam is not None and (grid or args.leakage_target is not None):
+        raise DataError("--lambda fixes λ; --lambda-grid and --leakage-target choose it: give one or the other.")
+    learner = LearnerSettings(lam=1.0 if args.lam is None else args.lam, k_adv=args.k_adv, epochs=args.epochs,
+                              device=args.device)
     set_torch_threads(args.threads)
     progress = TerminalProgress(args.quiet)
     from fairdesk.cli.outputs import audit_project
@@ -72,7 +76,8 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
         audit_id = train_age_independent(project_path, args.data, args.label, args.attribute, args.group_id,
                                          methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
                                          seed=args.seed, learner=learner, reference=not args.no_reference,
-                                         frontier_lambdas=lambdas, progress=progress)
+                                         frontier_lambdas=lambdas, leakage_target=args.leakage_target,
+                                         lambda_grid=grid, progress=progress)
         progress.done()
         doc = write_json(project_path, audit_id, args.json)
         if args.predictions:
@@ -88,6 +93,8 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
 
 
 def _print_summary(doc: dict) -> None:
+    from fairdesk.core.reports.age_independence import age_left_words
+
     for name, m in doc["methods"].items():
         leak = m.get("leakage")
         verdicts = ", ".join(f"{k} {c['verdict']}" for k, c in (m.get("comparison") or {}).items())
@@ -95,6 +102,10 @@ def _print_summary(doc: dict) -> None:
               f"Δ(5) {m['delta_eo_5']['mean']:.3f} ± {m['delta_eo_5']['std']:.3f}"
               + (f", leakage R² {leak['r2']:.2f}" if leak and leak.get("r2") is not None else "")
               + (f" [vs dnn: {verdicts}]" if verdicts else ""))
+    for name in doc["methods"]:
+        words = age_left_words(doc, name)
+        if words:
+            print(words)
 
 
 def add_age_commands(data, train) -> None:
@@ -116,7 +127,12 @@ def add_age_commands(data, train) -> None:
                                        "entropy,entropy-binary,entropy-h (default: all; dnn is required)")
     age.add_argument("--folds", type=int, default=5)
     age.add_argument("--repeats", type=int, default=1)
-    age.add_argument("--lambda", dest="lam", type=float, default=1.0, help="adversary strength λ (default 1)")
+    age.add_argument("--lambda", dest="lam", type=float, default=None,
+                     help="a fixed adversary strength λ (default: chosen per learner and fold, see --lambda-grid)")
+    age.add_argument("--lambda-grid", help="λ values to choose from by nested participant-disjoint validation "
+                                           "(comma-separated; default 1,3,10)")
+    age.add_argument("--leakage-target", type=float, default=None,
+                     help="the probe's age R² a learner's representation should stay under (default 0.05)")
     age.add_argument("--seed", type=int, default=0)
     age.add_argument("--k-adv", type=int, default=5, help="adversary steps K per minibatch (default 5)")
     age.add_argument("--epochs", type=int, default=40)

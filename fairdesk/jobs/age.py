@@ -40,13 +40,16 @@ PREDICTIONS_KIND = "predictions"
 
 def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str | Path, label: str, attribute: str,
                           group_id: str, *, methods: tuple[str, ...] | None = None, folds: int = 5,
-                          repeats: int = 1, lam: float = 1.0, seed: int = 0, learner=None,
+                          repeats: int = 1, lam: float | None = None, seed: int = 0, learner=None,
                           features: list[str] | None = None, reference: bool = True,
                           frontier_lambdas: tuple[float, ...] = (), name: str | None = None,
+                          leakage_target: float | None = None, lambda_grid: tuple[float, ...] | None = None,
                           progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """Train and compare the baselines and learners by participant-disjoint CV; store everything. Returns the
-    audit id. ``learner``: a :class:`~fairdesk.core.models.age_independent.LearnerSettings` (its λ is replaced by
-    ``lam``); ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed."""
+    audit id. ``lam``: a fixed adversary strength λ; None (the default) chooses λ per learner and fold from
+    ``lambda_grid`` by nested validation to reach ``leakage_target`` (the protocol's defaults when None).
+    ``learner``: a :class:`~fairdesk.core.models.age_independent.LearnerSettings` (its λ is replaced by ``lam``);
+    ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.data.loaders import load_table, table_sha256
     from fairdesk.core.models.age_independent import METHODS, REFERENCE_METHOD, LearnerSettings
@@ -62,9 +65,12 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
         info = project.dataset(int(dataset_id_or_csv))
         table = project.load_dataset(info.id)
         source_name, source_id = info.name, info.id
-    learner = replace(learner or LearnerSettings(), lam=float(lam))
+    learner = learner or LearnerSettings()
+    if lam is not None:
+        learner = replace(learner, lam=float(lam))
+    choice = {k: v for k, v in (("leakage_target", leakage_target), ("lambda_grid", lambda_grid)) if v is not None}
     settings = AgeProtocolSettings(methods=tuple(methods or METHODS), folds=folds, repeats=repeats, seed=seed,
-                                   learner=learner, reference=reference)
+                                   learner=learner, reference=reference, select_lambda=lam is None, **choice)
     lambdas = _frontier_lambdas(frontier_lambdas, settings)
     main_share = 0.9 if not lambdas else 0.9 / (1 + len(lambdas))
     result = run_age_independence(table, label, attribute, group_id, features, settings,
@@ -115,12 +121,13 @@ def _frontier_lambdas(values, settings) -> tuple[float, ...]:
 
 
 def _add_frontier(doc: dict, table, label, attribute, group_id, features, settings, lambdas, rep: Reporter) -> None:
-    """Per learner, one point per λ (the main run's numbers at its own λ, re-runs on the same folds elsewhere)."""
+    """Per learner, one point per λ (the main run's numbers at its own fixed λ, re-runs on the same folds
+    elsewhere; with λ chosen per fold the main run is no point of the sweep and every λ is re-run)."""
     from fairdesk.core.audits.age_independence import accuracy_fairness_frontier
     from fairdesk.core.models.age_independent import LEARNERS
 
     learners = tuple(m for m in settings.methods if m in LEARNERS)
-    lam = settings.learner.lam
+    lam = None if settings.select_lambda else settings.learner.lam
     others = tuple(v for v in lambdas if v != lam)
     points = []
     if others:
@@ -134,10 +141,10 @@ def _add_frontier(doc: dict, table, label, attribute, group_id, features, settin
                "delta_eo_5": e["delta_eo_5"]["mean"], "delta_eo_5_std": e["delta_eo_5"]["std"],
                "delta_eo_2": e["delta_eo_2"]["mean"], "leakage_r2": leak.get("r2"),
                "leakage_mae": leak.get("mae"), "leakage_auroc": leak.get("auroc")}
-        mine = [p for p in points if p["method"] == m] + [own]
+        mine = [p for p in points if p["method"] == m] + ([own] if lam is not None else [])
         e["frontier"] = sorted(({k: v for k, v in p.items() if k != "method"} for p in mine),
                                key=lambda p: p["lambda"])
-    doc["settings"]["frontier_lambdas"] = sorted(set(lambdas) | {lam})
+    doc["settings"]["frontier_lambdas"] = sorted(set(lambdas) | ({lam} if lam is not None else set()))
 
 
 def fold_sizes(predictions) -> list[dict]:

@@ -208,3 +208,27 @@ def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
     assert ctrl["dnn"]["leakage"]["r2"] < 0.05
     assert res["dnn"]["delta_eo_5"]["mean"] > ctrl["dnn"]["delta_eo_5"]["mean"] + 0.3
     assert res["simple"]["leakage"]["r2"] < res["dnn"]["leakage"]["r2"] - 0.15
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cohort", ["strong", "sessions"])
+def test_fresh_cohorts_regression_guard(cohort):
+    """Issue 27's two cohorts unlike the demo, at the size `benchmarks/bench_age_fresh_cohorts.py --participants 80
+    --folds 3 --methods dnn,simple` measured (docs/methods.md §3), with λ chosen per fold: the numbers may improve,
+    not get worse unseen. strong: the DNN's probe R² 0.55, simple 0.23 (target not reached, and the document says so);
+    sessions (≤ 8 sessions per participant): simple 0.53 accuracy at probe R² −0.01 (DNN 0.70)."""
+    scale = np.sqrt(3.0)
+    kw = {"strong": dict(age_signal=0.51, max_sessions=4, seed=101),
+          "sessions": dict(age_signal=0.14, max_sessions=8, seed=202)}[cohort]
+    df = make_age_cohort(n_participants=80, n_features=100, dx_signal=0.12 * scale, **kw)
+    doc = ap.run_age_independence(df, "label", "age", "participant_id", settings=ap.AgeProtocolSettings(
+        methods=("dnn", "simple"), folds=3, seed=0, reference=False)).document["methods"]
+    dnn, simple = doc["dnn"], doc["simple"]
+    r2 = simple["leakage"]["r2"]
+    assert simple["age_independence"]["verdict"] == ("age-independent" if r2 <= 0.05 else "not age-independent")
+    assert len(simple["lambda_selection"]["folds"]) == 3
+    cost = dnn["accuracy"]["mean"] - simple["accuracy"]["mean"]
+    if cohort == "strong":
+        assert dnn["leakage"]["r2"] > 0.4 and r2 <= 0.30 and cost <= 0.35
+    else:
+        assert r2 <= 0.10 and cost <= 0.20

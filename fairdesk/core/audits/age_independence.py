@@ -26,17 +26,26 @@ Verdicts per (method, metric), against the DNN over the R·k paired per-fold val
 With R > 1 repeats the per-fold values re-use the same rows, so they are not independent and the t-test's degrees
 of freedom overstate the evidence; the default is R = 1 (000's protocol).
 
-Leakage (beyond 000): for each fitted representation, a fresh probe is trained after the fact on that fold's
-held-out rows only (rows the learner never saw), cross-fitted over 5 participant-disjoint inner folds — ridge
-(``RidgeCV``) and gradient boosting (``HistGradientBoostingRegressor``) — giving an out-of-sample age prediction for
-every row; pooled per repeat: R², MAE (years) and AUROC for "age above the table's mean age". The probe with the
+Leakage (beyond 000): for each fitted representation a fresh probe — ridge (``RidgeCV``) and gradient boosting
+(``HistGradientBoostingRegressor``) — predicts the age of each held-out participant: it learns from the fold's
+training rows' representations (the same fitted model) plus the held-out rows of the other participant-disjoint
+inner folds (:func:`leakage_probe`), so it sees about five times one fold's rows and never the participant it
+predicts. Pooled per repeat: R², MAE (years) and AUROC for "age above the table's mean age". The probe with the
 higher mean R² is reported (``probe``); both are kept under ``probes``. Methods without a representation: null.
+A representation is "age-independent" when that R² is at most ``leakage_target`` (0.05), else "not
+age-independent" (``age_independence``). ``settings.age_r2_from_label``: the held-out age R² of the label alone
+(what a representation that predicts the label carries with it).
+
+λ (issue 27): by default chosen per learner and outer fold (:func:`select_lambda`): a quarter of the training
+participants validates every λ of ``lambda_grid`` (1, 3, 10); the most accurate λ whose probe R² is at most the
+target is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was not
+reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -58,7 +67,14 @@ VERDICTS: tuple[str, ...] = ("differs", "equivalent within margin", "inconclusiv
 BASELINE = "dnn"
 PREDICTION_COLUMNS = ("row", "group_id", "method", "repeat", "fold", "label", "attribute", "score", "predicted")
 THRESHOLD = 0.5
-PROBE_FOLDS = 5
+PROBE_FOLDS = 3
+#: Leakage target: a representation is called age-independent when the probe's age R² on held-out participants is
+#: at most this (issue 27).
+LEAKAGE_TARGET = 0.05
+#: λ values the nested selection tries per learner and outer fold (000's λ = 1 among them).
+LAMBDA_GRID: tuple[float, ...] = (1.0, 3.0, 10.0)
+#: Share of an outer fold's training participants held out to validate each λ (1 / SELECTION_FOLDS).
+SELECTION_FOLDS = 4
 _METHOD_INDEX = {m: i for i, m in enumerate(METHODS + (REFERENCE_METHOD,))}
 
 
@@ -74,6 +90,9 @@ class AgeProtocolSettings:
     alpha: float = 0.05
     margins: dict[str, float] = field(default_factory=lambda: dict(MARGINS))
     reference: bool = True  # add fairlearn's AdversarialFairnessClassifier when it is importable
+    select_lambda: bool = True  # choose λ per learner and outer fold by nested validation (else learner.lam)
+    lambda_grid: tuple[float, ...] = LAMBDA_GRID
+    leakage_target: float = LEAKAGE_TARGET
 
     def __post_init__(self) -> None:
         self.methods = tuple(self.methods)
@@ -90,6 +109,11 @@ class AgeProtocolSettings:
             raise DataError("The significance level α must lie in (0, 1).")
         if set(self.margins) != set(METRICS) or any(v <= 0 for v in self.margins.values()):
             raise DataError("Give a positive equivalence margin for each of accuracy, delta_eo_2 and delta_eo_5.")
+        self.lambda_grid = tuple(sorted({float(v) for v in self.lambda_grid}))
+        if not self.lambda_grid or any(not v >= 0 for v in self.lambda_grid):
+            raise DataError("Give the λ values to choose from as numbers ≥ 0 (at least one).")
+        if not -1 < self.leakage_target < 1:
+            raise DataError("The leakage target is an age R² and must lie between −1 and 1 (default 0.05).")
 
     def run_methods(self) -> tuple[str, ...]:
         methods = self.methods
@@ -101,6 +125,7 @@ class AgeProtocolSettings:
         d = asdict(self)
         d["methods"] = list(self.methods)
         d["learner"] = self.learner.to_dict()
+        d["lambda_grid"] = list(self.lambda_grid)
         return d
 
 
@@ -193,25 +218,44 @@ def paired_comparison(values, baseline, margin: float, alternative: str = ALTERN
             "mean_difference": float(d.mean()), "p_equivalence": _num(p_tost)}
 
 
-def leakage_probe(z, age, groups, seed: int = 0) -> dict[str, np.ndarray]:
-    """Out-of-sample age predictions from ``z`` by ridge and gradient boosting, cross-fitted over participant-
-    disjoint inner folds of these rows (the probe never sees a row it predicts)."""
+def _probes(seed: int) -> dict:
+    """The two unfitted probes: ridge (shrinkage by RidgeCV's efficient leave-one-out) and gradient boosting."""
     from sklearn.ensemble import HistGradientBoostingRegressor
     from sklearn.linear_model import RidgeCV
-    from sklearn.model_selection import GroupKFold, cross_val_predict
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    z = np.asarray(z, float)
-    age = np.asarray(age, float)
-    n_groups = len(pd.unique(np.asarray(groups)))
-    if n_groups < 2:
-        return {"ridge": np.full(age.shape, np.nan), "gbm": np.full(age.shape, np.nan)}
-    cv = GroupKFold(n_splits=min(PROBE_FOLDS, n_groups), shuffle=True, random_state=seed)
-    probes = {"ridge": make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))),
-              "gbm": HistGradientBoostingRegressor(max_iter=100, learning_rate=0.1, max_leaf_nodes=8,
-                                                   min_samples_leaf=5, early_stopping=False, random_state=seed)}
-    return {name: cross_val_predict(est, z, age, groups=groups, cv=cv) for name, est in probes.items()}
+    return {"ridge": make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))),
+            "gbm": HistGradientBoostingRegressor(max_iter=50, learning_rate=0.2, max_leaf_nodes=8,
+                                                 min_samples_leaf=20, early_stopping=False, random_state=seed)}
+
+
+def leakage_probe(z_train, age_train, z_test, age_test, groups_test, seed: int = 0) -> dict[str, np.ndarray]:
+    """Out-of-sample age predictions for the held-out rows ``z_test`` by ridge and gradient boosting.
+
+    The held-out participants are split into ``PROBE_FOLDS`` participant-disjoint inner folds; each inner fold is
+    predicted by probes trained on the training rows' representations ``z_train`` (the same fitted model applied to
+    the rows it was fitted on) plus the other inner folds' held-out rows. A probe so learns from several times
+    one fold's rows, held-out rows among them (an interpreter that hides age on its own training rows only is still
+    read), and never sees the participant it predicts: with no age in ``z`` its R² is at or below 0."""
+    from sklearn.model_selection import GroupKFold
+
+    z_train, z_test = np.asarray(z_train, float), np.asarray(z_test, float)
+    age_train, age_test = np.asarray(age_train, float), np.asarray(age_test, float)
+    groups_test = np.asarray(groups_test)
+    out = {name: np.full(len(z_test), np.nan) for name in ("ridge", "gbm")}
+    n_groups = len(pd.unique(groups_test))
+    if n_groups >= 2:
+        inner = list(GroupKFold(n_splits=min(PROBE_FOLDS, n_groups), shuffle=True,
+                                random_state=seed).split(z_test, groups=groups_test))
+    else:
+        inner = [(np.array([], int), np.arange(len(z_test)))]
+    for fit_rows, predict_rows in inner:
+        zf = np.vstack([z_train, z_test[fit_rows]])
+        af = np.concatenate([age_train, age_test[fit_rows]])
+        for name, est in _probes(seed).items():
+            out[name][predict_rows] = est.fit(zf, af).predict(z_test[predict_rows])
+    return out
 
 
 def leakage_scores(pred, age, age_threshold: float) -> dict:
@@ -227,6 +271,55 @@ def leakage_scores(pred, age, age_threshold: float) -> dict:
     auroc = float(roc_auc_score(above, pred[ok])) if 0 < above.sum() < above.size else None
     return {"r2": float(r2_score(age[ok], pred[ok])), "mae": float(mean_absolute_error(age[ok], pred[ok])),
             "auroc": auroc}
+
+
+def best_r2(predictions: dict[str, np.ndarray], age) -> float | None:
+    """The higher out-of-sample R² of the probes' age predictions (None when no probe predicted)."""
+    from sklearn.metrics import r2_score
+
+    age = np.asarray(age, float)
+    values = [float(r2_score(age, p)) for p in predictions.values() if np.isfinite(p).all() and len(p) >= 3]
+    return max(values) if values else None
+
+
+def choose_lambda(points: list[dict], target: float) -> tuple[float, bool]:
+    """(λ, reached) from validation points ``{"lambda", "accuracy", "leakage_r2"}``: among the λ whose probe R² is
+    at most ``target``, the one with the highest accuracy (the least accuracy cost; ties: the smaller λ); when none
+    reaches the target, the λ with the lowest probe R² (ties: the higher accuracy), and ``reached`` False."""
+    ok = [p for p in points if p["leakage_r2"] is not None and p["leakage_r2"] <= target]
+    if ok:
+        return max(ok, key=lambda p: (p["accuracy"], -p["lambda"]))["lambda"], True
+    scored = [p for p in points if p["leakage_r2"] is not None] or points
+    best = min(scored, key=lambda p: (p["leakage_r2"] if p["leakage_r2"] is not None else 0.0, -p["accuracy"],
+                                      p["lambda"]))
+    return best["lambda"], False
+
+
+def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings, seed: int,
+                  rep: Reporter) -> dict:
+    """Nested participant-disjoint validation of λ for one learner on one outer fold's training rows.
+
+    A quarter of the training participants (one ``StratifiedGroupKFold(SELECTION_FOLDS)`` split) validates: the
+    learner is fitted at every λ of ``settings.lambda_grid`` on the rest, and scored on the validation participants
+    by accuracy and the leakage probe's age R² (:func:`leakage_probe`, trained on the inner training rows'
+    representations); :func:`choose_lambda` picks. The outer fold's held-out rows are never used."""
+    inner = group_folds(groups, y, SELECTION_FOLDS, 1, seed)[0]
+    tr, va = inner.train, inner.test
+    points = []
+    grid = settings.lambda_grid
+    for i, lam in enumerate(grid):
+        sub = rep.sub(i / len(grid), (i + 1) / len(grid))
+        sub(0.0, f"{method}: validating λ = {lam:g}")
+        learner = replace(settings.learner, lam=float(lam))
+        fitted = fit_method(method, X[tr], y[tr], age[tr], learner, seed=_seed(seed, i), progress=sub,
+                            cancel=rep.cancel)
+        accuracy = float(np.mean((fitted.predict_proba(X[va]) >= THRESHOLD).astype(int) == y[va]))
+        lp = leakage_probe(fitted.represent(X[tr]), age[tr], fitted.represent(X[va]), age[va], groups[va],
+                           seed=_seed(seed, i, 1000))
+        points.append({"lambda": float(lam), "accuracy": accuracy, "leakage_r2": best_r2(lp, age[va])})
+    lam, reached = choose_lambda(points, settings.leakage_target)
+    return {"lambda": lam, "reached": reached, "points": points, "validation_rows": int(len(va)),
+            "validation_participants": int(len(pd.unique(groups[va])))}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -278,14 +371,26 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
     age_threshold = float(age.mean())
     per_fold = {m: [] for m in methods}
     probe_pred = {m: {} for m in methods if m in WITH_REPRESENTATION}
+    selections: dict[str, list] = {m: [] for m in methods if m in LEARNERS and settings.select_lambda}
     preds, hashes = [], {}
-    units = len(splits) * len(methods)
-    u = 0
+    # a learner whose λ is chosen costs (grid + 1) fits of one
+    weight = {m: 1 + len(settings.lambda_grid) * 0.75 if m in selections else 1 for m in methods}
+    units = len(splits) * sum(weight.values())
+    u = 0.0
     for sp in splits:
         for m in methods:
-            sub = rep.sub(u / units, (u + 1) / units)
+            sub = rep.sub(u / units, (u + weight[m]) / units)
             sub(0.0, f"repeat {sp.repeat + 1}, fold {sp.fold + 1}/{settings.folds}: {m}")
-            fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], settings.learner,
+            learner = settings.learner
+            if m in selections:
+                share = 1 - 1 / weight[m]
+                choice = select_lambda(m, X[sp.train], y[sp.train], age[sp.train], groups[sp.train], settings,
+                                       _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000),
+                                       sub.sub(0.0, share))
+                selections[m].append({"repeat": sp.repeat, "fold": sp.fold, **choice})
+                learner = replace(learner, lam=choice["lambda"])
+                sub = sub.sub(share, 1.0)
+            fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner,
                                 seed=_seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m]),
                                 progress=sub.sub(0.0, 0.9), cancel=rep.cancel)
             score = np.asarray(fitted.predict_proba(X[sp.test]), float)
@@ -296,13 +401,12 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
                                        "repeat": sp.repeat, "fold": sp.fold, "label": y[sp.test],
                                        "attribute": age[sp.test], "score": score, "predicted": predicted}))
             if fitted.represent is not None:
-                z = fitted.represent(X[sp.test])
-                lp = leakage_probe(z, age[sp.test], groups[sp.test],
-                                   seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
+                lp = leakage_probe(fitted.represent(X[sp.train]), age[sp.train], fitted.represent(X[sp.test]),
+                                   age[sp.test], groups[sp.test], seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
                 for probe, p in lp.items():
                     full = probe_pred[m].setdefault((sp.repeat, probe), np.full(len(y), np.nan))
                     full[sp.test] = p
-            u += 1
+            u += weight[m]
             rep(u / units, f"{m}: repeat {sp.repeat + 1}, fold {sp.fold + 1} done")
     leakage = {}
     for m in methods:
@@ -318,10 +422,34 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
         leakage[m] = {**probes[best], "probe": best, "probes": probes, "age_threshold": age_threshold}
     order = {m: i for i, m in enumerate(methods)}
     table = pd.concat(preds, ignore_index=True)
+    label_floor = _mean_or_none([label_age_r2(y, age, [sp for sp in splits if sp.repeat == r])
+                                 for r in range(settings.repeats)])
     table = table.sort_values(["method", "repeat", "row"], key=lambda s: s.map(order) if s.name == "method" else s,
                               kind="stable").reset_index(drop=True)
     return {"per_fold": per_fold, "leakage": leakage, "predictions": table[list(PREDICTION_COLUMNS)],
-            "hashes": hashes, "splits": splits}
+            "hashes": hashes, "splits": splits, "selections": selections, "age_r2_from_label": label_floor}
+
+
+def label_age_r2(y, age, splits: list[FoldSplit]) -> float | None:
+    """Held-out R² of age predicted from the label alone (each held-out row gets its label's mean training age),
+    pooled over one repeat's folds: the age any representation that predicts the label well carries with it."""
+    from sklearn.metrics import r2_score
+
+    y, age = np.asarray(y).astype(int), np.asarray(age, float)
+    pred = np.full(len(age), np.nan)
+    for sp in splits:
+        means = {c: age[sp.train][y[sp.train] == c].mean() if np.any(y[sp.train] == c) else age[sp.train].mean()
+                 for c in (0, 1)}
+        pred[sp.test] = np.where(y[sp.test] == 1, means[1], means[0])
+    ok = np.isfinite(pred)
+    return float(r2_score(age[ok], pred[ok])) if ok.sum() >= 3 else None
+
+
+def leakage_verdict(r2, target: float) -> dict:
+    """Whether a representation counts as age-independent: the probe's pooled held-out R² at most ``target``."""
+    if r2 is None:
+        return {"target": target, "verdict": "inconclusive"}
+    return {"target": target, "verdict": "age-independent" if r2 <= target else "not age-independent"}
 
 
 def _mean_or_none(values) -> float | None:
@@ -374,6 +502,13 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
                                                "p_equivalence": c["p_equivalence"]}
                 tests.append((m, metric))
         entry["leakage"] = cv["leakage"][m]
+        if entry["leakage"] is not None:
+            entry["age_independence"] = leakage_verdict(entry["leakage"].get("r2"), settings.leakage_target)
+        if m in cv["selections"]:
+            chosen = cv["selections"][m]
+            entry["lambda_selection"] = {"target": settings.leakage_target, "grid": list(settings.lambda_grid),
+                                         "reached_in_folds": int(sum(c["reached"] for c in chosen)),
+                                         "folds": chosen}
         doc_methods[m] = entry
     if tests:
         p = np.array([np.nan if doc_methods[m]["t_test"][k]["p"] is None else doc_methods[m]["t_test"][k]["p"]
@@ -398,6 +533,12 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         "alternative": ALTERNATIVE, "baseline": BASELINE, "correction": "Benjamini-Hochberg over every t-test "
         "(and separately every TOST) of this document", "std": "sample standard deviation (ddof = 1) over folds",
         "folds_order": "repeat, then fold", "leakage_probes": ["ridge", "gbm"], "probe_folds": PROBE_FOLDS,
+        "probe_training": "the training rows' representations plus the other inner folds of the held-out rows",
+        "age_r2_from_label": cv["age_r2_from_label"],
+        "lambda_selection": ("per learner and outer fold, nested participant-disjoint validation (1/"
+                             f"{SELECTION_FOLDS} of the training participants): among the λ whose probe R² ≤ the "
+                             "target the most accurate, else the λ with the lowest R²") if settings.select_lambda
+        else "fixed",
     }
     from fairdesk.core.models.age_independent import resolve_device
 
@@ -431,8 +572,7 @@ def accuracy_fairness_frontier(table: pd.DataFrame, label: str, attribute: str, 
     points = []
     for i, (lam, ms) in enumerate(runs):
         learner = LearnerSettings(**{**settings.learner.to_dict(), "lam": lam if lam is not None else 0.0})
-        s = AgeProtocolSettings(methods=ms, folds=settings.folds, repeats=settings.repeats, seed=settings.seed,
-                                learner=learner, alpha=settings.alpha, margins=settings.margins, reference=False)
+        s = replace(settings, methods=ms, learner=learner, reference=False, select_lambda=False)
         cv = _cross_validate(data, ms, s, rep.sub(i / len(runs), (i + 1) / len(runs)))
         for m in ms:
             folds = cv["per_fold"][m]

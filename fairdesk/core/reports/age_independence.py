@@ -89,6 +89,52 @@ def _compared(doc: dict) -> list[str]:
     return [m for m, e in doc["methods"].items() if e.get("comparison")]
 
 
+def lambda_words(s: dict) -> str:
+    """How λ was set: "λ chosen per learner and fold …" or "λ = 1"."""
+    L = s["learner"]
+    if s.get("select_lambda"):
+        grid = ", ".join(f"{num(v):g}" for v in s.get("lambda_grid") or [])
+        return (f"λ chosen per learner and fold from {{{grid}}} by nested participant-disjoint validation to reach "
+                f"a probe age R² ≤ {num(s.get('leakage_target')):g} at the least accuracy cost, K = {L['k_adv']}")
+    return f"λ = {num(L['lam']):g}, K = {L['k_adv']}"
+
+
+def _chosen(e: dict) -> str:
+    sel = e.get("lambda_selection") or {}
+    return ", ".join(f"{num(c['lambda']):g}" for c in sel.get("folds") or [])
+
+
+def age_left_words(doc: dict, m: str) -> str | None:
+    """In words, whether a learner's representation is age-independent by the leakage probe, and what to do if
+    not ("age-indep-simple still carries age: R² 0.55 …; raise λ or …"). None for methods without a verdict."""
+    e = doc["methods"][m]
+    verdict = (e.get("age_independence") or {}).get("verdict")
+    if verdict is None or m == doc["settings"].get("baseline", "dnn"):
+        return None
+    leak = e.get("leakage") or {}
+    target = num(e["age_independence"].get("target"))
+    sel = e.get("lambda_selection")
+    chosen = f" (λ chosen per fold: {_chosen(e)})" if sel else ""
+    if verdict == "age-independent":
+        return (f"{_label(doc, m)} removes age by the probe: held-out age R² {_f(leak.get('r2'), 2)} ≤ the target "
+                f"{target:g}{chosen}.")
+    if verdict == "inconclusive":
+        return f"{_label(doc, m)}: the probe could not be scored, so whether its representation holds age is unknown."
+    text = (f"{_label(doc, m)} still carries age: R² {_f(leak.get('r2'), 2)} on held-out participants (target ≤ "
+            f"{target:g}){chosen}, so its representation is not age-independent")
+    if sel:
+        n_folds = len(sel.get("folds") or [])
+        missed = n_folds - int(sel.get("reached_in_folds", 0))
+        if missed:
+            text += (f"; no λ up to {num(max(sel['grid'])):g} reached the target in the validation of {missed} of "
+                     f"{n_folds} folds")
+        text += ("; raise λ (a larger grid, --lambda-grid), give the adversary more steps K (--k-adv), or use another "
+                 "learner")
+    else:
+        text += "; raise λ or the adversary steps K, or let FairDesk choose λ (leave --lambda unset)"
+    return text + "."
+
+
 def _summary_blocks(doc: dict, k: int) -> list:
     s = doc["settings"]
     methods = doc["methods"]
@@ -98,7 +144,7 @@ def _summary_blocks(doc: dict, k: int) -> list:
         f"cross-validation ({s['repeats']} repeat{'s' if s['repeats'] != 1 else ''}) on "
         f"{fmt_count(s.get('n_rows'), k)} rows of {fmt_count(s.get('n_participants'), k)} participants, "
         f"predicting '{s['label']}' with '{s['attribute']}' as the protected continuous attribute "
-        f"(λ = {num(s['learner']['lam']):g}, K = {s['learner']['k_adv']}). Each number is computed on the rows of "
+        f"({lambda_words(s)}). Each number is computed on the rows of "
         "a held-out fold (no participant is in two folds) and summarised as mean ± SD over folds.", "lead")]
     blocks.append(Paragraph(
         "Verdict rule, for each method against the DNN and each of accuracy, Δ^(2) and Δ^(5), over the paired "
@@ -117,11 +163,18 @@ def _summary_blocks(doc: dict, k: int) -> list:
             parts.append(f"{METRIC_NAMES[metric]} {_f(e[metric]['mean'])} vs {_f(methods[baseline][metric]['mean'])} "
                          f"({fmt_signed(c.get('mean_difference'))}): {verdict}")
         ref = " (external reference)" if e.get("external_reference") else ""
+        if (e.get("age_independence") or {}).get("verdict") == "not age-independent":
+            parts.append(f"its representation is not age-independent (age R² {_f(e['leakage'].get('r2'), 2)})")
         blocks.append(Paragraph(f"{_label(doc, m)}{ref} against the DNN — " + "; ".join(parts) + ".", "bullet"))
+    for m in _compared(doc):
+        words = age_left_words(doc, m)
+        if words:
+            blocks.append(Paragraph(words, "finding"))
     leak = {m: e["leakage"] for m, e in methods.items() if e.get("leakage") and num(e["leakage"].get("r2")) is not None}
     if baseline in leak:
         others = {m: v for m, v in leak.items() if m != baseline}
-        text = (f"Age left in the representation (a fresh probe trained after the fact on held-out rows): the "
+        text = (f"Age left in the representation (a fresh probe trained after the fact, scored on held-out "
+                f"participants): the "
                 f"DNN's last hidden layer gives age R² {_f(leak[baseline]['r2'], 2)} (AUROC for age above the mean "
                 f"{_f(leak[baseline].get('auroc'), 2)})")
         if others:
@@ -130,6 +183,11 @@ def _summary_blocks(doc: dict, k: int) -> list:
             text += (f"; the learners range from R² {_f(others[lo]['r2'], 2)} ({_label(doc, lo)}) to "
                      f"{_f(others[hi]['r2'], 2)} ({_label(doc, hi)})")
         text += ". R² at or below 0 means the probe predicts age no better than the mean age."
+        floor = num(s.get("age_r2_from_label"))
+        if floor is not None and floor > 0:
+            text += (f" Here the label alone predicts held-out age with R² {_f(floor, 2)}: a representation that "
+                     "predicts the label well carries about that much age with it, so a target below it costs "
+                     "accuracy.")
         blocks.append(Paragraph(text, "finding"))
     return blocks
 
@@ -144,7 +202,7 @@ def _methods_blocks(doc: dict) -> list:
         f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}, minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
-        f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). λ = {num(L['lam']):g} (adversary strength; 000's "
+        f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
         f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
         "The regression adversary predicts standardised age.")]
     rows = [r for r in LOSSES if r[0] in run]
@@ -219,20 +277,27 @@ def _leakage_blocks(doc: dict) -> list:
     for m, e in doc["methods"].items():
         leak = e.get("leakage")
         if not leak:
-            rows.append([_label(doc, m), "–", "–", "–", "–", "no representation"])
+            rows.append([_label(doc, m), "–", "–", "–", "–", "no representation", "–"])
             continue
         probes = leak.get("probes") or {}
         rows.append([_label(doc, m), str(leak.get("probe", "–")), _f(leak.get("r2"), 3), _f(leak.get("mae"), 2),
                      _f(leak.get("auroc"), 3),
-                     ", ".join(f"{p} {_f(v.get('r2'), 2)}" for p, v in probes.items()) or "–"])
+                     ", ".join(f"{p} {_f(v.get('r2'), 2)}" for p, v in probes.items()) or "–",
+                     (e.get("age_independence") or {}).get("verdict", "–")])
     thr = next((e["leakage"].get("age_threshold") for e in doc["methods"].values() if e.get("leakage")), None)
+    target = num(doc["settings"].get("leakage_target"))
+    rule = (f" A representation is called age-independent when its age R² is at most {target:g} (the leakage "
+            "target)." if target is not None else "")
     return [
         Paragraph("How much age is left in each representation, measured after training by a fresh probe (not by "
-                  "the training adversary's loss): on each held-out fold, ridge regression and gradient boosting are "
-                  "cross-fitted over participant-disjoint inner folds, so every row gets an out-of-sample age "
-                  "prediction; pooled over folds. R² ≤ 0: no better than the mean age."),
-        Table(["method", "probe", "age R²", "MAE (years)", "AUROC age > mean", "R² by probe"], rows,
-              title="Leakage of age", widths=[2.4, 0.7, 0.8, 1.0, 1.2, 1.7], align=["L", "L", "R", "R", "R", "L"],
+                  "the training adversary's loss): ridge regression and gradient boosting learn age from the "
+                  "representations of the fold's training rows (the same fitted model) plus part of the held-out "
+                  "rows, and predict the other held-out participants (participant-disjoint inner folds), so every "
+                  "held-out row gets an out-of-sample age prediction; pooled over folds. R² ≤ 0: no better than the "
+                  "mean age." + rule),
+        Table(["method", "probe", "age R²", "MAE (years)", "AUROC age > mean", "R² by probe", "representation"],
+              rows, title="Leakage of age", widths=[2.0, 0.6, 0.7, 0.8, 1.0, 1.4, 1.3],
+              align=["L", "L", "R", "R", "R", "L", "L"],
               small=True, note=(f"AUROC for age above {_f(thr, 1)} (the table's mean age)." if thr is not None
                                 else "")),
     ]
@@ -242,7 +307,7 @@ def frontier_data(doc: dict) -> pd.DataFrame:
     """The points of the frontier figure: per learner one per λ (the stored sweep, or the run's λ), the DNN and the
     other methods at their single point."""
     s = doc["settings"]
-    lam = num(s["learner"]["lam"])
+    lam = None if s.get("select_lambda") else num(s["learner"]["lam"])
     rows = []
     for m, e in doc["methods"].items():
         role = ("dnn" if m == s.get("baseline", "dnn") else "reference" if e.get("external_reference")
@@ -268,8 +333,10 @@ def _frontier_blocks(doc: dict) -> list:
         caption = (f"λ ∈ {{{', '.join(f'{num(v):g}' for v in lams or [])}}}, same folds; each learner's points are "
                    "joined in order of λ and labelled with it. " + legend)
     else:
-        caption = (f"One point per method at the run's λ = {num(doc['settings']['learner']['lam']):g}: no sweep over "
-                   "λ was run (fairdesk-cli train age-independent --frontier 0,0.5,1,2 adds it). " + legend)
+        at = ("the λ chosen per fold" if doc["settings"].get("select_lambda")
+              else f"the run's λ = {num(doc['settings']['learner']['lam']):g}")
+        caption = (f"One point per method at {at}: no sweep over λ was run (fairdesk-cli train age-independent "
+                   "--frontier 0,0.5,1,2 adds it). " + legend)
     return [FigureSpec("age_frontier", "Δ_eo^(5) and leakage against accuracy", data, caption=caption)]
 
 

@@ -41,6 +41,7 @@ BASELINE = "dnn"
 NO_COLUMN = "(choose)"
 METHOD_WIDTH = 210  # widest the method column of a result table starts
 DEFAULT_K = 5  # LearnerSettings.k_adv (kept here so the form is built without creating settings)
+LEAKAGE_TARGET = 0.05  # age_independence.LEAKAGE_TARGET (the audit module loads scikit-learn's helpers lazily)
 
 
 def fairlearn_installed() -> bool:
@@ -160,8 +161,26 @@ class AgeLearnersPage(AuditPage):
         self.lambda_spin.setDecimals(3)
         self.lambda_spin.setSingleStep(0.25)
         self.lambda_spin.setValue(1.0)
-        self.lambda_spin.setToolTip("Adversary strength λ (000's algorithms: λ = 1; 0 = no adversarial pressure).")
+        self.lambda_spin.setToolTip("A fixed adversary strength λ (000's algorithms: λ = 1; 0 = no adversarial "
+                                    "pressure), used when λ is not chosen per fold.")
+        self.auto_lambda_check = QCheckBox("Choose λ per learner and fold", settings_box)
+        self.auto_lambda_check.setChecked(True)
+        self.auto_lambda_check.setToolTip("Nested participant-disjoint validation on each fold's training "
+                                          "participants: the most accurate λ of 1, 3, 10 whose representation "
+                                          "keeps a probe's age R² under the target (each learner is trained four "
+                                          "times per fold).")
+        self.auto_lambda_check.toggled.connect(self._lambda_mode_changed)
+        sf.addRow(self.auto_lambda_check)
+        self.target_spin = QDoubleSpinBox(settings_box)
+        self.target_spin.setRange(-0.5, 0.9)
+        self.target_spin.setDecimals(2)
+        self.target_spin.setSingleStep(0.05)
+        self.target_spin.setValue(LEAKAGE_TARGET)
+        self.target_spin.setToolTip("The age R² a fresh probe may recover from a learner's representation on held-out "
+                                    "participants for it to count as age-independent.")
+        sf.addRow("Leakage target (age R² ≤)", self.target_spin)
         sf.addRow("Adversary strength λ", self.lambda_spin)
+        self._lambda_mode_changed()
         self.k_spin = QSpinBox(settings_box)
         self.k_spin.setRange(1, 100)
         self.k_spin.setValue(DEFAULT_K)
@@ -181,6 +200,11 @@ class AgeLearnersPage(AuditPage):
         iv.addWidget(settings_box)
         iv.addStretch(1)
         return inner
+
+    def _lambda_mode_changed(self, *args) -> None:
+        auto = self.auto_lambda_check.isChecked()
+        self.lambda_spin.setEnabled(not auto)
+        self.target_spin.setEnabled(auto)
 
     def refresh_form(self) -> None:
         project = self.window_.project
@@ -295,7 +319,9 @@ class AgeLearnersPage(AuditPage):
 
         learner = replace(self.learner_base or LearnerSettings(), k_adv=self.k_spin.value())
         kwargs = dict(methods=methods, folds=self.folds_spin.value(), repeats=self.repeats_spin.value(),
-                      lam=self.lambda_spin.value(), seed=self.seed_spin.value(), learner=learner,
+                      lam=None if self.auto_lambda_check.isChecked() else self.lambda_spin.value(),
+                      leakage_target=self.target_spin.value() if self.auto_lambda_check.isChecked() else None,
+                      seed=self.seed_spin.value(), learner=learner,
                       features=feats if dropped else None, reference=self.reference_check.isChecked(),
                       frontier_lambdas=lambdas)
         return AuditRun(f"Representation learners: {label} with {attribute}",
