@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from fairdesk.cli.args import add_roles, column_roles, drop_groups, split_list
@@ -14,10 +15,13 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     """The group audit through the GUI's jobs: :func:`~fairdesk.jobs.groups.import_table` then
     :func:`~fairdesk.jobs.groups.audit_groups`, on a scratch project (:mod:`fairdesk.cli.outputs`)."""
     from fairdesk.cli.outputs import copy_into, scratch_project, stored_where, write_outputs, write_pdf
-    from fairdesk.core.audits.groups import GroupAuditPlan, GroupAuditResult, verdict_counts
+    from fairdesk.core.audits.groups import FLAT_PREFIX, GroupAuditPlan, GroupAuditResult, verdict_counts
     from fairdesk.jobs.groups import audit_groups, import_table
 
     roles = column_roles(args)
+    if args.threshold is None:
+        raise FairDeskError("audit groups needs --threshold: the score at which the model flags a patient (e.g. "
+                            "--threshold 0.3), or --threshold best_f1 to choose it per task on the validation split.")
     plan = GroupAuditPlan(roles=roles, metrics=tuple(args.metric or ("parity", "recall", "specificity")),
                           gap_rule=args.gap_rule, threshold=args.threshold, bins=tuple(args.bins or (2, 5)),
                           intersections=tuple(tuple(split_list([c])) for c in args.intersect or ()),
@@ -44,6 +48,9 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
         if args.pdf:
             write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
     result = GroupAuditResult.from_dict(doc)
+    for w in result.warnings:  # a threshold at which the model flags nobody or everybody: said on the terminal
+        if str(w).startswith(FLAT_PREFIX):
+            print(f"fairdesk-cli: warning: {w}", file=sys.stderr)
     c = verdict_counts(result)
     print(f"{len(result.records)} records; {c['total']} comparisons: {c['differs']} differ, {c['equivalent']} "
           f"equivalent within ±{plan.margin:g}, {c['inconclusive']} inconclusive ({plan.correction}, family "
@@ -150,7 +157,8 @@ def add_audit_groups(audit) -> None:
     groups.add_argument("--intersect", action="append", help="cross attributes, e.g. sex,ethnicity (repeatable)")
     groups.add_argument("--metric", action="append", choices=["parity", "recall", "specificity"])
     groups.add_argument("--tasks", action="append", help="audit only these tasks (comma-separated)")
-    groups.add_argument("--threshold", default="0.5", help="fixed threshold, or best_f1 (chosen on 'val' rows)")
+    groups.add_argument("--threshold", help="required: the score at which the model flags a patient (e.g. 0.3), "
+                        "or best_f1 (chosen per task on 'val' rows); there is no default")
     groups.add_argument("--n-boot", type=int, default=1000)
     groups.add_argument("--seed", type=int, default=0)
     groups.add_argument("--alpha", type=float, default=0.05)
