@@ -15,6 +15,8 @@ N_BOOT = 200
 
 
 def _setup_audit(tab) -> None:
+    if not tab.best_f1_radio.isChecked():  # the form starts with no threshold chosen (issue 21)
+        tab.fixed_radio.setChecked(True)
     tab.n_boot_spin.setValue(N_BOOT)
     tab.seed_spin.setValue(3)
     tab.min_group_spin.setValue(20)

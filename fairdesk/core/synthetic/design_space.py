@@ -107,27 +107,28 @@ class Design:
         return {"recall": tpr, "specificity": 1 - fpr, "parity": p * tpr + (1 - p) * fpr}
 
 
-def draw_design(rng: np.random.Generator) -> Design:
-    """One design drawn from :data:`SPACE`."""
+def draw_design(rng: np.random.Generator, space: dict | None = None) -> Design:
+    """One design drawn from :data:`SPACE` (``space``: a narrower one, e.g. small groups for a quick check)."""
     from scipy.optimize import brentq
     from scipy.special import expit, ndtr, ndtri
 
-    g = int(rng.integers(SPACE["groups"][0], SPACE["groups"][1] + 1))
-    lo, hi = SPACE["rows_per_group"]
+    sp = {**SPACE, **(space or {})}
+    g = int(rng.integers(sp["groups"][0], sp["groups"][1] + 1))
+    lo, hi = sp["rows_per_group"]
     sizes = [int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))))) for _ in range(g)]
-    plo, phi = SPACE["prevalence"]
+    plo, phi = sp["prevalence"]
     prev = [float(math.exp(rng.uniform(math.log(plo), math.log(phi)))) for _ in range(g)]
     # AUROC uniform on the probit scale over 0.6–0.999: the high-AUROC end (extreme scores) is well represented
-    z = rng.uniform(ndtri(SPACE["auroc"][0]), ndtri(SPACE["auroc"][1]))
+    z = rng.uniform(ndtri(sp["auroc"][0]), ndtri(sp["auroc"][1]))
     auroc = float(ndtr(z))
-    mode = str(rng.choice(SPACE["modes"]))
-    miscal = rng.random() < SPACE["share_miscalibrated"]
-    alpha = float(rng.uniform(*SPACE["calibration_intercept"])) if miscal else 0.0
-    beta = float(math.exp(rng.uniform(*np.log(SPACE["calibration_slope_factor"])))) if miscal else 1.0
-    clustered = rng.random() < SPACE["share_clustered"]
-    m = int(rng.integers(2, SPACE["rows_per_patient"][1] + 1)) if clustered else 1
-    rho = float(rng.uniform(*SPACE["patient_correlation"])) if clustered else 0.0
-    q = float(rng.uniform(*SPACE["flag_rate"]))
+    mode = str(rng.choice(sp["modes"]))
+    miscal = rng.random() < sp["share_miscalibrated"]
+    alpha = float(rng.uniform(*sp["calibration_intercept"])) if miscal else 0.0
+    beta = float(math.exp(rng.uniform(*np.log(sp["calibration_slope_factor"])))) if miscal else 1.0
+    clustered = rng.random() < sp["share_clustered"]
+    m = int(rng.integers(2, sp["rows_per_patient"][1] + 1)) if clustered else 1
+    rho = float(rng.uniform(*sp["patient_correlation"])) if clustered else 0.0
+    q = float(rng.uniform(*sp["flag_rate"]))
     d = Design(mode, sizes, prev, auroc, alpha, beta, q, m, rho, mu=[0.0] * g)
     # the threshold: a share q of the first group flagged (latent cut-off c₀ with P(L ≥ c₀) = q)
     p0, delta = prev[0], d.delta
@@ -229,7 +230,7 @@ def band(cases: float) -> str:
 
 
 def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
-             cancel: CancelToken | None = None) -> list[dict]:
+             cancel: CancelToken | None = None, truth_rows: int = TRUTH_ROWS) -> list[dict]:
     """Simulate one data set of ``d``, audit it as a user would, and score every test and interval against the
     truth: one row per (test or interval) with measure, kind, null, rejected, covered, cases, clustered, AUROC."""
     from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
@@ -237,7 +238,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
 
     rng = np.random.default_rng(seed)
     df = simulate(d, rng)
-    truth = truths(d, rng)
+    truth = truths(d, rng, truth_rows)
     roles = ColumnRoles(label="y", score="p", attributes=("group",), patient_id="pid")
     plan = GroupAuditPlan(roles, threshold=d.threshold, n_boot=n_boot, seed=seed, min_group_size=30)
     res = run_group_audit(df, plan, cancel=cancel)
@@ -383,10 +384,50 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(out, columns=cols)
 
 
+#: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.verified_region`): the tests'
+#: size and the intervals their verdicts rest on (AUPRC is never null by construction: coverage only).
+REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specificity": ("specificity gap",),
+                  "auroc": ("auroc gap",), "auprc": ("auprc gap",),
+                  "calibration": ("calibration test", "calibration_intercept", "calibration_slope")}
+
+
+def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
+    """Per measure, the part of the space where the map verified it, in the form of
+    :data:`fairdesk.core.verified_region.VERIFIED`: the fewest cases (independent rows) and patients (clustered) from
+    which every band up meets both targets (point estimates; a band without data neither helps nor hurts), None when
+    no band does; for AUROC and AUPRC ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
+    judged below it)."""
+    out = {}
+    ok = (regions["size_verdict"].isin(["meets", "—"]) & regions["coverage_verdict"].isin(["meets", "—"]))
+    reg = regions.assign(ok=ok)
+    for key, sources in REGION_SOURCES.items():
+        sub = reg[reg["measure"].isin(sources)]
+        rule: dict = {}
+        if key in ("auroc", "auprc"):
+            high = sub[sub["region"].str.endswith("AUROC ≥ 0.99")]
+            rule["max_auroc"] = None if high["ok"].all() else 0.99
+            if rule["max_auroc"] is not None:
+                sub = sub[~sub["region"].str.endswith("AUROC ≥ 0.99")]
+        for kind, name, bands in (("independent", "min_cases", CASE_BANDS), ("clustered", "min_patients",
+                                                                              PATIENT_BANDS)):
+            part = sub[sub["region"].str.startswith(kind)]
+            lows = sorted({_region_key(r)[1] for r in part["region"]})
+            good = None
+            for low in reversed(lows):  # from the top band down while every band is verified
+                if part[[_region_key(r)[1] == low for r in part["region"]]]["ok"].all():
+                    good = low
+                else:
+                    break
+            rule[name] = None if good is None else max(int(good), bands[0][0] if kind == "independent" else 1)
+        out[key] = rule
+    return out
+
+
 def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
-                     progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> DesignSpaceResult:
-    """Draw ``designs`` designs from :data:`SPACE` (deterministic from ``seed``), audit one data set of each and
-    score every test and interval (:func:`evaluate`)."""
+                     progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                     space: dict | None = None, truth_rows: int = TRUTH_ROWS) -> DesignSpaceResult:
+    """Draw ``designs`` designs from :data:`SPACE` (deterministic from ``seed``; ``space`` narrows it), audit one
+    data set of each and score every test and interval (:func:`evaluate`)."""
     rep = Reporter(progress, cancel)
     t0 = time.monotonic()
     rng = np.random.default_rng([int(seed), 21])
@@ -394,12 +435,12 @@ def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_
     drawn = []
     for i in range(designs):
         rep(i / designs, f"design space: design {i + 1}/{designs}")
-        d = draw_design(rng)
+        d = draw_design(rng, space)
         drawn.append(asdict(d))
-        rows += evaluate(d, i, int(rng.integers(0, 2**31 - 1)), n_boot, cancel=rep.cancel)
+        rows += evaluate(d, i, int(rng.integers(0, 2**31 - 1)), n_boot, cancel=rep.cancel, truth_rows=truth_rows)
     rep(1.0, "done")
     config = {"designs": designs, "seed": seed, "n_boot": n_boot, "alpha": ALPHA, "size_target": SIZE_TARGET,
-              "coverage_target": COVERAGE_TARGET, "space": SPACE, "truth_rows": TRUTH_ROWS}
+              "coverage_target": COVERAGE_TARGET, "space": {**SPACE, **(space or {})}, "truth_rows": truth_rows}
     return DesignSpaceResult(pd.DataFrame.from_records(rows), drawn, config, time.monotonic() - t0)
 
 
@@ -420,6 +461,12 @@ def format_regions(result: DesignSpaceResult) -> str:
                  "CI is beyond the target, unclear = the point estimate misses but the CI reaches it.")
     lines.append(f"{len(failing)} of {len(reg)} regions fail." if len(failing) else
                  f"No region fails its targets ({len(reg)} regions).")
+    lines.append("verified region (every band from there up meets both targets):")
+    for key, rule in verified_region(reg).items():
+        cases = "not verified" if rule["min_cases"] is None else f"from {rule['min_cases']} cases"
+        pats = "not verified" if rule["min_patients"] is None else f"from {rule['min_patients']} patients"
+        top = f"; AUROC below {rule['max_auroc']:g}" if rule.get("max_auroc") else ""
+        lines.append(f"  {key:<12} independent rows {cases}; repeated patients {pats}{top}")
     return "\n".join(lines)
 
 
