@@ -11,7 +11,7 @@ from fairdesk.core.audits.groups import GroupAuditPlan, findings, run_group_audi
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.reports.groups import OUTSIDE_MARK, build_group_report
 from fairdesk.core.synthetic import design_space as DS
-from fairdesk.core.verified_region import VERIFIED, outside_region
+from fairdesk.core.stats.verified_region import VERIFIED, outside_region
 
 
 def _designs(mode, k=3, seed=11):

@@ -26,7 +26,7 @@ from fairdesk.core.stats import discrimination as D
 from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
 from fairdesk.core.stats.multiple import adjust
 from fairdesk.core.stats.thresholds import best_f1_threshold
-from fairdesk.core.verified_region import annotate as annotate_region
+from fairdesk.core.stats.verified_region import annotate as annotate_region
 
 METRICS = ("parity", "recall", "specificity")
 GAP_RULES = ("max", "one-vs-rest", "between", "to-overall")  # to-overall: accepted, run as one-vs-rest

@@ -42,6 +42,7 @@ import pandas as pd
 
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
+from fairdesk.core.stats.verified_region import cases_of
 
 ALPHA = 0.05
 SIZE_TARGET = ALPHA + 0.02  # issue 21: per-test size ≤ α + 0.02
@@ -57,7 +58,7 @@ SPACE = {"groups": (2, 8), "rows_per_group": (30, 5000), "prevalence": (0.01, 0.
 RATE_MEASURES = ("parity", "recall", "specificity")
 DISC_MEASURES = ("auroc", "auprc")
 CAL_MEASURES = ("calibration_intercept", "calibration_slope", "oe_ratio", "brier", "ece")
-#: The cases a measure rests on, for the regions: rows, positives, negatives, or the smaller class.
+#: Bands of the cases a measure rests on (:func:`fairdesk.core.stats.verified_region.cases_of`).
 CASE_BANDS = ((10, 30), (30, 100), (100, 300), (300, math.inf))
 
 
@@ -210,18 +211,6 @@ def null_measures(d: Design) -> set[str]:
     return out
 
 
-def case_count(measure: str, n: float, n_pos: float) -> float:
-    """The cases a measure rests on in one group: rows (parity), positives (recall), negatives (specificity), the
-    smaller class (AUROC, AUPRC and calibration)."""
-    if measure == "parity":
-        return n
-    if measure == "recall":
-        return n_pos
-    if measure == "specificity":
-        return n - n_pos
-    return min(n_pos, n - n_pos)
-
-
 def band(cases: float) -> str:
     for lo, hi in CASE_BANDS:
         if lo <= cases < hi:
@@ -253,7 +242,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         if t["p_value"] is None or (isinstance(t["p_value"], float) and math.isnan(t["p_value"])):
             continue
         a = index[t["group"]]
-        cases_a = case_count(m, grp.loc[t["group"], "n"], grp.loc[t["group"], "n_positive"])
+        cases_a = cases_of(m, grp.loc[t["group"], "n"], grp.loc[t["group"], "n_positive"])
         if m == "calibration":
             rows.append({**base, "measure": "calibration test", "kind": "test", "null": "calibration" in nulls,
                          "rejected": bool(t["p_value"] <= ALPHA), "covered": None, "cases": cases_a,
@@ -262,7 +251,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         if m not in truth or t["kind"] != "pair":
             continue
         b = index[t["comparison"]]
-        cases = min(cases_a, case_count(m, grp.loc[t["comparison"], "n"], grp.loc[t["comparison"], "n_positive"]))
+        cases = min(cases_a, cases_of(m, grp.loc[t["comparison"], "n"], grp.loc[t["comparison"], "n_positive"]))
         true_gap = float(truth[m][a] - truth[m][b])
         rows.append({**base, "measure": f"{m} gap", "kind": "test", "null": m in nulls,
                      "rejected": bool(t["p_value"] <= ALPHA),
@@ -276,7 +265,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
                 continue
             rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                          "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
-                         "cases": case_count(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+                         "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
     for r in res.discrimination.to_dict(orient="records"):
         lo, hi = r.get("value_ci_low"), r.get("value_ci_high")
         if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
@@ -284,7 +273,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         g, m = index[r["group"]], r["metric"]
         rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                      "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
-                     "cases": case_count(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+                     "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
     return rows
 
 
@@ -384,7 +373,7 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(out, columns=cols)
 
 
-#: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.verified_region`): the tests'
+#: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.stats.verified_region`): the tests'
 #: size and the intervals their verdicts rest on (AUPRC is never null by construction: coverage only).
 REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specificity": ("specificity gap",),
                   "auroc": ("auroc gap",), "auprc": ("auprc gap",),
@@ -393,7 +382,7 @@ REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specifi
 
 def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
     """Per measure, the part of the space where the map verified it, in the form of
-    :data:`fairdesk.core.verified_region.VERIFIED`: the fewest cases (independent rows) and patients (clustered) from
+    :data:`fairdesk.core.stats.verified_region.VERIFIED`: the fewest cases (independent rows) and patients (clustered) from
     which every band up meets both targets (point estimates; a band without data neither helps nor hurts), None when
     no band does; for AUROC and AUPRC ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
     judged below it)."""
