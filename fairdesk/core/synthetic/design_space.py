@@ -469,7 +469,7 @@ def plot_regions(result: DesignSpaceResult, path) -> None:
     reg = result.regions()
     size = reg[reg["n_null_tests"] > 0].reset_index(drop=True)
     cov = reg[reg["n_intervals"] > 0].reset_index(drop=True)
-    height = max(4.0, 0.22 * max(len(size), len(cov)) + 1.5)
+    height = max(4.0, 0.16 * max(len(size), len(cov)) + 1.5)
     fig, axes = plt.subplots(1, 2, figsize=(13, height))
     for ax, tab, col, target, title in ((axes[0], size, "size", SIZE_TARGET, "per-test size (true nulls)"),
                                         (axes[1], cov, "coverage", COVERAGE_TARGET, "95% interval coverage")):
@@ -483,11 +483,11 @@ def plot_regions(result: DesignSpaceResult, path) -> None:
             ax.axvline(ALPHA, color="0.5", ls=":", lw=1)
         ax.set_yticks(ypos)
         ax.set_yticklabels([f"{m} | {r}" for m, r in zip(tab["measure"], tab["region"])], fontsize=6)
-        ax.invert_yaxis()
+        ax.set_ylim(len(tab) - 0.5, -0.5)
         ax.set_title(title, fontsize=9)
         ax.tick_params(axis="x", labelsize=7)
     fig.suptitle(f"Validity over the design space: {result.config['designs']} random designs (seed "
                  f"{result.config['seed']}); red: the region misses its target", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / height))
     fig.savefig(path, dpi=120)
     plt.close(fig)
