@@ -238,6 +238,7 @@ def test_failed_audit_shows_message(window, stored_predictions, run_and_wait):
     tab.attributes_list.set_checked([])
     tab.continuous_list.set_checked([])
     tab.n_boot_spin.setValue(N_BOOT)
+    tab.fixed_radio.setChecked(True)
     job = run_and_wait(window, tab.run_audit)
     assert job.state == JobState.FAILED
     assert "protected attribute" in job.error
