@@ -370,10 +370,17 @@ def _group_labels(df: pd.DataFrame, col: str, intersections: dict[str, tuple[str
 BOUNDARY_PSEUDO = 0.5  # Jeffreys half-row per cell pair in the resampling shares (see stats.bootstrap)
 
 
-def _resample_counts(cells, y, patients, n_cells, plan_n_boot, rng, cluster: bool):
+def _resample_counts(cells, strata, patients, n_cells, plan_n_boot, rng, cluster: bool):
+    """Cell counts of ``plan_n_boot`` replicates: whole patients when ``cluster``, else rows resampled within each
+    stratum. The gap audit's strata are the groups (issue 21): each group keeps its size and its labels are
+    resampled with its predictions, so a group's prevalence varies as it does between samples. Strata of the label
+    (before) fixed every replicate's number of positives and, where prevalence and predictions differ by group,
+    took the prevalence's share out of the parity gap's variance (design effect 0.85–0.90 instead of 1 with
+    independent rows, an interval too narrow); recall and specificity keep theirs either way (their denominators
+    are the positives / negatives, whose variation adds nothing to first order)."""
     if cluster:
         return cluster_cell_counts(cells, patients, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
-    return stratified_cell_counts(cells, y, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
+    return stratified_cell_counts(cells, strata, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
 
 
 def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: ProgressFn | None = None,
@@ -468,7 +475,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
             warnings.append(flat)
         cluster = bool(roles.patient_id) and sub[roles.patient_id].duplicated().any()
         boot_mode[task] = ("whole-patient (cluster) resampling" if cluster
-                           else "label-stratified row resampling")
+                           else "row resampling within groups")
         patients = sub[roles.patient_id].astype(str).to_numpy() if roles.patient_id else None
 
         for attr in attributes:
@@ -589,7 +596,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
     tnames = names[tested]
     cells = 4 * gidx[keep] + 2 * y[keep] + yhat[keep]
     observed = np.bincount(cells, minlength=4 * g).reshape(1, g, 4)
-    boot = _resample_counts(cells, y[keep], None if patients is None else patients[keep], 4 * g,
+    boot = _resample_counts(cells, gidx[keep], None if patients is None else patients[keep], 4 * g,
                             plan.n_boot, rng, cluster).reshape(plan.n_boot, g, 4)
 
     for metric in plan.metrics:
