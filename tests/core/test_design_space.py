@@ -24,7 +24,7 @@ def test_parity_design_effect_is_one_with_independent_rows_whatever_the_prevalen
     gap's design effect was 0.85 (an interval too narrow); resampling within groups gives 1. Recall and
     specificity keep theirs. 12 data sets × 400 replicates: the mean of a design effect has SD ≈ 0.02."""
     rng = np.random.default_rng(21)
-    plan = GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=400, seed=3,
+    plan = GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=400, seed=3,
                           calibration=False)
     deff = {"parity": [], "recall": [], "specificity": []}
     for _ in range(12):
