@@ -98,8 +98,9 @@ def _sig_text(row, margin: float = 0.05) -> str:
 OUTSIDE_MARK = "outside verified region"
 
 
-def outside_region_note(result) -> str | None:
-    """Page 1's note on the comparisons outside the region where their test was verified (issue 21), or None."""
+def outside_region_note(result, k: int) -> str | None:
+    """Page 1's note on the comparisons outside the region where their test was verified (issue 21), or None;
+    counts below ``k`` suppressed."""
     f = findings(result)
     if f.empty or "outside_region" not in f:
         return None
@@ -112,7 +113,7 @@ def outside_region_note(result) -> str | None:
             "verified the test's error rate and interval coverage (docs/methods.md, “Validity over a design "
             f"space”), so {'its verdict' if len(out) == 1 else 'their verdicts'} may be less reliable than stated; "
             f"for example {example['metric']} of {example['group']}{in_task(example['task'])}: "
-            f"{str(example['outside_region']).removeprefix('outside the verified region: ')}.")
+            f"{suppress_text(str(example['outside_region']).removeprefix('outside the verified region: '), k)}.")
 
 
 def _rate_cell(row, k: int) -> str:
@@ -575,7 +576,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         notes.append(f"A further {plural(n_unadj_only, 'comparison')} had p ≤ {plan.alpha:g} before the "
                      "correction only; with this many tests some are expected by chance, so they count as "
                      "inconclusive.")
-    region = outside_region_note(result)
+    region = outside_region_note(result, k)
     if region:
         notes.append(region)
     n_dropped = len(result.dropped)
