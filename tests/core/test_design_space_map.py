@@ -11,6 +11,7 @@ from fairdesk.core.audits.groups import GroupAuditPlan, findings, run_group_audi
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.reports.groups import OUTSIDE_MARK, build_group_report
 from fairdesk.core.synthetic import design_space as DS
+from fairdesk.core.stats import verified_region
 from fairdesk.core.stats.verified_region import VERIFIED, outside_region
 
 
@@ -83,17 +84,24 @@ def test_region_table_fails_a_region_whose_intervals_do_not_cover():
     assert reg.loc[0, "size_verdict"] == "meets" and reg.loc[0, "coverage_verdict"] == "meets"
 
 
-def test_outside_region_names_the_reason():
+def test_outside_region_names_the_reason(monkeypatch):
     g = lambda n, pos, pat=None, auc=0.8: {"n": n, "n_positive": pos, "n_patients": pat or n, "auroc": auc}  # noqa
-    few = VERIFIED["recall"]["min_cases"] - 1
-    assert str(few) in outside_region("recall", [g(500, few), g(500, 100)], clustered=False)
+    rules = {"recall": {"min_cases": 30, "min_patients": 100}, "parity": {"min_cases": None, "min_patients": None},
+             "auroc": {"min_cases": 100, "min_patients": 100, "max_auroc": 0.99}}
+    monkeypatch.setattr(verified_region, "VERIFIED", rules)
+    assert "12 cases (verified from 30)" in outside_region("recall", [g(500, 12), g(500, 100)], clustered=False)
     assert outside_region("recall", [g(2000, 400), g(1500, 300)], clustered=False) is None
-    assert "patients" in outside_region("parity", [g(600, 100, 20), g(900, 200, 300)], clustered=True)
+    assert "20 patients (verified from 100)" in outside_region("recall", [g(600, 100, 20), g(900, 200, 300)], True)
+    assert "not verified" in outside_region("parity", [g(2000, 400), g(1500, 300)], clustered=False)
     assert "AUROC" in outside_region("auroc", [g(2000, 400, auc=0.995), g(2000, 400)], clustered=False)
+    assert "prevalence" in outside_region("recall", [g(20000, 100), g(2000, 400)], clustered=False)
+    assert set(VERIFIED) == set(DS.REGION_SOURCES)
     assert outside_region("delta_eo", [g(10, 1)], clustered=False) is None
 
 
-def test_audit_flags_tests_outside_the_region_in_json_and_report():
+def test_audit_flags_tests_outside_the_region_in_json_and_report(monkeypatch):
+    monkeypatch.setattr(verified_region, "VERIFIED", {m: {"min_cases": 30, "min_patients": 100}
+                                                      for m in ("parity", "recall", "specificity")})
     rng = np.random.default_rng(0)
     n = 1200
     grp = rng.choice(["A", "B"], n, p=[0.9, 0.1])

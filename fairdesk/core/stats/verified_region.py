@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import math
 
-#: Per measure: the fewest cases (independent rows) and patients (clustered) where the map verified the test; None
-#: for min_patients: not verified with repeated patients at all. Filled from the map in docs/methods.md.
-VERIFIED: dict[str, dict] = {
-    "parity": {"min_cases": 30, "min_patients": 100},
-    "recall": {"min_cases": 10, "min_patients": 100},
+#: Per measure: the fewest cases (independent rows) and patients (clustered) from which the map verified the test
+#: (None: not verified there at all) and, for AUROC and AUPRC, the AUROC below which it was. Copied from
+#: ``verified_region()`` of the map in docs/methods.md ("Validity over a design space").
+VERIFIED: dict[str, dict] = {  # the map of 2026-11-25: 200 designs, seed 0, with wt-h21a's group-stratified bootstrap
+    "parity": {"min_cases": None, "min_patients": None},
+    "recall": {"min_cases": 100, "min_patients": None},
     "specificity": {"min_cases": 10, "min_patients": 100},
-    "auroc": {"min_cases": 30, "min_patients": 100, "max_auroc": 0.99},
-    "auprc": {"min_cases": 30, "min_patients": 100, "max_auroc": 0.99},
-    "calibration": {"min_cases": 30, "min_patients": 100},
+    "auroc": {"min_cases": 100, "min_patients": None, "max_auroc": 0.99},
+    "auprc": {"min_cases": 30, "min_patients": None, "max_auroc": 0.99},
+    "calibration": {"min_cases": 30, "min_patients": None},
 }
 SPACE_PREVALENCE = (0.01, 0.5)
 MAX_ROWS_PER_PATIENT = 30
@@ -50,13 +51,15 @@ def outside_region(metric: str, groups: list[dict], clustered: bool) -> str | No
         return None
     why = []
     cases = min(cases_of(metric, g["n"], g["n_positive"]) for g in groups)
-    if not clustered and cases < rule["min_cases"]:
+    if not clustered and rule["min_cases"] is None:
+        why.append("not verified at any number of cases")
+    elif not clustered and cases < rule["min_cases"]:
         why.append(f"{int(cases)} cases (verified from {rule['min_cases']})")
     if clustered:
         patients = min(g["n_patients"] for g in groups)
         per = max(g["n"] / max(g["n_patients"], 1) for g in groups)
         if rule["min_patients"] is None:
-            why.append("repeated patients (not verified)")
+            why.append("repeated patients (not verified at any number of patients)")
         elif patients < rule["min_patients"]:
             why.append(f"{int(patients)} patients (verified from {rule['min_patients']})")
         if per > MAX_ROWS_PER_PATIENT:

@@ -375,6 +375,7 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 #: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.stats.verified_region`): the tests'
 #: size and the intervals their verdicts rest on (AUPRC is never null by construction: coverage only).
+MIN_EVIDENCE = 30
 REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specificity": ("specificity gap",),
                   "auroc": ("auroc gap",), "auprc": ("auprc gap",),
                   "calibration": ("calibration test", "calibration_intercept", "calibration_slope")}
@@ -383,12 +384,14 @@ REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specifi
 def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
     """Per measure, the part of the space where the map verified it, in the form of
     :data:`fairdesk.core.stats.verified_region.VERIFIED`: the fewest cases (independent rows) and patients (clustered) from
-    which every band up meets both targets (point estimates; a band without data neither helps nor hurts), None when
-    no band does; for AUROC and AUPRC ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
+    which every band up meets both targets (point estimates; a band with fewer than :data:`MIN_EVIDENCE` null tests or
+    intervals neither helps nor hurts on that count), None when no band does; for AUROC and AUPRC ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
     judged below it)."""
     out = {}
-    ok = (regions["size_verdict"].isin(["meets", "—"]) & regions["coverage_verdict"].isin(["meets", "—"]))
-    reg = regions.assign(ok=ok)
+    thin_size = regions["n_null_tests"] < MIN_EVIDENCE  # too few to tell either way: neither helps nor hurts
+    thin_cov = regions["n_intervals"] < MIN_EVIDENCE
+    ok = ((thin_size | regions["size_verdict"].eq("meets")) & (thin_cov | regions["coverage_verdict"].eq("meets")))
+    reg = regions.assign(ok=ok)[~(thin_size & thin_cov)]
     for key, sources in REGION_SOURCES.items():
         sub = reg[reg["measure"].isin(sources)]
         rule: dict = {}
