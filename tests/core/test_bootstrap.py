@@ -373,7 +373,7 @@ def test_cluster_resampling_is_wider_and_keeps_alpha_where_row_resampling_is_ove
     """
     df = _duplicated_patients_table(np.random.default_rng(61), 40, 300, 5)
     for rule, continuous in (("max", ("age",)), ("between", ())):
-        kw = dict(gap_rule=rule, n_boot=300, n_permutations=300, seed=62, bins=(2, 5), min_group_size=20,
+        kw = dict(threshold=0.5, gap_rule=rule, n_boot=300, n_permutations=300, seed=62, bins=(2, 5), min_group_size=20,
                   calibration=False)
         out = {}
         for pid in ("pid", None):
