@@ -35,7 +35,7 @@ def family_rates(runs: int, n: int, shift: float) -> dict:
     roles = ColumnRoles(label="y", score="s", attributes=("g", "h"))
     any_differs = c_found = differs = tests = 0
     for r in range(runs):
-        res = run_group_audit(table(r, n, shift), GroupAuditPlan(roles=roles, n_boot=100, seed=r, metrics=("recall",)))
+        res = run_group_audit(table(r, n, shift), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, seed=r, metrics=("recall",)))
         cal = res.calibration
         d = cal["verdict"] == "differs"
         any_differs += bool(d.any())
@@ -71,7 +71,7 @@ def discrimination_rates(runs: int, n: int, noise_c: float = 1.0) -> dict:
     c_found = 0
     for r in range(runs):
         res = run_group_audit(disc_table(100 + r, n, noise_c=noise_c),
-                              GroupAuditPlan(roles=roles, n_boot=100, seed=r, metrics=("recall",)))
+                              GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, seed=r, metrics=("recall",)))
         for m in rej:
             p = res.tests.loc[res.tests["metric"] == m, "p_value"]
             rej[m][0] += int((p <= 0.05).sum())
@@ -92,7 +92,7 @@ def audit_null_rate(runs: int, n: int = 600, tasks: int = 3) -> dict:
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("g", "h"))
     gaps = cal = 0
     for r in range(runs):
-        f = findings(run_group_audit(disc_table(500 + r, n, tasks), GroupAuditPlan(roles=roles, n_boot=100,
+        f = findings(run_group_audit(disc_table(500 + r, n, tasks), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100,
                                                                                    seed=r)))
         d = f["verdict"] == "differs"
         gaps += bool((d & (f["metric"] != "calibration")).any())
@@ -127,7 +127,7 @@ def coverage(n: int, runs: int, boot: int = 0, seed: int = 0) -> dict:
              "auprc": big["auprc"]}
     key = {"calibration_intercept": "intercept", "calibration_slope": "slope", "oe_ratio": "oe_ratio",
            "auroc": "auroc", "auprc": "auprc"}
-    plan = GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100, seed=1,
+    plan = GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100, seed=1,
                           min_group_size=1, min_denominator=1)
     hits, boot_hits, counted = dict.fromkeys(COVERED, 0), dict.fromkeys(COVERED, 0), dict.fromkeys(COVERED, 0)
     for _ in range(runs):
@@ -184,12 +184,12 @@ def cost(n_tasks: int, repeats: int = 3) -> dict:
     from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
 
     data = generate(n_tasks, 20_000)
-    run_group_audit(generate(1, 2000), GroupAuditPlan(roles=_roles(), n_boot=100))  # imports, warm caches
+    run_group_audit(generate(1, 2000), GroupAuditPlan(threshold=0.5, roles=_roles(), n_boot=100))  # imports, warm caches
     times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(repeats):
         for on in (False, True):
             start = time.process_time()
-            run_group_audit(data, GroupAuditPlan(roles=_roles(), calibration=on))
+            run_group_audit(data, GroupAuditPlan(threshold=0.5, roles=_roles(), calibration=on))
             times[on].append(time.process_time() - start)
     off, on = min(times[False]), min(times[True])
     return {"tasks": n_tasks, "cpu_s_without": round(off, 3), "cpu_s_with": round(on, 3),

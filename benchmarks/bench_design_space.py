@@ -34,7 +34,7 @@ def audit_plan(**kw):
     from fairdesk.core.data.schema import ColumnRoles
 
     roles = ColumnRoles(**{**ROLES, **kw.pop("roles", {})})
-    return GroupAuditPlan(roles=roles, **{"n_boot": 200, **kw})
+    return GroupAuditPlan(roles=roles, **{"n_boot": 200, "threshold": 0.5, **kw})
 
 
 def unequal_prevalence_table(rng, sizes=(2000, 200), prevalences=(0.05, 0.5), parity=0.3, fpr=None):
@@ -203,9 +203,9 @@ sys.path.insert(0, {root!r})
 from benchmarks.bench_groups import _roles, generate
 from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
 data = generate(5, 20_000)
-run_group_audit(generate(1, 2000), GroupAuditPlan(roles=_roles(), n_boot=100))
+run_group_audit(generate(1, 2000), GroupAuditPlan(roles=_roles(), n_boot=100, threshold=0.5))
 start = time.process_time()
-run_group_audit(data, GroupAuditPlan(roles=_roles()))
+run_group_audit(data, GroupAuditPlan(roles=_roles(), threshold=0.5))
 print(time.process_time() - start)
 """
 

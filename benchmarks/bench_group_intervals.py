@@ -109,13 +109,13 @@ def audit_sizes(n_audits: int, n_boot: int = 1000, seed: int = 0, alpha: float =
             df, roles = simulate_audit_table(n_tasks=10, seed=seed + 7919 * rep, **kw)
             # the simulated scores are not calibrated probabilities: calibration tests (issue 14) would be true
             # findings here, so they are off — this measures the size of the gap tests
-            res = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=n_boot, seed=rep, alpha=alpha,
+            res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=n_boot, seed=rep, alpha=alpha,
                                                      calibration=False))
             p = res.tests["p_value"].dropna().to_numpy(float)
             k += int((p <= alpha).sum())
             n += p.size
             any_audit += bool((res.tests["verdict"] == "differs").any())
-            narrow = groups_module.correct(res.tests, GroupAuditPlan(roles=roles, family="attribute-group-measure"))
+            narrow = groups_module.correct(res.tests, GroupAuditPlan(threshold=0.5, roles=roles, family="attribute-group-measure"))
             any_narrow += bool((narrow["verdict"] == "differs").any())
         out[name] = {"tests": n, "size": k / n, "size_ci": binomial_ci(k, n), "audits": n_audits,
                      "any_differs": any_audit / n_audits, "any_differs_ci": binomial_ci(any_audit, n_audits),

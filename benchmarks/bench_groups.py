@@ -71,9 +71,9 @@ def part_fairdesk(n_tasks: int, n_boot: int, patients: int | None = None, repeat
     from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
 
     table = generate(n_tasks, N_ROWS, patients=patients)
-    plan = GroupAuditPlan(roles=_roles(patients is not None), metrics=METRICS, n_boot=n_boot, seed=0,
+    plan = GroupAuditPlan(threshold=0.5, roles=_roles(patients is not None), metrics=METRICS, n_boot=n_boot, seed=0,
                           gap_rule="max")
-    run_group_audit(generate(1, 2000), GroupAuditPlan(roles=_roles(), n_boot=100))  # imports, warm caches
+    run_group_audit(generate(1, 2000), GroupAuditPlan(threshold=0.5, roles=_roles(), n_boot=100))  # imports, warm caches
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -166,7 +166,7 @@ def part_simulation(quick: bool) -> dict:
     null = generate(n_tasks, N_ROWS, seed=1, planted=False)
     fpr = {}
     for rule in RULES:
-        res = run_group_audit(null, GroupAuditPlan(roles=_roles(), gap_rule=rule, n_boot=N_BOOT, seed=2))
+        res = run_group_audit(null, GroupAuditPlan(threshold=0.5, roles=_roles(), gap_rule=rule, n_boot=N_BOOT, seed=2))
         rec = res.records[res.records["gap"].notna()]
         for attr in ATTRIBUTES:
             sub = rec[rec["attribute"] == attr]
@@ -176,7 +176,7 @@ def part_simulation(quick: bool) -> dict:
                                      float((sub["significant_bh"] == True).mean()), int(len(sub))]  # noqa: E712
     planted = _planted_recall_gap(np.random.default_rng(3), n_runs)
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("g",))
-    rec = run_group_audit(planted, GroupAuditPlan(roles=roles, n_boot=N_BOOT, seed=4)).records
+    rec = run_group_audit(planted, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=N_BOOT, seed=4)).records
     a = rec[(rec["metric"] == "recall") & (rec["group"] == "A")]
     found = (a["significant_bh"] == True) & (a["favours"] == "A")  # noqa: E712
     return {"seconds": time.perf_counter() - start, "peak_mb": _peak_mb(), "fpr": fpr, "null_tasks": n_tasks,

@@ -8,6 +8,11 @@ tab's "Validity" page — at full size, and writes the JSON and the printed tabl
     .venv/bin/python benchmarks/bench_validity.py --family all --out /tmp/validity_all.json
 
 Results of the cit study are recorded in docs/cit_synthetic_findings.md ("Size under non-linear nuisances").
+
+The design-space map (issue 21; docs/methods.md "Validity over a design space"): random group-audit designs, the
+size of every test and the coverage of every interval by region, a table and a figure:
+
+    nice .venv/bin/python benchmarks/bench_validity.py --design-space --designs 300 --out /tmp/ds.json --png /tmp/ds.png
 """
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fairdesk.core.validity import FAMILIES, format_table, run_validity  # noqa: E402
+from fairdesk.core.validity import (FAMILIES, format_regions, format_table, plot_regions,  # noqa: E402
+                                    run_design_space, run_validity)
 
 
 def main(argv=None) -> int:
@@ -34,6 +40,10 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="validity.json")
+    ap.add_argument("--design-space", action="store_true", help="the random-design map instead of the families")
+    ap.add_argument("--designs", type=int, default=300)
+    ap.add_argument("--n-boot", type=int, default=200)
+    ap.add_argument("--png")
     args = ap.parse_args(argv)
     t_cpu, t_wall = time.process_time(), time.monotonic()
     last = [-1]
@@ -44,6 +54,16 @@ def main(argv=None) -> int:
             last[0] = pct
             print(f"{pct:3d}%  {time.monotonic() - t_wall:7.0f} s  {message}", file=sys.stderr, flush=True)
 
+    if args.design_space:
+        ds = run_design_space(args.designs, seed=args.seed, n_boot=args.n_boot, progress=progress)
+        Path(args.out).write_text(ds.to_json())
+        print(format_regions(ds))
+        if args.png:
+            plot_regions(ds, args.png)
+        rows = ds.rows
+        print(f"{args.designs} designs, {len(rows)} tests and intervals scored; "
+              f"{time.monotonic() - t_wall:.0f} s wall, {time.process_time() - t_cpu:.0f} s CPU -> {args.out}")
+        return 0
     result = run_validity(args.family, runs=args.runs, seed=args.seed, n=args.n, progress=progress)
     Path(args.out).write_text(result.to_json())
     print(format_table(result))

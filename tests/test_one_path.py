@@ -70,7 +70,7 @@ def _groups(tmp):
     p = np.clip(0.3 + 0.4 * y - 0.15 * y * (sex == "F") + rng.normal(0, 0.15, n), 0, 1)
     csv = tmp / "preds.csv"
     pd.DataFrame({"pid": np.arange(n) // 2, "y": y, "p": p, "sex": sex}).to_csv(csv, index=False)
-    argv = ["audit", "groups", str(csv), "--label", "y", "--score", "p", "--attribute", "sex", "--patient-id", "pid",
+    argv = ["audit", "groups", "--threshold", "0.5", str(csv), "--label", "y", "--score", "p", "--attribute", "sex", "--patient-id", "pid",
             "--n-boot", "100", "--seed", "3", "--quiet"]
     roles = ColumnRoles(label="y", score="p", attributes=("sex",), patient_id="pid")
     plan = GroupAuditPlan(roles=roles, threshold="0.5", n_boot=100, seed=3)  # the CLI's defaults otherwise

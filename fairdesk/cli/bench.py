@@ -5,6 +5,7 @@ import argparse
 
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.guard import guard_outputs
+from fairdesk.core.errors import FairDeskError
 
 
 def cmd_bench_cit_synthetic(args: argparse.Namespace) -> int:
@@ -38,6 +39,11 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
     from fairdesk.core import atomic
     from fairdesk.core.validity import format_table, run_validity
 
+    if args.design_space:
+        return cmd_bench_design_space(args)
+    for option in ("designs", "png"):
+        if getattr(args, option) is not None:
+            raise FairDeskError(f"--{option} belongs to 'bench validity --design-space'.")
     guard_outputs([("--json", args.json)])
     progress = TerminalProgress(args.quiet)
     result = run_validity(args.family, runs=args.runs, seed=args.seed, n=args.n, progress=progress)
@@ -49,6 +55,28 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
     print("rate: share of simulated runs rejected (null: false alarms of a whole audit after correction; "
           "planted: found); 95% CI: Clopper–Pearson.")
     print(f"-> {args.json}")
+    return 0
+
+
+def cmd_bench_design_space(args: argparse.Namespace) -> int:
+    """``bench validity --design-space``: the size and coverage map over random designs (issue 21)."""
+    from fairdesk.core import atomic
+    from fairdesk.core.validity import format_regions, plot_regions, run_design_space
+
+    designs = 200 if args.designs is None else args.designs
+    if designs < 1:
+        raise FairDeskError("--designs must be at least 1.")
+    if args.n_boot < 100:
+        raise FairDeskError("--n-boot must be at least 100.")
+    guard_outputs([("--json", args.json), ("--png", args.png)])
+    progress = TerminalProgress(args.quiet)
+    result = run_design_space(designs, seed=args.seed, n_boot=args.n_boot, progress=progress)
+    progress.done()
+    atomic.write_text(args.json, result.to_json())
+    print(format_regions(result))
+    if args.png:
+        plot_regions(result, args.png)
+    print(f"{designs} designs in {result.elapsed_s:.0f} s -> {args.json}" + (f", {args.png}" if args.png else ""))
     return 0
 
 
@@ -73,6 +101,12 @@ def add_bench_commands(sub) -> None:
                                              "100 ctf)")
     va.add_argument("--n", type=int, default=1000, help="sample size of the cit family's simulations")
     va.add_argument("--seed", type=int, default=0)
+    va.add_argument("--design-space", action="store_true",
+                    help="draw group audits at random from the stated design space and map every test's size and "
+                         "interval's coverage by region (instead of the fixed designs)")
+    va.add_argument("--designs", type=int, help="with --design-space: designs drawn (default 200)")
+    va.add_argument("--n-boot", type=int, default=200, help="with --design-space: bootstrap replicates per audit")
+    va.add_argument("--png", help="with --design-space: the map as a figure")
     va.add_argument("--json", required=True, help="write every row (rates, CIs, targets, settings) here")
     va.add_argument("--quiet", action="store_true")
     va.set_defaults(func=cmd_bench_validity)

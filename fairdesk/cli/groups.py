@@ -19,6 +19,9 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     from fairdesk.jobs.groups import audit_groups, import_table
 
     roles = column_roles(args)
+    if args.threshold is None:
+        raise FairDeskError("audit groups needs --threshold: the score at which the model flags a patient (e.g. "
+                            "--threshold 0.3), or --threshold best_f1 to choose it per task on the validation split.")
     plan = GroupAuditPlan(roles=roles, metrics=tuple(args.metric or ("parity", "recall", "specificity")),
                           gap_rule=args.gap_rule, threshold=args.threshold, bins=tuple(args.bins or (2, 5)),
                           intersections=tuple(tuple(split_list([c])) for c in args.intersect or ()),
@@ -149,7 +152,8 @@ def add_audit_groups(audit) -> None:
     groups.add_argument("--intersect", action="append", help="cross attributes, e.g. sex,ethnicity (repeatable)")
     groups.add_argument("--metric", action="append", choices=["parity", "recall", "specificity"])
     groups.add_argument("--tasks", action="append", help="audit only these tasks (comma-separated)")
-    groups.add_argument("--threshold", default="0.5", help="fixed threshold, or best_f1 (chosen on 'val' rows)")
+    groups.add_argument("--threshold", help="required: the score at which the model flags a patient (e.g. 0.3), "
+                        "or best_f1 (chosen per task on 'val' rows); there is no default")
     groups.add_argument("--n-boot", type=int, default=1000)
     groups.add_argument("--seed", type=int, default=0)
     groups.add_argument("--alpha", type=float, default=0.05)

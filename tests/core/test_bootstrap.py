@@ -221,7 +221,7 @@ def _null_table(rng, n_tasks, n_rows, prevalence=0.3):
 def null_audits():
     df = _null_table(np.random.default_rng(31), 60, 2000)
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("two", "five"))
-    return {rule: run_group_audit(df, GroupAuditPlan(roles=roles, gap_rule=rule, n_boot=500, n_permutations=500,
+    return {rule: run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, gap_rule=rule, n_boot=500, n_permutations=500,
                                                      seed=32, calibration=False))  # gap tests only
             for rule in GAP_RULES}
 
@@ -312,7 +312,7 @@ def test_planted_recall_gap_is_found_in_nearly_every_run():
     null = _planted_table(rng, 40, 5000, 0.0).assign(task=lambda d: "n" + d["task"])
     df = pd.concat([planted, null], ignore_index=True)
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("g",))
-    res = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=500, seed=42, metrics=("recall", "specificity")))
+    res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=500, seed=42, metrics=("recall", "specificity")))
     a, ok = _found(res.records, lambda t: t.startswith("t"))
     print(f"power (row bootstrap): {ok.mean():.3f} of {len(a)} runs; mean gap {a['gap'].mean():.4f}, sd "
           f"{a['gap'].std():.4f}, bootstrap se {((a['ci_high'] - a['ci_low']) / 3.92).mean():.4f}")
@@ -339,7 +339,7 @@ def test_planted_recall_gap_is_found_with_repeated_patients():
     assert df.groupby("task")["pid"].apply(lambda p: p.duplicated().any()).all()
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("g",), patient_id="pid")
     # whole-patient resampling draws a multinomial over ~4,000 patients per replicate: 300 replicates keep this quick
-    res = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=300, seed=52, metrics=("recall",)))
+    res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=300, seed=52, metrics=("recall",)))
     assert set(res.provenance["bootstrap"].values()) == {"whole-patient (cluster) resampling"}
     a, ok = _found(res.records, lambda t: True)
     implied_se = ((a["ci_high"] - a["ci_low"]) / 3.92).mean()
@@ -373,7 +373,7 @@ def test_cluster_resampling_is_wider_and_keeps_alpha_where_row_resampling_is_ove
     """
     df = _duplicated_patients_table(np.random.default_rng(61), 40, 300, 5)
     for rule, continuous in (("max", ("age",)), ("between", ())):
-        kw = dict(gap_rule=rule, n_boot=300, n_permutations=300, seed=62, bins=(2, 5), min_group_size=20,
+        kw = dict(threshold=0.5, gap_rule=rule, n_boot=300, n_permutations=300, seed=62, bins=(2, 5), min_group_size=20,
                   calibration=False)
         out = {}
         for pid in ("pid", None):

@@ -60,7 +60,7 @@ def test_small_group_with_a_rare_event_keeps_the_false_positive_rate_near_alpha(
 
 def test_zero_rate_is_still_found_when_the_difference_is_real():
     df = _table(200, 0, 2000, 400)  # 0/200 vs 400/2000 false alarms: Fisher p ~ 1e-16
-    res = run_group_audit(df, GroupAuditPlan(ROLES, metrics=("specificity",), n_boot=1000, seed=1))
+    res = run_group_audit(df, GroupAuditPlan(ROLES, threshold=0.5, metrics=("specificity",), n_boot=1000, seed=1))
     rec = res.records.set_index("group").loc["A"]
     assert rec.significant and rec.favours == "A"
 
@@ -72,11 +72,11 @@ def test_rate_on_few_cases_is_shown_but_not_tested():
     y = np.r_[np.r_[np.ones(7), np.zeros(n - 7)], rng.binomial(1, 0.3, n)].astype(int)  # A has 7 positives
     s = np.where(y == 1, 0.9, 0.1)
     df = pd.DataFrame({"g": g, "y": y, "s": s})
-    res = run_group_audit(df, GroupAuditPlan(ROLES, metrics=("recall", "specificity"), n_boot=200))
+    res = run_group_audit(df, GroupAuditPlan(ROLES, threshold=0.5, metrics=("recall", "specificity"), n_boot=200))
     recall_a = res.records.query("group == 'A' and metric == 'recall'").iloc[0]
     assert recall_a.rate == 1.0 and recall_a.gap is None or np.isnan(recall_a.gap)
     assert "only 7 positive cases" in recall_a.reason
     spec_a = res.records.query("group == 'A' and metric == 'specificity'").iloc[0]
     assert spec_a.gap == 0.0  # 393 negatives: tested as usual
-    low = run_group_audit(df, GroupAuditPlan(ROLES, metrics=("recall",), n_boot=200, min_denominator=5))
+    low = run_group_audit(df, GroupAuditPlan(ROLES, threshold=0.5, metrics=("recall",), n_boot=200, min_denominator=5))
     assert low.records.query("group == 'A'").iloc[0].gap == 0.0

@@ -101,7 +101,7 @@ def test_scores_that_are_not_probabilities_raise_a_clear_error(bad):
 def test_group_audit_refuses_scores_outside_0_1():
     df = pd.DataFrame({"y": [0, 1] * 40, "s": np.linspace(-0.5, 2.0, 80), "g": ["A", "B"] * 40})
     with pytest.raises(DataError, match="probability in \\[0, 1\\]"):
-        run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100))
+        run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100))
 
 
 def test_separation_and_one_class_are_not_estimable_not_numbers():
@@ -118,7 +118,7 @@ def test_a_group_without_a_slope_is_tested_on_its_intercept_alone():
     rng = np.random.default_rng(8)
     df = pd.DataFrame({"g": ["A"] * 120 + ["B"] * 60, "s": np.r_[rng.random(120), np.full(60, 0.3)]})
     df["y"] = (rng.random(180) < np.where(df["g"] == "B", 0.6, df["s"])).astype(int)  # B: 0.3 predicted, 0.6 seen
-    res = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100,
+    res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100,
                                              min_group_size=10))
     b = res.calibration.set_index("group").loc["B"]
     assert np.isnan(b["calibration_slope"]) and "single value" in b["reason"] and "1 df" in b["test"]
@@ -252,7 +252,7 @@ def test_intervals_cover_the_true_values_small():
     true_auroc = C.point_stats(*draw(1_000_000))["auroc"]
     truth = {"calibration_intercept": 0.0, "calibration_slope": 1.0, "oe_ratio": 1.0}
     hits = dict.fromkeys([*truth, "auroc"], 0)
-    plan = GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100, seed=1)
+    plan = GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=100, seed=1)
     for _ in range(150):
         y, s = draw(1200)
         res = run_group_audit(pd.DataFrame({"y": y, "s": s, "g": np.repeat(["A", "B", "C", "D"], 300)}), plan)
@@ -299,14 +299,14 @@ def _table(seed, n=300, shift=0.0, slope=1.0, patients=None):
 def _null_runs(n_runs, n):
     hits = 0
     for r in range(n_runs):
-        res = run_group_audit(_table(1000 + r, n), GroupAuditPlan(roles=ROLES, n_boot=100, seed=r,
+        res = run_group_audit(_table(1000 + r, n), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, seed=r,
                                                                   metrics=("recall",)))
         hits += bool((res.calibration["verdict"] == "differs").any())
     return hits
 
 
 def test_planted_miscalibration_is_found_and_the_table_is_complete():
-    res = run_group_audit(_table(3, n=2000, shift=0.8), GroupAuditPlan(roles=ROLES, n_boot=200))
+    res = run_group_audit(_table(3, n=2000, shift=0.8), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=200))
     cal = res.calibration.set_index(["attribute", "group"])
     assert len(cal) == 5 and cal["test_id"].notna().all()
     c = cal.loc[("g", "C")]
@@ -342,28 +342,28 @@ def test_planted_miscalibration_is_found_and_the_table_is_complete():
 
 
 def test_large_calibrated_groups_are_equivalent_and_a_small_one_is_inconclusive():
-    res = run_group_audit(_table(4, n=16000), GroupAuditPlan(roles=ColumnRoles(label="y", score="s",
+    res = run_group_audit(_table(4, n=16000), GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s",
                                                                               attributes=("g",)), n_boot=100))
     v = res.calibration.set_index("group")["verdict"]
     assert v["A"] == "equivalent" and v["B"] == "equivalent"
-    small = run_group_audit(_table(4, n=150), GroupAuditPlan(roles=ColumnRoles(label="y", score="s",
+    small = run_group_audit(_table(4, n=150), GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s",
                                                                               attributes=("g",)), n_boot=100))
     assert set(small.calibration["verdict"]) == {"inconclusive"}  # not shown miscalibrated is not "calibrated"
 
 
 def test_calibration_off_and_whole_patient_resampling():
-    off = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100, calibration=False))
+    off = run_group_audit(_table(5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, calibration=False))
     assert off.calibration.empty and off.curves.empty and not (off.tests["metric"] == "calibration").any()
-    on = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100, calibration_own_family=False))
+    on = run_group_audit(_table(5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, calibration_own_family=False))
     # calibration draws nothing at random: switching it on leaves every gap unchanged
     cols = ["gap", "ci_low", "ci_high", "p_value", "p_equivalence"]  # the q-values change: a larger family
     pd.testing.assert_frame_equal(off.records[cols], on.records[cols])
     # 5 calibration tests, and the AUROC and AUPRC pairs (g: 3 pairs, h: 1 pair) with the gaps
     assert len(on.tests) == len(off.tests) + 5 + 2 * (3 + 1)
     roles = ColumnRoles(label="y", score="s", attributes=("g",), patient_id="pid")
-    res = run_group_audit(_table(6, n=600, patients=150), GroupAuditPlan(roles=roles, n_boot=200))
+    res = run_group_audit(_table(6, n=600, patients=150), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=200))
     assert (res.calibration["design_effect"] >= 1).all() and res.calibration["p_value"].notna().all()
-    own = run_group_audit(_table(5), GroupAuditPlan(roles=ROLES, n_boot=100))  # the default: a family of its own
+    own = run_group_audit(_table(5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))  # the default: a family of its own
     fam = own.tests.groupby("metric")["family_key"].agg(set)
     assert fam["calibration"] == {"audit | calibration tests"} and fam["recall"] == {"audit"}
     assert fam["auroc"] == {"audit"} and fam["auprc"] == {"audit"}  # discrimination gaps are gaps
@@ -371,11 +371,11 @@ def test_calibration_off_and_whole_patient_resampling():
     gaps = own.tests[own.tests["metric"] != "calibration"]
     np.testing.assert_allclose(gaps["q_value"], adjust(gaps["p_value"].to_numpy(float), "bh"))
     with pytest.raises(DataError, match="slope"):
-        GroupAuditPlan(roles=ROLES, calibration_slope_range=(1.1, 1.3))
+        GroupAuditPlan(threshold=0.5, roles=ROLES, calibration_slope_range=(1.1, 1.3))
 
 
 def test_json_round_trip_and_older_audits_load():
-    res = run_group_audit(_table(7), GroupAuditPlan(roles=ROLES, n_boot=100))
+    res = run_group_audit(_table(7), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
     text = res.to_json()
     back = GroupAuditResult.from_json(text)
     for name in ("calibration", "curves", "tests"):
@@ -406,7 +406,7 @@ def test_audits_stored_with_bootstrap_intervals_say_so():
     from fairdesk.core.kinds import ReportSettings
     from fairdesk.core.reports.groups import discrimination_method_text, report_tree
 
-    res = run_group_audit(_table(7), GroupAuditPlan(roles=ROLES, n_boot=100))
+    res = run_group_audit(_table(7), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
     assert BOOTSTRAP_INTERVALS_WARNING not in res.warnings
     doc = json.loads(res.to_json())
     for table in ("calibration", "discrimination"):

@@ -33,7 +33,7 @@ def predictions(tmp_path):
 
 def test_audit_groups_json_contract(predictions, tmp_path, capsys):
     out = tmp_path / "out.json"
-    code = main(["audit", "groups", str(predictions), "--label", "y", "--score", "p", "--task", "task",
+    code = main(["audit", "groups", "--threshold", "0.5", str(predictions), "--label", "y", "--score", "p", "--task", "task",
                  "--attribute", "sex", "--attribute", "lang", "--continuous-attribute", "age", "--bins", "2",
                  "--bins", "4", "--patient-id", "pid", "--n-boot", "200", "--seed", "7", "--json", str(out), "--quiet"])
     assert code == 0
@@ -53,7 +53,7 @@ def test_audit_groups_json_contract(predictions, tmp_path, capsys):
     assert "numpy" in doc["provenance"]["versions"]
     # same seed, same numbers
     out2 = tmp_path / "again.json"
-    main(["audit", "groups", str(predictions), "--label", "y", "--score", "p", "--task", "task", "--attribute", "sex",
+    main(["audit", "groups", "--threshold", "0.5", str(predictions), "--label", "y", "--score", "p", "--task", "task", "--attribute", "sex",
           "--attribute", "lang", "--continuous-attribute", "age", "--bins", "2", "--bins", "4", "--patient-id", "pid",
           "--n-boot", "200", "--seed", "7", "--json", str(out2), "--quiet"])
     again = json.loads(out2.read_text())["records"]
@@ -66,7 +66,7 @@ def test_audit_groups_json_contract(predictions, tmp_path, capsys):
     (["--label", "y", "--gap-rule", "max", "--n-boot", "10"], "at least 100"),
 ])
 def test_bad_input_exit_code_and_one_line(predictions, tmp_path, capsys, args, message):
-    base = ["audit", "groups", str(predictions), "--score", "p", "--task", "task", "--attribute", "sex",
+    base = ["audit", "groups", "--threshold", "0.5", str(predictions), "--score", "p", "--task", "task", "--attribute", "sex",
             "--json", str(tmp_path / "o.json"), "--quiet"]
     code = main(base + args)
     err = capsys.readouterr().err.strip()
@@ -78,7 +78,7 @@ def test_bad_input_exit_code_and_one_line(predictions, tmp_path, capsys, args, m
 def test_scores_outside_unit_interval(tmp_path, capsys):
     path = tmp_path / "logits.csv"
     pd.DataFrame({"y": [0, 1] * 50, "p": np.linspace(-3, 3, 100), "sex": ["F", "M"] * 50}).to_csv(path, index=False)
-    code = main(["audit", "groups", str(path), "--label", "y", "--score", "p", "--attribute", "sex",
+    code = main(["audit", "groups", "--threshold", "0.5", str(path), "--label", "y", "--score", "p", "--attribute", "sex",
                  "--json", str(tmp_path / "o.json"), "--quiet"])
     assert code == 2 and "sigmoid" in capsys.readouterr().err
 

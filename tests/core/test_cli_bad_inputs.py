@@ -35,7 +35,7 @@ def _leaf_commands(parser: argparse.ArgumentParser, prefix=()) -> list[tuple[str
 # command -> (argv builder f(data, out, model) -> list[str], which input the "table" cases feed, outputs kind)
 # data: the path of the command's main input; out: its output path; model: a model folder.
 COMMANDS = {
-    ("audit", "groups"): lambda d, o, m: ["audit", "groups", d, "--label", "y", "--score", "p", "--attribute", "sex",
+    ("audit", "groups"): lambda d, o, m: ["audit", "groups", "--threshold", "0.5", d, "--label", "y", "--score", "p", "--attribute", "sex",
                                           "--n-boot", "100", "--json", o, "--quiet"],
     ("validate",): lambda d, o, m: ["validate", d, "--label", "y", "--score", "p", "--attribute", "sex"],
     ("report",): lambda d, o, m: ["report", "--project", d, "--audit", "1", "--pdf", o],
@@ -200,7 +200,7 @@ def test_output_equal_to_input(command, bad, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["audit", "groups", "{d}", "--label", "y", "--score", "p", "--attribute", "sex", "--json", "{o}", "--pdf", "{o}"],
+    ["audit", "groups", "--threshold", "0.5", "{d}", "--label", "y", "--score", "p", "--attribute", "sex", "--json", "{o}", "--pdf", "{o}"],
     ["audit", "cit-predictions", "--predictions", "{d}", "--attribute", "sex", "--json", "{o}", "--pdf", "{o}"],
     ["bench", "cit-synthetic", "--json", "{o}", "--png", "{o}"],
     ["train", "age-independent", "--data", "{d}", "--label", "y", "--attribute", "age", "--group-id", "pid",

@@ -28,7 +28,7 @@ def data(tmp_path):
 
 
 def _run(data, out, *extra) -> dict:
-    code = main(["audit", "groups", str(data), "--label", "y", "--score", "p", "--attribute", "g", "--metric", "recall",
+    code = main(["audit", "groups", "--threshold", "0.5", str(data), "--label", "y", "--score", "p", "--attribute", "g", "--metric", "recall",
                  "--n-boot", "100", "--json", str(out), "--quiet", *extra])
     assert code == 0
     return json.loads(out.read_text())
@@ -60,5 +60,5 @@ def test_no_calibration_and_shared_family_flags(data, tmp_path):
     tests = pd.DataFrame(shared["tests"])
     assert tests["family_key"].nunique() == 1  # gaps and calibration corrected together
     with pytest.raises(SystemExit):
-        main(["audit", "groups", str(data), "--label", "y", "--score", "p", "--attribute", "g",
+        main(["audit", "groups", "--threshold", "0.5", str(data), "--label", "y", "--score", "p", "--attribute", "g",
               "--calibration-family", "nope", "--json", str(tmp_path / "x.json")])

@@ -109,7 +109,7 @@ ROLES = ColumnRoles(label="y", score="s", attributes=("g",))
 
 
 def test_planted_auroc_gap_is_found_and_the_table_is_complete():
-    res = run_group_audit(_table(1, noise_c=2.5), GroupAuditPlan(roles=ROLES, n_boot=200))
+    res = run_group_audit(_table(1, noise_c=2.5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=200))
     d = res.discrimination.set_index(["metric", "group"])
     assert len(d) == 6 and d["test_id"].notna().all()
     c = d.loc[("auroc", "C")]
@@ -143,7 +143,7 @@ def test_test_matches_a_hand_computation():
     AUROC)."""
     from scipy.stats import norm
 
-    res = run_group_audit(_table(2), GroupAuditPlan(roles=ROLES, n_boot=200))
+    res = run_group_audit(_table(2), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=200))
     df = _table(2)
     t = res.tests.set_index("test_id")
     a, b = (df[df["g"] == k] for k in ("A", "B"))
@@ -164,18 +164,18 @@ def test_test_matches_a_hand_computation():
 
 
 def test_large_equal_groups_are_equivalent_and_too_few_cases_are_not_tested():
-    res = run_group_audit(_table(3, n=24000), GroupAuditPlan(roles=ROLES, n_boot=100))
+    res = run_group_audit(_table(3, n=24000), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
     v = res.discrimination.set_index(["metric", "group"])["verdict"]
     assert v.loc["auroc"].eq("equivalent").all()
     few = _table(4, n=400, prev=0.04)  # C: ~80 rows, ~3 positives
-    res = run_group_audit(few, GroupAuditPlan(roles=ROLES, n_boot=100, min_group_size=20))
+    res = run_group_audit(few, GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, min_group_size=20))
     c = res.discrimination.set_index(["metric", "group"]).loc[("auroc", "C")]
     assert c["verdict"] is None and c["test_id"] is None
     assert c["reason"].startswith("inconclusive: too few cases to test (only ")
 
 
 def test_whole_patients_raise_the_auroc_variance_and_json_round_trip():
-    res = run_group_audit(_table(6, n=900, patients=150), GroupAuditPlan(
+    res = run_group_audit(_table(6, n=900, patients=150), GroupAuditPlan(threshold=0.5, 
         roles=ColumnRoles(label="y", score="s", attributes=("g",), patient_id="pid"), n_boot=200))
     t = res.tests[res.tests["metric"] == "auroc"]
     assert (t["design_effect"] >= 1).all()
@@ -196,7 +196,7 @@ def test_whole_patients_raise_the_auroc_variance_and_json_round_trip():
 def _size(runs: int, n: int) -> dict:
     rej = {"auroc": [0, 0], "auprc": [0, 0]}
     for r in range(runs):
-        res = run_group_audit(_table(100 + r, n=n), GroupAuditPlan(roles=ROLES, n_boot=100, seed=r,
+        res = run_group_audit(_table(100 + r, n=n), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, seed=r,
                                                                    metrics=("recall",)))
         for m in rej:
             p = res.tests.loc[res.tests["metric"] == m, "p_value"]
@@ -218,7 +218,7 @@ def test_whole_audit_null_rate_with_discrimination_small():
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("g", "h"))
     hits = 0
     for r in range(30):
-        res = run_group_audit(_table(500 + r, n=600, tasks=3), GroupAuditPlan(roles=roles, n_boot=100, seed=r))
+        res = run_group_audit(_table(500 + r, n=600, tasks=3), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, seed=r))
         f = findings(res)
         hits += bool(((f["verdict"] == "differs") & (f["metric"] != "calibration")).any())
     assert hits <= 4

@@ -77,7 +77,7 @@ def test_the_cli_says_the_project_is_locked(tmp_path, short_timeout, capsys):
     other.execute("BEGIN IMMEDIATE")
     try:
         code = main(["audit", "groups", str(tmp_path / "d.csv"), "--label", "y", "--score", "p", "--attribute",
-                     "sex", "--n-boot", "100", "--no-calibration", "--json", str(tmp_path / "o.json"),
+                     "sex", "--threshold", "0.5", "--n-boot", "100", "--no-calibration", "--json", str(tmp_path / "o.json"),
                      "--project", str(p.path), "--quiet"])
     finally:
         other.execute("ROLLBACK")

@@ -132,7 +132,7 @@ def test_json_on_the_project_is_refused_and_the_project_kept(tmp_path, capsys):
     pd.DataFrame({"y": rng.integers(0, 2, n), "p": rng.uniform(size=n), "sex": rng.choice(["F", "M"], n)}).to_csv(
         tmp_path / "d.csv", index=False)
     project = tmp_path / "p.fairdesk"
-    base = ["audit", "groups", str(tmp_path / "d.csv"), "--label", "y", "--score", "p", "--attribute", "sex",
+    base = ["audit", "groups", "--threshold", "0.5", str(tmp_path / "d.csv"), "--label", "y", "--score", "p", "--attribute", "sex",
             "--n-boot", "100", "--quiet"]
     assert main(base + ["--json", str(tmp_path / "a.json"), "--project", str(project)]) == 0
     before = project.read_bytes()
@@ -371,7 +371,7 @@ def test_group_audit_pdf_with_hostile_names(tmp_path, capsys):
     df = pd.DataFrame({"y": rng.integers(0, 2, n), "p": rng.uniform(size=n), "grp": rng.choice(NAMES, n)})
     df.to_csv(tmp_path / "names.csv", index=False)
     pdf = tmp_path / "n.pdf"
-    code = main(["audit", "groups", str(tmp_path / "names.csv"), "--label", "y", "--score", "p", "--attribute", "grp",
+    code = main(["audit", "groups", "--threshold", "0.5", str(tmp_path / "names.csv"), "--label", "y", "--score", "p", "--attribute", "grp",
                  "--n-boot", "100", "--json", str(tmp_path / "n.json"), "--pdf", str(pdf),
                  "--project", str(tmp_path / "p.fairdesk"), "--quiet"])
     assert code == 0, capsys.readouterr().err

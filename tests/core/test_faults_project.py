@@ -77,7 +77,7 @@ def _side_files(path: Path) -> list[str]:
 # --------------------------------------------------------------------------------------------------------------
 def test_write_over_the_file_size_limit_fails_plainly_and_keeps_the_project(predictions, tmp_path, capsys):
     project = tmp_path / "p.fairdesk"
-    assert main(["audit", "groups", str(predictions), *AUDIT_ARGS, "--json", str(tmp_path / "a1.json"),
+    assert main(["audit", "groups", "--threshold", "0.5", str(predictions), *AUDIT_ARGS, "--json", str(tmp_path / "a1.json"),
                  "--project", str(project)]) == 0
     assert "stored as audit 1" in capsys.readouterr().out
     before = project.read_bytes()
@@ -88,7 +88,7 @@ def test_write_over_the_file_size_limit_fails_plainly_and_keeps_the_project(pred
 
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    proc = subprocess.run([sys.executable, "-m", "fairdesk.cli", "audit", "groups", str(predictions), *AUDIT_ARGS,
+    proc = subprocess.run([sys.executable, "-m", "fairdesk.cli", "audit", "groups", "--threshold", "0.5", str(predictions), *AUDIT_ARGS,
                            "--json", str(tmp_path / "a2.json"), "--project", str(project)],
                           env=_env(), capture_output=True, text=True, timeout=300, preexec_fn=limit_file_size)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)  # not killed by SIGXFSZ, not "success"
@@ -101,7 +101,7 @@ def test_write_over_the_file_size_limit_fails_plainly_and_keeps_the_project(pred
     assert state["check"] == "ok" and list(state["audits"]) == [1] and not state["orphans"]
     assert [a.id for a in Project(project, create=False).audits()] == [1]
     # and with room again, the same command stores audit 2
-    assert main(["audit", "groups", str(predictions), *AUDIT_ARGS, "--json", str(tmp_path / "a3.json"),
+    assert main(["audit", "groups", "--threshold", "0.5", str(predictions), *AUDIT_ARGS, "--json", str(tmp_path / "a3.json"),
                  "--project", str(project)]) == 0
     assert "stored as audit 2" in capsys.readouterr().out
 
@@ -114,7 +114,7 @@ def test_foreign_sqlite_file_is_refused_and_left_byte_identical(predictions, tmp
     con.commit()
     con.close()
     before = theirs.read_bytes()
-    code = main(["audit", "groups", str(predictions), *AUDIT_ARGS, "--json", str(tmp_path / "a.json"),
+    code = main(["audit", "groups", "--threshold", "0.5", str(predictions), *AUDIT_ARGS, "--json", str(tmp_path / "a.json"),
                  "--project", str(theirs)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "not a FairDesk project; it was left untouched" in err
@@ -143,7 +143,7 @@ from fairdesk.cli import main
 from fairdesk.core import project as project_module
 
 data, project, scratch, out = sys.argv[1:5]
-args = ["audit", "groups", data] + sys.argv[5:]
+args = ["audit", "groups", "--threshold", "0.5", data] + sys.argv[5:]
 main(args + ["--json", out, "--project", scratch])  # warm up every import before forking
 _transaction = project_module.Project.transaction
 

@@ -20,7 +20,7 @@ def test_progress_moves_per_attribute_task_and_block():
                                    "age": rng.uniform(20, 90, n)}))
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("sex", "site"),
                         continuous_attributes=("age",))
-    plan = GroupAuditPlan(roles=roles, n_boot=100, n_permutations=100, bins=(2, 5))
+    plan = GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, n_permutations=100, bins=(2, 5))
     seen: list[tuple[float, str]] = []
     run_group_audit(pd.concat(parts, ignore_index=True), plan, progress=lambda f, m: seen.append((f, m)))
     fractions = [f for f, _ in seen]

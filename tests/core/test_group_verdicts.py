@@ -91,7 +91,7 @@ def test_finding1_overwhelming_gap_differs_in_a_57_task_4_attribute_audit():
         frames.append(pd.DataFrame({"task": f"t{t:02d}", "y": y, "s": np.where(yhat, 0.8, 0.2), **a}))
     df = pd.concat(frames, ignore_index=True)
     roles = ColumnRoles(label="y", score="s", task="task", attributes=tuple(attrs))
-    res = run_group_audit(df, GroupAuditPlan(roles=roles))  # default settings: B = 1,000, BH over the audit
+    res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles))  # default settings: B = 1,000, BH over the audit
     r = res.records.set_index(["task", "attribute", "group", "metric"]).loc[("t00", "gender", "F", "recall")]
     assert -0.46 < r["gap"] < -0.34 and r["ci_high"] - r["ci_low"] < 0.12
     n_tests = verdict_counts(res)["tests"]
@@ -115,7 +115,7 @@ def _ethnicity_table(seed=7, n=2000):
 
 def test_finding7_a_pair_shown_twice_has_mirrored_interval_and_one_verdict():
     df = _ethnicity_table()
-    res = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("ethnicity",)),
+    res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=ColumnRoles(label="y", score="s", attributes=("ethnicity",)),
                                              calibration=False))
     rec = res.records.set_index(["group", "metric"])
     w, h = rec.loc[("White", "specificity")], rec.loc[("Hispanic", "specificity")]
@@ -157,8 +157,8 @@ def test_finding7_a_pair_shown_twice_has_mirrored_interval_and_one_verdict():
 def test_between_rule_shows_the_extreme_pair_of_the_pairwise_tests():
     df = _ethnicity_table()
     roles = ColumnRoles(label="y", score="s", attributes=("ethnicity",))
-    between = run_group_audit(df, GroupAuditPlan(roles=roles, gap_rule="between"))
-    pairs = run_group_audit(df, GroupAuditPlan(roles=roles, gap_rule="max"))
+    between = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, gap_rule="between"))
+    pairs = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, gap_rule="max"))
     assert len(between.records) == 3
     pd.testing.assert_frame_equal(between.tests, pairs.tests)  # same tests, same family, same verdicts
     spec = between.records[between.records["metric"] == "specificity"].iloc[0]
@@ -179,8 +179,8 @@ def test_equivalent_needs_precision_and_inconclusive_is_not_fair():
         return pd.DataFrame({"y": y, "s": np.where(yhat, 0.9, 0.1), "g": g})
 
     roles = ColumnRoles(label="y", score="s", attributes=("g",))
-    big = run_group_audit(table(40000), GroupAuditPlan(roles=roles, n_boot=300, calibration=False))
-    small = run_group_audit(table(120), GroupAuditPlan(roles=roles, n_boot=300, calibration=False))
+    big = run_group_audit(table(40000), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=300, calibration=False))
+    small = run_group_audit(table(120), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=300, calibration=False))
     assert set(big.records["verdict"]) == {"equivalent"}
     assert set(small.records["verdict"]) == {"inconclusive"}
     assert (big.summary["n_equivalent"] == 1).all() and (small.summary["n_inconclusive"] == 1).all()
@@ -195,18 +195,18 @@ def test_equivalent_needs_precision_and_inconclusive_is_not_fair():
 
 def test_family_and_correction_options():
     df, roles = simulate_audit_table(n_tasks=3, group_sizes=(300, 200, 100), seed=5)
-    base = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=200, seed=1, calibration=False))
+    base = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=200, seed=1, calibration=False))
     t = base.tests
-    np.testing.assert_allclose(correct(t, GroupAuditPlan(roles=roles, correction="holm"))["q_value"],
+    np.testing.assert_allclose(correct(t, GroupAuditPlan(threshold=0.5, roles=roles, correction="holm"))["q_value"],
                                holm(t["p_value"].to_numpy(float)))
-    per_task = correct(t, GroupAuditPlan(roles=roles, family="task"))
+    per_task = correct(t, GroupAuditPlan(threshold=0.5, roles=roles, family="task"))
     assert per_task["family_key"].nunique() == 3
-    narrow = correct(t, GroupAuditPlan(roles=roles, family="attribute-group-measure"))
+    narrow = correct(t, GroupAuditPlan(threshold=0.5, roles=roles, family="attribute-group-measure"))
     assert narrow["family_key"].nunique() == 9  # 3 pairs × 3 measures, across the tasks
     with pytest.raises(Exception, match="correction family"):
-        GroupAuditPlan(roles=roles, family="everything")
+        GroupAuditPlan(threshold=0.5, roles=roles, family="everything")
     with pytest.raises(Exception, match="margin"):
-        GroupAuditPlan(roles=roles, margin=0)
+        GroupAuditPlan(threshold=0.5, roles=roles, margin=0)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def test_finding5_delta_eo_null_band_agrees_with_the_test_under_the_null():
         frames.append(pd.DataFrame({"task": f"t{t}", "y": y, "s": np.where(yhat, 0.8, 0.2),
                                     "age": rng.uniform(18, 90, n)}))
     roles = ColumnRoles(label="y", score="s", task="task", continuous_attributes=("age",))
-    d = run_group_audit(pd.concat(frames), GroupAuditPlan(roles=roles, n_boot=100, n_permutations=400,
+    d = run_group_audit(pd.concat(frames), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, n_permutations=400,
                                                           bins=(2, 5))).records
     assert len(d) == 60
     # the old percentile CI of the unsigned Δ excluded 0 in every null run; the band never does
@@ -253,7 +253,7 @@ def test_size_of_the_pair_test_under_complete_nulls(design, kw, tol):
     k = n = 0
     for rep in range(8):
         df, roles = simulate_audit_table(n_tasks=10, seed=1000 + rep, **kw)
-        t = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=200, seed=rep, calibration=False)).tests
+        t = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=200, seed=rep, calibration=False)).tests
         p = t["p_value"].dropna().to_numpy(float)
         k, n = k + int((p <= ALPHA).sum()), n + p.size
     lo, hi = _binomial_ci(k, n)
@@ -269,9 +269,9 @@ def test_finding2_complete_null_audits_rarely_report_a_difference():
     n_audits = 25
     for rep in range(n_audits):
         df, roles = simulate_audit_table(n_tasks=10, seed=2000 + rep)
-        res = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=150, seed=rep, calibration=False))
+        res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=150, seed=rep, calibration=False))
         flagged += bool((res.records["verdict"] == "differs").any())
-        narrow = correct(res.tests, GroupAuditPlan(roles=roles, family="attribute-group-measure"))
+        narrow = correct(res.tests, GroupAuditPlan(threshold=0.5, roles=roles, family="attribute-group-measure"))
         flagged_narrow += bool((narrow["verdict"] == "differs").any())
     print(f"null audits with a 'differs': {flagged}/{n_audits} (default family), {flagged_narrow}/{n_audits} (001)")
     assert flagged <= 5  # binomial(25, .05): P(≥ 6) ≈ .007
@@ -281,7 +281,7 @@ def test_finding2_complete_null_audits_rarely_report_a_difference():
 def test_planted_gap_is_found_and_the_rest_stays_quiet():
     df, roles = simulate_audit_table(n_tasks=5, group_sizes=(3000, 3000), prevalence=0.3, planted_gap=-0.25,
                                      seed=9)
-    res = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=300))
+    res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=300))
     r = res.records
     hit = r[(r["task"] == "task00") & (r["group"] == "G1") & (r["metric"] == "recall")].iloc[0]
     assert hit["verdict"] == "differs" and hit["gap"] < -0.15 and hit["favours"] == "G2"
@@ -311,7 +311,7 @@ def test_finding6_small_denominator_interval_stays_around_its_estimate():
     a = pd.DataFrame({"g": "A", "y": [1] * 10 + [0] * 40, "s": [0.9] * 10 + [0.1] * 40})
     b = pd.DataFrame({"g": "B", "y": [1] * 1000 + [0] * 1000, "s": [0.9] * 700 + [0.1] * 300 + [0.1] * 1000})
     res = run_group_audit(pd.concat([a, b], ignore_index=True),
-                          GroupAuditPlan(ColumnRoles(label="y", score="s", attributes=("g",)), n_boot=400, seed=0))
+                          GroupAuditPlan(ColumnRoles(label="y", score="s", attributes=("g",)), threshold=0.5, n_boot=400, seed=0))
     rec = res.records[(res.records["metric"] == "recall") & (res.records["group"] == "A")].iloc[0]
     assert rec["gap"] == pytest.approx(0.3)
     position = (rec["gap"] - rec["ci_low"]) / (rec["ci_high"] - rec["ci_low"])

@@ -38,6 +38,7 @@ def rows(counts: dict[str, tuple[int, int, int, int]], col: str = "g", hi: float
 def audit(df, roles=ROLES, **kw) -> GroupAuditResult:
     kw.setdefault("min_group_size", 1)
     kw.setdefault("min_denominator", 1)  # hand fixtures have a handful of cases per cell
+    kw.setdefault("threshold", 0.5)
     kw.setdefault("n_boot", 200)
     kw.setdefault("n_permutations", 200)
     return run_group_audit(df, GroupAuditPlan(roles=roles, **kw))

@@ -43,7 +43,7 @@ def group_result():
 
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("site",),
                         continuous_attributes=("age",))
-    plan = GroupAuditPlan(roles=roles, n_boot=100, n_permutations=100, min_group_size=5, bins=(3,))
+    plan = GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, n_permutations=100, min_group_size=5, bins=(3,))
     return run_group_audit(small._group_table(), plan)
 
 
@@ -209,7 +209,7 @@ def test_project_provenance_of_data_and_model(tmp_path):
     project.add_model("logistic_regression", "logistic_regression",
                       {"model_hashes": {"sepsis": "b" * 64}, "version": "v2"}, predictions_id=ds)
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("site",))
-    result = run_group_audit(table, GroupAuditPlan(roles=roles, n_boot=100, min_group_size=5))
+    result = run_group_audit(table, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, min_group_size=5))
     audit_id = project.add_audit("gaps", "groups", result.to_json(), dataset_id=ds)
     card = model_card(project, audit_id, intended_use=None)
     assert card["model"] == {"name": "logistic_regression", "kind": "logistic_regression", "version": "v2",
@@ -503,7 +503,7 @@ def test_cli_from_a_table_to_the_card(tmp_path, capsys):
 
     data = write_table(small._group_table(2), tmp_path / "preds.csv")
     project = tmp_path / "p.fairdesk"
-    assert main(["audit", "groups", str(data), "--label", "label", "--score", "score", "--task", "task",
+    assert main(["audit", "groups", "--threshold", "0.5", str(data), "--label", "label", "--score", "score", "--task", "task",
                  "--attribute", "site", "--min-group-size", "5", "--n-boot", "100", "--json",
                  str(tmp_path / "a.json"), "--project", str(project), "--quiet"]) == 0
     printed = capsys.readouterr().out

@@ -105,14 +105,14 @@ def stored_project(tmp_path_factory):
     pd.DataFrame({"y": rng.integers(0, 2, n), "p": rng.random(n), "sex": rng.choice(["F", "M"], n)}).to_csv(
         root / "d.csv", index=False)
     code, err = _run(["audit", "groups", root / "d.csv", "--label", "y", "--score", "p", "--attribute", "sex",
-                      "--n-boot", "100", "--no-calibration", "--json", root / "a.json", "--project",
+                      "--threshold", "0.5", "--n-boot", "100", "--no-calibration", "--json", root / "a.json", "--project",
                       root / "p.fairdesk", "--quiet"])
     assert code == 0, err
     return root
 
 
 @pytest.mark.parametrize("argv", [
-    ["audit", "groups", "{d}", "--label", "y", "--score", "p", "--attribute", "sex", "--n-boot", "100",
+    ["audit", "groups", "{d}", "--label", "y", "--score", "p", "--attribute", "sex", "--threshold", "0.5", "--n-boot", "100",
      "--no-calibration", "--json", "{p}.fairdesk", "--project", "{p}", "--quiet"],
     ["report", "--project", "{p}", "--audit", "1", "--pdf", "{p}.fairdesk"],
     ["report", "model-card", "--project", "{p}", "--audit", "1", "--out", "{p}.fairdesk"],
@@ -207,7 +207,7 @@ def test_a_claimed_folder_is_released_when_nothing_was_written(tmp_path):
 # folder, M2 a second one, P the project, I the images folder. Output slots: (option, "file" | "folder").
 SPECS = {
     ("audit", "groups"): (["audit", "groups", "{T}", "--label", "y", "--score", "p", "--attribute", "sex",
-                           "--n-boot", "100"], [("--json", "file"), ("--pdf", "file")], "--project"),
+                           "--threshold", "0.5", "--n-boot", "100"], [("--json", "file"), ("--pdf", "file")], "--project"),
     ("validate",): (["validate", "{T}", "--label", "y", "--score", "p", "--attribute", "sex"], [], None),
     ("report",): (["report", "--project", "{P}", "--audit", "1"], [("--pdf", "file")], None),
     ("report", "model-card"): (["report", "model-card", "--project", "{P}", "--audit", "1",

@@ -52,7 +52,7 @@ def table() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def audit(table) -> GroupAuditResult:
-    plan = GroupAuditPlan(roles=ROLES, n_boot=200, n_permutations=200, intersections=(("sex", "ethnicity"),))
+    plan = GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=200, n_permutations=200, intersections=(("sex", "ethnicity"),))
     return run_group_audit(table, plan)
 
 
@@ -264,7 +264,7 @@ def test_suppression_k_is_configurable(audit):
 def test_not_estimable_rates_are_never_zero():
     t = make_table(seed=1, planted=0.0)
     t.loc[(t.task == "aki") & (t.ethnicity == "Asian"), "label"] = 0  # no positives: recall undefined
-    res = run_group_audit(t, GroupAuditPlan(roles=ROLES, n_boot=100, n_permutations=100, metrics=("recall",),
+    res = run_group_audit(t, GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, n_permutations=100, metrics=("recall",),
                                             bins=(2,)))
     rep = build_group_report(res)
     table = next(x for x in rep.tables() if x.title == "Gap results: ethnicity")

@@ -40,7 +40,7 @@ def planted(seed: int = 3, n: int = 1500, sizes=(0.5, 0.25, 0.15, 0.1)) -> pd.Da
 
 @pytest.fixture(scope="module")
 def audit() -> GroupAuditResult:
-    return run_group_audit(planted(), GroupAuditPlan(roles=ROLES, n_boot=100))
+    return run_group_audit(planted(), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
 
 
 def _quiet_gaps(result: GroupAuditResult) -> GroupAuditResult:
@@ -131,7 +131,7 @@ def test_only_calibration_differs_is_not_summarised_as_nothing_differs(audit):
 
 def test_small_cells_are_suppressed_in_the_table_figure_labels_and_tooltips():
     df = planted(seed=5, n=400, sizes=(0.6, 0.25, 0.13, 0.02))  # Other: about 8 rows
-    res = run_group_audit(df, GroupAuditPlan(roles=ROLES, n_boot=100, min_group_size=5))
+    res = run_group_audit(df, GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, min_group_size=5))
     n_other = int(res.calibration.set_index("group").loc["Other", "n"])
     assert n_other < 11
     shown, hidden = build_group_report(res, suppress_k=1), build_group_report(res, suppress_k=11)
@@ -151,7 +151,7 @@ def test_small_cells_are_suppressed_in_the_table_figure_labels_and_tooltips():
 
 
 def test_not_assessed_is_said_with_its_reason(audit):
-    off = run_group_audit(planted(n=400), GroupAuditPlan(roles=ROLES, n_boot=100, calibration=False))
+    off = run_group_audit(planted(n=400), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, calibration=False))
     report = build_group_report(off)
     sec_text = "\n".join(getattr(b, "text", "") for b in report.section("calibration").blocks)
     assert "Calibration by group was not assessed: it was switched off for this audit" in sec_text

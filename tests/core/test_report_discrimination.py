@@ -50,7 +50,7 @@ def prevalence_only(seed: int = 6, n: int = 1600) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def weak() -> GroupAuditResult:
-    return run_group_audit(weak_ranking(), GroupAuditPlan(roles=ROLES, n_boot=100))
+    return run_group_audit(weak_ranking(), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
 
 
 def _finding_texts(report) -> list[str]:
@@ -104,7 +104,7 @@ def test_board_summary_tells_the_auroc_gap_in_words(weak):
 
 
 def test_auprc_gap_of_prevalence_alone_carries_the_caveat():
-    res = run_group_audit(prevalence_only(), GroupAuditPlan(roles=ROLES, n_boot=100))
+    res = run_group_audit(prevalence_only(), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
     disc = res.discrimination.set_index(["group", "metric"])
     assert disc.loc[("B", "auprc"), "verdict"] == "differs"  # AUPRC moves with prevalence ...
     assert disc.loc[("B", "auroc"), "verdict"] != "differs"  # ... while the ranking is the same

@@ -58,7 +58,7 @@ def group_result():
 
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("site",),
                         continuous_attributes=("age",))
-    plan = GroupAuditPlan(roles=roles, n_boot=100, n_permutations=100, min_group_size=5, bins=(3,))
+    plan = GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, n_permutations=100, min_group_size=5, bins=(3,))
     return run_group_audit(_group_table(), plan)
 
 

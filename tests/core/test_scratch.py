@@ -39,7 +39,7 @@ def _start_audit(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "fairdesk.cli", "audit", "groups", str(data), "--label", "y",
                              "--score", "p", "--attribute", "sex", "--attribute", "eth", "--intersect", "sex,eth",
-                             "--n-boot", "20000", "--json", str(tmp_path / "o.json"), "--quiet"],
+                             "--threshold", "0.5", "--n-boot", "20000", "--json", str(tmp_path / "o.json"), "--quiet"],
                             env=_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until the table has been copied into the scratch project

@@ -25,6 +25,7 @@ def base(n: int = 200, seed: int = 0) -> pd.DataFrame:
 
 
 def run(df, roles=ROLES, **kw):
+    kw.setdefault("threshold", 0.5)
     kw.setdefault("n_boot", 100)
     kw.setdefault("n_permutations", 100)
     return run_group_audit(df, GroupAuditPlan(roles=roles, **kw))

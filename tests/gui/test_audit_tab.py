@@ -15,6 +15,8 @@ N_BOOT = 200
 
 
 def _setup_audit(tab) -> None:
+    if not tab.best_f1_radio.isChecked():  # the form starts with no threshold chosen (issue 21)
+        tab.fixed_radio.setChecked(True)
     tab.n_boot_spin.setValue(N_BOOT)
     tab.seed_spin.setValue(3)
     tab.min_group_spin.setValue(20)
@@ -236,6 +238,7 @@ def test_failed_audit_shows_message(window, stored_predictions, run_and_wait):
     tab.attributes_list.set_checked([])
     tab.continuous_list.set_checked([])
     tab.n_boot_spin.setValue(N_BOOT)
+    tab.fixed_radio.setChecked(True)
     job = run_and_wait(window, tab.run_audit)
     assert job.state == JobState.FAILED
     assert "protected attribute" in job.error

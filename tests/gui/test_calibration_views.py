@@ -39,7 +39,7 @@ def page(make_window, tmp_path, monkeypatch):
     df.to_csv(csv, index=False)
     project = tmp_path / "p.fairdesk"
     dataset_id = import_table(project, csv, roles=ROLES)
-    audit_groups(project, dataset_id, GroupAuditPlan(roles=ROLES, n_boot=100))
+    audit_groups(project, dataset_id, GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
     window = make_window()
     window.resize(1400, 900)
     window.open_project(project)
@@ -165,7 +165,7 @@ def test_roc_tab_shows_the_discrimination_table_with_coloured_verdicts(make_wind
     csv = tmp_path / "d.csv"
     _weak_scores().to_csv(csv, index=False)
     project = tmp_path / "p.fairdesk"
-    audit_groups(project, import_table(project, csv, roles=ROLES), GroupAuditPlan(roles=ROLES, n_boot=100))
+    audit_groups(project, import_table(project, csv, roles=ROLES), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))
     window = make_window()
     window.resize(1366, 768)
     window.open_project(project)

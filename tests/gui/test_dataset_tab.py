@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import Qt
 
+from fairdesk.core.errors import FairDeskError
 from fairdesk.core.project import Project
 
 
@@ -163,6 +165,12 @@ def test_first_use_open_csv_without_project_run_audit_export(window, project_pat
     window.show_page(audit)
     assert audit.run_button.isEnabled() and audit.dataset_combo.count() == 1
     audit.n_boot_spin.setValue(200)
+    # no threshold is chosen until the user chooses one (issue 21): the plan is refused in one sentence
+    assert not (audit.fixed_radio.isChecked() or audit.best_f1_radio.isChecked())
+    assert not audit.threshold_spin.isEnabled()
+    with pytest.raises(FairDeskError, match="Choose the threshold"):
+        audit.plan()
+    audit.fixed_radio.setChecked(True)
     job = run_and_wait(window, audit.run_audit)
     assert job.state.value == "done", job.error
     audit.findings.wait()

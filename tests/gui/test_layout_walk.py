@@ -23,7 +23,7 @@ def audited(window, stored_predictions, project_path):
     from fairdesk.core.data.schema import ColumnRoles
 
     roles = ColumnRoles(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in info.roles.items()})
-    audit_groups(project_path, stored_predictions, GroupAuditPlan(roles=roles, n_boot=200, n_permutations=200),
+    audit_groups(project_path, stored_predictions, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=200, n_permutations=200),
                  name="walk")
     window.notify_project_changed()
     window.audit_tab.findings.wait()
@@ -140,7 +140,7 @@ def test_findings_header_on_other_audit_pages(window, project_path, kind):
     small = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(small)
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("site",))
-    group = run_group_audit(small._group_table(), GroupAuditPlan(roles=roles, n_boot=100, min_group_size=5))
+    group = run_group_audit(small._group_table(), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, min_group_size=5))
     doc = json.loads(json.dumps(small.DOCUMENTS[kind](group), default=str))
     Project(project_path, create=True).add_audit("stored", kind, json.dumps(doc))
     window.open_project(project_path)

@@ -135,7 +135,7 @@ def test_audit_at_threshold_refuses_without_the_dataset_or_while_busy(window, ma
 
     a = _import(project_path, tmp_path, predictions_frame, "dataset A", seed=0)
     b = _import(project_path, tmp_path, predictions_frame, "dataset B", seed=1)
-    plan = GroupAuditPlan(roles=ROLES, n_boot=N_BOOT, min_group_size=20, tasks=("mortality",))
+    plan = GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=N_BOOT, min_group_size=20, tasks=("mortality",))
     first = audit_groups(project_path, a, plan)
     # the same audit stored without its dataset (e.g. copied from a project where it was run)
     orphan = Project(project_path).add_audit("orphan", "groups", Project(project_path).audit_json(first),

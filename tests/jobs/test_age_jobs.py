@@ -114,7 +114,7 @@ def test_group_audit_runs_on_the_stored_predictions(stored):
     project_path, audit_id, _ = stored
     pred_id = jobs.predictions_dataset_of(project_path, audit_id)
     roles = ColumnRoles.from_dict(Project(project_path, create=False).dataset(pred_id).roles)
-    group_audit = audit_groups(project_path, pred_id, GroupAuditPlan(roles, bins=(2, 5), n_boot=100,
+    group_audit = audit_groups(project_path, pred_id, GroupAuditPlan(roles, threshold=0.5, bins=(2, 5), n_boot=100,
                                                                      min_group_size=2))
     result = Project(project_path, create=False).load_audit(group_audit)
     deltas = result.records[result.records["metric"] == "delta_eo"]

@@ -27,7 +27,7 @@ def project(tmp_path):
     csv = tmp_path / "good.csv"
     _table().to_csv(csv, index=False)
     ds = tasks.import_table(path, csv, roles=ROLES)
-    audit = tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, n_boot=100))
+    audit = tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, threshold=0.5, n_boot=100))
     return path, ds, audit
 
 
@@ -66,18 +66,18 @@ def test_cancelled_audit_stores_nothing(project):
             token.cancel()
 
     with pytest.raises(Cancelled):
-        tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, n_boot=100), progress=progress, cancel=token)
+        tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, threshold=0.5, n_boot=100), progress=progress, cancel=token)
     assert [a.id for a in Project(path).audits()] == [audit]
     assert Project(path).load_audit(audit).records.shape[0] > 0
 
 
 def test_job_states_and_messages(project):
     path, ds, _ = project
-    ok = Job("audit", lambda progress, cancel: tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, n_boot=100),
+    ok = Job("audit", lambda progress, cancel: tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, threshold=0.5, n_boot=100),
                                                                   progress=progress, cancel=cancel)).run()
     assert ok.state is JobState.DONE and isinstance(ok.result, int)
     bad = Job("audit", lambda progress, cancel: tasks.audit_groups(
-        path, ds, GroupAuditPlan(ColumnRoles("y", "p", "task", ("nosuch",)), n_boot=100), progress=progress,
+        path, ds, GroupAuditPlan(ColumnRoles("y", "p", "task", ("nosuch",)), threshold=0.5, n_boot=100), progress=progress,
         cancel=cancel)).run()
     assert bad.state is JobState.FAILED and "'nosuch'" in bad.error and bad.details is None
     crash = Job("x", lambda progress, cancel: 1 / 0).run()

@@ -26,6 +26,7 @@ from fairdesk.core.stats import discrimination as D
 from fairdesk.core.stats.bootstrap import cluster_cell_counts, stratified_cell_counts
 from fairdesk.core.stats.multiple import adjust
 from fairdesk.core.stats.thresholds import best_f1_threshold
+from fairdesk.core.stats.verified_region import annotate as annotate_region
 
 METRICS = ("parity", "recall", "specificity")
 GAP_RULES = ("max", "one-vs-rest", "between", "to-overall")  # to-overall: accepted, run as one-vs-rest
@@ -77,6 +78,11 @@ DISCRIMINATION_TEST_TEXT = {
 }
 
 
+THRESHOLD_REQUIRED = (
+    "Choose the threshold at which the model flags a patient: the score it is used at (a number in (0, 1), e.g. "
+    "0.3) or 'best_f1' (chosen per task on the validation split); FairDesk does not assume one.")
+
+
 @dataclass
 class GroupAuditPlan:
     """What to audit and how. Mirrors the CLI flags of ``fairdesk-cli audit groups``."""
@@ -84,7 +90,8 @@ class GroupAuditPlan:
     roles: ColumnRoles
     metrics: tuple[str, ...] = METRICS
     gap_rule: str = "max"
-    threshold: float | str = 0.5  # a number, or "best_f1" (chosen per task on the validation split)
+    threshold: float | str | None = None  # required: a number, or "best_f1" (chosen per task on the validation
+    # split); no default (issue 21: a silent 0.5 flagged nobody on a cohort whose highest score was 0.43)
     bins: tuple[int, ...] = (2, 5)
     intersections: tuple[tuple[str, ...], ...] = ()
     tasks: tuple[str, ...] | None = None
@@ -131,6 +138,8 @@ class GroupAuditPlan:
             raise DataError(f"The calibration-slope equivalence range ({lo:g}, {hi:g}) must contain 1 and lie above "
                             "0, e.g. 0.8 to 1.25.")
         self.calibration_slope_range = (lo, hi)
+        if self.threshold is None:
+            raise DataError(THRESHOLD_REQUIRED)
         if isinstance(self.threshold, str):
             if self.threshold != "best_f1":
                 try:
@@ -233,7 +242,7 @@ _COLUMNS = {
     "records": ["task", "attribute", "group", "metric", "n", "numerator", "denominator", "rate", "reason",
                 "comparison", "comparison_rate", "gap", "ci_low", "ci_high", "p_value", "q_value", "significant",
                 "significant_bh", "favours", "n_boot_valid", "threshold", "bins", "test", "verdict", "test_id",
-                "p_equivalence", "q_equivalence"],
+                "p_equivalence", "q_equivalence", "outside_region"],
     "groups": ["task", "attribute", "group", "n", "n_patients", "n_positive", "prevalence", "auroc", "auprc",
                "tn", "fp", "fn", "tp", "tested", "reason"],
     "summary": ["attribute", "group", "metric", "n_tasks", "n_significant", "share_favouring",
@@ -243,7 +252,7 @@ _COLUMNS = {
                    "n_positive", "fpr", "fnr"],
     "tests": ["test_id", "task", "attribute", "metric", "kind", "group", "comparison", "gap", "ci_low", "ci_high",
               "p_value", "p_equivalence", "design_effect", "n_boot_valid", "family_key", "q_value",
-              "q_equivalence", "verdict"],
+              "q_equivalence", "verdict", "outside_region"],
     "calibration": ["task", "attribute", "group", "n", "n_positive"]
                    + [f"{m}{suffix}" for m in CALIBRATION_MEASURES for suffix in ("", "_ci_low", "_ci_high")]
                    + ["test", "lr_stat", "p_value", "p_equivalence", "design_effect", "q_value",
@@ -461,6 +470,9 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         y = sub[roles.label].to_numpy(int)
         s = sub[roles.score].to_numpy(float)
         yhat = (s >= tau).astype(int)
+        flat = flat_threshold_warning(task, yhat, s, tau)
+        if flat:
+            warnings.append(flat)
         cluster = bool(roles.patient_id) and sub[roles.patient_id].duplicated().any()
         boot_mode[task] = ("whole-patient (cluster) resampling" if cluster
                            else "row resampling within groups")
@@ -495,10 +507,14 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
     rep(0.95, "Correcting for multiple testing")
     rec = pd.DataFrame.from_records(records, columns=_COLUMNS["records"])
     tst = correct(pd.DataFrame.from_records(tests, columns=_COLUMNS["tests"]), plan)
+    groups_table = pd.DataFrame.from_records(group_rows, columns=_COLUMNS["groups"])
+    if not tst.empty:  # issue 21: a test outside the design-space region where its size and coverage were verified
+        tst["outside_region"] = annotate_region(tst, groups_table,
+                                                {t for t, m in boot_mode.items() if m.startswith("whole-patient")})
     if not rec.empty:
         by_id = tst.set_index("test_id") if not tst.empty else None
         has = rec["test_id"].notna()
-        for col in ("q_value", "q_equivalence", "verdict"):
+        for col in ("q_value", "q_equivalence", "verdict", "outside_region"):
             rec[col] = None
             if by_id is not None and has.any():
                 rec.loc[has, col] = rec.loc[has, "test_id"].map(by_id[col]).to_numpy()
@@ -513,7 +529,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
                       n_rows=int(len(table)), n_eval_rows=int(len(eval_df)))
     return GroupAuditResult(plan=plan, records=rec, tests=tst, calibration=cal, discrimination=disc,
                             curves=pd.DataFrame.from_records(curve_rows, columns=_COLUMNS["curves"]),
-                            groups=pd.DataFrame.from_records(group_rows, columns=_COLUMNS["groups"]),
+                            groups=groups_table,
                             summary=summary,
                             dropped=pd.DataFrame.from_records(dropped, columns=_COLUMNS["dropped"]),
                             delta_bins=pd.DataFrame.from_records(bin_rows, columns=_COLUMNS["delta_bins"]),
@@ -662,6 +678,8 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                 reason = f"only {int(denom)} {unit_txt} (fewer than {plan.min_denominator}): too few to test"
             elif t is None:
                 reason = "no other group has a rate that can be tested"
+            elif t.get("flat"):
+                reason = flat_reason(task, tau, yhat, metric, rate_j)
             elif t["n_boot_valid"] < plan.n_boot:
                 reason = f"estimable in {int(t['n_boot_valid'])} of {plan.n_boot} bootstrap replicates"
             comp_name, comp_rate = None, None
@@ -998,9 +1016,47 @@ def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) -> di
     _, p = G.score_test(x_a, n_a, x_b, n_b, deff, df)
     centre, se = G.agresti_caffo(x_a, n_a, x_b, n_b, deff)
     lo, hi = G.interval(centre, se, plan.ci_level, df)
+    flat = no_variation(x_a, n_a, x_b, n_b)
     return {"gap": float(x_a / n_a - x_b / n_b), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
-            "p_equivalence": float(G.tost_p(centre, se, plan.margin, df)), "design_effect": deff,
-            "n_boot_valid": n_valid}
+            "p_equivalence": float("nan") if flat else float(G.tost_p(centre, se, plan.margin, df)),
+            "design_effect": deff, "n_boot_valid": n_valid, "flat": flat}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Degenerate comparisons at the threshold (issue 21): a rate that is 0 (or 1) in both groups by construction —
+# the model flags nobody (everybody) there — says nothing about equivalence: the TOST p of such a pair is small only
+# because the Agresti–Caffo pseudo-counts make a tiny standard error around 0. Such a pair gets no equivalence p
+# (NaN: it leaves the equivalence family), so its verdict is "inconclusive", with the reason in its records.
+
+FLAT_PREFIX = "The model flags "  # every task-level threshold warning starts so (the CLI prints them on stderr)
+
+
+def no_variation(x_a, n_a, x_b, n_b) -> bool:
+    """True when both rates are 0 or both are 1: the comparison carries no evidence of equivalence."""
+    return bool((x_a == 0 and x_b == 0) or (x_a == n_a and x_b == n_b))
+
+
+def flat_threshold_warning(task, yhat: np.ndarray, s: np.ndarray, tau: float) -> str | None:
+    """The warning for a task in which the model flags nobody or everybody at the threshold, else None."""
+    if yhat.size == 0 or 0 < int(yhat.sum()) < yhat.size:
+        return None
+    nobody = not yhat.any()
+    where = "" if str(task) == "(all)" else f" in task '{task}'"
+    extreme = f"highest score {float(s.max()):.3g}" if nobody else f"lowest score {float(s.min()):.3g}"
+    return (f"{FLAT_PREFIX}{'nobody' if nobody else 'everybody'}{where} at threshold {tau:g} ({yhat.size:,} rows; "
+            f"{extreme}): every comparison of rates at this threshold is inconclusive. Give the threshold the "
+            "model is used at.")
+
+
+def flat_reason(task, tau: float, yhat: np.ndarray, metric: str, value: float) -> str:
+    """The reason of a comparison whose rate is 0 or 1 in both groups (see :func:`no_variation`)."""
+    where = "" if str(task) == "(all)" else f" in {task}"
+    if not yhat.any():
+        return f"inconclusive: the model flags nobody{where} at threshold {tau:g}"
+    if yhat.all():
+        return f"inconclusive: the model flags everybody{where} at threshold {tau:g}"
+    return (f"inconclusive: {metric} is {value:g} in both groups at threshold {tau:g} (nothing varies to compare, "
+            "so no evidence of equivalence)")
 
 
 def _audit_continuous(task, attr, x, y, yhat, patients, cluster, tau, plan, rng, records, bin_rows, warnings,
@@ -1210,9 +1266,11 @@ def findings(result: GroupAuditResult) -> pd.DataFrame:
     sel = sel.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
     sel = sel.drop(columns=["_up", "_i"])
     parts = [p for p in (sel, discrimination_findings(result), calibration_findings(result)) if not p.empty]
-    if len(parts) <= 1:
-        return parts[0] if parts else sel
-    return pd.concat(parts, ignore_index=True)
+    out = parts[0] if len(parts) == 1 else sel if not parts else pd.concat(parts, ignore_index=True)
+    tst = getattr(result, "tests", None)
+    if tst is not None and "outside_region" in tst and not out.empty:  # every finding's region note, by test
+        out = out.assign(outside_region=out["test_id"].map(tst.set_index("test_id")["outside_region"]))
+    return out
 
 
 def discrimination_findings(result: GroupAuditResult) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
-                                         FAMILY_TEXT, METRIC_TEXT, RULE_TEXT, findings, verdict_counts)
+                                         FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, findings, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
@@ -88,7 +88,32 @@ def _sig_text(row, margin: float = 0.05) -> str:
     """The verdict cell: differs / equivalent within ±margin / inconclusive ("–" when not tested)."""
     if num(row.gap) is None:
         return "–"
-    return verdict_text(getattr(row, "verdict", None), margin)
+    reason = _s(getattr(row, "reason", None))
+    if getattr(row, "verdict", None) == "inconclusive" and reason.startswith("inconclusive:"):
+        return reason  # e.g. "inconclusive: the model flags nobody in T at threshold 0.5" (issue 21)
+    text = verdict_text(getattr(row, "verdict", None), margin)
+    return text + (f" ({OUTSIDE_MARK})" if _s(getattr(row, "outside_region", None)) else "")
+
+
+OUTSIDE_MARK = "outside verified region"
+
+
+def outside_region_note(result, k: int) -> str | None:
+    """Page 1's note on the comparisons outside the region where their test was verified (issue 21), or None;
+    counts below ``k`` suppressed."""
+    f = findings(result)
+    if f.empty or "outside_region" not in f:
+        return None
+    out = f[f["outside_region"].map(lambda v: isinstance(v, str) and bool(v))]
+    if out.empty:
+        return None
+    example = out.iloc[0]
+    return (f"{plural(len(out), 'comparison')} (marked “{OUTSIDE_MARK}” in the tables) "
+            f"{'rests' if len(out) == 1 else 'rest'} on data outside the region where FairDesk's simulations "
+            "verified the test's error rate and interval coverage (docs/methods.md, “Validity over a design "
+            f"space”), so {'its verdict' if len(out) == 1 else 'their verdicts'} may be less reliable than stated; "
+            f"for example {example['metric']} of {example['group']}{in_task(example['task'])}: "
+            f"{suppress_text(str(example['outside_region']).removeprefix('outside the verified region: '), k)}.")
 
 
 def _rate_cell(row, k: int) -> str:
@@ -487,6 +512,9 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     margin = float(getattr(plan, "margin", 0.05))
     blocks.append(Paragraph("What was found", "subheading"))
     blocks.append(Paragraph(_verdict_sentence(result, counts), "lead"))
+    for w in result.warnings:  # the model flags nobody / everybody in a task at its threshold (issue 21)
+        if str(w).startswith(FLAT_PREFIX):
+            blocks.append(Paragraph(suppress_text(str(w), k), "lead"))
     if cal_counts["total"]:
         # gaps and calibration are different questions: say each apart, so that a calibration finding is never
         # counted under "differs" while the text says that no comparison differs (issue 14)
@@ -548,6 +576,9 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         notes.append(f"A further {plural(n_unadj_only, 'comparison')} had p ≤ {plan.alpha:g} before the "
                      "correction only; with this many tests some are expected by chance, so they count as "
                      "inconclusive.")
+    region = outside_region_note(result, k)
+    if region:
+        notes.append(region)
     n_dropped = len(result.dropped)
     if n_dropped:
         notes.append(f"{plural(n_dropped, 'group')} (counted per task) could not be tested because "

@@ -187,7 +187,8 @@ class AuditTab(AuditPage):
         form.addRow("Equivalence margin ±", self.margin_spin)
         self.fixed_radio = QRadioButton("Fixed", gaps_box)
         self.best_f1_radio = QRadioButton("Best F1 on validation split", gaps_box)
-        self.fixed_radio.setChecked(True)
+        # no threshold is chosen until the user chooses one (issue 21: no silent 0.5)
+        self.fixed_radio.setToolTip("The score at which the model flags a patient, as it is used in practice.")
         self._threshold_group = QButtonGroup(self)
         self._threshold_group.addButton(self.fixed_radio)
         self._threshold_group.addButton(self.best_f1_radio)
@@ -196,6 +197,7 @@ class AuditTab(AuditPage):
         self.threshold_spin.setDecimals(3)
         self.threshold_spin.setSingleStep(0.05)
         self.threshold_spin.setValue(0.5)
+        self.threshold_spin.setEnabled(False)
         self.fixed_radio.toggled.connect(self.threshold_spin.setEnabled)
         th = QGridLayout()
         th.addWidget(self.fixed_radio, 0, 0)
@@ -468,6 +470,9 @@ class AuditTab(AuditPage):
             bins = tuple(int(b) for b in self.bins_edit.text().replace(";", ",").split(",") if b.strip())
         except ValueError:
             raise FairDeskError("Bins must be whole numbers separated by commas, e.g. 2, 5.") from None
+        if not (self.best_f1_radio.isChecked() or self.fixed_radio.isChecked()):
+            raise FairDeskError("Choose the threshold at which the model flags a patient: Fixed (the score the model "
+                                "is used at) or Best F1 on the validation split.")
         threshold: float | str = "best_f1" if self.best_f1_radio.isChecked() else float(self.threshold_spin.value())
         if threshold == "best_f1" and not roles.split:
             raise FairDeskError("Best-F1 thresholds are chosen on the validation split: choose the split column, "
@@ -509,8 +514,10 @@ class AuditTab(AuditPage):
         super().update_buttons()
         has_split = bool(self.role_combos["split"].currentData()) if "split" in self.role_combos else False
         self.best_f1_radio.setEnabled(has_split)
-        if not has_split and self.best_f1_radio.isChecked():
-            self.fixed_radio.setChecked(True)
+        if not has_split and self.best_f1_radio.isChecked():  # no threshold chosen: the user picks one
+            self._threshold_group.setExclusive(False)
+            self.best_f1_radio.setChecked(False)
+            self._threshold_group.setExclusive(True)
 
     # =====================================================================================================
     # Results

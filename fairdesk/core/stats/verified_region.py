@@ -1,0 +1,101 @@
+"""The region of designs in which each test's size and interval coverage were verified (issue 21, item 3).
+
+The design-space map (:mod:`fairdesk.core.synthetic.design_space`, ``fairdesk-cli bench validity --design-space``;
+its table is in docs/methods.md "Validity over a design space") draws group audits at random from a stated space
+and measures, by region, the size of every test and the coverage of every interval. :data:`VERIFIED` records, per
+measure, the part of that space where both met their targets (size ≤ α + 0.02, coverage ≥ 0.93). A test of an
+audit whose cells fall outside it is flagged: :func:`outside_region` is the one check, used by the audit (the
+``outside_region`` column of its tests and records) and by the report (a note next to the verdict).
+
+Dimensions: the cases a comparison rests on in its smaller group (rows for parity, positives for recall, negatives
+for specificity, the smaller class for AUROC, AUPRC and calibration); with repeated patients, the smaller group's
+number of patients and the mean rows per patient; the AUROC (AUROC and AUPRC gaps); the group size and prevalence
+of the space itself (prevalence 0.01–0.5; groups larger than its 5,000 rows are not flagged: the normal
+approximations behind every test only improve with size).
+"""
+from __future__ import annotations
+
+import math
+
+#: Per measure: the fewest cases (independent rows) and patients (clustered) from which the map verified the test
+#: (None: not verified there at all) and, for AUROC and AUPRC, the AUROC below which it was. Copied from
+#: ``verified_region()`` of the map in docs/methods.md ("Validity over a design space").
+VERIFIED: dict[str, dict] = {  # the map of 2026-11-25: 200 designs, seed 0, with wt-h21a's group-stratified bootstrap
+    "parity": {"min_cases": None, "min_patients": None},
+    "recall": {"min_cases": 100, "min_patients": None},
+    "specificity": {"min_cases": 10, "min_patients": 100},
+    "auroc": {"min_cases": 100, "min_patients": None, "max_auroc": 0.99},
+    "auprc": {"min_cases": 30, "min_patients": None, "max_auroc": 0.99},
+    "calibration": {"min_cases": 30, "min_patients": None},
+}
+SPACE_PREVALENCE = (0.01, 0.5)
+MAX_ROWS_PER_PATIENT = 30
+
+
+def cases_of(metric: str, n: float, n_positive: float) -> float:
+    """The cases a measure rests on in one group (see the module docstring)."""
+    if metric == "parity":
+        return n
+    if metric == "recall":
+        return n_positive
+    if metric == "specificity":
+        return n - n_positive
+    return min(n_positive, n - n_positive)
+
+
+def outside_region(metric: str, groups: list[dict], clustered: bool) -> str | None:
+    """Why a test of ``metric`` between ``groups`` (each with n, n_positive, n_patients and, for AUROC/AUPRC,
+    auroc) lies outside the verified region, in words; None inside it (or for a measure the map does not cover)."""
+    rule = VERIFIED.get(metric)
+    if rule is None or not groups:
+        return None
+    why = []
+    cases = min(cases_of(metric, g["n"], g["n_positive"]) for g in groups)
+    if not clustered and rule["min_cases"] is None:
+        why.append("not verified at any number of cases")
+    elif not clustered and cases < rule["min_cases"]:
+        why.append(f"{int(cases)} cases (verified from {rule['min_cases']})")
+    if clustered:
+        patients = min(g["n_patients"] for g in groups)
+        per = max(g["n"] / max(g["n_patients"], 1) for g in groups)
+        if rule["min_patients"] is None:
+            why.append("repeated patients (not verified at any number of patients)")
+        elif patients < rule["min_patients"]:
+            why.append(f"{int(patients)} patients (verified from {rule['min_patients']})")
+        if per > MAX_ROWS_PER_PATIENT:
+            why.append(f"{per:.0f} rows per patient (verified to {MAX_ROWS_PER_PATIENT})")
+    prev = [g["n_positive"] / g["n"] for g in groups if g["n"]]
+    if prev and min(prev) < SPACE_PREVALENCE[0]:
+        why.append(f"prevalence {min(prev):.3g} (verified from {SPACE_PREVALENCE[0]})")
+    if prev and max(prev) > 1 - SPACE_PREVALENCE[0]:
+        why.append(f"prevalence {max(prev):.3g} (verified to {1 - SPACE_PREVALENCE[0]:g})")
+    top = rule.get("max_auroc")
+    aucs = [g.get("auroc") for g in groups if g.get("auroc") is not None and not math.isnan(g.get("auroc"))]
+    if top is not None and aucs and max(aucs) >= top:
+        why.append(f"AUROC {max(aucs):.3f} (verified below {top:g})")
+    return "outside the verified region: " + "; ".join(why) if why else None
+
+
+def annotate(tests, groups, clustered_tasks: set) -> list:
+    """``outside_region`` of every row of an audit's ``tests`` table (None inside), from its ``groups`` table."""
+    g = {(str(r["task"]), str(r["attribute"]), str(r["group"])): r for r in groups.to_dict(orient="records")}
+    out = []
+    for t in tests.to_dict(orient="records"):
+        key = (str(t["task"]), str(t["attribute"]))
+        members = [g.get((*key, str(t["group"])))]
+        comp = t.get("comparison")
+        if isinstance(comp, str) and comp and not comp.startswith("not "):
+            members.append(g.get((*key, comp)))
+        elif isinstance(comp, str) and comp.startswith("not "):  # one-vs-rest: the group and the rest
+            rest = [r for (tk, at, name), r in g.items() if (tk, at) == key and r["tested"] and name != t["group"]]
+            if rest:
+                members.append({"n": sum(r["n"] for r in rest), "n_positive": sum(r["n_positive"] for r in rest),
+                                "n_patients": sum(r["n_patients"] for r in rest),
+                                "auroc": None})
+        members = [m for m in members if m is not None]
+        if t["metric"] == "delta_eo" or t.get("p_value") is None or \
+                (isinstance(t.get("p_value"), float) and math.isnan(t["p_value"])):
+            out.append(None)
+            continue
+        out.append(outside_region(str(t["metric"]), members, str(t["task"]) in clustered_tasks))
+    return out

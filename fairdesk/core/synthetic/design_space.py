@@ -1,0 +1,496 @@
+"""Validity over a design space (issue 21, item 3): group audits of designs drawn at random from a stated space,
+with the size of every test and the coverage of every interval, by region.
+
+The space (:data:`SPACE`): 2–8 groups of 30–5,000 rows, prevalence 0.01–0.5 drawn for each group (unequal),
+AUROC 0.6–0.999, scores calibrated or miscalibrated (intercept ±1, slope ×0.5–2, which makes extreme scores), and
+half of the designs clustered — patients with 1 to m rows (m drawn in 2–30, so cluster sizes are very unequal)
+sharing their label and a strong patient effect (intra-patient correlation 0.3–0.9 of the latent score).
+
+The model of one design (the truth of every number is known, most in closed form):
+
+* a group's rows have labels y ~ Bernoulli(π_g) and a latent score L | y ~ N(μ_g + δ·y, 1), δ = √2·Φ⁻¹(AUROC), so
+  the AUROC is the same in every group; with clustering, L = μ_g + δ·y_p + √ρ·u_p + √(1 − ρ)·e (the same marginal);
+* the reported score is ``expit(α + β·(k_g + δ·L))`` (k_g = logit π_ref − δ²/2): with α = 0, β = 1 and π_ref = π_g it
+  is each group's true risk (calibrated); its true calibration slope is 1/β, and the rates at the threshold are normal
+  tail areas of L.
+
+Three modes decide which tests have a true null (their rejection rate is the test's size):
+
+* ``label``: μ_g = 0 and one score map for all groups — recall, specificity and AUROC are equal in every group,
+  prevalence (so parity and AUPRC) differ;
+* ``parity``: μ_g solved so that every group is flagged at the same rate (parity equal, prevalence unequal: the case
+  of the label-stratified bootstrap defect) — AUROC equal too;
+* ``calibrated``: the score is each group's own risk (π_ref = π_g), so every group's calibration test is a true null
+  when α = 0 and β = 1 — AUROC equal too.
+
+Every interval's coverage is measured against its true value (rate gaps in closed form; calibration intercept,
+O/E, Brier, ECE and AUPRC from one large independent sample of the population, :data:`TRUTH_ROWS` rows per group;
+the calibration slope and ECE of a calibrated group exactly).
+
+Entry point: :func:`run_design_space` ``(designs, seed, n_boot, progress, cancel) -> DesignSpaceResult``; the map
+by region is :meth:`DesignSpaceResult.regions` and the figure :func:`plot_regions`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from fairdesk.core.jsonable import jsonable
+from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
+from fairdesk.core.stats.verified_region import cases_of
+
+ALPHA = 0.05
+SIZE_TARGET = ALPHA + 0.02  # issue 21: per-test size ≤ α + 0.02
+COVERAGE_TARGET = 0.93      # issue 21: 95% intervals cover at least 0.93
+TRUTH_ROWS = 100_000        # rows per group of the large sample behind the Monte-Carlo truths
+DEFAULT_N_BOOT = 200
+
+SPACE = {"groups": (2, 8), "rows_per_group": (30, 5000), "prevalence": (0.01, 0.5), "auroc": (0.6, 0.999),
+         "calibration_intercept": (-1.0, 1.0), "calibration_slope_factor": (0.5, 2.0),
+         "rows_per_patient": (1, 30), "patient_correlation": (0.3, 0.9), "flag_rate": (0.05, 0.5),
+         "modes": ("label", "parity", "calibrated"), "share_clustered": 0.5, "share_miscalibrated": 0.5}
+
+RATE_MEASURES = ("parity", "recall", "specificity")
+DISC_MEASURES = ("auroc", "auprc")
+CAL_MEASURES = ("calibration_intercept", "calibration_slope", "oe_ratio", "brier", "ece")
+#: Bands of the cases a measure rests on (:func:`fairdesk.core.stats.verified_region.cases_of`).
+CASE_BANDS = ((10, 30), (30, 100), (100, 300), (300, math.inf))
+
+
+@dataclass
+class Design:
+    mode: str
+    sizes: list[int]
+    prevalence: list[float]
+    auroc: float
+    alpha: float          # score intercept (0: calibrated)
+    beta: float           # score slope factor (1: calibrated)
+    flag_rate: float      # target share flagged (sets the threshold)
+    max_rows_per_patient: int   # 1: independent rows
+    rho: float            # intra-patient correlation of the latent score
+    mu: list[float] = field(default_factory=list)
+    threshold: float = 0.5
+
+    @property
+    def delta(self) -> float:
+        from scipy.special import ndtri
+
+        return float(math.sqrt(2.0) * ndtri(self.auroc))
+
+    @property
+    def clustered(self) -> bool:
+        return self.max_rows_per_patient > 1
+
+    def k(self) -> np.ndarray:
+        """k_g = logit π_ref − δ²/2 per group (π_ref = π_g in the calibrated mode, the mean prevalence otherwise)."""
+        from scipy.special import logit
+
+        p = np.asarray(self.prevalence)
+        ref = p if self.mode == "calibrated" else np.full(p.size, p.mean())
+        return logit(ref) - self.delta ** 2 / 2
+
+    def cutoffs(self) -> np.ndarray:
+        """The latent cut-off c_g of the threshold in each group: score ≥ τ ⇔ L ≥ c_g."""
+        from scipy.special import logit
+
+        return ((logit(self.threshold) - self.alpha) / self.beta - self.k()) / self.delta
+
+    def true_rates(self) -> dict[str, np.ndarray]:
+        from scipy.special import ndtr
+
+        c, mu, p = self.cutoffs(), np.asarray(self.mu), np.asarray(self.prevalence)
+        tpr, fpr = ndtr(mu + self.delta - c), ndtr(mu - c)
+        return {"recall": tpr, "specificity": 1 - fpr, "parity": p * tpr + (1 - p) * fpr}
+
+
+def draw_design(rng: np.random.Generator, space: dict | None = None) -> Design:
+    """One design drawn from :data:`SPACE` (``space``: a narrower one, e.g. small groups for a quick check)."""
+    from scipy.optimize import brentq
+    from scipy.special import expit, ndtr, ndtri
+
+    sp = {**SPACE, **(space or {})}
+    g = int(rng.integers(sp["groups"][0], sp["groups"][1] + 1))
+    lo, hi = sp["rows_per_group"]
+    sizes = [int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))))) for _ in range(g)]
+    plo, phi = sp["prevalence"]
+    prev = [float(math.exp(rng.uniform(math.log(plo), math.log(phi)))) for _ in range(g)]
+    # AUROC uniform on the probit scale over 0.6–0.999: the high-AUROC end (extreme scores) is well represented
+    z = rng.uniform(ndtri(sp["auroc"][0]), ndtri(sp["auroc"][1]))
+    auroc = float(ndtr(z))
+    mode = str(rng.choice(sp["modes"]))
+    miscal = rng.random() < sp["share_miscalibrated"]
+    alpha = float(rng.uniform(*sp["calibration_intercept"])) if miscal else 0.0
+    beta = float(math.exp(rng.uniform(*np.log(sp["calibration_slope_factor"])))) if miscal else 1.0
+    clustered = rng.random() < sp["share_clustered"]
+    m = int(rng.integers(2, sp["rows_per_patient"][1] + 1)) if clustered else 1
+    rho = float(rng.uniform(*sp["patient_correlation"])) if clustered else 0.0
+    q = float(rng.uniform(*sp["flag_rate"]))
+    d = Design(mode, sizes, prev, auroc, alpha, beta, q, m, rho, mu=[0.0] * g)
+    # the threshold: a share q of the first group flagged (latent cut-off c₀ with P(L ≥ c₀) = q)
+    p0, delta = prev[0], d.delta
+    c0 = brentq(lambda c: p0 * ndtr(delta - c) + (1 - p0) * ndtr(-c) - q, -20, 20)
+    d.threshold = float(np.clip(expit(alpha + beta * (d.k()[0] + delta * c0)), 1e-4, 1 - 1e-4))
+    if mode == "parity":  # shift each group's latent score so that it is flagged as often as the first
+        c = d.cutoffs()
+        d.mu = [0.0] + [float(brentq(lambda u, p=prev[j], cj=c[j]: p * ndtr(u + delta - cj)
+                                     + (1 - p) * ndtr(u - cj) - q, -30, 30)) for j in range(1, g)]
+    return d
+
+
+def _latent(d: Design, g: int, n: int, rng: np.random.Generator, clustered: bool):
+    """(y, L, patient ids) of n rows of group g."""
+    if clustered and d.clustered:
+        per = []
+        while sum(per) < n:
+            per.append(int(rng.integers(1, d.max_rows_per_patient + 1)))
+        per[-1] -= sum(per) - n
+        per = np.asarray([r for r in per if r > 0])
+        yp = (rng.random(per.size) < d.prevalence[g]).astype(int)
+        up = rng.standard_normal(per.size)
+        pid = np.repeat(np.arange(per.size), per)
+        e = rng.standard_normal(n)
+        L = d.mu[g] + d.delta * yp[pid] + math.sqrt(d.rho) * up[pid] + math.sqrt(1 - d.rho) * e
+        return yp[pid], L, pid
+    y = (rng.random(n) < d.prevalence[g]).astype(int)
+    return y, d.mu[g] + d.delta * y + rng.standard_normal(n), np.arange(n)
+
+
+def _score(d: Design, g: int, L: np.ndarray) -> np.ndarray:
+    from scipy.special import expit
+
+    return np.clip(expit(d.alpha + d.beta * (d.k()[g] + d.delta * L)), 1e-6, 1 - 1e-6)
+
+
+def simulate(d: Design, rng: np.random.Generator) -> pd.DataFrame:
+    """One data set of the design: columns y, p (score), group (G1…), pid (patient)."""
+    frames = []
+    for g, n in enumerate(d.sizes):
+        y, L, pid = _latent(d, g, n, rng, clustered=True)
+        frames.append(pd.DataFrame({"y": y, "p": _score(d, g, L), "group": f"G{g + 1}",
+                                    "pid": [f"G{g + 1}-{i}" for i in pid]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def truths(d: Design, rng: np.random.Generator, rows: int = TRUTH_ROWS) -> dict[str, np.ndarray]:
+    """The true value of every measure in each group (closed form where there is one, else a large sample)."""
+    from fairdesk.core.stats.calibration import point_stats
+
+    out = {k: v for k, v in d.true_rates().items()}
+    mc = {m: [] for m in ("calibration_intercept", "oe_ratio", "brier", "ece", "auprc")}
+    for g in range(len(d.sizes)):
+        y, L, _ = _latent(d, g, rows, rng, clustered=False)
+        pt = point_stats(y, _score(d, g, L))
+        for m, key in (("calibration_intercept", "intercept"), ("oe_ratio", "oe_ratio"), ("brier", "brier"),
+                       ("ece", "ece"), ("auprc", "auprc")):
+            mc[m].append(pt[key])
+    out.update({m: np.asarray(v, float) for m, v in mc.items()})
+    out["auroc"] = np.full(len(d.sizes), d.auroc)
+    out["calibration_slope"] = np.full(len(d.sizes), 1.0 / d.beta)
+    calibrated = d.mode == "calibrated" and d.alpha == 0 and d.beta == 1
+    if calibrated:
+        out["calibration_intercept"] = np.zeros(len(d.sizes))
+        out["oe_ratio"] = np.ones(len(d.sizes))
+        out["ece"] = np.zeros(len(d.sizes))
+    return out
+
+
+def null_measures(d: Design) -> set[str]:
+    """The measures whose gaps (or, for "calibration", each group's test) are null by construction."""
+    out = {"auroc"}
+    if d.mode == "label":
+        out |= {"recall", "specificity"}
+    elif d.mode == "parity":
+        out.add("parity")
+    elif d.alpha == 0 and d.beta == 1:
+        out.add("calibration")
+    return out
+
+
+def band(cases: float) -> str:
+    for lo, hi in CASE_BANDS:
+        if lo <= cases < hi:
+            return f"{lo}–{hi - 1}" if math.isfinite(hi) else f"≥{lo}"
+    return f"<{CASE_BANDS[0][0]}"
+
+
+def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
+             cancel: CancelToken | None = None, truth_rows: int = TRUTH_ROWS) -> list[dict]:
+    """Simulate one data set of ``d``, audit it as a user would, and score every test and interval against the
+    truth: one row per (test or interval) with measure, kind, null, rejected, covered, cases, clustered, AUROC."""
+    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+
+    rng = np.random.default_rng(seed)
+    df = simulate(d, rng)
+    truth = truths(d, rng, truth_rows)
+    roles = ColumnRoles(label="y", score="p", attributes=("group",), patient_id="pid")
+    plan = GroupAuditPlan(roles, threshold=d.threshold, n_boot=n_boot, seed=seed, min_group_size=30)
+    res = run_group_audit(df, plan, cancel=cancel)
+    grp = res.groups.set_index("group")
+    index = {f"G{g + 1}": g for g in range(len(d.sizes))}
+    nulls = null_measures(d)
+    base = {"design": design_id, "mode": d.mode, "clustered": d.clustered, "auroc": d.auroc,
+            "max_rows_per_patient": d.max_rows_per_patient}
+    rows = []
+    for t in res.tests.to_dict(orient="records"):
+        m = t["metric"]
+        if t["p_value"] is None or (isinstance(t["p_value"], float) and math.isnan(t["p_value"])):
+            continue
+        a = index[t["group"]]
+        cases_a = cases_of(m, grp.loc[t["group"], "n"], grp.loc[t["group"], "n_positive"])
+        if m == "calibration":
+            rows.append({**base, "measure": "calibration test", "kind": "test", "null": "calibration" in nulls,
+                         "rejected": bool(t["p_value"] <= ALPHA), "covered": None, "cases": cases_a,
+                         "patients": grp.loc[t["group"], "n_patients"]})
+            continue
+        if m not in truth or t["kind"] != "pair":
+            continue
+        b = index[t["comparison"]]
+        cases = min(cases_a, cases_of(m, grp.loc[t["comparison"], "n"], grp.loc[t["comparison"], "n_positive"]))
+        true_gap = float(truth[m][a] - truth[m][b])
+        rows.append({**base, "measure": f"{m} gap", "kind": "test", "null": m in nulls,
+                     "rejected": bool(t["p_value"] <= ALPHA),
+                     "covered": bool(t["ci_low"] - 1e-12 <= true_gap <= t["ci_high"] + 1e-12), "cases": cases,
+                     "patients": min(grp.loc[t["group"], "n_patients"], grp.loc[t["comparison"], "n_patients"])})
+    for r in res.calibration.to_dict(orient="records"):
+        g = index[r["group"]]
+        for m in CAL_MEASURES:
+            lo, hi = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
+            if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
+                continue
+            rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
+                         "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
+                         "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+    for r in res.discrimination.to_dict(orient="records"):
+        lo, hi = r.get("value_ci_low"), r.get("value_ci_high")
+        if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
+            continue
+        g, m = index[r["group"]], r["metric"]
+        rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
+                     "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
+                     "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+    return rows
+
+
+@dataclass
+class DesignSpaceResult:
+    rows: pd.DataFrame            # one per test or interval scored
+    designs: list[dict]
+    config: dict
+    elapsed_s: float
+
+    def regions(self) -> pd.DataFrame:
+        """Size and coverage by measure × region (cases band × independent/clustered × AUROC band for AUROC and
+        AUPRC), with Clopper–Pearson 95% CIs, the targets and whether each is met."""
+        return region_table(self.rows)
+
+    def to_dict(self) -> dict:
+        return jsonable({"config": self.config, "designs": self.designs, "elapsed_s": self.elapsed_s,
+                         "regions": self.regions().to_dict(orient="records"),
+                         "rows": self.rows.to_dict(orient="records")})
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @property
+    def failing(self) -> pd.DataFrame:
+        reg = self.regions()
+        return reg[(reg["size_verdict"] == "misses") | (reg["coverage_verdict"] == "misses")]
+
+
+PATIENT_BANDS = ((0, 30), (30, 100), (100, math.inf))
+
+
+def region_of(measure: str, cases: float, clustered: bool, patients: float, auroc: float) -> str:
+    """The region of one test or interval: independent rows by the cases it rests on (:func:`case_count`, the
+    smaller group's for a gap); whole patients by the smaller group's number of patients; AUROC and AUPRC also by
+    whether the AUROC reaches 0.99."""
+    if clustered:
+        lo, hi = next(b for b in PATIENT_BANDS if b[0] <= patients < b[1])
+        where = f"clustered, {lo}–{hi - 1} patients" if math.isfinite(hi) else f"clustered, ≥{lo} patients"
+    else:
+        where = f"independent, {band(cases)} cases"
+    if measure.startswith(("auroc", "auprc")):
+        where += "; AUROC ≥ 0.99" if auroc >= 0.99 else "; AUROC < 0.99"
+    return where
+
+
+def _region_key(region: str) -> tuple:
+    """Sort key: independent before clustered, then by the band's lower end, then the AUROC band."""
+    import re
+
+    num = re.search(r"(\d+)", region.split(";")[0].replace("<10", "0"))
+    return (region.startswith("clustered"), int(num.group(1)) if num else 0, region)
+
+
+def _region_of(rows: pd.DataFrame) -> pd.Series:
+    return pd.Series([region_of(m, c, bool(cl), p, a) for m, c, cl, p, a in
+                      zip(rows["measure"], rows["cases"], rows["clustered"], rows["patients"], rows["auroc"])],
+                     index=rows.index)
+
+
+def _rate(k: int, n: int) -> tuple[float, float, float]:
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=0.95, method="exact")
+    return k / n, float(ci.low), float(ci.high)
+
+
+def _verdict(rate: float, lo: float, hi: float, target: float, upper: bool) -> str:
+    if math.isnan(rate):
+        return "—"
+    if (rate <= target + 1e-12) if upper else (rate >= target - 1e-12):
+        return "meets"
+    beyond = lo > target if upper else hi < target
+    return "misses" if beyond else "unclear"
+
+
+def region_table(rows: pd.DataFrame) -> pd.DataFrame:
+    cols = ["measure", "region", "n_null_tests", "size", "size_ci_low", "size_ci_high", "size_verdict",
+            "n_intervals", "coverage", "coverage_ci_low", "coverage_ci_high", "coverage_verdict"]
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    rows = rows.assign(region=_region_of(rows))
+    out = []
+    keys = sorted(rows.groupby(["measure", "region"]).groups, key=lambda k: (k[0], _region_key(k[1])))
+    for m, reg in keys:
+        sub = rows[(rows["measure"] == m) & (rows["region"] == reg)]
+        nul = sub[(sub["kind"] == "test") & (sub["null"] == True)]  # noqa: E712 (object column)
+        cov = sub[sub["covered"].notna()]
+        s, slo, shi = _rate(int(nul["rejected"].astype(bool).sum()), len(nul))
+        c, clo, chi = _rate(int(cov["covered"].astype(bool).sum()), len(cov))
+        out.append({"measure": m, "region": reg, "n_null_tests": len(nul), "size": s, "size_ci_low": slo,
+                    "size_ci_high": shi, "size_verdict": _verdict(s, slo, shi, SIZE_TARGET, True),
+                    "n_intervals": len(cov), "coverage": c, "coverage_ci_low": clo, "coverage_ci_high": chi,
+                    "coverage_verdict": _verdict(c, clo, chi, COVERAGE_TARGET, False)})
+    return pd.DataFrame.from_records(out, columns=cols)
+
+
+#: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.stats.verified_region`): the tests'
+#: size and the intervals their verdicts rest on (AUPRC is never null by construction: coverage only).
+MIN_EVIDENCE = 30
+REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specificity": ("specificity gap",),
+                  "auroc": ("auroc gap",), "auprc": ("auprc gap",),
+                  "calibration": ("calibration test", "calibration_intercept", "calibration_slope")}
+
+
+def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
+    """Per measure, the part of the space where the map verified it, in the form of
+    :data:`fairdesk.core.stats.verified_region.VERIFIED`: the fewest cases (independent rows) and patients (clustered) from
+    which every band up meets both targets (point estimates; a band with fewer than :data:`MIN_EVIDENCE` null tests or
+    intervals neither helps nor hurts on that count), None when no band does; for AUROC and AUPRC ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
+    judged below it)."""
+    out = {}
+    thin_size = regions["n_null_tests"] < MIN_EVIDENCE  # too few to tell either way: neither helps nor hurts
+    thin_cov = regions["n_intervals"] < MIN_EVIDENCE
+    ok = ((thin_size | regions["size_verdict"].eq("meets")) & (thin_cov | regions["coverage_verdict"].eq("meets")))
+    reg = regions.assign(ok=ok)[~(thin_size & thin_cov)]
+    for key, sources in REGION_SOURCES.items():
+        sub = reg[reg["measure"].isin(sources)]
+        rule: dict = {}
+        if key in ("auroc", "auprc"):
+            high = sub[sub["region"].str.endswith("AUROC ≥ 0.99")]
+            rule["max_auroc"] = None if high["ok"].all() else 0.99
+            if rule["max_auroc"] is not None:
+                sub = sub[~sub["region"].str.endswith("AUROC ≥ 0.99")]
+        for kind, name, bands in (("independent", "min_cases", CASE_BANDS), ("clustered", "min_patients",
+                                                                              PATIENT_BANDS)):
+            part = sub[sub["region"].str.startswith(kind)]
+            lows = sorted({_region_key(r)[1] for r in part["region"]})
+            good = None
+            for low in reversed(lows):  # from the top band down while every band is verified
+                if part[[_region_key(r)[1] == low for r in part["region"]]]["ok"].all():
+                    good = low
+                else:
+                    break
+            rule[name] = None if good is None else max(int(good), bands[0][0] if kind == "independent" else 1)
+        out[key] = rule
+    return out
+
+
+def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
+                     progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                     space: dict | None = None, truth_rows: int = TRUTH_ROWS) -> DesignSpaceResult:
+    """Draw ``designs`` designs from :data:`SPACE` (deterministic from ``seed``; ``space`` narrows it), audit one
+    data set of each and score every test and interval (:func:`evaluate`)."""
+    rep = Reporter(progress, cancel)
+    t0 = time.monotonic()
+    rng = np.random.default_rng([int(seed), 21])
+    rows: list[dict] = []
+    drawn = []
+    for i in range(designs):
+        rep(i / designs, f"design space: design {i + 1}/{designs}")
+        d = draw_design(rng, space)
+        drawn.append(asdict(d))
+        rows += evaluate(d, i, int(rng.integers(0, 2**31 - 1)), n_boot, cancel=rep.cancel, truth_rows=truth_rows)
+    rep(1.0, "done")
+    config = {"designs": designs, "seed": seed, "n_boot": n_boot, "alpha": ALPHA, "size_target": SIZE_TARGET,
+              "coverage_target": COVERAGE_TARGET, "space": {**SPACE, **(space or {})}, "truth_rows": truth_rows}
+    return DesignSpaceResult(pd.DataFrame.from_records(rows), drawn, config, time.monotonic() - t0)
+
+
+def format_regions(result: DesignSpaceResult) -> str:
+    """The printed map: one line per measure × region."""
+    reg = result.regions()
+    mark = {"meets": "ok", "misses": "FAILS", "unclear": "unclear", "—": "—"}
+    head = (f"{'measure':<22} {'region':<46} {'null':>5} {'size':>6} {'':>7} {'intervals':>9} {'cover':>6} "
+            f"{'':>7}")
+    lines = [head, "-" * len(head)]
+    for r in reg.itertuples(index=False):
+        size = f"{r.size:6.3f}" if r.n_null_tests else f"{'—':>6}"
+        cover = f"{r.coverage:6.3f}" if r.n_intervals else f"{'—':>6}"
+        lines.append(f"{r.measure:<22} {r.region:<46} {r.n_null_tests:>5} {size} {mark[r.size_verdict]:>7} "
+                     f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7}")
+    failing = result.failing
+    lines.append(f"targets: size ≤ {SIZE_TARGET:.2f}, coverage ≥ {COVERAGE_TARGET:.2f}; FAILS = the whole 95% "
+                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it.")
+    lines.append(f"{len(failing)} of {len(reg)} regions fail." if len(failing) else
+                 f"No region fails its targets ({len(reg)} regions).")
+    lines.append("verified region (every band from there up meets both targets):")
+    for key, rule in verified_region(reg).items():
+        cases = "not verified" if rule["min_cases"] is None else f"from {rule['min_cases']} cases"
+        pats = "not verified" if rule["min_patients"] is None else f"from {rule['min_patients']} patients"
+        top = f"; AUROC below {rule['max_auroc']:g}" if rule.get("max_auroc") else ""
+        lines.append(f"  {key:<12} independent rows {cases}; repeated patients {pats}{top}")
+    return "\n".join(lines)
+
+
+def plot_regions(result: DesignSpaceResult, path) -> None:
+    """A PNG: per-test size (left) and interval coverage (right) by measure and region, with the targets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    reg = result.regions()
+    size = reg[reg["n_null_tests"] > 0].reset_index(drop=True)
+    cov = reg[reg["n_intervals"] > 0].reset_index(drop=True)
+    height = max(4.0, 0.16 * max(len(size), len(cov)) + 1.5)
+    fig, axes = plt.subplots(1, 2, figsize=(13, height))
+    for ax, tab, col, target, title in ((axes[0], size, "size", SIZE_TARGET, "per-test size (true nulls)"),
+                                        (axes[1], cov, "coverage", COVERAGE_TARGET, "95% interval coverage")):
+        ypos = np.arange(len(tab))
+        ok = tab[f"{col}_verdict"].eq("misses")
+        ax.errorbar(tab[col], ypos, xerr=[tab[col] - tab[f"{col}_ci_low"], tab[f"{col}_ci_high"] - tab[col]],
+                    fmt="none", ecolor="0.6", lw=1)
+        ax.scatter(tab[col], ypos, c=np.where(ok, "tab:red", "tab:blue"), s=14, zorder=3)
+        ax.axvline(target, color="tab:red", ls="--", lw=1)
+        if col == "size":
+            ax.axvline(ALPHA, color="0.5", ls=":", lw=1)
+        ax.set_yticks(ypos)
+        ax.set_yticklabels([f"{m} | {r}" for m, r in zip(tab["measure"], tab["region"])], fontsize=6)
+        ax.set_ylim(len(tab) - 0.5, -0.5)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle(f"Validity over the design space: {result.config['designs']} random designs (seed "
+                 f"{result.config['seed']}); red: the region misses its target", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / height))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
