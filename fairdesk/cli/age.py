@@ -74,7 +74,7 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
         audit_id = train_age_independent(project_path, args.data, args.label, args.attribute, args.group_id,
                                          methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
                                          seed=args.seed, learner=learner, reference=not args.no_reference,
-                                         frontier_lambdas=lambdas, progress=progress)
+                                         frontier_lambdas=lambdas, test=args.test, progress=progress)
         progress.done()
         doc = write_json(project_path, audit_id, args.json)
         if args.predictions:
@@ -123,6 +123,10 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--k-adv", type=int, default=5, help="adversary steps K per minibatch (default 5)")
     age.add_argument("--epochs", type=int, default=40)
     age.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    age.add_argument("--test", default="corrected", choices=["corrected", "plain"],
+                     help="test of each method against the DNN over the folds: corrected = the corrected resampled "
+                          "t-test (Nadeau and Bengio 2003; default); plain = the plain paired t-test, "
+                          "anti-conservative (the folds share training rows; worse with --repeats)")
     age.add_argument("--frontier", help="also run the accuracy–fairness frontier at these λ (comma-separated)")
     age.add_argument("--no-reference", action="store_true",
                      help="leave out fairlearn's AdversarialFairnessClassifier (run when fairlearn is installed)")

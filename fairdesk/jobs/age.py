@@ -42,11 +42,13 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
                           group_id: str, *, methods: tuple[str, ...] | None = None, folds: int = 5,
                           repeats: int = 1, lam: float = 1.0, seed: int = 0, learner=None,
                           features: list[str] | None = None, reference: bool = True,
-                          frontier_lambdas: tuple[float, ...] = (), name: str | None = None,
+                          frontier_lambdas: tuple[float, ...] = (), name: str | None = None, test: str = "corrected",
                           progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """Train and compare the baselines and learners by participant-disjoint CV; store everything. Returns the
     audit id. ``learner``: a :class:`~fairdesk.core.models.age_independent.LearnerSettings` (its λ is replaced by
-    ``lam``); ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed."""
+    ``lam``); ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed; ``test``: the
+    comparison against the DNN, "corrected" (Nadeau–Bengio corrected resampled t, default) or "plain" (the paired t,
+    anti-conservative)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.data.loaders import load_table, table_sha256
     from fairdesk.core.models.age_independent import METHODS, REFERENCE_METHOD, LearnerSettings
@@ -64,7 +66,7 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
         source_name, source_id = info.name, info.id
     learner = replace(learner or LearnerSettings(), lam=float(lam))
     settings = AgeProtocolSettings(methods=tuple(methods or METHODS), folds=folds, repeats=repeats, seed=seed,
-                                   learner=learner, reference=reference)
+                                   learner=learner, reference=reference, test=test)
     lambdas = _frontier_lambdas(frontier_lambdas, settings)
     main_share = 0.9 if not lambdas else 0.9 / (1 + len(lambdas))
     result = run_age_independence(table, label, attribute, group_id, features, settings,
