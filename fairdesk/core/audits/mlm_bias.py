@@ -454,7 +454,7 @@ def _hall_g_inverse(g, a: float):
     return 3 * (np.cbrt(1 + a * (g - a / 6)) - 1) / a
 
 
-def _template_test(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
+def template_test(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
     """Test of mean(d) = 0 over the templates' mean differences d, robust to skewed template effects; its (1 − alpha)
     interval; the TOST p of |mean(d)| < margin. Needs ≥ 2 values; with no spread at all the answer is exact.
 
@@ -516,7 +516,7 @@ def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str
     by default (``test="template"``) each template contributes one number — its mean ``g1`` − ``g2`` score
     difference D_t — and the test of mean(D_t) = 0 over the templates (two-sided) is the one-sample t-test
     (``scipy.stats.ttest_1samp``) backed by Hall's (1992) skewness-corrected t: p is the larger of the two p's and
-    the interval the hull of the two intervals (:func:`_template_test`), because with 8–15 templates the t-test
+    the interval the hull of the two intervals (:func:`template_test`), because with 8–15 templates the t-test
     alone rejects up to twice too often when template effects are skewed. For the balanced design of a template list (every template × every attribute ×
     every word pair) this is exactly the F-test of the fixed effect in the random-intercept mixed model with a
     template effect, so no mixed-model library is needed; its p is continuous (not floored like a rank test over a
@@ -571,7 +571,7 @@ def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str
                                f"mean_{g2}": float(b["score"].mean()), "test": TEST_NAMES[test],
                                "test_code": test, "unit": UNITS[test], "n_templates": n_templates,
                                "n_attributes": int(df["attribute"].nunique()) if "attribute" in df else None}
-        tmpl = _template_test(d_t, alpha, margin)
+        tmpl = template_test(d_t, alpha, margin)
         rec["template_mean_difference"] = float(np.mean(d_t)) if len(d_t) else None
         rec.update(ci_low=tmpl["ci_low"], ci_high=tmpl["ci_high"], p_equivalence=tmpl["p_equivalence"])
         paired_ok = "pair_index" in df and a["pair_index"].nunique() == b["pair_index"].nunique()
