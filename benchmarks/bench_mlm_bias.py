@@ -19,6 +19,11 @@ Aims: FairDesk ≥ 10× the one-sentence loop, and FairDesk time ≤ 1.5 × the 
 categories' template counts, 5 attributes, 4 word pairs) and prints how often categories are flagged under template
 noise with zero mean bias (per category and per audit, binomial 95% CIs) for the default test over templates and
 for the release's per-sentence signed-rank test (issue 9, finding 3), and the power on planted leans;
+``--skew RUNS`` (issue 22) measures the template test per category at 8, 10, 12 and 15 templates under every template
+law of :data:`fairdesk.core.synthetic.mlm_sim.TEMPLATE_LAWS` (template SD 0.5 nats plus a template mean's sentence
+noise): size (p < 0.05 under zero mean lean), power at a lean of 0.5 nats, and false "equivalent" at the margin
+(mean lean +0.25 nats), for the default test (:func:`fairdesk.core.audits.mlm_bias.template_test`: t-test backed by
+Hall's skewness-corrected t) beside the t-test alone;
 ``--no-speed`` skips the speed part.
 ``--planted`` also trains the planted and null corpora of the tests and prints the probe's records;
 ``--debiasing`` trains baseline / one-step-GRL / five-step-GRL models and prints how well a probe recovers gender
@@ -168,6 +173,42 @@ def validity(runs: int = 1000, seed0: int = 0) -> dict:
     return out
 
 
+def skew_study(runs: int = 4000, seed: int = 0, laws: tuple[str, ...] | None = None) -> list[dict]:
+    """Per-category size, power at 0.5 nats and false equivalence at the margin, per template law and number of
+    templates, of the default template test and of the one-sample t-test alone (issue 22)."""
+    import numpy as np
+    from scipy.stats import t as t_dist
+    from scipy.stats import ttest_1samp
+
+    from fairdesk.core.audits.mlm_bias import template_test
+    from fairdesk.core.synthetic.mlm_sim import TEMPLATE_LAWS, template_leans
+
+    noise = 0.2 * (2 / 20) ** 0.5          # a template mean's sentence noise: 5 attributes × 4 pairs, two groups
+    rows = []
+    for law in laws or TEMPLATE_LAWS:
+        for n in (8, 10, 12, 15):
+            rng = np.random.default_rng([seed, n, TEMPLATE_LAWS.index(law)])
+            k = dict.fromkeys(("size", "size_t", "power", "power_t", "equiv", "equiv_t"), 0)
+            for _ in range(runs):
+                d = 0.5 * template_leans(law, n, rng) + rng.normal(0.0, noise, n)
+                k["size"] += template_test(d, 0.05, 0.25)["p_value"] < 0.05
+                k["size_t"] += ttest_1samp(d, 0.0).pvalue < 0.05
+                k["power"] += template_test(d + 0.5, 0.05, 0.25)["p_value"] < 0.05
+                k["power_t"] += ttest_1samp(d + 0.5, 0.0).pvalue < 0.05
+                e = d + 0.25                                     # a true mean lean at the margin
+                k["equiv"] += template_test(e, 0.05, 0.25)["p_equivalence"] < 0.05
+                se = e.std(ddof=1) / n ** 0.5
+                k["equiv_t"] += max(t_dist.sf((e.mean() + 0.25) / se, n - 1),
+                                    t_dist.cdf((e.mean() - 0.25) / se, n - 1)) < 0.05
+            rows.append({"law": law, "templates": n, "runs": runs, **{key: v / runs for key, v in k.items()},
+                         "size_ci": _ci(k["size"], runs)})
+            r = rows[-1]
+            print(f"{law:<10}{n:>4}  size {r['size']:.3f} [{r['size_ci'][0]:.3f}, {r['size_ci'][1]:.3f}] "
+                  f"(t alone {r['size_t']:.3f})  power@0.5 {r['power']:.3f} (t {r['power_t']:.3f})  "
+                  f"equivalent@margin {r['equiv']:.3f} (t {r['equiv_t']:.3f})", flush=True)
+    return rows
+
+
 def _print_validity(res: dict) -> None:
     for key, r in res.items():
         lo, hi = r["audit_ci"]
@@ -260,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--planted", action="store_true", help="also train and probe the planted/null corpora")
     ap.add_argument("--validity", type=int, default=0, metavar="RUNS",
                     help="also simulate null and planted score tables RUNS times per design (flag rates with CIs)")
+    ap.add_argument("--skew", type=int, default=0, metavar="RUNS",
+                    help="also measure the template test's size, power and false equivalence per template law")
+    ap.add_argument("--laws", help="comma-separated template laws for --skew (default: all)")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     ap.add_argument("--debiasing", action="store_true", help="also compare baseline and debiased [CLS] probes")
     ap.add_argument("--json", help="also write the measurements to this file")
@@ -271,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nvalidity: {args.validity} simulated audits per design …", flush=True)
         res["validity"] = validity(args.validity)
         _print_validity(res["validity"])
+    if args.skew:
+        print(f"\ntemplate laws: {args.skew} simulated categories per cell …", flush=True)
+        res["skew"] = skew_study(args.skew, laws=tuple(args.laws.split(",")) if args.laws else None)
     if args.no_speed:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:

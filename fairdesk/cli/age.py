@@ -77,7 +77,7 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
                                          methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
                                          seed=args.seed, learner=learner, reference=not args.no_reference,
                                          frontier_lambdas=lambdas, leakage_target=args.leakage_target,
-                                         lambda_grid=grid, progress=progress)
+                                         lambda_grid=grid, test=args.test, progress=progress)
         progress.done()
         doc = write_json(project_path, audit_id, args.json)
         if args.predictions:
@@ -137,6 +137,10 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--k-adv", type=int, default=5, help="adversary steps K per minibatch (default 5)")
     age.add_argument("--epochs", type=int, default=40)
     age.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    age.add_argument("--test", default="corrected", choices=["corrected", "plain"],
+                     help="test of each method against the DNN over the folds: corrected = the corrected resampled "
+                          "t-test (Nadeau and Bengio 2003; default); plain = the plain paired t-test, "
+                          "anti-conservative (the folds share training rows; worse with --repeats)")
     age.add_argument("--frontier", help="also run the accuracy–fairness frontier at these λ (comma-separated)")
     age.add_argument("--no-reference", action="store_true",
                      help="leave out fairlearn's AdversarialFairnessClassifier (run when fairlearn is installed)")

@@ -10,9 +10,14 @@ Families and what one simulated run is:
   ``significant_bh``). Null: no gap anywhere (target: at most α + 0.02 of audits). Planted: one recall gap.
 * ``mlm`` — a whole masked-LM probe: :func:`fairdesk.core.synthetic.mlm_sim.simulate_probe_scores` (the shipped
   categories, templates leaning at random) through :func:`fairdesk.core.audits.mlm_bias.category_statistics`;
-  rejects when a category says ``verdict == "differs"`` (older tables: ``flagged``). Planted: a bias in HIV.
+  rejects when a category says ``verdict == "differs"`` (older tables: ``flagged``); the null under each template
+  law (normal, skewed, heavy-tailed, outlying; :data:`MLM_NULL_LAWS`). Planted: a bias in HIV.
 * ``ctf`` — a whole CTF audit of simulated scores (:func:`fairdesk.core.synthetic.ctf_sim.validity_runs`, issue
   22): the null at the margin (template-complete, random layouts) and one planted term over random designs.
+* ``age`` — one comparison of two equally good learners (null) or of a weaker one (planted) over repeated
+  participant-disjoint CV: :mod:`fairdesk.core.synthetic.cv_compare_sim` through the protocol's folds and
+  :func:`fairdesk.core.audits.age_independence.paired_comparison`, at 1 and 3 repeats; rows for the default
+  corrected resampled t-test (target) and the plain paired t-test (reported: the anti-conservative option).
 * ``cit`` — one counterfactual-invariance test (:func:`fairdesk.core.audits.cit.cit_test`, the default) on
   :func:`fairdesk.core.synthetic.cit_benchmark.nuisance_scenario`: Ŷ ⟂ A | Z with E[Ŷ|Z] and P(A|Z) each linear or
   non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β.
@@ -43,15 +48,18 @@ from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 from fairdesk.core.synthetic.design_space import format_regions, plot_regions, run_design_space  # noqa: E402,F401
 
-FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf")
+FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age")
 ALPHA = 0.05
 #: A null design passes when its rejection rate is at most α + this (issue 9: "size ≤ α + 0.02").
 SIZE_TOLERANCE = 0.02
 #: Default runs per design (the CLI's --runs overrides all three); whole audits cost more than single tests.
-DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100}
+DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200}
 GROUP_N_BOOT = 200
 GROUP_PLANTED_GAP = 0.2
 MLM_PLANTED = {"HIV": 0.5}
+MLM_NULL_LAWS = ("normal", "skewed", "heavy", "outlying")
+AGE_REPEATS = (1, 3)
+AGE_PLANTED_SIGNAL = 0.3   # learner b's signal (a: 0.6): about 5 accuracy points worse
 CIT_BETA = 0.5
 CIT_POWER_TARGET = 0.90   # issue 9: power on β = 0.5 at n = 4,000 stays ≥ 90 %
 CIT_POWER_N = 4000
@@ -220,16 +228,20 @@ def _mlm_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[V
     from fairdesk.core.synthetic.mlm_sim import simulate_probe_scores
 
     planted_cat, planted_bias = next(iter(MLM_PLANTED.items()))
-    designs = [("template noise (SD 0.5 nats), no bias in any category", "null", None),
-               (f"bias {planted_bias:g} nats in {planted_cat}", "planted", dict(MLM_PLANTED))]
+    designs = [(f"template noise (SD 0.5 nats, {law}), no bias in any category", "null", None, law)
+               for law in MLM_NULL_LAWS]
+    designs[0] = ("template noise (SD 0.5 nats), no bias in any category", "null", None, "normal")
+    designs.append((f"bias {planted_bias:g} nats in {planted_cat}", "planted", dict(MLM_PLANTED), "normal"))
     rows = []
-    for d, (design, kind, bias) in enumerate(designs):
+    for d, (design, kind, bias, law) in enumerate(designs):
         sub = rep.sub(d / len(designs), (d + 1) / len(designs))
         flags, hits, tests = [], 0, 0
         t0 = time.process_time()
         for i in range(runs):
             sub(i / runs, f"mlm: {kind} probe {i + 1}/{runs}")
-            scores = simulate_probe_scores(bias=bias, seed=_run_seed(seed, "mlm", kind, i))
+            run_seed = _run_seed(seed, "mlm", kind if law == "normal" else f"{kind}/{law}", i)
+            extra = {} if law == "normal" else {"template_law": law}
+            scores = simulate_probe_scores(bias=bias, seed=run_seed, **extra)
             recs = category_statistics(scores, ("male", "female"))
             col = "verdict" if any("verdict" in r for r in recs) else "flagged"
             said = [(r.get("verdict") == "differs") if col == "verdict" else bool(r.get("flagged")) for r in recs]
@@ -246,6 +258,35 @@ def _mlm_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[V
                          target_max=ALPHA + SIZE_TOLERANCE if kind == "null" else None,
                          level="whole audit" if kind == "null" else "planted category", meaning=meaning,
                          tests_flagged=hits, n_tests=tests, seconds=time.process_time() - t0))
+    return rows
+
+
+def _age_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[ValidityRow]:
+    from fairdesk.core.synthetic.cv_compare_sim import compare_learners, equal_learner_cohort
+
+    designs = [(r, kind) for kind in ("null", "planted") for r in AGE_REPEATS]
+    rows = []
+    for d, (repeats, kind) in enumerate(designs):
+        sub = rep.sub(d / len(designs), (d + 1) / len(designs))
+        p = {"corrected": [], "plain": []}
+        t0 = time.process_time()
+        for i in range(runs):
+            sub(i / runs, f"age: {kind}, {repeats} repeat(s), run {i + 1}/{runs}")
+            s = _run_seed(seed, "age", f"{kind}/{repeats}", i)
+            table, a, b = equal_learner_cohort(signal_b=None if kind == "null" else AGE_PLANTED_SIGNAL, seed=s)
+            res = compare_learners(table, a, b, folds=5, repeats=repeats, seed=s)
+            for test in p:
+                p[test].append(res[f"p_{test}"] < ALPHA)
+        what = ("two equally good learners" if kind == "null" else "a learner about 5 accuracy points worse")
+        for test, name in (("corrected", "corrected resampled t (default)"),
+                           ("plain", "plain paired t (anti-conservative option)")):
+            target = dict(target_max=ALPHA + SIZE_TOLERANCE) if kind == "null" and test == "corrected" else {}
+            meaning = (f"share of comparisons of {what} over 5-fold participant-disjoint CV with {repeats} "
+                       f"repeat(s) that the {name} calls different (one-tailed, α = {ALPHA:g})")
+            rows.append(_row("age", f"{what}, {repeats} repeat(s): {name}", kind, p[test], level="single test",
+                             meaning=meaning, seconds=time.process_time() - t0, **target))
+    notes.append("age: logistic regressions on two symmetric feature blocks of a synthetic cohort (120 participants, "
+                 "1–4 sessions each); the plain paired t rows have no target — they show why it is not the default.")
     return rows
 
 
@@ -329,6 +370,8 @@ def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = 
                 from fairdesk.core.synthetic.ctf_sim import validity_runs
 
                 rows += [_row("ctf", **row) for row in validity_runs(r, seed, sub, notes)]
+            elif fam == "age":
+                rows += _age_family(r, seed, sub, notes)
             else:
                 rows += _cit_family(r, seed, sub, notes, n)
         except ImportError as err:

@@ -42,14 +42,15 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
                           group_id: str, *, methods: tuple[str, ...] | None = None, folds: int = 5,
                           repeats: int = 1, lam: float | None = None, seed: int = 0, learner=None,
                           features: list[str] | None = None, reference: bool = True,
-                          frontier_lambdas: tuple[float, ...] = (), name: str | None = None,
+                          frontier_lambdas: tuple[float, ...] = (), name: str | None = None, test: str = "corrected",
                           leakage_target: float | None = None, lambda_grid: tuple[float, ...] | None = None,
                           progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """Train and compare the baselines and learners by participant-disjoint CV; store everything. Returns the
     audit id. ``lam``: a fixed adversary strength λ; None (the default) chooses λ per learner and fold from
     ``lambda_grid`` by nested validation to reach ``leakage_target`` (the protocol's defaults when None).
     ``learner``: a :class:`~fairdesk.core.models.age_independent.LearnerSettings` (its λ is replaced by ``lam``);
-    ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed."""
+    ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed; ``test``: the
+    comparison against the DNN, "corrected" (Nadeau–Bengio corrected resampled t, default) or "plain" (the paired t, anti-conservative)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.data.loaders import load_table, table_sha256
     from fairdesk.core.models.age_independent import METHODS, REFERENCE_METHOD, LearnerSettings
@@ -70,7 +71,8 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
         learner = replace(learner, lam=float(lam))
     choice = {k: v for k, v in (("leakage_target", leakage_target), ("lambda_grid", lambda_grid)) if v is not None}
     settings = AgeProtocolSettings(methods=tuple(methods or METHODS), folds=folds, repeats=repeats, seed=seed,
-                                   learner=learner, reference=reference, select_lambda=lam is None, **choice)
+                                   learner=learner, reference=reference, select_lambda=lam is None, test=test,
+                                   **choice)
     lambdas = _frontier_lambdas(frontier_lambdas, settings)
     main_share = 0.9 if not lambdas else 0.9 / (1 + len(lambdas))
     result = run_age_independence(table, label, attribute, group_id, features, settings,

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from scipy.stats import t as t_dist  # noqa: E402
 from scipy.stats import ttest_rel  # noqa: E402
 
 from fairdesk.cli import main  # noqa: E402
@@ -61,6 +62,7 @@ def test_json_contract(run):
     assert set(doc) == {"methods", "settings", "provenance"}
     assert list(doc["methods"]) == ["dnn", "svm", "simple"]
     assert doc["settings"]["folds"] == 2 and doc["settings"]["repeats"] == 2
+    assert doc["settings"]["test"] == "corrected" and "Nadeau" in doc["settings"]["test_name"]
     assert doc["settings"]["learner"]["lam"] == 0.5 and doc["provenance"]["seed"] == 7
     dnn = doc["methods"]["dnn"]
     for name, m in doc["methods"].items():
@@ -77,8 +79,11 @@ def test_json_contract(run):
             t = m["t_test"][metric]
             assert set(t) == {"statistic", "p", "alternative"} and t["alternative"] == "less"
             if np.any(np.asarray(m[metric]["folds"]) != np.asarray(dnn[metric]["folds"])):
+                # the default test: the corrected resampled t (the plain t-statistic shrunk by √(1 + J·ratio))
                 ref = ttest_rel(m[metric]["folds"], dnn[metric]["folds"], alternative="less")
-                assert t["p"] == pytest.approx(ref.pvalue) and t["statistic"] == pytest.approx(ref.statistic)
+                shrink = np.sqrt(1 + 4 * doc["settings"]["test_train_ratio"])
+                assert t["statistic"] == pytest.approx(ref.statistic / shrink)
+                assert t["p"] == pytest.approx(t_dist.cdf(ref.statistic / shrink, 3))
     assert doc["methods"]["svm"]["leakage"] is None
     for name in ("dnn", "simple"):
         assert set(doc["methods"][name]["leakage"]) >= {"r2", "mae", "auroc"}
@@ -152,3 +157,29 @@ def test_bad_method_and_bad_k_fail_before_training(demo, tmp_path, capsys):
     assert "magic" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
     assert main(_train_argv(demo, "--json", str(tmp_path / "x.json"), "--suppress-k", "0")) == 2
     assert "at least 1" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+
+
+def test_report_and_page_tables_name_the_test(run, tmp_path):
+    """Issue 22: the verdicts use the corrected resampled t-test by default and the report (whose tables the GUI page
+    shows) says so; a document run with --test plain is named anti-conservative; a document stored before the
+    choice existed is read as the plain test it ran. A bad --test fails before training."""
+    from fairdesk.core.reports import age_independence as report
+    from fairdesk.core.reports.document import Table
+
+    doc = json.loads((run / "out.json").read_text())
+
+    def table2(d):
+        tree = report.build_age_report(d)
+        return next(b for b in tree.section("tables").blocks if isinstance(b, Table) and b.title.startswith("Table 2"))
+
+    assert "corrected resampled t-tests" in table2(doc).title and "Nadeau" in table2(doc).note
+    summary = " ".join(b.text for b in report.build_age_report(doc).section("summary").blocks)
+    assert "corrected resampled t-test" in summary
+    plain = {**doc, "settings": {**doc["settings"], "test": "plain"}}
+    assert "plain paired t-tests (anti-conservative)" in table2(plain).title
+    old = {**doc, "settings": {k: v for k, v in doc["settings"].items() if k != "test"}}
+    assert "anti-conservative" in table2(old).title
+    with pytest.raises(SystemExit) as exit_info:     # argparse: the choices are corrected and plain
+        main(_train_argv(run, "--json", str(tmp_path / "x.json"), "--test", "welch"))
+    assert exit_info.value.code == 2
+    assert not (tmp_path / "x.json").exists()

@@ -332,7 +332,9 @@ def test_category_statistics_match_scipy():
 
 
 def test_template_test_matches_scipy_and_hand_computed_tost():
-    """The default test: one-sample t over the templates' mean differences, its interval and the TOST, by hand."""
+    """The default test: over the templates' mean differences, the one-sample t-test (scipy) backed by Hall's
+    skewness-corrected t — p the larger of the two, interval the hull, TOST the larger one-sided p — by hand."""
+    from scipy.stats import skew
     from scipy.stats import t as t_dist
     from scipy.stats import ttest_1samp
 
@@ -347,19 +349,32 @@ def test_template_test_matches_scipy_and_hand_computed_tost():
         f = sub[sub.group == "female"].groupby("template")["score"].mean()
         d = (m - f).to_numpy()
         ref = ttest_1samp(d, 0.0)
-        assert r["statistic"] == pytest.approx(ref.statistic) and r["p_value"] == pytest.approx(ref.pvalue)
-        assert r["df"] == 7 and r["n_units"] == 8 and r["n_templates"] == 8 and r["n"] == 8 * 3 * 4
-        assert r["unit"] == "template" and "t-test" in r["test"]
         se = d.std(ddof=1) / math.sqrt(8)
+        a = skew(d) / math.sqrt(8)
+
+        def hall(mu):  # Hall (1992): g(T) = T + a T²/3 + a² T³/27 + a/6
+            T = (d.mean() - mu) / se
+            return T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6
+
+        p_hall = 2 * t_dist.sf(abs(hall(0.0)), 7)
+        assert r["statistic"] == pytest.approx(ref.statistic) and r["statistic_skew"] == pytest.approx(hall(0.0))
+        assert r["p_value"] == pytest.approx(max(ref.pvalue, p_hall)) and r["p_value"] >= ref.pvalue
+        assert r["df"] == 7 and r["n_units"] == 8 and r["n_templates"] == 8 and r["n"] == 8 * 3 * 4
+        assert r["unit"] == "template" and "t-test" in r["test"] and "Hall" in r["test"]
         half = t_dist.ppf(0.975, 7) * se
-        assert (r["ci_low"], r["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
-        # TOST by hand: the larger one-sided p of mean > −0.25 and mean < +0.25
-        p_lo = t_dist.sf((d.mean() + 0.25) / se, 7)
-        p_hi = t_dist.cdf((d.mean() - 0.25) / se, 7)
+        # the hull holds the t interval, and its ends are where Hall's corrected t reaches ±t_0.975
+        assert r["ci_low"] <= d.mean() - half + 1e-12 and r["ci_high"] >= d.mean() + half - 1e-12
+        for end in (r["ci_low"], r["ci_high"]):
+            on_t = abs(abs(d.mean() - end) - half) < 1e-9
+            on_hall = abs(abs(hall(end)) - t_dist.ppf(0.975, 7)) < 1e-7
+            assert on_t or on_hall
+        # TOST by hand: the larger one-sided p of mean > −0.25 and mean < +0.25, each the larger of t and Hall
+        p_lo = max(t_dist.sf((d.mean() + 0.25) / se, 7), t_dist.sf(hall(-0.25), 7))
+        p_hi = max(t_dist.cdf((d.mean() - 0.25) / se, 7), t_dist.cdf(hall(0.25), 7))
         assert r["p_equivalence"] == pytest.approx(max(p_lo, p_hi))
         assert r["template_mean_difference"] == pytest.approx(d.mean())
         assert r["mean_difference"] == pytest.approx(d.mean())     # balanced design: the same number
-        ps.append(ref.pvalue)
+        ps.append(max(ref.pvalue, p_hall))
         pes.append(max(p_lo, p_hi))
     assert [r["q_value"] for r in recs] == pytest.approx(list(benjamini_hochberg(ps)))
     assert [r["q_equivalence"] for r in recs] == pytest.approx(list(benjamini_hochberg(pes)))
@@ -463,7 +478,9 @@ def test_template_unit_holds_its_size_under_template_noise():
 
 def test_template_unit_finds_a_planted_lean():
     """Power: a planted male lean of 0.6 nats in HIV (15 templates, template SD 0.5) is found as 'differs',
-    male-leaning, in nearly every run; the untouched categories stay unflagged in nearly every run."""
+    male-leaning, in most runs; the untouched categories stay unflagged in nearly every run. (The skew-robust test
+    trades a little power for its size under skewed template effects: on these seeds HIV is found in 31 of 40 runs,
+    35 with the t-test alone; docs/methods.md §4.)"""
     from fairdesk.core.synthetic.mlm_sim import simulate_probe_scores
 
     runs, found, others = 40, 0, 0
@@ -472,7 +489,7 @@ def test_template_unit_finds_a_planted_lean():
             simulate_probe_scores(bias={"HIV": 0.6}, seed=1000 + seed), ("male", "female"))}
         found += recs["HIV"]["verdict"] == "differs" and recs["HIV"]["direction"] == "male"
         others += any(r["flagged"] for c, r in recs.items() if c != "HIV")
-    assert found / runs >= 0.85 and others / runs <= 0.1, (found, others)
+    assert found / runs >= 0.75 and others / runs <= 0.1, (found, others)
 
 
 def test_signed_rank_needs_paired_word_lists(tiny):

@@ -113,7 +113,9 @@ def test_mlm_family_counts_categories_and_the_planted_one(monkeypatch):
     _fake_module(monkeypatch, "fairdesk.core.synthetic.mlm_sim", simulate_probe_scores=simulate_probe_scores)
     monkeypatch.setattr(mlm_bias, "category_statistics", category_statistics)
     res = validity.run_validity("mlm", runs=12, seed=0)
-    null, planted = res.rows
+    null, *laws, planted = res.rows
+    assert [r.kind for r in laws] == ["null"] * (len(validity.MLM_NULL_LAWS) - 1)
+    assert all(r.target == "≤ 0.07" for r in [null, *laws])
     seeds = [validity._run_seed(0, "mlm", "null", i) for i in range(12)]
     assert null.rejections == sum(s % 3 == 0 for s in seeds)
     assert planted.rejections == 12 and planted.level == "planted category"

@@ -14,17 +14,21 @@ Folds: ``StratifiedGroupKFold(k, shuffle=True)`` (sklearn) per repeat, seeded fr
 label so every held-out fold holds both classes; no participant is in two folds. Each (repeat, fold, method) fit
 gets its own seed from (seed, repeat, fold, method), so a method's numbers do not depend on which other methods run.
 
-Verdicts per (method, metric), against the DNN over the R·k paired per-fold values:
+Verdicts per (method, metric), against the DNN over the R·k paired per-fold differences d_j:
 
-* **differs** — the one-tailed paired t-test (``alternative="less"``: method below the DNN; for accuracy that is the
-  accuracy cost, for Δ the fairness gain) is significant after Benjamini–Hochberg over every t-test of the document;
-* **equivalent within ±margin** — the paired TOST (two one-sided one-sample t-tests of the differences against
-  ±margin) is significant after BH over every TOST of the document;
+* **differs** — the one-tailed test (``alternative="less"``: method below the DNN; for accuracy that is the
+  accuracy cost, for Δ the fairness gain) is significant after Benjamini–Hochberg over every test of the document;
+* **equivalent within ±margin** — the TOST (two one-sided tests of the mean difference against ±margin, same
+  variance) is significant after BH over every TOST of the document;
 * **inconclusive** — neither. Margins (:data:`MARGINS`): accuracy ±0.02 (two points; 000 calls a 2–3 point cost
   small), Δ^(2) ±0.05, Δ^(5) ±0.10 (about a tenth of the DNN's Δ in 000 Tables 1–2).
 
-With R > 1 repeats the per-fold values re-use the same rows, so they are not independent and the t-test's degrees
-of freedom overstate the evidence; the default is R = 1 (000's protocol).
+The test (:data:`TESTS`, ``AgeProtocolSettings.test``): by default the **corrected resampled t-test** (Nadeau and
+Bengio 2003): t = mean(d) / sqrt((1/(R·k) + n_test/n_train)·s²_d) on R·k − 1 degrees of freedom — the folds share
+training rows (and, with R > 1, held-out rows), so their differences are correlated and the plain variance
+s²_d/(R·k) is too small. ``test="plain"`` is the plain paired t-test over folds (scipy ``ttest_rel``), kept for
+reproducing 000 and named anti-conservative: with two equally good methods it rejects more often than α, the more
+so the more repeats (measured in docs/methods.md §3).
 
 Leakage (beyond 000): for each fitted representation a fresh probe — ridge (``RidgeCV``) and gradient boosting
 (``HistGradientBoostingRegressor``) — predicts the age of each held-out participant: it learns from the fold's
@@ -64,6 +68,12 @@ BINS: dict[str, int] = {"delta_eo_2": 2, "delta_eo_5": 5}
 ALTERNATIVE = "less"
 MARGINS: dict[str, float] = {"accuracy": 0.02, "delta_eo_2": 0.05, "delta_eo_5": 0.10}
 VERDICTS: tuple[str, ...] = ("differs", "equivalent within margin", "inconclusive")
+#: Tests of a method against the DNN over the per-fold differences: the default first.
+TESTS: tuple[str, ...] = ("corrected", "plain")
+TEST_NAMES = {"corrected": "corrected resampled t-test (Nadeau and Bengio 2003): variance factor 1/(R·k) + "
+                           "n_test/n_train",
+              "plain": "plain paired t-test over folds (scipy ttest_rel; anti-conservative: the folds share "
+                       "training rows)"}
 BASELINE = "dnn"
 PREDICTION_COLUMNS = ("row", "group_id", "method", "repeat", "fold", "label", "attribute", "score", "predicted")
 THRESHOLD = 0.5
@@ -93,6 +103,7 @@ class AgeProtocolSettings:
     select_lambda: bool = True  # choose λ per learner and outer fold by nested validation (else learner.lam)
     lambda_grid: tuple[float, ...] = LAMBDA_GRID
     leakage_target: float = LEAKAGE_TARGET
+    test: str = "corrected"  # TESTS: the comparison against the DNN ("plain": the anti-conservative paired t)
 
     def __post_init__(self) -> None:
         self.methods = tuple(self.methods)
@@ -107,6 +118,9 @@ class AgeProtocolSettings:
             raise DataError("Run at least one repeat of the cross-validation.")
         if not 0 < self.alpha < 1:
             raise DataError("The significance level α must lie in (0, 1).")
+        if self.test not in TESTS:
+            raise DataError(f"Unknown test '{self.test}'; use 'corrected' (the corrected resampled t-test, the "
+                            "default) or 'plain' (the plain paired t-test, anti-conservative).")
         if set(self.margins) != set(METRICS) or any(v <= 0 for v in self.margins.values()):
             raise DataError("Give a positive equivalence margin for each of accuracy, delta_eo_2 and delta_eo_5.")
         self.lambda_grid = tuple(sorted({float(v) for v in self.lambda_grid}))
@@ -199,23 +213,51 @@ def _num(x) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
-def paired_comparison(values, baseline, margin: float, alternative: str = ALTERNATIVE) -> dict:
-    """One-tailed paired t-test (scipy ``ttest_rel``) of ``values`` against ``baseline`` and the paired TOST."""
-    from scipy.stats import ttest_1samp, ttest_rel
+def paired_comparison(values, baseline, margin: float, alternative: str = ALTERNATIVE, test: str = "corrected",
+                      test_train_ratio: float | None = None) -> dict:
+    """One-tailed test of ``values`` against ``baseline`` over paired per-fold values, and the TOST at ±margin.
 
+    ``test="corrected"`` (default): the corrected resampled t-test of Nadeau and Bengio (2003), t = mean(d) /
+    sqrt((1/J + test_train_ratio)·s²_d) on J − 1 degrees of freedom (J = R·k per-fold differences,
+    ``test_train_ratio`` = n_test/n_train of the splits); no library offers it (scipy and sklearn have only the
+    plain paired t), so it is written out with scipy's t distribution. ``test="plain"``: scipy ``ttest_rel``
+    (factor 1/J), anti-conservative over CV folds. The TOST uses the same variance and degrees of freedom."""
+    from scipy.stats import t as t_dist
+    from scipy.stats import ttest_rel
+
+    if test not in TESTS:
+        raise DataError(f"Unknown test '{test}'; use 'corrected' or 'plain'.")
     values = np.asarray(values, float)
     baseline = np.asarray(baseline, float)
+    d = values - baseline
+    n = d.size
+    if test == "corrected" and (test_train_ratio is None or not test_train_ratio > 0):
+        raise DataError("The corrected resampled t-test needs the ratio of held-out to training rows (> 0).")
+    factor = 1.0 / n + (float(test_train_ratio) if test == "corrected" else 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        t = ttest_rel(values, baseline, alternative=alternative)
-        d = values - baseline
-        p_low = ttest_1samp(d, -margin, alternative="greater").pvalue
-        p_high = ttest_1samp(d, margin, alternative="less").pvalue
+        se = math.sqrt(factor * float(np.var(d, ddof=1))) if n > 1 else float("nan")
+        if test == "plain":
+            res = ttest_rel(values, baseline, alternative=alternative)
+            statistic, p = float(res.statistic), float(res.pvalue)
+        else:
+            statistic = float(d.mean()) / se if se > 0 else float("nan")
+            p = {"less": t_dist.cdf, "greater": t_dist.sf}.get(alternative, None)
+            p = (float(p(statistic, n - 1)) if p is not None
+                 else float(2 * t_dist.sf(abs(statistic), n - 1))) if n > 1 else float("nan")
+        p_low = float(t_dist.sf((d.mean() + margin) / se, n - 1)) if n > 1 and se > 0 else float("nan")
+        p_high = float(t_dist.cdf((d.mean() - margin) / se, n - 1)) if n > 1 and se > 0 else float("nan")
     if np.all(d == 0):  # identical per-fold values: no evidence of a difference, equal within any margin
         statistic, p, p_tost = 0.0, 1.0, 0.0
     else:
-        statistic, p, p_tost = float(t.statistic), float(t.pvalue), float(max(p_low, p_high))
+        p_tost = max(p_low, p_high)
     return {"statistic": _num(statistic), "p": _num(p), "alternative": alternative,
-            "mean_difference": float(d.mean()), "p_equivalence": _num(p_tost)}
+            "mean_difference": float(d.mean()), "p_equivalence": _num(p_tost), "test": test,
+            "df": n - 1, "se": _num(se)}
+
+
+def split_ratio(splits) -> float:
+    """n_test/n_train of the Nadeau–Bengio correction: mean held-out rows over mean training rows of the splits."""
+    return float(np.mean([len(s.test) for s in splits]) / np.mean([len(s.train) for s in splits]))
 
 
 def _probes(seed: int) -> dict:
@@ -482,6 +524,7 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         raise DataError("The DNN baseline (dnn) must be among the methods: every t-test compares against it.")
     cv = _cross_validate(data, methods, settings, rep.sub(0.0, 0.98))
     doc_methods: dict[str, dict] = {}
+    ratio = split_ratio(cv["splits"])
     tests = []  # (method, metric, comparison dict) for the corrections
     for m in methods:
         folds = cv["per_fold"][m]
@@ -495,11 +538,11 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
             entry["t_test"], entry["comparison"] = {}, {}
             for metric in METRICS:
                 c = paired_comparison([f[metric] for f in folds], [f[metric] for f in cv["per_fold"][BASELINE]],
-                                      settings.margins[metric])
+                                      settings.margins[metric], test=settings.test, test_train_ratio=ratio)
                 entry["t_test"][metric] = {"statistic": c["statistic"], "p": c["p"], "alternative": c["alternative"]}
                 entry["comparison"][metric] = {"baseline": BASELINE, "mean_difference": c["mean_difference"],
                                                "margin": settings.margins[metric],
-                                               "p_equivalence": c["p_equivalence"]}
+                                               "p_equivalence": c["p_equivalence"], "df": c["df"]}
                 tests.append((m, metric))
         entry["leakage"] = cv["leakage"][m]
         if entry["leakage"] is not None:
@@ -531,7 +574,8 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         "group_id": group_id, "features": data["features"], "n_features": len(data["features"]),
         "n_rows": int(len(data["y"])), "n_participants": n_participants, "threshold": THRESHOLD,
         "alternative": ALTERNATIVE, "baseline": BASELINE, "correction": "Benjamini-Hochberg over every t-test "
-        "(and separately every TOST) of this document", "std": "sample standard deviation (ddof = 1) over folds",
+        "(and separately every TOST) of this document", "test_name": TEST_NAMES[settings.test],
+        "test_train_ratio": ratio, "std": "sample standard deviation (ddof = 1) over folds",
         "folds_order": "repeat, then fold", "leakage_probes": ["ridge", "gbm"], "probe_folds": PROBE_FOLDS,
         "probe_training": "the training rows' representations plus the other inner folds of the held-out rows",
         "age_r2_from_label": cv["age_r2_from_label"],

@@ -23,9 +23,10 @@ Log-probability bias score
 
     Per category (see :func:`category_statistics`): mean score of each group and a verdict — ``differs``,
     ``equivalent`` within ±margin nats, or ``inconclusive``. The template is the unit of inference: scores of one
-    template share its prior and wording, so the default test is the one-sample t-test of the templates' mean
-    male − female differences (for this balanced design the same as a mixed model with a template random
-    intercept); Benjamini–Hochberg q-values across the categories with at least ``min_templates`` (6) templates;
+    template share its prior and wording, so the default test is over the templates' mean male − female
+    differences: the one-sample t-test backed by Hall's skewness-corrected t (p = the larger of the two, so skewed
+    template effects do not inflate its size; for this balanced design the t-test is the same as a mixed model
+    with a template random intercept); Benjamini–Hochberg q-values across the categories with at least ``min_templates`` (6) templates;
     fewer templates give "inconclusive: N templates". The release's per-sentence tests (Wilcoxon signed-rank over
     every (template, attribute, word pair), or the rank-sum test) stay available as options and are named in the
     report. *differs* (= ``flagged``): q < alpha, |rank-biserial r| ≥ 0.3 and |mean difference| ≥ 0.25 nats;
@@ -58,8 +59,9 @@ from fairdesk.core.text.templates import ATTR_SLOT, BiasTemplates, CompletionTem
 PRIOR_RULES: tuple[str, ...] = ("pieces", "words")
 TESTS: tuple[str, ...] = ("template", "wilcoxon", "ranksum")
 TEST_NAMES = {
-    "template": "one-sample t-test of the per-template mean differences (the template is the unit of inference; "
-                "two-sided, scipy.stats.ttest_1samp)",
+    "template": "one-sample t-test of the per-template mean differences backed by Hall's skewness-corrected t "
+                "(the template is the unit of inference; two-sided; p = the larger of the two tests' p, interval "
+                "= the hull of their intervals)",
     "wilcoxon": "Wilcoxon signed-rank test (paired by word pair within each template and attribute, two-sided, "
                 "scipy.stats.wilcoxon)",
     "ranksum": "Wilcoxon rank-sum test (unpaired, two-sided, scipy.stats.ranksums)",
@@ -437,30 +439,62 @@ def _template_differences(df: pd.DataFrame, g1: str, g2: str) -> np.ndarray:
     return (m[g1] - m[g2]).dropna().to_numpy(float)
 
 
-def _t_one_sample(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
-    """One-sample t-test of mean(d) = 0 (two-sided), its (1 − alpha) t interval, and the TOST p of
-    |mean(d)| < margin (the larger of the two one-sided p's). Needs ≥ 2 values; with no spread at all the
-    decision is exact (p 1 or 0)."""
-    from scipy.stats import t as t_dist
-    from scipy.stats import ttest_1samp
+def _hall_g(T, a: float):
+    """Hall's (1992) skewness-removing transformation of a studentized mean, g(T) = T + a·T²/3 + a²·T³/27 + a/6
+    with a = (sample skewness)/√n; monotone in T (g' = (1 + a·T/3)² ≥ 0), referred to t with n − 1 df."""
+    T = np.asarray(T, float)
+    return T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6
+
+
+def _hall_g_inverse(g, a: float):
+    """T with g(T) = g: g(T) − a/6 = ((1 + a·T/3)³ − 1)/a, so T = 3·(∛(1 + a·(g − a/6)) − 1)/a."""
+    g = np.asarray(g, float)
+    if a == 0:
+        return g
+    return 3 * (np.cbrt(1 + a * (g - a / 6)) - 1) / a
+
+
+def template_test(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
+    """Test of mean(d) = 0 over the templates' mean differences d, robust to skewed template effects; its (1 − alpha)
+    interval; the TOST p of |mean(d)| < margin. Needs ≥ 2 values; with no spread at all the answer is exact.
+
+    Two tests, each referred to t with n − 1 df: the one-sample t-test (as ``scipy.stats.ttest_1samp``) and Hall's
+    (1992) skewness-corrected t (:func:`_hall_g`; no library offers it). Every p is the larger of the two and every
+    interval the hull of the two, so the probe says "differs" only when both tests do: its size is at most the
+    smaller of the two sizes — the t-test's where template effects are heavy-tailed but symmetric (there Hall's is
+    liberal), Hall's where they are skewed (there the t-test rejects up to twice too often; 8–15 templates,
+    measured in docs/methods.md §4). The interval, the test and the TOST use the same rule, so they cannot
+    contradict each other (0 outside the interval ⇔ p < alpha; equivalent ⇔ the 1 − 2·alpha interval within
+    ±margin)."""
+    from scipy.special import stdtr, stdtrit   # the t distribution's CDF and quantile (ufuncs: fast in studies)
+    from scipy.stats import skew
 
     n = len(d)
-    out: dict[str, Any] = {"statistic": None, "p_value": None, "df": None, "ci_low": None, "ci_high": None,
-                           "p_equivalence": None}
+    out: dict[str, Any] = {"statistic": None, "statistic_skew": None, "p_value": None, "df": None, "ci_low": None,
+                           "ci_high": None, "p_equivalence": None, "skewness": None}
     if n < 2:
         return out
     mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
     out["df"] = n - 1
     if sd == 0.0:   # every template gives the same difference: nothing varies, the answer is exact
         out.update(p_value=1.0 if mean == 0 else 0.0, ci_low=mean, ci_high=mean,
-                   p_equivalence=0.0 if abs(mean) < margin else 1.0)
+                   p_equivalence=0.0 if abs(mean) < margin else 1.0, skewness=0.0)
         return out
-    res = ttest_1samp(d, 0.0, alternative="two-sided")
-    half = float(t_dist.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
-    p_low = float(ttest_1samp(d, -margin, alternative="greater").pvalue)
-    p_high = float(ttest_1samp(d, margin, alternative="less").pvalue)
-    out.update(statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=mean - half, ci_high=mean + half,
-               p_equivalence=max(p_low, p_high))
+    se = sd / math.sqrt(n)
+    gamma = float(skew(d, bias=True))
+    a = gamma / math.sqrt(n)
+    # the studentized mean at 0, −margin and +margin (the one-sample t statistic of scipy.stats.ttest_1samp)
+    T = (mean - np.array([0.0, -margin, margin])) / se
+    G = _hall_g(T, a)
+    p = max(2 * stdtr(n - 1, -abs(T[0])), 2 * stdtr(n - 1, -abs(G[0])))
+    c = float(stdtrit(n - 1, 1 - alpha / 2))
+    lo_g, hi_g = (float(x) for x in _hall_g_inverse(np.array([-c, c]), a))   # g(T) = ±c  ⇔  T = lo_g, hi_g
+    ci_low = min(mean - c * se, mean - hi_g * se)
+    ci_high = max(mean + c * se, mean - lo_g * se)
+    p_low = max(stdtr(n - 1, -T[1]), stdtr(n - 1, -G[1]))    # H0: mean ≤ −margin
+    p_high = max(stdtr(n - 1, T[2]), stdtr(n - 1, G[2]))     # H0: mean ≥ +margin
+    out.update(statistic=float(T[0]), statistic_skew=float(G[0]), p_value=float(min(1.0, p)), ci_low=ci_low,
+               ci_high=ci_high, p_equivalence=float(max(p_low, p_high)), skewness=gamma)
     return out
 
 
@@ -475,8 +509,10 @@ def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str
 
     **Unit of inference.** Scores of one template share its prior and its wording, so they are not independent:
     by default (``test="template"``) each template contributes one number — its mean ``g1`` − ``g2`` score
-    difference D_t — and the test is the one-sample t-test of mean(D_t) = 0 over the templates (two-sided,
-    ``scipy.stats.ttest_1samp``). For the balanced design of a template list (every template × every attribute ×
+    difference D_t — and the test of mean(D_t) = 0 over the templates (two-sided) is the one-sample t-test
+    (``scipy.stats.ttest_1samp``) backed by Hall's (1992) skewness-corrected t: p is the larger of the two p's and
+    the interval the hull of the two intervals (:func:`template_test`), because with 8–15 templates the t-test
+    alone rejects up to twice too often when template effects are skewed. For the balanced design of a template list (every template × every attribute ×
     every word pair) this is exactly the F-test of the fixed effect in the random-intercept mixed model with a
     template effect, so no mixed-model library is needed; its p is continuous (not floored like a rank test over a
     handful of templates), so it can pass the correction. The attribute list is fixed (it defines the category);
@@ -530,7 +566,7 @@ def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str
                                f"mean_{g2}": float(b["score"].mean()), "test": TEST_NAMES[test],
                                "test_code": test, "unit": UNITS[test], "n_templates": n_templates,
                                "n_attributes": int(df["attribute"].nunique()) if "attribute" in df else None}
-        tmpl = _t_one_sample(d_t, alpha, margin)
+        tmpl = template_test(d_t, alpha, margin)
         rec["template_mean_difference"] = float(np.mean(d_t)) if len(d_t) else None
         rec.update(ci_low=tmpl["ci_low"], ci_high=tmpl["ci_high"], p_equivalence=tmpl["p_equivalence"])
         paired_ok = "pair_index" in df and a["pair_index"].nunique() == b["pair_index"].nunique()
@@ -540,7 +576,8 @@ def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str
                 rec["n"] = int(len(pd.MultiIndex.from_frame(a[key]).intersection(pd.MultiIndex.from_frame(b[key]))))
             else:
                 rec["n"] = int(len(a) + len(b))
-            rec.update(statistic=tmpl["statistic"], p_value=tmpl["p_value"], df=tmpl["df"], n_units=int(len(d_t)))
+            rec.update(statistic=tmpl["statistic"], statistic_skew=tmpl["statistic_skew"], p_value=tmpl["p_value"],
+                       df=tmpl["df"], n_units=int(len(d_t)), skewness=tmpl["skewness"])
             rec["effect_size"] = _rank_biserial_paired(d_t) if len(d_t) else None
             sd = float(np.std(d_t, ddof=1)) if len(d_t) > 1 else float("nan")
             rec["d_z"] = float(np.mean(d_t) / sd) if len(d_t) > 1 and sd > 0 else None
@@ -676,9 +713,9 @@ def verdict_method(test: str = "template", alpha: float = 0.05, min_effect: floa
         "multiple_testing": (f"Benjamini–Hochberg across the categories with at least {min_templates} templates "
                              "(q_value); p_value is the raw p. Categories with fewer templates are not in the "
                              "family (q_value empty)."),
-        "equivalence": (f"two one-sided t-tests (TOST) over the templates' mean differences: equivalent when the "
-                        f"mean lies within ±{margin:g} nats, TOST p BH-adjusted across the same family "
-                        f"(q_equivalence < {alpha:g})"),
+        "equivalence": (f"two one-sided tests (TOST) over the templates' mean differences, each the larger p of "
+                        f"the t-test and Hall's skewness-corrected t: equivalent when the mean lies within "
+                        f"±{margin:g} nats, TOST p BH-adjusted across the same family (q_equivalence < {alpha:g})"),
         "margin": margin, "min_templates": int(min_templates),
         "min_templates_rule": (f"a category with fewer than {min_templates} templates is 'inconclusive: N "
                                "templates' — with 5 or fewer, even an exact sign-flip test over templates cannot "
@@ -694,7 +731,7 @@ def verdict_method(test: str = "template", alpha: float = 0.05, min_effect: floa
 
 
 #: Short names of the tests (for one-line rules and the CLI).
-TESTS_SHORT = {"template": "t-test over templates", "wilcoxon": "signed-rank over sentence pairs",
+TESTS_SHORT = {"template": "skew-robust t-test over templates", "wilcoxon": "signed-rank over sentence pairs",
                "ranksum": "rank-sum over sentences"}
 
 

@@ -9,8 +9,9 @@ Sections:
    verdicts (differs / equivalent within ±margin / inconclusive) and the rule that decides it; how much age the
    DNN's representation and the learners' keep;
 2. methods — architectures, losses, λ, K, K_D, λ_H, training, folds, thresholds, margins, caveats;
-3. the 000 Tables 1–2 layout — mean ± SD over folds per method, then the one-tailed paired t-tests against the
-   DNN (t, p, BH q, TOST p, verdict); held-out rows and participants per fold;
+3. the 000 Tables 1–2 layout — mean ± SD over folds per method, then the one-tailed tests against the DNN (t, p,
+   BH q, TOST p, verdict), titled with the test that ran (:func:`comparison_test_words`); held-out rows and participants per
+   fold;
 4. leakage — a fresh probe's R², MAE and AUROC of age from each representation;
 5. the accuracy–fairness frontier (figure kind ``"age_frontier"``, registered here): Δ^(5) and leakage R²
    against accuracy, per learner as λ varies (the run's λ only when no sweep was stored);
@@ -45,6 +46,7 @@ LOSSES = [
 ]
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 FRONTIER_COLUMNS = ["method", "label", "role", "lambda", "accuracy", "delta_eo_5", "leakage_r2"]
+TABLE2_TESTS = {"corrected": "corrected resampled t-tests", "plain": "plain paired t-tests (anti-conservative)"}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -79,6 +81,22 @@ def _verdict_short(verdict: str | None, margin) -> str:
     if verdict in ("equivalent", "equivalent within margin"):
         return f"equivalent ±{num(margin):g}"
     return verdict or "–"
+
+
+def comparison_test(doc: dict) -> str:
+    """The comparison test a document ran: "corrected" (Nadeau–Bengio) or "plain"; documents stored before the
+    choice existed ran the plain paired t."""
+    return str(doc["settings"].get("test") or "plain")
+
+
+def comparison_test_words(doc: dict) -> str:
+    """The test against the DNN, as the report names it."""
+    if comparison_test(doc) == "corrected":
+        ratio = num(doc["settings"].get("test_train_ratio"))
+        extra = f", n_test/n_train = {ratio:.2f}" if ratio is not None else ""
+        return ("corrected resampled t-test (Nadeau and Bengio 2003: variance factor 1/(R·k) + n_test/n_train"
+                f"{extra})")
+    return "plain paired t-test over folds (anti-conservative: the folds share training rows)"
 
 
 def _label(doc: dict, m: str) -> str:
@@ -148,10 +166,11 @@ def _summary_blocks(doc: dict, k: int) -> list:
         "a held-out fold (no participant is in two folds) and summarised as mean ± SD over folds.", "lead")]
     blocks.append(Paragraph(
         "Verdict rule, for each method against the DNN and each of accuracy, Δ^(2) and Δ^(5), over the paired "
-        f"per-fold values: differs — the one-tailed paired t-test (method lower than the DNN) is significant at "
+        f"per-fold values: differs — the one-tailed {comparison_test_words(doc)} (method lower than the DNN) is significant at "
         f"α = {num(s.get('alpha', 0.05)):g} after Benjamini–Hochberg over every t-test of this audit; equivalent "
         "within ±margin — the paired TOST is significant after Benjamini–Hochberg over every TOST; inconclusive — "
-        "neither. Margins: " + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()])
+        "neither (the TOST uses the same test's variance). Margins: "
+        + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()])
         + ". Inconclusive means the folds cannot tell; it is never evidence that a method is as fair as, or "
           "fairer than, the DNN.", "note"))
     for m in _compared(doc):
@@ -222,14 +241,19 @@ def _methods_blocks(doc: dict) -> list:
         f"Protocol: {s['folds']}-fold StratifiedGroupKFold by participant ('{s['group_id']}'), "
         f"{s['repeats']} repeat(s), seed {doc['provenance'].get('seed')}; threshold {num(s.get('threshold', 0.5)):g}; "
         "per fold, Δ_eo^(N) on equal-frequency bins of the attribute within the held-out fold (bins merged until "
-        "each holds both classes; the group audit's own Δ_eo). One-tailed paired t-tests against the DNN "
-        "(scipy ttest_rel, alternative 'less'), paired TOST at the margins, Benjamini–Hochberg. "
-        f"{s.get('n_features', '–')} feature columns."))
+        "each holds both classes; the group audit's own Δ_eo). One-tailed tests against the DNN "
+        f"(alternative 'less'): the {comparison_test_words(doc)}; TOST at the margins with the same variance; "
+        f"Benjamini–Hochberg. {s.get('n_features', '–')} feature columns."))
+    caveat = ("the corrected test widens the plain paired t's variance because the folds share training rows (and "
+              "held-out rows across repeats), which the plain test ignores"
+              if comparison_test(doc) == "corrected" else
+              "the plain paired t-test ignores that the folds share training rows (and held-out rows across "
+              "repeats): it overstates the evidence, the more so with repeats — the corrected resampled t-test "
+              "(fairdesk-cli train age-independent --test corrected, the default) holds its size")
     blocks.append(Paragraph(
-        f"Caveats: with {s['folds'] * s['repeats']} per-fold values the t-test has "
-        f"{s['folds'] * s['repeats'] - 1} degrees of freedom, so large differences can stay inconclusive; with more "
-        "than one repeat the per-fold values reuse rows and the test overstates the evidence. A classifier close to "
-        "constant has a low Δ, so read a lower Δ beside the accuracy.", "note"))
+        f"Caveats: with {s['folds'] * s['repeats']} per-fold values the test has "
+        f"{s['folds'] * s['repeats'] - 1} degrees of freedom, so large differences can stay inconclusive; "
+        f"{caveat}. A classifier close to constant has a low Δ, so read a lower Δ beside the accuracy.", "note"))
     return blocks
 
 
@@ -252,11 +276,12 @@ def _tables_blocks(doc: dict, k: int) -> list:
                           fmt_p(c.get("p_equivalence_bh")), _verdict_short(c.get("verdict"), c.get("margin"))])
     if trows:
         blocks.append(Table(["method", "metric", "difference", "t", "p (one-tailed)", "BH q", "TOST q", "verdict"],
-                            trows, title="Table 2 (000 layout): paired t-tests against the DNN",
+                            trows, title=f"Table 2 (000 layout): {TABLE2_TESTS[comparison_test(doc)]} against the DNN",
                             widths=[2.2, 0.9, 0.9, 0.6, 0.9, 0.7, 0.7, 1.3],
                             align=["L", "L", "R", "R", "R", "R", "R", "L"], small=True,
                             note="difference = method − DNN, mean over folds; alternative: method lower than the "
-                                 "DNN; TOST q: equivalence within the margin, BH-adjusted."))
+                                 f"DNN; test: {comparison_test_words(doc)}; TOST q: equivalence within the margin, "
+                                 "BH-adjusted."))
     sizes = s.get("fold_sizes") or []
     if sizes:
         frows = [[str(z["repeat"] + 1), str(z["fold"] + 1), fmt_count(z["rows"], k), fmt_count(z["participants"], k),

@@ -16,12 +16,18 @@ The model of a score, for category c, template t, attribute a, word pair i and g
 so the paired male − female difference of one (template, attribute, pair) is ``bias[c] + u[t] + e_m − e_f``. With
 ``bias`` = 0 everywhere the probe's null holds on average over templates, yet every template leans one way: the
 situation in which a test over all (template, attribute, pair) rows is pseudo-replicated.
+
+``template_law`` (:data:`TEMPLATE_LAWS`) sets the law of the template leans u[t], always with mean 0 and SD
+``template_sd``: ``normal``; ``skewed`` (a centred exponential, skewness 2); ``lognormal`` (a centred lognormal with
+log-SD 1, skewness 6.2: an extreme case); ``heavy`` (Student t with 3 df, symmetric, heavy tails); ``outlying``
+(one template in ten shifted by +4 SD, the rest normal: an odd wording now and then).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+TEMPLATE_LAWS: tuple[str, ...] = ("normal", "skewed", "lognormal", "heavy", "outlying")
 #: The two word groups and the number of word pairs of the shipped lists (man↔woman, he↔she, male↔female, m↔f).
 GROUPS = ("male", "female")
 N_PAIRS = 4
@@ -36,13 +42,14 @@ def shipped_template_counts() -> dict[str, int]:
 
 def simulate_probe_scores(templates_per_category: dict[str, int] | None = None, n_attributes: int = 5,
                           template_sd: float = 0.5, noise_sd: float = 0.2, bias: dict[str, float] | None = None,
-                          seed: int = 0) -> pd.DataFrame:
+                          seed: int = 0, template_law: str = "normal") -> pd.DataFrame:
     """A score table with the columns ``category, template, attribute, group, pair_index, word, score``.
 
     ``templates_per_category`` maps category → number of templates (default: the shipped list's counts);
     ``n_attributes`` attribute phrases per category; ``template_sd`` the SD (nats) of the templates' own lean on
     the male − female difference; ``noise_sd`` the SD of each sentence's score around its template; ``bias`` maps
-    category → the planted mean male − female difference in nats (default 0 for every category: the null)."""
+    category → the planted mean male − female difference in nats (default 0 for every category: the null);
+    ``template_law`` the law of the template leans (:data:`TEMPLATE_LAWS`, mean 0, SD ``template_sd``)."""
     counts = dict(templates_per_category) if templates_per_category is not None else shipped_template_counts()
     bias = dict(bias or {})
     unknown = set(bias) - set(counts)
@@ -50,13 +57,15 @@ def simulate_probe_scores(templates_per_category: dict[str, int] | None = None, 
         raise ValueError(f"bias names categories that are not simulated: {', '.join(sorted(unknown))}")
     if n_attributes < 1 or any(int(n) < 1 for n in counts.values()):
         raise ValueError("Every category needs at least one template and one attribute.")
+    if template_law not in TEMPLATE_LAWS:
+        raise ValueError(f"Unknown template law '{template_law}'; choose from {', '.join(TEMPLATE_LAWS)}.")
     rng = np.random.default_rng(seed)
     words = {"male": ("man", "he", "male", "m"), "female": ("woman", "she", "female", "f")}
     frames = []
     for code, n_t in counts.items():
         n_t = int(n_t)
         level = rng.normal(0.0, 1.0, size=(n_t, 1, N_PAIRS))               # shared by both groups
-        lean = float(bias.get(code, 0.0)) + rng.normal(0.0, template_sd, size=(n_t, 1, 1))
+        lean = float(bias.get(code, 0.0)) + template_sd * template_leans(template_law, n_t, rng)[:, None, None]
         shape = (n_t, n_attributes, N_PAIRS)
         male = level + 0.5 * lean + rng.normal(0.0, noise_sd, size=shape)
         female = level - 0.5 * lean + rng.normal(0.0, noise_sd, size=shape)
@@ -73,3 +82,20 @@ def simulate_probe_scores(templates_per_category: dict[str, int] | None = None, 
                 "score": values.ravel(),
             }))
     return pd.concat(frames, ignore_index=True)
+
+
+def template_leans(law: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws of a template law (:data:`TEMPLATE_LAWS`) standardised to mean 0 and SD 1."""
+    if law == "normal":
+        return rng.normal(size=n)
+    if law == "skewed":
+        return rng.exponential(size=n) - 1.0
+    if law == "lognormal":
+        x = rng.lognormal(0.0, 1.0, size=n)
+        return (x - np.exp(0.5)) / np.sqrt((np.e - 1.0) * np.e)
+    if law == "heavy":
+        return rng.standard_t(3, size=n) / np.sqrt(3.0)
+    if law == "outlying":
+        z = rng.normal(size=n) + 4.0 * (rng.random(n) < 0.1)
+        return (z - 0.4) / np.sqrt(1.0 + 16.0 * 0.1 * 0.9)
+    raise ValueError(f"Unknown template law '{law}'; choose from {', '.join(TEMPLATE_LAWS)}.")

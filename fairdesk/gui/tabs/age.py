@@ -3,7 +3,7 @@
 Form: a features dataset of the project, its label, protected continuous attribute (numeric columns only) and
 participant-id columns (first guesses from :mod:`fairdesk.core.data.roles`), the methods (the DNN baseline always
 runs: every t-test compares against it; fairlearn's reference row when fairlearn is installed), folds, repeats, λ,
-the adversary steps K, the seed and an optional list of λ values for the accuracy–fairness frontier. Run calls
+the test against the DNN (corrected resampled t by default), the adversary steps K, the seed and an optional list of λ values for the accuracy–fairness frontier. Run calls
 :func:`fairdesk.jobs.age.train_age_independent` (progress per fold and method; Cancel stores nothing).
 
 Results: the summary in words, Tables 1–2 (000 layout), the leakage table and the held-out folds — all taken from
@@ -156,6 +156,13 @@ class AgeLearnersPage(AuditPage):
         self.repeats_spin.setValue(1)
         self.repeats_spin.setToolTip("Repeats of the cross-validation with new fold assignments.")
         sf.addRow("Repeats", self.repeats_spin)
+        self.test_combo = QComboBox(settings_box)
+        self.test_combo.addItem("corrected resampled t (Nadeau–Bengio)", "corrected")
+        self.test_combo.addItem("plain paired t (anti-conservative)", "plain")
+        self.test_combo.setToolTip("Test of each method against the DNN over the folds. The folds share training "
+                                   "rows, so the plain paired t-test overstates the evidence (more so with "
+                                   "repeats); the corrected resampled t-test holds its size.")
+        sf.addRow("Test against the DNN", self.test_combo)
         self.lambda_spin = QDoubleSpinBox(settings_box)
         self.lambda_spin.setRange(0.0, 100.0)
         self.lambda_spin.setDecimals(3)
@@ -323,7 +330,7 @@ class AgeLearnersPage(AuditPage):
                       leakage_target=self.target_spin.value() if self.auto_lambda_check.isChecked() else None,
                       seed=self.seed_spin.value(), learner=learner,
                       features=feats if dropped else None, reference=self.reference_check.isChecked(),
-                      frontier_lambdas=lambdas)
+                      frontier_lambdas=lambdas, test=self.test_combo.currentData())
         return AuditRun(f"Representation learners: {label} with {attribute}",
                         args=(dataset_id, label, attribute, group), kwargs=kwargs, running="Training the methods…",
                         torch_threads=max(1, int(self.window_.settings.threads)))

@@ -714,7 +714,8 @@ class ValidityView(JobPage):
         self.result: dict | None = None
         self.family_combo = QComboBox(self)
         for label, code in (("counterfactual invariance (cit)", "cit"), ("group gaps (groups)", "groups"),
-                            ("masked-LM probe (mlm)", "mlm"), ("all three", "all")):
+                            ("masked-LM probe (mlm)", "mlm"), ("learners over CV folds (age)", "age"),
+                            ("all families", "all")):
             self.family_combo.addItem(label, code)
         self.runs_spin = QSpinBox(self)
         self.runs_spin.setRange(1, 10000)
