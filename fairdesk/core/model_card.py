@@ -50,64 +50,12 @@ def load_schema() -> dict:
         raise DataError(f"The model-card schema {schema_path()} cannot be read ({err}); reinstall FairDesk.") from err
 
 
-# Why a hand validator: jsonschema is not a FairDesk dependency (nor in the frozen build), and the card's schema
-# uses a small subset of JSON Schema. This validator implements exactly that subset, with JSON Schema's meaning
-# (``pattern`` applies to strings only, ``minimum`` to numbers only, booleans are not integers), and refuses any
-# other keyword in the schema, so the schema cannot silently grow beyond what is checked.
-_ANNOTATIONS = {"$schema", "$id", "$defs", "$comment", "title", "description"}
-_CHECKED = {"type", "enum", "required", "properties", "additionalProperties", "items", "pattern", "minimum", "$ref"}
-_TYPES = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-}
+def schema_errors(instance, schema: dict | None = None) -> list[str]:
+    """Every way ``instance`` breaks the card's schema ("where: what"); empty when it validates. jsonschema (draft
+    2020-12), the one validator of every schema FairDesk ships (:func:`fairdesk.core.kinds.schema_problems`)."""
+    from fairdesk.core.kinds import schema_problems
 
-
-def schema_errors(instance, schema: dict, root: dict | None = None, where: str = "") -> list[str]:
-    """Every way ``instance`` breaks ``schema`` (JSON-pointer path: problem); empty when it validates."""
-    root = schema if root is None else root
-    unknown = set(schema) - _ANNOTATIONS - _CHECKED
-    if unknown:
-        raise DataError(f"The model-card schema uses {', '.join(sorted(unknown))}, which FairDesk's validator does "
-                        "not check.")
-    at = where or "/"
-    if "$ref" in schema:
-        ref = schema["$ref"]
-        if not ref.startswith("#/$defs/"):
-            raise DataError(f"The model-card schema refers to {ref}; only #/$defs/... is supported.")
-        return schema_errors(instance, root["$defs"][ref[len("#/$defs/"):]], root, where)
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(_TYPES[t](instance) for t in types):
-            return [f"{at}: {json.dumps(instance)[:60]} is not of type {' or '.join(types)}"]
-    errors = []
-    if "enum" in schema and instance not in schema["enum"]:
-        errors.append(f"{at}: {json.dumps(instance)[:60]} is not one of {schema['enum']}")
-    if "pattern" in schema and isinstance(instance, str) and not re.search(schema["pattern"], instance):
-        errors.append(f"{at}: {instance!r} does not match {schema['pattern']}")
-    if "minimum" in schema and _TYPES["number"](instance) and instance < schema["minimum"]:
-        errors.append(f"{at}: {instance} is below the minimum {schema['minimum']}")
-    if isinstance(instance, dict):
-        props = schema.get("properties", {})
-        for name in schema.get("required", []):
-            if name not in instance:
-                errors.append(f"{at}: '{name}' is missing")
-        extra = schema.get("additionalProperties", True)
-        for name, value in instance.items():
-            if name in props:
-                errors += schema_errors(value, props[name], root, f"{where}/{name}")
-            elif extra is False:
-                errors.append(f"{at}: '{name}' is not a field of the card")
-            elif isinstance(extra, dict):
-                errors += schema_errors(value, extra, root, f"{where}/{name}")
-    if isinstance(instance, list) and "items" in schema:
-        for i, value in enumerate(instance):
-            errors += schema_errors(value, schema["items"], root, f"{where}/{i}")
-    return errors
+    return schema_problems(instance, schema or load_schema(), limit=50)
 
 
 def _counts_below_k(card: dict) -> list[str]:
@@ -126,7 +74,7 @@ def _counts_below_k(card: dict) -> list[str]:
 
 def validate_card(card: dict, schema: dict | None = None) -> None:
     """Refuse (:class:`DataError`) a card that breaks the schema or shows a count below its k."""
-    errors = schema_errors(card, schema or load_schema())
+    errors = schema_errors(card, schema)
     if not errors:
         errors = _counts_below_k(card)
     if errors:
@@ -564,7 +512,7 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
     if info is None:
         project.audit_kind(audit_id)  # raises the project's own sentence
     kind = audit_kind(info.kind)
-    doc = json.loads(project.audit_json(audit_id))
+    doc = project.audit_document(audit_id)
     if info.kind not in KIND_PARTS:
         raise DataError(f"Model cards of '{info.kind}' audits are not supported by this version of FairDesk.")
     parts = KIND_PARTS[info.kind](doc, k)

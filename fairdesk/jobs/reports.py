@@ -25,7 +25,7 @@ def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path,
     rep(0.0, "Loading the audit")
     project = Project(project_path, create=False)
     kind = project.audit_kind(audit_id)
-    doc = json.loads(project.audit_json(audit_id))
+    doc = project.audit_document(audit_id)
     rep(0.1, "Drawing figures and tables")
     path = build_report(kind, doc, pdf_path, settings)
     rep(1.0, "Report written")
