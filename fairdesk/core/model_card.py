@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 from fairdesk.core.errors import DataError
+from fairdesk.core.escape import markdown_text
 from fairdesk.core.project import Project
 
 CARD_FORMAT = "fairdesk.model_card/1"
@@ -577,43 +578,38 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
 
 # ---- Markdown ---------------------------------------------------------------------------------------------------
 
-def _md(text) -> str:
-    """Text safe inside Markdown paragraphs and table cells."""
-    return re.sub(r"([\\`*_|<>\[\]])", r"\\\1", str(text if text is not None else "–"))
-
-
 def card_markdown(card: dict) -> str:
     """The card as Markdown: the same content, for people (every finding with its verdict and sentence)."""
     a, m, d, s, f = card["audit"], card["model"], card["data"], card["subgroups"], card["findings"]
     k = a["small_cell_k"]
     c = f["verdict_counts"]
-    lines = [f"# Fairness and equity card: {_md(m['name'] or 'model not recorded')}", "",
-             f"Written by FairDesk {_md(card['written_by']['tool_version'])} on "
-             f"{_md(card['written_by']['written_utc'])} from audit {a['audit_id']} "
-             f"({_md(a['kind_title'])}, kind `{a['kind']}`) of {_md(a['run_utc'] or a['stored_utc'])}; seed "
-             f"{_md(a['seed'])}; counts below {k} are written as \"\\<{k}\".", "",
+    lines = [f"# Fairness and equity card: {markdown_text(m['name'] or 'model not recorded')}", "",
+             f"Written by FairDesk {markdown_text(card['written_by']['tool_version'])} on "
+             f"{markdown_text(card['written_by']['written_utc'])} from audit {a['audit_id']} "
+             f"({markdown_text(a['kind_title'])}, kind `{a['kind']}`) of {markdown_text(a['run_utc'] or a['stored_utc'])}; seed "
+             f"{markdown_text(a['seed'])}; counts below {k} are written as \"\\<{k}\".", "",
              "## Model", "",
-             f"- Name: {_md(m['name'])}", f"- Kind: {_md(m['kind'])}", f"- Version: {_md(m['version'])}",
-             f"- Recorded in: {_md(m['recorded_in'])}"]
-    lines += [f"- Hash {_md(name)}: `{h}`" for name, h in m["hashes"].items()]
+             f"- Name: {markdown_text(m['name'])}", f"- Kind: {markdown_text(m['kind'])}", f"- Version: {markdown_text(m['version'])}",
+             f"- Recorded in: {markdown_text(m['recorded_in'])}"]
+    lines += [f"- Hash {markdown_text(name)}: `{h}`" for name, h in m["hashes"].items()]
     use = card["intended_use"]
-    lines += ["", "## Intended use", "", _md(use["statement"]) + ("" if use["entered_by_user"] else ""), "",
-              "## Data", "", f"- Name: {_md(d['name'])}", f"- SHA-256: {_md(d['sha256'])}",
-              f"- Rows: {_md(d['rows'])}", f"- Origin: {_md(d['origin'])}", "",
-              "## Subgroups audited", "", _md(s["note"]), ""]
+    lines += ["", "## Intended use", "", markdown_text(use["statement"]) + ("" if use["entered_by_user"] else ""), "",
+              "## Data", "", f"- Name: {markdown_text(d['name'])}", f"- SHA-256: {markdown_text(d['sha256'])}",
+              f"- Rows: {markdown_text(d['rows'])}", f"- Origin: {markdown_text(d['origin'])}", "",
+              "## Subgroups audited", "", markdown_text(s["note"]), ""]
     if s["groups"]:
         lines += ["| Variant | Task | Attribute | Group | Size | Tested |", "|---|---|---|---|---|---|"]
         for g in s["groups"]:
-            size = "–" if g["size"] is None else f"{_md(g['size'])} {_md(g.get('size_unit') or '')}".strip()
-            tested = "yes" if g["tested"] else f"no ({_md(g.get('why_not_tested') or 'left out')})"
-            lines.append(f"| {_md(g.get('variant') or '')} | {_md(g.get('task') or '')} | {_md(g['attribute'])} | "
-                         f"{_md(g['group'])} | {size} | {tested} |")
+            size = "–" if g["size"] is None else f"{markdown_text(g['size'])} {markdown_text(g.get('size_unit') or '')}".strip()
+            tested = "yes" if g["tested"] else f"no ({markdown_text(g.get('why_not_tested') or 'left out')})"
+            lines.append(f"| {markdown_text(g.get('variant') or '')} | {markdown_text(g.get('task') or '')} | {markdown_text(g['attribute'])} | "
+                         f"{markdown_text(g['group'])} | {size} | {tested} |")
         lines.append("")
     lines += ["## Findings", "",
               f"{c['total']} finding{'' if c['total'] == 1 else 's'}: {c['differs']} differ, "
               f"{c['equivalent']} equivalent within the margin, "
-              f"{c['inconclusive']} inconclusive. {_md(f['reading'])}", ""]
-    lines += [f"- **{_md(item['verdict_words'])}** — {_md(item['sentence'])}" for item in f["items"]]
-    lines += ["", "## Limitations", ""] + [f"- {_md(t)}" for t in card["limitations"]]
-    lines += ["", "## Not tested", ""] + ([f"- {_md(t)}" for t in card["not_tested"]] or ["- (nothing listed)"])
+              f"{c['inconclusive']} inconclusive. {markdown_text(f['reading'])}", ""]
+    lines += [f"- **{markdown_text(item['verdict_words'])}** — {markdown_text(item['sentence'])}" for item in f["items"]]
+    lines += ["", "## Limitations", ""] + [f"- {markdown_text(t)}" for t in card["limitations"]]
+    lines += ["", "## Not tested", ""] + ([f"- {markdown_text(t)}" for t in card["not_tested"]] or ["- (nothing listed)"])
     return "\n".join(lines) + "\n"

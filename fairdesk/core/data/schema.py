@@ -9,6 +9,26 @@ import pandas as pd
 from fairdesk.core.errors import DataError
 
 INTERSECTION_SEP = " × "
+#: an attribute with more distinct values than this is refused at once (an id column chosen by mistake would
+#: otherwise be searched group by group for minutes)
+MAX_GROUPS = 200
+
+
+def column_names(value, what: str = "columns") -> tuple[str, ...]:
+    """A list of column names as a tuple: a single string is one name, never a sequence of its letters (the
+    Python API's ``attributes="sex"`` is ``("sex",)``); None is none. Anything but strings is refused by name."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise DataError(f"{what} must be a column name or a list of column names, not {value!r}.") from None
+    bad = [v for v in names if not isinstance(v, str)]
+    if bad:
+        raise DataError(f"{what} must be column names (text), not {bad[0]!r}.")
+    return names
 
 
 @dataclass(frozen=True)
@@ -23,6 +43,11 @@ class ColumnRoles:
     patient_id: str | None = None
     sample_id: str | None = None
     split: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", column_names(self.attributes, "attributes"))
+        object.__setattr__(self, "continuous_attributes",
+                           column_names(self.continuous_attributes, "continuous_attributes"))
 
     def all_columns(self) -> list[str]:
         cols = [self.label, self.score, self.task, self.patient_id, self.sample_id, self.split,
@@ -106,7 +131,11 @@ def as_group_labels(values: pd.Series) -> pd.Series:
 
 def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> ValidationReport:
     """Check a predictions table against its column roles; every problem is named in plain words."""
+    from fairdesk.core.data.loaders import table_notes
+
     rep = ValidationReport()
+    for note in table_notes(df):
+        rep.add("warning", note)
     missing = [c for c in roles.all_columns() if c not in df.columns]
     if missing:
         rep.add("error", f"Column(s) {', '.join(repr(c) for c in missing)} are not in the table "
@@ -176,6 +205,12 @@ def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> 
                 "Check the export; duplicates give those samples double weight.")
 
     for col in roles.attributes:
+        distinct = as_group_labels(df[col]).nunique(dropna=True)
+        if distinct > MAX_GROUPS:
+            rep.add("error", f"Attribute '{col}' has {distinct:,} distinct values, more than the {MAX_GROUPS} groups "
+                    "an attribute may have: it looks like an id or a measurement, not a protected attribute. Choose "
+                    "another column, or map a continuous one as --continuous-attribute.", col)
+            continue
         m = as_group_labels(df[col]).isna()
         if m.any():
             rep.add("warning", f"Attribute '{col}' is missing (empty) in {_rows(int(m.sum()))}; those rows form the "
