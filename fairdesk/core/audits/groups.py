@@ -164,7 +164,11 @@ class GroupAuditPlan:
         d["intersections"] = tuple(tuple(c) for c in d.get("intersections", ()))
         if d.get("tasks") is not None:
             d["tasks"] = tuple(d["tasks"])
-        return cls(**d)
+        stored_bins = d["bins"]  # earlier versions allowed one bin (a spread of 0): kept as stored, not refused
+        d["bins"] = tuple(b for b in stored_bins if b >= 2)
+        plan = cls(**d)
+        plan.bins = stored_bins
+        return plan
 
 
 #: the stated limits of a group audit's numeric parameters: (field, CLI option, low, high, whole number?, what it is)
@@ -187,35 +191,22 @@ def check_plan_inputs(plan: "GroupAuditPlan") -> None:
     (metrics, tasks, each intersection) given as one string are one name, never its letters. The limits are
     open at both ends for the probabilities (0 and 1 excluded) and closed for the counts. ``bins``: whole numbers
     from 2 to :data:`MAX_BINS` (at most the table's rows, checked by :func:`run_group_audit`)."""
-    import numbers
+    from fairdesk.core.limits import check_number
 
     for name, option, low, high, whole, what in PLAN_LIMITS:
-        value = getattr(plan, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise DataError(f"{option} must be a number ({what}), not {value!r}.")
-        if not math.isfinite(value) or (whole and value != int(value)):
-            raise DataError(f"{option} {value!r} is not {'a whole number' if whole else 'a finite number'} ({what}).")
-        if whole:
-            value = int(value)
-            if not low <= value <= high:
-                raise DataError(f"{option} {value} is outside {low:,} to {high:,} ({what}).")
-        elif not low < value < high:
-            raise DataError(f"{option} {value:g} must lie strictly between {low:g} and {high:g} ({what}).")
-        setattr(plan, name, value)
-    bins = (plan.bins,) if isinstance(plan.bins, (int, str)) else plan.bins
-    for n in bins:
-        if isinstance(n, bool) or not isinstance(n, numbers.Real) or not math.isfinite(n) or n != int(n) \
-                or not 2 <= n <= MAX_BINS:
-            raise DataError(f"--bins {n!r} is not a whole number from 2 to {MAX_BINS} (the number of bins of a "
-                            "continuous attribute's error spread).")
-    plan.bins = tuple(int(n) for n in bins)
+        setattr(plan, name, check_number(getattr(plan, name), option, low, high, whole=whole, what=what,
+                                         open_ends=not whole))
+    bins = (plan.bins,) if isinstance(plan.bins, (int, float, str)) else plan.bins
+    bins = [check_number(n, "--bins", 2, MAX_BINS, whole=True,
+                         what="the number of bins of a continuous attribute's error spread") for n in bins]
+    plan.bins = tuple(bins)
     plan.metrics = column_names(plan.metrics, "metrics")
     if plan.tasks is not None:
         plan.tasks = column_names(plan.tasks, "tasks") or None
     combos = plan.intersections or ()
     if isinstance(combos, str):  # "sex,race": one intersection
         combos = (combos,)
-    elif all(isinstance(c, str) for c in combos) and not any("," in c for c in combos):
+    elif combos and all(isinstance(c, str) for c in combos) and not any("," in c for c in combos):
         combos = (tuple(combos),)  # ("sex", "race"): one intersection of these columns
     plan.intersections = tuple(tuple(x.strip() for x in c.split(",")) if isinstance(c, str)
                                else column_names(c, "intersections") for c in combos)

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from fairdesk.core import atomic
+from fairdesk.core.errors import DataError
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Section, Table, join_words, report_date
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, fmt_signed, num
 
@@ -291,6 +292,11 @@ def build_age_report(doc: dict, suppress_k: int = 11) -> Report:
     """The report tree of an ``age_independence`` document (see the module docstring)."""
     k = int(suppress_k)
     s = doc["settings"]
+    named = [s.get("baseline", "dnn"), *(s.get("methods_run") or [])]
+    absent = [m for m in dict.fromkeys(named) if m not in doc["methods"]]
+    if absent:  # the schema fixes each part's shape; that the parts name each other is checked here
+        raise DataError(f"The stored document names method(s) {', '.join(map(repr, absent))} but holds no results "
+                        "for them; it is damaged. Run the audit again.")
     sections = [
         Section("summary", "Summary", _summary_blocks(doc, k), new_page=False),
         Section("methods", "Methods", _methods_blocks(doc)),
