@@ -48,6 +48,14 @@ class ColumnRoles:
         object.__setattr__(self, "attributes", column_names(self.attributes, "attributes"))
         object.__setattr__(self, "continuous_attributes",
                            column_names(self.continuous_attributes, "continuous_attributes"))
+        named = [("--label", self.label), ("--score", self.score), ("--task", self.task),
+                 ("--patient-id", self.patient_id), ("--sample-id", self.sample_id), ("--split", self.split),
+                 *[("--attribute", c) for c in self.attributes],
+                 *[("--continuous-attribute", c) for c in self.continuous_attributes]]
+        for option, col in named:
+            required = option in ("--label", "--score")
+            if (col is not None or required) and (not isinstance(col, str) or not col.strip()):
+                raise DataError(f"{option} must name a column of the table, not {col!r}.")
 
     def all_columns(self) -> list[str]:
         cols = [self.label, self.score, self.task, self.patient_id, self.sample_id, self.split,
@@ -144,6 +152,18 @@ def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> 
         return rep
     if len(df) == 0:
         rep.add("error", "The table has no rows.")
+        return rep
+    named: dict[str, list[str]] = {}
+    for role, col in [("label", roles.label), ("score", roles.score), ("task", roles.task), ("split", roles.split),
+                      *[("attribute", c) for c in roles.attributes],
+                      *[("continuous attribute", c) for c in roles.continuous_attributes]]:
+        if col:
+            named.setdefault(col, []).append(role)
+    for col, used in named.items():
+        if len(used) > 1:  # one column read as two things (a label and a score, say) would be audited as neither
+            rep.add("error", f"Column '{col}' is given {len(used)} roles ({', '.join(used)}); map each role to its "
+                    "own column.", col)
+    if rep.errors:
         return rep
 
     label = coerce_binary_label(df[roles.label])
