@@ -34,8 +34,14 @@ def real(kind: str) -> dict:
     return json.loads((DOCUMENTS / f"{kind}.json").read_text(encoding="utf-8"))
 
 
-def test_every_kind_has_a_real_document_that_validates():
+def test_every_kind_has_a_schema_and_a_real_document_that_validates():
+    from jsonschema import Draft202012Validator
+
+    from fairdesk.core.kinds import document_schema
+
     for kind in AUDIT_KINDS:
+        assert AUDIT_KINDS[kind].schema == f"{kind}.schema.json", kind
+        Draft202012Validator.check_schema(document_schema(kind))
         assert check_document(kind, real(kind)) == [], kind
 
 
@@ -111,7 +117,7 @@ def _everything_reads(project: Path, kind: str, audit_id: int) -> bool:
 
 @pytest.mark.parametrize("kind", list(AUDIT_KINDS))
 def test_wrong_shaped_documents_never_end_in_a_traceback(kind, tmp_path):
-    examples = 6 if kind == "groups" else 15  # the group report is the slow one
+    examples = 5 if kind == "groups" else 12  # the group report is the slow one
 
     @settings(max_examples=examples)
     @given(doc=mutants(kind))
