@@ -155,7 +155,8 @@ CORE_LAYERS = [
     {"models", "generation"},  # classifiers, language models, the counterfactual image generator
     {"data", "text", "project"},  # tables, images, notes, templates, the project file
     # the base every layer uses; kinds imports only errors (it names the other layers' functions by string)
-    {"stats", "progress", "provenance", "errors", "atomic", "export", "jsonable", "kinds", "compute"},
+    {"stats", "progress", "provenance", "errors", "atomic", "export", "jsonable", "kinds", "compute", "escape",
+     "limits"},
 ]
 
 # Known back-edges inside core (importer -> imported): none. (Issue 11 moved the encoder comparison to
