@@ -5,7 +5,7 @@ repository root): ``python tests/data/derive_schemas.py DOCS/*.<kind>.json ...``
 ``.<kind>.json``. The shipped schemas were derived from the document of every case of ``tests/test_one_path.py``
 (both image routes), the demo's group audit and group audits of every gap rule (best-F1 and fixed thresholds, tasks,
 a split, intersections, a continuous attribute, with and without calibration). Rules: each field's type as seen;
-numbers in a table row may be null (NaN is stored as null); a field seen in every instance is required (in table rows only the fields read without a default); objects
+numbers in a table row may be null (NaN is stored as null); a top-level field seen in every document is required, nested fields only where FIX names them (what the code reads without a default, found by mutating every path of a real document); objects
 whose keys are names from the data (``MAPS``) get one schema for all their values; ``FIX`` relaxes what older stored
 formats lack (group audits before issue 9 and §8) and names the top-level fields read without a default.
 """
@@ -84,7 +84,7 @@ def emit(node, cell=False, depth=0, prov=False):
         s["properties"] = {k: emit(v, cell=node.get("row", False), depth=depth + 1, prov=prov or k == "provenance")
                            for k, v in sorted(node["props"].items())}
         req = [k for k, c in node["count"].items() if c == node["nobj"] and "null" not in node["props"][k]["types"]
-               and not node.get("row", False) and not prov and k != "provenance"]
+               and depth == 0 and k != "provenance"]  # nested: only what FIX names (read without a default)
         if req: s["required"] = sorted(req)
     if "map" in node:
         s["additionalProperties"] = emit(node["map"], depth=depth + 1, prov=prov)
