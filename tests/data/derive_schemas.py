@@ -149,9 +149,17 @@ def _cit_fix(s):
     p["table"]["items"]["required"] = ["output"]  # the one field of a row read without a default
 
 
+def _ctf_fix(s):
+    s["required"] = ["ctf_gap"]
+    p = s["properties"]
+    p["pairs"]["items"]["required"] = ["term", "counterfactual_term"]
+    p["group_rates"]["required"] = ["terms", "pair_gaps"]
+    p["group_rates"]["properties"]["pair_gaps"]["items"]["required"] = ["term", "other_term", "tpr_gap", "tnr_gap"]
+
+
 # the top-level fields read without a default (the others are read with .get(...) or a default)
 FIX = {"groups": _groups_fix, "note_classifiers": _notes_all, "cit_images": _cit_fix,
-       "ctf": _required("ctf_gap"), "mlm_bias": _mlm_fix, "age_independence": _required("methods", "settings", "provenance")}
+       "ctf": _ctf_fix, "mlm_bias": _mlm_fix, "age_independence": _required("methods", "settings", "provenance")}
 
 docs = {}
 for f in sys.argv[1:]:
