@@ -157,9 +157,17 @@ def _ctf_fix(s):
     p["group_rates"]["properties"]["pair_gaps"]["items"]["required"] = ["term", "other_term", "tpr_gap", "tnr_gap"]
 
 
+def _age_fix(s):
+    s["required"] = ["methods", "settings", "provenance"]
+    settings = s["properties"]["settings"]
+    settings["required"] = ["folds", "repeats", "label", "attribute", "learner", "margins", "alpha"]
+    learner = settings["properties"]["learner"]
+    learner["required"] = sorted(learner["properties"])  # every learner setting is printed in the methods
+
+
 # the top-level fields read without a default (the others are read with .get(...) or a default)
 FIX = {"groups": _groups_fix, "note_classifiers": _notes_all, "cit_images": _cit_fix,
-       "ctf": _ctf_fix, "mlm_bias": _mlm_fix, "age_independence": _required("methods", "settings", "provenance")}
+       "ctf": _ctf_fix, "mlm_bias": _mlm_fix, "age_independence": _age_fix}
 
 docs = {}
 for f in sys.argv[1:]:
