@@ -38,6 +38,9 @@ def add_roles(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-id", help="sample id column (must be unique within a task)")
     p.add_argument("--split", help="split column: the audit uses 'test' rows; 'val' rows choose best-F1 thresholds")
     p.add_argument("--min-group-size", type=int, default=30, help="groups smaller than this are listed, not tested")
+    p.add_argument("--missing-value", action="append", metavar="TEXT",
+                   help="a text that means a missing value, e.g. NA (repeatable; otherwise only empty cells are "
+                        "missing and texts such as NA, null or None are kept as text)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

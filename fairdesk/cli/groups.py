@@ -16,6 +16,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     :func:`~fairdesk.jobs.groups.audit_groups`, on a scratch project (:mod:`fairdesk.cli.outputs`)."""
     from fairdesk.cli.outputs import copy_into, scratch_project, stored_where, write_outputs, write_pdf
     from fairdesk.core.audits.groups import GroupAuditPlan, GroupAuditResult, verdict_counts
+    from fairdesk.core.project import Project
     from fairdesk.jobs.groups import audit_groups, import_table
 
     roles = column_roles(args)
@@ -38,7 +39,10 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     # copying the pair into --project afterwards is one transaction, so --project never keeps a dataset without
     # its audit (a failed or killed run stores nothing there). The document is copied byte for byte.
     with scratch_project() as scratch:
-        dataset_id = import_table(scratch, args.data, roles=roles, progress=lambda f, m: progress(0.05 * f, m))
+        dataset_id = import_table(scratch, args.data, roles=roles, missing=tuple(args.missing_value or ()),
+                                  progress=lambda f, m: progress(0.05 * f, m))
+        for note in (Project(scratch, create=False).dataset(dataset_id).origin or {}).get("notes", []):
+            print(f"fairdesk-cli: note: {note}", file=sys.stderr)
         audit_id = audit_groups(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m))
         progress.done()
         doc = write_outputs(scratch, audit_id, args.json)
@@ -61,7 +65,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from fairdesk.core.data.schema import validate
 
     roles = column_roles(args)
-    report = validate(load_table(args.data), roles, args.min_group_size)
+    report = validate(load_table(args.data, columns=roles.all_columns(), missing=tuple(args.missing_value or ())),
+                      roles, args.min_group_size)
     print(report.text())
     return 0 if report.ok else 2
 

@@ -38,7 +38,7 @@ def audit_project(project: str | None) -> Iterator[str]:
 def stored_document(project_path: str | Path, audit_id: int) -> dict:
     from fairdesk.core.project import Project
 
-    return json.loads(Project(project_path, create=False).audit_json(audit_id))
+    return Project(project_path, create=False).audit_document(audit_id)
 
 
 def write_json(project_path: str | Path, audit_id: int, json_path: str | Path) -> dict:

@@ -10,6 +10,13 @@ module stays import-light and the layers stay clean):
 * ``report`` — ``build_report(doc: dict, path, settings: ReportSettings) -> Path``: the PDF, one signature for
   every kind, honouring every report setting (the small-cell k above all).
 * ``page`` — the GUI page class showing the kind (it takes the main window).
+* ``schema`` — the JSON Schema (draft 2020-12) of the kind's stored document, a file in ``resources/schemas/``.
+  :func:`check_document` checks a document against it before any parser, report builder, model card or GUI page
+  sees it (:meth:`fairdesk.core.project.Project.audit_document`). The schemas were derived from the documents the
+  current code stores (every kind's case in ``tests/test_one_path.py``, the demo, group audits of every gap rule)
+  and relaxed where older stored formats differ (group audits before issue 9 and before §8): they fix each field's
+  type and the containers' shapes, allow null for any number (NaN and infinities are stored as null) and for any
+  cell of a table (a list of records), and require only the fields the code reads without a default.
 
 Who resolves what (so no layer reaches upward by import): core resolves ``parser`` and ``report``; ``fairdesk.jobs``
 resolves ``job``; ``fairdesk.gui`` resolves ``page``. ``tests/test_kinds.py`` checks that every reference resolves and
@@ -18,7 +25,9 @@ that every kind string stored by the code is a row here.
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 
 from fairdesk.core.errors import DataError
 
@@ -42,6 +51,7 @@ class AuditKind:
     job: str
     report: str
     page: str
+    schema: str | None = None  # file name in resources/schemas/ (every shipped kind has one: tests/test_kinds.py)
     parser: str | None = None
 
 
@@ -62,27 +72,33 @@ AUDIT_KINDS: dict[str, AuditKind] = {k.name: k for k in (
               job="fairdesk.jobs.groups:audit_groups",
               report="fairdesk.core.reports.groups:build_report",
               page="fairdesk.gui.tabs.audit:AuditTab",
+              schema="groups.schema.json",
               parser="fairdesk.core.audits.groups:GroupAuditResult.from_dict"),
     AuditKind("mlm_bias", "Masked-language-model bias",
               job="fairdesk.jobs.text:audit_mlm_bias",
               report="fairdesk.core.reports.mlm_bias:build_report",
-              page="fairdesk.gui.tabs.text_audit:MLMAuditPanel"),
+              page="fairdesk.gui.tabs.text_audit:MLMAuditPanel",
+              schema="mlm_bias.schema.json"),
     AuditKind("note_classifiers", "Encoder comparison (note classifiers)",
               job="fairdesk.jobs.notes:compare_encoders_job",
               report="fairdesk.core.reports.encoders:build_report",
-              page="fairdesk.gui.tabs.notes:NoteClassifierPanel"),
+              page="fairdesk.gui.tabs.notes:NoteClassifierPanel",
+              schema="note_classifiers.schema.json"),
     AuditKind("cit_images", "Counterfactual invariance (images)",
               job="fairdesk.jobs.images:audit_cit",
               report="fairdesk.core.reports.cit_images:build_report",
-              page="fairdesk.gui.tabs.image_audit:ImageAuditPanel"),
+              page="fairdesk.gui.tabs.image_audit:ImageAuditPanel",
+              schema="cit_images.schema.json"),
     AuditKind("age_independence", "Age-independent representation learners",
               job="fairdesk.jobs.age:train_age_independent",
               report="fairdesk.core.reports.age_independence:build_report",
-              page="fairdesk.gui.tabs.age:AgeLearnersPage"),
+              page="fairdesk.gui.tabs.age:AgeLearnersPage",
+              schema="age_independence.schema.json"),
     AuditKind("ctf", "Counterfactual token fairness (text classifiers)",
               job="fairdesk.jobs.ctf:audit_ctf",
               report="fairdesk.core.reports.ctf:build_report",
-              page="fairdesk.gui.tabs.ctf:CTFAuditPage"),
+              page="fairdesk.gui.tabs.ctf:CTFAuditPage",
+              schema="ctf.schema.json"),
 )}
 
 DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (
@@ -130,6 +146,40 @@ def parse_document(name: str, doc: dict):
     """The typed result of a stored audit document of kind ``name`` (the dict itself for kinds without a parser)."""
     kind = audit_kind(name)
     return resolve(kind.parser)(doc) if kind.parser else doc
+
+
+@lru_cache(maxsize=None)
+def document_schema(name: str) -> dict:
+    """The JSON Schema of kind ``name``'s stored document (read once from ``resources/schemas/``)."""
+    from fairdesk.paths import resources_dir
+
+    path = resources_dir() / "schemas" / audit_kind(name).schema
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DataError(f"The document schema {path} cannot be read ({err}); reinstall FairDesk.") from err
+
+
+def schema_problems(instance, schema: dict, limit: int = 3) -> list[str]:
+    """Up to ``limit`` ways ``instance`` breaks ``schema``, each "where: what" (``/records/0/gap: 'x' is not of
+    type 'number', 'null'``), shallowest first; empty when it validates. One validator (jsonschema, draft 2020-12)
+    for every schema FairDesk ships."""
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(Draft202012Validator(schema).iter_errors(instance), key=lambda e: (len(e.path), list(map(str, e.path))))
+    return [f"/{'/'.join(map(str, e.path))}: {_short(e.message)}" for e in errors[:limit]]
+
+
+def _short(message: str, limit: int = 160) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[:limit - 1] + "…"
+
+
+def check_document(name: str, doc) -> list[str]:
+    """How a stored document of kind ``name`` breaks its kind's schema (empty: it may be parsed and reported)."""
+    if audit_kind(name).schema is None:
+        return []
+    return schema_problems(doc, document_schema(name))
 
 
 def build_report(name: str, doc: dict, path, settings: ReportSettings | None = None):

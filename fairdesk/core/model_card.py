@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 from fairdesk.core.errors import DataError
+from fairdesk.core.escape import markdown_text
 from fairdesk.core.project import Project
 
 CARD_FORMAT = "fairdesk.model_card/1"
@@ -50,64 +51,12 @@ def load_schema() -> dict:
         raise DataError(f"The model-card schema {schema_path()} cannot be read ({err}); reinstall FairDesk.") from err
 
 
-# Why a hand validator: jsonschema is not a FairDesk dependency (nor in the frozen build), and the card's schema
-# uses a small subset of JSON Schema. This validator implements exactly that subset, with JSON Schema's meaning
-# (``pattern`` applies to strings only, ``minimum`` to numbers only, booleans are not integers), and refuses any
-# other keyword in the schema, so the schema cannot silently grow beyond what is checked.
-_ANNOTATIONS = {"$schema", "$id", "$defs", "$comment", "title", "description"}
-_CHECKED = {"type", "enum", "required", "properties", "additionalProperties", "items", "pattern", "minimum", "$ref"}
-_TYPES = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-}
+def schema_errors(instance, schema: dict | None = None) -> list[str]:
+    """Every way ``instance`` breaks the card's schema ("where: what"); empty when it validates. jsonschema (draft
+    2020-12), the one validator of every schema FairDesk ships (:func:`fairdesk.core.kinds.schema_problems`)."""
+    from fairdesk.core.kinds import schema_problems
 
-
-def schema_errors(instance, schema: dict, root: dict | None = None, where: str = "") -> list[str]:
-    """Every way ``instance`` breaks ``schema`` (JSON-pointer path: problem); empty when it validates."""
-    root = schema if root is None else root
-    unknown = set(schema) - _ANNOTATIONS - _CHECKED
-    if unknown:
-        raise DataError(f"The model-card schema uses {', '.join(sorted(unknown))}, which FairDesk's validator does "
-                        "not check.")
-    at = where or "/"
-    if "$ref" in schema:
-        ref = schema["$ref"]
-        if not ref.startswith("#/$defs/"):
-            raise DataError(f"The model-card schema refers to {ref}; only #/$defs/... is supported.")
-        return schema_errors(instance, root["$defs"][ref[len("#/$defs/"):]], root, where)
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(_TYPES[t](instance) for t in types):
-            return [f"{at}: {json.dumps(instance)[:60]} is not of type {' or '.join(types)}"]
-    errors = []
-    if "enum" in schema and instance not in schema["enum"]:
-        errors.append(f"{at}: {json.dumps(instance)[:60]} is not one of {schema['enum']}")
-    if "pattern" in schema and isinstance(instance, str) and not re.search(schema["pattern"], instance):
-        errors.append(f"{at}: {instance!r} does not match {schema['pattern']}")
-    if "minimum" in schema and _TYPES["number"](instance) and instance < schema["minimum"]:
-        errors.append(f"{at}: {instance} is below the minimum {schema['minimum']}")
-    if isinstance(instance, dict):
-        props = schema.get("properties", {})
-        for name in schema.get("required", []):
-            if name not in instance:
-                errors.append(f"{at}: '{name}' is missing")
-        extra = schema.get("additionalProperties", True)
-        for name, value in instance.items():
-            if name in props:
-                errors += schema_errors(value, props[name], root, f"{where}/{name}")
-            elif extra is False:
-                errors.append(f"{at}: '{name}' is not a field of the card")
-            elif isinstance(extra, dict):
-                errors += schema_errors(value, extra, root, f"{where}/{name}")
-    if isinstance(instance, list) and "items" in schema:
-        for i, value in enumerate(instance):
-            errors += schema_errors(value, schema["items"], root, f"{where}/{i}")
-    return errors
+    return schema_problems(instance, schema or load_schema(), limit=50)
 
 
 def _counts_below_k(card: dict) -> list[str]:
@@ -126,7 +75,7 @@ def _counts_below_k(card: dict) -> list[str]:
 
 def validate_card(card: dict, schema: dict | None = None) -> None:
     """Refuse (:class:`DataError`) a card that breaks the schema or shows a count below its k."""
-    errors = schema_errors(card, schema or load_schema())
+    errors = schema_errors(card, schema)
     if not errors:
         errors = _counts_below_k(card)
     if errors:
@@ -572,7 +521,7 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
     if info is None:
         project.audit_kind(audit_id)  # raises the project's own sentence
     kind = audit_kind(info.kind)
-    doc = json.loads(project.audit_json(audit_id))
+    doc = project.audit_document(audit_id)
     if info.kind not in KIND_PARTS:
         raise DataError(f"Model cards of '{info.kind}' audits are not supported by this version of FairDesk.")
     parts = KIND_PARTS[info.kind](doc, k)
@@ -637,43 +586,38 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
 
 # ---- Markdown ---------------------------------------------------------------------------------------------------
 
-def _md(text) -> str:
-    """Text safe inside Markdown paragraphs and table cells."""
-    return re.sub(r"([\\`*_|<>\[\]])", r"\\\1", str(text if text is not None else "–"))
-
-
 def card_markdown(card: dict) -> str:
     """The card as Markdown: the same content, for people (every finding with its verdict and sentence)."""
     a, m, d, s, f = card["audit"], card["model"], card["data"], card["subgroups"], card["findings"]
     k = a["small_cell_k"]
     c = f["verdict_counts"]
-    lines = [f"# Fairness and equity card: {_md(m['name'] or 'model not recorded')}", "",
-             f"Written by FairDesk {_md(card['written_by']['tool_version'])} on "
-             f"{_md(card['written_by']['written_utc'])} from audit {a['audit_id']} "
-             f"({_md(a['kind_title'])}, kind `{a['kind']}`) of {_md(a['run_utc'] or a['stored_utc'])}; seed "
-             f"{_md(a['seed'])}; counts below {k} are written as \"\\<{k}\".", "",
+    lines = [f"# Fairness and equity card: {markdown_text(m['name'] or 'model not recorded')}", "",
+             f"Written by FairDesk {markdown_text(card['written_by']['tool_version'])} on "
+             f"{markdown_text(card['written_by']['written_utc'])} from audit {a['audit_id']} "
+             f"({markdown_text(a['kind_title'])}, kind `{a['kind']}`) of {markdown_text(a['run_utc'] or a['stored_utc'])}; seed "
+             f"{markdown_text(a['seed'])}; counts below {k} are written as \"\\<{k}\".", "",
              "## Model", "",
-             f"- Name: {_md(m['name'])}", f"- Kind: {_md(m['kind'])}", f"- Version: {_md(m['version'])}",
-             f"- Recorded in: {_md(m['recorded_in'])}"]
-    lines += [f"- Hash {_md(name)}: `{h}`" for name, h in m["hashes"].items()]
+             f"- Name: {markdown_text(m['name'])}", f"- Kind: {markdown_text(m['kind'])}", f"- Version: {markdown_text(m['version'])}",
+             f"- Recorded in: {markdown_text(m['recorded_in'])}"]
+    lines += [f"- Hash {markdown_text(name)}: `{h}`" for name, h in m["hashes"].items()]
     use = card["intended_use"]
-    lines += ["", "## Intended use", "", _md(use["statement"]) + ("" if use["entered_by_user"] else ""), "",
-              "## Data", "", f"- Name: {_md(d['name'])}", f"- SHA-256: {_md(d['sha256'])}",
-              f"- Rows: {_md(d['rows'])}", f"- Origin: {_md(d['origin'])}", "",
-              "## Subgroups audited", "", _md(s["note"]), ""]
+    lines += ["", "## Intended use", "", markdown_text(use["statement"]) + ("" if use["entered_by_user"] else ""), "",
+              "## Data", "", f"- Name: {markdown_text(d['name'])}", f"- SHA-256: {markdown_text(d['sha256'])}",
+              f"- Rows: {markdown_text(d['rows'])}", f"- Origin: {markdown_text(d['origin'])}", "",
+              "## Subgroups audited", "", markdown_text(s["note"]), ""]
     if s["groups"]:
         lines += ["| Variant | Task | Attribute | Group | Size | Tested |", "|---|---|---|---|---|---|"]
         for g in s["groups"]:
-            size = "–" if g["size"] is None else f"{_md(g['size'])} {_md(g.get('size_unit') or '')}".strip()
-            tested = "yes" if g["tested"] else f"no ({_md(g.get('why_not_tested') or 'left out')})"
-            lines.append(f"| {_md(g.get('variant') or '')} | {_md(g.get('task') or '')} | {_md(g['attribute'])} | "
-                         f"{_md(g['group'])} | {size} | {tested} |")
+            size = "–" if g["size"] is None else f"{markdown_text(g['size'])} {markdown_text(g.get('size_unit') or '')}".strip()
+            tested = "yes" if g["tested"] else f"no ({markdown_text(g.get('why_not_tested') or 'left out')})"
+            lines.append(f"| {markdown_text(g.get('variant') or '')} | {markdown_text(g.get('task') or '')} | {markdown_text(g['attribute'])} | "
+                         f"{markdown_text(g['group'])} | {size} | {tested} |")
         lines.append("")
     lines += ["## Findings", "",
               f"{c['total']} finding{'' if c['total'] == 1 else 's'}: {c['differs']} differ, "
               f"{c['equivalent']} equivalent within the margin, "
-              f"{c['inconclusive']} inconclusive. {_md(f['reading'])}", ""]
-    lines += [f"- **{_md(item['verdict_words'])}** — {_md(item['sentence'])}" for item in f["items"]]
-    lines += ["", "## Limitations", ""] + [f"- {_md(t)}" for t in card["limitations"]]
-    lines += ["", "## Not tested", ""] + ([f"- {_md(t)}" for t in card["not_tested"]] or ["- (nothing listed)"])
+              f"{c['inconclusive']} inconclusive. {markdown_text(f['reading'])}", ""]
+    lines += [f"- **{markdown_text(item['verdict_words'])}** — {markdown_text(item['sentence'])}" for item in f["items"]]
+    lines += ["", "## Limitations", ""] + [f"- {markdown_text(t)}" for t in card["limitations"]]
+    lines += ["", "## Not tested", ""] + ([f"- {markdown_text(t)}" for t in card["not_tested"]] or ["- (nothing listed)"])
     return "\n".join(lines) + "\n"

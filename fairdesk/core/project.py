@@ -40,6 +40,11 @@ from fairdesk.core.errors import ProjectError
 from fairdesk.core.provenance import now_utc
 
 SUFFIX = ".fairdesk"
+
+
+class DamagedAudit(ProjectError):
+    """A stored audit document does not have its kind's shape (the other audits of the project are usable)."""
+
 SCHEMA_VERSION = 1
 
 _TABLES = ("meta", "datasets", "models", "audits")
@@ -69,6 +74,7 @@ class DatasetInfo:
     columns: list[str]
     created: str
     origin: dict | None  # e.g. {"model_id": 3} for predictions written by a trained model
+    damaged: str | None = None  # why the stored roles or origin were set aside (None: they were read as stored)
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class ModelInfo:
     predictions_id: int | None
     info: dict
     created: str
+    damaged: str | None = None  # why the stored record was set aside (``info`` is then empty)
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,28 @@ def os_cause(err: OSError) -> str:
     if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return "the folder or disk is read-only or FairDesk may not write there; choose a folder you can write to"
     return "choose another folder"
+
+
+# What the records beside the audits must look like before any page or job reads them: the roles of a dataset map a
+# role to a column name, a list of names or nothing; its origin, and a model's record, are JSON objects.
+_NAMES = {"type": ["string", "null", "array"], "items": {"type": "string"}}
+ROLES_SCHEMA = {"type": "object", "additionalProperties": _NAMES}
+RECORD_SCHEMA = {"type": "object"}
+COLUMNS_SCHEMA = {"type": "array", "items": {"type": "string"}}
+
+
+def _stored_json(text, schema: dict):
+    """``(value, problem)``: a stored JSON field parsed and checked against ``schema``; ``(None, why)`` when damaged."""
+    from fairdesk.core.kinds import schema_problems
+
+    if text is None:
+        return None, None
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as err:
+        return None, f"not JSON ({_one_line(err)})"
+    problems = schema_problems(value, schema, limit=1)
+    return (None, problems[0]) if problems else (value, None)
 
 
 class Project:
@@ -352,8 +381,21 @@ class Project:
     def datasets(self) -> list[DatasetInfo]:
         rows = self._query("SELECT id, name, kind, source, sha256, roles, n_rows, columns, created, origin "
                            "FROM datasets ORDER BY id")
-        return [DatasetInfo(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else None, r[6],
-                            json.loads(r[7]), r[8], json.loads(r[9]) if r[9] else None) for r in rows]
+        return [self._dataset_info(r) for r in rows]
+
+    def _dataset_info(self, r: tuple) -> DatasetInfo:
+        """One dataset row, its JSON fields checked: damaged roles or origin are set aside (None) and said in
+        ``damaged``, so the dataset's table and every other dataset stay usable."""
+        roles, bad_roles = _stored_json(r[5] or None, ROLES_SCHEMA)
+        columns, bad_columns = _stored_json(r[7], COLUMNS_SCHEMA)
+        origin, bad_origin = _stored_json(r[9] or None, RECORD_SCHEMA)
+        problems = [f"its {what} {why}" for what, why in (("roles", bad_roles), ("column list", bad_columns),
+                                                           ("origin", bad_origin)) if why]
+        damaged = None
+        if problems:
+            damaged = (f"Dataset {r[0]} of project {self.name} has damaged records ({'; '.join(problems)}); they "
+                       "were set aside: map its columns again (its table and the other datasets are unaffected).")
+        return DatasetInfo(r[0], r[1], r[2], r[3], r[4], roles, r[6], columns or [], r[8], origin, damaged)
 
     def dataset(self, dataset_id: int) -> DatasetInfo:
         for info in self.datasets():
@@ -377,7 +419,13 @@ class Project:
 
     def models(self) -> list[ModelInfo]:
         rows = self._query("SELECT id, name, kind, dataset_id, predictions_id, info, created FROM models ORDER BY id")
-        return [ModelInfo(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
+        out = []
+        for r in rows:
+            info, problem = _stored_json(r[5], RECORD_SCHEMA)
+            damaged = (f"Model {r[0]} of project {self.name} has a damaged record ({problem}); it was set aside (the "
+                       "other models are unaffected).") if problem or info is None else None
+            out.append(ModelInfo(r[0], r[1], r[2], r[3], r[4], info or {}, r[6], damaged))
+        return out
 
     # ---- audits ----------------------------------------------------------------------------------------------
     def add_audit(self, name: str, kind: str, result_json: str, dataset_id: int | None = None) -> int:
@@ -414,11 +462,35 @@ class Project:
             raise ProjectError(f"Audit {audit_id} is not in project {self.name}.")
         return rows[0][0]
 
+    def audit_document(self, audit_id: int) -> dict:
+        """The stored document of an audit, checked against its kind's schema (:mod:`fairdesk.core.kinds`) before
+        anything reads it. A damaged document raises :class:`DamagedAudit` naming the audit and the project; the
+        project's other audits are unaffected."""
+        from fairdesk.core.kinds import AUDIT_KINDS, check_document
+
+        kind = self.audit_kind(audit_id)
+        text = self.audit_json(audit_id)
+        try:
+            doc = json.loads(text)
+        except (TypeError, ValueError) as err:
+            problems = [f"it is not JSON ({_one_line(err)})"]
+        else:
+            problems = check_document(kind, doc) if kind in AUDIT_KINDS else []
+        if problems:
+            name = next((a.name for a in self.audits() if a.id == audit_id), "")
+            title = AUDIT_KINDS[kind].title if kind in AUDIT_KINDS else kind
+            raise DamagedAudit(f"Audit {audit_id} ('{name}', {title}) of project {self.name} is damaged and cannot "
+                               f"be shown or reported: {'; '.join(problems)}. The project's other audits are "
+                               "unaffected; run this audit again to replace it, or open a copy of the project made "
+                               "before it was damaged.")
+        return doc
+
     def load_audit(self, audit_id: int):
-        """The typed result of a stored audit, parsed by its kind's row in :mod:`fairdesk.core.kinds`."""
+        """The typed result of a stored audit (its document checked by :meth:`audit_document`), parsed by its
+        kind's row in :mod:`fairdesk.core.kinds`."""
         from fairdesk.core.kinds import parse_document
 
-        return parse_document(self.audit_kind(audit_id), json.loads(self.audit_json(audit_id)))
+        return parse_document(self.audit_kind(audit_id), self.audit_document(audit_id))
 
     def audit_kind(self, audit_id: int) -> str:
         rows = self._query("SELECT kind FROM audits WHERE id=?", (audit_id,))

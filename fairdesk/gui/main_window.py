@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fairdesk._bootstrap  # noqa: F401  (offline environment first)
 
-import html
 import logging
 import os
 import shutil
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QDialogButtonBox, QDockWid
                                QVBoxLayout, QWidget)
 
 from fairdesk import paths
+from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.project import SUFFIX, Project
 from fairdesk.gui.settings import Settings
@@ -457,13 +457,13 @@ class MainWindow(QMainWindow):
             version = metadata.version("fairdesk")
         except metadata.PackageNotFoundError:
             version = "development"
-        rows = "".join(f"<tr><td>{html.escape(n)}</td><td>&nbsp;&nbsp;{html.escape(lic)}</td></tr>"
+        rows = "".join(f"<tr><td>{html_text(n)}</td><td>&nbsp;&nbsp;{html_text(lic)}</td></tr>"
                        for n, lic in LICENCES)
-        return (f"<h3>FairDesk {html.escape(version)}</h3><p>Offline fairness audits of medical machine-learning "
+        return (f"<h3>FairDesk {html_text(version)}</h3><p>Offline fairness audits of medical machine-learning "
                 "models. Nothing leaves this computer: FairDesk opens no network connection.</p>"
                 f"<p><b>Licences</b></p><table>{rows}</table>"
                 "<p>The demo cohort is generated from a seed; it contains no patient data.</p>"
-                f"<p><b>Attribution</b><br>{html.escape(MADLIBS_ATTRIBUTION)}</p>")
+                f"<p><b>Attribution</b><br>{html_text(MADLIBS_ATTRIBUTION)}</p>")
 
     def show_about(self) -> None:
         box = QMessageBox(self)

@@ -204,7 +204,7 @@ def predictions_csv_table(project_path: str | Path, audit_id: int):
     from fairdesk.core.audits.age_independence import PREDICTION_COLUMNS
 
     project = Project(project_path, create=False)
-    doc = json.loads(project.audit_json(audit_id))
+    doc = project.audit_document(audit_id)
     preds = project.load_dataset(predictions_dataset_of(project_path, audit_id))
     preds = preds.rename(columns={_attribute_column(doc["settings"]["attribute"]): "attribute"})
     return preds[list(PREDICTION_COLUMNS)]

@@ -431,7 +431,7 @@ def load_cit_audit(project_path: str | Path, audit_id: int) -> tuple[dict, dict]
         raise DataError(f"Audit {audit_id} is not in project {project.name}.")
     if kind != AUDIT_KIND:
         raise DataError(f"Audit {audit_id} is a '{kind}' audit, not a counterfactual-invariance audit of images.")
-    doc = json.loads(project.audit_json(audit_id))
+    doc = project.audit_document(audit_id)
     return doc, decode_examples(doc)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fairdesk.core.errors import DataError
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project
 
@@ -24,9 +25,12 @@ def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path,
     rep(0.0, "Loading the audit")
     project = Project(project_path, create=False)
     kind = project.audit_kind(audit_id)
-    doc = json.loads(project.audit_json(audit_id))
+    doc = project.audit_document(audit_id)
     rep(0.1, "Drawing figures and tables")
-    path = build_report(kind, doc, pdf_path, settings)
+    try:
+        path = build_report(kind, doc, pdf_path, settings)
+    except DataError as err:  # a document whose parts do not fit together: say which audit
+        raise DataError(f"Audit {audit_id} of project {project.name} cannot be reported: {err}") from err
     rep(1.0, "Report written")
     return path
 
@@ -46,8 +50,14 @@ def export_model_card(project_path: str | Path, audit_id: int, out_json: str | P
                   project=("the project", project_path))  # never over the project
     rep = Reporter(progress, cancel)
     rep(0.0, "Loading the audit")
-    card = model_card(Project(project_path, create=False), audit_id, intended_use=intended_use,
-                      limitations=limitations, suppress_k=suppress_k)
+    project = Project(project_path, create=False)
+    try:
+        card = model_card(project, audit_id, intended_use=intended_use, limitations=limitations,
+                          suppress_k=suppress_k)
+    except DataError as err:  # a document whose parts do not fit together: say which audit
+        if str(err).startswith(f"Audit {audit_id} "):
+            raise
+        raise DataError(f"Audit {audit_id} of project {project.name}: no model card: {err}") from err
     text = json.dumps(card, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     markdown = card_markdown(card) if out_markdown else None
     rep(0.8, "Writing the card")

@@ -245,7 +245,7 @@ def test_markdown_holds_every_finding(name, documents, group_result, tmp_path):
     c = card["findings"]["verdict_counts"]
     findings = "finding" if c["total"] == 1 else "findings"
     assert f"{c['total']} {findings}: {c['differs']} differ, {c['equivalent']} equivalent" in plain
-    assert "Use *only* for research | audits." in plain and "Use \\*only\\* for research \\| audits." in md
+    assert "Use *only* for research | audits." in plain and "Use \\*only\\* for research \\| audits\\." in md
     for heading in ("## Model", "## Intended use", "## Data", "## Subgroups audited", "## Findings",
                     "## Limitations", "## Not tested"):
         assert heading in md
@@ -282,17 +282,17 @@ def _breakages() -> list[tuple[str, object, str]]:
         return f
 
     return [
-        ("a required field missing", drop(["findings"]), "'findings' is missing"),
-        ("a nested required field missing", drop(["audit", "seed"]), "/audit: 'seed' is missing"),
+        ("a required field missing", drop(["findings"]), "/: 'findings' is a required property"),
+        ("a nested required field missing", drop(["audit", "seed"]), "/audit: 'seed' is a required property"),
         ("a verdict outside the three", put(["findings", "items", 0, "verdict"], "fair"), "is not one of"),
         ("a count that is neither a number nor <k", put(["data", "rows"], "about 40"), "does not match"),
-        ("a negative count", put(["data", "rows"], -3), "below the minimum"),
-        ("a boolean where an integer belongs", put(["audit", "audit_id"], True), "is not of type integer"),
+        ("a negative count", put(["data", "rows"], -3), "less than the minimum"),
+        ("a boolean where an integer belongs", put(["audit", "audit_id"], True), "True is not of type 'integer'"),
         ("a float count", put(["data", "rows"], 12.5), "is not of type"),
-        ("a field the card does not have", put(["model", "owner"], "me"), "'owner' is not a field of the card"),
+        ("a field the card does not have", put(["model", "owner"], "me"), "('owner' was unexpected)"),
         ("a hash that is not a string", put(["model", "hashes"], {"a": 3}), "/model/hashes/a"),
         ("a malformed sha256", put(["data", "sha256"], "XYZ"), "does not match"),
-        ("findings not a list", put(["findings", "items"], {}), "is not of type array"),
+        ("findings not a list", put(["findings", "items"], {}), "is not of type 'array'"),
         ("a limitation not a string", put(["limitations"], ["ok", 5]), "/limitations/1"),
         ("another card format", put(["card_format"], "v2"), "is not one of"),
     ]
@@ -321,13 +321,6 @@ def test_validator_rejects_counts_below_k(documents, group_result, tmp_path):
         validate_card(card)
 
 
-def test_validator_refuses_keywords_it_does_not_check():
-    schema = load_schema()
-    schema["properties"]["limitations"]["maxItems"] = 3
-    with pytest.raises(DataError, match="maxItems"):
-        schema_errors({"limitations": []}, schema)
-
-
 def test_schema_is_shipped_in_resources():
     from fairdesk.paths import resources_dir
 
@@ -340,37 +333,18 @@ def test_schema_is_shipped_in_resources():
     assert '(str(ROOT / "resources"), "resources")' in spec  # the frozen build carries resources/ whole
 
 
-def _python_with_jsonschema() -> str | None:
-    for exe in ("python3", "python"):
-        path = shutil.which(exe)
-        if path and subprocess.run([path, "-c", "import jsonschema"], capture_output=True).returncode == 0:
-            return path
-    return None
+def test_schema_is_valid_json_schema_and_jsonschema_is_the_validator(documents, group_result, tmp_path):
+    """The shipped schema is valid JSON Schema 2020-12, and the one validator (jsonschema) accepts the good card and
+    rejects every broken one."""
+    from jsonschema import Draft202012Validator
 
-
-def test_hand_validator_agrees_with_jsonschema(documents, group_result, tmp_path):
-    """Where some Python on this machine has jsonschema (not a FairDesk dependency), the schema is valid JSON
-    Schema 2020-12 and jsonschema accepts and rejects the same cards as FairDesk's validator."""
-    python = _python_with_jsonschema()
-    if python is None:
-        pytest.skip("no Python with jsonschema on this machine")
+    Draft202012Validator.check_schema(load_schema())
     cards = [_good_card(documents, group_result, tmp_path)]
     for _, change, _ in _breakages():
         card = json.loads(json.dumps(cards[0]))
         change(card)
         cards.append(card)
-    (tmp_path / "cards.json").write_text(json.dumps(cards))
-    script = ("import json, sys, jsonschema\n"
-              "schema = json.load(open(sys.argv[1])); cards = json.load(open(sys.argv[2]))\n"
-              "jsonschema.Draft202012Validator.check_schema(schema)\n"
-              "v = jsonschema.Draft202012Validator(schema)\n"
-              "print(json.dumps([v.is_valid(c) for c in cards]))\n")
-    out = subprocess.run([python, "-c", script, str(schema_path()), str(tmp_path / "cards.json")],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    theirs = json.loads(out.stdout)
-    ours = [not schema_errors(c, load_schema()) for c in cards]
-    assert ours == theirs == [True] + [False] * (len(cards) - 1)
+    assert [not schema_errors(c, load_schema()) for c in cards] == [True] + [False] * (len(cards) - 1)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -125,3 +125,23 @@ def test_job_panel_shows_time_left_from_the_measured_rate(toy_window, project_pa
     page._job_progress(7, 0.2, "fitting")
     assert page.status.text() == "fitting — about 2 min left"
     page.job = None
+
+
+def test_a_damaged_stored_audit_is_a_message_on_the_page_never_an_exception(window, project_path):
+    """Issue 20: a stored document of the wrong shape is refused before the page sees it; the status line names the
+    audit and says the others are usable; the project's good audit still shows."""
+    from pathlib import Path
+
+    from fairdesk.core.project import Project
+
+    good_doc = (Path(__file__).resolve().parents[1] / "data" / "documents" / "groups.json").read_text()
+    project = Project(project_path)
+    good = project.add_audit("good", "groups", good_doc)
+    bad = project.add_audit("bad", "groups", json.dumps({"plan": [], "records": "x", "thresholds": {}}))
+    window.open_project(project_path)
+    page = window.audit_tab
+    page.show_audit(bad)
+    assert page.doc is None and f"Audit {bad} ('bad'" in page.status.text() and "damaged" in page.status.text()
+    assert "other audits are unaffected" in page.status.text()
+    page.show_audit(good)
+    assert page.doc is not None and page.audit_id == good

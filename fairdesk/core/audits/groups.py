@@ -18,7 +18,8 @@ import pandas as pd
 
 from fairdesk.core import provenance as _prov
 from fairdesk.core.data.loaders import table_sha256
-from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles, as_group_labels, prepare, validate
+from fairdesk.core.data.schema import (INTERSECTION_SEP, ColumnRoles, as_group_labels, column_names, prepare,
+                                       validate)
 from fairdesk.core.errors import DataError
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
@@ -114,6 +115,7 @@ class GroupAuditPlan:
     calibration_own_family: bool = True  # calibration tests corrected apart from the gaps (see correct(), §8)
 
     def __post_init__(self) -> None:
+        check_plan_inputs(self)
         bad = [m for m in self.metrics if m not in METRICS]
         if bad:
             raise DataError(f"Unknown gap metric(s) {bad}; choose from {', '.join(METRICS)}.")
@@ -171,7 +173,52 @@ class GroupAuditPlan:
         d["intersections"] = tuple(tuple(c) for c in d.get("intersections", ()))
         if d.get("tasks") is not None:
             d["tasks"] = tuple(d["tasks"])
-        return cls(**d)
+        stored_bins = d["bins"]  # earlier versions allowed one bin (a spread of 0): kept as stored, not refused
+        d["bins"] = tuple(b for b in stored_bins if b >= 2)
+        plan = cls(**d)
+        plan.bins = stored_bins
+        return plan
+
+
+#: the stated limits of a group audit's numeric parameters: (field, CLI option, low, high, whole number?, what it is)
+PLAN_LIMITS = (
+    ("alpha", "--alpha", 0.0, 1.0, False, "the significance level, a probability such as 0.05"),
+    ("margin", "--margin", 0.0, 1.0, False, "the equivalence margin, a difference of rates such as 0.05"),
+    ("ci_level", "ci_level", 0.0, 1.0, False, "the confidence level, such as 0.95"),
+    ("n_boot", "--n-boot", 100, 100_000, True, "the number of bootstrap replicates; 1,000 is the default"),
+    ("n_permutations", "n_permutations", 100, 100_000, True, "the number of permutations"),
+    ("seed", "--seed", 0, 2**32 - 1, True, "the random seed"),
+    ("min_group_size", "--min-group-size", 1, 10**9, True, "the smallest group that is tested"),
+    ("min_denominator", "--min-denominator", 1, 10**9, True, "the fewest cases a tested rate rests on"),
+)
+MAX_BINS = 1000
+
+
+def check_plan_inputs(plan: "GroupAuditPlan") -> None:
+    """Every numeric parameter of a group audit within its stated limit (:data:`PLAN_LIMITS`), refused in one
+    sentence naming the CLI option: the one check the CLI, the GUI and the Python API pass through. Lists of names
+    (metrics, tasks, each intersection) given as one string are one name, never its letters. The limits are
+    open at both ends for the probabilities (0 and 1 excluded) and closed for the counts. ``bins``: whole numbers
+    from 2 to :data:`MAX_BINS` (at most the table's rows, checked by :func:`run_group_audit`)."""
+    from fairdesk.core.limits import check_number
+
+    for name, option, low, high, whole, what in PLAN_LIMITS:
+        setattr(plan, name, check_number(getattr(plan, name), option, low, high, whole=whole, what=what,
+                                         open_ends=not whole))
+    bins = (plan.bins,) if isinstance(plan.bins, (int, float, str)) else plan.bins
+    bins = [check_number(n, "--bins", 2, MAX_BINS, whole=True,
+                         what="the number of bins of a continuous attribute's error spread") for n in bins]
+    plan.bins = tuple(bins)
+    plan.metrics = column_names(plan.metrics, "metrics")
+    if plan.tasks is not None:
+        plan.tasks = column_names(plan.tasks, "tasks") or None
+    combos = plan.intersections or ()
+    if isinstance(combos, str):  # "sex,race": one intersection
+        combos = (combos,)
+    elif combos and all(isinstance(c, str) for c in combos) and not any("," in c for c in combos):
+        combos = (tuple(combos),)  # ("sex", "race"): one intersection of these columns
+    plan.intersections = tuple(tuple(x.strip() for x in c.split(",")) if isinstance(c, str)
+                               else column_names(c, "intersections") for c in combos)
 
 
 TABLES = ("records", "groups", "summary", "dropped", "delta_bins", "tests", "calibration", "discrimination",
@@ -393,6 +440,9 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         raise DataError("Choose at least one protected attribute to audit.")
     report = validate(table, roles, plan.min_group_size)
     report.raise_if_errors()
+    if roles.continuous_attributes and max(plan.bins, default=0) > len(table):
+        raise DataError(f"--bins {max(plan.bins)} is more than the table's {len(table):,} rows; choose at most "
+                        f"{len(table):,} bins (2 to 10 is usual).")
     for combo in plan.intersections:
         missing = [c for c in combo if c not in table.columns]
         if missing:

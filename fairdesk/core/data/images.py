@@ -29,6 +29,9 @@ CHEXPERT_FINDINGS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly",
                      "Edema", "Consolidation", "Pneumonia", "Atelectasis", "Pneumothorax", "Pleural Effusion",
                      "Pleural Other", "Fracture", "Support Devices")
 _PATIENT_IN_PATH = re.compile(r"(patient\d+|p\d{8})", re.IGNORECASE)
+#: the largest image FairDesk decodes (width × height, read from the header before any pixel is decoded): 8000 ×
+#: 8000, twice a full-field mammogram; a larger "image" is refused as a likely decompression bomb
+MAX_PIXELS = 64_000_000
 
 
 @dataclass
@@ -37,6 +40,12 @@ class ImageRoles:
     labels: tuple[str, ...] = ()            # disease outputs (0/1; CheXpert −1 "uncertain" and blanks → missing)
     attributes: tuple[str, ...] = ()        # sensitive attributes
     patient_id: str | None = None           # None: parsed from the path when it contains patientNNNNN / pNNNNNNNN
+
+    def __post_init__(self) -> None:
+        from fairdesk.core.data.schema import column_names
+
+        self.labels = column_names(self.labels, "labels")  # a string is one column, never its letters
+        self.attributes = column_names(self.attributes, "attributes")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,6 +102,7 @@ def _read_dicom(path: Path) -> np.ndarray:
     ds = pydicom.dcmread(str(path))
     if "PixelData" not in ds:
         raise DataError("DICOM file has no pixel data")
+    _check_pixels(int(getattr(ds, "Columns", 0) or 0), int(getattr(ds, "Rows", 0) or 0))
     arr = ds.pixel_array.astype(np.float64)
     if arr.ndim == 3 and arr.shape[-1] in (3, 4) and getattr(ds, "SamplesPerPixel", 1) > 1:
         arr = arr[..., :3].mean(axis=-1)
@@ -119,6 +129,13 @@ def _read_dicom(path: Path) -> np.ndarray:
     return arr.astype(np.float32)
 
 
+def _check_pixels(width: int, height: int) -> None:
+    """Refuse an image larger than :data:`MAX_PIXELS`, from its header, before decoding it."""
+    if width * height > MAX_PIXELS:
+        raise DataError(f"{width} × {height} pixels, more than the {MAX_PIXELS:,} FairDesk decodes (refused before "
+                        "decoding)")
+
+
 def read_image(path: str | Path, size: int | tuple[int, int] | None = None) -> np.ndarray:
     """One grey image as float32 in [0, 1]. Raises :class:`DataError` with the reason when it cannot be read."""
     path = Path(path)
@@ -132,7 +149,8 @@ def read_image(path: str | Path, size: int | tuple[int, int] | None = None) -> n
             from PIL import Image, UnidentifiedImageError
 
             try:
-                with Image.open(path) as im:
+                with Image.open(path) as im:  # reads the header only
+                    _check_pixels(*im.size)
                     im.load()
                     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
                         raw = np.asarray(im, dtype=np.float64)
@@ -144,6 +162,9 @@ def read_image(path: str | Path, size: int | tuple[int, int] | None = None) -> n
                         arr = np.asarray(im.convert("L"), dtype=np.float64) / 255.0
             except UnidentifiedImageError:
                 raise DataError("not an image file Pillow can read (corrupt or unsupported format)") from None
+            except Image.DecompressionBombError:
+                raise DataError(f"more than the {MAX_PIXELS:,} pixels FairDesk decodes (refused before decoding)"
+                                ) from None
     except DataError:
         raise
     except Exception as err:  # truncated files, bad DICOM, decoder errors: reported, never fatal for the dataset
@@ -300,6 +321,7 @@ def open_image_folder(csv: str | Path | pd.DataFrame, root: str | Path, roles: I
                             "'patient00001'); choose the patient id column so that splits are patient-disjoint.")
         df["_patient"] = found.str.lower()
     files, bad, keep = [], [], []
+    inside = root.resolve()
     for i, rel in enumerate(df[roles.path].astype(str)):
         if i % 64 == 0:
             rep(i / len(df), f"checking images {i}/{len(df)}")
@@ -308,7 +330,9 @@ def open_image_folder(csv: str | Path | pd.DataFrame, root: str | Path, roles: I
             alt = root / rel.split("/", 1)[1]
             f = alt if alt.exists() else f
         reason = None
-        if not f.is_file():
+        if not f.resolve().is_relative_to(inside):  # an absolute path, "..", or a link leading out of the folder
+            reason = "outside the image folder (an absolute path, '..' or a link leading out); refused"
+        elif not f.is_file():
             reason = "file not found"
         elif check:
             try:

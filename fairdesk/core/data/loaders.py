@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
@@ -107,7 +108,75 @@ def _check_duplicates(path: Path, names: list[str]) -> None:
                         f"and save the table again.")
 
 
-def load_table(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
+#: texts pandas reads as missing by default; FairDesk keeps them as text in a text column ("NA" may be a group, "None"
+#: an insurance category) and reads them as missing only in a column whose other values are all numbers
+NA_LIKE = frozenset({"NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "null", "NULL", "Null", "None", "none", "<NA>",
+                     "#N/A", "#NA", "#N/A N/A", "-1.#IND", "-1.#QNAN", "1.#IND", "1.#QNAN"})
+#: where :func:`load_table` leaves what the reader should be told (columns ignored, spellings merged)
+NOTES = "fairdesk_notes"
+
+
+def table_notes(df: pd.DataFrame) -> list[str]:
+    """What :func:`load_table` did to a table that the user should be told (empty: nothing)."""
+    return list(df.attrs.get(NOTES, []))
+
+
+def _flat_parquet_columns(path: Path, wanted: list[str] | None) -> tuple[list[str], list[str]]:
+    """(columns to read, nested or binary columns left out). A nested (list, struct, map) or binary column holds
+    no value FairDesk can audit; one that a role names is refused by name."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    names = [str(n) for n in schema.names]
+    _check_duplicates(path, names)
+    odd = {f.name: str(f.type) for f in schema
+           if pa.types.is_nested(f.type) or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)
+           or pa.types.is_fixed_size_binary(f.type)}
+    named = [c for c in (wanted or []) if c in odd]
+    if named:
+        raise DataError(f"{path.name}: column '{named[0]}' holds {odd[named[0]]} values (nested or binary), not one "
+                        "value per row; choose a column of numbers or text for that role.")
+    keep = [n for n in names if n not in odd and (wanted is None or n in wanted)]
+    return keep, [f"'{n}' ({odd[n]})" if n in odd else f"'{n}'" for n in names if n not in keep]
+
+
+def _read_as_data(df: pd.DataFrame, missing: frozenset[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Text values are data: NFC-normalised (merged spellings said), NA-like texts kept unless ``missing`` names
+    them or the column is otherwise numeric. Returns the table and the notes for the user."""
+    notes = []
+    for col in df.columns:
+        values = df[col]
+        if values.dtype != object and not pd.api.types.is_string_dtype(values):
+            continue
+        text = values.map(lambda v: unicodedata.normalize("NFC", v) if isinstance(v, str) else v)
+        spellings = pd.DataFrame({"nfc": text, "raw": values}).dropna().drop_duplicates()
+        merged = spellings["nfc"][spellings["nfc"].duplicated()].unique()
+        if len(merged):
+            shown = ", ".join(repr(v) for v in merged[:5])
+            notes.append(f"Column '{col}': {shown} came in more than one Unicode spelling; the spellings were "
+                         "merged (normalised to NFC).")
+        is_token = text.isin(NA_LIKE | missing)
+        if is_token.any():
+            rest = pd.to_numeric(text[~is_token & text.notna()], errors="coerce")
+            if len(rest) and rest.notna().all():  # a column of numbers: the token can only mean missing
+                text = pd.to_numeric(text.mask(is_token), errors="coerce")
+            elif missing:
+                text = text.mask(text.isin(missing))
+        df[col] = text
+    return df, notes
+
+
+def _nfc_names(path: Path, names: list) -> list[str]:
+    """Column names as NFC text, stripped; two names that become one are refused (duplicates)."""
+    out = [unicodedata.normalize("NFC", str(c)).strip() for c in names]
+    if len(set(out)) < len(out):
+        _check_duplicates(path, out)
+    return out
+
+
+def load_table(path: str | Path, nrows: int | None = None, *, columns: list[str] | None = None,
+               missing: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
     """Read a CSV/TSV/Parquet file. Raises :class:`DataError` with the reason and a fix.
 
     Tables as people have them: a UTF-8 byte-order mark is dropped, UTF-16 (Excel "Unicode text") and
@@ -115,6 +184,12 @@ def load_table(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
     separators and line breaks (RFC 4180, header included). Refused with one sentence: duplicate column names
     (named), an empty file, a file with a header but no rows, and a binary file saying what it is ("this is a PNG
     image, not a table").
+
+    Read as data, never as structure: only empty cells are missing; a text such as "NA", "null" or "None" stays
+    text unless ``missing`` lists it (or its column is otherwise all numbers, where it can only mean missing).
+    Column names and text values are normalised to Unicode NFC; names that become equal are refused as
+    duplicates, values that merge are said in :func:`table_notes`. Parquet: nested and binary columns are left
+    out and listed in the notes (refused when ``columns`` names one); with ``columns`` only those are read.
     """
     path = Path(path)
     if not path.exists():
@@ -126,6 +201,7 @@ def load_table(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
         raise DataError(f"{path.name}: FairDesk reads CSV (.csv, .tsv) and Parquet (.parquet) tables; "
                         f"'{suffix or 'no extension'}' is not one of them. Export the table as CSV or Parquet.")
     kind = SUPPORTED[suffix]
+    read_notes: list[str] = []
     try:
         with open(path, "rb") as handle:
             head = handle.read(_SAMPLE)
@@ -140,13 +216,15 @@ def load_table(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
                         f"as CSV or Parquet.")
     try:
         if kind == "Parquet":
-            import pyarrow.parquet as pq
-
-            _check_duplicates(path, list(pq.read_schema(path).names))
-            df = pd.read_parquet(path)
+            keep, ignored = _flat_parquet_columns(path, columns)
+            df = pd.read_parquet(path, columns=keep)
             if nrows is not None:
                 df = df.head(nrows)
             _check_duplicates(path, [str(c) for c in df.columns])
+            if ignored:
+                read_notes = [f"{path.name}: {len(ignored)} column(s) were not read (nested or binary, or named "
+                              f"by no role): "
+                                f"{', '.join(ignored[:10])}{' …' if len(ignored) > 10 else ''}."]
         else:
             try:
                 encoding, sample = _text_sample(path, head)
@@ -158,7 +236,10 @@ def load_table(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
                 raise DataError(f"{path.name} is empty. Check that it is the right file.")
             sep = _delimiter(sample, suffix)
             _check_duplicates(path, _header(sample, sep))
-            df = pd.read_csv(path, sep=sep, encoding=encoding, nrows=nrows, engine="c")
+            # only an empty cell is missing; pandas' default list ("NA", "null", "None", ...) is applied below,
+            # column by column, where it can only mean missing
+            df = pd.read_csv(path, sep=sep, encoding=encoding, nrows=nrows, engine="c", keep_default_na=False,
+                             na_values=[""])
     except pd.errors.EmptyDataError as err:
         raise DataError(f"{path.name} is empty. Check that it is the right file.") from err
     except (UnicodeDecodeError, pd.errors.ParserError, csv.Error, ValueError, OSError) as err:
@@ -168,5 +249,7 @@ def load_table(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
         raise DataError(f"{path.name} has no columns. Check that it is the right file.")
     if df.shape[0] == 0:
         raise DataError(f"{path.name} has column names but no rows. Check that it is the right file.")
-    df.columns = [str(c).strip() for c in df.columns]
+    df.columns = _nfc_names(path, list(df.columns))
+    df, notes = _read_as_data(df, frozenset(str(m) for m in missing))
+    df.attrs[NOTES] = read_notes + notes
     return df

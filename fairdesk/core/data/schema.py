@@ -9,6 +9,26 @@ import pandas as pd
 from fairdesk.core.errors import DataError
 
 INTERSECTION_SEP = " × "
+#: an attribute with more distinct values than this is refused at once (an id column chosen by mistake would
+#: otherwise be searched group by group for minutes)
+MAX_GROUPS = 200
+
+
+def column_names(value, what: str = "columns") -> tuple[str, ...]:
+    """A list of column names as a tuple: a single string is one name, never a sequence of its letters (the
+    Python API's ``attributes="sex"`` is ``("sex",)``); None is none. Anything but strings is refused by name."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise DataError(f"{what} must be a column name or a list of column names, not {value!r}.") from None
+    bad = [v for v in names if not isinstance(v, str)]
+    if bad:
+        raise DataError(f"{what} must be column names (text), not {bad[0]!r}.")
+    return names
 
 
 @dataclass(frozen=True)
@@ -23,6 +43,19 @@ class ColumnRoles:
     patient_id: str | None = None
     sample_id: str | None = None
     split: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", column_names(self.attributes, "attributes"))
+        object.__setattr__(self, "continuous_attributes",
+                           column_names(self.continuous_attributes, "continuous_attributes"))
+        named = [("--label", self.label), ("--score", self.score), ("--task", self.task),
+                 ("--patient-id", self.patient_id), ("--sample-id", self.sample_id), ("--split", self.split),
+                 *[("--attribute", c) for c in self.attributes],
+                 *[("--continuous-attribute", c) for c in self.continuous_attributes]]
+        for option, col in named:
+            required = option in ("--label", "--score")
+            if (col is not None or required) and (not isinstance(col, str) or not col.strip()):
+                raise DataError(f"{option} must name a column of the table, not {col!r}.")
 
     def all_columns(self) -> list[str]:
         cols = [self.label, self.score, self.task, self.patient_id, self.sample_id, self.split,
@@ -106,7 +139,11 @@ def as_group_labels(values: pd.Series) -> pd.Series:
 
 def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> ValidationReport:
     """Check a predictions table against its column roles; every problem is named in plain words."""
+    from fairdesk.core.data.loaders import table_notes
+
     rep = ValidationReport()
+    for note in table_notes(df):
+        rep.add("warning", note)
     missing = [c for c in roles.all_columns() if c not in df.columns]
     if missing:
         rep.add("error", f"Column(s) {', '.join(repr(c) for c in missing)} are not in the table "
@@ -115,6 +152,18 @@ def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> 
         return rep
     if len(df) == 0:
         rep.add("error", "The table has no rows.")
+        return rep
+    named: dict[str, list[str]] = {}
+    for role, col in [("label", roles.label), ("score", roles.score), ("task", roles.task), ("split", roles.split),
+                      *[("attribute", c) for c in roles.attributes],
+                      *[("continuous attribute", c) for c in roles.continuous_attributes]]:
+        if col:
+            named.setdefault(col, []).append(role)
+    for col, used in named.items():
+        if len(used) > 1:  # one column read as two things (a label and a score, say) would be audited as neither
+            rep.add("error", f"Column '{col}' is given {len(used)} roles ({', '.join(used)}); map each role to its "
+                    "own column.", col)
+    if rep.errors:
         return rep
 
     label = coerce_binary_label(df[roles.label])
@@ -176,6 +225,12 @@ def validate(df: pd.DataFrame, roles: ColumnRoles, min_group_size: int = 30) -> 
                 "Check the export; duplicates give those samples double weight.")
 
     for col in roles.attributes:
+        distinct = as_group_labels(df[col]).nunique(dropna=True)
+        if distinct > MAX_GROUPS:
+            rep.add("error", f"Attribute '{col}' has {distinct:,} distinct values, more than the {MAX_GROUPS} groups "
+                    "an attribute may have: it looks like an id or a measurement, not a protected attribute. Choose "
+                    "another column, or map a continuous one as --continuous-attribute.", col)
+            continue
         m = as_group_labels(df[col]).isna()
         if m.any():
             rep.add("warning", f"Attribute '{col}' is missing (empty) in {_rows(int(m.sum()))}; those rows form the "

@@ -77,6 +77,17 @@ class GeneratorConfig:
     mine_width: int = 16            # base width of the map m (a U-shaped CNN)
     mine_critic_width: int = 32     # base width of the statistics network T (only needed while training)
 
+    def __post_init__(self) -> None:
+        from fairdesk.core.limits import check_number
+
+        self.image_size = check_number(self.image_size, "--image-size", 8, 512, whole=True,
+                                       what="the side of the square images the generator makes, in pixels")
+        self.default_steps = check_number(self.default_steps, "--steps", 1, 1000, whole=True,
+                                          what="the DDIM steps of a counterfactual")
+        for name in ("mine_width", "mine_critic_width"):
+            setattr(self, name, check_number(getattr(self, name), name, 1, 512, whole=True,
+                                             what="a network's base channel width"))
+
     @property
     def latent_size(self) -> int:
         return self.image_size // 2 ** (len(self.vae_channels) - 1)

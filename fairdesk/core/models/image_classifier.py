@@ -97,6 +97,17 @@ class ClassifierConfig:
     width: int = 16
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        from fairdesk.core.data.schema import column_names
+        from fairdesk.core.limits import check_number
+
+        self.image_size = check_number(self.image_size, "--image-size", 8, 2048, whole=True,
+                                       what="the side of the square input image in pixels")
+        self.width = check_number(self.width, "--width", 1, 512, whole=True, what="the CNN's base channel width")
+        self.in_channels = check_number(self.in_channels, "in_channels", 1, 4, whole=True,
+                                        what="grey (1) or colour (3) input channels")
+        self.outputs = column_names(self.outputs, "outputs")
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["outputs"] = list(self.outputs)

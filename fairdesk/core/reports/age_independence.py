@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from fairdesk.core import atomic
+from fairdesk.core.errors import DataError
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Section, Table, join_words, report_date
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, fmt_signed, num
 
@@ -170,7 +171,8 @@ def _summary_blocks(doc: dict, k: int) -> list:
         f"α = {num(s.get('alpha', 0.05)):g} after Benjamini–Hochberg over every t-test of this audit; equivalent "
         "within ±margin — the paired TOST is significant after Benjamini–Hochberg over every TOST; inconclusive — "
         "neither (the TOST uses the same test's variance). Margins: "
-        + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()])
+        + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()
+                      if m in METRIC_NAMES and num(v) is not None])
         + ". Inconclusive means the folds cannot tell; it is never evidence that a method is as fair as, or "
           "fairer than, the DNN.", "note"))
     for m in _compared(doc):
@@ -383,6 +385,17 @@ def build_age_report(doc: dict, suppress_k: int = 11) -> Report:
     """The report tree of an ``age_independence`` document (see the module docstring)."""
     k = int(suppress_k)
     s = doc["settings"]
+    named = [s.get("baseline", "dnn"), *(s.get("methods_run") or [])]
+    absent = [m for m in dict.fromkeys(named) if m not in doc["methods"]]
+    for m, e in doc["methods"].items():  # every method's metrics; a compared method's tests of each metric
+        parts = [e.get(metric) for metric in METRIC_ORDER]
+        if e.get("comparison"):
+            parts += [(e.get(t) or {}).get(metric) for t in ("comparison", "t_test") for metric in METRIC_ORDER]
+        if any(not isinstance(x, dict) for x in parts) or any("mean" not in (e.get(x) or {}) for x in METRIC_ORDER):
+            absent.append(m)
+    if absent:  # the schema fixes each part's shape; that the parts name each other is checked here
+        raise DataError(f"The stored document names method(s) {', '.join(map(repr, absent))} but holds no (or "
+                        "incomplete) results for them; it is damaged. Run the audit again.")
     sections = [
         Section("summary", "Summary", _summary_blocks(doc, k), new_page=False),
         Section("methods", "Methods", _methods_blocks(doc)),

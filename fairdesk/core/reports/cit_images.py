@@ -40,7 +40,8 @@ import pandas as pd
 
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.figures import fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, save_figure
+from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, num,
+                                          save_figure)
 from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, suppress_text,
                                             suppression_note)
 
@@ -75,6 +76,11 @@ def _p_is(value) -> str:
     """'p = 0.123' or 'p < 0.001' for running text."""
     text = fmt_p(value)
     return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
+def _two(value) -> str:
+    v = num(value)
+    return "–" if v is None else f"{v:.2f}"
 
 
 def _dir_label(key: str, values: list[str]) -> str:
@@ -293,7 +299,8 @@ def _scatter_data(doc, values) -> list[tuple[str, pd.DataFrame]]:
                     rows += [{"panel": f"flip ({values[int(sub[0])]})" if sub[0].isdigit() else "flip", "x": x,
                               "y": y} for x, y in zip(p["x"], p["y"])]
             else:
-                rows += [{"panel": _dir_label(key, values), "x": x, "y": y} for x, y in zip(pts["x"], pts["y"])]
+                rows += [{"panel": _dir_label(key, values), "x": x, "y": y}
+                         for x, y in zip(pts.get("x") or [], pts.get("y") or [])]
         out.append((name, pd.DataFrame(rows, columns=["panel", "x", "y"])))
     return out
 
@@ -327,7 +334,7 @@ def _examples_section(doc, values) -> Section | None:
     rows = []
     for i in chosen:
         it = items[i]
-        preds = "; ".join(f"{o}: {p['null']:.2f} → {p['cf']:.2f}" for o, p in it["predictions"].items())
+        preds = "; ".join(f"{o}: {_two(p.get('null'))} → {_two(p.get('cf'))}" for o, p in it["predictions"].items())
         rows.append({"label": f"#{it['index']} {it['observed_label']} → {it['target_label']} "
                               f"({it.get('selected', '')}) {preds}",
                      "original": arrays["original"][i], "null": arrays["null"][i], "cf": arrays["cf"][i]})

@@ -16,7 +16,6 @@ Imports only Qt, pandas and numpy at the top: torch, scikit-learn and the report
 """
 from __future__ import annotations
 
-import html
 import importlib.util
 import re
 from dataclasses import replace
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QLineEdit, QListWidgetItem, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout,
                                QWidget)
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.data.roles import PATIENT_NAMES, first_named, guess_roles, is_binary, is_id_name, is_numeric
 from fairdesk.core.errors import DataError
 from fairdesk.core.kinds import DATASET_KINDS, ReportSettings
@@ -400,7 +400,7 @@ class AgeLearnersPage(AuditPage):
         return box
 
     def _set_table(self, key: str, view: DataFrameView, table) -> None:
-        self._notes[key + ":title"].setText(f"<b>{html.escape(table.title)}</b>" if table is not None else "")
+        self._notes[key + ":title"].setText(f"<b>{html_text(table.title)}</b>" if table is not None else "")
         self._notes[key].setText(table.note if table is not None else "")
         self._notes[key].setVisible(bool(table is not None and table.note))
         view.set_frame(table_frame(table) if table is not None else None)
@@ -451,7 +451,7 @@ class AgeLearnersPage(AuditPage):
         # the PDF's order, except that notes (the verdict rule) come after the findings in this small view
         blocks = [b for b in blocks if b.style != "note"] + [b for b in blocks if b.style == "note"]
         for b in blocks:
-            text = html.escape(getattr(b, "text", ""))
+            text = html_text(getattr(b, "text", ""))
             style = getattr(b, "style", "body")
             if style == "bullet":
                 bullets.append(text)

@@ -1,7 +1,6 @@
 """Audit tab: set up a group-gap audit, run it as a job, and explore stored results (plot, tables, export)."""
 from __future__ import annotations
 
-import html
 import json
 import math
 from dataclasses import replace
@@ -12,6 +11,7 @@ from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBo
                                QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
                                QRadioButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, RULES, GroupAuditPlan
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
@@ -597,7 +597,7 @@ class AuditTab(AuditPage):
         family = {"audit": "the whole audit", "task": "each task"}.get(getattr(plan, "family", "audit"),
                                                                          "each attribute, group and measure")
         self.result_header.setText(
-            f"<b>{html.escape(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
+            f"<b>{html_text(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
             f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
             + (f"{c['tests'] - n_cal} gap tests and {n_cal} calibration tests corrected over {family}, each set "
                f"on its own ({correction})" if n_cal else f"{c['tests']} tests corrected together over {family} "
@@ -676,7 +676,7 @@ class AuditTab(AuditPage):
     @staticmethod
     def _details_html(result) -> str:
         def esc(x) -> str:
-            return html.escape(str(x))
+            return html_text(str(x))
 
         parts = ["<h3>Thresholds</h3><table>"]
         for task, tau in result.thresholds.items():

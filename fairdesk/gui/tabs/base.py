@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -383,12 +382,12 @@ class AuditPage(JobPage):
             self.findings.clear()
             return
         try:
-            text = project.audit_json(self.audit_id)
+            doc = project.audit_document(self.audit_id)
         except (FairDeskError, ValueError) as err:
             self.findings.clear(f"The findings could not be read: {err}")
             return
         k = int(self.window_.settings.suppress_k)
-        self.findings.build(lambda: self.findings_of(json.loads(text), k))
+        self.findings.build(lambda: self.findings_of(doc, k))
 
     # ---- running -----------------------------------------------------------------------------------------
     def run_audit(self):
@@ -441,7 +440,7 @@ class AuditPage(JobPage):
                 date = str(info.created)[:10]
             named = next((d.name for d in project.datasets() if info is not None and d.id == info.dataset_id), None)
             if not named:
-                doc = json.loads(project.audit_json(audit_id))
+                doc = project.audit_document(audit_id)
                 named = ((doc.get("provenance") or {}).get("dataset") if isinstance(doc, dict) else None)
             if isinstance(named, str) and named.strip():
                 dataset = named

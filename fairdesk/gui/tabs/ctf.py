@@ -15,7 +15,6 @@ torch and the report modules load inside the jobs or when a result is first show
 """
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.data.roles import LABEL_NAMES, TEXT_NAMES, first_named, is_binary
 from fairdesk.core.errors import DataError, FairDeskError, ModelError
 from fairdesk.core.kinds import DATASET_KINDS, MODEL_KINDS
@@ -185,7 +185,7 @@ def summary_html(doc: dict, suppress_k: int) -> str:
         text = getattr(block, "text", None)
         if text is None:
             continue
-        text = html.escape(str(text))
+        text = html_text(str(text))
         style = getattr(block, "style", "body")
         if style == "bullet":
             bullets.append(text)

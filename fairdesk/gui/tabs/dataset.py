@@ -1,7 +1,6 @@
 """Dataset tab: open a CSV/Parquet file, preview it, map columns to roles, validate, add to the project."""
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +8,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.core.data.schema import ColumnRoles, ValidationReport
 from fairdesk.core.kinds import DATASET_KINDS
@@ -326,7 +326,7 @@ class DatasetTab(QWidget):
         names = {"error": "Problem", "warning": "Warning", "ok": "OK", "info": "Note"}
         parts = []
         for level, message in items:
-            text = html.escape(message).replace("\n", "<br>")
+            text = html_text(message).replace("\n", "<br>")
             parts.append(f"<li style='margin-bottom:6px'><b style='color:{colours[level]}'>{names[level]}:</b> "
                          f"{text}</li>")
         self.validation.setHtml(f"<ul style='margin-left:-20px'>{''.join(parts)}</ul>")

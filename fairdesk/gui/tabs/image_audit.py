@@ -23,7 +23,6 @@ pyqtgraph widgets are created when first shown; this module is cheap to import.
 """
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -32,6 +31,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.errors import DataError
 from fairdesk.gui.tabs.base import AuditPage, AuditRun, JobPage
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets, models_of,
@@ -96,7 +96,7 @@ def results_table(doc: dict) -> pd.DataFrame:
 
 def verdict_html(doc: dict) -> str:
     """The verdicts in words: why "inconclusive", the control band, the notes."""
-    esc = html.escape
+    esc = html_text
     values = list((doc.get("attribute") or {}).get("values") or ["0", "1"])
     column = (doc.get("attribute") or {}).get("column", "the attribute")
     settings = doc.get("settings") or {}
@@ -142,7 +142,7 @@ def verdict_html(doc: dict) -> str:
 
 
 def quality_html(doc: dict) -> str:
-    esc = html.escape
+    esc = html_text
     q = doc.get("quality") or {}
     s = doc.get("settings") or {}
     d = doc.get("dataset") or {}
@@ -697,12 +697,12 @@ def validity_html(result: dict) -> str:
                               "reaches it: run more to decide</span>"}.get(r.get("verdict"), "")
         per_test = (f" Per test: {100 * r['per_test_rate']:.2f}% of {r['n_tests']} tests."
                     if r.get("per_test_rate") is not None else "")
-        parts.append(f"<li><b>{html.escape(r['family'])} · {html.escape(r['kind'])} · "
-                     f"{html.escape(r['design'])}</b>: {pct} — {html.escape(r['meaning'])} "
-                     f"(target {html.escape(r['target'])}){verdict}.{per_test}</li>")
+        parts.append(f"<li><b>{html_text(r['family'])} · {html_text(r['kind'])} · "
+                     f"{html_text(r['design'])}</b>: {pct} — {html_text(r['meaning'])} "
+                     f"(target {html_text(r['target'])}){verdict}.{per_test}</li>")
     parts.append("</ul>")
     for note in result.get("notes", []):
-        parts.append(f"<p style='color:#555'>Note: {html.escape(note)}</p>")
+        parts.append(f"<p style='color:#555'>Note: {html_text(note)}</p>")
     return "".join(parts)
 
 

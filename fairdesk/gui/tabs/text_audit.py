@@ -9,7 +9,6 @@ tables the PDF report's figures are drawn from. torch loads inside the job; pyqt
 """
 from __future__ import annotations
 
-import html
 import json
 import os
 
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
                                QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QTabWidget, QTextBrowser, QVBoxLayout,
                                QWidget)
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError  # noqa: E402
 from fairdesk.core.kinds import MODEL_KINDS  # noqa: E402
 from fairdesk.gui.tabs.base import AuditPage, AuditRun  # noqa: E402
@@ -201,7 +201,7 @@ class ScoreDistributionPlot(QWidget):
             self.scatters.append(scatter)
         self.plot.getAxis("bottom").setTicks([[(float(i), f"{g} words") for i, g in enumerate(groups)], []])
         self.plot.setXRange(-0.6, len(groups) - 0.4, padding=0)
-        self.plot.setTitle(html.escape(title), size="10pt")
+        self.plot.setTitle(html_text(title), size="10pt")
         self.plot.enableAutoRange(axis="y")
 
     def n_points(self) -> int:
@@ -573,11 +573,11 @@ class MLMAuditPanel(AuditPage):
 
         test = TESTS_SHORT.get(str(method.get("test_code")), str(method.get("test", "")).split(" (")[0])
         self.result_header.setText(
-            f"<b>{html.escape(' vs '.join(names))}</b> · {html.escape(test)} · "
-            f"unit: {html.escape(str(method.get('unit', 'sentence pair')))} · "
-            f"prior: {html.escape(str(method.get('prior_rule', '')))} · groups {html.escape(' vs '.join(groups))}<br>"
+            f"<b>{html_text(' vs '.join(names))}</b> · {html_text(test)} · "
+            f"unit: {html_text(str(method.get('unit', 'sentence pair')))} · "
+            f"prior: {html_text(str(method.get('prior_rule', '')))} · groups {html_text(' vs '.join(groups))}<br>"
             f"<b>{len(flagged)}</b> of {len(records)} categories flagged"
-            + (f" ({html.escape(', '.join(flagged))})" if flagged else "") + f" for {html.escape(names[0])}"
+            + (f" ({html_text(', '.join(flagged))})" if flagged else "") + f" for {html_text(names[0])}"
             + f" · {n_eq} equivalent" + (f" within ±{margin:g} nats" if isinstance(margin, (int, float)) else "")
             + f", {n_in} inconclusive")
         model_items = [(n, n) for n in names]
@@ -668,7 +668,7 @@ class MLMAuditPanel(AuditPage):
     @staticmethod
     def _details_html(doc: dict) -> str:
         def esc(x) -> str:
-            return html.escape(str(x))
+            return html_text(str(x))
 
         method = dict(doc.get("method") or {})
         parts = ["<h3>Method</h3><table>"]

@@ -8,7 +8,6 @@ torch and transformers load inside the jobs; pyqtgraph when the loss curve is fi
 """
 from __future__ import annotations
 
-import html
 import json
 import os
 from pathlib import Path
@@ -20,6 +19,7 @@ from PySide6.QtCore import QObject, Qt, Signal  # noqa: E402
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,  # noqa: E402
                                QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError  # noqa: E402
 from fairdesk.core.kinds import MODEL_KINDS  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import (cancel_job, job_running, load_pyqtgraph, note_label,  # noqa: E402
@@ -138,7 +138,7 @@ class LossCurve(QWidget):
         if adversarial:
             key += (f"&nbsp;&nbsp;<span style='color:{ADV_LOSS_COLOUR}'>&#9644; adversary loss</span>"
                     f"&nbsp;&nbsp;<span style='color:{ADV_ACC_COLOUR}'>&#9679; adversary accuracy (below)</span>")
-        self.loss_plot.setTitle(f"{html.escape(title)}<br><span style='font-size:9pt'>{key}</span>"
+        self.loss_plot.setTitle(f"{html_text(title)}<br><span style='font-size:9pt'>{key}</span>"
                                 if title else key, size="10pt")
         for rec in history or []:
             self._append(rec)

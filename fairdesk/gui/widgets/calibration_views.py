@@ -9,7 +9,6 @@ and connects :attr:`CalibrationViews.audit_requested` (the explorer's chosen thr
 """
 from __future__ import annotations
 
-import html
 
 import numpy as np
 import pandas as pd
@@ -17,6 +16,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QComboBox, QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
+from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, size_combos
 from fairdesk.gui.widgets.reliability_plot import ReliabilityPlot
@@ -201,7 +201,7 @@ class CalibrationViews(QObject):
             msg = "No audit shown." if result is None else (calibration_status(result) or "No calibration.")
             for sel in (self.cal_select, self.roc_select, self.explorer_select):
                 sel.fill([], [])
-            self.findings_label.setText(html.escape(msg))
+            self.findings_label.setText(html_text(msg))
             self.reliability.clear(msg)
             self.cal_view.set_frame(None)
             self.roc.clear(msg)
@@ -220,7 +220,7 @@ class CalibrationViews(QObject):
         head = (f"<b>{len(sentences)} of {n} groups miscalibrated</b> (verdict “differs” after the correction)"
                 if sentences else f"<b>No group's calibration differs</b> after the correction ({n} groups tested; "
                                   "inconclusive is not “calibrated”).")
-        self.findings_label.setText(head + "".join(f"<br>• {html.escape(s)}" for s in sentences[:4]))
+        self.findings_label.setText(head + "".join(f"<br>• {html_text(s)}" for s in sentences[:4]))
         self.update_calibration()
         self.update_curves()
         self.update_explorer()

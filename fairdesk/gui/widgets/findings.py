@@ -8,11 +8,12 @@ decided and worded, so the screen and the PDF say the same thing. Building the t
 """
 from __future__ import annotations
 
-import html
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout
+
+from fairdesk.core.escape import html_text
 
 #: the verdicts, their colours (as the plots and the PDF use them) and how a count of them reads
 VERDICT_WORDS = (("differs", "#C03A00", "differs", "differ"),
@@ -106,7 +107,7 @@ def section_html(section) -> str:
     for block in findings_first(section.blocks):
         kind = type(block).__name__
         if kind == "Paragraph":
-            text = html.escape(block.text)
+            text = html_text(block.text)
             if block.style in ("bullet", "finding"):
                 items.append(f"<li>{'<b>' + text + '</b>' if block.style == 'finding' else text}</li>")
                 continue
@@ -121,10 +122,10 @@ def section_html(section) -> str:
                 out.append(f"<p style='margin-top:2px; margin-bottom:2px'>{text}</p>")
         elif kind == "Table":
             flush()
-            head = "".join(f"<th align='left'>{html.escape(str(h))}</th>" for h in block.header)
-            rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
+            head = "".join(f"<th align='left'>{html_text(str(h))}</th>" for h in block.header)
+            rows = "".join("<tr>" + "".join(f"<td>{html_text(str(c))}</td>" for c in row) + "</tr>"
                            for row in block.rows)
-            title = f"<p><b>{html.escape(block.title)}</b></p>" if block.title else ""
+            title = f"<p><b>{html_text(block.title)}</b></p>" if block.title else ""
             out.append(f"{title}<table cellspacing='0' cellpadding='3' border='1'><tr>{head}</tr>{rows}</table>")
     flush()
     return "".join(out)

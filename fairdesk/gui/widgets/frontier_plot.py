@@ -9,13 +9,13 @@ gives the same text). pyqtgraph is imported when the first plot is drawn.
 """
 from __future__ import annotations
 
-import html
 import math
 
 import pandas as pd
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from fairdesk.core.escape import html_text
 from fairdesk.gui.widgets.panel_parts import load_pyqtgraph
 
 #: the two panels: (key, y column, axis label, title)
@@ -221,7 +221,7 @@ class FrontierPlot(QWidget):
     def _legend_html(styles: dict) -> str:
         marks = {"star": "★", "o": "●", "s": "■", "d": "◆"}
         return "&nbsp;&nbsp; ".join(f"<span style='color:{s['color']}'>{marks[s['symbol']]}</span>&nbsp;"
-                                    f"{html.escape(s['label']).replace(' ', '&nbsp;')}" for s in styles.values())
+                                    f"{html_text(s['label']).replace(' ', '&nbsp;')}" for s in styles.values())
 
     @staticmethod
     def _hint(data: pd.DataFrame) -> str:

@@ -9,13 +9,14 @@ containing markup shows it literally.
 from __future__ import annotations
 
 import difflib
-import html
 import math
 import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QSplitter,
                                QTextBrowser, QVBoxLayout, QWidget)
+
+from fairdesk.core.escape import html_text
 
 ALL = "All"
 HIGHLIGHT_OLD = "background-color: #FFE1A8; font-weight: bold;"
@@ -43,7 +44,7 @@ def highlight_html(original: str, counterfactual: str) -> tuple[str, str]:
     a, b = tokens(original), tokens(counterfactual)
     left, right = [], []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        pa, pb = html.escape("".join(a[i1:i2])), html.escape("".join(b[j1:j2]))
+        pa, pb = html_text("".join(a[i1:i2])), html_text("".join(b[j1:j2]))
         if op == "equal":
             left.append(pa)
             right.append(pb)
