@@ -13,7 +13,8 @@ Families and what one simulated run is:
   rejects when a category says ``verdict == "differs"`` (older tables: ``flagged``). Planted: a bias in HIV.
 * ``cit`` — one counterfactual-invariance test (:func:`fairdesk.core.audits.cit.cit_test`, the default) on
   :func:`fairdesk.core.synthetic.cit_benchmark.nuisance_scenario`: Ŷ ⟂ A | Z with E[Ŷ|Z] and P(A|Z) each linear or
-  non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β.
+  non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β, constant or
+  changing sign with z₂ (issue 27).
 
 Each row of the result: family, design, null/planted, runs, how many rejected, the rate with its Clopper–Pearson
 95% CI (``scipy.stats.binomtest(k, n).proportion_ci()``), the target, whether the point estimate meets it, and —
@@ -243,7 +244,8 @@ def _mlm_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[V
 
 
 def cit_designs(n: int) -> list[tuple[str, str, dict]]:
-    """The cit family's designs at sample size n: the four nuisance scenarios under the null, and β planted."""
+    """The cit family's designs at sample size n: the four nuisance scenarios under the null, and β planted as a
+    constant effect and as one whose sign changes with z₂ (issue 27)."""
     out = []
     for h_nl in (False, True):
         for m_nl in (False, True):
@@ -252,6 +254,8 @@ def cit_designs(n: int) -> list[tuple[str, str, dict]]:
                         dict(h_nonlinear=h_nl, m_nonlinear=m_nl, beta=0.0)))
     out.append((f"n={n}: β = {CIT_BETA:g}, both non-linear", "planted",
                 dict(h_nonlinear=True, m_nonlinear=True, beta=CIT_BETA)))
+    out.append((f"n={n}: sign-changing β·(2A−1)·z₂, β = {CIT_BETA:g}, both non-linear", "planted",
+                dict(h_nonlinear=True, m_nonlinear=True, beta=CIT_BETA, effect="sign-changing")))
     return out
 
 
@@ -275,9 +279,11 @@ def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -
                        "dependent")
             target = dict(target_max=ALPHA + SIZE_TOLERANCE)
         else:
-            meaning = ("share of classifiers with a planted dependence on A (β on the logit of Ŷ, both nuisances "
-                       "non-linear) that the default test calls dependent")
-            target = dict(target_min=CIT_POWER_TARGET) if n >= CIT_POWER_N else {}
+            sign = params.get("effect") == "sign-changing"
+            meaning = ("share of classifiers with a planted dependence on A (" +
+                       ("β·(2A−1)·z₂ on the logit of Ŷ: no average effect" if sign else "β on the logit of Ŷ") +
+                       ", both nuisances non-linear) that the default test calls dependent")
+            target = dict(target_min=CIT_POWER_TARGET) if n >= CIT_POWER_N and not sign else {}
         rows.append(_row("cit", design, kind, flags, level="single test", meaning=meaning,
                          seconds=time.process_time() - t0, **target))
     notes.append(f"cit: default test ({cit.DEFAULT_METHOD}, regressor '{cit.DEFAULT_REGRESSOR}', scheme "
