@@ -259,9 +259,17 @@ def cit_designs(n: int) -> list[tuple[str, str, dict]]:
     return out
 
 
+def cit_run(seed: int, design: str, params: dict, run: int, n: int) -> tuple[int, tuple]:
+    """Run ``run`` of a cit design (:func:`cit_designs`): its seed and (ŷ, a, z), the same data as
+    ``bench validity --family cit`` (also used by ``benchmarks/bench_cit_default.py``)."""
+    from fairdesk.core.synthetic.cit_benchmark import nuisance_scenario
+
+    s = _run_seed(seed, "cit", design, run)
+    return s, nuisance_scenario(n, s, **params)
+
+
 def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -> list[ValidityRow]:
     from fairdesk.core.audits import cit
-    from fairdesk.core.synthetic.cit_benchmark import nuisance_scenario
 
     designs = cit_designs(n)
     rows = []
@@ -271,8 +279,7 @@ def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -
         t0 = time.process_time()
         for i in range(runs):
             sub(i / runs, f"cit: {design} run {i + 1}/{runs}")
-            s = _run_seed(seed, "cit", design, i)
-            yhat, a, z = nuisance_scenario(n, s, **params)
+            s, (yhat, a, z) = cit_run(seed, design, params, i, n)
             flags.append(cit.cit_test(yhat, a, z, seed=s, cancel=sub.cancel).p_value < ALPHA)
         if kind == "null":
             meaning = ("share of classifiers that are invariant given Z (Ŷ ⟂ A | Z) that the default test calls "
