@@ -136,7 +136,7 @@ def test_cli_contract(tmp_path, monkeypatch, capsys):
     assert cli.main(["bench", "validity", "--family", "cit", "--runs", "1", "--n", "300", "--seed", "2",
                      "--json", str(out), "--quiet"]) == 0
     doc = json.loads(out.read_text())
-    assert len(doc["rows"]) == 5 and doc["config"]["seed"] == 2
+    assert len(doc["rows"]) == 6 and doc["config"]["seed"] == 2  # 4 null designs, constant and sign-changing β
     for row in doc["rows"]:
         assert {"family", "design", "kind", "runs", "rate", "ci_low", "ci_high", "target", "verdict"} <= set(row)
     printed = capsys.readouterr().out
