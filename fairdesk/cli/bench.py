@@ -31,6 +31,11 @@ def cmd_bench_cit_synthetic(args: argparse.Namespace) -> int:
         if s["dataset"] != "all":
             rho = {k: round(v, 2) for k, v in s["spearman_eca"].items() if v is not None}
             print(f"{s['dataset']} ({s['variant']}): Spearman(log10 p, ECA) {rho}")
+        else:  # pooled: what each test flags (docs/cit_synthetic_findings.md §2b)
+            for key, label, n in (("rejections_low_eca", "flagged, ECA < 0.8", s["n_low_eca"]),
+                                  ("rejections_oracles", "flagged, oracles", s["n_oracles"])):
+                print(f"all ({s['variant']}) {label}: "
+                      + ", ".join(f"{t} {k}/{n}" for t, k in s[key].items()))
     print(f"-> {args.json}")
     return 0
 

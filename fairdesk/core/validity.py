@@ -20,7 +20,8 @@ Families and what one simulated run is:
   corrected resampled t-test (target) and the plain paired t-test (reported: the anti-conservative option).
 * ``cit`` — one counterfactual-invariance test (:func:`fairdesk.core.audits.cit.cit_test`, the default) on
   :func:`fairdesk.core.synthetic.cit_benchmark.nuisance_scenario`: Ŷ ⟂ A | Z with E[Ŷ|Z] and P(A|Z) each linear or
-  non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β.
+  non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β, constant or
+  changing sign with z₂ (issue 27).
 
 Each row of the result: family, design, null/planted, runs, how many rejected, the rate with its Clopper–Pearson
 95% CI (``scipy.stats.binomtest(k, n).proportion_ci()``), the target, whether the point estimate meets it, and —
@@ -291,7 +292,8 @@ def _age_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[V
 
 
 def cit_designs(n: int) -> list[tuple[str, str, dict]]:
-    """The cit family's designs at sample size n: the four nuisance scenarios under the null, and β planted."""
+    """The cit family's designs at sample size n: the four nuisance scenarios under the null, and β planted as a
+    constant effect and as one whose sign changes with z₂ (issue 27)."""
     out = []
     for h_nl in (False, True):
         for m_nl in (False, True):
@@ -300,12 +302,22 @@ def cit_designs(n: int) -> list[tuple[str, str, dict]]:
                         dict(h_nonlinear=h_nl, m_nonlinear=m_nl, beta=0.0)))
     out.append((f"n={n}: β = {CIT_BETA:g}, both non-linear", "planted",
                 dict(h_nonlinear=True, m_nonlinear=True, beta=CIT_BETA)))
+    out.append((f"n={n}: sign-changing β·(2A−1)·z₂, β = {CIT_BETA:g}, both non-linear", "planted",
+                dict(h_nonlinear=True, m_nonlinear=True, beta=CIT_BETA, effect="sign-changing")))
     return out
+
+
+def cit_run(seed: int, design: str, params: dict, run: int, n: int) -> tuple[int, tuple]:
+    """Run ``run`` of a cit design (:func:`cit_designs`): its seed and (ŷ, a, z), the same data as
+    ``bench validity --family cit`` (also used by ``benchmarks/bench_cit_default.py``)."""
+    from fairdesk.core.synthetic.cit_benchmark import nuisance_scenario
+
+    s = _run_seed(seed, "cit", design, run)
+    return s, nuisance_scenario(n, s, **params)
 
 
 def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -> list[ValidityRow]:
     from fairdesk.core.audits import cit
-    from fairdesk.core.synthetic.cit_benchmark import nuisance_scenario
 
     designs = cit_designs(n)
     rows = []
@@ -315,17 +327,18 @@ def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -
         t0 = time.process_time()
         for i in range(runs):
             sub(i / runs, f"cit: {design} run {i + 1}/{runs}")
-            s = _run_seed(seed, "cit", design, i)
-            yhat, a, z = nuisance_scenario(n, s, **params)
+            s, (yhat, a, z) = cit_run(seed, design, params, i, n)
             flags.append(cit.cit_test(yhat, a, z, seed=s, cancel=sub.cancel).p_value < ALPHA)
         if kind == "null":
             meaning = ("share of classifiers that are invariant given Z (Ŷ ⟂ A | Z) that the default test calls "
                        "dependent")
             target = dict(target_max=ALPHA + SIZE_TOLERANCE)
         else:
-            meaning = ("share of classifiers with a planted dependence on A (β on the logit of Ŷ, both nuisances "
-                       "non-linear) that the default test calls dependent")
-            target = dict(target_min=CIT_POWER_TARGET) if n >= CIT_POWER_N else {}
+            sign = params.get("effect") == "sign-changing"
+            meaning = ("share of classifiers with a planted dependence on A (" +
+                       ("β·(2A−1)·z₂ on the logit of Ŷ: no average effect" if sign else "β on the logit of Ŷ") +
+                       ", both nuisances non-linear) that the default test calls dependent")
+            target = dict(target_min=CIT_POWER_TARGET) if n >= CIT_POWER_N and not sign else {}
         rows.append(_row("cit", design, kind, flags, level="single test", meaning=meaning,
                          seconds=time.process_time() - t0, **target))
     notes.append(f"cit: default test ({cit.DEFAULT_METHOD}, regressor '{cit.DEFAULT_REGRESSOR}', scheme "

@@ -137,9 +137,9 @@ def test_learned_weight_needs_sequential_fitting():
         yhat, a, z = invariant_data(600, 300 + s)
         yhat = (z[:, 0] + 0.3 * z[:, 2] > 0).astype(int)  # deterministic in Z: the weight is pure noise
         folds = cit.make_folds(a, 5, s)
-        seq.append(cit.gcm_test(yhat, a, z, folds=folds, regressor="logistic", combine=False).p_value)
+        seq.append(cit.gcm_test(yhat, a, z, folds=folds, regressor="logistic", combine="none").p_value)
         xfit.append(cit.gcm_test(yhat, a, z, folds=folds, regressor="logistic", scheme="crossfit",
-                                 combine=False).p_value)
+                                 combine="none").p_value)
     assert np.mean(np.array(seq) < 0.05) <= 0.1
     assert np.mean(np.array(xfit) < 0.05) > np.mean(np.array(seq) < 0.05)
 
@@ -392,11 +392,32 @@ def test_default_result_reports_each_nuisance_fit():
     for diag in d["nuisance_fit"].values():
         assert diag["n"] == d["n_tested"] and 0 <= diag["brier"] <= 1 and isinstance(diag["ok"], bool)
     assert len(d["regressors_chosen"]["P(A=1|Z)"]) == 5 and len(d["fold_statistics"]) == 4
-    # the reported p is the Bonferroni combination of the weighted test and the plain GCM on the same residuals
+    # the reported p is the min-p of the weighted test and the plain GCM on the same residuals, referred to their
+    # joint normal law with the estimated correlation (between min p and Bonferroni's 2·min p)
     comb = d["combined_with_plain_gcm"]
-    assert res.p_value == pytest.approx(min(1.0, 2 * min(comb["p_weighted"], comb["p_plain"])))
+    assert comb["rule"] == "maxT" and -1 <= comb["correlation"] <= 1
     assert comb["p_weighted"] == pytest.approx(stats.norm.sf(res.statistic))
     assert comb["p_plain"] == pytest.approx(2 * stats.norm.sf(abs(comb["t_plain"])))
+    pmin = min(comb["p_weighted"], comb["p_plain"])
+    cw, cp = stats.norm.isf(pmin), stats.norm.isf(pmin / 2)
+    mvn = stats.multivariate_normal([0, 0], [[1, comb["correlation"]], [comb["correlation"], 1]])
+    assert res.p_value == pytest.approx(1 - (mvn.cdf([cw, cp]) - mvn.cdf([cw, -cp])), abs=2e-4)
+    assert pmin <= res.p_value <= min(1.0, 2 * pmin)
+
+
+def test_min_p_combination_by_simulation_and_by_hand():
+    """Under the null the combined p is uniform: simulate (T_W, T_P) with correlation ρ, and check the rate at 5 %
+    (Bonferroni's would be below it); with ρ = 0 it is 1 − (1 − p_min)² by hand."""
+    rng = np.random.default_rng(4)
+    for rho in (0.0, 0.6, 0.95):
+        t = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=4000)
+        pw, pp = stats.norm.sf(t[:, 0]), 2 * stats.norm.sf(np.abs(t[:, 1]))
+        comb = np.array([cit.gcm_min_p(a, b, rho) for a, b in zip(pw[:800], pp[:800])])
+        assert abs(np.mean(comb < 0.05) - 0.05) < 0.025
+        bonf = np.minimum(1, 2 * np.minimum(pw, pp))[:800]
+        assert np.all(comb <= bonf + 1e-12)
+    assert cit.gcm_min_p(0.01, 0.3, 0.0) == pytest.approx(1 - 0.99 ** 2, abs=1e-5)
+    assert cit.gcm_min_p(1e-9, 0.5, 0.3) == pytest.approx(2e-9)  # below 1e-6: Bonferroni's bound
 
 
 def test_first_fold_share():

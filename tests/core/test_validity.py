@@ -25,7 +25,7 @@ def _one_blas_thread():
 def test_cit_family_small_run_is_deterministic_and_its_intervals_are_scipys():
     res = validity.run_validity("cit", runs=4, seed=3, n=500)
     assert validity._run_seed(3, "cit", "x", 1) == validity._run_seed(3, "cit", "x", 1)
-    assert [r.kind for r in res.rows] == ["null"] * 4 + ["planted"]
+    assert [r.kind for r in res.rows] == ["null"] * 4 + ["planted"] * 2
     for r in res.rows:
         ci = binomtest(r.rejections, r.runs).proportion_ci(confidence_level=0.95, method="exact")
         assert (r.ci_low, r.ci_high) == pytest.approx((ci.low, ci.high))
@@ -33,8 +33,8 @@ def test_cit_family_small_run_is_deterministic_and_its_intervals_are_scipys():
     nulls = [r for r in res.rows if r.kind == "null"]
     assert sum(r.rejections for r in nulls) <= 2  # 16 invariant classifiers, non-linear nuisances included
     assert all(r.target == "≤ 0.07" for r in nulls)
-    planted = res.rows[-1]
-    assert planted.target == "reported (power)" and planted.meets is None  # the power target is stated at n=4000
+    for planted in res.rows[-2:]:  # the power target is stated at n=4000 (and for the constant effect only)
+        assert planted.target == "reported (power)" and planted.meets is None
     doc = json.loads(res.to_json())
     assert set(doc) == {"rows", "config", "provenance", "elapsed_s", "notes"} and doc["config"]["n"] == 500
 
@@ -138,7 +138,7 @@ def test_cli_contract(tmp_path, monkeypatch, capsys):
     assert cli.main(["bench", "validity", "--family", "cit", "--runs", "1", "--n", "300", "--seed", "2",
                      "--json", str(out), "--quiet"]) == 0
     doc = json.loads(out.read_text())
-    assert len(doc["rows"]) == 5 and doc["config"]["seed"] == 2
+    assert len(doc["rows"]) == 6 and doc["config"]["seed"] == 2  # 4 null designs, constant and sign-changing β
     for row in doc["rows"]:
         assert {"family", "design", "kind", "runs", "rate", "ci_low", "ci_high", "target", "verdict"} <= set(row)
     printed = capsys.readouterr().out

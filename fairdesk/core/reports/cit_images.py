@@ -196,8 +196,9 @@ def _tests_section(doc, values, k) -> Section:
                     align=["L"] + ["R"] * 9,
                     note=(f"{test}: FairDesk's default test of Ŷ ⊥ A | Z ({_scheme_words(doc)}, "
                           f"{_regressor_words(s.get('regressor', ''))}, {s.get('n_folds', 5)} folds). Stat.: the "
-                          "weighted statistic (one-sided, N(0,1) under invariance); p: its Bonferroni combination "
-                          "with the plain two-sided GCM on the same residuals, min(1, 2·min(p_w, p_plain)). "
+                          "weighted statistic (one-sided, N(0,1) under invariance); p: the smaller of its p and "
+                          "the plain two-sided GCM's on the same residuals, referred to the two statistics' joint "
+                          "normal law (between min p and 2·min p). "
                           "CIT-LR: the published paired t-test of "
                           "Ŷ·ĝ(A,Z) against Ŷ·ĥ(Z) on a held-out split. q: Benjamini–Hochberg across outputs. DP: "
                           "Welch t-test of the prediction between the groups; EO: the same among true positives "
@@ -240,7 +241,8 @@ def _scheme_words(doc) -> str:
 
 def _regressor_words(kind: str) -> str:
     if kind == "auto":
-        return "each nuisance regression chosen by held-out log-loss between logistic regression and gradient boosting"
+        return ("each nuisance regression logistic unless gradient boosting's cross-fitted held-out log-loss is "
+                "lower by a significant margin (paired test, p < 0.01)")
     return f"{kind} regressors" if kind else "regressors"
 
 

@@ -12,7 +12,10 @@ ECA = 1). Per classifier it records, on an audit sample with ``Z = Z_n``:
 * ``cit_p`` — the published CIT-LR (004 Alg. 1: regressors fitted on one half, paired t-test on the other) with
   the release's MLP regressors;
 * ``cit_cf_p`` — the same statistic, 5-fold cross-fitted with FairDesk's logistic regressors;
-* ``wgcm_p`` — FairDesk's default test, the sequentially fitted weighted GCM (:func:`fairdesk.core.audits.cit.gcm_test`);
+* ``wgcm_p`` — FairDesk's default test, the sequentially fitted weighted GCM (:func:`fairdesk.core.audits.cit.gcm_test`),
+  and three alternatives: ``wgcm_alone_p`` (its weighted statistic without the plain-GCM combination),
+  ``wgcm_bonf_p`` (Bonferroni instead of the joint-normal combination; both read off the same fit) and
+  ``wgcm_logistic_p`` (logistic nuisances throughout);
 * ``gcm_p`` — the unweighted GCM;
 * ``dp_p`` / ``eo_p`` — Welch t-tests of f(X) between groups (EO within Y = 1).
 
@@ -45,11 +48,15 @@ from fairdesk.core.synthetic.scm import DATASETS, SyntheticSCM, expected_counter
 #: 004 App. G.1 Table 1, in its order.
 MODEL_TYPES: tuple[str, ...] = ("linear_svc", "svc_rbf", "svc_poly", "logistic", "tree", "random_forest",
                                 "gradient_boosting", "tree_depth5", "mlp_16_8_4", "mlp_16_4")
-TESTS: tuple[str, ...] = ("cit_p", "cit_cf_p", "wgcm_p", "gcm_p", "dp_p", "eo_p")
+TESTS: tuple[str, ...] = ("cit_p", "cit_cf_p", "wgcm_p", "wgcm_alone_p", "wgcm_bonf_p", "wgcm_logistic_p",
+                          "gcm_p", "dp_p", "eo_p")
 TEST_LABELS = {
     "cit_p": "CIT-LR (published; release MLPs, split)",
     "cit_cf_p": "CIT-LR (cross-fitted, logistic)",
     "wgcm_p": "weighted GCM (FairDesk default)",
+    "wgcm_alone_p": "weighted GCM alone (default without the plain-GCM combination)",
+    "wgcm_bonf_p": "weighted GCM, Bonferroni with the plain GCM",
+    "wgcm_logistic_p": "weighted GCM with logistic nuisances",
     "gcm_p": "GCM (unweighted)",
     "dp_p": "demographic parity (Welch)",
     "eo_p": "equal opportunity (Welch, Y=1)",
@@ -155,13 +162,15 @@ def _log10p(p: float) -> float:
 
 
 def nuisance_scenario(n: int, seed: int, h_nonlinear: bool = False, m_nonlinear: bool = False, beta: float = 0.0,
-                      d: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      d: int = 4, effect: str = "constant") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ŷ, a, z) with Z ~ N(0, I_d) and
 
     * P(A = 1 | Z) = sigmoid(0.8·z₀ − 0.8) (linear) or sigmoid(1.2·(z₀² − 1) − 0.8) (non-linear: A is likelier
       at both ends of z₀, so a logistic fit of it is flat);
     * logit P(Ŷ = 1 | A, Z) = 1.5·z₀ − z₁ (linear) or 1.5·(z₀² − 1) + sin(2·z₁) (non-linear: shares z₀² with the
-      propensity, so misspecified fits of both err in the same direction) — plus ``beta``·A.
+      propensity, so misspecified fits of both err in the same direction) — plus ``beta``·A
+      (``effect="constant"``) or ``beta``·(2A − 1)·z₂ (``effect="sign-changing"``: A raises Ŷ for z₂ > 0 and lowers
+      it for z₂ < 0, so the average effect is 0 and only a weighted test sees it; issue 27).
 
     With ``beta = 0``, Ŷ ⟂ A | Z holds although A and Ŷ are associated through z₀ (DP would flag it); with both
     nuisances non-linear the pre-issue-9 default (logistic nuisances) rejected in 100 % of runs."""
@@ -170,7 +179,13 @@ def nuisance_scenario(n: int, seed: int, h_nonlinear: bool = False, m_nonlinear:
     lm = 1.2 * (z[:, 0] ** 2 - 1) - 0.8 if m_nonlinear else 0.8 * z[:, 0] - 0.8
     a = (rng.random(n) < 1.0 / (1.0 + np.exp(-lm))).astype(int)
     lh = 1.5 * (z[:, 0] ** 2 - 1) + np.sin(2 * z[:, 1]) if h_nonlinear else 1.5 * z[:, 0] - z[:, 1]
-    yhat = (rng.random(n) < 1.0 / (1.0 + np.exp(-(lh + beta * a)))).astype(int)
+    if effect == "constant":
+        lh = lh + beta * a
+    elif effect == "sign-changing":
+        lh = lh + beta * (2 * a - 1) * z[:, 2]
+    else:
+        raise DataError("The effect of A must be 'constant' or 'sign-changing'.")
+    yhat = (rng.random(n) < 1.0 / (1.0 + np.exp(-lh))).astype(int)
     return yhat, a, z
 
 
@@ -290,6 +305,11 @@ def _evaluate(scm, variant, role, kind, seed_idx, predict, uses_root, audit, eca
     rec["wgcm_fit"] = {k: {f: v[f] for f in ("skill", "calibration_slope", "calibration_in_the_large", "ok")}
                        for k, v in r.details["nuisance_fit"].items()}
     rec["wgcm_regressors"] = {k: sorted(set(v or [])) for k, v in r.details["regressors_chosen"].items()}
+    comb = r.details["combined_with_plain_gcm"]
+    rec["wgcm_alone_p"] = comb["p_weighted"]
+    rec["wgcm_bonf_p"] = min(1.0, 2.0 * min(comb["p_weighted"], comb["p_plain"]))
+    r = cit.gcm_test(yhat, a, z, True, "logistic", seed=cfg.seed, folds=folds)
+    rec["wgcm_logistic_p"] = r.p_value
     r = cit.gcm_test(yhat, a, z, False, cfg.regressor, seed=cfg.seed, m_hat=m_hat, folds=folds)
     rec["gcm_t"], rec["gcm_p"] = r.statistic, r.p_value
     rec["dp_t"], rec["dp_p"] = cit.dp_test(yhat, a)
@@ -380,6 +400,71 @@ def _plan(cfg: BenchmarkConfig) -> list[tuple]:
     return jobs
 
 
+def _classifiers(cfg: BenchmarkConfig, notes: list[str], rep: Reporter):
+    """Yield (job, predict, uses_root, context) per planned classifier, training it on its seed's sample; the
+    context (scm, audit, units, units_cf, folds, m_hat, split) is shared by every classifier of a (dataset,
+    variant)."""
+    jobs = _plan(cfg)
+    contexts: dict = {}
+    train_cache: dict = {}
+    for j, (ds, variant, role, kind, seed_idx) in enumerate(jobs):
+        rep(j / max(len(jobs), 1), f"{ds} ({variant}): {role} {kind} seed {seed_idx}")
+        ctx_key = (ds, variant)
+        if ctx_key not in contexts:
+            contexts.clear()
+            train_cache.clear()
+            delta = cfg.confounded_delta if variant == "confounded" else 0.0
+            scm = SyntheticSCM(ds, k=cfg.k, n_steps=cfg.n_steps, sigma=cfg.sigma, delta=delta, seed=cfg.seed)
+            audit = scm.sample(cfg.n_audit, np.random.default_rng(_key(cfg.seed, ds, variant, "audit")))
+            units = scm.sample(cfg.n_eca, np.random.default_rng(_key(cfg.seed, ds, variant, "eca")))
+            folds = cit.make_folds(audit.a, cfg.n_folds, cfg.seed)
+            # the default scheme ("sequential-weight") and the plain GCM both cross-fit m̂ over all other folds
+            m_hat = cit.crossfit_propensity(audit.a, audit.z_root, folds, cfg.regressor, cfg.seed, "crossfit")
+            perm = np.random.default_rng(_key(cfg.seed, ds, variant, "split")).permutation(cfg.n_audit)
+            split = (perm[: cfg.n_audit // 2], perm[cfg.n_audit // 2:])
+            contexts[ctx_key] = (scm, audit, units, scm.counterfactual(units), folds, m_hat, split)
+        scm = contexts[ctx_key][0]
+        if kind == "bayes":
+            predict, uses_root = scm.bayes_predict, True
+        else:
+            uses_root = role == "oracle"
+            if seed_idx not in train_cache:
+                train_cache[seed_idx] = scm.sample(
+                    cfg.n_train, np.random.default_rng(_key(cfg.seed, ds, variant, "train", seed_idx)))
+            train = train_cache[seed_idx]
+            xtr = train.z_root if uses_root else train.x
+            if np.unique(train.y).size < 2:
+                const = int(train.y[0])
+                predict = (lambda x, c=const: np.full(np.asarray(x).shape[0], c))
+                notes.append(f"{ds}/{variant}: training labels of seed {seed_idx} are all {const}; "
+                             f"{kind} predicts a constant.")
+            else:
+                predict = make_classifier(kind, seed_idx, cfg.standardize).fit(xtr, train.y).predict
+        yield (ds, variant, role, kind, seed_idx), predict, uses_root, contexts[ctx_key]
+
+
+def classifier_outputs(config: BenchmarkConfig | None = None, progress: ProgressFn | None = None,
+                       cancel: CancelToken | None = None) -> list[dict]:
+    """The study's classifiers without the tests: per classifier its dataset, variant, role, model type, seed, ECA
+    and its hard predictions ``yhat`` on the audit sample with that sample's ``a`` and ``z`` (= Z_n). For comparing
+    tests on the same classifiers (``benchmarks/bench_cit_default.py``) and for the fixed-seed regression guard."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    cfg = config or BenchmarkConfig()
+    rep = Reporter(progress, cancel)
+    out: list[dict] = []
+    with cit._single_thread(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("ignore", message=".*max_iter.*")
+        for (ds, variant, role, kind, seed_idx), predict, uses_root, ctx in _classifiers(cfg, [], rep):
+            _, audit, units, units_cf, *_ = ctx
+            inp = (lambda s: s.z_root) if uses_root else (lambda s: s.x)
+            out.append({"dataset": ds, "variant": variant, "role": role, "model_type": kind, "seed": seed_idx,
+                        "eca": expected_counterfactual_accuracy(predict(inp(units)), predict(inp(units_cf))),
+                        "yhat": np.asarray(predict(inp(audit)), float), "a": audit.a, "z": audit.z_root})
+    return out
+
+
 def run_cit_benchmark(config: BenchmarkConfig | None = None, progress: ProgressFn | None = None,
                       cancel: CancelToken | None = None) -> BenchmarkResult:
     """Run the study. Deterministic from ``config.seed``; progress per classifier; cancel between classifiers."""
@@ -388,51 +473,15 @@ def run_cit_benchmark(config: BenchmarkConfig | None = None, progress: ProgressF
     cfg = config or BenchmarkConfig()
     rep = Reporter(progress, cancel)
     t0 = time.monotonic()
-    jobs = _plan(cfg)
     records: list[dict] = []
     notes: list[str] = []
-    contexts: dict = {}
-    train_cache: dict = {}
     with cit._single_thread(), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.filterwarnings("ignore", message=".*max_iter.*")
-        for j, (ds, variant, role, kind, seed_idx) in enumerate(jobs):
-            rep(j / max(len(jobs), 1), f"{ds} ({variant}): {role} {kind} seed {seed_idx}")
-            ctx_key = (ds, variant)
-            if ctx_key not in contexts:
-                contexts.clear()
-                train_cache.clear()
-                delta = cfg.confounded_delta if variant == "confounded" else 0.0
-                scm = SyntheticSCM(ds, k=cfg.k, n_steps=cfg.n_steps, sigma=cfg.sigma, delta=delta, seed=cfg.seed)
-                audit = scm.sample(cfg.n_audit, np.random.default_rng(_key(cfg.seed, ds, variant, "audit")))
-                units = scm.sample(cfg.n_eca, np.random.default_rng(_key(cfg.seed, ds, variant, "eca")))
-                folds = cit.make_folds(audit.a, cfg.n_folds, cfg.seed)
-                # the default scheme ("sequential-weight") and the plain GCM both cross-fit m̂ over all other folds
-                m_hat = cit.crossfit_propensity(audit.a, audit.z_root, folds, cfg.regressor, cfg.seed, "crossfit")
-                perm = np.random.default_rng(_key(cfg.seed, ds, variant, "split")).permutation(cfg.n_audit)
-                split = (perm[: cfg.n_audit // 2], perm[cfg.n_audit // 2:])
-                contexts[ctx_key] = (scm, audit, units, scm.counterfactual(units), folds, m_hat, split)
-            scm, audit, units, units_cf, folds, m_hat, split = contexts[ctx_key]
-            if kind == "bayes":
-                predict, uses_root = scm.bayes_predict, True
-            else:
-                uses_root = role == "oracle"
-                if seed_idx not in train_cache:
-                    train_cache[seed_idx] = scm.sample(
-                        cfg.n_train, np.random.default_rng(_key(cfg.seed, ds, variant, "train", seed_idx)))
-                train = train_cache[seed_idx]
-                xtr = train.z_root if uses_root else train.x
-                if np.unique(train.y).size < 2:
-                    const = int(train.y[0])
-                    predict = (lambda x, c=const: np.full(np.asarray(x).shape[0], c))
-                    notes.append(f"{ds}/{variant}: training labels of seed {seed_idx} are all {const}; "
-                                 f"{kind} predicts a constant.")
-                else:
-                    model = make_classifier(kind, seed_idx, cfg.standardize).fit(xtr, train.y)
-                    predict = model.predict
-            rec = _evaluate(scm, variant, role, kind, seed_idx, predict, uses_root, audit, units, units_cf, folds,
-                            m_hat, split, cfg)
-            records.append(rec)
+        for (ds, variant, role, kind, seed_idx), predict, uses_root, ctx in _classifiers(cfg, notes, rep):
+            scm, audit, units, units_cf, folds, m_hat, split = ctx
+            records.append(_evaluate(scm, variant, role, kind, seed_idx, predict, uses_root, audit, units, units_cf,
+                                     folds, m_hat, split, cfg))
     rep(1.0, "summarising")
     summary = summarise(records, cfg)
     prov = _prov.make(cfg.seed, None, study="cit-synthetic", default_test="wgcm_p")

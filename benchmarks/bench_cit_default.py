@@ -1,0 +1,161 @@
+"""The counterfactual-invariance default chosen by measurement (issue 27): the default and its alternatives over a
+stated set of designs, with Clopper–Pearson 95% intervals.
+
+Designs:
+
+* **SCM** (004 §6.2; :func:`fairdesk.core.synthetic.cit_benchmark.classifier_outputs`): the linear and interactive
+  data sets, 20 base classifiers (10 model types × 2 seeds) and 11 oracles each, at a structural seed (3: the one
+  the issue measured; 4: held back, not looked at while choosing), and the confounded variant (A shifts Z_3;
+  10 base classifiers, 11 oracles). Power = share of base classifiers with ECA < 0.8 flagged; FPR = share of oracles
+  (ECA = 1) flagged.
+* **Nuisance designs** (:func:`fairdesk.core.validity.cit_designs`: the four null scenarios of issue 9, finding 4,
+  a constant β = 0.5 and a sign-changing β·(2A−1)·z₂) at n = 1,000 and 4,000, the seeds of
+  ``fairdesk-cli bench validity --family cit``.
+
+Tests per classifier: ``default`` (cit_test), ``alone`` (its weighted statistic without the plain-GCM combination),
+``bonferroni`` (Bonferroni instead of the joint-normal min-p; both read off the same fit) and ``logistic`` /
+``logistic alone`` (the same scheme with logistic nuisances). The ``issue-9 default`` column is filled only in row
+files measured with that code (the commit before issue 27; its "auto" rule no longer exists).
+
+    nice .venv/bin/python benchmarks/bench_cit_default.py --part scm --seeds 3 --out scm3.json
+    nice .venv/bin/python benchmarks/bench_cit_default.py --part nuisance --n 1000 --runs 40 --out n1000.json
+    .venv/bin/python benchmarks/bench_cit_default.py --table scm3.json n1000.json     # merge and print
+
+Parts can run in separate processes (``--shard i/S`` splits the work) and are merged by ``--table``.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from fairdesk.core.audits import cit  # noqa: E402
+from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig, classifier_outputs  # noqa: E402
+from fairdesk.core.validity import ALPHA, cit_designs, cit_run  # noqa: E402
+
+TESTS = ("default", "alone", "bonferroni", "logistic", "logistic alone", "issue-9 default")
+
+
+def p_values(yhat, a, z, seed: int) -> dict:
+    res = cit.cit_test(yhat, a, z, seed=seed)
+    comb = res.details["combined_with_plain_gcm"]
+    log = cit.gcm_test(yhat, a, z, regressor="logistic", seed=seed)
+    return {"default": res.p_value, "alone": comb["p_weighted"],
+            "bonferroni": min(1.0, 2.0 * min(comb["p_weighted"], comb["p_plain"])),
+            "logistic": log.p_value, "logistic alone": log.details["combined_with_plain_gcm"]["p_weighted"],
+            "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()}}
+
+
+def scm_jobs(seeds, datasets, confounded: bool):
+    for seed in seeds:
+        for ds in datasets:
+            yield f"SCM {ds}, seed {seed}", BenchmarkConfig(datasets=(ds,), n_classifiers=20, seed=seed,
+                                                             confounded=False)
+            if confounded:
+                yield f"SCM {ds} confounded, seed {seed}", BenchmarkConfig(
+                    datasets=(ds,), n_classifiers=0, seed=seed, n_confounded_classifiers=10)
+
+
+def run_scm(args, save) -> list[dict]:
+    rows = []
+    for j, (name, cfg) in enumerate(scm_jobs(args.seeds, args.datasets, args.confounded)):
+        if j % args.shard[1] != args.shard[0]:
+            continue
+        for o in classifier_outputs(cfg):
+            if ("confounded" in name) != (o["variant"] == "confounded"):
+                continue
+            t = time.process_time()
+            row = {"design": name, "role": o["role"], "model_type": o["model_type"], "seed": o["seed"],
+                   "eca": o["eca"], **p_values(o["yhat"], o["a"], o["z"], cfg.seed)}
+            row["cpu_s"] = time.process_time() - t
+            rows.append(row)
+            save(rows)
+    return rows
+
+
+def run_nuisance(args, save) -> list[dict]:
+    rows = []
+    jobs = [(n, i, d) for n in args.n for i in range(args.runs) for d in cit_designs(n)]  # designs interleaved
+    for k, (n, i, (design, kind, params)) in enumerate(jobs):
+        if k % args.shard[1] != args.shard[0]:
+            continue
+        s, data = cit_run(args.seed, design, params, i, n)  # the runs of `bench validity --family cit`
+        t = time.process_time()
+        row = {"design": design, "kind": kind, "run": i, **p_values(*data, seed=s)}
+        row["cpu_s"] = time.process_time() - t
+        rows.append(row)
+        save(rows)
+    return rows
+
+
+def _ci(k: int, n: int) -> str:
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return "–"
+    ci = binomtest(k, n).proportion_ci(method="exact")
+    return f"{k}/{n} = {k / n:.2f} [{ci.low:.2f}, {ci.high:.2f}]"
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| design | measure | " + " | ".join(TESTS) + " |", "|---|---|" + "---|" * len(TESTS)]
+    designs = list(dict.fromkeys(r["design"] for r in rows))
+    for d in designs:
+        recs = [r for r in rows if r["design"] == d]
+        if d.startswith("SCM"):
+            groups = [("power, ECA < 0.8", [r for r in recs if r["role"] == "base" and r["eca"] < 0.8]),
+                      ("FPR, oracles", [r for r in recs if r["role"] == "oracle"])]
+        else:
+            groups = [("size" if recs[0]["kind"] == "null" else "power", recs)]
+        for label, sel in groups:
+            cells = [_ci(sum(r[t] < ALPHA for r in sel if r.get(t) is not None),
+                         sum(r.get(t) is not None for r in sel)) for t in TESTS]
+            lines.append(f"| {d} | {label} | " + " | ".join(cells) + " |")
+    cpu = [r["cpu_s"] for r in rows]
+    lines.append(f"\n{len(rows)} classifiers, {sum(cpu):.0f} s CPU ({np.mean(cpu):.2f} s per classifier, all tests).")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=["scm", "nuisance"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[3, 4], help="SCM structural seeds")
+    ap.add_argument("--datasets", nargs="+", default=["linear", "interactive"])
+    ap.add_argument("--no-confounded", dest="confounded", action="store_false")
+    ap.add_argument("--n", type=int, nargs="+", default=[1000, 4000], help="nuisance designs' sample sizes")
+    ap.add_argument("--runs", type=int, default=40, help="runs per nuisance design")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the nuisance designs' runs")
+    ap.add_argument("--shard", default="0/1", help="i/S: run every S-th job starting at i")
+    ap.add_argument("--out", help="write the rows (JSON)")
+    ap.add_argument("--table", nargs="+", metavar="JSON", help="merge row files and print the table")
+    args = ap.parse_args(argv)
+    if args.table:
+        rows = [r for f in args.table for r in json.loads(Path(f).read_text())]
+        print(table(rows))
+        return 0
+    if not args.part:
+        ap.error("give --part scm|nuisance (or --table FILES)")
+    args.shard = tuple(int(v) for v in args.shard.split("/"))
+
+    def save(rows):  # after every classifier, so that a long run can be read (or stopped) part-way
+        if args.out:
+            Path(args.out).write_text(json.dumps(rows, indent=1))
+
+    rows = (run_scm if args.part == "scm" else run_nuisance)(args, save)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
