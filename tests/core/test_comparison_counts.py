@@ -140,3 +140,39 @@ def test_reviewer_audit_adds_up():
     _check_board(result)
     c = comparison_counts(result)
     assert c["total"] == sum(f["tests"] for f in c["families"].values())
+
+
+def _counts_table(counts: dict[str, tuple[int, int, int, int]]) -> pd.DataFrame:
+    """Rows realising confusion counts {group: (TN, FP, FN, TP)} (score 0.8 for ŷ = 1, 0.2 for ŷ = 0)."""
+    parts = []
+    for group, (tn, fp, fn, tp) in counts.items():
+        parts.append(pd.DataFrame({"y": [0] * (tn + fp) + [1] * (fn + tp),
+                                   "s": [0.2] * tn + [0.8] * fp + [0.2] * fn + [0.8] * tp, "a": group}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_gap_plot_draws_each_pair_once_and_says_not_tested():
+    """Max rule, three groups: "F vs M" and "M vs F" are one test, drawn once (the mirror in the tooltip); a recall
+    on 6 positives (fewer than min_denominator) is "not tested: …", a recall on no positive case "not estimable"."""
+    from fairdesk.core.reports.figures import forest_data
+
+    df = _counts_table({"F": (60, 10, 30, 20), "M": (60, 10, 5, 45), "X": (60, 10, 20, 30), "few": (60, 10, 2, 4),
+                        "none": (60, 10, 0, 0)})
+    result = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("a",)),
+                                                n_boot=100, min_group_size=20, calibration=False))
+    fd = forest_data(result, "a", "recall")
+    drawn = fd[fd["estimable"]]
+    pairs = [frozenset(label.split(" vs ")) for label in drawn["label"]]
+    assert len(pairs) == len(set(pairs))  # each pair once
+    n_tests = int(((result.tests["metric"] == "recall") & result.tests["test_id"].isin(
+        result.records.loc[result.records["metric"] == "recall", "test_id"])).sum())
+    assert len(drawn) == n_tests
+    assert drawn["tooltip"].str.contains("the same test as").any()
+    tip = dict(zip(fd["group"], fd["tooltip"]))
+    assert "not tested: only 6 positive cases (fewer than 10)" in tip["few"] and "not estimable" not in tip["few"]
+    assert "gap not estimable (no positive cases in the group)" in tip["none"]
+    tables = [b for s in build_group_report(result).sections for b in s.blocks if type(b).__name__ == "Table"
+              and b.title == "Gap results: a"]
+    cells = [row[6] for row in tables[0].rows if row[1] in ("few", "none") and row[2] == "Recall"]
+    assert cells and any(c.startswith("not tested") for c in cells) and any(c.startswith("not estimable")
+                                                                          for c in cells), cells
