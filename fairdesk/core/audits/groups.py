@@ -1139,8 +1139,10 @@ def findings(result: GroupAuditResult) -> pd.DataFrame:
                     & (tests["metric"] != "calibration")] if not tests.empty else tests
     extra_rate = _unshown_rows(result, unshown[unshown["metric"].isin(METRICS)], rec, "rate")
     d = getattr(result, "discrimination", None)
-    extra_disc = _unshown_rows(result, unshown[unshown["metric"].isin(DISCRIMINATION_MEASURES)],
-                               d if d is not None else pd.DataFrame(columns=_COLUMNS["discrimination"]), "value")
+    if d is None or d.empty:  # stored without its AUROC / AUPRC table: those tests cannot be shown, nor counted
+        d = pd.DataFrame(columns=_COLUMNS["discrimination"])
+        unshown = unshown[~unshown["metric"].isin(DISCRIMINATION_MEASURES)] if not unshown.empty else unshown
+    extra_disc = _unshown_rows(result, unshown[unshown["metric"].isin(DISCRIMINATION_MEASURES)], d, "value")
     parts = [p for p in (sel, extra_rate, disc, extra_disc, calibration_findings(result)) if not p.empty]
     if len(parts) <= 1:
         return parts[0] if parts else sel
