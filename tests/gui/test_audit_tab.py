@@ -57,9 +57,9 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     tab.plot_attribute.setCurrentIndex(tab.plot_attribute.findData("sex"))
     tab.plot_metric.setCurrentIndex(tab.plot_metric.findData("recall"))
     plot = tab.gap_plot
-    assert len(plot.data) == 4  # 2 tasks x 2 groups
+    assert len(plot.data) == 2  # 2 tasks x 1 pair: "F vs M" and "M vs F" are one test, drawn once (issue 24)
     n_points = sum(len(s.points()) for s in plot.scatters.values())
-    assert n_points == 4
+    assert n_points == 2
     assert plot.error_bars, "CI whiskers drawn"
     assert plot.zero_line is not None
     ticks = [lab for _, lab in plot.plot.getAxis("left")._tickLevels[0]]

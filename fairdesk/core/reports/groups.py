@@ -772,7 +772,8 @@ def _tables_section(result, k) -> Section:
                 comp += f" ({fmt_rate(r.comparison_rate)})" if num(r.comparison_rate) is not None else \
                     " (not estimable)"
             estimable = num(r.gap) is not None
-            gap_txt = fmt_signed(r.gap) if estimable else F.untested_text(r.rate, _s(r.reason), k)
+            why = _s(r.reason) if num(r.rate) is not None else None  # the rate cell says why not estimable
+            gap_txt = fmt_signed(r.gap) if estimable else F.untested_text(r.rate, why, k)
             if estimable and _s(r.reason):
                 gap_txt += " *"
                 notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], suppress_text(_s(r.reason), k)])
