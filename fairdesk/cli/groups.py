@@ -15,7 +15,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     """The group audit through the GUI's jobs: :func:`~fairdesk.jobs.groups.import_table` then
     :func:`~fairdesk.jobs.groups.audit_groups`, on a scratch project (:mod:`fairdesk.cli.outputs`)."""
     from fairdesk.cli.outputs import copy_into, scratch_project, stored_where, write_outputs, write_pdf
-    from fairdesk.core.audits.groups import GroupAuditPlan, GroupAuditResult, verdict_counts
+    from fairdesk.core.audits.groups import GroupAuditPlan, GroupAuditResult, comparison_counts, tests_text
     from fairdesk.core.project import Project
     from fairdesk.jobs.groups import audit_groups, import_table
 
@@ -53,10 +53,10 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     result = GroupAuditResult.from_dict(doc)
     for warning in dict.fromkeys(result.warnings):  # the data warnings of the JSON/PDF, each once, on stderr
         print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
-    c = verdict_counts(result)
-    print(f"{len(result.records)} records; {c['total']} comparisons: {c['differs']} differ, {c['equivalent']} "
-          f"equivalent within ±{plan.margin:g}, {c['inconclusive']} inconclusive ({plan.correction}, family "
-          f"{plan.family}, {c['tests']} tests) -> {args.json}" + (f", {args.pdf}" if args.pdf else ""))
+    c = comparison_counts(result)
+    print(f"{c['total']} comparisons: {c['differs']} differ, {c['equivalent']} equivalent within ±{plan.margin:g}, "
+          f"{c['inconclusive']} inconclusive ({plan.correction}, family {plan.family}; {tests_text(c)}); "
+          f"{c['rows']} result rows -> {args.json}" + (f", {args.pdf}" if args.pdf else ""))
     return 0
 
 

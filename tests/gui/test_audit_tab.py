@@ -59,9 +59,9 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     tab.plot_attribute.setCurrentIndex(tab.plot_attribute.findData("sex"))
     tab.plot_metric.setCurrentIndex(tab.plot_metric.findData("recall"))
     plot = tab.gap_plot
-    assert len(plot.data) == 4  # 2 tasks x 2 groups
+    assert len(plot.data) == 2  # 2 tasks x 1 pair: "F vs M" and "M vs F" are one test, drawn once (issue 24)
     n_points = sum(len(s.points()) for s in plot.scatters.values())
-    assert n_points == 4
+    assert n_points == 2
     assert plot.error_bars, "CI whiskers drawn"
     assert plot.zero_line is not None
     ticks = [lab for _, lab in plot.plot.getAxis("left")._tickLevels[0]]
@@ -78,19 +78,25 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
 
     # hover tooltips: n, denominators, CI, p and q
     tips = plot.tooltips()
-    assert len(tips) == 4
+    assert len(tips) == 2
     assert all("95% CI" in t and "p = " in t and "q = " in t and "n = " in t for t in tips)
-    assert sum("· differs" in t for t in tips) >= 2  # F vs M and M vs F: one test, one verdict
+    assert sum("· differs" in t for t in tips) >= 1  # F vs M and M vs F: one test, one verdict, drawn once
+    assert all("the same test as" in t for t in tips)  # the mirror is named on hover
+    assert "(1 test)" in plot.legend.text() or "(2 tests)" in plot.legend.text()  # the legend counts tests
     # the header counts unique comparisons, as the PDF does
     from fairdesk.core.audits.groups import verdict_counts
     c = verdict_counts(result)
     tab.findings.wait()
     counts = tab.findings.counts_label.text()
     assert f"Of {c['total']} comparisons" in counts and f">{c['differs']}</b> differ" in counts
-    n_cal = verdict_counts(tab.result, "calibration")["tests"]  # the calibration tests: a family of their own
-    assert f"{c['tests'] - n_cal} gap tests and {n_cal} calibration tests" in tab.result_header.text()
-    n_disc = verdict_counts(tab.result, "discrimination")["tests"]  # AUROC/AUPRC pairs: in the gaps' family
-    assert n_disc and f"; {n_disc} of the gap tests compare AUROC or AUPRC" in tab.result_header.text()
+    # the header: the same comparisons, one test each, listed per kind; result rows said apart (issue 24)
+    from fairdesk.core.audits.groups import comparison_counts, tests_text
+    cc = comparison_counts(tab.result)
+    header = tab.result_header.text()
+    assert f"{cc['total']:,} comparisons, one test each ({tests_text(cc)})" in header
+    assert cc["total"] == c["total"] == sum(f["tests"] for f in cc["families"].values())
+    assert {"calibration", "discrimination"} <= set(cc["families"])
+    assert "the calibration tests on their own" in header and f"{cc['rows']:,} result rows" in header
     # the form's correction settings reach the plan
     assert result.plan.family == "audit" and result.plan.correction == "bh" and result.plan.margin == 0.05
     assert any("/" in t for t in tips)  # numerator/denominator

@@ -250,6 +250,7 @@ class GroupAuditResult:
                "warnings": list(self.warnings)}
         for name in TABLES:
             out[name] = getattr(self, name).to_dict(orient="records")
+        out["comparisons"] = comparison_counts(self)  # the counts every screen and report tells (read, never stored back)
         return jsonable(out)
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -1299,28 +1300,75 @@ def summarise(rec: pd.DataFrame) -> pd.DataFrame:
 
 
 def findings(result: GroupAuditResult) -> pd.DataFrame:
-    """The comparisons a reader sees, each once: the records with a test, one row per ``test_id``.
+    """The comparisons of the audit, each once: one row per test of the correction families (``result.tests``),
+    shaped like ``records``. This is the one definition of a "comparison": :func:`comparison_counts`, every
+    sentence, header and caption count these rows.
 
-    A pair of groups shown in two rows (max rule: "A vs B" and "B vs A") is one test with one verdict; the row kept
-    is the one from the side of the group with the lower rate (gap ≤ 0), as the report tells it. The GUI header,
-    the board summary and the PDF all count from here.
-    AUROC / AUPRC gaps (``metric`` "auroc" / "auprc", one row per pair tested, from the side with the lower value)
-    follow the rate gaps; calibration tests (one per task, attribute and group; ``metric`` "calibration", no
-    ``gap``) come last.
+    A test shown in a record (max rule: a group's largest-gap pair, shown from both sides as "A vs B" and
+    "B vs A") keeps that record, from the side of the group with the lower rate (gap ≤ 0); a pair test shown in no
+    record (max rule: pairs that are no group's largest gap) gets a row of its own, from the lower group's side,
+    with both groups' rates from their records. Order: rate gaps and error spreads, AUROC / AUPRC gaps (``metric``
+    "auroc" / "auprc"), calibration tests (``metric`` "calibration", no ``gap``). An audit stored without its
+    ``tests`` table counts the records with a test.
     """
     rec = result.records
     if "test_id" not in rec:
         return rec.iloc[0:0]
-    sel = rec[rec["test_id"].notna()]
-    sel = sel.assign(_up=(sel["gap"].astype(float) > 0).astype(int), _i=np.arange(len(sel)))
-    sel = sel.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
-    sel = sel.drop(columns=["_up", "_i"])
-    parts = [p for p in (sel, discrimination_findings(result), calibration_findings(result)) if not p.empty]
-    out = parts[0] if len(parts) == 1 else sel if not parts else pd.concat(parts, ignore_index=True)
+    sel = _lower_side(rec[rec["test_id"].notna()])
+    disc = discrimination_findings(result)
+    tests = result.tests
+    tests = tests[tests["p_value"].notna()] if not tests.empty else tests
+    unshown = tests[~tests["test_id"].isin(set(sel["test_id"]) | set(disc["test_id"]))
+                    & (tests["metric"] != "calibration")] if not tests.empty else tests
+    extra_rate = _unshown_rows(result, unshown[unshown["metric"].isin(METRICS)], rec, "rate")
+    d = getattr(result, "discrimination", None)
+    if d is None or d.empty:  # stored without its AUROC / AUPRC table: those tests cannot be shown, nor counted
+        d = pd.DataFrame(columns=_COLUMNS["discrimination"])
+        unshown = unshown[~unshown["metric"].isin(DISCRIMINATION_MEASURES)] if not unshown.empty else unshown
+    extra_disc = _unshown_rows(result, unshown[unshown["metric"].isin(DISCRIMINATION_MEASURES)], d, "value")
+    parts = [p for p in (sel, extra_rate, disc, extra_disc, calibration_findings(result)) if not p.empty]
+    out = (parts[0] if parts else sel) if len(parts) <= 1 else pd.concat(parts, ignore_index=True)
     tst = getattr(result, "tests", None)
     if tst is not None and "outside_region" in tst and not out.empty:  # every finding's region note, by test
         out = out.assign(outside_region=out["test_id"].map(tst.set_index("test_id")["outside_region"]))
     return out
+
+
+def _lower_side(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with one row per ``test_id``: the one with gap ≤ 0 when a test is shown from both sides."""
+    rows = rows.assign(_up=(rows["gap"].astype(float) > 0).astype(int), _i=np.arange(len(rows)))
+    rows = rows.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
+    return rows.drop(columns=["_up", "_i"])
+
+
+def _unshown_rows(result: GroupAuditResult, tests: pd.DataFrame, values: pd.DataFrame, col: str) -> pd.DataFrame:
+    """Pair tests shown in no record as rows shaped like ``records``, from the side of the group with the lower
+    value; each group's value (and n, numerator, denominator for rates) from ``values`` (its ``col``)."""
+    cols = _COLUMNS["records"]
+    if tests.empty:
+        return pd.DataFrame(columns=cols)
+    look = {(str(r["task"]), str(r["attribute"]), str(r["group"]), str(r["metric"])): r
+            for r in values.to_dict(orient="records")}
+    alpha = result.plan.alpha
+    rows = []
+    for t in tests.to_dict(orient="records"):
+        gap, lo, hi = t["gap"], t["ci_low"], t["ci_high"]
+        group, comp = str(t["group"]), str(t["comparison"])
+        if gap is not None and gap > 0:  # told from the lower group's side
+            group, comp, gap = comp, group, -gap
+            lo, hi = (None if hi is None else -hi), (None if lo is None else -lo)
+        key = (str(t["task"]), str(t["attribute"]))
+        own, other = look.get(key + (group, str(t["metric"])), {}), look.get(key + (comp, str(t["metric"])), {})
+        row = dict.fromkeys(cols)
+        row.update({k: t[k] for k in ("task", "attribute", "metric", "p_value", "q_value", "verdict", "test_id",
+                                      "p_equivalence", "q_equivalence", "n_boot_valid")})
+        row.update(group=group, comparison=comp, gap=gap, ci_low=lo, ci_high=hi, rate=own.get(col),
+                   comparison_rate=other.get(col), n=own.get("n"), numerator=own.get("numerator"),
+                   denominator=own.get("denominator"), threshold=own.get("threshold"), test=own.get("test"),
+                   significant=bool(t["p_value"] <= alpha), significant_bh=t["verdict"] == "differs",
+                   favours=None if not gap else comp)
+        rows.append(row)
+    return pd.DataFrame.from_records(rows, columns=cols)
 
 
 def discrimination_findings(result: GroupAuditResult) -> pd.DataFrame:
@@ -1330,9 +1378,7 @@ def discrimination_findings(result: GroupAuditResult) -> pd.DataFrame:
     cols = _COLUMNS["records"]
     if disc is None or disc.empty:
         return pd.DataFrame(columns=cols)
-    d = disc[disc["test_id"].notna()]
-    d = d.assign(_up=(d["gap"].astype(float) > 0).astype(int), _i=np.arange(len(d)))
-    d = d.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
+    d = _lower_side(disc[disc["test_id"].notna()])
     alpha = result.plan.alpha
     rows = []
     for r in d.to_dict(orient="records"):
@@ -1370,20 +1416,58 @@ def calibration_findings(result: GroupAuditResult) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows, columns=cols)
 
 
-def verdict_counts(result: GroupAuditResult, metric: str | None = None) -> dict[str, int]:
-    """Unique comparisons shown, by verdict: ``differs``, ``equivalent``, ``inconclusive``, ``total`` (tested) and
-    ``tests`` (every test in the correction families, pairs not shown included). ``metric``: "gaps" for the rate
-    and AUROC/AUPRC gaps, "discrimination" for the AUROC/AUPRC gaps only, "delta_eo" for Δ_eo only, "calibration"
-    for the calibration tests only, None for all."""
+COMPARISON_FAMILIES = {
+    # key: (metrics, one test, many tests) — the kinds of comparison of a group audit, in the order they are told
+    "rate_gaps": (METRICS, "test of a rate gap between groups", "tests of rate gaps between groups"),
+    "discrimination": (DISCRIMINATION_MEASURES, "test of an AUROC or AUPRC gap between groups",
+                       "tests of AUROC or AUPRC gaps between groups"),
+    "error_spread": (("delta_eo",), "test of the error spread over a continuous attribute",
+                     "tests of the error spread over a continuous attribute"),
+    "calibration": (("calibration",), "calibration test of one group", "calibration tests, one per group"),
+}
+
+
+def comparison_counts(result: GroupAuditResult) -> dict:
+    """What a "comparison" is, counted once for every screen, sentence, table caption and JSON summary: one test of
+    the correction families (:func:`findings`, each test once, a pair shown in two rows once, a pair shown in no
+    row included). Returns ``differs``, ``equivalent``, ``inconclusive``, ``total`` (their sum), ``rows`` (the
+    result rows, ``records``: never comparisons) and ``families``: per kind of comparison (keys of
+    :data:`COMPARISON_FAMILIES`, only those with a test) its ``label`` (what the tests are), ``tests`` and the three
+    verdict counts, which add up to the totals."""
     f = findings(result)
-    t = result.tests
-    if metric is not None:
-        keep = {"gaps": lambda m: ~m.isin(["delta_eo", "calibration"]), "delta_eo": lambda m: m == "delta_eo",
-                "discrimination": lambda m: m.isin(DISCRIMINATION_MEASURES),
-                "calibration": lambda m: m == "calibration"}[metric]
-        f = f[keep(f["metric"])] if not f.empty else f
-        t = t[keep(t["metric"])] if not t.empty else t
-    out = {v: int((f["verdict"] == v).sum()) if not f.empty else 0 for v in VERDICTS}
-    out["total"] = sum(out.values())
-    out["tests"] = int(t["p_value"].notna().sum()) if not t.empty else 0
+    metric = f["metric"].astype(str) if not f.empty else pd.Series(dtype=str)
+    out: dict = {v: int((f["verdict"] == v).sum()) if not f.empty else 0 for v in VERDICTS}
+    out["total"] = sum(out[v] for v in VERDICTS)
+    out["rows"] = int(len(result.records))
+    fams = {}
+    for key, (metrics, one, many) in COMPARISON_FAMILIES.items():
+        sub = f[metric.isin(metrics)] if not f.empty else f
+        c = {v: int((sub["verdict"] == v).sum()) if not sub.empty else 0 for v in VERDICTS}
+        c["tests"] = sum(c.values())
+        if c["tests"]:
+            fams[key] = {"label": one if c["tests"] == 1 else many, **c}
+    out["families"] = fams
+    return out
+
+
+def tests_text(counts: dict) -> str:
+    """The tests per kind in words, from :func:`comparison_counts`: "20 tests of rate gaps between groups and 2
+    tests of the error spread over a continuous attribute"."""
+    parts = [f"{c['tests']:,} {c['label']}" for c in counts["families"].values()]
+    if not parts:
+        return "no test"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def verdict_counts(result: GroupAuditResult, metric: str | None = None) -> dict[str, int]:
+    """The comparisons of :func:`comparison_counts` by verdict: ``differs``, ``equivalent``, ``inconclusive``,
+    ``total`` and ``tests`` (the same number: a comparison is a test). ``metric``: "gaps" for the rate and
+    AUROC/AUPRC gaps, "discrimination" for the AUROC/AUPRC gaps only, "delta_eo" for the error spreads only,
+    "calibration" for the calibration tests only, None for all."""
+    c = comparison_counts(result)
+    keys = {None: tuple(COMPARISON_FAMILIES), "gaps": ("rate_gaps", "discrimination"),
+            "discrimination": ("discrimination",), "delta_eo": ("error_spread",),
+            "calibration": ("calibration",)}[metric]
+    out = {v: sum(c["families"].get(k, {}).get(v, 0) for k in keys) for v in VERDICTS}
+    out["total"] = out["tests"] = sum(out.values())
     return out

@@ -176,6 +176,15 @@ def forest_data(result: "GroupAuditResult", attribute: str, metric: str, task: s
     order = {t: i for i, t in enumerate(_task_order(result))}
     sel = sel.assign(_t=sel["task"].astype(str).map(order), _i=np.arange(len(sel))).sort_values(["_t", "_i"],
                                                                                                    kind="stable")
+    # each test drawn once: a pair shown from both sides ("F vs M" and "M vs F", max rule) keeps the row of the group
+    # with the lower rate; the mirror is told in its tooltip
+    tid = sel["test_id"] if "test_id" in sel else pd.Series(None, index=sel.index, dtype=object)
+    twice = tid.notna() & tid.duplicated(keep=False)
+    up = twice & (sel["gap"].astype(float) > 0)
+    keep_up = up & ~tid.isin(set(tid[twice & ~up]))  # both sides positive (a tie at 0 has none): keep the first
+    drop = (up & ~keep_up) | (keep_up & tid.duplicated(keep="first"))
+    mirrors = {str(r.test_id): f"{r.group} vs {r.comparison}" for r in sel[drop].itertuples(index=False)}
+    sel = sel[~drop]
     rule = result.plan.gap_rule
     counts = _group_counts(result, attribute)
     several_tasks = sel["task"].nunique() > 1
@@ -203,6 +212,9 @@ def forest_data(result: "GroupAuditResult", attribute: str, metric: str, task: s
                else str(r.favours),
                "reason": None if not isinstance(r.reason, str) else _reason(r.reason, suppress_k)}
         row["tooltip"] = forest_tooltip(row, rule, suppress_k, margin=float(getattr(result.plan, "margin", 0.05)))
+        mirror = mirrors.get(str(getattr(r, "test_id", None)))
+        if mirror:
+            row["tooltip"] += f"\nthe same test as “{mirror}” (the gap with its sign reversed), drawn once"
         rows.append(row)
     return pd.DataFrame.from_records(rows, columns=FOREST_COLUMNS)
 
@@ -282,8 +294,17 @@ def forest_tooltip(row: dict, rule: str, suppress_k: int | None = None, margin: 
         if row["reason"]:
             lines.append(f"note: {_reason(row['reason'], k)}")
     else:
-        lines.append(f"gap not estimable ({_reason(row['reason'] or 'no comparison possible', k)})")
+        lines.append(f"gap {untested_text(row['rate'], row['reason'] or 'no comparison possible', k)}")
     return "\n".join(lines)
+
+
+def untested_text(value, reason, k: int | None = None) -> str:
+    """Why a gap has no estimate: "not estimable (no positive cases …)" when the rate itself cannot be estimated,
+    "not tested: only 7 positive cases (fewer than 10)" when it can but rests on too few cases to test."""
+    why = _reason(str(reason), k).removesuffix(": too few to test") if reason else ""
+    if num(value) is None:
+        return "not estimable" + (f" ({why})" if why else "")
+    return "not tested" + (f": {why}" if why else "")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -449,8 +470,10 @@ def _draw_intervals(ax, data: pd.DataFrame, value_col: str, band: bool = False) 
         st = STATUS_STYLE[status]
         if status == "not_estimable":
             for r in part.itertuples(index=False):
-                reason = r.reason if isinstance(r.reason, str) and len(r.reason) <= 48 else ""
-                ax.annotate("not estimable" + (f": {reason}" if reason else ""), xy=(0, r.y), xytext=(6, 0),
+                text = untested_text(getattr(r, "rate", None), r.reason if isinstance(r.reason, str) else None)
+                if len(text) > 62:
+                    text = text.split(":")[0].split(" (")[0]
+                ax.annotate(text, xy=(0, r.y), xytext=(6, 0),
                             textcoords="offset points", va="center", ha="left", fontsize=6.5, color=st["color"],
                             style="italic")
             ax.scatter(np.zeros(len(part)), part["y"], marker="x", s=st["size"] ** 2, color=st["color"],

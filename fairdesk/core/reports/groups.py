@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
-                                         FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, findings, verdict_counts)
+                                         FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, comparison_counts,
+                                         findings, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
@@ -136,10 +137,9 @@ class Finding:
     kind: int = 0  # 0 = gap of rates, 1 = error spread (another scale), 2 = AUROC / AUPRC gap
 
     def sort_key(self):
-        return (self.few_cases, KIND_ORDER.get(self.kind, self.kind), -round(self.magnitude, 6), self.order)
-
-
-KIND_ORDER = {0: 0, 2: 1, 1: 2}  # rate gaps, then AUROC / AUPRC gaps, then error spreads (as findings() orders)
+        """Largest gap first: rate and AUROC / AUPRC gaps (both differences on the 0–1 scale) by the absolute gap,
+        error spreads (another scale) after them, those resting on few cases last."""
+        return (self.few_cases, self.kind == 1, -round(abs(self.magnitude), 6), self.order)
 
 
 
@@ -320,9 +320,9 @@ def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
 
 
 def _summary_findings(findings: list[Finding], limit: int) -> list[Finding]:
-    """The findings shown on the summary page: rate gaps first, AUROC/AUPRC gaps and error spreads next, fragile
-    ones last; at least one finding of each kind is kept when there is any (an error spread's scale differs, and
-    a discrimination gap answers another question, so they never compete on size alone)."""
+    """The findings shown on the summary page in :meth:`Finding.sort_key` order (largest gap first); at least one
+    finding of each kind is kept when there is any (an error spread's scale differs, and a discrimination gap
+    answers another question, so neither is crowded out by rate gaps)."""
     ordered = sorted(findings, key=Finding.sort_key)
     shown = ordered[:limit]
     for kind in (2, 1):
@@ -449,26 +449,23 @@ def _attribute_lines(result, k: int) -> list[str]:
 
 
 def _verdict_sentence(result, counts: dict) -> str:
-    """"Of N comparisons shown, X differ, Y are equivalent within ±m and Z are inconclusive", with the correction."""
+    """"Of N comparisons made, X differ, Y are equivalent within ±m and Z are inconclusive", with the correction and
+    the tests of each kind (``counts`` from :func:`comparison_counts`: N = X + Y + Z = the tests listed)."""
     plan = result.plan
     margin = float(getattr(plan, "margin", 0.05))
     family = getattr(plan, "family", "audit")
     corr = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
     scope = {"audit": "one correction over the whole audit", "task": "a correction within each task",
              "attribute-group-measure": "a correction within each attribute, group and measure across tasks"}[family]
-    n_cal = verdict_counts(result, "calibration")["tests"] if not result.calibration.empty else 0
-    if n_cal and getattr(plan, "calibration_own_family", True):  # two families: say so, with their sizes
+    if "calibration" in counts["families"] and getattr(plan, "calibration_own_family", True):
         scope = scope.replace("one correction", "one correction for the comparisons between groups and one for the "
                               "calibration checks", 1).replace("a correction", "separate corrections for the gaps "
                                                                 "and the calibration checks", 1)
-        tests = f"{counts['tests'] - n_cal} + {n_cal} tests"
-    else:
-        tests = f"{counts['tests']} tests"
     return (f"Of {plural(counts['total'], 'comparison')} made (each pair of groups counted once), "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}, "
             f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} "
             f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, after "
-            f"{scope} ({corr}, {tests}, level {plan.alpha:g}).")
+            f"{scope} ({corr}, level {plan.alpha:g}). Each comparison is one test: {tests_text(counts)}.")
 
 
 def _summary_section(result, title, dataset_name, model_description, k, date) -> Section:
@@ -505,13 +502,14 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
 
     found = _gap_findings(result, k=k) + _discrimination_findings(result, k) + _delta_findings(result)
     found.sort(key=Finding.sort_key)
+    all_counts = comparison_counts(result)
     counts = verdict_counts(result)
     cal_counts = verdict_counts(result, "calibration")
     gap_counts = {v: counts[v] - cal_counts[v] for v in counts}
     cal_found = calibration_findings_text(result, k)
     margin = float(getattr(plan, "margin", 0.05))
     blocks.append(Paragraph("What was found", "subheading"))
-    blocks.append(Paragraph(_verdict_sentence(result, counts), "lead"))
+    blocks.append(Paragraph(_verdict_sentence(result, all_counts), "lead"))
     for w in result.warnings:  # the model flags nobody / everybody in a task at its threshold (issue 21)
         if str(w).startswith(FLAT_PREFIX):
             blocks.append(Paragraph(suppress_text(str(w), k), "lead"))
@@ -519,8 +517,11 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         # gaps and calibration are different questions: say each apart, so that a calibration finding is never
         # counted under "differs" while the text says that no comparison differs (issue 14)
         disc_counts = verdict_counts(result, "discrimination")
-        split = (f"{gap_counts['total'] - disc_counts['total']} of rates at the threshold, "
-                 f"{disc_counts['total']} of AUROC or AUPRC; " if disc_counts["total"] else "")
+        spread = verdict_counts(result, "delta_eo")["total"]
+        split = (f"{gap_counts['total'] - disc_counts['total'] - spread} of rates at the threshold"
+                 + (f", {disc_counts['total']} of AUROC or AUPRC" if disc_counts["total"] else "")
+                 + (f", {spread} of the error spread" if spread else "") + "; "
+                 if disc_counts["total"] or spread else "")
         blocks.append(Paragraph(
             f"These are {plural(gap_counts['total'], 'comparison')} between groups ({split}{gap_counts['differs']} "
             f"{'differs' if gap_counts['differs'] == 1 else 'differ'}, {gap_counts['equivalent']} equivalent, "
@@ -530,8 +531,9 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     if found:
         order = ""
         if len(found) > 1:
-            order = (", largest gaps first (those resting on few cases last):"
-                     if any(f.few_cases for f in found) else ", largest gaps first:")
+            later = ([] + (["error spreads, on another scale"] if any(f.kind == 1 for f in found) else [])
+                     + (["those resting on few cases"] if any(f.few_cases for f in found) else []))
+            order = (f", largest gaps first ({' and '.join(later)} last):" if later else ", largest gaps first:")
         blocks.append(Paragraph(f"Differences found between groups (verdict “differs”){order or ':'}", "lead"))
         limit = MAX_FINDINGS_ON_SUMMARY - min(len(cal_found), MAX_CALIBRATION_ON_SUMMARY)
         shown = _summary_findings(found, limit)
@@ -654,8 +656,9 @@ def _methods_section(result, k) -> Section:
         "negatives for specificity) is shown but not tested."))
     b.append(Paragraph(
         f"Multiple testing: {CORRECTIONS.get(correction, correction)} at {plan.alpha:g} over {FAMILY_TEXT[family]} "
-        f"({counts['tests']} tests in this audit). A pair of groups shown in two rows is one test with one "
-        "p-value and verdict; because every pair is corrected, choosing which pair to show adds no selection."))
+        f"({counts['tests']} tests in this audit: {tests_text(comparison_counts(result))}). A pair of groups shown "
+        "in two rows is one test with one p-value and verdict; because every pair is corrected, choosing which "
+        "pair to show adds no selection."))
     b.append(Paragraph(
         f"Verdicts: “differs” when the corrected p-value (q) is at most {plan.alpha:g}; otherwise “equivalent "
         f"within ±{margin:g}” when two one-sided tests show the gap lies inside ±{margin:g} (the "
@@ -800,7 +803,8 @@ def _tables_section(result, k) -> Section:
                 comp += f" ({fmt_rate(r.comparison_rate)})" if num(r.comparison_rate) is not None else \
                     " (not estimable)"
             estimable = num(r.gap) is not None
-            gap_txt = fmt_signed(r.gap) if estimable else "not estimable"
+            why = _s(r.reason) if num(r.rate) is not None else None  # the rate cell says why not estimable
+            gap_txt = fmt_signed(r.gap) if estimable else F.untested_text(r.rate, why, k)
             if estimable and _s(r.reason):
                 gap_txt += " *"
                 notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], suppress_text(_s(r.reason), k)])

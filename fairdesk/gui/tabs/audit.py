@@ -584,14 +584,11 @@ class AuditTab(AuditPage):
             return
         rec = result.records
         plan = result.plan
-        from fairdesk.core.audits.groups import verdict_counts
+        from fairdesk.core.audits.groups import comparison_counts, tests_text
         from fairdesk.core.reports.figures import STATUS_STYLE
 
-        c = verdict_counts(result)  # unique comparisons, counted as the PDF counts them
-        own = getattr(plan, "calibration_own_family", True) and not result.calibration.empty
-        n_cal = verdict_counts(result, "calibration")["tests"] if own else 0
-        n_disc = verdict_counts(result, "discrimination")["tests"]
-        disc = f"; {n_disc} of the gap tests compare AUROC or AUPRC" if n_disc else ""
+        c = comparison_counts(result)  # the comparisons (tests) the findings and the PDF count
+        own = getattr(plan, "calibration_own_family", True) and "calibration" in c["families"]
         threshold = (plan.threshold if isinstance(plan.threshold, str) else f"{float(plan.threshold):g}")
         correction = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
         family = {"audit": "the whole audit", "task": "each task"}.get(getattr(plan, "family", "audit"),
@@ -599,9 +596,9 @@ class AuditTab(AuditPage):
         self.result_header.setText(
             f"<b>{html_text(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
             f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
-            + (f"{c['tests'] - n_cal} gap tests and {n_cal} calibration tests corrected over {family}, each set "
-               f"on its own ({correction})" if n_cal else f"{c['tests']} tests corrected together over {family} "
-                                                           f"({correction})") + disc)
+            f"{c['total']:,} comparisons, one test each ({html.escape(tests_text(c))}), corrected over {family}"
+            + (", the calibration tests on their own" if own else "") + f" ({correction}) · "
+            f"{c['rows']:,} result rows")
         self.result_header.setToolTip(f"Colours: {', '.join(STATUS_STYLE[v]['label'] for v in STATUS_STYLE)}.")
         gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
         attrs = list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else []
@@ -628,7 +625,7 @@ class AuditTab(AuditPage):
         self.details_view.setHtml(self._details_html(result))
 
     def verdict_counts(self, doc: dict) -> dict[str, int]:
-        """Unique comparisons by verdict, counted as the PDF counts them (a pair shown in two rows once)."""
+        """The comparisons by verdict, counted as the PDF counts them (``comparison_counts``: each test once)."""
         from fairdesk.core.audits.groups import GroupAuditResult, verdict_counts
 
         return verdict_counts(GroupAuditResult.from_dict(doc))

@@ -205,8 +205,10 @@ class GapPlot(QWidget):
             if n:
                 st = STATUS_STYLE[status]
                 glyph = glyphs[st["symbol"]] if st["filled"] or st["symbol"] == "x" else "\u25CB"
+                # each test is drawn once (forest_data), so a verdict's count is a count of tests
+                unit = ("group" if status == "not_estimable" else "test") + ("" if n == 1 else "s")
                 parts.append(f"<span style='color:{st['color']}; font-size:13pt'>{glyph}</span>&nbsp;"
-                             f"{st['label']} ({n})")
+                             f"{st['label']} ({n} {unit})")
         self.legend.setText("&nbsp;&nbsp;&nbsp;&nbsp;".join(parts))
         self.legend.setVisible(True)
         axis = self.plot.getAxis("left")
