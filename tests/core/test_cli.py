@@ -63,7 +63,7 @@ def test_audit_groups_json_contract(predictions, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--label", "nope"], "'nope'"),
     (["--label", "y", "--threshold", "abc"], "Threshold"),
-    (["--label", "y", "--gap-rule", "max", "--n-boot", "10"], "at least 100"),
+    (["--label", "y", "--gap-rule", "max", "--n-boot", "10"], "from 100"),
 ])
 def test_bad_input_exit_code_and_one_line(predictions, tmp_path, capsys, args, message):
     base = ["audit", "groups", "--threshold", "0.5", str(predictions), "--score", "p", "--task", "task", "--attribute", "sex",

@@ -120,7 +120,7 @@ def test_board_summary_counts_add_up(p):
     df = _table(p["seed"], p["n_a"], p["n_b"], p["tasks"], p["tiny"], p["effect"])
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("a", "b"),
                         continuous_attributes=("age",) if p["continuous"] else ())
-    plan = GroupAuditPlan(roles=roles, n_boot=100, n_permutations=100, bins=(3,), min_group_size=20,
+    plan = GroupAuditPlan(roles=roles, threshold=0.5, n_boot=100, n_permutations=100, bins=(3,), min_group_size=20,
                           intersections=(("a", "b"),) if p["intersect"] else (), gap_rule=p["rule"],
                           calibration=p["calibration"], calibration_own_family=p["own"], family=p["family"],
                           seed=p["seed"])
@@ -133,7 +133,7 @@ def test_reviewer_audit_adds_up():
     attribute, calibration and AUROC tests, a dropped group."""
     df = _table(3, 3, 2, 1, True, 3.0)
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("a", "b"), continuous_attributes=("age",))
-    result = run_group_audit(df, GroupAuditPlan(roles=roles, n_boot=100, n_permutations=100, bins=(3,),
+    result = run_group_audit(df, GroupAuditPlan(roles=roles, threshold=0.5, n_boot=100, n_permutations=100, bins=(3,),
                                                 min_group_size=20, intersections=(("a", "b"),)))
     assert not result.dropped.empty and (result.tests["metric"] == "calibration").any()
     assert result.tests["metric"].isin(["auroc", "auprc"]).any() and (result.tests["metric"] == "delta_eo").any()
@@ -158,7 +158,7 @@ def test_gap_plot_draws_each_pair_once_and_says_not_tested():
 
     df = _counts_table({"F": (60, 10, 30, 20), "M": (60, 10, 5, 45), "X": (60, 10, 20, 30), "few": (60, 10, 2, 4),
                         "none": (60, 10, 0, 0)})
-    result = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("a",)),
+    result = run_group_audit(df, GroupAuditPlan(roles=ColumnRoles(label="y", score="s", attributes=("a",)), threshold=0.5,
                                                 n_boot=100, min_group_size=20, calibration=False))
     fd = forest_data(result, "a", "recall")
     drawn = fd[fd["estimable"]]

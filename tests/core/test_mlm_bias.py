@@ -676,7 +676,8 @@ def test_planted_association_is_found_in_the_right_direction(planted_results):
     assert hiv["direction"] == "male" and hiv["mean_male"] > 0 > hiv["mean_female"]
     # the test over its 15 templates (not over 120 sentence pairs) still resolves it far below the correction
     assert hiv["unit"] == "template" and hiv["n_units"] == 15
-    assert hiv["p_value"] < 1e-6 and hiv["q_value"] < 1e-5 and hiv["ci_low"] > 0.25
+    # (p is the larger of the t-test's and Hall's skew-corrected t's, issue 22: 1.9e-6 here, the t alone 4e-12)
+    assert hiv["p_value"] < 1e-5 and hiv["q_value"] < 1e-4 and hiv["ci_low"] > 0.25
     assert hiv["effect_size"] > 0.8 and hiv["mean_difference"] > 1.0 and hiv["flagged"]
     assert hiv["verdict"] == "differs" and hiv["verdict_text"] == "differs (male-leaning)"
     others = [r for r in res.records if r["category"] != "HIV"]

@@ -330,7 +330,8 @@ def test_schema_is_shipped_in_resources():
         list(VERDICTS)
     assert set(schema["properties"]["audit"]["properties"]["kind"]["enum"]) == set(AUDIT_KINDS)
     spec = (resources_dir().parent / "packaging" / "fairdesk.spec").read_text()
-    assert '(str(ROOT / "resources"), "resources")' in spec  # the frozen build carries resources/ whole
+    # the frozen build carries resources/ whole, where importlib.resources finds them (fairdesk/resources)
+    assert '(str(ROOT / "resources"), "fairdesk/resources")' in spec
 
 
 def test_schema_is_valid_json_schema_and_jsonschema_is_the_validator(documents, group_result, tmp_path):

@@ -358,8 +358,8 @@ def test_validity_view(window, run_and_wait, qtbot, tmp_path):
     job = run_and_wait(window, view.run)
     assert job.state == JobState.DONE, job.error
     frame = view.table_view.frame()
-    assert len(frame) == 5 and set(frame["null / planted"]) == {"null", "planted"}
-    assert list(frame["runs"]) == [2] * 5
+    assert len(frame) == 6 and set(frame["null / planted"]) == {"null", "planted"}  # with the sign-changing design
+    assert list(frame["runs"]) == [2] * 6
     text = view.explain.toPlainText()
     assert "What each row means" in text and text.count("cit · null") == 4
     assert view.run_button.isEnabled() and not view.cancel_button.isEnabled()

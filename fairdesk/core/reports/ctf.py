@@ -102,7 +102,7 @@ def term_sentences(doc: dict, k: int | None = None, limit: int = 10) -> list[str
     recs = differing_terms(doc)
     out = [term_sentence(t, k) for t in recs[:limit]]
     if len(recs) > limit:
-        out.append(f"… and {len(recs) - limit} more term results that differ (see 'CTF gap by term').")
+        out.append(f"… and {len(recs) - limit} more term results that differ (see the table 'CTF gap by term').")
     return out
 
 

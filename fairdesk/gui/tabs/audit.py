@@ -596,7 +596,7 @@ class AuditTab(AuditPage):
         self.result_header.setText(
             f"<b>{html_text(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
             f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
-            f"{c['total']:,} comparisons, one test each ({html.escape(tests_text(c))}), corrected over {family}"
+            f"{c['total']:,} comparisons, one test each ({html_text(tests_text(c))}), corrected over {family}"
             + (", the calibration tests on their own" if own else "") + f" ({correction}) · "
             f"{c['rows']:,} result rows")
         self.result_header.setToolTip(f"Colours: {', '.join(STATUS_STYLE[v]['label'] for v in STATUS_STYLE)}.")

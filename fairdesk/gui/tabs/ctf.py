@@ -370,12 +370,12 @@ class CTFAuditPage(AuditPage):
         self.gaps_view = DataFrameView(gaps, filterable=False, placeholder="The CTF gaps per term set and label, "
                                                                            "with the control band and verdicts.")
         gv.addWidget(self.gaps_view, 1)
-        self.result_tabs.addTab(gaps, "CTF gaps")
+        self.result_tabs.addTab(gaps, "Gaps")
         self.term_gaps_view = DataFrameView(self, placeholder="The CTF gap of every identity term, with its own "
                                                               "verdict (terms that differ first).")
-        self.result_tabs.addTab(self.term_gaps_view, "CTF gap by term")
+        self.result_tabs.addTab(self.term_gaps_view, "Gap by term")
         self.pairs_view = DataFrameView(self, placeholder="Flip rates per term pair and direction.")
-        self.result_tabs.addTab(self.pairs_view, "Flip rates per pair")
+        self.result_tabs.addTab(self.pairs_view, "Flips per pair")
 
         rates = QSplitter(Qt.Orientation.Vertical, self)
         self.rate_gaps_view = DataFrameView(rates, filterable=False,
