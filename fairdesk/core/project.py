@@ -42,6 +42,28 @@ from fairdesk.core.provenance import now_utc
 SUFFIX = ".fairdesk"
 
 
+def relative_to_project(path: str | Path, project_path: str | Path) -> str | None:
+    """``path`` relative to the project file's folder (``None`` on another drive), stored beside every absolute
+    path a project records (model folders, image folders) so that a project moved or renamed together with its
+    files — the demo's staging folder, a copied study folder — still finds them."""
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(project_path).resolve().parent)
+    except ValueError:  # Windows: another drive
+        return None
+
+
+def located(recorded: str | Path, relative: str | None, project_path: str | Path) -> Path:
+    """Where a recorded file or folder is now: the absolute path recorded while it exists, else the same place
+    relative to where the project file is now (when that exists), else the recorded path (the caller's "not there
+    any more" message names it)."""
+    path = Path(recorded)
+    if not path.exists() and relative:
+        moved = Path(project_path).resolve().parent / relative
+        if moved.exists():
+            return moved.resolve()
+    return path
+
+
 class DamagedAudit(ProjectError):
     """A stored audit document does not have its kind's shape (the other audits of the project are usable)."""
 
@@ -412,6 +434,10 @@ class Project:
     # ---- models ----------------------------------------------------------------------------------------------
     def add_model(self, name: str, kind: str, info: dict, *, dataset_id: int | None = None,
                   predictions_id: int | None = None) -> int:
+        """Store a model record. A ``path`` in ``info`` is also stored relative to the project file
+        (``path_relative``) and :meth:`models` finds it there when the project moved together with the model."""
+        if info.get("path") and "path_relative" not in info:
+            info = {**info, "path_relative": relative_to_project(info["path"], self.path)}
         return self._insert("INSERT INTO models (name, kind, dataset_id, predictions_id, info, created) "
                             "VALUES (?,?,?,?,?,?)",
                             (name, kind, dataset_id, predictions_id, json.dumps(info, default=str), now_utc()),
@@ -424,6 +450,8 @@ class Project:
             info, problem = _stored_json(r[5], RECORD_SCHEMA)
             damaged = (f"Model {r[0]} of project {self.name} has a damaged record ({problem}); it was set aside (the "
                        "other models are unaffected).") if problem or info is None else None
+            if info and isinstance(info.get("path"), str) and info["path"]:
+                info["path"] = str(located(info["path"], info.get("path_relative"), self.path))
             out.append(ModelInfo(r[0], r[1], r[2], r[3], r[4], info or {}, r[6], damaged))
         return out
 

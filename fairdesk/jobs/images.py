@@ -16,12 +16,11 @@ Every function is ``f(inputs..., progress=None, cancel=None) -> result`` and run
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from fairdesk.core.errors import DataError, ModelError
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
-from fairdesk.core.project import Project
+from fairdesk.core.project import Project, located, relative_to_project
 
 IMAGES_KIND = "images"
 CLASSIFIER_KIND = "image_classifier"
@@ -71,7 +70,7 @@ def import_image_dataset(project_path: str | Path, csv_path: str | Path, images_
         h.update(Path(f).read_bytes())
     stored = table.drop(columns=["_file"])
     origin = {"images_root": str(images_dir.resolve()),
-              "images_root_relative": _relative_to_project(images_dir, project_path), "csv": str(csv_path.resolve()),
+              "images_root_relative": relative_to_project(images_dir, project_path), "csv": str(csv_path.resolve()),
               "csv_sha256": file_sha256(csv_path), "images_sha256": h.hexdigest(), "style": ds.style,
               "unreadable": ds.unreadable, "split_seed": int(split_seed), "val_size": float(val_size),
               "test_size": float(test_size), "n_csv_rows": int(len(df))}
@@ -79,27 +78,6 @@ def import_image_dataset(project_path: str | Path, csv_path: str | Path, images_
     return Project(project_path).add_dataset(name or f"Images: {csv_path.name}", stored, table_sha256(stored),
                                              kind=IMAGES_KIND, source=str(csv_path.resolve()),
                                              roles=ds.roles.to_dict(), origin=origin)
-
-
-def _relative_to_project(folder: Path, project_path: str | Path) -> str | None:
-    """``folder`` relative to the project file's folder (``None`` on another drive), so that a project moved or
-    renamed together with its data — the demo's staging folder, a copied study folder — still finds it."""
-    try:
-        return os.path.relpath(folder.resolve(), Path(project_path).resolve().parent)
-    except ValueError:  # Windows: another drive
-        return None
-
-
-def _stored_folder(origin: dict, project_path: str | Path) -> Path:
-    """The image folder of a stored dataset: the absolute path recorded at import while it exists, else the same
-    place relative to where the project file is now."""
-    folder = Path(origin.get("images_root", ""))
-    relative = origin.get("images_root_relative")
-    if not folder.is_dir() and relative:
-        moved = Path(project_path).resolve().parent / relative
-        if moved.is_dir():
-            return moved
-    return folder
 
 
 def image_dataset(project_path: str | Path, dataset_id: int, *, root: str | Path | None = None,
@@ -118,7 +96,8 @@ def image_dataset(project_path: str | Path, dataset_id: int, *, root: str | Path
     roles = ImageRoles(path=r.get("path"), labels=tuple(r.get("labels") or ()),
                        attributes=tuple(r.get("attributes") or ()), patient_id=r.get("patient_id"))
     origin = info.origin or {}
-    folder = Path(root) if root is not None else _stored_folder(origin, project_path)
+    folder = (Path(root) if root is not None else
+              located(origin.get("images_root", ""), origin.get("images_root_relative"), project_path))
     if not folder.is_dir():
         raise DataError(f"The image folder of '{info.name}' ({folder}) is not there any more. Reconnect it (choose "
                         "the folder's new location) or import the dataset again.")

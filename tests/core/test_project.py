@@ -1,8 +1,12 @@
 """The project store keeps everything across reopen, and a failed write changes nothing."""
 import sqlite3
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from fairdesk.core.errors import ProjectError
 from fairdesk.core.project import Project
@@ -194,3 +198,37 @@ def test_concurrent_writers_each_store_whole(tmp_path):
     names = {d.id: d.name for d in shared.datasets()}
     assert len(audits) == 30 and all(names[a.dataset_id] == "t" + a.name[1:] for a in audits)
     assert _side_files(path) == []
+
+
+# ---- recorded paths follow a moved project (the class of issue 23 item 5: image folders, model folders, files) ----
+_NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 _-é", min_size=1, max_size=12).map(str.strip).filter(
+    lambda s: s not in ("", ".", ".."))
+
+
+@given(project_dirs=st.lists(_NAME, max_size=3), model_dirs=st.lists(_NAME, min_size=1, max_size=3),
+       is_file=st.booleans(), rename=_NAME)
+def test_a_model_recorded_in_a_project_is_found_after_the_project_moves_with_it(tmp_path_factory, project_dirs,
+                                                                               model_dirs, is_file, rename):
+    """Every model record with a ``path`` (classifier folders, TorchScript files, generators, language models,
+    opened text models) is found at its new place when the study folder holding the project and the model is
+    renamed or copied elsewhere, wherever the two sit inside it; a model moved somewhere else keeps its recorded
+    path (so the "not there any more" message names where it was)."""
+    base = tmp_path_factory.mktemp("moves")
+    study = base / "study"
+    project_path = study.joinpath(*project_dirs, "p.fairdesk")
+    project_path.parent.mkdir(parents=True, exist_ok=True)
+    model = study.joinpath(*model_dirs, "model.pt" if is_file else "model")
+    assume(model not in project_path.parents)
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.write_bytes(b"weights") if is_file else model.mkdir(exist_ok=True)
+    recorded = str(model.resolve())
+    Project(project_path).add_model("m", "text_classifier", {"path": recorded, "other": 1})
+    moved = study.rename(base / f"{rename}-moved")
+    new_project = moved.joinpath(*project_dirs, "p.fairdesk")
+    (info,) = [m.info for m in Project(new_project, create=False).models()]
+    assert Path(info["path"]) == moved.joinpath(*model_dirs, model.name).resolve()
+    assert info["other"] == 1
+    # the model itself moved elsewhere (not with the project): the recorded path stays, nothing is guessed
+    moved.joinpath(*model_dirs, model.name).rename(base / "elsewhere")
+    (info,) = [m.info for m in Project(new_project, create=False).models()]
+    assert info["path"] == recorded
