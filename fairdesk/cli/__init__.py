@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scratch.remove_leftovers()  # scratch folders of FairDesk runs that were killed (SIGKILL, power loss)
     try:
+        from fairdesk.cli.limits import check_limits
+
+        check_limits(parser, args)  # every number within its stated limits, before any work
         return args.func(args)
     except FairDeskError as err:
         message = " ".join(str(err).split())

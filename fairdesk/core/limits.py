@@ -25,5 +25,5 @@ def check_number(value, option: str, low: float, high: float, *, whole: bool, wh
     if not inside:
         span = (f"strictly between {low:g} and {high:g}" if open_ends else
                 f"from {low:,} to {high:,}" if whole else f"from {low:g} to {high:g}")
-        raise DataError(f"{option} {value:g} is outside the limits: give a number {span} ({what}).")
+        raise DataError(f"{option} {value} is outside the limits: give a number {span} ({what}).")
     return value if whole else float(value)

@@ -156,7 +156,7 @@ def test_bad_method_and_bad_k_fail_before_training(demo, tmp_path, capsys):
     assert main(argv) == 2
     assert "magic" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
     assert main(_train_argv(demo, "--json", str(tmp_path / "x.json"), "--suppress-k", "0")) == 2
-    assert "at least 1" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    assert "--suppress-k 0 is outside the limits" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
 
 
 def test_report_and_page_tables_name_the_test(run, tmp_path):

@@ -297,7 +297,7 @@ def test_bad_model_folder_for_audit_ctf(case, tmp_path, capsys):
     (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "text", "--method", "clp",
       "--out", "{o}"], ["must hold 0 or 1"]),
     (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "label", "--method",
-      "baseline", "--validation", "0.95", "--out", "{o}"], ["validation share", "[0, 0.9)"]),
+      "baseline", "--validation", "0.95", "--out", "{o}"], ["--validation 0.95", "share of training rows held out"]),
     (["train", "text-classifier", "--data", "{t}", "--text-col", "text", "--label-col", "label", "--method",
       "baseline", "--validation", "0.5", "--out", "{o}"], ["cannot be held out", "smaller share"]),
     (["audit", "ctf-scores", "--scores", "{t}", "--json", "{o}"], ["lacks column(s) id, counterfactual", "score"]),
