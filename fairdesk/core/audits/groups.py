@@ -682,7 +682,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                     continue
                 rows_pp = None if per_patient is None else (
                     per_patient[metric][j], sum(per_patient[metric][k] for k in testable if k != j))
-                unit[(j, -1)] = _test_unit(x[j], n[j], x_rest[0, j], n_rest[0, j],
+                unit[(j, -1)] = rate_gap_test(x[j], n[j], x_rest[0, j], n_rest[0, j],
                                            r_boot[:, j] - r_rest_boot[:, j], plan, rows_pp)
                 unit[(j, -1)].update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[j]}|rest",
                                      kind="one-vs-rest", group=str(tnames[j]), comparison=f"not {tnames[j]}")
@@ -690,7 +690,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
             for a_pos, i in enumerate(testable):
                 for j in testable[a_pos + 1:]:
                     rows_pp = None if per_patient is None else (per_patient[metric][i], per_patient[metric][j])
-                    t = _test_unit(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan, rows_pp)
+                    t = rate_gap_test(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan, rows_pp)
                     t.update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[i]}|{tnames[j]}", kind="pair",
                              group=str(tnames[i]), comparison=str(tnames[j]))
                     unit[(i, j)] = t
@@ -1044,7 +1044,7 @@ def _curve_rows(task, attr, group, values, pos, neg, tau, plan, out):
                 "y": _points([op["precision"]], None), "threshold": [tau]})
 
 
-def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) -> dict:
+def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) -> dict:
     """Score test, Agresti–Caffo interval and TOST of one difference of rates (see :mod:`..stats.gaps`).
 
     ``rows_per_patient``: with whole patients, each side's rows per patient in the rate's denominator; the design
