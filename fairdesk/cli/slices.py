@@ -9,15 +9,12 @@ from fairdesk.core.guard import guard_outputs
 
 
 def cmd_audit_slices(args: argparse.Namespace) -> int:
-    """:func:`~fairdesk.jobs.groups.import_table` then :func:`~fairdesk.jobs.slices.audit_slices` on a scratch
-    project, the document copied into ``--project`` when given (as ``audit groups`` does)."""
+    """:func:`~fairdesk.jobs.slices.audit_slices` through :func:`fairdesk.cli.outputs.run_table_audit`, as
+    ``audit groups`` runs its job."""
     from fairdesk.cli.args import column_roles
-    from fairdesk.cli.outputs import copy_into, scratch_project, stored_where, write_outputs, write_pdf
-    from fairdesk.cli.progress import TerminalProgress
+    from fairdesk.cli.outputs import run_table_audit
     from fairdesk.core.audits.slices import SliceAuditPlan
-    from fairdesk.core.project import Project
     from fairdesk.core.reports.slices import slice_sentences
-    from fairdesk.jobs.groups import import_table
     from fairdesk.jobs.slices import audit_slices
 
     if args.threshold is None:
@@ -34,19 +31,7 @@ def cmd_audit_slices(args: argparse.Namespace) -> int:
                           margin=args.margin, n_boot=args.n_boot, suppress_k=args.suppress_k)
     guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
-    progress = TerminalProgress(args.quiet)
-    with scratch_project() as scratch:
-        dataset_id = import_table(scratch, args.data, roles=roles, missing=tuple(args.missing_value or ()),
-                                  progress=lambda f, m: progress(0.05 * f, m))
-        for note in (Project(scratch, create=False).dataset(dataset_id).origin or {}).get("notes", []):
-            print(f"fairdesk-cli: note: {note}", file=sys.stderr)
-        audit_id = audit_slices(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m))
-        progress.done()
-        doc = write_outputs(scratch, audit_id, args.json)
-        if args.project:
-            print(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
-        if args.pdf:
-            write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
+    doc = run_table_audit(args, roles, audit_slices, plan)
     for warning in dict.fromkeys(doc.get("warnings") or []):
         print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
     c = doc["counts"]

@@ -14,9 +14,9 @@ Per task:
    against the rest of the task's rows by the group audit's own score statistic
    (:func:`fairdesk.core.stats.gaps.score_test`), signed so that large means worse served (lower recall or
    specificity, higher error rate; either direction for parity).
-3. **Carry** the ``plan.carry`` best-scored slices forward, a slice skipped when it shares at least
-   :data:`OVERLAP` of its rows with one already carried (Jaccard index on the discovery rows). The list is fixed
-   before any confirmation row is looked at.
+3. **Carry** the ``plan.carry`` best-scored slices forward, a slice skipped when at least :data:`OVERLAP` of its
+   discovery rows are rows of a slice already carried (METHODS §9: a near-duplicate, or a part of a better slice).
+   The list is fixed before any confirmation row is looked at.
 4. **Confirm**: each carried slice against the rest on the confirmation rows with the group audit's test, interval
    and equivalence test (:func:`fairdesk.core.audits.groups.rate_gap_test`: score test with a bootstrap design
    effect, Agresti–Caffo interval, TOST at ±margin, whole-patient t reference when patients repeat), corrected over
@@ -58,8 +58,8 @@ METRIC_TEXT = {"recall": "recall", "specificity": "specificity", "parity": "posi
 #: the cases a metric's rate rests on (its denominator), in words
 CASES_TEXT = {"recall": "positive cases", "specificity": "negative cases", "parity": "rows", "error": "rows"}
 VERDICTS = ("differs", "equivalent", "inconclusive")
-#: a candidate sharing at least this share of the union of its rows with a carried slice is not carried (Jaccard)
-OVERLAP = 0.5
+#: a candidate of which at least this share of the rows belongs to a carried (better) slice is not carried (§9)
+OVERLAP = 0.8
 #: at most this many candidates per task are looked at (best first) while filling the carried list
 MAX_EXAMINED = 5000
 MAX_ORDER = 4
@@ -132,12 +132,6 @@ class SliceAuditPlan:
         d = asdict(self)
         d["roles"] = self.roles.to_dict()
         return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "SliceAuditPlan":
-        d = dict(d)
-        d["roles"] = ColumnRoles.from_dict(d["roles"])
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
 SLICE_COLUMNS = ["task", "rank", "definition", "description", "order", "metric", "n", "cases", "value", "rest_n",
@@ -366,7 +360,8 @@ def slice_mask(codes: np.ndarray, attrs: tuple[int, ...], values: tuple[int, ...
 
 def carry_forward(cand: Candidates, codes: np.ndarray, carry: int, overlap: float = OVERLAP) -> list[int]:
     """The indices of the carried slices: best score first, only slices worse served than the rest (score > 0),
-    a slice skipped when its rows overlap a carried one's by a Jaccard index of at least ``overlap``; at most
+    a slice skipped when at least ``overlap`` of its rows are rows of a carried one (so a part of a carried slice,
+    and a near copy of one, is not carried; a larger slice holding a carried one is); at most
     ``carry`` of them (:data:`MAX_EXAMINED` candidates looked at)."""
     order = np.argsort(-cand.score, kind="stable")
     chosen: list[int] = []
@@ -376,7 +371,7 @@ def carry_forward(cand: Candidates, codes: np.ndarray, carry: int, overlap: floa
             break
         m = slice_mask(codes, cand.attrs[i], cand.values[i])
         size = m.sum()
-        if any((m & c).sum() >= overlap * (size + c.sum() - (m & c).sum()) for c in masks):
+        if any((m & c).sum() >= overlap * size for c in masks):
             continue
         chosen.append(int(i))
         masks.append(m)

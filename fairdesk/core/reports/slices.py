@@ -10,35 +10,18 @@ of every carried slice, methods and settings, provenance.
 """
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 from fairdesk.core.reports.document import Paragraph, Report, Section, Table, cap, report_date
-from fairdesk.core.reports.figures import fmt_rate, fmt_signed
+from fairdesk.core.reports.figures import fmt_count as count  # counts below k print as "<k"
+from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
 
 METRIC_WORDS = {"recall": "recall", "specificity": "specificity", "parity": "positive prediction rate",
                 "error": "error rate"}
 CASE_WORDS = {"recall": "positive cases", "specificity": "negative cases", "parity": "rows", "error": "rows"}
 CORRECTION_WORDS = {"bh": "Benjamini–Hochberg", "holm": "Holm"}
 MAX_SENTENCES = 10
-
-
-def num(value) -> float | None:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
-
-
-def count(value, k: int) -> str:
-    """A count with thousands separators; below ``k`` it prints as ``"<k"`` (small-cell suppression)."""
-    f = num(value)
-    if f is None:
-        return "–"
-    n = int(round(f))
-    return f"<{k}" if n < k else f"{n:,}"
 
 
 def shown_rate(value, cases, k: int) -> str:
@@ -175,7 +158,7 @@ def _methods(doc: dict, k: int) -> Section:
                   "of two rates; the slices served worse than the rest are ranked by it. A missing value defines no "
                   "slice (its row stays in the rest)."),
         Paragraph(f"Carried forward: the {plan.get('carry')} best-ranked slices, skipping any slice that shares at "
-                  "least half of the rows of the two together with a slice already carried (Jaccard index ≥ 0.5). The "
+                  "least 80% of its rows with a slice already carried (a near copy or a part of a better slice). The "
                   "list is fixed before any confirmation row is looked at."),
         Paragraph("Test. Each carried slice against the rest on the confirmation rows, with the group audit's test: "
                   "score test of the difference of rates with a bootstrap design effect "

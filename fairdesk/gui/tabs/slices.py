@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pandas as pd
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QButtonGroup, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QGroupBox,
-                               QListWidget, QListWidgetItem, QRadioButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QListWidget, QListWidgetItem,
+                               QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.base import NO_PROJECT, AuditPage, AuditRun
 from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
-from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, note_label, push_button, size_combos, wrapped_label
+from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, push_button, size_combos,
+                                              threshold_choice, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 METRIC_LABELS = {"recall": "Recall (true positive rate)", "specificity": "Specificity (true negative rate)",
@@ -76,22 +77,9 @@ class SlicesPage(AuditPage):
         for m, text in METRIC_LABELS.items():
             self.metric_combo.addItem(text, m)
         form.addRow("Rate", self.metric_combo)
-        self.fixed_radio = QRadioButton("Fixed", box)
-        self.best_f1_radio = QRadioButton("Best F1 on the discovery rows", box)
-        self._threshold_group = QButtonGroup(self)
-        self._threshold_group.addButton(self.fixed_radio)
-        self._threshold_group.addButton(self.best_f1_radio)
-        self.threshold_spin = QDoubleSpinBox(box)
-        self.threshold_spin.setRange(0.001, 0.999)
-        self.threshold_spin.setDecimals(3)
-        self.threshold_spin.setSingleStep(0.05)
-        self.threshold_spin.setValue(0.5)
-        self.threshold_spin.setEnabled(False)
-        self.fixed_radio.toggled.connect(self.threshold_spin.setEnabled)
-        th = QGridLayout()
-        th.addWidget(self.fixed_radio, 0, 0)
-        th.addWidget(self.threshold_spin, 0, 1)
-        th.addWidget(self.best_f1_radio, 1, 0, 1, 2)
+        self.fixed_radio, self.best_f1_radio, self.threshold_spin, self._threshold_group, th = threshold_choice(
+            self, box, "Best F1 on the discovery rows",
+            "The score at which the model flags a patient, as it is used in practice.")
         form.addRow("Threshold", th)
         self.order_spin = self._spin(box, 1, 4, 3, "The most attribute values a slice combines.")
         self.min_size_spin = self._spin(box, 1, 10**6, 50, "Slices with fewer rows (on the discovery part) are not "
