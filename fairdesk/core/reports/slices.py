@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import Paragraph, Report, Section, Table, cap, report_date
+from fairdesk.core.reports.document import Paragraph, Report, Section, Table, cap, report_date, suppress_text
 from fairdesk.core.reports.figures import fmt_count as count  # counts below k print as "<k"
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
 
@@ -60,6 +60,12 @@ def slice_sentences(doc: dict, k: int, limit: int = MAX_SENTENCES) -> list[str]:
     return out
 
 
+def searched_min(plan: dict, key: str = "min_size") -> int:
+    """The fewest rows (or cases, ``key="min_denominator"``) of a searched slice: the plan's, at least its small-cell
+    k (the audit's own setting, not the report's)."""
+    return max(int(plan.get(key) or 0), int(plan.get("suppress_k") or 0))
+
+
 def searched_sentence(doc: dict, k: int) -> str:
     plan = doc.get("plan") or {}
     split = doc.get("split") or {}
@@ -69,7 +75,7 @@ def searched_sentence(doc: dict, k: int) -> str:
     disc = split.get("discovery_patients") if unit == "patients" else split.get("discovery_rows")
     conf = split.get("confirmation_patients") if unit == "patients" else split.get("confirmation_rows")
     return (f"{int(doc.get('searched') or 0):,} candidate slices (intersections of up to {plan.get('max_order')} "
-            f"attribute values with at least {max(int(plan.get('min_size') or 0), k)} rows; {orders}) were searched "
+            f"attribute values with at least {searched_min(plan)} rows; {orders}) were searched "
             f"on the discovery part ({count(disc, k)} {unit}, {num(split.get('fraction')) or 0:.0%} drawn within "
             f"each label with seed {split.get('seed')}); the {len(doc.get('slices') or [])} worst served were "
             f"tested on the confirmation part ({count(conf, k)} {unit}), which the search never saw.")
@@ -101,7 +107,7 @@ def _summary(doc: dict, k: int) -> Section:
                                   "evidence that every subgroup is served alike: slices smaller than the minimum "
                                   "size were not searched, and inconclusive slices cannot tell.", "finding"))
     for w in doc.get("warnings") or []:
-        s.blocks.append(Paragraph(str(w), "note"))
+        s.blocks.append(Paragraph(suppress_text(str(w), k), "note"))
     return s
 
 
@@ -136,7 +142,8 @@ def _table(doc: dict, k: int) -> Section:
               f"rests on. Rate, rest, gap (slice − rest) and its 95% Agresti–Caffo interval on the confirmation rows; "
               f"q: corrected p. Discovery gap: on the rows the search saw (not tested; it is biased away from 0 by "
               f"the search). Rates over fewer than {k} cases are not shown.")))
-    reasons = [f"Slice {r.get('rank')}: {r.get('reason')}" for r in doc.get("slices") or [] if r.get("reason")]
+    reasons = [suppress_text(f"Slice {r.get('rank')}: {r.get('reason')}", k) for r in doc.get("slices") or []
+               if r.get("reason")]
     for text in reasons:
         s.blocks.append(Paragraph(text, "bullet"))
     return s
@@ -153,8 +160,8 @@ def _methods(doc: dict, k: int) -> Section:
         Paragraph("Search. On the discovery part only, every intersection of one to "
                   f"{plan.get('max_order')} attribute values (continuous attributes cut into {plan.get('bins')} "
                   "equal-frequency bins whose edges come from the discovery rows) with at least "
-                  f"{max(int(plan.get('min_size') or 0), k)} rows and at least {max(int(plan.get('min_denominator') or 0), k)} "
-                  "cases of its rate is compared with the rest of the task by the score statistic of the difference "
+                  f"{searched_min(plan)} rows and at least {searched_min(plan, 'min_denominator')} cases of its "
+                  "rate is compared with the rest of the task by the score statistic of the difference "
                   "of two rates; the slices served worse than the rest are ranked by it. A missing value defines no "
                   "slice (its row stays in the rest)."),
         Paragraph(f"Carried forward: the {plan.get('carry')} best-ranked slices, skipping any slice that shares at "
