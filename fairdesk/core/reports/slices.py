@@ -185,7 +185,9 @@ def _methods(doc: dict, k: int) -> Section:
                                                f"{plan.get('carry')}"],
             ["Discovery fraction / seed", f"{plan.get('discovery_fraction')} / {plan.get('seed')}"],
             ["Patient id", str(roles.get("patient_id") or "none (rows are independent)")],
-            ["Small-cell k", f"{k} (slices below it not searched; counts below it shown as <{k})"]]
+            ["Searched slices", f"at least {searched_min(plan)} rows and at least "
+                                f"{searched_min(plan, 'min_denominator')} cases (the search's small-cell k: "
+                                f"{plan.get('suppress_k')})"]]
     s.blocks.append(Table(["Setting", "Value"], rows, title="Settings", align=["L", "L"]))
     trow = [[str(t.get("task")), f"{int(t.get('searched') or 0):,}", str(t.get("carried")),
              count(t.get("discovery_rows"), k), count(t.get("confirmation_rows"), k)]
