@@ -431,6 +431,16 @@ def _resample_counts(cells, strata, patients, n_cells, plan_n_boot, rng, cluster
     return stratified_cell_counts(cells, strata, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
 
 
+def task_column(df: pd.DataFrame, roles: ColumnRoles) -> str:
+    """The task column of a prepared table (its values as text); without one, a column ``__task__`` holding
+    "(all)" is added to ``df``. Returns its name."""
+    if roles.task is None:
+        df["__task__"] = "(all)"
+        return "__task__"
+    df[roles.task] = df[roles.task].astype(str)
+    return roles.task
+
+
 def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, data_sha256: str | None = None,
                     model_hashes: dict[str, str] | None = None) -> GroupAuditResult:
@@ -454,12 +464,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         df[c] = as_group_labels(table[c])
     data_sha256 = data_sha256 or table_sha256(table)
 
-    if roles.task is None:
-        df["__task__"] = "(all)"
-        task_col = "__task__"
-    else:
-        task_col = roles.task
-        df[task_col] = df[task_col].astype(str)
+    task_col = task_column(df, roles)
     all_tasks = sorted(df[task_col].unique())
     tasks = list(plan.tasks) if plan.tasks else all_tasks
     unknown = [t for t in tasks if t not in all_tasks]

@@ -43,7 +43,8 @@ import pandas as pd
 
 from fairdesk.core import provenance as _prov
 from fairdesk.core.audits.groups import (BOUNDARY_PSEUDO, THRESHOLD_REQUIRED, assign_bins, correct,
-                                         equal_frequency_bins, flat_threshold_warning, rate, rate_gap_test)
+                                         equal_frequency_bins, flat_threshold_warning, rate, rate_gap_test,
+                                         task_column)
 from fairdesk.core.data.loaders import table_sha256
 from fairdesk.core.data.schema import ColumnRoles, prepare, validate
 from fairdesk.core.errors import DataError
@@ -398,12 +399,7 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
     report.raise_if_errors()
     df = prepare(table, roles)
     data_sha256 = data_sha256 or table_sha256(table)
-    if roles.task is None:
-        df["__task__"] = "(all)"
-        task_col = "__task__"
-    else:
-        task_col = roles.task
-        df[task_col] = df[task_col].astype(str)
+    task_col = task_column(df, roles)
     tasks = sorted(df[task_col].unique())
     warnings = [i.message for i in report.warnings]
     names = list(roles.attributes) + list(roles.continuous_attributes)

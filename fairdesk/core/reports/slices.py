@@ -41,7 +41,8 @@ def slice_sentence(r: dict, k: int, margin: float) -> str:
     0.82 for the rest (gap −0.34, 95% CI −0.47 to −0.21; 149 rows) — differs"."""
     metric = METRIC_WORDS.get(r.get("metric"), str(r.get("metric")))
     task = "" if r.get("task") in (None, "(all)") else f"Task {r['task']}: "
-    rest = f"{metric} {shown_rate(r.get('value'), r.get('cases'), k)} vs {shown_rate(r.get('rest_value'), r.get('rest_cases'), k)} for the rest"
+    rest = (f"{metric} {shown_rate(r.get('value'), r.get('cases'), k)} vs "
+            f"{shown_rate(r.get('rest_value'), r.get('rest_cases'), k)} for the rest")
     gap = ""
     if num(r.get("gap")) is not None and (num(r.get("cases")) or 0) >= k:
         gap = (f"gap {fmt_signed(r.get('gap'), 2)}, 95% CI {fmt_signed(r.get('ci_low'), 2)} to "
@@ -139,9 +140,9 @@ def _table(doc: dict, k: int) -> Section:
         header, rows, title=f"Every carried slice: {metric} on the confirmation rows against the rest", small=True,
         align=align,
         note=(f"n: the slice's confirmation rows; cases: the {CASE_WORDS.get(plan.get('metric'), 'rows')} its rate "
-              f"rests on. Rate, rest, gap (slice − rest) and its 95% Agresti–Caffo interval on the confirmation rows; "
-              f"q: corrected p. Discovery gap: on the rows the search saw (not tested; it is biased away from 0 by "
-              f"the search). Rates over fewer than {k} cases are not shown.")))
+              "rests on. Rate, rest, gap (slice − rest) and its 95% Agresti–Caffo interval on the confirmation "
+              "rows; q: corrected p. Discovery gap: on the rows the search saw (not tested; it is biased away from 0 "
+              f"by the search). Rates over fewer than {k} cases are not shown.")))
     reasons = [suppress_text(f"Slice {r.get('rank')}: {r.get('reason')}", k) for r in doc.get("slices") or []
                if r.get("reason")]
     for text in reasons:
@@ -169,7 +170,8 @@ def _methods(doc: dict, k: int) -> Section:
                   "list is fixed before any confirmation row is looked at."),
         Paragraph("Test. Each carried slice against the rest on the confirmation rows, with the group audit's test: "
                   "score test of the difference of rates with a bootstrap design effect "
-                  f"({int(plan.get('n_boot') or 0):,} replicates; whole patients when patients repeat), Agresti–Caffo "
+                  f"({int(plan.get('n_boot') or 0):,} replicates; whole patients when patients repeat), "
+                  "Agresti–Caffo "
                   f"95% interval, and two one-sided tests of equivalence within ±{num(plan.get('margin')) or 0.05:g}; "
                   f"{CORRECTION_WORDS.get(plan.get('correction'), 'corrected')} over the carried slices at α = "
                   f"{num(plan.get('alpha')) or 0.05:g}. Verdicts: differs; equivalent within ±margin; otherwise "
