@@ -81,6 +81,28 @@ def _groups(tmp):
     return argv, job
 
 
+def _slices(tmp):
+    from fairdesk.core.audits.slices import SliceAuditPlan
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.synthetic.slice_sim import simulate_slice_table
+    from fairdesk.jobs.groups import import_table
+    from fairdesk.jobs.slices import audit_slices
+
+    df, _ = simulate_slice_table(1200, 3, order=2, gap=0.35, seed=2, slice_share=0.15, n_patients=1000)
+    csv = tmp / "preds.csv"
+    df.to_csv(csv, index=False)
+    argv = ["audit", "slices", str(csv), "--label", "y", "--score", "p", "--attribute", "a1", "--attribute", "a2",
+            "--attribute", "a3", "--patient-id", "pid", "--threshold", "0.5", "--carry", "5", "--seed", "3",
+            "--quiet"]
+    roles = ColumnRoles(label="y", score="p", attributes=("a1", "a2", "a3"), patient_id="pid")
+    plan = SliceAuditPlan(roles=roles, threshold="0.5", carry=5, seed=3)  # the CLI's defaults otherwise
+
+    def job(project):
+        return audit_slices(project, import_table(project, csv, roles=roles), plan)
+
+    return argv, job
+
+
 def _mlm_bias(tmp):
     from tiny_text import build_probe_mlm
 
@@ -212,6 +234,7 @@ def _age_independence(tmp):
 JOBS = {"cit_images (predictions table)": "fairdesk.jobs.images:audit_cit_predictions"}
 CASES = {
     "groups": _groups,
+    "slices": _slices,
     "mlm_bias": _mlm_bias,
     "note_classifiers": _note_classifiers,
     "cit_images": _cit_images,
@@ -233,7 +256,7 @@ def test_cli_and_job_store_the_same_document_and_print_the_same_pdf(case, tmp_pa
     kind = case.split(" ")[0]
     if kind not in AUDIT_KINDS:
         pytest.skip(f"'{kind}' is not in this version's registry")
-    if kind != "groups":
+    if kind not in ("groups", "slices"):
         pytest.importorskip("torch")
     argv, job = CASES[case](tmp_path)
     p1, p2 = tmp_path / "cli.fairdesk", tmp_path / "job.fairdesk"

@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fairdesk.cli.groups import add_audit_groups, add_train_tabular, add_validate_and_report
     from fairdesk.cli.images import add_image_commands
     from fairdesk.cli.notes import add_note_commands
+    from fairdesk.cli.slices import add_audit_slices
     from fairdesk.cli.text import add_text_commands
 
     from fairdesk import version
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     # the order of the calls is the order --help lists the commands in
     audit = sub.add_parser("audit", help="run an audit").add_subparsers(dest="audit", required=True)
     add_audit_groups(audit)  # audit groups (groups.py)
+    add_audit_slices(audit)  # audit slices (slices.py)
     add_validate_and_report(sub)  # validate, report (groups.py)
     train = sub.add_parser("train", help="train models").add_subparsers(dest="train", required=True)
     add_train_tabular(train)  # train tabular (groups.py)

@@ -14,10 +14,9 @@ from fairdesk.core.guard import guard_outputs
 def cmd_audit_groups(args: argparse.Namespace) -> int:
     """The group audit through the GUI's jobs: :func:`~fairdesk.jobs.groups.import_table` then
     :func:`~fairdesk.jobs.groups.audit_groups`, on a scratch project (:mod:`fairdesk.cli.outputs`)."""
-    from fairdesk.cli.outputs import copy_into, scratch_project, stored_where, write_outputs, write_pdf
+    from fairdesk.cli.outputs import run_table_audit
     from fairdesk.core.audits.groups import GroupAuditPlan, GroupAuditResult, comparison_counts, tests_text
-    from fairdesk.core.project import Project
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.jobs.groups import audit_groups
 
     roles = column_roles(args)
     if args.threshold is None:
@@ -34,22 +33,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           calibration_own_family=args.calibration_family == "own")
     guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
-    progress = TerminalProgress(args.quiet)
-    # Always a scratch project, also with --project: the two jobs store the dataset and the audit in two writes;
-    # copying the pair into --project afterwards is one transaction, so --project never keeps a dataset without
-    # its audit (a failed or killed run stores nothing there). The document is copied byte for byte.
-    with scratch_project() as scratch:
-        dataset_id = import_table(scratch, args.data, roles=roles, missing=tuple(args.missing_value or ()),
-                                  progress=lambda f, m: progress(0.05 * f, m))
-        for note in (Project(scratch, create=False).dataset(dataset_id).origin or {}).get("notes", []):
-            print(f"fairdesk-cli: note: {note}", file=sys.stderr)
-        audit_id = audit_groups(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m))
-        progress.done()
-        doc = write_outputs(scratch, audit_id, args.json)
-        if args.project:
-            print(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
-        if args.pdf:
-            write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
+    doc = run_table_audit(args, roles, audit_groups, plan)
     result = GroupAuditResult.from_dict(doc)
     for warning in dict.fromkeys(result.warnings):  # the data warnings of the JSON/PDF, each once, on stderr
         print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)

@@ -75,6 +75,37 @@ def copy_into(project_path: str | Path, scratch_path: str | Path, audit_id: int)
     return Project(project_path).copy_audit(Project(scratch_path, create=False), audit_id)
 
 
+def run_table_audit(args, roles, job, plan) -> dict:
+    """What ``audit groups`` and ``audit slices`` do around their job: import ``args.data`` with ``roles`` into a
+    scratch project (:func:`~fairdesk.jobs.groups.import_table`), run ``job(scratch, dataset_id, plan, progress=)``,
+    write ``--json`` (and ``--pdf``), and copy the dataset with its audit into ``--project`` when given. Returns the
+    stored document.
+
+    Always a scratch project, also with --project: the two jobs store the dataset and the audit in two writes;
+    copying the pair into --project afterwards is one transaction, so --project never keeps a dataset without its
+    audit (a failed or killed run stores nothing there). The document is copied byte for byte."""
+    import sys
+
+    from fairdesk.cli.progress import TerminalProgress
+    from fairdesk.core.project import Project
+    from fairdesk.jobs.groups import import_table
+
+    progress = TerminalProgress(args.quiet)
+    with scratch_project() as scratch:
+        dataset_id = import_table(scratch, args.data, roles=roles, missing=tuple(args.missing_value or ()),
+                                  progress=lambda f, m: progress(0.05 * f, m))
+        for note in (Project(scratch, create=False).dataset(dataset_id).origin or {}).get("notes", []):
+            print(f"fairdesk-cli: note: {note}", file=sys.stderr)
+        audit_id = job(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m))
+        progress.done()
+        doc = write_outputs(scratch, audit_id, args.json)
+        if args.project:
+            print(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
+        if args.pdf:
+            write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
+    return doc
+
+
 def stored_where(project_path: str | Path, audit_id: int) -> str:
     """``"stored as audit N in /path/p.fairdesk"``: the line an audit command prints after storing in --project."""
     from fairdesk.core.project import Project

@@ -482,8 +482,33 @@ def _ctf(doc: dict, k: int) -> _Parts:
     return parts
 
 
+def _slices(doc: dict, k: int) -> _Parts:
+    """Each carried slice of a slice audit (issue 26) with its verdict from the confirmation rows."""
+    from fairdesk.core.reports.slices import METRIC_WORDS, searched_min, searched_sentence, slice_sentence
+
+    parts = _Parts()
+    plan = doc.get("plan") or {}
+    margin = plan.get("margin") or 0.05
+    metric = METRIC_WORDS.get(plan.get("metric"), str(plan.get("metric")))
+    for r in doc.get("slices") or []:
+        parts.findings.append(_finding(r.get("test_id") or f"slice {r.get('rank')}", r.get("verdict"), margin,
+                                       f"{metric} of a slice against the rest (confirmation rows)",
+                                       slice_sentence(r, k, margin), k, task=r.get("task"),
+                                       subgroup=r.get("description"), compared_with="the rest",
+                                       estimate=r.get("gap"), interval_low=r.get("ci_low"),
+                                       interval_high=r.get("ci_high"), adjusted_p=r.get("q_value")))
+        parts.groups.append(_subgroup("slice", r.get("description"), r.get("n"), k, task=r.get("task")))
+    parts.size_note = "Sizes are the slices' rows on the confirmation part (the rows the search never saw)."
+    parts.limitations.append(searched_sentence(doc, k))
+    parts.limitations += [str(w) for w in doc.get("warnings") or []]
+    parts.not_tested.append(f"Slices with fewer than {searched_min(plan)} rows or of more than "
+                            f"{plan.get('max_order')} attribute values were not searched; only the "
+                            f"{plan.get('carry')} worst-served slices found on the discovery rows were tested.")
+    return parts
+
+
 KIND_PARTS = {"groups": _groups, "note_classifiers": _note_classifiers, "mlm_bias": _mlm_bias,
-              "cit_images": _cit_images, "age_independence": _age_independence, "ctf": _ctf}
+              "cit_images": _cit_images, "age_independence": _age_independence, "ctf": _ctf, "slices": _slices}
 
 
 # ---- the card -------------------------------------------------------------------------------------------------------

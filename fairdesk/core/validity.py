@@ -18,6 +18,9 @@ Families and what one simulated run is:
   participant-disjoint CV: :mod:`fairdesk.core.synthetic.cv_compare_sim` through the protocol's folds and
   :func:`fairdesk.core.audits.age_independence.paired_comparison`, at 1 and 3 repeats; rows for the default
   corrected resampled t-test (target) and the plain paired t-test (reported: the anti-conservative option).
+* ``slices`` — a whole slice audit (issue 26): :func:`fairdesk.core.synthetic.slice_sim.validity_runs`, the null (any
+  "differs" slice after search on discovery rows and confirmation on the others) and planted slices of order 1–3
+  by size and gap (power).
 * ``cit`` — one counterfactual-invariance test (:func:`fairdesk.core.audits.cit.cit_test`, the default) on
   :func:`fairdesk.core.synthetic.cit_benchmark.nuisance_scenario`: Ŷ ⟂ A | Z with E[Ŷ|Z] and P(A|Z) each linear or
   non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β, constant or
@@ -49,12 +52,12 @@ from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 from fairdesk.core.synthetic.design_space import format_regions, plot_regions, run_design_space  # noqa: E402,F401
 
-FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age")
+FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age", "slices")
 ALPHA = 0.05
 #: A null design passes when its rejection rate is at most α + this (issue 9: "size ≤ α + 0.02").
 SIZE_TOLERANCE = 0.02
 #: Default runs per design (the CLI's --runs overrides all three); whole audits cost more than single tests.
-DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200}
+DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "slices": 40}
 GROUP_N_BOOT = 200
 GROUP_PLANTED_GAP = 0.2
 MLM_PLANTED = {"HIV": 0.5}
@@ -385,6 +388,10 @@ def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = 
                 rows += [_row("ctf", **row) for row in validity_runs(r, seed, sub, notes)]
             elif fam == "age":
                 rows += _age_family(r, seed, sub, notes)
+            elif fam == "slices":  # issue 26: the slice audit's simulations live in core/synthetic/slice_sim.py
+                from fairdesk.core.synthetic.slice_sim import validity_runs as slice_runs
+
+                rows += [_row("slices", **row) for row in slice_runs(r, seed, sub, notes)]
             else:
                 rows += _cit_family(r, seed, sub, notes, n)
         except ImportError as err:

@@ -37,6 +37,8 @@ def _leaf_commands(parser: argparse.ArgumentParser, prefix=()) -> list[tuple[str
 COMMANDS = {
     ("audit", "groups"): lambda d, o, m: ["audit", "groups", "--threshold", "0.5", d, "--label", "y", "--score", "p", "--attribute", "sex",
                                           "--n-boot", "100", "--json", o, "--quiet"],
+    ("audit", "slices"): lambda d, o, m: ["audit", "slices", "--threshold", "0.5", d, "--label", "y", "--score", "p",
+                                          "--attribute", "sex", "--n-boot", "100", "--json", o, "--quiet"],
     ("validate",): lambda d, o, m: ["validate", d, "--label", "y", "--score", "p", "--attribute", "sex"],
     ("report",): lambda d, o, m: ["report", "--project", d, "--audit", "1", "--pdf", o],
     ("report", "model-card"): lambda d, o, m: ["report", "model-card", "--project", d, "--audit", "1", "--out", o],

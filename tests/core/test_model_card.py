@@ -86,6 +86,8 @@ def kind_counts(name: str, doc: dict) -> dict[str, int]:
         return tally(r["verdict"] for r in doc["table"])
     if name == "age_independence":
         return tally(c["verdict"] for e in doc["methods"].values() for c in (e.get("comparison") or {}).values())
+    if name == "slices":
+        return tally(r["verdict"] for r in doc["slices"])
     if name == "ctf":  # issue 22: the averaged records and, named, every term that differs
         return tally([r["verdict"] for r in doc["ctf_gap"]]
                      + [t["verdict"] for t in doc.get("term_gaps") or [] if t["verdict"] == "differs"])

@@ -208,6 +208,8 @@ def test_a_claimed_folder_is_released_when_nothing_was_written(tmp_path):
 SPECS = {
     ("audit", "groups"): (["audit", "groups", "{T}", "--label", "y", "--score", "p", "--attribute", "sex",
                            "--threshold", "0.5", "--n-boot", "100"], [("--json", "file"), ("--pdf", "file")], "--project"),
+    ("audit", "slices"): (["audit", "slices", "{T}", "--label", "y", "--score", "p", "--attribute", "sex",
+                           "--threshold", "0.5", "--n-boot", "100"], [("--json", "file"), ("--pdf", "file")], "--project"),
     ("validate",): (["validate", "{T}", "--label", "y", "--score", "p", "--attribute", "sex"], [], None),
     ("report",): (["report", "--project", "{P}", "--audit", "1"], [("--pdf", "file")], None),
     ("report", "model-card"): (["report", "model-card", "--project", "{P}", "--audit", "1",

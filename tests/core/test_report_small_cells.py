@@ -194,7 +194,19 @@ def _ctf_doc(group_result) -> dict:  # noqa: ARG001
         return json.loads(Project(project, create=False).audit_json(audit_id))
 
 
-DOCUMENTS = {"ctf": _ctf_doc, "groups": _groups_doc, "mlm_bias": _mlm_doc, "note_classifiers": _encoders_doc,
+def _slices_doc(group_result) -> dict:  # noqa: ARG001
+    """A slice audit of 400 rows searched with min size 3 and the audit's k at 1: carried slices of a few rows."""
+    from fairdesk.core.audits.slices import SliceAuditPlan, run_slice_audit
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.synthetic.slice_sim import simulate_slice_table
+
+    df, _ = simulate_slice_table(400, 4, order=2, gap=0.3, seed=3, slice_share=0.1)
+    plan = SliceAuditPlan(roles=ColumnRoles(label="y", score="p", attributes=("a1", "a2", "a3", "a4")),
+                          threshold=0.5, min_size=3, min_denominator=2, suppress_k=1, carry=10, n_boot=100)
+    return run_slice_audit(df, plan).to_dict()
+
+
+DOCUMENTS = {"ctf": _ctf_doc, "slices": _slices_doc, "groups": _groups_doc, "mlm_bias": _mlm_doc, "note_classifiers": _encoders_doc,
              "cit_images": _cit_doc, "age_independence": _age_doc}
 
 

@@ -3,7 +3,8 @@
 Not a test: run by hand when a kind's document changes, then review the diff of the schemas. Usage (from the
 repository root): ``python tests/data/derive_schemas.py DOCS/*.<kind>.json ...`` where each file name ends in
 ``.<kind>.json``. The shipped schemas were derived from the document of every case of ``tests/test_one_path.py``
-(both image routes), the demo's group audit and group audits of every gap rule (best-F1 and fixed thresholds, tasks,
+(both image routes), the demo's group audit, slice audits of every metric (with and without tasks, patients, a continuous attribute,
+best-F1) and group audits of every gap rule (best-F1 and fixed thresholds, tasks,
 a split, intersections, a continuous attribute, with and without calibration). Rules: each field's type as seen;
 numbers in a table row may be null (NaN is stored as null); a top-level field seen in every document is required, nested fields only where FIX names them (what the code reads without a default, found by mutating every path of a real document); objects
 whose keys are names from the data (``MAPS``) get one schema for all their values; ``FIX`` relaxes what older stored
@@ -21,6 +22,8 @@ MAPS = {
                  "provenance.model_hashes", "provenance.versions", "dataset.labels", "dataset.n_per_group", "quality", "settings.quality"],
   "ctf": ["settings.term_sets", "counts.excluded_no_valid_counterfactual", "settings.synthetic.per_template",
           "provenance.model_hashes", "provenance.versions", "provenance.term_set_sha256"],
+  "slices": ["thresholds", "searched_by_order", "slices.*.definition", "tasks.*.bins", "provenance.model_hashes",
+             "provenance.versions"],
   "mlm_bias": ["method.groups", "method.multi_piece_words", "method.templates.counts", "provenance.model_hashes", "provenance.versions"],
   "note_classifiers": ["encoders", "encoders.*.model_hashes", "c_curves", "c_curves.*", "c_curves.*.*", "mlp_grids", "mlp_grids.*", "probe", "audits",
                        "audits.*.thresholds", "audits.*.provenance.model_hashes", "audits.*.provenance.versions",
@@ -165,9 +168,32 @@ def _age_fix(s):
     learner["required"] = sorted(learner["properties"])  # every learner setting is printed in the methods
 
 
+def _slices_fix(s):
+    s["required"] = ["kind", "plan", "slices", "searched", "split", "counts"]
+    p = s["properties"]
+    p["plan"]["required"] = ["roles", "metric", "margin"]
+    p["plan"]["properties"]["threshold"]["type"] = ["number", "string"]  # a number or "best_f1"
+    roles = p["plan"]["properties"]["roles"]
+    roles["required"] = ["label", "score"]
+    for name in ("task", "patient_id", "sample_id", "split"):
+        roles["properties"][name] = {"type": ["string", "null"]}
+    for name in ("attributes", "continuous_attributes"):
+        roles["properties"][name] = {"type": "array", "items": {"type": "string"}}
+    p["counts"]["required"] = ["differs", "equivalent", "inconclusive", "total"]
+    p["split"]["required"] = ["fraction", "seed", "discovery_rows", "confirmation_rows"]
+    row = p["slices"]["items"]
+    row["required"] = ["definition", "metric", "n", "value", "rest_value", "gap", "ci_low", "ci_high", "p_value",
+                       "q_value", "verdict"]
+    row["properties"]["definition"] = {"type": "object", "additionalProperties": {"type": "string"}}
+    row["properties"]["verdict"] = {"enum": ["differs", "equivalent", "inconclusive"]}
+    row["properties"]["reason"] = {"type": ["string", "null"]}
+    p["tasks"]["items"]["properties"]["bins"] = {"type": "object", "additionalProperties": {
+        "type": "array", "items": {"type": "number"}}}
+
+
 # the top-level fields read without a default (the others are read with .get(...) or a default)
 FIX = {"groups": _groups_fix, "note_classifiers": _notes_all, "cit_images": _cit_fix,
-       "ctf": _ctf_fix, "mlm_bias": _mlm_fix, "age_independence": _age_fix}
+       "ctf": _ctf_fix, "mlm_bias": _mlm_fix, "age_independence": _age_fix, "slices": _slices_fix}
 
 docs = {}
 for f in sys.argv[1:]:

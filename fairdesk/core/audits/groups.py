@@ -431,6 +431,16 @@ def _resample_counts(cells, strata, patients, n_cells, plan_n_boot, rng, cluster
     return stratified_cell_counts(cells, strata, n_cells, plan_n_boot, rng, pseudo=BOUNDARY_PSEUDO)
 
 
+def task_column(df: pd.DataFrame, roles: ColumnRoles) -> str:
+    """The task column of a prepared table (its values as text); without one, a column ``__task__`` holding
+    "(all)" is added to ``df``. Returns its name."""
+    if roles.task is None:
+        df["__task__"] = "(all)"
+        return "__task__"
+    df[roles.task] = df[roles.task].astype(str)
+    return roles.task
+
+
 def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, data_sha256: str | None = None,
                     model_hashes: dict[str, str] | None = None) -> GroupAuditResult:
@@ -454,12 +464,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         df[c] = as_group_labels(table[c])
     data_sha256 = data_sha256 or table_sha256(table)
 
-    if roles.task is None:
-        df["__task__"] = "(all)"
-        task_col = "__task__"
-    else:
-        task_col = roles.task
-        df[task_col] = df[task_col].astype(str)
+    task_col = task_column(df, roles)
     all_tasks = sorted(df[task_col].unique())
     tasks = list(plan.tasks) if plan.tasks else all_tasks
     unknown = [t for t in tasks if t not in all_tasks]
@@ -682,7 +687,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                     continue
                 rows_pp = None if per_patient is None else (
                     per_patient[metric][j], sum(per_patient[metric][k] for k in testable if k != j))
-                unit[(j, -1)] = _test_unit(x[j], n[j], x_rest[0, j], n_rest[0, j],
+                unit[(j, -1)] = rate_gap_test(x[j], n[j], x_rest[0, j], n_rest[0, j],
                                            r_boot[:, j] - r_rest_boot[:, j], plan, rows_pp)
                 unit[(j, -1)].update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[j]}|rest",
                                      kind="one-vs-rest", group=str(tnames[j]), comparison=f"not {tnames[j]}")
@@ -690,7 +695,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
             for a_pos, i in enumerate(testable):
                 for j in testable[a_pos + 1:]:
                     rows_pp = None if per_patient is None else (per_patient[metric][i], per_patient[metric][j])
-                    t = _test_unit(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan, rows_pp)
+                    t = rate_gap_test(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan, rows_pp)
                     t.update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[i]}|{tnames[j]}", kind="pair",
                              group=str(tnames[i]), comparison=str(tnames[j]))
                     unit[(i, j)] = t
@@ -1044,7 +1049,7 @@ def _curve_rows(task, attr, group, values, pos, neg, tau, plan, out):
                 "y": _points([op["precision"]], None), "threshold": [tau]})
 
 
-def _test_unit(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) -> dict:
+def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) -> dict:
     """Score test, Agresti–Caffo interval and TOST of one difference of rates (see :mod:`..stats.gaps`).
 
     ``rows_per_patient``: with whole patients, each side's rows per patient in the rate's denominator; the design

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pandas as pd
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout,
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
-                               QRadioButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSpinBox, QSplitter, QTabWidget,
+                               QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.escape import html_text
 from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, RULES, GroupAuditPlan
@@ -20,7 +20,8 @@ from fairdesk.gui.tabs.base import NO_PROJECT, AuditPage, AuditRun
 from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
 from fairdesk.gui.widgets.calibration_views import CalibrationViews
 from fairdesk.gui.widgets.gap_plot import GapPlot
-from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, note_label, size_combos, wrapped_label
+from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, size_combos, threshold_choice,
+                                              wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ALL_TASKS = "(all tasks)"
@@ -185,24 +186,10 @@ class AuditTab(AuditPage):
         self.margin_spin.setToolTip("A gap shown to lie within ±margin (two one-sided tests, corrected) is "
                                     "'equivalent'; 0.05 = 5 percentage points.")
         form.addRow("Equivalence margin ±", self.margin_spin)
-        self.fixed_radio = QRadioButton("Fixed", gaps_box)
-        self.best_f1_radio = QRadioButton("Best F1 on validation split", gaps_box)
         # no threshold is chosen until the user chooses one (issue 21: no silent 0.5)
-        self.fixed_radio.setToolTip("The score at which the model flags a patient, as it is used in practice.")
-        self._threshold_group = QButtonGroup(self)
-        self._threshold_group.addButton(self.fixed_radio)
-        self._threshold_group.addButton(self.best_f1_radio)
-        self.threshold_spin = QDoubleSpinBox(gaps_box)
-        self.threshold_spin.setRange(0.001, 0.999)
-        self.threshold_spin.setDecimals(3)
-        self.threshold_spin.setSingleStep(0.05)
-        self.threshold_spin.setValue(0.5)
-        self.threshold_spin.setEnabled(False)
-        self.fixed_radio.toggled.connect(self.threshold_spin.setEnabled)
-        th = QGridLayout()
-        th.addWidget(self.fixed_radio, 0, 0)
-        th.addWidget(self.threshold_spin, 0, 1)
-        th.addWidget(self.best_f1_radio, 1, 0, 1, 2)
+        self.fixed_radio, self.best_f1_radio, self.threshold_spin, self._threshold_group, th = threshold_choice(
+            self, gaps_box, "Best F1 on validation split",
+            "The score at which the model flags a patient, as it is used in practice.")
         form.addRow("Threshold", th)
         self.n_boot_spin = QSpinBox(gaps_box)
         self.n_boot_spin.setRange(100, 100000)

@@ -111,6 +111,32 @@ def push_button(text: str, parent: QWidget | None, slot, tooltip: str | None = N
     return button
 
 
+def threshold_choice(owner: QWidget, parent: QWidget, best_text: str, fixed_tip: str = ""):
+    """The threshold inputs of an audit form: a "Fixed" radio with its spin box (0.001–0.999, enabled only when
+    chosen) and a best-F1 radio labelled ``best_text``, exclusive, neither chosen (issue 21: no silent default).
+    Returns ``(fixed_radio, best_radio, spin, button_group, layout)``."""
+    from PySide6.QtWidgets import QButtonGroup, QDoubleSpinBox, QGridLayout, QRadioButton
+
+    fixed, best = QRadioButton("Fixed", parent), QRadioButton(best_text, parent)
+    if fixed_tip:
+        fixed.setToolTip(fixed_tip)
+    group = QButtonGroup(owner)
+    group.addButton(fixed)
+    group.addButton(best)
+    spin = QDoubleSpinBox(parent)
+    spin.setRange(0.001, 0.999)
+    spin.setDecimals(3)
+    spin.setSingleStep(0.05)
+    spin.setValue(0.5)
+    spin.setEnabled(False)
+    fixed.toggled.connect(spin.setEnabled)
+    grid = QGridLayout()
+    grid.addWidget(fixed, 0, 0)
+    grid.addWidget(spin, 0, 1)
+    grid.addWidget(best, 1, 0, 1, 2)
+    return fixed, best, spin, group, grid
+
+
 def progress_bar(parent: QWidget | None = None) -> QProgressBar:
     bar = QProgressBar(parent)
     bar.setRange(0, PROGRESS_STEPS)
