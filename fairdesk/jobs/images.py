@@ -279,7 +279,8 @@ def train_generator_job(project_path: str | Path, dataset_id: int, attribute: st
 
     ``on_metrics(dict)``: every step, ``{"phase", "step", "phase_step", "loss", "lr"}`` (worker thread).
     ``on_preview(step, images, labels)``: samples every ``preview_every`` diffusion steps. Checkpoints go to
-    ``out_dir`` every ``checkpoint_every`` steps; a cancelled run keeps the last one and ``resume=True`` continues.
+    ``out_dir`` after the first minute of training, then every ``checkpoint_every`` steps; a cancelled run keeps the
+    last one and ``resume=True`` continues.
     ``mine_lambda`` > 0 adds the MINE disentangling map (``mine_steps`` steps between the two phases; 004 §3.3)."""
     ds = image_dataset(project_path, dataset_id)
     res, attr = fit_generator(ds, attribute, out_dir, splits=ds.table["split"].to_numpy(), image_size=image_size,
