@@ -128,7 +128,7 @@ class AuditTab(AuditPage):
         self.bins_edit.setToolTip("Numbers of equal-frequency bins N for the error spread Δ_eo^(N).")
         form.addRow("Categorical", self.attributes_list)
         form.addRow("Continuous", self.continuous_list)
-        form.addRow("Bins for Δ_eo", self.bins_edit)
+        form.addRow("Bins for the error spread", self.bins_edit)
         self.cross_a = QComboBox(attr_box)
         self.cross_b = QComboBox(attr_box)
         size_combos(self.cross_a, self.cross_b, chars=6)
