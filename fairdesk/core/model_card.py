@@ -335,6 +335,7 @@ def _note_classifiers(doc: dict, k: int) -> _Parts:
             hashes.setdefault(f"{r['encoder']}/{r['task']}", r["model_hash"])
     parts.model = {"name": "Note classifiers on " + " vs ".join(doc.get("encoders") or {}), "kind": "note_mlp",
                    "hashes": hashes}
+    parts.trained = _recorded_training(doc)
     parts.size_note = "Sizes are test notes per group, task and encoder."
     for name, enc in (doc.get("encoders") or {}).items():
         parts.limitations += [f"{name}: {n}" for n in enc.get("notes") or []]
@@ -460,7 +461,8 @@ def _age_independence(doc: dict, k: int) -> _Parts:
                  if folds else None)
         if whole:
             parts.model["hashes"][f"{m} (all folds)"] = whole
-        parts.trained.append(_trained(f"learner {m}", "age_independent", {**s, "method": m}, whole,
+        settings = {key: v for key, v in s.items() if not str(key).startswith("n_")}  # counts stay out (small cells)
+        parts.trained.append(_trained(f"learner {m}", "age_independent", {**settings, "method": m}, whole,
                                       prov.get("dataset"), prov.get("data_sha256"), prov.get("created_utc")))
     parts.limitations.append(f"{s.get('folds')}-fold cross-validation ({s.get('repeats')} repeat(s)): verdicts rest "
                              "on few paired fold values, so most comparisons are inconclusive unless the folds "

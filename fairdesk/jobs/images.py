@@ -363,8 +363,7 @@ def fit_generator(ds, attribute: str, out_dir: str | Path, *, splits=None, split
                           parameters={"attribute": attribute, "positive": attr["positive"], "size": size,
                                       "image_size": image_size, "vae_steps": vae_steps, "unet_steps": unet_steps,
                                       "batch_size": batch_size, "seed": seed, "sampling_steps": steps,
-                                      "mine_lambda": float(mine_lambda), "mine_steps": int(mine_steps),
-                                      "n_train_images": int(len(rows)), "resumed": bool(resume)})
+                                      "mine_lambda": float(mine_lambda), "mine_steps": int(mine_steps), "resumed": bool(resume)})
     return res, attr
 
 

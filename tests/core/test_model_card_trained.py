@@ -83,7 +83,7 @@ def test_language_model_trained_by_the_cli_is_on_its_card(tmp_path, capsys):
     from tiny_text import labelled_notes
 
     corpus = tmp_path / "notes.csv"
-    labelled_notes(60).to_csv(corpus, index=False)
+    labelled_notes(160).to_csv(corpus, index=False)
     model, project = tmp_path / "mlm", tmp_path / "p.fairdesk"
     _run(["train", "mlm", "--corpus", str(corpus), "--out", str(model), "--hidden", "16", "--layers", "1",
           "--heads", "2", "--intermediate", "32", "--vocab-size", "200", "--max-length", "32", "--steps", "2",
@@ -94,6 +94,13 @@ def test_language_model_trained_by_the_cli_is_on_its_card(tmp_path, capsys):
     info = json.loads((model / "training_info.json").read_text())
     _assert_trained(card, md, "masked_lm", "masked_lm", info["corpus_sha256"],
                     {"max_steps": 2, "hidden_size": 16, "seed": 5})
+    # the same language model as the encoder of note classifiers: its record is on that audit's card too
+    _run(["audit", "encoders", "--baseline", str(model), "--notes", str(corpus), "--tasks", "sepsis", "--attribute",
+          "gender", "--n-boot", "100", "--min-group-size", "10", "--hidden", "16", "--alpha", "1e-3",
+          "--max-iter", "60", "--threads", "1", "--quiet", "--project", str(project),
+          "--json", str(tmp_path / "enc.json")], capsys)
+    card, md = _card(project, tmp_path, capsys, "note_classifiers")
+    _assert_trained(card, md, "encoder baseline", "masked_lm", info["corpus_sha256"], {"max_steps": 2})
 
 
 def test_generator_and_classifier_trained_here_are_on_the_image_card(tmp_path, capsys):

@@ -219,7 +219,7 @@ def _tests_section(doc, values, k) -> Section:
         blocks.append(Table(["Output", "Nuisance", "Regressor", "Skill", "Cal. slope", "Mean obs − pred", "Fit",
                              "Note"], fit_rows, title="Quality of the test's nuisance regressions (out of fold)",
                             align=["L", "L", "L", "R", "R", "R", "L", "L"],
-                            widths=[0.9, 0.85, 1.1, 0.55, 0.65, 0.9, 0.45, 2.5],
+                            widths=[0.9, 0.85, 1.1, 0.55, 0.65, 0.9, 0.6, 2.35],
                             note=("The test's level rests on these fits: its bias is the product of the errors of "
                                   "E[Ŷ|Z] and P(A=1|Z). Measured on rows each model was not fitted on. Skill: 1 − "
                                   "Brier / Brier of the overall rate (0 when Z carries nothing, as for P(A|Z) when A "

@@ -705,6 +705,11 @@ def _methods_section(result, k) -> Section:
     b.append(Paragraph(
         f"Small-cell suppression: every count below {k} (group sizes, numerators, denominators, positives, "
         f"confusion counts) is shown as “<{k}” in this report; rates computed from such cells are still shown."))
+    if outside_region_note(result, k):
+        b.append(Paragraph(
+            f"Comparisons marked “{OUTSIDE_MARK}” rest on fewer cases or patients than the smallest design at which "
+            "FairDesk's simulations verified the test's error rate and interval coverage (FairDesk's methods "
+            "documentation, “Validity over a design space”, gives the region for each measure)."))
     return Section("methods", "2  Methods", b)
 
 
