@@ -222,7 +222,10 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     gen.add_argument("--unet-steps", type=int, default=1500)
     gen.add_argument("--batch-size", type=int, default=32)
     gen.add_argument("--steps", type=int, default=50, help="default DDIM steps stored with the generator")
-    gen.add_argument("--checkpoint-every", type=int, default=250)
+    gen.add_argument("--checkpoint-every", type=int, default=250, metavar="N",
+                     help="a checkpoint every N steps (default 250); the first one comes after the first 60 s "
+                          "of training, so a cancel or crash never loses more than a minute (0: only at the end "
+                          "of each phase)")
     gen.add_argument("--preview-every", type=int, default=0)
     gen.add_argument("--previews", help="folder for sample preview PNGs")
     gen.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")

@@ -18,6 +18,7 @@ count; for the other kinds the verdict records the document holds (``records`` o
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -170,6 +171,26 @@ class _Parts:
         self.not_tested: list[str] = []
         self.model: dict = {}
         self.data: dict = {}
+        self.trained: list[dict] = []  # models FairDesk trained (see :func:`_trained`), the audited model first
+
+
+def _trained(role: str, kind, parameters, model_sha256, data_name, data_sha256, trained_utc=None) -> dict:
+    """One entry of ``model.trained_by_fairdesk``: a model FairDesk itself trained."""
+    return {"role": role, "kind": str(kind or "unknown"), "parameters": dict(parameters or {}),
+            "model_sha256": _text(model_sha256), "training_data": {"name": _text(data_name), "sha256": _text(data_sha256)},
+            "trained_utc": _text(trained_utc)}
+
+
+def _recorded_training(doc: dict) -> list[dict]:
+    """The training records an audit kept in its provenance (``provenance["training"]``: role -> the record of
+    :mod:`fairdesk.core.models.training_record`, kept only when it describes the audited files)."""
+    out = []
+    for role, rec in ((doc.get("provenance") or {}).get("training") or {}).items():
+        if isinstance(rec, dict):
+            data = rec.get("training_data") or {}
+            out.append(_trained(str(role), rec.get("kind"), rec.get("parameters"), rec.get("model_sha256"),
+                                data.get("name"), data.get("sha256"), rec.get("trained_utc")))
+    return out
 
 
 # ---- the kinds ----------------------------------------------------------------------------------------------------
@@ -314,6 +335,7 @@ def _note_classifiers(doc: dict, k: int) -> _Parts:
             hashes.setdefault(f"{r['encoder']}/{r['task']}", r["model_hash"])
     parts.model = {"name": "Note classifiers on " + " vs ".join(doc.get("encoders") or {}), "kind": "note_mlp",
                    "hashes": hashes}
+    parts.trained = _recorded_training(doc)
     parts.size_note = "Sizes are test notes per group, task and encoder."
     for name, enc in (doc.get("encoders") or {}).items():
         parts.limitations += [f"{name}: {n}" for n in enc.get("notes") or []]
@@ -355,7 +377,9 @@ def _mlm_bias(doc: dict, k: int) -> _Parts:
     parts.data = {"name": tpl.get("path") or tpl.get("source"), "sha256": tpl.get("sha256"),
                   "rows": method.get("n_scores"), "origin": "template list" +
                   (f" ({tpl['source']})" if tpl.get("source") else "")}
-    parts.model = {"name": doc.get("model_name") or method.get("model"), "kind": "masked_lm"}
+    parts.model = {"name": doc.get("model_name") or method.get("model"), "kind": "masked_lm",
+                   "hashes": (doc.get("provenance") or {}).get("model_hashes") or {}}
+    parts.trained = _recorded_training(doc)
     parts.limitations += [str(n) for n in method.get("notes") or []]
     parts.not_tested.append("Bias in text the model generates (only the probabilities of words in fixed templates "
                             "were measured); outcomes for patients were not measured.")
@@ -392,6 +416,7 @@ def _cit_images(doc: dict, k: int) -> _Parts:
                   "rows": ds.get("n_audited", s.get("n"))}
     parts.model = {"name": clf.get("name"), "kind": "image_classifier" if clf else None,
                    "hashes": prov.get("model_hashes") or {}}
+    parts.trained = _recorded_training(doc)
     parts.limitations += [str(n) for n in doc.get("notes") or []]
     if s.get("generator") != "exact" and doc.get("control_band") is None:
         parts.limitations.append("No negative-control classifier was given, so generator artefacts cannot be told "
@@ -427,7 +452,18 @@ def _age_independence(doc: dict, k: int) -> _Parts:
     prov = doc.get("provenance") or {}
     parts.data = {"name": prov.get("dataset"), "sha256": prov.get("data_sha256"), "rows": s.get("n_rows")}
     parts.model = {"name": "Age-independent learners and baselines", "kind": "age_independent",
-                   "hashes": prov.get("model_hashes") or {}}
+                   "hashes": dict(prov.get("model_hashes") or {})}
+    # trained by this audit itself: its settings are the parameters, its data the training data; one hash per
+    # learner over its folds' models (the hashes keyed "method/repeat/fold")
+    for m in methods:
+        folds = {key: h for key, h in parts.model["hashes"].items() if str(key).split("/")[0] == m and h}
+        whole = (hashlib.sha256("".join(f"{key}={folds[key]};" for key in sorted(folds)).encode()).hexdigest()
+                 if folds else None)
+        if whole:
+            parts.model["hashes"][f"{m} (all folds)"] = whole
+        settings = {key: v for key, v in s.items() if not str(key).startswith("n_")}  # counts stay out (small cells)
+        parts.trained.append(_trained(f"learner {m}", "age_independent", {**settings, "method": m}, whole,
+                                      prov.get("dataset"), prov.get("data_sha256"), prov.get("created_utc")))
     parts.limitations.append(f"{s.get('folds')}-fold cross-validation ({s.get('repeats')} repeat(s)): verdicts rest "
                              "on few paired fold values, so most comparisons are inconclusive unless the folds "
                              "agree.")
@@ -471,6 +507,7 @@ def _ctf(doc: dict, k: int) -> _Parts:
                    "version": (f"{model['method']}" + (f", seed {model['seed']}" if model.get("seed") is not None
                                                        else "")) if model.get("method") else None,
                    "hashes": hashes}
+    parts.trained = _recorded_training(doc)
     parts.limitations += [str(n) for n in doc.get("notes") or []]
     for terms, unknown in (doc.get("unknown_terms") or {}).items():
         if unknown:
@@ -568,15 +605,29 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
 
     stored = _project_model(project, info.dataset_id)
     hashes = {str(a): str(b) for a, b in (parts.model.get("hashes") or {}).items() if b}
+    trained = list(parts.trained)
     if stored is not None:
         hashes.update({f"{stored.kind}:{t}": str(h) for t, h in (stored.info.get("model_hashes") or {}).items()})
         model = {"name": stored.name, "kind": stored.kind, "version": _text(stored.info.get("version")) or
                  f"model {stored.id} of project {project.name}, trained {stored.created}", "hashes": hashes,
                  "recorded_in": "project"}
+        source = project.dataset(stored.dataset_id) if stored.dataset_id is not None else None
+        own = stored.info.get("model_hashes") or {}
+        trained.insert(0, _trained("audited model", stored.kind, stored.info.get("params") or
+                                   stored.info.get("config") or {},
+                                   next(iter(own.values())) if len(own) == 1 else stored.info.get("sha256"),
+                                   source.name if source else None, source.sha256 if source else None,
+                                   stored.created))
     else:
+        first = trained[0] if trained else {}
         name = _text(parts.model.get("name"))
-        model = {"name": name, "kind": _text(parts.model.get("kind")), "version": _text(parts.model.get("version")),
-                 "hashes": hashes, "recorded_in": "audit" if (name or hashes) else "not recorded"}
+        kind_name = _text(parts.model.get("kind")) or _text(first.get("kind"))
+        for entry in trained:
+            if entry["model_sha256"]:
+                hashes.setdefault(entry["role"], entry["model_sha256"])
+        model = {"name": name, "kind": kind_name, "version": _text(parts.model.get("version")),
+                 "hashes": hashes, "recorded_in": "audit" if (name or hashes or trained) else "not recorded"}
+    model["trained_by_fairdesk"] = trained
 
     findings = parts.findings
     counts = {v: sum(1 for f in findings if f["verdict"] == v) for v in VERDICTS}
@@ -625,6 +676,15 @@ def card_markdown(card: dict) -> str:
              f"- Name: {markdown_text(m['name'])}", f"- Kind: {markdown_text(m['kind'])}", f"- Version: {markdown_text(m['version'])}",
              f"- Recorded in: {markdown_text(m['recorded_in'])}"]
     lines += [f"- Hash {markdown_text(name)}: `{h}`" for name, h in m["hashes"].items()]
+    for t in m.get("trained_by_fairdesk") or []:
+        data = t["training_data"]
+        params = ", ".join(f"{markdown_text(key)} = {markdown_text(json.dumps(value, default=str))}"
+                           for key, value in t["parameters"].items()) or "none recorded"
+        lines += [f"- Trained by FairDesk ({markdown_text(t['role'])}): kind {markdown_text(t['kind'])}"
+                  + (f", on {markdown_text(t['trained_utc'])}" if t["trained_utc"] else "") + "; model SHA-256 "
+                  + (f"`{t['model_sha256']}`" if t["model_sha256"] else "not recorded") + "; training data "
+                  + markdown_text(data["name"] or "unnamed") + " (fingerprint "
+                  + (f"`{data['sha256']}`" if data["sha256"] else "not recorded") + f"); parameters: {params}"]
     use = card["intended_use"]
     lines += ["", "## Intended use", "", markdown_text(use["statement"]) + ("" if use["entered_by_user"] else ""), "",
               "## Data", "", f"- Name: {markdown_text(d['name'])}", f"- SHA-256: {markdown_text(d['sha256'])}",

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 
 from fairdesk.core.errors import DataError, ModelError
+from fairdesk.core.models.training_record import training_record, write_training_record
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project
 
@@ -245,6 +246,14 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     rep.check()
     clf.save(folder)
     hashes = model_files_sha256(folder)
+    write_training_record(folder, kind=MODEL_KIND, model_sha256=hashes["fingerprint"], data_name=table["name"],
+                          data_sha256=table["sha256"],
+                          parameters={"method": method, "lambda": clf.config.lam, "pair_loss": pair_loss,
+                                      "epochs": int(clf.config.epochs), "batch_size": int(batch_size),
+                                      "lr": float(lr), "seed": int(seed), "vocab_size": len(clf.config.vocab),
+                                      "terms": term_set.name if term_set is not None else None,
+                                      "validation_share": float(validation), "text_column": text_col,
+                                      "label_column": label_col})
     frame = table["frame"]
     madlibs_data = uses_madlibs(frame)
     info = {"path": str(folder), "fingerprint": hashes["fingerprint"], "sha256": {k: v for k, v in hashes.items()
@@ -478,6 +487,7 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
     if expected and model_rec["fingerprint"] != expected:
         raise ModelError(f"The files of the model in {folder} changed since it was added to the project (its "
                          "fingerprint differs); train or add it again to audit it as it is now.")
+    trained = training_record(folder, model_rec["fingerprint"])
     if terms is None:
         terms = TermSet.from_dict(recorded_terms) if recorded_terms else "dixon_train"
     train_set = load_terms(terms)
@@ -492,6 +502,8 @@ def audit_ctf(project_path: str | Path, model, data, text_col: str, *, label_col
                        progress=rep.sub(0.03, 0.97), cancel=rep.cancel, synthetic=synthetic or None,
                        templates=templates, correction=correction)
     doc = result.to_dict()
+    if trained is not None:
+        doc["provenance"]["training"] = {"classifier": trained}
     rep.check()
     doc["performance"] = performance(scorer.predict_proba(table["texts"]), table["labels"], threshold)
     if isinstance(model, int) and not isinstance(model, bool):

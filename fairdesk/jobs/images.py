@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fairdesk.core.errors import DataError, ModelError
+from fairdesk.core.models.training_record import array_sha256, training_record, write_training_record
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project, located, relative_to_project
 
@@ -195,10 +196,16 @@ def train_image_classifier(project_path: str | Path, dataset_id: int, label_colu
                 test_auc[c] = float(roc_auc_score(yt[ok], p[ok, j]))
     rep(0.97, "saving the classifier")
     folder = clf.save(out_dir)
+    params = {"arch": arch, "image_size": image_size, "outputs": list(label_columns), "width": width,
+              "epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed}
+    sha = model_sha256(folder)
+    write_training_record(folder, kind=CLASSIFIER_KIND, parameters=params, model_sha256=sha,
+                          data_name=Project(project_path).dataset(dataset_id).name,
+                          data_sha256=array_sha256(imgs["train"], y[parts["train"]]))
     info = {"path": str(Path(folder).resolve()), "format": "safetensors", "arch": arch, "image_size": image_size,
             "outputs": list(label_columns), "labels": list(label_columns), "width": width, "epochs": epochs,
             "seed": seed, "history": {"loss": hist.loss, "val_auc": hist.val_auc}, "test_auc": test_auc,
-            "sha256": model_sha256(folder), "n_train": int(len(parts["train"]))}
+            "sha256": sha, "n_train": int(len(parts["train"])), "params": params}
     return Project(project_path).add_model(name or f"{arch} on {', '.join(label_columns)}", CLASSIFIER_KIND, info,
                                            dataset_id=dataset_id)
 
@@ -258,7 +265,8 @@ def train_generator_job(project_path: str | Path, dataset_id: int, attribute: st
 
     ``on_metrics(dict)``: every step, ``{"phase", "step", "phase_step", "loss", "lr"}`` (worker thread).
     ``on_preview(step, images, labels)``: samples every ``preview_every`` diffusion steps. Checkpoints go to
-    ``out_dir`` every ``checkpoint_every`` steps; a cancelled run keeps the last one and ``resume=True`` continues.
+    ``out_dir`` after the first minute of training, then every ``checkpoint_every`` steps; a cancelled run keeps the
+    last one and ``resume=True`` continues.
     ``mine_lambda`` > 0 adds the MINE disentangling map (``mine_steps`` steps between the two phases; 004 §3.3)."""
     ds = image_dataset(project_path, dataset_id)
     res, attr = fit_generator(ds, attribute, out_dir, splits=ds.table["split"].to_numpy(), image_size=image_size,
@@ -327,6 +335,14 @@ def fit_generator(ds, attribute: str, out_dir: str | Path, *, splits=None, split
     atomic.write_text(Path(out_dir) / ATTRIBUTE_FILE,
                       json.dumps({"attribute": attribute, "values": names, "positive": attr["positive"],
                                   "n_train": int(len(rows))}, indent=1))
+    from fairdesk.core.audits.cit_images import model_sha256
+
+    write_training_record(out_dir, kind=GENERATOR_KIND, model_sha256=model_sha256(out_dir),
+                          data_name=f"images in {Path(ds.root).name}", data_sha256=array_sha256(images, a_all[rows]),
+                          parameters={"attribute": attribute, "positive": attr["positive"], "size": size,
+                                      "image_size": image_size, "vae_steps": vae_steps, "unet_steps": unet_steps,
+                                      "batch_size": batch_size, "seed": seed, "sampling_steps": steps,
+                                      "mine_lambda": float(mine_lambda), "mine_steps": int(mine_steps), "resumed": bool(resume)})
     return res, attr
 
 
@@ -379,11 +395,14 @@ def audit_cit(project_path: str | Path, dataset_id: int, classifier_model_id_or_
     hashes = {"classifier": clf_desc["sha256"], "generator": gen_desc["sha256"]}
     if ctrl_desc:
         hashes["control"] = ctrl_desc["sha256"]
+    trained = {role: rec for role, desc in (("classifier", clf_desc), ("generator", gen_desc),
+                                            ("control", ctrl_desc)) if desc
+               and (rec := training_record(desc["path"], desc["sha256"])) is not None}
     origin = info.origin or {}
     prov = {"data_sha256": info.sha256, "model_hashes": hashes, "dataset": info.name, "dataset_id": dataset_id,
             "images_sha256": origin.get("images_sha256"), "csv_sha256": origin.get("csv_sha256"),
             "classifier": clf_desc, "generator": gen_desc, "control": ctrl_desc, "split": split,
-            "split_seed": origin.get("split_seed")}
+            "split_seed": origin.get("split_seed"), **({"training": trained} if trained else {})}
     doc = run_cit_pipeline(ds, clf, gen, attribute, labels=labels, control=ctrl,
                            splits=ds.table["split"].to_numpy(), split=split, max_images=max_images,
                            positive=positive, steps=steps, strength=strength, guidance=guidance, margin=margin,

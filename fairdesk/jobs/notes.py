@@ -77,6 +77,12 @@ def compare_encoders_job(project_path: str | Path, notes_path_or_dataset, encode
     doc = compare_encoders(notes, encoders, tasks, attribute, spec, n_boot=n_boot, min_group_size=min_group_size,
                            data_sha256=sha, progress=rep.sub(0.02, 0.99), cancel=rep.cancel)
     doc["provenance"]["dataset"] = notes_name
+    from fairdesk.core.models.training_record import training_record
+
+    trained = {f"encoder {enc}": rec for enc, folder in encoders.items() if isinstance(folder, (str, Path))
+               and (rec := training_record(folder, (doc["encoders"].get(enc) or {}).get("fingerprint")))}
+    if trained:  # encoders FairDesk trained (train mlm): their training records, for the model card
+        doc["provenance"]["training"] = trained
     text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
     return project.add_audit(name or f"Encoders {' vs '.join(encoders)}: {attribute}", "note_classifiers", text,
                              dataset_id=dataset_id)

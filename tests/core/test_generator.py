@@ -243,3 +243,32 @@ def test_cli_train_generator_and_audit_cit(tmp_path, capsys):
     assert res["provenance"]["attribute"] == "attribute" and len(res["provenance"]["data_sha256"]) == 64
     assert "verdict" in res["table"][0] and "eo_p" in res["table"][0]
     assert "verdict:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_first_checkpoint_comes_early_and_is_complete(tmp_path, early):
+    """Issue 24 item 5: the first checkpoint of a run is written once ``first_checkpoint_seconds`` have passed (here
+    0 s: after the first step), long before ``checkpoint_every``; a cancel after it leaves a checkpoint in the same
+    format as the later ones that loads and resumes. A cancel before any checkpoint leaves nothing half written."""
+    ds = morpho.make_morpho(32, seed=0)
+    cfg = gi.GeneratorConfig(image_size=32, vae_channels=(4, 8, 8), unet_channels=(8, 16), norm_groups=4)
+    sched = gi.TrainSchedule(vae_steps=20, unet_steps=20, batch_size=8, checkpoint_every=1000,
+                             first_checkpoint_seconds=0.0 if early else 3600.0)
+    out = tmp_path / "g"
+    tok = CancelToken()
+
+    def progress(fraction, message):
+        if "autoencoder step 3/" in message:
+            tok.cancel()
+    with pytest.raises(Cancelled):
+        gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, progress=progress, cancel=tok)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]   # no temporary folder left behind
+    if not early:
+        assert not out.exists() or not any(out.iterdir())  # nothing written, nothing half written
+        return
+    kept = gi.load_generator(out)
+    assert kept.meta["step"] == 1 and kept.meta["checkpoints"] == [1] and kept.meta["optimizer_phase"] == "vae"
+    assert {p.name for p in out.iterdir()} >= {"vae", "unet", gi.META_FILE, "train_state.safetensors"}
+    res = gi.train_generator(ds.images, ds.a, cfg, sched, out_dir=out, resume=True)  # resumes from it
+    assert len(res.vae_loss) == 20 and len(res.unet_loss) == 20
+    assert gi.load_generator(out).meta["checkpoints"] == [1, 2, 20, 40]  # the resumed run's own early one at 2

@@ -214,6 +214,9 @@ def test_project_provenance_of_data_and_model(tmp_path):
     result = run_group_audit(table, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, min_group_size=5))
     audit_id = project.add_audit("gaps", "groups", result.to_json(), dataset_id=ds)
     card = model_card(project, audit_id, intended_use=None)
+    [trained] = card["model"].pop("trained_by_fairdesk")  # the project's model, trained by FairDesk
+    assert (trained["role"], trained["kind"], trained["model_sha256"]) == ("audited model", "logistic_regression",
+                                                                          "b" * 64)
     assert card["model"] == {"name": "logistic_regression", "kind": "logistic_regression", "version": "v2",
                              "hashes": {"logistic_regression:sepsis": "b" * 64}, "recorded_in": "project"}
     assert card["data"]["name"] == "preds.csv" and card["data"]["sha256"] == "a" * 64

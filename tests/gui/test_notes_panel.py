@@ -331,5 +331,6 @@ def test_gap_verdicts_are_counted_with_and_without_the_verdict_column():
     for doc, margin in ((new, "within ±0.05"), (old, "stored before equivalence was tested")):
         text = build_notes_report({**doc, "kind": "note_classifiers", "tasks": ["t1"],
                                    "encoders": {"base": {"n_notes": 10}}}).text()
-        assert "2 differ after Benjamini–Hochberg" in text and margin in text
+        assert "2 differ after that correction" in text and margin in text
+        assert "Benjamini–Hochberg correction for making many tests" in text  # named and said in words first
         assert "not evidence that the classifier treats the groups alike" in text

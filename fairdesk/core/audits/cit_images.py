@@ -368,13 +368,17 @@ class AttributeProbe:
 
 
 def _file_or_folder_sha256(path) -> str:
-    """SHA-256 over a file, or over every file of a folder (relative names and bytes, sorted)."""
+    """SHA-256 over a file, or over every file of a folder (relative names and bytes, sorted) but its training
+    record (:mod:`fairdesk.core.models.training_record`, which states this hash)."""
     import hashlib
     from pathlib import Path
 
+    from fairdesk.core.models.training_record import RECORD_FILE
+
     path = Path(path)
     h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.relative_to(path) != Path(RECORD_FILE)) \
+        if path.is_dir() else [path]
     for f in files:
         if path.is_dir():
             h.update(str(f.relative_to(path)).encode())

@@ -742,6 +742,7 @@ def run_mlm_bias_audit(model, templates: BiasTemplates | str | Path | None = Non
     :func:`fairdesk.core.models.mlm.load_masked_lm`) or a loaded masked LM with its ``tokenizer``."""
     from fairdesk.core import provenance
     from fairdesk.core.models.mlm import load_masked_lm, model_fingerprint
+    from fairdesk.core.models.training_record import training_record
     from fairdesk.core.text.templates import load_bias_templates
 
     opts = (options or ProbeOptions()).check()
@@ -750,12 +751,14 @@ def run_mlm_bias_audit(model, templates: BiasTemplates | str | Path | None = Non
     tpl = tpl.select(opts.categories)
     groups = _resolve_groups(tpl, opts.groups)
     model_hashes, model_name = {}, getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
+    trained = None
     if isinstance(model, (str, Path)):
         rep(0.0, "loading the model")
         model_name = str(model)
         path = model
         model, tokenizer = load_masked_lm(path)
         model_hashes = {"masked_lm": model_fingerprint(path)}
+        trained = training_record(path, model_hashes["masked_lm"])
     elif tokenizer is None:
         raise ModelError("Give the tokenizer together with a loaded model (or a model folder).")
     import torch
@@ -799,7 +802,8 @@ def run_mlm_bias_audit(model, templates: BiasTemplates | str | Path | None = Non
                   "A significant score is not proof of unwanted bias: conditions differ in prevalence between "
                   "groups (001 §4.3)."],
     }
-    prov = provenance.make(opts.seed, tpl.sha256 or None, model_hashes, kind="mlm_bias", model=model_name)
+    prov = provenance.make(opts.seed, tpl.sha256 or None, model_hashes, kind="mlm_bias", model=model_name,
+                           **({"training": {"masked_lm": trained}} if trained else {}))
     rep(1.0, "done")
     return MLMBiasResult(records, scores, method, prov)
 

@@ -22,8 +22,9 @@ METHODS §6).
 
 Every denoising and inversion step runs through a step callback that reports progress and checks the cancel
 token, so cancel stops within one step. Training reports the loss, can hand sample previews to a callback, writes
-checkpoints with ``save_pretrained`` (safetensors) into a temporary folder renamed into place (a cancelled or
-crashed run keeps its last complete checkpoint) and resumes from one. Nothing is downloaded: models are built from
+a first checkpoint after one minute of training, then every ``checkpoint_every`` steps, with ``save_pretrained``
+(safetensors) into a temporary folder renamed into place (a cancelled or crashed run keeps its last complete
+checkpoint) and resumes from one. Nothing is downloaded: models are built from
 configs and loaded from local folders only.
 
 Quality (METHODS §6, 004 App. I): :func:`composition` (L1 under the null intervention after 1 and 10 cycles),
@@ -468,6 +469,10 @@ class TrainSchedule:
     vae_lr: float = 2e-3
     unet_lr: float = 2e-3
     checkpoint_every: int = 250
+    # The first checkpoint of a run comes early: after the first step that ends this many seconds into the run
+    # (or at ``checkpoint_every`` steps if that is sooner), then every ``checkpoint_every`` steps. On a CPU a
+    # "small" generator takes seconds per step, so 250 steps are many minutes a cancel or crash would lose.
+    first_checkpoint_seconds: float = 60.0
     preview_every: int = 0           # 0: no previews
     seed: int = 0
     # MINE disentangling map (only when the config's mine_lambda > 0), between the two phases. One step =
@@ -493,8 +498,9 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
                     cancel: CancelToken | None = None) -> TrainResult:
     """Train the VAE, then the class-conditioned latent UNet, on CPU or wherever torch runs.
 
-    ``out_dir``: checkpoints every ``schedule.checkpoint_every`` steps and at the end (a cancelled or crashed run
-    keeps the last one); ``resume=True`` continues from the checkpoint in ``out_dir`` (weights, Adam moments, step
+    ``out_dir``: a first checkpoint after ``schedule.first_checkpoint_seconds`` (default 60 s) of training, then
+    every ``schedule.checkpoint_every`` steps and at the end (a cancelled or crashed run keeps the last one; 0: only
+    at the end of each phase); ``resume=True`` continues from the checkpoint in ``out_dir`` (weights, Adam moments, step
     counter, loss history). ``preview(step, images, labels)`` receives sample images every
     ``schedule.preview_every`` UNet steps. ``metrics(dict)`` is called after every step with ``phase``
     ("autoencoder" / "diffusion"), ``step`` (global), ``phase_step``, ``loss`` and ``lr`` (for loss curves; it runs
@@ -554,9 +560,21 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
     res = TrainResult(gen, list(meta["vae_loss"]), list(meta["unet_loss"]), list(meta["checkpoints"]),
                       list(meta["mine_dv"]))
 
+    run_started = time.monotonic()
+    written = []  # checkpoints written by this run (the early first one is due until there is one)
+
+    def due(step: int) -> bool:
+        """A periodic checkpoint after this step: every ``checkpoint_every`` steps, and the first one of the run
+        once ``first_checkpoint_seconds`` have passed."""
+        if not schedule.checkpoint_every or out_dir is None:
+            return False
+        return step % schedule.checkpoint_every == 0 or (
+            not written and time.monotonic() - run_started >= schedule.first_checkpoint_seconds)
+
     def checkpoint(step: int, optimizer, phase: str) -> None:
         if out_dir is None:
             return
+        written.append(step)
         gen.meta.update(step=step, vae_loss=res.vae_loss, unet_loss=res.unet_loss, mine_dv=res.mine_dv,
                         checkpoints=res.checkpoints + [step], optimizer_phase=phase, schedule=asdict(schedule))
         gen.save(out_dir, optimizer.state() if phase == "mine" else flat_optimizer_state(optimizer))
@@ -594,7 +612,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
                     z = torch.cat([vae.encode(x_all[i:i + 256]).latent_dist.mean for i in range(0, len(x_all), 256)])
                 config.latent_scale = float(1.0 / z.std().clamp_min(1e-6))
                 checkpoint(step, opt, "vae")
-            elif schedule.checkpoint_every and step % schedule.checkpoint_every == 0:
+            elif due(step):
                 checkpoint(step, opt, "vae")
         opt_state = None
     vae.eval()
@@ -634,7 +652,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
             rep(step / total, f"disentangling step {k}/{n_mine} DV estimate of I(φ(z); a) {dv:.4f}")
             if step == unet_start and schedule.mine_eval_steps:
                 gen.meta["mine"] = _mine_diagnostics(gen, z_all, a, schedule, rep, step / total)
-            if step == unet_start or (schedule.checkpoint_every and step % schedule.checkpoint_every == 0):
+            if step == unet_start or due(step):
                 checkpoint(step, trainer, "mine")
         opt_state = None
     # ---- phase 3: latent UNet (DDPM ε-prediction, class dropout for classifier-free guidance) on φ(z₀)
@@ -675,7 +693,7 @@ def train_generator(images: np.ndarray, a, config: GeneratorConfig | None = None
                 labels = np.arange(config.n_classes).repeat(2)
                 preview(step, gen.sample(labels, steps=10, seed=step), labels)
                 unet.train()
-            if step == total or (schedule.checkpoint_every and step % schedule.checkpoint_every == 0):
+            if step == total or due(step):
                 unet.eval()
                 checkpoint(step, opt, "unet")
                 unet.train()

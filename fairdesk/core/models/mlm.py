@@ -1041,6 +1041,11 @@ def _train_mlm(corpus, out: Path, config, resume, progress, cancel, on_log) -> M
     info["provenance"] = provenance.make(cfg.seed, corp.sha256, None, kind="masked_lm_training")
     _publish(final, out, info)
     info["provenance"]["model_hashes"] = {"masked_lm": model_fingerprint(out)}
+    from fairdesk.core.models.training_record import write_training_record
+
+    write_training_record(out, kind="masked_lm", model_sha256=info["provenance"]["model_hashes"]["masked_lm"],
+                          data_name=corp.source, data_sha256=corp.sha256,
+                          parameters={**cfg.to_dict(), "steps_done": step, "resumed_from": resumed_from})
     if (out / "tokenizer.json").is_file():
         info["tokenizer_sha256"] = hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest()
     from fairdesk.core import atomic

@@ -29,7 +29,8 @@ import pandas as pd
 
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Section, Table, join_words, report_date
+from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words,
+                                            join_words, report_date)
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, fmt_signed, num
 
 METRIC_NAMES = {"accuracy": "accuracy", "delta_eo_2": "Δ_eo^(2)", "delta_eo_5": "Δ_eo^(5)"}
@@ -94,9 +95,9 @@ def comparison_test_words(doc: dict) -> str:
     """The test against the DNN, as the report names it."""
     if comparison_test(doc) == "corrected":
         ratio = num(doc["settings"].get("test_train_ratio"))
-        extra = f", n_test/n_train = {ratio:.2f}" if ratio is not None else ""
-        return ("corrected resampled t-test (Nadeau and Bengio 2003: variance factor 1/(R·k) + n_test/n_train"
-                f"{extra})")
+        extra = f", here {ratio:.2f}" if ratio is not None else ""
+        return ("corrected resampled t-test (Nadeau and Bengio 2003: the variance is widened by 1/(R·k) plus the "
+                f"ratio of held-out to training rows{extra})")
     return "plain paired t-test over folds (anti-conservative: the folds share training rows)"
 
 
@@ -164,17 +165,21 @@ def _summary_blocks(doc: dict, k: int) -> list:
         f"{fmt_count(s.get('n_rows'), k)} rows of {fmt_count(s.get('n_participants'), k)} participants, "
         f"predicting '{s['label']}' with '{s['attribute']}' as the protected continuous attribute "
         f"({lambda_words(s)}). Each number is computed on the rows of "
-        "a held-out fold (no participant is in two folds) and summarised as mean ± SD over folds.", "lead")]
-    blocks.append(Paragraph(
-        "Verdict rule, for each method against the DNN and each of accuracy, Δ^(2) and Δ^(5), over the paired "
-        f"per-fold values: differs — the one-tailed {comparison_test_words(doc)} (method lower than the DNN) is significant at "
-        f"α = {num(s.get('alpha', 0.05)):g} after Benjamini–Hochberg over every t-test of this audit; equivalent "
-        "within ±margin — the paired TOST is significant after Benjamini–Hochberg over every TOST; inconclusive — "
+        "a held-out fold (no participant is in two folds) and summarised as mean ± SD over folds. Fairness is "
+        f"measured by the error spread Δ_eo^(2) and Δ_eo^(5): how much the model's error rates vary across 2 and 5 "
+        f"equal-sized bands of '{s['attribute']}' (0: the same error rates in every band; lower is fairer).",
+        "lead")]
+    rule = Paragraph(
+        "Verdict rule, for each method against the DNN and each of accuracy, Δ_eo^(2) and Δ_eo^(5), over the paired "
+        f"per-fold values: differs — the one-tailed {comparison_test_words(doc)} (method lower than the DNN) is "
+        f"significant at α = {num(s.get('alpha', 0.05)):g} after the "
+        f"{correction_words('bh', num(s.get('alpha', 0.05)) or 0.05)}, over every t-test of this audit; equivalent "
+        "within ±margin — the paired TOST is significant after the same correction over every TOST; inconclusive — "
         "neither (the TOST uses the same test's variance). Margins: "
         + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()
                       if m in METRIC_NAMES and num(v) is not None])
         + ". Inconclusive means the folds cannot tell; it is never evidence that a method is as fair as, or "
-          "fairer than, the DNN.", "note"))
+          "fairer than, the DNN.", "note")
     for m in _compared(doc):
         e = methods[m]
         parts = []
@@ -210,6 +215,7 @@ def _summary_blocks(doc: dict, k: int) -> list:
                      "predicts the label well carries about that much age with it, so a target below it costs "
                      "accuracy.")
         blocks.append(Paragraph(text, "finding"))
+    blocks.append(rule)  # the verdicts first, then how they are reached
     return blocks
 
 
@@ -265,7 +271,7 @@ def _tables_blocks(doc: dict, k: int) -> list:
     for m, e in doc["methods"].items():
         rows.append([_label(doc, m), _pm(e.get("accuracy")), _pm(e.get("delta_eo_2")), _pm(e.get("delta_eo_5"))])
     blocks = [Table(["method", "accuracy", "Δ_eo^(2)", "Δ_eo^(5)"], rows,
-                    title="Table 1 (000 layout): mean ± SD over folds", widths=[2.6, 1.3, 1.3, 1.3],
+                    title="Table 1: mean ± SD over folds", widths=[2.6, 1.3, 1.3, 1.3],
                     align=["L", "R", "R", "R"],
                     note="Held-out folds; SD with ddof = 1. Lower Δ_eo: errors spread more evenly over the attribute.")]
     trows = []
@@ -278,7 +284,7 @@ def _tables_blocks(doc: dict, k: int) -> list:
                           fmt_p(c.get("p_equivalence_bh")), _verdict_short(c.get("verdict"), c.get("margin"))])
     if trows:
         blocks.append(Table(["method", "metric", "difference", "t", "p (one-tailed)", "BH q", "TOST q", "verdict"],
-                            trows, title=f"Table 2 (000 layout): {TABLE2_TESTS[comparison_test(doc)]} against the DNN",
+                            trows, title=f"Table 2: {TABLE2_TESTS[comparison_test(doc)]} against the DNN",
                             widths=[2.2, 0.9, 0.9, 0.6, 0.9, 0.7, 0.7, 1.3],
                             align=["L", "L", "R", "R", "R", "R", "R", "L"], small=True,
                             note="difference = method − DNN, mean over folds; alternative: method lower than the "

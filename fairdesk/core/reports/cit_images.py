@@ -42,8 +42,8 @@ from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, num,
                                           save_figure)
-from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, suppress_text,
-                                            suppression_note)
+from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words,
+                                            suppress_text, suppression_note)
 
 MAX_EXAMPLES_IN_REPORT = 6
 MAX_UNREADABLE_ROWS = 60
@@ -128,7 +128,7 @@ def build_cit_report(doc: dict, *, suppress_k: int = 11) -> Report:
                   subtitle=f"{clf_name} · attribute '{column}' ({' vs '.join(values)}) · "
                            f"{prov.get('dataset', '')}".rstrip(" ·"),
                   date=date, suppress_k=k, sections=[s for s in sections if s is not None],
-                  footer="FairDesk · counterfactual invariance (METHODS §6)",
+                  footer="FairDesk · counterfactual invariance",
                   metadata={"title": "FairDesk counterfactual-invariance audit", "subject": f"attribute {column}",
                             "keywords": "fairness, counterfactual invariance, CIT-LR, medical imaging"})
 
@@ -192,7 +192,7 @@ def _tests_section(doc, values, k) -> Section:
         rows.append([r["output"], _count(r.get("n"), k), fmt_signed(r.get("t"), 2), fmt_p(r.get("p")),
                      fmt_p(r.get("q")), fmt_signed(r.get("cit_lr_t"), 2), fmt_p(r.get("cit_lr_p")),
                      fmt_p(r.get("cit_lr_q")), fmt_p(r.get("dp_p")), fmt_p(r.get("eo_p"))])
-    blocks = [Table(header, rows, title="Invariance and association tests per output (004 Tables 12–13 layout)",
+    blocks = [Table(header, rows, title="Invariance and association tests per output",
                     align=["L"] + ["R"] * 9,
                     note=(f"{test}: FairDesk's default test of Ŷ ⊥ A | Z ({_scheme_words(doc)}, "
                           f"{_regressor_words(s.get('regressor', ''))}, {s.get('n_folds', 5)} folds). Stat.: the "
@@ -200,7 +200,8 @@ def _tests_section(doc, values, k) -> Section:
                           "the plain two-sided GCM's on the same residuals, referred to the two statistics' joint "
                           "normal law (between min p and 2·min p). "
                           "CIT-LR: the published paired t-test of "
-                          "Ŷ·ĝ(A,Z) against Ŷ·ĥ(Z) on a held-out split. q: Benjamini–Hochberg across outputs. DP: "
+                          f"Ŷ·ĝ(A,Z) against Ŷ·ĥ(Z) on a held-out split. q: p after the "
+                          f"{correction_words('bh', num(s.get('alpha')) or 0.05)}, across outputs. DP: "
                           "Welch t-test of the prediction between the groups; EO: the same among true positives "
                           "(– when no label was given). DP and EO measure association, not the effect of the "
                           "attribute: they can flag a classifier that uses only legitimate features."))]
@@ -218,7 +219,7 @@ def _tests_section(doc, values, k) -> Section:
         blocks.append(Table(["Output", "Nuisance", "Regressor", "Skill", "Cal. slope", "Mean obs − pred", "Fit",
                              "Note"], fit_rows, title="Quality of the test's nuisance regressions (out of fold)",
                             align=["L", "L", "L", "R", "R", "R", "L", "L"],
-                            widths=[0.9, 0.85, 1.1, 0.55, 0.65, 0.9, 0.45, 2.5],
+                            widths=[0.9, 0.85, 1.1, 0.55, 0.65, 0.9, 0.6, 2.35],
                             note=("The test's level rests on these fits: its bias is the product of the errors of "
                                   "E[Ŷ|Z] and P(A=1|Z). Measured on rows each model was not fitted on. Skill: 1 − "
                                   "Brier / Brier of the overall rate (0 when Z carries nothing, as for P(A|Z) when A "

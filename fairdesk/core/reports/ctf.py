@@ -15,8 +15,10 @@ import math
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import Paragraph, Report, Section, Table, cap, join_words, report_date
+from fairdesk.core.reports.document import (Paragraph, Report, Section, Table, cap, correction_words, join_words,
+                                            report_date)
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed
+from fairdesk.core.text.counterfactual import BUILTIN_TITLES
 
 SPLIT_TITLE = {"train": "train terms", "held_out": "held-out terms"}
 SUBSET_TITLE = {"all": "all texts", "label_0": "label-0 texts", "label_1": "label-1 texts",
@@ -118,7 +120,8 @@ def _summary(doc: dict, k: int) -> Section:
     data = doc.get("data") or {}
     sets = settings.get("term_sets") or {}
     counts = doc.get("counts") or {}
-    names = [f"'{v.get('name')}' ({_split(key)})" for key, v in sets.items()]
+    names = [f"{BUILTIN_TITLES[v.get('name')]} ({_split(key)})" if v.get("name") in BUILTIN_TITLES else
+             f"'{v.get('name')}' ({_split(key)})" for key, v in sets.items()]
     what = model.get("name") or "the model"
     method = model.get("method")
     if method:
@@ -138,7 +141,8 @@ def _summary(doc: dict, k: int) -> Section:
                  ("differs", "equivalent", "inconclusive")}
         s.blocks.append(Paragraph(
             f"Every identity term has its own verdict (margin ±{margin:g} in probability; corrected over the "
-            f"{len(terms)} term results with {CORRECTION_WORDS.get(settings.get('correction'), 'a correction')}): "
+            f"{len(terms)} term results with the "
+            f"{correction_words(settings.get('correction') or 'bh', num(settings.get('alpha')) or 0.05)}): "
             f"{tally['differs']} differ, {tally['equivalent']} equivalent within ±{margin:g}, "
             f"{tally['inconclusive']} inconclusive. 'Differs': the term's gap is above the margin and above the "
             "control band by more than the margin; 'equivalent': its gap is shown within the margin; "

@@ -152,3 +152,13 @@ def report_date(prov: dict) -> str:
     stamp = str(prov.get("created_utc") or "")
     m = re.match(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})", stamp)
     return f"{m.group(1)} {m.group(2)} UTC" if m else (stamp or "date not recorded")
+
+
+def correction_words(code: str = "bh", alpha: float = 0.05) -> str:
+    """The multiple-testing correction named AND said in words, for the sentence that first uses it (issue 24: a
+    board reads "Benjamini–Hochberg" only with what it does)."""
+    if code == "holm":
+        return (f"Holm correction for making many tests: the chance of even one false alarm among the verdicts "
+                f"stays below {alpha:.0%}")
+    return (f"Benjamini–Hochberg correction for making many tests: it keeps the expected share of false alarms "
+            f"among the findings called 'differs' at {alpha:.0%}")

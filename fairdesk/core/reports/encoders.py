@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import (Block, Paragraph, Report, Section, Table, join_words, report_date,
-                                            suppress_text)
+from fairdesk.core.reports.document import (Block, Paragraph, Report, Section, Table, correction_words,
+                                            join_words, report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count, fmt_rate, is_true, num
 
 METRICS = ("parity", "recall", "specificity")
@@ -161,7 +161,7 @@ def build_notes_report(doc: dict, *, suppress_k: int = 11) -> Report:
     subtitle = (f"{' vs '.join(names)}" + (f" — gaps and probe for '{attribute}'" if attribute else "")
                 + (f" — notes: {prov.get('dataset')}" if prov.get("dataset") else ""))
     return Report(title=title, subtitle=subtitle, date=date, suppress_k=k, sections=sections,
-                  footer="FairDesk — frozen-encoder note classifiers (001 §4.1)",
+                  footer="FairDesk — frozen-encoder note classifiers",
                   metadata={"title": title, "subject": subtitle, "keywords": "fairness, clinical notes, BERT"})
 
 
@@ -180,6 +180,15 @@ def report_tree(doc: dict, settings) -> Report:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def _alpha(doc) -> float:
+    """The level of the group audits' correction (0.05 when not recorded)."""
+    for audit in (doc.get("audits") or {}).values():
+        a = num(((audit or {}).get("plan") or {}).get("alpha"))
+        if a is not None:
+            return a
+    return 0.05
+
+
 def _summary(doc, names, tasks, attribute, results, k) -> Section:
     enc = doc.get("encoders") or {}
     n_notes = next((e.get("n_notes") for e in enc.values()), None)
@@ -187,7 +196,8 @@ def _summary(doc, names, tasks, attribute, results, k) -> Section:
         f"{len(tasks)} task(s) ({join_words(tasks)}) were predicted from {fmt_count(n_notes, k)} clinical notes with "
         f"classifiers trained on the frozen features of {len(names)} encoder(s): {join_words(names)}. The encoders are not "
         "fine-tuned; only the small classifier on top of them is trained, so differences between encoders come from "
-        "their representations.", "lead")]
+        "their representations." + (f" Group gaps are tested with the {correction_words('bh', _alpha(doc))}."
+                                    if doc.get("gaps") else ""), "lead")]
     for name in names:
         rows = [r for r in results if r.get("encoder") == name]
         aurocs = [num(r.get("test_auroc")) for r in rows if num(r.get("test_auroc")) is not None]
@@ -203,7 +213,7 @@ def _summary(doc, names, tasks, attribute, results, k) -> Section:
                 c = {"differs": n_sig, "equivalent": 0, "inconclusive": n_all - n_sig}
             margin = gap_margin(doc)
             text += (f"; group gaps (counted per group and measure, so with two groups each gap is counted for "
-                     f"both): {c['differs']} differ{'s' if c['differs'] == 1 else ''} after Benjamini–Hochberg, "
+                     f"both): {c['differs']} differ{'s' if c['differs'] == 1 else ''} after that correction, "
                      f"{c['equivalent']} equivalent"
                      + (f" within ±{margin:g}" if margin is not None else "")
                      + f", {c['inconclusive']} inconclusive")
@@ -215,8 +225,8 @@ def _summary(doc, names, tasks, attribute, results, k) -> Section:
     if doc.get("probe") and len(names) > 1:
         b.append(Paragraph(
             "Reading: a debiased encoder whose features still let a probe recover the attribute has hidden, not "
-            "removed, the information (001 Table D4); similar gap counts before and after debiasing mean the "
-            "debiasing did not change downstream fairness (001 Table 5).", "note"))
+            "removed, the information; similar gap counts before and after debiasing mean the debiasing did not "
+            "change downstream fairness (the probe and the gap verdicts per group are in sections below).", "note"))
     if doc.get("gaps"):
         b.append(Paragraph(
             "A gap is 'differs' when it is significant after correction, 'equivalent' when an equivalence test "

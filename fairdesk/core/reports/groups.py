@@ -25,8 +25,8 @@ from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTION
                                          findings, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
-from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
-                                            plural, report_date, suppress_text)
+from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
+                                            correction_words, join_words, plural, report_date, suppress_text)
 from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
                                            verdict_text)
 
@@ -111,8 +111,7 @@ def outside_region_note(result, k: int) -> str | None:
     example = out.iloc[0]
     return (f"{plural(len(out), 'comparison')} (marked “{OUTSIDE_MARK}” in the tables) "
             f"{'rests' if len(out) == 1 else 'rest'} on data outside the region where FairDesk's simulations "
-            "verified the test's error rate and interval coverage (docs/methods.md, “Validity over a design "
-            f"space”), so {'its verdict' if len(out) == 1 else 'their verdicts'} may be less reliable than stated; "
+            "verified the test's error rate and interval coverage, so {'its verdict' if len(out) == 1 else 'their verdicts'} may be less reliable than stated; "
             f"for example {example['metric']} of {example['group']}{in_task(example['task'])}: "
             f"{suppress_text(str(example['outside_region']).removeprefix('outside the verified region: '), k)}.")
 
@@ -454,7 +453,7 @@ def _verdict_sentence(result, counts: dict) -> str:
     plan = result.plan
     margin = float(getattr(plan, "margin", 0.05))
     family = getattr(plan, "family", "audit")
-    corr = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
+    corr = correction_words(getattr(plan, "correction", "bh"), plan.alpha)
     scope = {"audit": "one correction over the whole audit", "task": "a correction within each task",
              "attribute-group-measure": "a correction within each attribute, group and measure across tasks"}[family]
     if "calibration" in counts["families"] and getattr(plan, "calibration_own_family", True):
@@ -465,7 +464,7 @@ def _verdict_sentence(result, counts: dict) -> str:
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}, "
             f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} "
             f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, after "
-            f"{scope} ({corr}, level {plan.alpha:g}). Each comparison is one test: {tests_text(counts)}.")
+            f"{scope} (the {corr}). Each comparison is one test: {tests_text(counts)}.")
 
 
 def _summary_section(result, title, dataset_name, model_description, k, date) -> Section:
@@ -706,6 +705,11 @@ def _methods_section(result, k) -> Section:
     b.append(Paragraph(
         f"Small-cell suppression: every count below {k} (group sizes, numerators, denominators, positives, "
         f"confusion counts) is shown as “<{k}” in this report; rates computed from such cells are still shown."))
+    if outside_region_note(result, k):
+        b.append(Paragraph(
+            f"Comparisons marked “{OUTSIDE_MARK}” rest on fewer cases or patients than the smallest design at which "
+            "FairDesk's simulations verified the test's error rate and interval coverage (FairDesk's methods "
+            "documentation, “Validity over a design space”, gives the region for each measure)."))
     return Section("methods", "2  Methods", b)
 
 

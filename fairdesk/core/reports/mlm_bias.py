@@ -33,8 +33,9 @@ import pandas as pd
 
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, new_figure, num, save_figure
-from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap, join_words,
-                                            report_date, suppress_text, suppression_note)
+from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
+                                            correction_words, join_words, report_date, suppress_text,
+                                            suppression_note)
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairdesk.core.audits.mlm_bias import MLMBiasResult
@@ -569,7 +570,7 @@ def _flag_rule_text(method: dict) -> str:
         return f"Flag rule: {method.get('flag_rule', 'not recorded')}."
     units = "templates" if method.get("test_code") == "template" else "word pairs"
     return (f"A category is flagged (differs) only when three things hold: the difference between the groups is "
-            f"significant after Benjamini–Hochberg correction across the categories (q < {alpha:g}); it is "
+            f"significant after the {correction_words('bh', alpha)}, across the categories (q < {alpha:g}); it is "
             f"consistent — the rank-biserial effect size |r| is at least {eff:g}, so clearly more {units} lean one "
             f"way than the other; and it is large enough to matter — the mean score difference is at least "
             f"{nats:g} nats, i.e. "
@@ -647,7 +648,7 @@ def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Sectio
          "Sentences share templates and attribute phrases, so their scores are not independent; this audit's test "
          "treats them as independent (as the source paper does). Judge by the effect sizes as well as by p and q."),
         "A flagged category is a signal to investigate, not proof of unwanted bias: conditions differ in prevalence "
-        "between groups (Zhang et al. 2020, §4.3), and a model trained on clinical notes learns those differences.",
+        "between groups (Zhang et al. 2020), and a model trained on clinical notes learns those differences.",
     ):
         b.append(Paragraph(text, "bullet"))
     return Section("summary", "1  Summary", b, new_page=False)

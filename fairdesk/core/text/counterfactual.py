@@ -51,6 +51,10 @@ from fairdesk.core.errors import DataError
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 BUILTIN_SETS = ("dixon", "dixon_train", "dixon_held_out", "gender", "race", "control")
+#: the built-in sets as a report names them (their file names are not for readers)
+BUILTIN_TITLES = {"dixon": "the Dixon et al. identity terms", "dixon_train": "the Dixon et al. training terms",
+                  "dixon_held_out": "the Dixon et al. held-out terms", "gender": "the gender terms",
+                  "race": "the race terms", "control": "the neutral control words"}
 IDENTITY_TOKEN = "<identity>"
 
 # --- other senses: (term, regex on the text BEFORE the match (anchored at its end), regex on the text AFTER) -----

@@ -29,7 +29,7 @@ RULE_LABELS = {"max": "Max gap (all pairs tested; each group vs the most differe
                "one-vs-rest": "One vs rest (group vs all other groups; = to overall)",
                "between": "Between groups (all pairs tested; highest − lowest shown)"}
 FAMILY_LABELS = {"audit": "Whole audit (every test; default)", "task": "Each task separately",
-                 "attribute-group-measure": "Each attribute, group and measure across tasks (paper 001)"}
+                 "attribute-group-measure": "Each attribute, group and measure across tasks (as Hurtful Words did)"}
 CORRECTION_LABELS = {"bh": "Benjamini–Hochberg (false discovery rate)", "holm": "Holm (family-wise error)"}
 METRIC_LABELS = {"parity": "Parity (positive prediction rate)", "recall": "Recall (true positive rate)",
                  "specificity": "Specificity (true negative rate)"}
@@ -129,7 +129,7 @@ class AuditTab(AuditPage):
         self.bins_edit.setToolTip("Numbers of equal-frequency bins N for the error spread Δ_eo^(N).")
         form.addRow("Categorical", self.attributes_list)
         form.addRow("Continuous", self.continuous_list)
-        form.addRow("Bins for Δ_eo", self.bins_edit)
+        form.addRow("Bins for the error spread", self.bins_edit)
         self.cross_a = QComboBox(attr_box)
         self.cross_b = QComboBox(attr_box)
         size_combos(self.cross_a, self.cross_b, chars=6)
@@ -275,9 +275,14 @@ class AuditTab(AuditPage):
         self.delta_plot = GapPlot(delta_page)
         self.delta_view = DataFrameView(delta_page, filterable=False, placeholder="No Δ_eo estimates.",
                                         headers={"ci_low": "null band low", "ci_high": "null band high (95%)",
-                                                 "p_value": "p-value", "q_value": "corrected p-value"},
+                                                 "p_value": "p-value", "q_value": "corrected p-value",
+                                                 "bins_requested": "bins asked for", "bins_used": "bins used",
+                                                 "value": "error spread Δ_eo"},
                                         header_tips=HEADER_TIPS)
-        self.bins_view = DataFrameView(delta_page, placeholder="No bins.")
+        self.bins_view = DataFrameView(delta_page, placeholder="No bins.",
+                                       headers={"bins_requested": "bins asked for", "bins_used": "bins used",
+                                                "n": "n (rows)", "n_positive": "with the condition",
+                                                "fpr": "false positive rate", "fnr": "false negative rate"})
         dsplit.addWidget(self.delta_plot)
         dsplit.addWidget(self.delta_view)
         dsplit.addWidget(self.bins_view)

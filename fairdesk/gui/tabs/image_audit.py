@@ -520,7 +520,7 @@ class SyntheticBenchmarkView(JobPage):
                                                                               "rate per test appear here.")
         self.plot_host = QVBoxLayout()
         self.datasets_list.setMaximumHeight(4 * 20 + 8)
-        box = QGroupBox("Synthetic SCM benchmark (004 Fig. 2): does a test's log10 p track the expected "
+        box = QGroupBox("Synthetic benchmark: does a test's log10 p track the expected "
                         "counterfactual accuracy?", self)
         grid = QHBoxLayout(box)
         grid.addWidget(QLabel("Datasets", box))

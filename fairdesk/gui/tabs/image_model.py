@@ -179,6 +179,9 @@ class ImageModelPanel(QWidget):
         self.checkpoint_spin = QSpinBox(self)
         self.checkpoint_spin.setRange(0, 10**6)
         self.checkpoint_spin.setValue(250)
+        self.checkpoint_spin.setToolTip("A checkpoint every this many steps; the first one comes after the first "
+                                        "minute of training, so a cancel never loses more than that (0: only at "
+                                        "the end of each phase).")
         self.gen_seed = QSpinBox(self)
         self.gen_seed.setRange(0, 2**31 - 1)
         self.mine_check = QCheckBox("MINE disentangling map", self)

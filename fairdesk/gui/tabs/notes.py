@@ -447,10 +447,10 @@ class NoteClassifierPanel(AuditPage):
         split = QSplitter(Qt.Orientation.Vertical, page)
         for title, view, extra in (("Summary per encoder: mean test AUROC/AUPRC over the tasks, gap verdicts "
                                     "(differ after correction / equivalent / inconclusive), probe", self.summary_view, None),
-                                   ("Per task (001 Table A2)", self.performance_view, None),
-                                   ("Gap verdicts per group and measure (001 Table 5)", self.gaps_view,
+                                   ("Per task", self.performance_view, None),
+                                   ("Gap verdicts per group and measure", self.gaps_view,
                                     self.gaps_note),
-                                   ("Attribute probe on the features (001 Table D4)", self.probe_view, None)):
+                                   ("Attribute probe on the features", self.probe_view, None)):
             box = QGroupBox(title, split)
             bl = QVBoxLayout(box)
             bl.setContentsMargins(4, 4, 4, 4)

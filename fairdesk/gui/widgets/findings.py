@@ -87,8 +87,10 @@ def findings_first(blocks: list) -> list:
 
     def found(group: list) -> bool:
         head = group[0] if group else None
-        return (head is not None and type(head).__name__ == "Paragraph" and head.style == "subheading"
-                and any(w in head.text.lower() for w in ("found", "finding", "result", "verdict")))
+        text = head.text.lower() if head is not None and type(head).__name__ == "Paragraph" else ""
+        # a glossary ("How to read the verdicts", "How the verdicts are reached") never goes before the verdicts
+        return (head.style == "subheading" and not text.startswith("how")
+                and any(w in text for w in ("found", "finding", "result", "verdict"))) if text else False
 
     first = [g for g in groups if found(g)]
     return [b for g in first + [g for g in groups if not found(g)] for b in g]
