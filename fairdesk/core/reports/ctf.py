@@ -15,8 +15,8 @@ import math
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import (Paragraph, Report, Section, Table, cap, correction_words, join_words,
-                                            report_date)
+from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
+                                            join_words, report_date)
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed
 from fairdesk.core.text.counterfactual import BUILTIN_TITLES
 
@@ -26,7 +26,6 @@ SUBSET_TITLE = {"all": "all texts", "label_0": "label-0 texts", "label_1": "labe
 MAX_PAIR_ROWS = 40
 MAX_TERM_ROWS = 60
 MAX_EXAMPLES = 12
-CORRECTION_WORDS = {"bh": "Benjamini–Hochberg", "holm": "Holm"}
 
 
 # --------------------------------------------------------------------------------------------------------------

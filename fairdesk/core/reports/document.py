@@ -154,6 +154,9 @@ def report_date(prov: dict) -> str:
     return f"{m.group(1)} {m.group(2)} UTC" if m else (stamp or "date not recorded")
 
 
+CORRECTION_WORDS = {"bh": "Benjamini–Hochberg", "holm": "Holm"}  # the corrections' names, by their stored code
+
+
 def correction_words(code: str = "bh", alpha: float = 0.05) -> str:
     """The multiple-testing correction named AND said in words, for the sentence that first uses it (issue 24: a
     board reads "Benjamini–Hochberg" only with what it does)."""

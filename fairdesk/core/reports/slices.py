@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import Paragraph, Report, Section, Table, cap, report_date, suppress_text
+from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
+                                            report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count as count  # counts below k print as "<k"
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
 
 METRIC_WORDS = {"recall": "recall", "specificity": "specificity", "parity": "positive prediction rate",
                 "error": "error rate"}
 CASE_WORDS = {"recall": "positive cases", "specificity": "negative cases", "parity": "rows", "error": "rows"}
-CORRECTION_WORDS = {"bh": "Benjamini–Hochberg", "holm": "Holm"}
 MAX_SENTENCES = 10
 
 
@@ -96,7 +96,8 @@ def _summary(doc: dict, k: int) -> Section:
         f"Of the {int(c.get('total') or 0)} slices carried forward, {int(c.get('differs') or 0)} differ from the "
         f"rest, {int(c.get('equivalent') or 0)} are equivalent within ±{num(plan.get('margin')) or 0.05:g} and "
         f"{int(c.get('inconclusive') or 0)} are inconclusive, after the "
-        f"{CORRECTION_WORDS.get(plan.get('correction'), 'multiple-testing')} correction over the carried slices. "
+        f"{correction_words(plan.get('correction') or 'bh', num(plan.get('alpha')) or 0.05)}, over the carried "
+        "slices. "
         "A slice is called 'differs' only from the confirmation rows; the discovery numbers, which are always "
         "too good for the slices a search picks, are shown beside it but never tested."))
     sentences = slice_sentences(doc, k)
