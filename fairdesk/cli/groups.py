@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fairdesk.cli.args import add_roles, column_roles, drop_groups, split_list
+from fairdesk.cli.args import add_executor, add_roles, column_roles, drop_groups, executor_spec, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
@@ -34,6 +34,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           calibration_own_family=args.calibration_family == "own")
     guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
+    executor = executor_spec(args)
     progress = TerminalProgress(args.quiet)
     # Always a scratch project, also with --project: the two jobs store the dataset and the audit in two writes;
     # copying the pair into --project afterwards is one transaction, so --project never keeps a dataset without
@@ -43,7 +44,8 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                                   progress=lambda f, m: progress(0.05 * f, m))
         for note in (Project(scratch, create=False).dataset(dataset_id).origin or {}).get("notes", []):
             print(f"fairdesk-cli: note: {note}", file=sys.stderr)
-        audit_id = audit_groups(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m))
+        audit_id = audit_groups(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m),
+                                executor=executor)
         progress.done()
         doc = write_outputs(scratch, audit_id, args.json)
         if args.project:
@@ -184,6 +186,7 @@ def add_audit_groups(audit) -> None:
     groups.add_argument("--pdf", help="also write the PDF report here")
     groups.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     groups.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")
+    add_executor(groups)
     groups.set_defaults(func=cmd_audit_groups)
 
 
