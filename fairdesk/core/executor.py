@@ -41,6 +41,9 @@ POLL_SECONDS = 0.2
 #: packages whose versions decide the numbers: a worker running other versions is refused
 SAME_VERSIONS = ("fairdesk", "numpy", "pandas", "scipy", "scikit-learn")
 
+#: the worker processes of ``local:N`` run one BLAS / OpenMP / torch thread each: N workers use N cores
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
 Task = Callable[[Any, Any, Reporter], Any]
 
 
@@ -186,7 +189,7 @@ class DaskExecutor(Executor):
             if n_local is not None:
                 self.cluster = distributed.LocalCluster(n_workers=n_local, threads_per_worker=1, processes=True,
                                                         host="127.0.0.1", dashboard_address=None,
-                                                        silence_logs=logging.ERROR)
+                                                        silence_logs=logging.ERROR, env=ONE_THREAD)
                 self.client = distributed.Client(self.cluster)
                 self.client.wait_for_workers(n_local, timeout=timeout)
             else:
@@ -315,3 +318,17 @@ def probe(spec: ExecutorSpec, timeout: float = 10.0) -> dict:
                 "seconds": round(time.monotonic() - t0, 2)}
     finally:
         ex.close()
+
+
+def executor_text(provenance: dict) -> str:
+    """The executor of a stored document in words, for the reports' provenance sections."""
+    rec = (provenance or {}).get("executor")
+    if not rec:
+        return "not recorded (run in one process before executors were recorded)"
+    tasks = rec.get("tasks")
+    count = f"{tasks:,} tasks" if isinstance(tasks, int) else "tasks not counted"
+    if rec.get("kind") == "dask":
+        workers = rec.get("workers")
+        return (f"Dask.distributed, scheduler {rec.get('scheduler')}, {workers} worker{'s' * (workers != 1)}, "
+                f"{count} (each with its own random stream: the numbers do not depend on the executor)")
+    return f"local (this process), {count}"
