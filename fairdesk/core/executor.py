@@ -20,6 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -187,9 +188,11 @@ class DaskExecutor(Executor):
         n_local = spec.local_workers
         try:
             if n_local is not None:
-                self.cluster = distributed.LocalCluster(n_workers=n_local, threads_per_worker=1, processes=True,
-                                                        host="127.0.0.1", dashboard_address=None,
-                                                        silence_logs=logging.ERROR, env=ONE_THREAD)
+                with warnings.catch_warnings():  # "port 8787 in use, another one taken": its HTTP port, loopback
+                    warnings.filterwarnings("ignore", message=".*[Pp]ort.*")
+                    self.cluster = distributed.LocalCluster(n_workers=n_local, threads_per_worker=1, processes=True,
+                                                            host="127.0.0.1", dashboard_address=None,
+                                                            silence_logs=logging.ERROR, env=ONE_THREAD)
                 self.client = distributed.Client(self.cluster)
                 self.client.wait_for_workers(n_local, timeout=timeout)
             else:
