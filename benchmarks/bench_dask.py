@@ -44,12 +44,12 @@ def serialisation(calls) -> dict:
     """Seconds and bytes to pickle and unpickle every task's input and result (cloudpickle, as Dask does)."""
     import cloudpickle
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sent = [cloudpickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL) for args, _ in calls]
     back = [cloudpickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL) for _, res in calls]
     for blob in sent + back:
         pickle.loads(blob)
-    return {"seconds": time.perf_counter() - t0, "mb_in": sum(map(len, sent)) / 1e6,
+    return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "mb_in": sum(map(len, sent)) / 1e6,
             "mb_out": sum(map(len, back)) / 1e6, "tasks": len(calls)}
 
 
@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         per = r.get("speedup_per_added_worker")
         print(f"{r['executor']:<14} {r['workers']:>7} {r['start_seconds']:>8.1f} {r['seconds']:>8.1f} "
               f"{r['speedup']:>8.2f}× {'' if per is None else f'{per:+.2f}':>17} {str(r['same_document']):>9}")
+    print(f"local audit: {rows[0]['cpu_seconds']:.1f} s of CPU in {base:.1f} s; serialisation: "
+          f"{ser['cpu_seconds']:.2f} s of CPU ({100 * ser['cpu_seconds'] / rows[0]['cpu_seconds']:.1f}% of the "
+          "local audit's CPU)")
     print(f"serialisation of every task's input and result: {ser['seconds']:.2f} s for {ser['mb_in']:.1f} MB in and "
           f"{ser['mb_out']:.1f} MB out ({100 * ser['seconds'] / base:.1f}% of the local audit)")
     if args.json:
