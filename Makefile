@@ -27,9 +27,11 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks
 
 # The air-gapped install kit (README, "Install on an air-gapped workstation"): wheels, constraints, SBOM, SHA256SUMS.
+# WHEELHOUSE_VARIANT=cpu-distributed adds Dask.distributed (--executor dask) to the kit.
+WHEELHOUSE_VARIANT ?= cpu
 wheelhouse: $(STAMP)
 	$(BIN)/pip install --quiet 'cyclonedx-bom>=7'
-	$(BIN)/python packaging/wheelhouse.py --out wheelhouse
+	$(BIN)/python packaging/wheelhouse.py --out wheelhouse --variant $(WHEELHOUSE_VARIANT)
 
 # Re-lock after changing pyproject.toml's dependencies (tests/test_install_kit.py fails until the locks agree).
 lock: $(STAMP)
@@ -38,6 +40,8 @@ lock: $(STAMP)
 	    -o requirements/cpu.txt pyproject.toml requirements/cpu.in
 	$(BIN)/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url --extra test \
 	    -o requirements/test.txt pyproject.toml requirements/test.in
+	$(BIN)/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url --extra distributed \
+	    -o requirements/cpu-distributed.txt pyproject.toml requirements/cpu-distributed.in
 	env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links \
 	    --no-emit-index-url -o requirements/gpu.txt pyproject.toml requirements/gpu.in
 

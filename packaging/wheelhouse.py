@@ -1,6 +1,6 @@
 """Build the air-gapped install kit: ``wheelhouse/`` with every wheel FairDesk needs on the target workstation.
 
-    python packaging/wheelhouse.py [--out wheelhouse] [--variant cpu|gpu] [--python-version 3.11]
+    python packaging/wheelhouse.py [--out wheelhouse] [--variant cpu|gpu|cpu-distributed] [--python-version 3.11]
                                    [--platform manylinux_2_28_x86_64 | win_amd64 | ...]
     make wheelhouse                  # the same, for this machine's Python and platform, CPU variant
 
@@ -62,7 +62,7 @@ def build(out: Path, variant: str, python_version: str | None, platform: str | N
 
     lock = ROOT / "requirements" / f"{variant}.txt"
     if not lock.is_file():
-        raise SystemExit(f"wheelhouse: no lock {lock}; variants: cpu, gpu")
+        raise SystemExit(f"wheelhouse: no lock {lock}; variants: cpu, gpu, cpu-distributed")
     if out.exists() and any(out.iterdir()) and not (out / "SHA256SUMS").is_file():
         raise SystemExit(f"wheelhouse: {out} holds files that are not a wheelhouse; choose an empty folder")
     staging = out.with_name(out.name + ".partial")
@@ -103,7 +103,8 @@ def build(out: Path, variant: str, python_version: str | None, platform: str | N
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "wheelhouse"))
-    ap.add_argument("--variant", default="cpu", choices=("cpu", "gpu"))
+    ap.add_argument("--variant", default="cpu", choices=("cpu", "gpu", "cpu-distributed"),
+                    help="cpu-distributed: the CPU kit plus Dask.distributed (pip install 'fairdesk[distributed]')")
     ap.add_argument("--python-version", help="the target's Python, e.g. 3.11 (default: this one)")
     ap.add_argument("--platform", help="the target's wheel platform tag, e.g. win_amd64, manylinux_2_28_x86_64")
     args = ap.parse_args(argv)

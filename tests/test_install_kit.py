@@ -54,7 +54,8 @@ def test_python_m_fairdesk_is_the_cli():
     assert run.stdout.startswith("usage: fairdesk-cli") and "audit" in run.stdout
 
 
-@pytest.mark.parametrize("lock, extras", [("cpu", ()), ("test", ("test",)), ("gpu", ())])
+@pytest.mark.parametrize("lock, extras", [("cpu", ()), ("test", ("test",)), ("gpu", ()),
+                                          ("cpu-distributed", ("distributed",))])
 def test_lock_pins_every_dependency_of_pyproject_within_its_range(lock, extras):
     project = _pyproject()["project"]
     wanted = [Requirement(r) for r in project["dependencies"]]
@@ -69,7 +70,7 @@ def test_lock_pins_every_dependency_of_pyproject_within_its_range(lock, extras):
 
 
 def test_cpu_locks_hold_the_cpu_torch_and_no_cuda():
-    for lock in ("cpu", "test"):
+    for lock in ("cpu", "test", "cpu-distributed"):
         pins = _pins(lock)
         assert pins["torch"] == Version("2.13.0+cpu")
         cuda = sorted(n for n in pins if n.startswith("nvidia-") or n == "triton")
@@ -82,6 +83,9 @@ def test_locks_agree_with_each_other():
     """The test environment is the runtime lock plus test tools; the GPU kit differs only in torch's CUDA family."""
     cpu, test, gpu = _pins("cpu"), _pins("test"), _pins("gpu")
     assert {n: v for n, v in test.items() if n in cpu} == cpu
+    dist = _pins("cpu-distributed")  # the kit with Dask.distributed: the runtime lock plus it, as the tests run it
+    assert {n: v for n, v in dist.items() if n in cpu} == cpu and {"dask", "distributed"} <= set(dist)
+    assert {n: v for n, v in dist.items() if n in test} == {n: v for n, v in test.items() if n in dist}
     cuda_family = {n for n in gpu if n.startswith(("nvidia-", "cuda-")) or n in {"triton", "torch"}}
     differ = sorted(n for n in cpu if n not in cuda_family and gpu.get(n) != cpu[n])
     assert not differ, f"requirements/gpu.txt pins differ from cpu.txt for {differ}: run `make lock`"

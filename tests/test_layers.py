@@ -3,7 +3,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "fairdesk"
-HEAVY = {"torch", "transformers", "diffusers", "scipy", "sklearn", "matplotlib", "reportlab"}
+HEAVY = {"torch", "transformers", "diffusers", "scipy", "sklearn", "matplotlib", "reportlab", "dask", "distributed"}
 QT = {"PySide6", "pyqtgraph", "shiboken6"}
 
 
@@ -156,7 +156,7 @@ CORE_LAYERS = [
     {"data", "text", "project"},  # tables, images, notes, templates, the project file
     # the base every layer uses; kinds imports only errors (it names the other layers' functions by string)
     {"stats", "progress", "provenance", "errors", "atomic", "export", "jsonable", "kinds", "compute", "guard",
-     "scratch", "escape", "limits"},
+     "scratch", "escape", "limits", "executor"},
 ]
 
 # Known back-edges inside core (importer -> imported): none. (Issue 11 moved the encoder comparison to

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from fairdesk.cli.args import split_list
+from fairdesk.cli.args import add_executor, executor_spec, split_list
 from fairdesk.core.compute import set_torch_threads
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import DataError
@@ -69,6 +69,7 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     learner = LearnerSettings(lam=1.0 if args.lam is None else args.lam, k_adv=args.k_adv, epochs=args.epochs,
                               device=args.device)
     set_torch_threads(args.threads)
+    executor = executor_spec(args)
     progress = TerminalProgress(args.quiet)
     from fairdesk.cli.outputs import audit_project
 
@@ -77,7 +78,8 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
                                          methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
                                          seed=args.seed, learner=learner, reference=not args.no_reference,
                                          frontier_lambdas=lambdas, leakage_target=args.leakage_target,
-                                         lambda_grid=grid, test=args.test, progress=progress)
+                                         lambda_grid=grid, test=args.test, progress=progress,
+                                         executor=executor)
         progress.done()
         doc = write_json(project_path, audit_id, args.json)
         if args.predictions:
@@ -151,4 +153,5 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--project", help="store the audit, predictions and model record in this project file")
     age.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     age.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_executor(age)
     age.set_defaults(func=cmd_train_age_independent)

@@ -51,3 +51,23 @@ def column_roles(args: argparse.Namespace):
     return ColumnRoles(label=args.label, score=args.score, task=args.task, attributes=tuple(args.attribute or ()),
                        continuous_attributes=tuple(args.continuous_attribute or ()), patient_id=args.patient_id,
                        sample_id=args.sample_id, split=args.split)
+
+
+def add_executor(p: argparse.ArgumentParser) -> None:
+    """``--executor local|dask --scheduler ADDRESS|local:N`` (issue 25): where the command's independent tasks run."""
+    p.add_argument("--executor", default="local", choices=["local", "dask"],
+                   help="where the independent tasks run: local (this process, the default) or dask (a Dask "
+                        "cluster; needs pip install 'fairdesk[distributed]'); the results are the same")
+    p.add_argument("--scheduler", help="with --executor dask: the scheduler's address tcp://HOST:PORT, or local:N "
+                                       "for N worker processes on this machine")
+
+
+def executor_spec(args: argparse.Namespace):
+    """The :class:`~fairdesk.core.executor.ExecutorSpec` of ``--executor`` / ``--scheduler``, checked before any
+    work (a dask executor without Dask.distributed installed is refused here, in one sentence)."""
+    from fairdesk.core.executor import ExecutorSpec, import_distributed
+
+    spec = ExecutorSpec.from_options(args.executor, args.scheduler)
+    if spec.kind == "dask":
+        import_distributed()
+    return spec

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from fairdesk.cli.args import add_executor, executor_spec
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.guard import guard_outputs
 from fairdesk.core.errors import FairDeskError
@@ -14,11 +15,12 @@ def cmd_bench_cit_synthetic(args: argparse.Namespace) -> int:
     from fairdesk.core.synthetic.scm import DATASETS
 
     guard_outputs([("--json", args.json), ("--png", args.png)])
+    executor = executor_spec(args)
     cfg = BenchmarkConfig(datasets=DATASETS if args.dataset == "all" else (args.dataset,),
                           n_classifiers=args.classifiers, seed=args.seed,
                           n_confounded_classifiers=args.confounded_classifiers, confounded=not args.no_confounded)
     progress = TerminalProgress(args.quiet)
-    result = run_cit_benchmark(cfg, progress)
+    result = run_cit_benchmark(cfg, progress, executor=executor)
     progress.done()
     atomic.write_text(args.json, result.to_json())
     if args.png:  # drawn in memory, then written atomically like every other output
@@ -50,8 +52,10 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
         if getattr(args, option) is not None:
             raise FairDeskError(f"--{option} belongs to 'bench validity --design-space'.")
     guard_outputs([("--json", args.json)])
+    executor = executor_spec(args)
     progress = TerminalProgress(args.quiet)
-    result = run_validity(args.family, runs=args.runs, seed=args.seed, n=args.n, progress=progress)
+    result = run_validity(args.family, runs=args.runs, seed=args.seed, n=args.n, progress=progress,
+                          executor=executor)
     progress.done()
     atomic.write_text(args.json, result.to_json())
     print(format_table(result))
@@ -68,6 +72,8 @@ def cmd_bench_design_space(args: argparse.Namespace) -> int:
     from fairdesk.core import atomic
     from fairdesk.core.validity import format_regions, plot_regions, run_design_space
 
+    if args.executor != "local" or args.scheduler:
+        raise FairDeskError("--design-space runs in this process; leave out --executor and --scheduler.")
     designs = 200 if args.designs is None else args.designs
     if designs < 1:
         raise FairDeskError("--designs must be at least 1.")
@@ -98,6 +104,7 @@ def add_bench_commands(sub) -> None:
     cs.add_argument("--json", required=True)
     cs.add_argument("--png", help="log10 p against ECA figure")
     cs.add_argument("--quiet", action="store_true")
+    add_executor(cs)
     cs.set_defaults(func=cmd_bench_cit_synthetic)
     va = bench.add_parser("validity", help="null and planted simulations of each audit family: rejection rates "
                                            "with binomial 95%% CIs")
@@ -114,4 +121,5 @@ def add_bench_commands(sub) -> None:
     va.add_argument("--png", help="with --design-space: the map as a figure")
     va.add_argument("--json", required=True, help="write every row (rates, CIs, targets, settings) here")
     va.add_argument("--quiet", action="store_true")
+    add_executor(va)
     va.set_defaults(func=cmd_bench_validity)

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fairdesk.cli.args import add_roles, column_roles, drop_groups, split_list
+from fairdesk.cli.args import add_executor, add_roles, column_roles, drop_groups, executor_spec, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
@@ -33,7 +33,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           calibration_own_family=args.calibration_family == "own")
     guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
-    doc = run_table_audit(args, roles, audit_groups, plan)
+    doc = run_table_audit(args, roles, audit_groups, plan, executor=executor_spec(args))
     result = GroupAuditResult.from_dict(doc)
     for warning in dict.fromkeys(result.warnings):  # the data warnings of the JSON/PDF, each once, on stderr
         print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
@@ -168,6 +168,7 @@ def add_audit_groups(audit) -> None:
     groups.add_argument("--pdf", help="also write the PDF report here")
     groups.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     groups.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")
+    add_executor(groups)
     groups.set_defaults(func=cmd_audit_groups)
 
 

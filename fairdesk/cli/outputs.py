@@ -75,9 +75,10 @@ def copy_into(project_path: str | Path, scratch_path: str | Path, audit_id: int)
     return Project(project_path).copy_audit(Project(scratch_path, create=False), audit_id)
 
 
-def run_table_audit(args, roles, job, plan) -> dict:
+def run_table_audit(args, roles, job, plan, **job_options) -> dict:
     """What ``audit groups`` and ``audit slices`` do around their job: import ``args.data`` with ``roles`` into a
-    scratch project (:func:`~fairdesk.jobs.groups.import_table`), run ``job(scratch, dataset_id, plan, progress=)``,
+    scratch project (:func:`~fairdesk.jobs.groups.import_table`), run ``job(scratch, dataset_id, plan, progress=,
+    **job_options)`` (e.g. ``executor=``),
     write ``--json`` (and ``--pdf``), and copy the dataset with its audit into ``--project`` when given. Returns the
     stored document.
 
@@ -96,7 +97,7 @@ def run_table_audit(args, roles, job, plan) -> dict:
                                   progress=lambda f, m: progress(0.05 * f, m))
         for note in (Project(scratch, create=False).dataset(dataset_id).origin or {}).get("notes", []):
             print(f"fairdesk-cli: note: {note}", file=sys.stderr)
-        audit_id = job(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m))
+        audit_id = job(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m), **job_options)
         progress.done()
         doc = write_outputs(scratch, audit_id, args.json)
         if args.project:

@@ -187,10 +187,25 @@ def _count_differs(records, verdict_col: str = "verdict", fallback: str = "signi
     raise DataError(f"The audit result has neither a '{verdict_col}' nor a '{fallback}' column to count.")
 
 
-def _groups_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[ValidityRow]:
+def _groups_run(item: tuple, shared, rep: Reporter) -> tuple[int, int, float]:  # noqa: ARG001
+    """One simulated group audit (a task of the executor): (tests that said "differs", tests, CPU seconds)."""
     from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
     from fairdesk.core.synthetic.group_sim import simulate_audit_table
 
+    seed, kind, gap, sizes, i = item
+    t0 = time.process_time()
+    s = _run_seed(seed, "groups", kind, i)
+    df, roles = simulate_audit_table(group_sizes=sizes, planted_gap=gap, planted_metric="recall", seed=s)
+    # The simulated scores are not calibrated probabilities (uniform on either side of 0.5), so calibration
+    # tests (METHODS §8) would be true findings; in one BH family with the gaps they make gap false alarms
+    # more frequent (measured 23 of 40 null audits against 2 of 40). This family measures the gap tests.
+    res = run_group_audit(df, GroupAuditPlan(roles, threshold=0.5, n_boot=GROUP_N_BOOT, seed=s, calibration=False),
+                          cancel=rep.cancel)
+    k, m = _count_differs(res.records)
+    return k, m, time.process_time() - t0
+
+
+def _groups_family(runs: int, seed: int, rep: Reporter, notes: list[str], ex) -> list[ValidityRow]:
     # The null keeps groups small (the hard case for size); the planted gap sits in a cohort of a size a hospital
     # audit has (400 positives in the group), since 40 positives against 20 cannot carry a 0.2 recall gap through
     # an audit-wide correction of ~200 tests (measured: found in 1 of 20 audits).
@@ -201,36 +216,42 @@ def _groups_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> lis
     rows = []
     for d, (design, kind, gap, sizes) in enumerate(designs):
         sub = rep.sub(d / len(designs), (d + 1) / len(designs))
-        flags, hits, tests = [], 0, 0
-        t0 = time.process_time()
-        for i in range(runs):
-            sub(i / runs, f"groups: {kind} audit {i + 1}/{runs}")
-            s = _run_seed(seed, "groups", kind, i)
-            df, roles = simulate_audit_table(group_sizes=sizes, planted_gap=gap, planted_metric="recall", seed=s)
-            # The simulated scores are not calibrated probabilities (uniform on either side of 0.5), so calibration
-            # tests (METHODS §8) would be true findings; in one BH family with the gaps they make gap false alarms
-            # more frequent (measured 23 of 40 null audits against 2 of 40). This family measures the gap tests.
-            res = run_group_audit(df, GroupAuditPlan(roles, threshold=0.5, n_boot=GROUP_N_BOOT, seed=s,
-                                                     calibration=False), cancel=sub.cancel)
-            k, m = _count_differs(res.records)
-            flags.append(k > 0)
-            hits += k
-            tests += m
+        out = ex.map(_groups_run, [(seed, kind, gap, sizes, i) for i in range(runs)], sub,
+                     lambda it, kind=kind: f"groups: {kind} audit {it[-1] + 1}/{runs}")
+        flags, hits, tests = [k > 0 for k, _, _ in out], sum(k for k, _, _ in out), sum(m for _, m, _ in out)
         meaning = ("share of complete-null audits (no gap anywhere) that report at least one gap as differing "
                    "after the audit's correction — the false-alarm rate a board sees"
                    if kind == "null" else
                    "share of audits with one planted recall gap that report at least one gap as differing")
         rows.append(_row("groups", design, kind, flags,
                          target_max=ALPHA + SIZE_TOLERANCE if kind == "null" else None, meaning=meaning,
-                         tests_flagged=hits, n_tests=tests, seconds=time.process_time() - t0))
+                         tests_flagged=hits, n_tests=tests, seconds=sum(c for *_, c in out)))
     notes.append(f"groups: {GROUP_N_BOOT} bootstrap replicates per audit (the product default is 1000).")
     return rows
 
 
-def _mlm_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[ValidityRow]:  # noqa: ARG001
+def _mlm_run(item: tuple, shared, rep: Reporter) -> tuple[bool, int, int, float]:  # noqa: ARG001
+    """One simulated masked-LM probe (a task): (rejected, categories said "differs", categories, CPU seconds)."""
     from fairdesk.core.audits.mlm_bias import category_statistics
     from fairdesk.core.synthetic.mlm_sim import simulate_probe_scores
 
+    seed, kind, bias, law, i = item
+    t0 = time.process_time()
+    planted_cat = next(iter(MLM_PLANTED))
+    run_seed = _run_seed(seed, "mlm", kind if law == "normal" else f"{kind}/{law}", i)
+    extra = {} if law == "normal" else {"template_law": law}
+    scores = simulate_probe_scores(bias=bias, seed=run_seed, **extra)
+    recs = category_statistics(scores, ("male", "female"))
+    col = "verdict" if any("verdict" in r for r in recs) else "flagged"
+    said = [(r.get("verdict") == "differs") if col == "verdict" else bool(r.get("flagged")) for r in recs]
+    if kind == "null":
+        flag = any(said)
+    else:  # the planted category itself must be found
+        flag = any(s for r, s in zip(recs, said) if r.get("category") == planted_cat)
+    return flag, sum(said), len(recs), time.process_time() - t0
+
+
+def _mlm_family(runs: int, seed: int, rep: Reporter, notes: list[str], ex) -> list[ValidityRow]:  # noqa: ARG001
     planted_cat, planted_bias = next(iter(MLM_PLANTED.items()))
     designs = [(f"template noise (SD 0.5 nats, {law}), no bias in any category", "null", None, law)
                for law in MLM_NULL_LAWS]
@@ -239,48 +260,39 @@ def _mlm_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[V
     rows = []
     for d, (design, kind, bias, law) in enumerate(designs):
         sub = rep.sub(d / len(designs), (d + 1) / len(designs))
-        flags, hits, tests = [], 0, 0
-        t0 = time.process_time()
-        for i in range(runs):
-            sub(i / runs, f"mlm: {kind} probe {i + 1}/{runs}")
-            run_seed = _run_seed(seed, "mlm", kind if law == "normal" else f"{kind}/{law}", i)
-            extra = {} if law == "normal" else {"template_law": law}
-            scores = simulate_probe_scores(bias=bias, seed=run_seed, **extra)
-            recs = category_statistics(scores, ("male", "female"))
-            col = "verdict" if any("verdict" in r for r in recs) else "flagged"
-            said = [(r.get("verdict") == "differs") if col == "verdict" else bool(r.get("flagged")) for r in recs]
-            if kind == "null":
-                flags.append(any(said))
-            else:  # the planted category itself must be found
-                flags.append(any(s for r, s in zip(recs, said) if r.get("category") == planted_cat))
-            hits += sum(said)
-            tests += len(recs)
+        out = ex.map(_mlm_run, [(seed, kind, bias, law, i) for i in range(runs)], sub,
+                     lambda it, kind=kind: f"mlm: {kind} probe {it[-1] + 1}/{runs}")
+        flags, hits, tests = [o[0] for o in out], sum(o[1] for o in out), sum(o[2] for o in out)
         meaning = ("share of probes of an unbiased model (templates lean at random) that call at least one "
                    "category biased" if kind == "null" else
                    f"share of probes that call the planted category {planted_cat} biased")
         rows.append(_row("mlm", design, kind, flags,
                          target_max=ALPHA + SIZE_TOLERANCE if kind == "null" else None,
                          level="whole audit" if kind == "null" else "planted category", meaning=meaning,
-                         tests_flagged=hits, n_tests=tests, seconds=time.process_time() - t0))
+                         tests_flagged=hits, n_tests=tests, seconds=sum(o[-1] for o in out)))
     return rows
 
 
-def _age_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[ValidityRow]:
+def _age_run(item: tuple, shared, rep: Reporter) -> tuple[bool, bool, float]:  # noqa: ARG001
+    """One simulated comparison of two learners (a task): (corrected test rejects, plain test rejects, CPU s)."""
     from fairdesk.core.synthetic.cv_compare_sim import compare_learners, equal_learner_cohort
 
+    seed, kind, repeats, i = item
+    t0 = time.process_time()
+    s = _run_seed(seed, "age", f"{kind}/{repeats}", i)
+    table, a, b = equal_learner_cohort(signal_b=None if kind == "null" else AGE_PLANTED_SIGNAL, seed=s)
+    res = compare_learners(table, a, b, folds=5, repeats=repeats, seed=s)
+    return res["p_corrected"] < ALPHA, res["p_plain"] < ALPHA, time.process_time() - t0
+
+
+def _age_family(runs: int, seed: int, rep: Reporter, notes: list[str], ex) -> list[ValidityRow]:
     designs = [(r, kind) for kind in ("null", "planted") for r in AGE_REPEATS]
     rows = []
     for d, (repeats, kind) in enumerate(designs):
         sub = rep.sub(d / len(designs), (d + 1) / len(designs))
-        p = {"corrected": [], "plain": []}
-        t0 = time.process_time()
-        for i in range(runs):
-            sub(i / runs, f"age: {kind}, {repeats} repeat(s), run {i + 1}/{runs}")
-            s = _run_seed(seed, "age", f"{kind}/{repeats}", i)
-            table, a, b = equal_learner_cohort(signal_b=None if kind == "null" else AGE_PLANTED_SIGNAL, seed=s)
-            res = compare_learners(table, a, b, folds=5, repeats=repeats, seed=s)
-            for test in p:
-                p[test].append(res[f"p_{test}"] < ALPHA)
+        out = ex.map(_age_run, [(seed, kind, repeats, i) for i in range(runs)], sub,
+                     lambda it, kind=kind, repeats=repeats: f"age: {kind}, {repeats} repeat(s), run {it[-1] + 1}/{runs}")
+        p = {"corrected": [o[0] for o in out], "plain": [o[1] for o in out]}
         what = ("two equally good learners" if kind == "null" else "a learner about 5 accuracy points worse")
         for test, name in (("corrected", "corrected resampled t (default)"),
                            ("plain", "plain paired t (anti-conservative option)")):
@@ -288,7 +300,7 @@ def _age_family(runs: int, seed: int, rep: Reporter, notes: list[str]) -> list[V
             meaning = (f"share of comparisons of {what} over 5-fold participant-disjoint CV with {repeats} "
                        f"repeat(s) that the {name} calls different (one-tailed, α = {ALPHA:g})")
             rows.append(_row("age", f"{what}, {repeats} repeat(s): {name}", kind, p[test], level="single test",
-                             meaning=meaning, seconds=time.process_time() - t0, **target))
+                             meaning=meaning, seconds=sum(o[-1] for o in out), **target))
     notes.append("age: logistic regressions on two symmetric feature blocks of a synthetic cohort (120 participants, "
                  "1–4 sessions each); the plain paired t rows have no target — they show why it is not the default.")
     return rows
@@ -319,19 +331,26 @@ def cit_run(seed: int, design: str, params: dict, run: int, n: int) -> tuple[int
     return s, nuisance_scenario(n, s, **params)
 
 
-def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -> list[ValidityRow]:
+def _cit_run(item: tuple, shared, rep: Reporter) -> tuple[bool, float]:  # noqa: ARG001
+    """One simulated counterfactual-invariance test (a task): (rejected, CPU seconds)."""
+    from fairdesk.core.audits import cit
+
+    seed, design, params, i, n = item
+    t0 = time.process_time()
+    s, (yhat, a, z) = cit_run(seed, design, params, i, n)
+    return cit.cit_test(yhat, a, z, seed=s, cancel=rep.cancel).p_value < ALPHA, time.process_time() - t0
+
+
+def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int, ex) -> list[ValidityRow]:
     from fairdesk.core.audits import cit
 
     designs = cit_designs(n)
     rows = []
     for d, (design, kind, params) in enumerate(designs):
         sub = rep.sub(d / len(designs), (d + 1) / len(designs))
-        flags = []
-        t0 = time.process_time()
-        for i in range(runs):
-            sub(i / runs, f"cit: {design} run {i + 1}/{runs}")
-            s, (yhat, a, z) = cit_run(seed, design, params, i, n)
-            flags.append(cit.cit_test(yhat, a, z, seed=s, cancel=sub.cancel).p_value < ALPHA)
+        out = ex.map(_cit_run, [(seed, design, params, i, n) for i in range(runs)], sub,
+                     lambda it, design=design: f"cit: {design} run {it[-2] + 1}/{runs}")
+        flags = [o[0] for o in out]
         if kind == "null":
             meaning = ("share of classifiers that are invariant given Z (Ŷ ⟂ A | Z) that the default test calls "
                        "dependent")
@@ -343,7 +362,7 @@ def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -
                        ", both nuisances non-linear) that the default test calls dependent")
             target = dict(target_min=CIT_POWER_TARGET) if n >= CIT_POWER_N and not sign else {}
         rows.append(_row("cit", design, kind, flags, level="single test", meaning=meaning,
-                         seconds=time.process_time() - t0, **target))
+                         seconds=sum(o[-1] for o in out), **target))
     notes.append(f"cit: default test ({cit.DEFAULT_METHOD}, regressor '{cit.DEFAULT_REGRESSOR}', scheme "
                  f"'{cit.DEFAULT_SCHEME}'); power target {CIT_POWER_TARGET:.0%} applies at n ≥ {CIT_POWER_N}.")
     return rows
@@ -355,11 +374,15 @@ def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int) -
 
 def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = None, seed: int = 0,
                  n: int = 1000, progress: ProgressFn | None = None,
-                 cancel: CancelToken | None = None) -> ValidityResult:
+                 cancel: CancelToken | None = None, executor=None) -> ValidityResult:
     """Run the null and planted simulations of ``families`` (``"all"`` or a tuple of :data:`FAMILIES`).
 
     ``runs`` per design (default :data:`DEFAULT_RUNS` per family), ``n`` the cit family's sample size. Progress per
-    run; cancel between runs."""
+    run; cancel between runs. ``executor`` (:mod:`fairdesk.core.executor`): where the runs of the groups, mlm, age
+    and cit families run, one task per run (each seeded by its design and number, so the rows are the same on any
+    executor); the ctf family's runs stay in this process."""
+    from fairdesk.core.executor import open_executor
+
     if isinstance(families, str):
         families = FAMILIES if families == "all" else (families,)
     families = tuple(families)
@@ -374,35 +397,37 @@ def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = 
     t0 = time.monotonic()
     rows: list[ValidityRow] = []
     notes: list[str] = []
-    for j, fam in enumerate(families):
-        sub = rep.sub(j / len(families), (j + 1) / len(families))
-        r = runs or DEFAULT_RUNS[fam]
-        try:
-            if fam == "groups":
-                rows += _groups_family(r, seed, sub, notes)
-            elif fam == "mlm":
-                rows += _mlm_family(r, seed, sub, notes)
-            elif fam == "ctf":  # issue 22: the CTF audit's simulations live in core/synthetic/ctf_sim.py
-                from fairdesk.core.synthetic.ctf_sim import validity_runs
+    with open_executor(executor) as ex:
+        for j, fam in enumerate(families):
+            sub = rep.sub(j / len(families), (j + 1) / len(families))
+            r = runs or DEFAULT_RUNS[fam]
+            try:
+                if fam == "groups":
+                    rows += _groups_family(r, seed, sub, notes, ex)
+                elif fam == "mlm":
+                    rows += _mlm_family(r, seed, sub, notes, ex)
+                elif fam == "ctf":  # issue 22: the CTF audit's simulations live in core/synthetic/ctf_sim.py
+                    from fairdesk.core.synthetic.ctf_sim import validity_runs
 
-                rows += [_row("ctf", **row) for row in validity_runs(r, seed, sub, notes)]
-            elif fam == "age":
-                rows += _age_family(r, seed, sub, notes)
-            elif fam == "slices":  # issue 26: the slice audit's simulations live in core/synthetic/slice_sim.py
-                from fairdesk.core.synthetic.slice_sim import validity_runs as slice_runs
+                    rows += [_row("ctf", **row) for row in validity_runs(r, seed, sub, notes)]
+                elif fam == "age":
+                    rows += _age_family(r, seed, sub, notes, ex)
+                elif fam == "slices":  # issue 26: the slice audit's simulations live in core/synthetic/slice_sim.py
+                    from fairdesk.core.synthetic.slice_sim import validity_runs as slice_runs
 
-                rows += [_row("slices", **row) for row in slice_runs(r, seed, sub, notes)]
-            else:
-                rows += _cit_family(r, seed, sub, notes, n)
-        except ImportError as err:
-            if len(families) == 1:
-                raise DataError(f"The {fam} simulation is not available in this build ({err}).") from err
-            notes.append(f"{fam}: not run — its simulation is not available in this build ({err}).")
+                    rows += [_row("slices", **row) for row in slice_runs(r, seed, sub, notes)]
+                else:
+                    rows += _cit_family(r, seed, sub, notes, n, ex)
+            except ImportError as err:
+                if len(families) == 1:
+                    raise DataError(f"The {fam} simulation is not available in this build ({err}).") from err
+                notes.append(f"{fam}: not run — its simulation is not available in this build ({err}).")
+        executor_record = ex.provenance()
     rep(1.0, "done")
     config = {"families": list(families), "runs": runs, "runs_per_family": {f: runs or DEFAULT_RUNS[f]
                                                                              for f in families},
               "seed": seed, "n": n, "alpha": ALPHA, "size_tolerance": SIZE_TOLERANCE}
-    prov = _prov.make(seed, None, study="validity")
+    prov = _prov.make(seed, None, study="validity", executor=executor_record)
     return ValidityResult(rows, config, prov, time.monotonic() - t0, notes)
 
 

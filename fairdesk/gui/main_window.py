@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import (QApplication, QDialog, QDialogButtonBox, QDockWidget, QFileDialog, QFormLayout,
-                               QHBoxLayout, QHeaderView, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
+from PySide6.QtWidgets import (QApplication, QComboBox, QDialog, QDialogButtonBox, QDockWidget, QFileDialog,
+                               QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMainWindow, QMessageBox, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QTabWidget, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
@@ -261,12 +261,93 @@ class SettingsDialog(QDialog):
         form.addRow("Training threads", self.threads)
         form.addRow("Bootstrap replicates (default)", self.n_boot)
         form.addRow("Small-cell threshold k (reports)", self.suppress_k)
+        form.addRow(self._executor_box(settings))
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
 
+    def _executor_box(self, settings: Settings) -> QGroupBox:
+        """Settings › Executor (issue 25): where audits run their tasks — this process, or a Dask cluster at an
+        address (or local:N); "Test connection" asks the cluster and says how many workers it sees."""
+        box = QGroupBox("Executor", self)
+        lay = QFormLayout(box)
+        self.executor_kind = QComboBox(box)
+        self.executor_kind.addItem("Local (this process)", "local")
+        self.executor_kind.addItem("Dask cluster", "dask")
+        self.executor_kind.setCurrentIndex(max(0, self.executor_kind.findData(settings.executor)))
+        self.scheduler = QLineEdit(settings.scheduler, box)
+        self.scheduler.setPlaceholderText("tcp://HOST:8786 or local:4")
+        self.scheduler.setToolTip("The Dask scheduler's address, or local:N for N worker processes on this "
+                                  "computer. The results are the same on any executor.")
+        self.test_connection = QPushButton("Test connection", box)
+        self.test_connection.clicked.connect(self.probe_executor)
+        self.workers_seen = QLabel("Workers seen: –", box)
+        self.workers_seen.setWordWrap(True)
+        self.workers_seen.setMinimumWidth(320)
+        lay.addRow("Run tasks on", self.executor_kind)
+        lay.addRow("Scheduler", self.scheduler)
+        lay.addRow(self.test_connection, self.workers_seen)
+        self.executor_kind.currentIndexChanged.connect(self._executor_changed)
+        self._executor_changed()
+        self._probe_timer = QTimer(self, interval=100, timeout=self._probe_poll)
+        self._probe_result: list = []
+        return box
+
+    def _executor_changed(self) -> None:
+        dask = self.executor_kind.currentData() == "dask"
+        self.scheduler.setEnabled(dask)
+        self.test_connection.setEnabled(dask)
+
+    def executor_spec(self):
+        from fairdesk.core.executor import ExecutorSpec
+
+        kind = self.executor_kind.currentData()
+        return ExecutorSpec(kind, self.scheduler.text() if kind == "dask" else None)
+
+    def probe_executor(self) -> None:
+        """Test the connection in a thread (a cluster can take seconds to answer); the label shows what it saw."""
+        import threading
+
+        try:
+            spec = self.executor_spec()
+        except FairDeskError as err:
+            self.workers_seen.setText(str(err))
+            return
+        self.test_connection.setEnabled(False)
+        self.workers_seen.setText(f"Asking {spec.scheduler}…")
+        self._probe_result = []
+
+        def ask() -> None:
+            from fairdesk.core.executor import probe
+
+            try:
+                self._probe_result.append(probe(spec))
+            except Exception as err:  # noqa: BLE001 — one sentence to the user, whatever failed
+                self._probe_result.append(err)
+
+        threading.Thread(target=ask, daemon=True).start()
+        self._probe_timer.start()
+
+    def _probe_poll(self) -> None:
+        if not self._probe_result:
+            return
+        self._probe_timer.stop()
+        self.test_connection.setEnabled(True)
+        got = self._probe_result[0]
+        if isinstance(got, Exception):
+            self.workers_seen.setText(f"No connection: {got}")
+        else:
+            self.workers_seen.setText(f"Workers seen: {got['workers']} ({got['threads']} threads) at "
+                                      f"{got['scheduler']}, answered in {got['seconds']:g} s")
+
     def accept(self) -> None:
+        try:
+            spec = self.executor_spec()
+        except FairDeskError as err:
+            self.workers_seen.setText(str(err))
+            return
+        self.settings.executor, self.settings.scheduler = spec.kind, spec.scheduler or self.scheduler.text()
         self.settings.threads = self.threads.value()
         self.settings.n_boot = self.n_boot.value()
         self.settings.suppress_k = self.suppress_k.value()

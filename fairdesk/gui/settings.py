@@ -87,6 +87,31 @@ class Settings:
     def min_group_size(self, value: int) -> None:
         self._set("min_group_size", int(value))
 
+    @property
+    def executor(self) -> str:
+        """Where audits run their tasks: "local" (this process, the default) or "dask" (Settings › Executor)."""
+        value = str(self._qs.value("executor/kind", "local"))
+        return value if value in ("local", "dask") else "local"
+
+    @executor.setter
+    def executor(self, value: str) -> None:
+        self._set("executor/kind", str(value))
+
+    @property
+    def scheduler(self) -> str:
+        """The Dask scheduler's address (tcp://HOST:PORT) or local:N."""
+        return str(self._qs.value("executor/scheduler", "") or "")
+
+    @scheduler.setter
+    def scheduler(self, value: str) -> None:
+        self._set("executor/scheduler", str(value).strip())
+
+    def executor_spec(self):
+        """The :class:`~fairdesk.core.executor.ExecutorSpec` the jobs take (the CLI's --executor / --scheduler)."""
+        from fairdesk.core.executor import ExecutorSpec
+
+        return ExecutorSpec(self.executor, self.scheduler if self.executor == "dask" else None)
+
     # ---- recent projects, folders, geometry ----------------------------------------------------------------
     def recent_projects(self) -> list[str]:
         value = self._qs.value("recent_projects", [])

@@ -44,13 +44,15 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
                           features: list[str] | None = None, reference: bool = True,
                           frontier_lambdas: tuple[float, ...] = (), name: str | None = None, test: str = "corrected",
                           leakage_target: float | None = None, lambda_grid: tuple[float, ...] | None = None,
-                          progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
+                          progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                          executor=None) -> int:
     """Train and compare the baselines and learners by participant-disjoint CV; store everything. Returns the
     audit id. ``lam``: a fixed adversary strength λ; None (the default) chooses λ per learner and fold from
     ``lambda_grid`` by nested validation to reach ``leakage_target`` (the protocol's defaults when None).
     ``learner``: a :class:`~fairdesk.core.models.age_independent.LearnerSettings` (its λ is replaced by ``lam``);
     ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed; ``test``: the
-    comparison against the DNN, "corrected" (Nadeau–Bengio corrected resampled t, default) or "plain" (the paired t, anti-conservative)."""
+    comparison against the DNN, "corrected" (Nadeau–Bengio corrected resampled t, default) or "plain" (the paired t, anti-conservative).
+    ``executor``: an :class:`~fairdesk.core.executor.ExecutorSpec` for the method × fold fits (None: this process)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.data.loaders import load_table, table_sha256
     from fairdesk.core.models.age_independent import METHODS, REFERENCE_METHOD, LearnerSettings
@@ -76,7 +78,7 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
     lambdas = _frontier_lambdas(frontier_lambdas, settings)
     main_share = 0.9 if not lambdas else 0.9 / (1 + len(lambdas))
     result = run_age_independence(table, label, attribute, group_id, features, settings,
-                                  progress=rep.sub(0.02, 0.02 + main_share), cancel=rep.cancel)
+                                  progress=rep.sub(0.02, 0.02 + main_share), cancel=rep.cancel, executor=executor)
     doc = result.document
     doc["provenance"]["dataset"] = source_name
     doc["settings"]["fold_sizes"] = fold_sizes(result.predictions)

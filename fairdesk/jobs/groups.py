@@ -86,15 +86,16 @@ def model_hashes_for(project: Project, dataset_id: int) -> dict[str, str]:
 
 
 def audit_groups(project_path: str | Path, dataset_id: int, plan, *, name: str | None = None,
-                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
-    """Run the group audit on a stored dataset and store the result. Returns the audit id."""
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None, executor=None) -> int:
+    """Run the group audit on a stored dataset and store the result. Returns the audit id. ``executor``: an
+    :class:`~fairdesk.core.executor.ExecutorSpec` (None: this process); nothing is stored on cancel or failure."""
     from fairdesk.core.audits.groups import run_group_audit
 
     project = Project(project_path)
     info = project.dataset(dataset_id)
     df = project.load_dataset(dataset_id)
     result = run_group_audit(df, plan, progress, cancel, data_sha256=info.sha256,
-                             model_hashes=model_hashes_for(project, dataset_id))
+                             model_hashes=model_hashes_for(project, dataset_id), executor=executor)
     result.provenance["dataset"] = info.name
     attrs = ", ".join(list(plan.roles.attributes) + list(plan.roles.continuous_attributes))
     return project.add_audit(name or f"Group gaps: {attrs}", "groups", result.to_json(), dataset_id=dataset_id)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-HEAVY = ("torch", "sklearn", "scipy", "matplotlib", "reportlab")
+HEAVY = ("torch", "sklearn", "scipy", "matplotlib", "reportlab", "dask", "distributed")
 
 SCRIPT = textwrap.dedent("""
     import json, sys, time

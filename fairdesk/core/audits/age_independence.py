@@ -406,10 +406,45 @@ def _prepare(table: pd.DataFrame, label: str, attribute: str, group_id: str, fea
 # Cross-validation
 
 
-def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolSettings, rep: Reporter) -> dict:
-    """Fit every method on every split; per-fold metrics, predictions, leakage predictions and model hashes."""
-    splits = group_folds(data["groups"], data["y"], settings.folds, settings.repeats, settings.seed)
+def cv_unit(item: tuple, shared: tuple, rep: Reporter) -> dict:
+    """One task of the executor: one method on one (repeat, fold) split — λ chosen by nested validation where
+    asked, the fit (seeded by (seed, repeat, fold, method)), the held-out metrics and predictions, and the leakage
+    probe's held-out predictions."""
+    sp, m, weight = item
+    data, settings = shared
     X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
+    rep(0.0, f"repeat {sp.repeat + 1}, fold {sp.fold + 1}/{settings.folds}: {m}")
+    learner, choice = settings.learner, None
+    if m in LEARNERS and settings.select_lambda:
+        share = 1 - 1 / weight
+        choice = select_lambda(m, X[sp.train], y[sp.train], age[sp.train], groups[sp.train], settings,
+                               _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000), rep.sub(0.0, share))
+        learner = replace(learner, lam=choice["lambda"])
+        rep = rep.sub(share, 1.0)
+    fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner,
+                        seed=_seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m]),
+                        progress=rep.sub(0.0, 0.9), cancel=rep.cancel)
+    score = np.asarray(fitted.predict_proba(X[sp.test]), float)
+    predicted = (score >= THRESHOLD).astype(int)
+    probes = None
+    if fitted.represent is not None:
+        probes = leakage_probe(fitted.represent(X[sp.train]), age[sp.train], fitted.represent(X[sp.test]),
+                               age[sp.test], groups[sp.test], seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
+    return {"metrics": fold_metrics(y[sp.test], predicted, age[sp.test]), "hash": fitted.model_hash,
+            "choice": choice, "probes": probes,
+            "predictions": pd.DataFrame({"row": sp.test, "group_id": groups[sp.test], "method": m,
+                                         "repeat": sp.repeat, "fold": sp.fold, "label": y[sp.test],
+                                         "attribute": age[sp.test], "score": score, "predicted": predicted})}
+
+
+def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolSettings, rep: Reporter,
+                    executor=None) -> dict:
+    """Fit every method on every split; per-fold metrics, predictions, leakage predictions and model hashes. Each
+    (split, method) is one task of ``executor`` (:func:`cv_unit`)."""
+    from fairdesk.core.executor import open_executor
+
+    splits = group_folds(data["groups"], data["y"], settings.folds, settings.repeats, settings.seed)
+    y, age = data["y"], data["age"]
     age_threshold = float(age.mean())
     per_fold = {m: [] for m in methods}
     probe_pred = {m: {} for m in methods if m in WITH_REPRESENTATION}
@@ -417,39 +452,20 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
     preds, hashes = [], {}
     # a learner whose λ is chosen costs (grid + 1) fits of one
     weight = {m: 1 + len(settings.lambda_grid) * 0.75 if m in selections else 1 for m in methods}
-    units = len(splits) * sum(weight.values())
-    u = 0.0
-    for sp in splits:
-        for m in methods:
-            sub = rep.sub(u / units, (u + weight[m]) / units)
-            sub(0.0, f"repeat {sp.repeat + 1}, fold {sp.fold + 1}/{settings.folds}: {m}")
-            learner = settings.learner
-            if m in selections:
-                share = 1 - 1 / weight[m]
-                choice = select_lambda(m, X[sp.train], y[sp.train], age[sp.train], groups[sp.train], settings,
-                                       _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000),
-                                       sub.sub(0.0, share))
-                selections[m].append({"repeat": sp.repeat, "fold": sp.fold, **choice})
-                learner = replace(learner, lam=choice["lambda"])
-                sub = sub.sub(share, 1.0)
-            fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner,
-                                seed=_seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m]),
-                                progress=sub.sub(0.0, 0.9), cancel=rep.cancel)
-            score = np.asarray(fitted.predict_proba(X[sp.test]), float)
-            predicted = (score >= THRESHOLD).astype(int)
-            per_fold[m].append(fold_metrics(y[sp.test], predicted, age[sp.test]))
-            hashes[f"{m}/repeat{sp.repeat}/fold{sp.fold}"] = fitted.model_hash
-            preds.append(pd.DataFrame({"row": sp.test, "group_id": groups[sp.test], "method": m,
-                                       "repeat": sp.repeat, "fold": sp.fold, "label": y[sp.test],
-                                       "attribute": age[sp.test], "score": score, "predicted": predicted}))
-            if fitted.represent is not None:
-                lp = leakage_probe(fitted.represent(X[sp.train]), age[sp.train], fitted.represent(X[sp.test]),
-                                   age[sp.test], groups[sp.test], seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
-                for probe, p in lp.items():
-                    full = probe_pred[m].setdefault((sp.repeat, probe), np.full(len(y), np.nan))
-                    full[sp.test] = p
-            u += weight[m]
-            rep(u / units, f"{m}: repeat {sp.repeat + 1}, fold {sp.fold + 1} done")
+    items = [(sp, m, weight[m]) for sp in splits for m in methods]
+    with open_executor(executor) as ex:
+        done = ex.map(cv_unit, items, rep, lambda it: f"repeat {it[0].repeat + 1}, fold {it[0].fold + 1}/"
+                      f"{settings.folds}: {it[1]}", shared=(data, settings), weights=[w for *_, w in items])
+        executor_record = ex.provenance()
+    for (sp, m, _), out in zip(items, done):
+        if out["choice"] is not None:
+            selections[m].append({"repeat": sp.repeat, "fold": sp.fold, **out["choice"]})
+        per_fold[m].append(out["metrics"])
+        hashes[f"{m}/repeat{sp.repeat}/fold{sp.fold}"] = out["hash"]
+        preds.append(out["predictions"])
+        for probe, p in (out["probes"] or {}).items():
+            full = probe_pred[m].setdefault((sp.repeat, probe), np.full(len(y), np.nan))
+            full[sp.test] = p
     leakage = {}
     for m in methods:
         if m not in probe_pred:
@@ -469,7 +485,8 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
     table = table.sort_values(["method", "repeat", "row"], key=lambda s: s.map(order) if s.name == "method" else s,
                               kind="stable").reset_index(drop=True)
     return {"per_fold": per_fold, "leakage": leakage, "predictions": table[list(PREDICTION_COLUMNS)],
-            "hashes": hashes, "splits": splits, "selections": selections, "age_r2_from_label": label_floor}
+            "hashes": hashes, "splits": splits, "selections": selections, "age_r2_from_label": label_floor,
+            "executor": executor_record}
 
 
 def label_age_r2(y, age, splits: list[FoldSplit]) -> float | None:
@@ -511,9 +528,10 @@ def _summary(values: list[float]) -> dict:
 
 def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_id: str,
                          features: list[str] | None = None, settings: AgeProtocolSettings | None = None,
-                         progress: ProgressFn | None = None, cancel: CancelToken | None = None
-                         ) -> AgeIndependenceResult:
-    """Train and compare every method by repeated participant-disjoint CV (see the module docstring)."""
+                         progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                         executor=None) -> AgeIndependenceResult:
+    """Train and compare every method by repeated participant-disjoint CV (see the module docstring).
+    ``executor`` (:mod:`fairdesk.core.executor`): where the (split, method) fits run, one task each."""
     from fairdesk.core.stats.multiple import benjamini_hochberg
 
     settings = settings or AgeProtocolSettings()
@@ -522,7 +540,7 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
     methods = settings.run_methods()
     if BASELINE not in methods:
         raise DataError("The DNN baseline (dnn) must be among the methods: every t-test compares against it.")
-    cv = _cross_validate(data, methods, settings, rep.sub(0.0, 0.98))
+    cv = _cross_validate(data, methods, settings, rep.sub(0.0, 0.98), executor)
     doc_methods: dict[str, dict] = {}
     ratio = split_ratio(cv["splits"])
     tests = []  # (method, metric, comparison dict) for the corrections
@@ -588,7 +606,8 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
 
     uses_torch = any(m in WITH_REPRESENTATION or m == REFERENCE_METHOD for m in methods)
     provenance = _prov.make(settings.seed, table_sha256(table), cv["hashes"],
-                            device=resolve_device(settings.learner.device) if uses_torch else "cpu")
+                            device=resolve_device(settings.learner.device) if uses_torch else "cpu",
+                            executor=cv["executor"])
     rep(1.0, "done")
     return AgeIndependenceResult({"methods": doc_methods, "settings": doc_settings, "provenance": provenance},
                                  cv["predictions"])

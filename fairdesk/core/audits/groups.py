@@ -21,6 +21,7 @@ from fairdesk.core.data.loaders import table_sha256
 from fairdesk.core.data.schema import (INTERSECTION_SEP, ColumnRoles, as_group_labels, column_names, prepare,
                                        validate)
 from fairdesk.core.errors import DataError
+from fairdesk.core.executor import Executor, ExecutorSpec, open_executor, task_rng
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.stats import discrimination as D
@@ -443,8 +444,10 @@ def task_column(df: pd.DataFrame, roles: ColumnRoles) -> str:
 
 def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, data_sha256: str | None = None,
-                    model_hashes: dict[str, str] | None = None) -> GroupAuditResult:
-    """Run the group audit. Raises :class:`DataError` for unusable input, ``Cancelled`` on cancel."""
+                    model_hashes: dict[str, str] | None = None,
+                    executor: ExecutorSpec | Executor | None = None) -> GroupAuditResult:
+    """Run the group audit. Raises :class:`DataError` for unusable input, ``Cancelled`` on cancel. ``executor``:
+    where the (task, attribute) units run (:mod:`fairdesk.core.executor`; None: in this process)."""
     rep = Reporter(progress, cancel)
     roles = plan.roles
     if not roles.attributes and not roles.continuous_attributes and not plan.intersections:
@@ -491,28 +494,20 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
     if getattr(plan, "_folded_to_overall", False):
         warnings.append(TO_OVERALL_NOTE)
 
-    rng = np.random.default_rng(plan.seed)
-    cal_rows: list[dict] = []
-    disc_rows: list[dict] = []
-    curve_rows: list[dict] = []
-    records: list[dict] = []
-    tests: list[dict] = []
-    group_rows: list[dict] = []
-    dropped: list[dict] = []
-    bin_rows: list[dict] = []
     thresholds: dict[str, float] = {}
     boot_mode: dict[str, str] = {}
-
-    # progress moves per task × attribute and per bootstrap block: one block per categorical attribute (its
-    # bootstrap), one per requested bin count of a continuous attribute (its null); 95% for them, 5% to correct
-    n_blocks = len(attributes) + len(roles.continuous_attributes) * max(1, len(plan.bins))
-    steps = max(1, len(tasks) * n_blocks)
-    step = 0
+    # The work of each (task, attribute) is one task of the executor (issue 25): the gap bootstrap and tests with
+    # the calibration and discrimination of a categorical attribute, or the error spread over every requested bin
+    # count of a continuous one. Each draws from its own stream keyed by (seed, task, attribute), so the result
+    # does not depend on which executor ran it, on how many workers, or in which order they finished.
+    units: list[dict] = []
+    task_warnings: dict[str, list[str]] = {}
     for t_no, task in enumerate(tasks, start=1):
         where = f"Task {t_no} of {len(tasks)} ({task})"
+        said = task_warnings.setdefault(task, [])
         sub = eval_df[eval_df[task_col] == task]
         if sub.empty:
-            warnings.append(f"Task '{task}' has no '{plan.eval_split}' rows; it is left out.")
+            said.append(f"Task '{task}' has no '{plan.eval_split}' rows; it is left out.")
             continue
         if plan.threshold == "best_f1":
             vsub = val_df[val_df[task_col] == task]
@@ -528,37 +523,44 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         yhat = (s >= tau).astype(int)
         flat = flat_threshold_warning(task, yhat, s, tau)
         if flat:
-            warnings.append(flat)
+            said.append(flat)
         cluster = bool(roles.patient_id) and sub[roles.patient_id].duplicated().any()
         boot_mode[task] = ("whole-patient (cluster) resampling" if cluster
                            else "row resampling within groups")
         patients = sub[roles.patient_id].astype(str).to_numpy() if roles.patient_id else None
-
+        common = {"task": task, "where": where, "cluster": cluster, "tau": tau}
         for attr in attributes:
-            rep(0.95 * step / steps, f"{where}: {attr}: bootstrap of {plan.n_boot:,} replicates and tests")
-            step += 1
-            labels = _group_labels(sub, attr, intersections).to_numpy(dtype=object)
-            first = len(group_rows)
-            ranks = _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, plan, rng,
-                                     records, group_rows, dropped, sub_patients=patients, tests=tests)
-            if plan.calibration:
-                tested = [r["group"] for r in group_rows[first:] if r["tested"]]
-                _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, cal_rows,
-                                   curve_rows, tests, disc_rows)
+            units.append({**common, "attribute": attr, "continuous": False, "y": y, "s": s, "yhat": yhat,
+                          "labels": _group_labels(sub, attr, intersections).to_numpy(dtype=object),
+                          "patients": patients})
         for attr in roles.continuous_attributes:
-            rep(0.95 * step / steps, f"{where}: {attr}: error spread over {plan.bins[0]} bins")
             x = sub[attr].to_numpy(float)
             ok = ~np.isnan(x)
+            units.append({**common, "attribute": attr, "continuous": True, "x": x[ok], "y": y[ok], "yhat": yhat[ok],
+                          "patients": None if patients is None else patients[ok]})
 
-            def block_done(i: int, attr=attr, first=step) -> None:
-                nxt = plan.bins[i + 1] if i + 1 < len(plan.bins) else None
-                rep(0.95 * (first + i + 1) / steps, f"{where}: {attr}: error spread over {nxt} bins" if nxt
-                    else f"{where}: {attr}: error spread done")
+    def describe(unit: dict) -> str:
+        if unit["continuous"]:
+            return f"{unit['where']}: {unit['attribute']}: error spread over {plan.bins[0]} bins"
+        return f"{unit['where']}: {unit['attribute']}: bootstrap of {plan.n_boot:,} replicates and tests"
 
-            _audit_continuous(task, attr, x[ok], y[ok], yhat[ok], None if patients is None else patients[ok],
-                              cluster, tau, plan, rng, records, bin_rows, warnings, tests, on_block=block_done)
-            step += max(1, len(plan.bins))
-        rep(0.95 * step / steps, f"{where}: done")
+    with open_executor(executor) as ex:
+        done = ex.map(audit_unit, units, rep.sub(0.0, 0.95), describe, shared=plan,
+                      weights=[max(1, len(plan.bins)) if u["continuous"] else 1 for u in units])
+        executor_record = ex.provenance()
+    parts = {k: [] for k in UNIT_PARTS}
+    by_task: dict[str, list[dict]] = {}
+    for unit, out in zip(units, done):
+        by_task.setdefault(unit["task"], []).append(out)
+    for task in tasks:
+        warnings += task_warnings.get(task, [])
+        for out in by_task.get(task, []):
+            for k in UNIT_PARTS:
+                parts[k] += out[k]
+    warnings += parts.pop("warnings")
+    records, tests, group_rows, dropped, bin_rows = (parts[k] for k in ("records", "tests", "groups", "dropped",
+                                                                          "delta_bins"))
+    cal_rows, disc_rows, curve_rows = parts["calibration"], parts["discrimination"], parts["curves"]
 
     rep(0.95, "Correcting for multiple testing")
     rec = pd.DataFrame.from_records(records, columns=_COLUMNS["records"])
@@ -582,7 +584,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
     disc = _with_verdicts(pd.DataFrame.from_records(disc_rows, columns=_COLUMNS["discrimination"]), tst)
     summary = summarise(rec)
     prov = _prov.make(plan.seed, data_sha256, model_hashes, n_boot=plan.n_boot, bootstrap=boot_mode,
-                      n_rows=int(len(table)), n_eval_rows=int(len(eval_df)))
+                      n_rows=int(len(table)), n_eval_rows=int(len(eval_df)), executor=executor_record)
     return GroupAuditResult(plan=plan, records=rec, tests=tst, calibration=cal, discrimination=disc,
                             curves=pd.DataFrame.from_records(curve_rows, columns=_COLUMNS["curves"]),
                             groups=groups_table,
@@ -590,6 +592,38 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
                             dropped=pd.DataFrame.from_records(dropped, columns=_COLUMNS["dropped"]),
                             delta_bins=pd.DataFrame.from_records(bin_rows, columns=_COLUMNS["delta_bins"]),
                             thresholds=thresholds, provenance=prov, warnings=warnings)
+
+
+#: what one unit of :func:`audit_unit` returns: rows of each table, and warnings
+UNIT_PARTS = ("records", "tests", "groups", "dropped", "delta_bins", "calibration", "discrimination", "curves",
+              "warnings")
+
+
+def audit_unit(unit: dict, plan: GroupAuditPlan, rep: Reporter) -> dict:
+    """One task of the group audit: one (task, attribute) of :func:`run_group_audit` with its own random stream
+    (:func:`~fairdesk.core.executor.task_rng` of the plan's seed, the task and the attribute). Returns the rows it
+    adds to each table (:data:`UNIT_PARTS`)."""
+    out: dict[str, list] = {k: [] for k in UNIT_PARTS}
+    task, attr, tau, cluster = unit["task"], unit["attribute"], unit["tau"], unit["cluster"]
+    rng = task_rng(plan.seed, "groups", task, attr)
+    y, yhat, patients = unit["y"], unit["yhat"], unit["patients"]
+    if unit["continuous"]:
+        def block_done(i: int) -> None:
+            nxt = plan.bins[i + 1] if i + 1 < len(plan.bins) else None
+            rep((i + 1) / len(plan.bins), f"{unit['where']}: {attr}: error spread over {nxt} bins" if nxt
+                else f"{unit['where']}: {attr}: error spread done")
+
+        _audit_continuous(task, attr, unit["x"], y, yhat, patients, cluster, tau, plan, rng, out["records"],
+                          out["delta_bins"], out["warnings"], out["tests"], on_block=block_done)
+        return out
+    labels, s = unit["labels"], unit["s"]
+    ranks = _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, plan, rng, out["records"],
+                             out["groups"], out["dropped"], sub_patients=patients, tests=out["tests"])
+    if plan.calibration:
+        tested = [r["group"] for r in out["groups"] if r["tested"]]
+        _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, out["calibration"],
+                           out["curves"], out["tests"], out["discrimination"])
+    return out
 
 
 def _with_verdicts(table: pd.DataFrame, tst: pd.DataFrame) -> pd.DataFrame:

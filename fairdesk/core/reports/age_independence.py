@@ -374,10 +374,12 @@ def _frontier_blocks(doc: dict) -> list:
 
 
 def _provenance_blocks(doc: dict) -> list:
+    from fairdesk.core.executor import executor_text
+
     prov = doc["provenance"]
     rows = [["seed", str(prov.get("seed"))], ["data (SHA-256)", str(prov.get("data_sha256"))],
             ["dataset", str(prov.get("dataset", "–"))], ["created (UTC)", str(prov.get("created_utc"))],
-            ["device", str(prov.get("device", "–"))]]
+            ["device", str(prov.get("device", "–"))], ["executor", executor_text(prov)]]
     rows += [[name, str(v)] for name, v in (prov.get("versions") or {}).items()]
     hashes = [[key, str(h)[:16] + "…"] for key, h in (prov.get("model_hashes") or {}).items()]
     blocks = [Table(["", "value"], rows, title="Provenance", widths=[1.6, 5.0], small=True)]

@@ -1231,6 +1231,7 @@ def _dropped_section(result, k) -> Section:
 
 def _provenance_section(result, k, dataset_name, model_description) -> Section:
     from fairdesk import __version__
+    from fairdesk.core.executor import executor_text
 
     plan = result.plan
     prov = result.provenance or {}
@@ -1251,6 +1252,7 @@ def _provenance_section(result, k, dataset_name, model_description) -> Section:
     modes = prov.get("bootstrap") or {}
     rows += [
         ["Seed", str(prov.get("seed", plan.seed))],
+        ["Executor", executor_text(prov)],
         ["Bootstrap replicates", f"{int(prov.get('n_boot', plan.n_boot)):,}"],
         ["Bootstrap mode", (f"{next(iter(modes.values()))} (every task)" if len(set(modes.values())) == 1
                             else "; ".join(f"{t}: {m}" for t, m in modes.items())) or "not recorded"],

@@ -400,47 +400,85 @@ def _plan(cfg: BenchmarkConfig) -> list[tuple]:
     return jobs
 
 
+def _context(cfg: BenchmarkConfig, ds: str, variant: str) -> tuple:
+    """What every classifier of a (dataset, variant) shares: (scm, audit sample, ECA units, their counterfactuals,
+    folds, cross-fitted m̂, the published test's split)."""
+    delta = cfg.confounded_delta if variant == "confounded" else 0.0
+    scm = SyntheticSCM(ds, k=cfg.k, n_steps=cfg.n_steps, sigma=cfg.sigma, delta=delta, seed=cfg.seed)
+    audit = scm.sample(cfg.n_audit, np.random.default_rng(_key(cfg.seed, ds, variant, "audit")))
+    units = scm.sample(cfg.n_eca, np.random.default_rng(_key(cfg.seed, ds, variant, "eca")))
+    folds = cit.make_folds(audit.a, cfg.n_folds, cfg.seed)
+    # the default scheme ("sequential-weight") and the plain GCM both cross-fit m̂ over all other folds
+    m_hat = cit.crossfit_propensity(audit.a, audit.z_root, folds, cfg.regressor, cfg.seed, "crossfit")
+    perm = np.random.default_rng(_key(cfg.seed, ds, variant, "split")).permutation(cfg.n_audit)
+    split = (perm[: cfg.n_audit // 2], perm[cfg.n_audit // 2:])
+    return scm, audit, units, scm.counterfactual(units), folds, m_hat, split
+
+
+def _fit(cfg: BenchmarkConfig, scm, job: tuple, notes: list[str]):
+    """(predict, uses_root) of one planned classifier, trained on its seed's own sample (keyed by dataset,
+    variant and seed index, so every model type of a seed sees the same rows)."""
+    ds, variant, role, kind, seed_idx = job
+    if kind == "bayes":
+        return scm.bayes_predict, True
+    uses_root = role == "oracle"
+    train = scm.sample(cfg.n_train, np.random.default_rng(_key(cfg.seed, ds, variant, "train", seed_idx)))
+    xtr = train.z_root if uses_root else train.x
+    if np.unique(train.y).size < 2:
+        const = int(train.y[0])
+        notes.append(f"{ds}/{variant}: training labels of seed {seed_idx} are all {const}; {kind} predicts a "
+                     "constant.")
+        return (lambda x, c=const: np.full(np.asarray(x).shape[0], c)), uses_root
+    return make_classifier(kind, seed_idx, cfg.standardize).fit(xtr, train.y).predict, uses_root
+
+
+class _quiet_fits:
+    """One BLAS thread and no convergence chatter while the many small fits run (in a task, on any worker)."""
+
+    def __enter__(self):
+        from sklearn.exceptions import ConvergenceWarning
+
+        self._threads, self._warnings = cit._single_thread(), warnings.catch_warnings()
+        self._threads.__enter__()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("ignore", message=".*max_iter.*")
+        return self
+
+    def __exit__(self, *exc):
+        self._warnings.__exit__(*exc)
+        return self._threads.__exit__(*exc)
+
+
 def _classifiers(cfg: BenchmarkConfig, notes: list[str], rep: Reporter):
-    """Yield (job, predict, uses_root, context) per planned classifier, training it on its seed's sample; the
-    context (scm, audit, units, units_cf, folds, m_hat, split) is shared by every classifier of a (dataset,
-    variant)."""
+    """Yield (job, predict, uses_root, context) per planned classifier, in :func:`_plan` order."""
     jobs = _plan(cfg)
     contexts: dict = {}
-    train_cache: dict = {}
-    for j, (ds, variant, role, kind, seed_idx) in enumerate(jobs):
-        rep(j / max(len(jobs), 1), f"{ds} ({variant}): {role} {kind} seed {seed_idx}")
-        ctx_key = (ds, variant)
-        if ctx_key not in contexts:
-            contexts.clear()
-            train_cache.clear()
-            delta = cfg.confounded_delta if variant == "confounded" else 0.0
-            scm = SyntheticSCM(ds, k=cfg.k, n_steps=cfg.n_steps, sigma=cfg.sigma, delta=delta, seed=cfg.seed)
-            audit = scm.sample(cfg.n_audit, np.random.default_rng(_key(cfg.seed, ds, variant, "audit")))
-            units = scm.sample(cfg.n_eca, np.random.default_rng(_key(cfg.seed, ds, variant, "eca")))
-            folds = cit.make_folds(audit.a, cfg.n_folds, cfg.seed)
-            # the default scheme ("sequential-weight") and the plain GCM both cross-fit m̂ over all other folds
-            m_hat = cit.crossfit_propensity(audit.a, audit.z_root, folds, cfg.regressor, cfg.seed, "crossfit")
-            perm = np.random.default_rng(_key(cfg.seed, ds, variant, "split")).permutation(cfg.n_audit)
-            split = (perm[: cfg.n_audit // 2], perm[cfg.n_audit // 2:])
-            contexts[ctx_key] = (scm, audit, units, scm.counterfactual(units), folds, m_hat, split)
-        scm = contexts[ctx_key][0]
-        if kind == "bayes":
-            predict, uses_root = scm.bayes_predict, True
-        else:
-            uses_root = role == "oracle"
-            if seed_idx not in train_cache:
-                train_cache[seed_idx] = scm.sample(
-                    cfg.n_train, np.random.default_rng(_key(cfg.seed, ds, variant, "train", seed_idx)))
-            train = train_cache[seed_idx]
-            xtr = train.z_root if uses_root else train.x
-            if np.unique(train.y).size < 2:
-                const = int(train.y[0])
-                predict = (lambda x, c=const: np.full(np.asarray(x).shape[0], c))
-                notes.append(f"{ds}/{variant}: training labels of seed {seed_idx} are all {const}; "
-                             f"{kind} predicts a constant.")
-            else:
-                predict = make_classifier(kind, seed_idx, cfg.standardize).fit(xtr, train.y).predict
-        yield (ds, variant, role, kind, seed_idx), predict, uses_root, contexts[ctx_key]
+    for j, job in enumerate(jobs):
+        rep(j / max(len(jobs), 1), f"{job[0]} ({job[1]}): {job[2]} {job[3]} seed {job[4]}")
+        if (job[0], job[1]) not in contexts:
+            contexts = {(job[0], job[1]): _context(cfg, job[0], job[1])}
+        ctx = contexts[(job[0], job[1])]
+        predict, uses_root = _fit(cfg, ctx[0], job, notes)
+        yield job, predict, uses_root, ctx
+
+
+def context_task(key: tuple, cfg: BenchmarkConfig, rep: Reporter) -> tuple:  # noqa: ARG001
+    """A task of the executor: the shared context of one (dataset, variant)."""
+    with _quiet_fits():
+        return _context(cfg, *key)
+
+
+def classifier_task(job: tuple, shared: tuple, rep: Reporter) -> tuple[dict, list[str]]:  # noqa: ARG001
+    """A task of the executor: train one planned classifier and run every test on it; (record, notes)."""
+    cfg, ctx = shared
+    scm, audit, units, units_cf, folds, m_hat, split = ctx
+    notes: list[str] = []
+    with _quiet_fits():
+        predict, uses_root = _fit(cfg, scm, job, notes)
+        ds, variant, role, kind, seed_idx = job
+        return _evaluate(scm, variant, role, kind, seed_idx, predict, uses_root, audit, units, units_cf, folds,
+                         m_hat, split, cfg), notes
 
 
 def classifier_outputs(config: BenchmarkConfig | None = None, progress: ProgressFn | None = None,
@@ -448,14 +486,10 @@ def classifier_outputs(config: BenchmarkConfig | None = None, progress: Progress
     """The study's classifiers without the tests: per classifier its dataset, variant, role, model type, seed, ECA
     and its hard predictions ``yhat`` on the audit sample with that sample's ``a`` and ``z`` (= Z_n). For comparing
     tests on the same classifiers (``benchmarks/bench_cit_default.py``) and for the fixed-seed regression guard."""
-    from sklearn.exceptions import ConvergenceWarning
-
     cfg = config or BenchmarkConfig()
     rep = Reporter(progress, cancel)
     out: list[dict] = []
-    with cit._single_thread(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.filterwarnings("ignore", message=".*max_iter.*")
+    with _quiet_fits():
         for (ds, variant, role, kind, seed_idx), predict, uses_root, ctx in _classifiers(cfg, [], rep):
             _, audit, units, units_cf, *_ = ctx
             inp = (lambda s: s.z_root) if uses_root else (lambda s: s.x)
@@ -466,23 +500,34 @@ def classifier_outputs(config: BenchmarkConfig | None = None, progress: Progress
 
 
 def run_cit_benchmark(config: BenchmarkConfig | None = None, progress: ProgressFn | None = None,
-                      cancel: CancelToken | None = None) -> BenchmarkResult:
-    """Run the study. Deterministic from ``config.seed``; progress per classifier; cancel between classifiers."""
-    from sklearn.exceptions import ConvergenceWarning
+                      cancel: CancelToken | None = None, executor=None) -> BenchmarkResult:
+    """Run the study. Deterministic from ``config.seed``; progress per classifier; cancel between classifiers.
+
+    ``executor`` (:mod:`fairdesk.core.executor`): each (dataset, variant)'s shared context is one task, then each
+    classifier (trained on its own keyed sample, then tested) is one; the records are the same on any executor."""
+    from fairdesk.core.executor import open_executor
 
     cfg = config or BenchmarkConfig()
     rep = Reporter(progress, cancel)
     t0 = time.monotonic()
     records: list[dict] = []
     notes: list[str] = []
-    with cit._single_thread(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.filterwarnings("ignore", message=".*max_iter.*")
-        for (ds, variant, role, kind, seed_idx), predict, uses_root, ctx in _classifiers(cfg, notes, rep):
-            scm, audit, units, units_cf, folds, m_hat, split = ctx
-            records.append(_evaluate(scm, variant, role, kind, seed_idx, predict, uses_root, audit, units, units_cf,
-                                     folds, m_hat, split, cfg))
+    jobs = _plan(cfg)
+    keys = list(dict.fromkeys((j[0], j[1]) for j in jobs))
+    with open_executor(executor) as ex:
+        contexts = ex.map(context_task, keys, rep.sub(0.0, 0.05), lambda k: f"{k[0]} ({k[1]}): audit sample and "
+                          "cross-fitted propensity", shared=cfg)
+        start = 0
+        for key, ctx in zip(keys, contexts):
+            mine = [j for j in jobs if (j[0], j[1]) == key]
+            sub = rep.sub(0.05 + 0.95 * start / len(jobs), 0.05 + 0.95 * (start + len(mine)) / len(jobs))
+            start += len(mine)
+            for rec, said in ex.map(classifier_task, mine, sub, lambda j: f"{j[0]} ({j[1]}): {j[2]} {j[3]} seed "
+                                    f"{j[4]}", shared=(cfg, ctx)):
+                records.append(rec)
+                notes += said
+        executor_record = ex.provenance()
     rep(1.0, "summarising")
     summary = summarise(records, cfg)
-    prov = _prov.make(cfg.seed, None, study="cit-synthetic", default_test="wgcm_p")
+    prov = _prov.make(cfg.seed, None, study="cit-synthetic", default_test="wgcm_p", executor=executor_record)
     return BenchmarkResult(cfg, records, summary, prov, time.monotonic() - t0, sorted(set(notes)))

@@ -485,12 +485,17 @@ class AuditTab(AuditPage):
 
     def audit_run(self) -> AuditRun:
         if self._queued_run is not None:  # "Audit at this threshold": the stored plan, not re-read from the form
-            return self._queued_run
+            return self._with_executor(self._queued_run)
         self._rerun_note = ""
         dataset_id = self.dataset_combo.currentData()
         if dataset_id is None:
             raise FairDeskError("Add a predictions dataset to the project first (Dataset or Model tab).")
-        return self._run_of(dataset_id, self.plan())
+        return self._with_executor(self._run_of(dataset_id, self.plan()))
+
+    def _with_executor(self, run: AuditRun) -> AuditRun:
+        """The run on the executor of Settings › Executor (the job's ``executor``, as the CLI's --executor)."""
+        run.kwargs["executor"] = self.window_.settings.executor_spec()
+        return run
 
     @staticmethod
     def _run_of(dataset_id: int, plan: GroupAuditPlan, note: str = "") -> AuditRun:
