@@ -44,17 +44,27 @@ from fairdesk.core.audits import cit  # noqa: E402
 from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig, classifier_outputs  # noqa: E402
 from fairdesk.core.validity import ALPHA, cit_designs, cit_run  # noqa: E402
 
-TESTS = ("default", "alone", "bonferroni", "logistic", "logistic alone", "issue-9 default")
+TESTS = ("default", "alone", "bonferroni", "per-group weight", "joint weight", "offset weight", "logistic",
+         "issue-9 default")
 
 
-def p_values(yhat, a, z, seed: int) -> dict:
-    res = cit.cit_test(yhat, a, z, seed=seed)
+def p_values(yhat, a, z, seed: int, columns=TESTS) -> dict:
+    """The columns for one classifier (``default``, ``alone``, ``bonferroni`` always; the others when in
+    ``columns``); the nuisance fits of P(A=1|Z) are shared (same folds, same learner)."""
+    folds = cit.make_folds(a, 5, seed)
+    m_hat = cit.crossfit_propensity(a, z, folds, cit.DEFAULT_REGRESSOR, seed, "crossfit")
+    res = cit.cit_test(yhat, a, z, seed=seed, m_hat=m_hat, folds=folds)
     comb = res.details["combined_with_plain_gcm"]
-    log = cit.gcm_test(yhat, a, z, regressor="logistic", seed=seed)
-    return {"default": res.p_value, "alone": comb["p_weighted"],
-            "bonferroni": min(1.0, 2.0 * min(comb["p_weighted"], comb["p_plain"])),
-            "logistic": log.p_value, "logistic alone": log.details["combined_with_plain_gcm"]["p_weighted"],
-            "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()}}
+    out = {"default": res.p_value, "alone": comb["p_weighted"],
+           "bonferroni": min(1.0, 2.0 * min(comb["p_weighted"], comb["p_plain"])), "plain": comb["p_plain"],
+           "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()}}
+    for col, weight in (("per-group weight", "difference"), ("joint weight", "joint"), ("offset weight", "offset")):
+        if col in columns:
+            out[col] = res.p_value if weight == cit.DEFAULT_WEIGHT else cit.cit_test(
+            yhat, a, z, seed=seed, m_hat=m_hat, folds=folds, weight=weight).p_value
+    if "logistic" in columns:
+        out["logistic"] = cit.gcm_test(yhat, a, z, regressor="logistic", seed=seed, folds=folds).p_value
+    return out
 
 
 def scm_jobs(seeds, datasets, confounded: bool):
@@ -77,7 +87,7 @@ def run_scm(args, save) -> list[dict]:
                 continue
             t = time.process_time()
             row = {"design": name, "role": o["role"], "model_type": o["model_type"], "seed": o["seed"],
-                   "eca": o["eca"], **p_values(o["yhat"], o["a"], o["z"], cfg.seed)}
+                   "eca": o["eca"], **p_values(o["yhat"], o["a"], o["z"], cfg.seed, args.columns)}
             row["cpu_s"] = time.process_time() - t
             rows.append(row)
             save(rows)
@@ -86,13 +96,14 @@ def run_scm(args, save) -> list[dict]:
 
 def run_nuisance(args, save) -> list[dict]:
     rows = []
-    jobs = [(n, i, d) for n in args.n for i in range(args.runs) for d in cit_designs(n)]  # designs interleaved
+    jobs = [(n, i, d) for n in args.n for i in range(args.runs) for d in cit_designs(n)  # designs interleaved
+            if not args.only or any(o in d[0] for o in args.only)]
     for k, (n, i, (design, kind, params)) in enumerate(jobs):
         if k % args.shard[1] != args.shard[0]:
             continue
         s, data = cit_run(args.seed, design, params, i, n)  # the runs of `bench validity --family cit`
         t = time.process_time()
-        row = {"design": design, "kind": kind, "run": i, **p_values(*data, seed=s)}
+        row = {"design": design, "kind": kind, "run": i, **p_values(*data, seed=s, columns=args.columns)}
         row["cpu_s"] = time.process_time() - t
         rows.append(row)
         save(rows)
@@ -136,6 +147,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, nargs="+", default=[1000, 4000], help="nuisance designs' sample sizes")
     ap.add_argument("--runs", type=int, default=40, help="runs per nuisance design")
     ap.add_argument("--seed", type=int, default=0, help="seed of the nuisance designs' runs")
+    ap.add_argument("--only", nargs="+", help="nuisance designs whose name contains one of these")
+    ap.add_argument("--columns", nargs="+", default=list(TESTS), choices=TESTS, metavar="TEST",
+                    help="alternatives to compute besides the default (all by default; fewer for cheap runs)")
     ap.add_argument("--shard", default="0/1", help="i/S: run every S-th job starting at i")
     ap.add_argument("--out", help="write the rows (JSON)")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="merge row files and print the table")
