@@ -15,7 +15,8 @@ synthetic benchmark with ``z`` = the SCM's root ``Z_n``:
 * :func:`gcm_test` — **the default test** (``weighted=True``): the weighted generalised covariance measure
   (Shah & Peters 2020; Scheidegger, Hörrmann & Bühlmann 2022) of ``Ŷ ⟂ A | Z``. On each tested fold,
   ``R_i = (ŷ_i − ĥ(z_i)) · (a_i − m̂(z_i)) · ŵ(z_i)`` with ``ŵ = ĝ(1, ·) − ĝ(0, ·)``; ĥ and m̂ cross-fitted on the
-  other folds, the weight (one model ĝ(a, ·) per group) fitted on the EARLIER folds only (sequential /
+  other folds, the weight (a flexible E[Ŷ|Z] shared by both groups as the offset of a logistic model of the
+  effect of a) fitted on the EARLIER folds only (sequential /
   online fitting, Luedtke & van der Laan 2016), so the per-fold statistics' standardised sum is N(0, 1) under the
   null even though the weight is learned. One-sided: ŵ estimates the direction of the effect, so under the
   alternative E[R] ≈ E[m(1−m)(g(1,Z) − g(0,Z))²] > 0. The reported p combines it with the plain GCM on the same
@@ -63,10 +64,13 @@ LOGISTIC_C = 1.0
 #: other fold (invalid with a learned weight; kept to show why).
 SCHEMES: tuple[str, ...] = ("sequential-weight", "sequential", "crossfit")
 DEFAULT_SCHEME = "sequential-weight"
-#: The weight ĝ(1,·) − ĝ(0,·) of the weighted GCM: "difference" (one model per value of a), "joint" (one model on
-#: [z, a, a·z]; the issue-9 default) or "sign" (the sign of the per-group difference). Issue 27 measured both: on
-#: the 004 SCM (linear, seed 3) the joint model still picked boosting in some folds (65 features) and found 6 of
-#: the first 10 low-ECA classifiers against 8 of 10 with one model per group.
+#: The weight ĝ(1,·) − ĝ(0,·) of the weighted GCM: "offset" (default: a flexible E[Ŷ|Z] shared by both groups as
+#: the offset of a logistic effect model on [z, a, a·z]; :func:`_offset_weight`), "difference" (one model per value
+#: of a; the first issue-27 default), "joint" (one model on [z, a, a·z]; the issue-9 default) or "sign" (the sign
+#: of the per-group difference). Issue 27: on the 004 SCM (linear, seed 3) the joint model picked boosting in some
+#: folds (65 features) and found 6 of the first 10 low-ECA classifiers against 8 of 10 with one model per group;
+#: under non-linear nuisances one model per group often paired a logistic fit with a boosted one, and their
+#: difference followed their errors, not a constant effect (docs/cit_synthetic_findings.md §2b).
 WEIGHTS: tuple[str, ...] = ("difference", "joint", "sign", "offset")
 DEFAULT_WEIGHT = "offset"
 #: How the weighted GCM's p is combined with the plain GCM's on the same residuals: "maxT" (the min-p of the two,
@@ -775,12 +779,14 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
       fits only the weight sequentially; "sequential" fits all three on the earlier folds (the pre-issue-9 default,
       whose first tested fold saw 1/K of the rows: biased under non-linear nuisances); "crossfit" fits all three
       on the other folds (invalid with a learned weight). ``burn_in``: share of fold 0 (default: equal folds).
-    * ``weight`` (:data:`WEIGHTS`): "difference" (default: one model per value of a), "joint" (one model ĝ on
+    * ``weight`` (:data:`WEIGHTS`): "offset" (default: a flexible E[Ŷ|Z] baseline shared by both groups plus a
+      logistic effect model on [z, a, a·z]), "difference" (one model per value of a), "joint" (one model ĝ on
       [z, a, a·z]; the issue-9 default) or "sign".
     * ``combine`` (:data:`COMBINATIONS`): "maxT" (default) reports P(min(p_W, p_P) ≤ observed) for the weighted
       statistic and the plain two-sided GCM on the same out-of-fold residuals, with their correlation estimated
       from those residuals — the plain GCM is the most powerful for an effect of one sign, the weighted one for an
-      effect that changes sign, and the joint law costs less than Bonferroni when the two agree; "bonferroni"
+      effect that changes sign, and the joint law costs less than Bonferroni when the two agree. The plain
+      statistic uses every row (its ĥ on fold 0 too; the weighted one tests folds 1…K−1); "bonferroni"
       (2·min p; the issue-9 default) and "none" (the weighted test alone).
 
     ``m_hat`` (out-of-fold propensities for the same ``folds`` and scheme; see :func:`crossfit_propensity`) can be
