@@ -12,10 +12,15 @@ Designs:
   a constant β = 0.5 and a sign-changing β·(2A−1)·z₂) at n = 1,000 and 4,000, the seeds of
   ``fairdesk-cli bench validity --family cit``.
 
-Tests per classifier: ``default`` (cit_test), ``alone`` (its weighted statistic without the plain-GCM combination),
-``bonferroni`` (Bonferroni instead of the joint-normal min-p; both read off the same fit) and ``logistic`` /
-``logistic alone`` (the same scheme with logistic nuisances). The ``issue-9 default`` column is filled only in row
-files measured with that code (the commit before issue 27; its "auto" rule no longer exists).
+Tests per classifier: ``default`` (cit_test), ``alone`` (its weighted statistic without the plain-GCM combination)
+and ``bonferroni`` (Bonferroni instead of the joint-normal min-p; both read off the same fit); the default with
+another weight (``per-group weight``: one model per group, the first issue-27 default; ``joint weight``: one model
+on [z, a, a·z], the issue-9 default's weight); ``logistic`` (the default's scheme with logistic nuisances); and
+``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a train/test split). ``--columns`` picks the ones to
+compute; ``--table`` merges row files per classifier, so columns can be measured in separate runs. The ``issue-9
+default`` and ``first issue-27 default`` columns are filled only in row files measured with that code (commits
+before 668a505 and 2cc5299). ``--check``
+exits 1 when the default misses one of issue 27's targets (:data:`TARGETS`): the regression guard at full size.
 
     nice .venv/bin/python benchmarks/bench_cit_default.py --part scm --seeds 3 --out scm3.json
     nice .venv/bin/python benchmarks/bench_cit_default.py --part nuisance --n 1000 --runs 40 --out n1000.json
@@ -45,26 +50,47 @@ from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig, classifier_ou
 from fairdesk.core.validity import ALPHA, CIT_POWER_TARGET, SIZE_TOLERANCE, cit_designs, cit_run  # noqa: E402
 
 TESTS = ("default", "alone", "bonferroni", "per-group weight", "joint weight", "offset weight", "logistic",
-         "issue-9 default")
+         "published CIT-LR", "first issue-27 default", "issue-9 default")
 
 
 def p_values(yhat, a, z, seed: int, columns=TESTS) -> dict:
-    """The columns for one classifier (``default``, ``alone``, ``bonferroni`` always; the others when in
-    ``columns``); the nuisance fits of P(A=1|Z) are shared (same folds, same learner)."""
+    """The columns for one classifier (``default`` with ``alone`` and ``bonferroni``, read off the same fit, and
+    each alternative in ``columns``); the nuisance fits of P(A=1|Z) are shared (same folds, same learner)."""
     folds = cit.make_folds(a, 5, seed)
-    m_hat = cit.crossfit_propensity(a, z, folds, cit.DEFAULT_REGRESSOR, seed, "crossfit")
-    res = cit.cit_test(yhat, a, z, seed=seed, m_hat=m_hat, folds=folds)
-    comb = res.details["combined_with_plain_gcm"]
-    out = {"default": res.p_value, "alone": comb["p_weighted"],
-           "bonferroni": min(1.0, 2.0 * min(comb["p_weighted"], comb["p_plain"])), "plain": comb["p_plain"],
-           "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()}}
+    out: dict = {}
+    if "default" in columns or any(c.endswith("weight") for c in columns):
+        m_hat = cit.crossfit_propensity(a, z, folds, cit.DEFAULT_REGRESSOR, seed, "crossfit")
+    if "default" in columns:
+        res = cit.cit_test(yhat, a, z, seed=seed, m_hat=m_hat, folds=folds)
+        comb = res.details["combined_with_plain_gcm"]
+        out.update({"default": res.p_value, "alone": comb["p_weighted"],
+                    "bonferroni": min(1.0, 2.0 * min(comb["p_weighted"], comb["p_plain"])), "plain": comb["p_plain"],
+                    "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()}})
     for col, weight in (("per-group weight", "difference"), ("joint weight", "joint"), ("offset weight", "offset")):
         if col in columns:
-            out[col] = res.p_value if weight == cit.DEFAULT_WEIGHT else cit.cit_test(
-            yhat, a, z, seed=seed, m_hat=m_hat, folds=folds, weight=weight).p_value
+            out[col] = out["default"] if weight == cit.DEFAULT_WEIGHT and "default" in out else cit.cit_test(
+                yhat, a, z, seed=seed, m_hat=m_hat, folds=folds, weight=weight).p_value
     if "logistic" in columns:
         out["logistic"] = cit.gcm_test(yhat, a, z, regressor="logistic", seed=seed, folds=folds).p_value
+    if "published CIT-LR" in columns:  # 004 Alg. 1: the release's MLPs, fitted on one half, paired t on the other
+        out["published CIT-LR"] = cit.cit_test(yhat, a, z, "cit_lr_split", "mlp_release", seed=seed).p_value
     return out
+
+
+def _key(r: dict) -> tuple:
+    return (r["design"], r.get("run"), r.get("role"), r.get("model_type"), r.get("seed"))
+
+
+def merge(rows: list[dict]) -> list[dict]:
+    """Rows of the same classifier (design and run, or design, role, type and seed) from several files: one row
+    with every column measured."""
+    out: dict = {}
+    for r in rows:
+        merged = out.setdefault(_key(r), {})
+        cpu = merged.get("cpu_s", 0.0) + r.get("cpu_s", 0.0)
+        merged.update({k: v for k, v in r.items() if k not in merged or merged[k] is None})
+        merged["cpu_s"] = cpu
+    return list(out.values())
 
 
 def scm_jobs(seeds, datasets, confounded: bool):
@@ -153,8 +179,9 @@ def table(rows: list[dict]) -> tuple[str, list[str]]:
             cells = [_ci(sum(r[t] < ALPHA for r in sel if r.get(t) is not None),
                          sum(r.get(t) is not None for r in sel)) for t in TESTS]
             target, verdict = _target(d, label), ""
-            if target and sel:
-                rate = float(np.mean([r["default"] < ALPHA for r in sel]))
+            measured = [r["default"] < ALPHA for r in sel if r.get("default") is not None]
+            if target and measured:
+                rate = float(np.mean(measured))
                 ok = rate >= target[1] if target[0] == ">=" else rate <= target[1]
                 verdict = f"{target[0]} {target[1]:.2f}: {'meets' if ok else 'MISSES'}"
                 if not ok:
@@ -184,7 +211,7 @@ def main(argv=None) -> int:
                     help="exit 1 when the default misses a target (the regression guard of issue 27)")
     args = ap.parse_args(argv)
     if args.table:
-        rows = [r for f in args.table for r in json.loads(Path(f).read_text())]
+        rows = merge([r for f in args.table for r in json.loads(Path(f).read_text())])
         text, missed = table(rows)
         print(text)
         for m in missed:

@@ -802,8 +802,6 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
     combine = combine or DEFAULT_COMBINE
     if weight not in WEIGHTS:
         raise DataError(f"The weight must be one of {', '.join(WEIGHTS)}.")
-    if weight == "offset" and scheme != "sequential-weight":
-        raise DataError("The 'offset' weight needs the 'sequential-weight' scheme.")
     if combine not in COMBINATIONS:
         raise DataError(f"The combination with the plain GCM must be one of {', '.join(COMBINATIONS)}.")
     if scheme not in SCHEMES:
@@ -854,10 +852,10 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
                     g_models[v].kind = model_kind(joint, regressor)
                 h_train = folds != k
                 h_model = fit_prob_model(z[h_train], yhat[h_train], regressor, seed + 17 * int(k))
-            elif scheme == "sequential-weight" and weight == "offset":
+            elif weight == "offset":  # the weight on `train`; ĥ as the scheme says
                 w_fn, base_kind = _offset_weight(z[train], a[train], yhat[train], regressor, seed + 17 * int(k) + 1)
                 g_models = {}
-                h_train = folds != k
+                h_train = folds != k if scheme == "sequential-weight" else train
                 h_model = fit_prob_model(z[h_train], yhat[h_train], regressor, seed + 17 * int(k))
             elif scheme == "sequential-weight":  # ĥ from every other fold; only the weight waits for the past
                 g_models = {v: fit_prob_model(z[train & (a == v)], yhat[train & (a == v)], regressor,
