@@ -13,7 +13,7 @@ ECA = 1). Per classifier it records, on an audit sample with ``Z = Z_n``:
   the release's MLP regressors;
 * ``cit_cf_p`` — the same statistic, 5-fold cross-fitted with FairDesk's logistic regressors;
 * ``wgcm_p`` — FairDesk's default test, the sequentially fitted weighted GCM (:func:`fairdesk.core.audits.cit.gcm_test`),
-  and three alternatives: ``wgcm_alone_p`` (its weighted statistic without the plain-GCM combination),
+  and four alternatives: ``wgcm_alone_p`` (its weighted statistic without the plain-GCM combination),
   ``wgcm_bonf_p`` (Bonferroni instead of the joint-normal combination; both read off the same fit),
   ``wgcm_pergroup_p`` (the weight as one model per group instead of the default's shared-baseline effect model)
   and ``wgcm_logistic_p`` (logistic nuisances throughout);
