@@ -897,7 +897,7 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
         stat, p = 0.0, 1.0
     combined = None
     if weighted and combine != "none":
-        plain = ~np.isnan(h_oof)  # every row under "sequential-weight" (fold 0 too), the tested rows otherwise
+        plain = ~np.isnan(h_oof) & ~np.isnan(m_hat)  # every row under "sequential-weight", else the tested rows
         ru = (yhat - h_oof) * (a - m_hat)
         mu, su = float(ru[plain].mean()), float(ru[plain].std())
         t_plain = 0.0 if su <= 1e-12 * max(1.0, abs(mu)) else math.sqrt(int(plain.sum())) * mu / su
