@@ -39,7 +39,8 @@ def _fmt(v, digits=2):
 
 def print_summary(result) -> None:
     short = {"cit_p": "CIT-LR", "cit_cf_p": "CIT-xfit", "wgcm_p": "wGCM*", "wgcm_alone_p": "w-alone",
-             "wgcm_bonf_p": "w-Bonf", "wgcm_logistic_p": "w-logit", "gcm_p": "GCM", "dp_p": "DP", "eo_p": "EO"}
+             "wgcm_bonf_p": "w-Bonf", "wgcm_pergroup_p": "w-group", "wgcm_logistic_p": "w-logit", "gcm_p": "GCM",
+             "dp_p": "DP", "eo_p": "EO"}
     head = "".join(f"{short[t]:>9}" for t in TESTS)
     for s in result.summary:
         label = f"{s['dataset']} / {s['variant']}"

@@ -185,14 +185,15 @@ def test_benchmark_cancel_and_bad_config():
 
 
 def _skip_unchecked_tests(monkeypatch):
-    """Only the default test (weighted GCM), DP and ECA are checked below: the three other p-values (CIT-LR split,
-    CIT-LR cross-fitted, plain GCM) are recorded as NaN instead of fitted, which takes most of the run's time
-    (the plain GCM alone about as long as the weighted one). Their computation is checked by
-    test_benchmark_small_run_contract and tests/core/test_cit.py; the full study computes all of them."""
+    """Only the default test (weighted GCM), DP and ECA are checked below: the other p-values (CIT-LR split,
+    CIT-LR cross-fitted, plain GCM, the weighted GCM's alternatives) are recorded as NaN instead of fitted, which
+    takes most of the run's time (the plain GCM alone about as long as the weighted one). Their computation is
+    checked by test_benchmark_small_run_contract and tests/core/test_cit.py; the full study computes all of them."""
     nan = cit.CITResult("skipped", float("nan"), float("nan"), 0, float("nan"), "two-sided", "none", 0)
     real_gcm = cit.gcm_test
-    monkeypatch.setattr(cit, "gcm_test", lambda yhat, a, z, weighted=True, *args, **kwargs:
-                        real_gcm(yhat, a, z, weighted, *args, **kwargs) if weighted else nan)
+    monkeypatch.setattr(cit, "gcm_test", lambda yhat, a, z, weighted=True, regressor=cit.DEFAULT_REGRESSOR, **kw:
+                        real_gcm(yhat, a, z, weighted, regressor, **kw)
+                        if weighted and regressor == cit.DEFAULT_REGRESSOR and "weight" not in kw else nan)
     monkeypatch.setattr(cit, "cit_test", lambda *args, **kwargs: nan)
     monkeypatch.setattr(cit, "cit_lr_test", lambda *args, **kwargs: nan)
 

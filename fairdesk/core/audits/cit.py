@@ -15,7 +15,8 @@ synthetic benchmark with ``z`` = the SCM's root ``Z_n``:
 * :func:`gcm_test` — **the default test** (``weighted=True``): the weighted generalised covariance measure
   (Shah & Peters 2020; Scheidegger, Hörrmann & Bühlmann 2022) of ``Ŷ ⟂ A | Z``. On each tested fold,
   ``R_i = (ŷ_i − ĥ(z_i)) · (a_i − m̂(z_i)) · ŵ(z_i)`` with ``ŵ = ĝ(1, ·) − ĝ(0, ·)``; ĥ and m̂ cross-fitted on the
-  other folds, the weight (one model ĝ(a, ·) per group) fitted on the EARLIER folds only (sequential /
+  other folds, the weight (a flexible E[Ŷ|Z] shared by both groups as the offset of a logistic model of the
+  effect of a) fitted on the EARLIER folds only (sequential /
   online fitting, Luedtke & van der Laan 2016), so the per-fold statistics' standardised sum is N(0, 1) under the
   null even though the weight is learned. One-sided: ŵ estimates the direction of the effect, so under the
   alternative E[R] ≈ E[m(1−m)(g(1,Z) − g(0,Z))²] > 0. The reported p combines it with the plain GCM on the same
@@ -63,12 +64,15 @@ LOGISTIC_C = 1.0
 #: other fold (invalid with a learned weight; kept to show why).
 SCHEMES: tuple[str, ...] = ("sequential-weight", "sequential", "crossfit")
 DEFAULT_SCHEME = "sequential-weight"
-#: The weight ĝ(1,·) − ĝ(0,·) of the weighted GCM: "difference" (one model per value of a), "joint" (one model on
-#: [z, a, a·z]; the issue-9 default) or "sign" (the sign of the per-group difference). Issue 27 measured both: on
-#: the 004 SCM (linear, seed 3) the joint model still picked boosting in some folds (65 features) and found 6 of
-#: the first 10 low-ECA classifiers against 8 of 10 with one model per group.
-WEIGHTS: tuple[str, ...] = ("difference", "joint", "sign")
-DEFAULT_WEIGHT = "difference"
+#: The weight ĝ(1,·) − ĝ(0,·) of the weighted GCM: "offset" (default: a flexible E[Ŷ|Z] shared by both groups as
+#: the offset of a logistic effect model on [z, a, a·z]; :func:`_offset_weight`), "difference" (one model per value
+#: of a; the first issue-27 default), "joint" (one model on [z, a, a·z]; the issue-9 default) or "sign" (the sign
+#: of the per-group difference). Issue 27: on the 004 SCM (linear, seed 3) the joint model picked boosting in some
+#: folds (65 features) and found 6 of the first 10 low-ECA classifiers against 8 of 10 with one model per group;
+#: under non-linear nuisances one model per group often paired a logistic fit with a boosted one, and their
+#: difference followed their errors, not a constant effect (docs/cit_synthetic_findings.md §2b).
+WEIGHTS: tuple[str, ...] = ("difference", "joint", "sign", "offset")
+DEFAULT_WEIGHT = "offset"
 #: How the weighted GCM's p is combined with the plain GCM's on the same residuals: "maxT" (the min-p of the two,
 #: referred to their joint normal law with the estimated correlation), "bonferroni" (2·min p; the issue-9
 #: default) or "none" (the weighted test alone).
@@ -197,12 +201,15 @@ def _sigmoid(s: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * s))
 
 
-def _fit_logistic(z: np.ndarray, y: np.ndarray, seed: int) -> ProbModel:  # noqa: ARG001 (deterministic)
+def _fit_logistic(z: np.ndarray, y: np.ndarray, seed: int,  # noqa: ARG001 (deterministic)
+                  offset: np.ndarray | None = None) -> ProbModel:
     """L2-penalised logistic regression on standardised features, fitted by damped Newton steps.
 
     Same objective as scikit-learn's ``LogisticRegression(C=1)`` on standardised inputs (intercept unpenalised),
     but ~20× faster for the few-thousand-row, few-dozen-feature fits the tests make thousands of. Targets may be
-    soft (in [0, 1]): the log-loss is then the cross-entropy with the soft labels.
+    soft (in [0, 1]): the log-loss is then the cross-entropy with the soft labels. With ``offset`` (a fixed logit
+    per row, which scikit-learn's LogisticRegression does not take) the model is sigmoid(offset + x·β) and the
+    returned callable takes ``(z, offset)``.
     """
     mu = z.mean(axis=0)
     sd = z.std(axis=0)
@@ -210,17 +217,19 @@ def _fit_logistic(z: np.ndarray, y: np.ndarray, seed: int) -> ProbModel:  # noqa
     x = np.hstack([np.ones((z.shape[0], 1)), (z - mu) / sd])
     pen = np.full(x.shape[1], 1.0 / LOGISTIC_C)
     pen[0] = 0.0
+    off = np.zeros(len(y)) if offset is None else np.asarray(offset, dtype=float)
     ybar = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
     beta = np.zeros(x.shape[1])
-    beta[0] = math.log(ybar / (1 - ybar))
+    if offset is None:
+        beta[0] = math.log(ybar / (1 - ybar))
 
     def objective(b: np.ndarray) -> float:
-        s = x @ b
+        s = x @ b + off
         return float(np.sum(np.logaddexp(0.0, s) - y * s) + 0.5 * np.sum(pen * b * b))
 
     obj = objective(beta)
     for _ in range(100):
-        p = _sigmoid(x @ beta)
+        p = _sigmoid(x @ beta + off)
         grad = x.T @ (p - y) + pen * beta
         hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(pen + 1e-10)
         try:
@@ -239,8 +248,8 @@ def _fit_logistic(z: np.ndarray, y: np.ndarray, seed: int) -> ProbModel:  # noqa
         if converged:
             break
 
-    def predict(zz: np.ndarray) -> np.ndarray:
-        return _sigmoid(((zz - mu) / sd) @ beta[1:] + beta[0])
+    def predict(zz: np.ndarray, offset_: np.ndarray | float = 0.0) -> np.ndarray:
+        return _sigmoid(((zz - mu) / sd) @ beta[1:] + beta[0] + offset_)
 
     return predict
 
@@ -361,12 +370,13 @@ def _fit_auto(z: np.ndarray, y: np.ndarray, seed: int) -> ProbModel:
     less variance than boosting, which is power for the weighted GCM); boosting takes over when the nuisance is
     clearly non-linear, where a misspecified logistic fit biases the residual product and inflates the level
     (issue 9, finding 4). A non-linearity too weak to be detected here is also too weak to move the level much:
-    the bias is the product of the ĥ and m̂ errors. Recorded on the model: ``.kind`` and ``.selection`` (mean
-    held-out losses, z, p)."""
+    the bias is the product of the ĥ and m̂ errors. Recorded on the model: ``.kind``, ``.selection`` (mean
+    held-out losses, z, p) and ``.held_out`` (the chosen learner's cross-fitted predictions on the rows)."""
     from scipy.stats import norm
 
     folds = _selection_folds(y, AUTO_SELECTION_FOLDS, seed)
     losses = {"logistic": np.empty(len(y)), "hgb": np.empty(len(y))}
+    held_out = {kind: np.empty(len(y)) for kind in losses}
     for k in range(AUTO_SELECTION_FOLDS):
         fit, hold = folds != k, folds == k
         yf = y[fit]
@@ -376,6 +386,7 @@ def _fit_auto(z: np.ndarray, y: np.ndarray, seed: int) -> ProbModel:
             else:
                 model = _FITTERS[kind](z[fit], yf, seed + k)
             p = np.clip(model(z[hold]), 1e-9, 1 - 1e-9)
+            held_out[kind][hold] = p
             losses[kind][hold] = -(y[hold] * np.log(p) + (1 - y[hold]) * np.log1p(-p))
     d = losses["logistic"] - losses["hgb"]
     sd = float(d.std(ddof=1))
@@ -384,6 +395,7 @@ def _fit_auto(z: np.ndarray, y: np.ndarray, seed: int) -> ProbModel:
     kind = "hgb" if p_sel < AUTO_SELECTION_ALPHA else "logistic"
     model = _FITTERS[kind](z, y, seed)
     model.kind = kind
+    model.held_out = held_out[kind]  # the chosen learner's cross-fitted predictions on these rows
     model.selection = {"logistic": float(losses["logistic"].mean()), "hgb": float(losses["hgb"].mean()),
                        "z": zstat, "p": p_sel}
     return model
@@ -486,6 +498,35 @@ def _with_attribute(z: np.ndarray, a: np.ndarray) -> np.ndarray:
     one model per value of a has), and boosting can split on a or on a·z."""
     a = np.asarray(a, dtype=float)[:, None]
     return np.hstack([z, a, a * z])
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
+    return np.log(p) - np.log1p(-p)
+
+
+def _offset_weight(z: np.ndarray, a: np.ndarray, yhat: np.ndarray, kind: str, seed: int):
+    """The weight ŵ = ĝ(1, ·) − ĝ(0, ·) of ``weight="offset"`` (issue 27), fitted on the rows given:
+    ĝ(a, z) = sigmoid(η̂(z) + [1, z, a, a·z]·β), where η̂ = logit of E[Ŷ|Z] by the nuisance learner ``kind`` (what
+    "auto" chooses: boosting when Ŷ is clearly non-linear in Z) and β an L2-penalised logistic fit with η̂ as a
+    fixed offset (on "auto"'s cross-fitted η̂ of the same rows, so the offset has not seen a row's own label).
+
+    The flexible part is shared by both groups and the attribute enters through a low-dimensional logistic
+    effect model: a constant effect is one coefficient estimated from every row, an effect that changes sign with
+    z one interaction. One model per group (``"difference"``) instead differences two independently fitted —
+    often differently chosen — models, and under a non-linear nuisance that difference is mostly their errors.
+    Returns (callable z → ŵ, the baseline's kind)."""
+    base = fit_prob_model(z, yhat, kind, seed)
+    if isinstance(base, _Constant):
+        return (lambda zz: np.zeros(len(zz))), model_kind(base, kind)
+    off = _logit(getattr(base, "held_out", None) if getattr(base, "held_out", None) is not None else base(z))
+    effect = _fit_logistic(_with_attribute(z, a), yhat, seed, offset=off)
+
+    def w(zz: np.ndarray) -> np.ndarray:
+        eta = _logit(base(zz))
+        return (effect(_with_attribute(zz, np.ones(len(zz))), eta)
+                - effect(_with_attribute(zz, np.zeros(len(zz))), eta))
+    return w, model_kind(base, kind)
 
 
 def _nuisance_scheme(scheme: str) -> str:
@@ -677,20 +718,21 @@ def cit_lr_test(yhat, a, z, regressor: str = DEFAULT_REGRESSOR, n_folds: int = 5
 # The default: (weighted) generalised covariance measure, cross-fitted
 
 
-def _weighted_plain_correlation(r: np.ndarray, ru: np.ndarray, used: np.ndarray, folds: np.ndarray,
-                                sd_plain: float) -> float:
-    """Null correlation of the weighted statistic T = Σ_k T_k/√(K−1) (T_k standardised per tested fold) with the
-    plain GCM's pooled T on the same rows: (1/√(K−1)) Σ_k √(n_k/N)·corr_k(R_w, R_plain)·sd_k(R_plain)/sd(R_plain)."""
-    rw, fu = r[used], folds[used]
-    ks = np.unique(fu)
+def _weighted_plain_correlation(r: np.ndarray, ru: np.ndarray, used: np.ndarray, plain: np.ndarray,
+                                folds: np.ndarray) -> float:
+    """Null correlation of the weighted statistic T = Σ_k T_k/√(K−1) (T_k standardised per tested fold, rows
+    ``used``) with the plain GCM's pooled T over the rows ``plain`` (a superset: fold 0 too):
+    (1/√(K−1)) Σ_k √(n_k/N)·cov_k(R_w, R_plain)/(sd_k(R_w)·sd(R_plain)), N = the plain statistic's rows."""
+    sd_plain = float(ru[plain].std())
+    ks = np.unique(folds[used])
     total = 0.0
     for k in ks:
-        sel = fu == k
-        sw, sp = float(rw[sel].std()), float(ru[sel].std())
-        if sw <= 0 or sp <= 0 or sd_plain <= 0:
+        sel = used & (folds == k)
+        sw = float(r[sel].std())
+        if sw <= 0 or sd_plain <= 0:
             continue
-        cov = float(np.mean((rw[sel] - rw[sel].mean()) * (ru[sel] - ru[sel].mean())))
-        total += math.sqrt(sel.sum() / len(rw)) * cov / (sw * sd_plain)
+        cov = float(np.mean((r[sel] - r[sel].mean()) * (ru[sel] - ru[sel].mean())))
+        total += math.sqrt(sel.sum() / plain.sum()) * cov / (sw * sd_plain)
     return float(np.clip(total / math.sqrt(len(ks)), -1.0, 1.0))
 
 
@@ -737,12 +779,14 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
       fits only the weight sequentially; "sequential" fits all three on the earlier folds (the pre-issue-9 default,
       whose first tested fold saw 1/K of the rows: biased under non-linear nuisances); "crossfit" fits all three
       on the other folds (invalid with a learned weight). ``burn_in``: share of fold 0 (default: equal folds).
-    * ``weight`` (:data:`WEIGHTS`): "difference" (default: one model per value of a), "joint" (one model ĝ on
+    * ``weight`` (:data:`WEIGHTS`): "offset" (default: a flexible E[Ŷ|Z] baseline shared by both groups plus a
+      logistic effect model on [z, a, a·z]), "difference" (one model per value of a), "joint" (one model ĝ on
       [z, a, a·z]; the issue-9 default) or "sign".
     * ``combine`` (:data:`COMBINATIONS`): "maxT" (default) reports P(min(p_W, p_P) ≤ observed) for the weighted
       statistic and the plain two-sided GCM on the same out-of-fold residuals, with their correlation estimated
       from those residuals — the plain GCM is the most powerful for an effect of one sign, the weighted one for an
-      effect that changes sign, and the joint law costs less than Bonferroni when the two agree; "bonferroni"
+      effect that changes sign, and the joint law costs less than Bonferroni when the two agree. The plain
+      statistic uses every row (its ĥ on fold 0 too; the weighted one tests folds 1…K−1); "bonferroni"
       (2·min p; the issue-9 default) and "none" (the weighted test alone).
 
     ``m_hat`` (out-of-fold propensities for the same ``folds`` and scheme; see :func:`crossfit_propensity`) can be
@@ -787,9 +831,15 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
     for k in np.unique(folds):
         rep.check()
         train = _training_mask(folds, int(k), "crossfit" if scheme == "crossfit" else "sequential")
-        if not train.any():
-            continue
         test = folds == k
+        if not train.any():
+            if weighted and scheme == "sequential-weight" and combine != "none":
+                # fold 0 trains the weight only, but the plain GCM needs no weight: its ĥ (on every other fold)
+                # lets the plain statistic use all rows (issue 27: 25 % more rows than the weighted one)
+                h_model = fit_prob_model(z[folds != k], yhat[folds != k], regressor, seed + 17 * int(k))
+                h_oof[test] = h_model(z[test])
+                chosen["h"].append(model_kind(h_model, regressor))
+            continue
         if np.any(np.isnan(m_hat[test])):
             raise DataError("m_hat has no value on a tested fold: compute it with the same folds and scheme.")
         if weighted:
@@ -802,6 +852,11 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
                     g_models[v].kind = model_kind(joint, regressor)
                 h_train = folds != k
                 h_model = fit_prob_model(z[h_train], yhat[h_train], regressor, seed + 17 * int(k))
+            elif weight == "offset":  # the weight on `train`; ĥ as the scheme says
+                w_fn, base_kind = _offset_weight(z[train], a[train], yhat[train], regressor, seed + 17 * int(k) + 1)
+                g_models = {}
+                h_train = folds != k if scheme == "sequential-weight" else train
+                h_model = fit_prob_model(z[h_train], yhat[h_train], regressor, seed + 17 * int(k))
             elif scheme == "sequential-weight":  # ĥ from every other fold; only the weight waits for the past
                 g_models = {v: fit_prob_model(z[train & (a == v)], yhat[train & (a == v)], regressor,
                                               seed + 17 * int(k) + 1 + v) for v in (0, 1)}
@@ -810,13 +865,13 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
             else:
                 fitted = fit_cit_regressors(yhat[train], a[train], z[train], regressor, seed + 17 * int(k))
                 g_models, h_model = fitted.g_models, fitted.h_model
-            w = g_models[1](z[test]) - g_models[0](z[test])
+            w = w_fn(z[test]) if not g_models else g_models[1](z[test]) - g_models[0](z[test])
             if weight == "sign":
                 w = np.sign(w)
             h_oof[test] = h_model(z[test])
             chosen["h"].append(model_kind(h_model, regressor))
             for v in (0, 1):
-                chosen[f"g{v}"].append(model_kind(g_models[v], regressor))
+                chosen[f"g{v}"].append(base_kind if not g_models else model_kind(g_models[v], regressor))
         else:
             h_model = fit_prob_model(z[train], yhat[train], regressor, seed + 17 * int(k))
             h_oof[test] = h_model(z[test])
@@ -842,15 +897,17 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
         stat, p = 0.0, 1.0
     combined = None
     if weighted and combine != "none":
-        ru = (yhat[used] - h_oof[used]) * (a[used] - m_hat[used])
-        mu, su = float(ru.mean()), float(ru.std())
-        t_plain = 0.0 if su <= 1e-12 * max(1.0, abs(mu)) else math.sqrt(len(ru)) * mu / su
+        plain = ~np.isnan(h_oof) & ~np.isnan(m_hat)  # every row under "sequential-weight", else the tested rows
+        ru = (yhat - h_oof) * (a - m_hat)
+        mu, su = float(ru[plain].mean()), float(ru[plain].std())
+        t_plain = 0.0 if su <= 1e-12 * max(1.0, abs(mu)) else math.sqrt(int(plain.sum())) * mu / su
         p_plain = float(2 * norm.sf(abs(t_plain)))
-        combined = {"p_weighted": p, "t_plain": t_plain, "p_plain": p_plain, "rule": combine}
+        combined = {"p_weighted": p, "t_plain": t_plain, "p_plain": p_plain, "rule": combine,
+                    "n_plain": int(plain.sum())}
         if combine == "bonferroni":
             p = min(1.0, 2.0 * min(p, p_plain))
         else:
-            rho = _weighted_plain_correlation(r, ru, used, folds, su) if scheme != "crossfit" else 0.0
+            rho = _weighted_plain_correlation(r, ru, used, plain, folds) if scheme != "crossfit" else 0.0
             combined["correlation"] = rho
             p = gcm_min_p(p, p_plain, rho)
     method = "wgcm" if weighted else "gcm"

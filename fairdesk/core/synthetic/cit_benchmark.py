@@ -13,9 +13,10 @@ ECA = 1). Per classifier it records, on an audit sample with ``Z = Z_n``:
   the release's MLP regressors;
 * ``cit_cf_p`` — the same statistic, 5-fold cross-fitted with FairDesk's logistic regressors;
 * ``wgcm_p`` — FairDesk's default test, the sequentially fitted weighted GCM (:func:`fairdesk.core.audits.cit.gcm_test`),
-  and three alternatives: ``wgcm_alone_p`` (its weighted statistic without the plain-GCM combination),
-  ``wgcm_bonf_p`` (Bonferroni instead of the joint-normal combination; both read off the same fit) and
-  ``wgcm_logistic_p`` (logistic nuisances throughout);
+  and four alternatives: ``wgcm_alone_p`` (its weighted statistic without the plain-GCM combination),
+  ``wgcm_bonf_p`` (Bonferroni instead of the joint-normal combination; both read off the same fit),
+  ``wgcm_pergroup_p`` (the weight as one model per group instead of the default's shared-baseline effect model)
+  and ``wgcm_logistic_p`` (logistic nuisances throughout);
 * ``gcm_p`` — the unweighted GCM;
 * ``dp_p`` / ``eo_p`` — Welch t-tests of f(X) between groups (EO within Y = 1).
 
@@ -48,14 +49,15 @@ from fairdesk.core.synthetic.scm import DATASETS, SyntheticSCM, expected_counter
 #: 004 App. G.1 Table 1, in its order.
 MODEL_TYPES: tuple[str, ...] = ("linear_svc", "svc_rbf", "svc_poly", "logistic", "tree", "random_forest",
                                 "gradient_boosting", "tree_depth5", "mlp_16_8_4", "mlp_16_4")
-TESTS: tuple[str, ...] = ("cit_p", "cit_cf_p", "wgcm_p", "wgcm_alone_p", "wgcm_bonf_p", "wgcm_logistic_p",
-                          "gcm_p", "dp_p", "eo_p")
+TESTS: tuple[str, ...] = ("cit_p", "cit_cf_p", "wgcm_p", "wgcm_alone_p", "wgcm_bonf_p", "wgcm_pergroup_p",
+                          "wgcm_logistic_p", "gcm_p", "dp_p", "eo_p")
 TEST_LABELS = {
     "cit_p": "CIT-LR (published; release MLPs, split)",
     "cit_cf_p": "CIT-LR (cross-fitted, logistic)",
     "wgcm_p": "weighted GCM (FairDesk default)",
     "wgcm_alone_p": "weighted GCM alone (default without the plain-GCM combination)",
     "wgcm_bonf_p": "weighted GCM, Bonferroni with the plain GCM",
+    "wgcm_pergroup_p": "weighted GCM with one weight model per group (the default before issue 27's fix)",
     "wgcm_logistic_p": "weighted GCM with logistic nuisances",
     "gcm_p": "GCM (unweighted)",
     "dp_p": "demographic parity (Welch)",
@@ -308,6 +310,8 @@ def _evaluate(scm, variant, role, kind, seed_idx, predict, uses_root, audit, eca
     comb = r.details["combined_with_plain_gcm"]
     rec["wgcm_alone_p"] = comb["p_weighted"]
     rec["wgcm_bonf_p"] = min(1.0, 2.0 * min(comb["p_weighted"], comb["p_plain"]))
+    rec["wgcm_pergroup_p"] = cit.gcm_test(yhat, a, z, True, cfg.regressor, seed=cfg.seed, m_hat=m_hat, folds=folds,
+                                          weight="difference").p_value
     r = cit.gcm_test(yhat, a, z, True, "logistic", seed=cfg.seed, folds=folds)
     rec["wgcm_logistic_p"] = r.p_value
     r = cit.gcm_test(yhat, a, z, False, cfg.regressor, seed=cfg.seed, m_hat=m_hat, folds=folds)
