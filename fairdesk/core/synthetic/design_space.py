@@ -42,7 +42,7 @@ import pandas as pd
 
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
-from fairdesk.core.stats.verified_region import cases_of
+from fairdesk.core.stats.verified_region import case_patients, cases_of
 
 ALPHA = 0.05
 SIZE_TARGET = ALPHA + 0.02  # issue 21: per-test size ≤ α + 0.02
@@ -246,7 +246,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         if m == "calibration":
             rows.append({**base, "measure": "calibration test", "kind": "test", "null": "calibration" in nulls,
                          "rejected": bool(t["p_value"] <= ALPHA), "covered": None, "cases": cases_a,
-                         "patients": grp.loc[t["group"], "n_patients"]})
+                         "patients": _case_patients(grp, m, t["group"])})
             continue
         if m not in truth or t["kind"] != "pair":
             continue
@@ -256,7 +256,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         rows.append({**base, "measure": f"{m} gap", "kind": "test", "null": m in nulls,
                      "rejected": bool(t["p_value"] <= ALPHA),
                      "covered": bool(t["ci_low"] - 1e-12 <= true_gap <= t["ci_high"] + 1e-12), "cases": cases,
-                     "patients": min(grp.loc[t["group"], "n_patients"], grp.loc[t["comparison"], "n_patients"])})
+                     "patients": min(_case_patients(grp, m, t["group"]), _case_patients(grp, m, t["comparison"]))})
     for r in res.calibration.to_dict(orient="records"):
         g = index[r["group"]]
         for m in CAL_MEASURES:
@@ -265,7 +265,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
                 continue
             rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                          "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
-                         "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+                         "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
     for r in res.discrimination.to_dict(orient="records"):
         lo, hi = r.get("value_ci_low"), r.get("value_ci_high")
         if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
@@ -273,8 +273,14 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         g, m = index[r["group"]], r["metric"]
         rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                      "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
-                     "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+                     "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
     return rows
+
+
+def _case_patients(grp: pd.DataFrame, measure: str, group: str) -> float:
+    """The patients among a group's cases of ``measure`` (:func:`..stats.verified_region.case_patients`)."""
+    r = grp.loc[group]
+    return case_patients(measure, r["n"], r["n_positive"], r["n_patients"])
 
 
 @dataclass
@@ -303,16 +309,18 @@ class DesignSpaceResult:
         return reg[(reg["size_verdict"] == "misses") | (reg["coverage_verdict"] == "misses")]
 
 
-PATIENT_BANDS = ((0, 30), (30, 100), (100, math.inf))
+PATIENT_BANDS = ((0, 10), (10, 30), (30, 100), (100, math.inf))
 
 
 def region_of(measure: str, cases: float, clustered: bool, patients: float, auroc: float) -> str:
     """The region of one test or interval: independent rows by the cases it rests on (:func:`case_count`, the
-    smaller group's for a gap); whole patients by the smaller group's number of patients; AUROC and AUPRC also by
+    smaller group's for a gap); whole patients by the patients among those cases (the smaller group's;
+    :func:`..stats.verified_region.case_patients`); AUROC and AUPRC also by
     whether the AUROC reaches 0.99."""
     if clustered:
         lo, hi = next(b for b in PATIENT_BANDS if b[0] <= patients < b[1])
-        where = f"clustered, {lo}–{hi - 1} patients" if math.isfinite(hi) else f"clustered, ≥{lo} patients"
+        where = (f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi) else
+                 f"clustered, ≥{lo} case patients")
     else:
         where = f"independent, {band(cases)} cases"
     if measure.startswith(("auroc", "auprc")):
