@@ -382,11 +382,13 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 #: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.stats.verified_region`): the tests'
-#: size and the intervals their verdicts rest on (AUPRC is never null by construction: coverage only).
+#: size and every interval shown beside their verdicts — the gap's, each group's AUROC or AUPRC, and each group's
+#: calibration intercept, slope, O/E, Brier and ECE for the calibration verdict — so that no region of the map that
+#: misses a target lies inside the verified region (AUPRC is never null by construction: coverage only).
 MIN_EVIDENCE = 30
 REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specificity": ("specificity gap",),
-                  "auroc": ("auroc gap",), "auprc": ("auprc gap",),
-                  "calibration": ("calibration test", "calibration_intercept", "calibration_slope")}
+                  "auroc": ("auroc gap", "auroc"), "auprc": ("auprc gap", "auprc"),
+                  "calibration": ("calibration test",) + CAL_MEASURES}
 
 
 def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
