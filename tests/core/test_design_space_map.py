@@ -146,3 +146,8 @@ def test_every_interval_shown_beside_a_verdict_shapes_its_verified_region():
                                      rows("auroc", 50, bad), rows("auroc", 150, good)], ignore_index=True))
     rule = DS.verified_region(reg)
     assert rule["calibration"]["min_patients"] == 100 and rule["auroc"]["min_patients"] == 100
+    # the printed map checks that every failing region lies outside the verified region
+    assert DS.inside("brier", "clustered, ≥100 case patients", rule)
+    assert not DS.inside("brier", "clustered, 10–29 case patients", rule)
+    assert not DS.inside("auroc", "clustered, ≥100 case patients; AUROC ≥ 0.99", {"auroc": {**rule["auroc"],
+                                                                                          "max_auroc": 0.99}})
