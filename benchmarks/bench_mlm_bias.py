@@ -19,11 +19,14 @@ Aims: FairDesk ≥ 10× the one-sentence loop, and FairDesk time ≤ 1.5 × the 
 categories' template counts, 5 attributes, 4 word pairs) and prints how often categories are flagged under template
 noise with zero mean bias (per category and per audit, binomial 95% CIs) for the default test over templates and
 for the release's per-sentence signed-rank test (issue 9, finding 3), and the power on planted leans;
-``--skew RUNS`` (issue 22) measures the template test per category at 8, 10, 12 and 15 templates under every template
-law of :data:`fairdesk.core.synthetic.mlm_sim.TEMPLATE_LAWS` (template SD 0.5 nats plus a template mean's sentence
-noise): size (p < 0.05 under zero mean lean), power at a lean of 0.5 nats, and false "equivalent" at the margin
-(mean lean +0.25 nats), for the default test (:func:`fairdesk.core.audits.mlm_bias.template_test`: t-test backed by
-Hall's skewness-corrected t) beside the t-test alone;
+``--skew RUNS`` (issue 22) measures the template test per category at 8, 9, 10, 12 and 15 templates under the
+template laws of :data:`SKEW_CELLS` (the named laws of :data:`fairdesk.core.synthetic.mlm_sim.TEMPLATE_LAWS`, the
+edge of the stated law space and ``space``, a law drawn from it per category; template SD 0.5 nats plus a template
+mean's sentence noise): size (p < 0.05 under zero mean lean), power at a lean of 0.5 nats, and false "equivalent" at
+the margin (mean lean +0.25 nats), for the default test (:func:`fairdesk.core.audits.mlm_bias.template_test`: t-test
+backed by Hall's skewness-corrected t with the G1 skewness) beside the rule before it and the t-test alone;
+``--skew-precise RUNS`` the same sizes and powers at 8, 9, 10, 12 and 15 templates with RUNS (e.g. 60,000) categories
+per cell, computed for all runs at once (checked against ``template_test`` on the first 200 of every cell);
 ``--no-speed`` skips the speed part.
 ``--planted`` also trains the planted and null corpora of the tests and prints the probe's records;
 ``--debiasing`` trains baseline / one-step-GRL / five-step-GRL models and prints how well a probe recovers gender
@@ -173,39 +176,120 @@ def validity(runs: int = 1000, seed0: int = 0) -> dict:
     return out
 
 
+def _t_and_previous_p(d) -> tuple[float, float]:
+    """The one-sample t-test's p (as scipy.stats.ttest_1samp) and the template test's p before this change (issue 22,
+    first round: the larger of the t-test's and Hall's t's with the plug-in skewness g1), for the comparison
+    columns; written out with the moments so that the study spends its time in the product's test."""
+    import math
+
+    from scipy.special import stdtr
+
+    n = len(d)
+    c = d - d.mean()
+    m2, m3 = float((c ** 2).sum()) / n, float((c ** 3).sum()) / n
+    T = d.mean() / math.sqrt(m2 * n / (n - 1) / n)
+    a = m3 / m2 ** 1.5 / math.sqrt(n)
+    G = T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6   # Hall's g(T), as in mlm_bias.template_test
+    p_t = float(2 * stdtr(n - 1, -abs(T)))
+    return p_t, max(p_t, float(2 * stdtr(n - 1, -abs(G))))
+
+
+#: The cells of :func:`skew_study`: the named laws of ``mlm_sim.TEMPLATE_LAWS`` and the edge of the stated space.
+SKEW_CELLS = ("normal", "skewed", "gamma 2.5", "lognormal 0.64", "heavy", "outlying", "space", "lognormal")
+
+
+def _cell_leans(cell: str, n: int, rng):
+    from fairdesk.core.synthetic.mlm_sim import law_leans, template_leans
+
+    if cell == "gamma 2.5":        # the stated space's most skewed gamma law (skewness 2.5)
+        return law_leans("gamma", {"skewness": 2.5, "sign": 1.0}, n, rng)
+    if cell == "lognormal 0.64":   # its most skewed lognormal law (log-SD 0.64, skewness 2.5)
+        return law_leans("lognormal", {"sigma": 0.64, "sign": 1.0}, n, rng)
+    return template_leans(cell, n, rng)
+
+
 def skew_study(runs: int = 4000, seed: int = 0, laws: tuple[str, ...] | None = None) -> list[dict]:
     """Per-category size, power at 0.5 nats and false equivalence at the margin, per template law and number of
-    templates, of the default template test and of the one-sample t-test alone (issue 22)."""
+    templates, of the default template test, of the rule before it (t-test ∨ Hall with the plug-in skewness) and
+    of the one-sample t-test alone (issue 22). ``space`` draws a law of ``mlm_sim.LAW_SPACE`` per category."""
     import numpy as np
-    from scipy.stats import t as t_dist
-    from scipy.stats import ttest_1samp
+    from scipy.special import stdtr
 
     from fairdesk.core.audits.mlm_bias import template_test
-    from fairdesk.core.synthetic.mlm_sim import TEMPLATE_LAWS, template_leans
 
     noise = 0.2 * (2 / 20) ** 0.5          # a template mean's sentence noise: 5 attributes × 4 pairs, two groups
     rows = []
-    for law in laws or TEMPLATE_LAWS:
+    for law in laws or SKEW_CELLS:
+        c_i = SKEW_CELLS.index(law)    # the seed follows the cell, whichever cells are run
         for n in (8, 10, 12, 15):
-            rng = np.random.default_rng([seed, n, TEMPLATE_LAWS.index(law)])
-            k = dict.fromkeys(("size", "size_t", "power", "power_t", "equiv", "equiv_t"), 0)
+            rng = np.random.default_rng([seed, n, c_i])
+            k = dict.fromkeys(("size", "size_prev", "size_t", "power", "power_prev", "power_t", "equiv",
+                               "equiv_t"), 0)
             for _ in range(runs):
-                d = 0.5 * template_leans(law, n, rng) + rng.normal(0.0, noise, n)
+                d = 0.5 * _cell_leans(law, n, rng) + rng.normal(0.0, noise, n)
+                p_t, p_prev = _t_and_previous_p(d)
                 k["size"] += template_test(d, 0.05, 0.25)["p_value"] < 0.05
-                k["size_t"] += ttest_1samp(d, 0.0).pvalue < 0.05
+                k["size_prev"] += p_prev < 0.05
+                k["size_t"] += p_t < 0.05
+                p_t, p_prev = _t_and_previous_p(d + 0.5)
                 k["power"] += template_test(d + 0.5, 0.05, 0.25)["p_value"] < 0.05
-                k["power_t"] += ttest_1samp(d + 0.5, 0.0).pvalue < 0.05
+                k["power_prev"] += p_prev < 0.05
+                k["power_t"] += p_t < 0.05
                 e = d + 0.25                                     # a true mean lean at the margin
                 k["equiv"] += template_test(e, 0.05, 0.25)["p_equivalence"] < 0.05
                 se = e.std(ddof=1) / n ** 0.5
-                k["equiv_t"] += max(t_dist.sf((e.mean() + 0.25) / se, n - 1),
-                                    t_dist.cdf((e.mean() - 0.25) / se, n - 1)) < 0.05
+                k["equiv_t"] += max(stdtr(n - 1, -(e.mean() + 0.25) / se),
+                                    stdtr(n - 1, (e.mean() - 0.25) / se)) < 0.05
             rows.append({"law": law, "templates": n, "runs": runs, **{key: v / runs for key, v in k.items()},
                          "size_ci": _ci(k["size"], runs)})
             r = rows[-1]
-            print(f"{law:<10}{n:>4}  size {r['size']:.3f} [{r['size_ci'][0]:.3f}, {r['size_ci'][1]:.3f}] "
-                  f"(t alone {r['size_t']:.3f})  power@0.5 {r['power']:.3f} (t {r['power_t']:.3f})  "
-                  f"equivalent@margin {r['equiv']:.3f} (t {r['equiv_t']:.3f})", flush=True)
+            print(f"{law:<15}{n:>4}  size {r['size']:.3f} [{r['size_ci'][0]:.3f}, {r['size_ci'][1]:.3f}] "
+                  f"(before {r['size_prev']:.3f}, t alone {r['size_t']:.3f})  power@0.5 {r['power']:.3f} "
+                  f"(before {r['power_prev']:.3f}, t {r['power_t']:.3f})  equivalent@margin {r['equiv']:.3f} "
+                  f"(t {r['equiv_t']:.3f})", flush=True)
+    return rows
+
+
+def skew_precise(runs: int = 60_000, seed: int = 1) -> list[dict]:
+    """The same cells as :func:`skew_study` (size and power at 0.5 nats), ``runs`` categories each, for Monte-Carlo
+    error near ±0.002: the p's of the t-test, the first round's rule and the default are computed for all runs at once
+    from the moments (the formulas of ``mlm_bias.template_test``), checked equal to ``template_test`` itself on the
+    first 200 runs of every cell."""
+    import numpy as np
+    from scipy.special import stdtr
+
+    from fairdesk.core.audits.mlm_bias import template_test
+
+    def p_all(d):  # rows = runs: (t-test, first round, default)
+        n = d.shape[1]
+        c = d - d.mean(1, keepdims=True)
+        m2, m3 = (c ** 2).mean(1), (c ** 3).mean(1)
+        T = d.mean(1) / np.sqrt(m2 / (n - 1))
+        g1 = m3 / m2 ** 1.5
+        out = [2 * stdtr(n - 1, -np.abs(T))]
+        for g in (g1, g1 * np.sqrt(n * (n - 1)) / (n - 2)):
+            a = g / np.sqrt(n)
+            G = T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6
+            out.append(np.maximum(out[0], 2 * stdtr(n - 1, -np.abs(G))))
+        return out
+
+    noise = 0.2 * (2 / 20) ** 0.5
+    rows = []
+    for c_i, law in enumerate(SKEW_CELLS):
+        for n in (8, 9, 10, 12, 15):
+            rng = np.random.default_rng([seed, n, c_i])
+            d = 0.5 * np.stack([_cell_leans(law, n, rng) for _ in range(runs)]) + rng.normal(0.0, noise, (runs, n))
+            p_t, p_prev, p_new = p_all(d)
+            check = [template_test(x, 0.05, 0.25)["p_value"] for x in d[:200]]
+            assert np.allclose(check, p_new[:200], rtol=1e-9, atol=1e-12), law
+            q_t, q_prev, q_new = p_all(d + 0.5)
+            r = {"law": law, "templates": n, "runs": runs, "size": float((p_new < 0.05).mean()),
+                 "size_prev": float((p_prev < 0.05).mean()), "size_t": float((p_t < 0.05).mean()),
+                 "power": float((q_new < 0.05).mean()), "power_prev": float((q_prev < 0.05).mean()),
+                 "power_t": float((q_t < 0.05).mean())}
+            rows.append(r)
+            print(f"{law:<15}{n:>4}  size {r['size']:.3f} (before {r['size_prev']:.3f}, t alone {r['size_t']:.3f})  "
+                  f"power@0.5 {r['power']:.3f} (before {r['power_prev']:.3f}, t {r['power_t']:.3f})", flush=True)
     return rows
 
 
@@ -303,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also simulate null and planted score tables RUNS times per design (flag rates with CIs)")
     ap.add_argument("--skew", type=int, default=0, metavar="RUNS",
                     help="also measure the template test's size, power and false equivalence per template law")
+    ap.add_argument("--skew-precise", type=int, default=0, metavar="RUNS",
+                    help="also measure size and power per template law with RUNS categories per cell (vectorised)")
     ap.add_argument("--laws", help="comma-separated template laws for --skew (default: all)")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     ap.add_argument("--debiasing", action="store_true", help="also compare baseline and debiased [CLS] probes")
@@ -318,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.skew:
         print(f"\ntemplate laws: {args.skew} simulated categories per cell …", flush=True)
         res["skew"] = skew_study(args.skew, laws=tuple(args.laws.split(",")) if args.laws else None)
+    if args.skew_precise:
+        print(f"\ntemplate laws, vectorised: {args.skew_precise} simulated categories per cell …", flush=True)
+        res["skew_precise"] = skew_precise(args.skew_precise)
     if args.no_speed:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:

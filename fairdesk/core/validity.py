@@ -11,7 +11,8 @@ Families and what one simulated run is:
 * ``mlm`` — a whole masked-LM probe: :func:`fairdesk.core.synthetic.mlm_sim.simulate_probe_scores` (the shipped
   categories, templates leaning at random) through :func:`fairdesk.core.audits.mlm_bias.category_statistics`;
   rejects when a category says ``verdict == "differs"`` (older tables: ``flagged``); the null under each template
-  law (normal, skewed, heavy-tailed, outlying; :data:`MLM_NULL_LAWS`). Planted: a bias in HIV.
+  law (normal, skewed, heavy-tailed, outlying, or one drawn per category from ``mlm_sim.LAW_SPACE``;
+  :data:`MLM_NULL_LAWS`). Planted: a bias in HIV.
 * ``ctf`` — a whole CTF audit of simulated scores (:func:`fairdesk.core.synthetic.ctf_sim.validity_runs`, issue
   22): the null at the margin (template-complete, random layouts) and one planted term over random designs.
 * ``age`` — one comparison of two equally good learners (null) or of a weaker one (planted) over repeated
@@ -61,7 +62,7 @@ DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "s
 GROUP_N_BOOT = 200
 GROUP_PLANTED_GAP = 0.2
 MLM_PLANTED = {"HIV": 0.5}
-MLM_NULL_LAWS = ("normal", "skewed", "heavy", "outlying")
+MLM_NULL_LAWS = ("normal", "skewed", "heavy", "outlying", "space")
 AGE_REPEATS = (1, 3)
 AGE_PLANTED_SIGNAL = 0.3   # learner b's signal (a: 0.6): about 5 accuracy points worse
 CIT_BETA = 0.5

@@ -91,7 +91,12 @@ def test_outside_region_names_the_reason(monkeypatch):
     monkeypatch.setattr(verified_region, "VERIFIED", rules)
     assert "12 cases (verified from 30)" in outside_region("recall", [g(500, 12), g(500, 100)], clustered=False)
     assert outside_region("recall", [g(2000, 400), g(1500, 300)], clustered=False) is None
-    assert "20 patients (verified from 100)" in outside_region("recall", [g(600, 100, 20), g(900, 200, 300)], True)
+    assert "about 3 patients among its cases (verified from 100)" in outside_region(
+        "recall", [g(600, 100, 20), g(900, 200, 300)], True)
+    # whole patients: what counts is the patients among the cases (the positives for recall), not the group's
+    # patients — 529 rows of 460 patients with 10 positive rows rest on about 9 (the first maps counted 460)
+    assert "about 9 patients among its cases" in outside_region("recall", [g(529, 10, 460), g(4000, 400, 3000)], True)
+    assert outside_region("recall", [g(2000, 400, 1000), g(4000, 800, 3000)], True) is None
     assert "not verified" in outside_region("parity", [g(2000, 400), g(1500, 300)], clustered=False)
     assert "AUROC" in outside_region("auroc", [g(2000, 400, auc=0.995), g(2000, 400)], clustered=False)
     assert "prevalence" in outside_region("recall", [g(20000, 100), g(2000, 400)], clustered=False)
@@ -128,3 +133,24 @@ def test_cli_design_space_options_belong_to_design_space(tmp_path, capsys):
 
     code = main(["bench", "validity", "--designs", "3", "--json", str(tmp_path / "v.json")])
     assert code == 2 and "--design-space" in capsys.readouterr().err
+
+
+def test_every_interval_shown_beside_a_verdict_shapes_its_verified_region():
+    """A Brier interval that under-covers with few case patients shrinks the calibration verdict's verified region
+    (before: only the calibration test, intercept and slope counted, so a failing Brier or O/E region could lie
+    inside the region the audit called verified); each group's AUROC interval shapes the AUROC verdict's."""
+    def rows(measure, patients, covered):
+        return pd.DataFrame({"measure": measure, "kind": "interval", "null": None, "rejected": None,
+                             "covered": covered, "cases": 500, "clustered": True, "patients": patients,
+                             "auroc": 0.8})
+    good, bad = [True] * 97 + [False] * 3, [True] * 70 + [False] * 30
+    reg = DS.region_table(pd.concat([rows("brier", 15, bad), rows("brier", 150, good),
+                                     rows("calibration_slope", 15, good), rows("calibration_slope", 150, good),
+                                     rows("auroc", 50, bad), rows("auroc", 150, good)], ignore_index=True))
+    rule = DS.verified_region(reg)
+    assert rule["calibration"]["min_patients"] == 100 and rule["auroc"]["min_patients"] == 100
+    # the printed map checks that every failing region lies outside the verified region
+    assert DS.inside("brier", "clustered, ≥100 case patients", rule)
+    assert not DS.inside("brier", "clustered, 10–29 case patients", rule)
+    assert not DS.inside("auroc", "clustered, ≥100 case patients; AUROC ≥ 0.99", {"auroc": {**rule["auroc"],
+                                                                                          "max_auroc": 0.99}})

@@ -333,7 +333,7 @@ def test_category_statistics_match_scipy():
 
 def test_template_test_matches_scipy_and_hand_computed_tost():
     """The default test: over the templates' mean differences, the one-sample t-test (scipy) backed by Hall's
-    skewness-corrected t — p the larger of the two, interval the hull, TOST the larger one-sided p — by hand."""
+    skewness-corrected t (skewness G1) — p the larger of the two, interval the hull, TOST the larger one-sided p — by hand."""
     from scipy.stats import skew
     from scipy.stats import t as t_dist
     from scipy.stats import ttest_1samp
@@ -350,7 +350,9 @@ def test_template_test_matches_scipy_and_hand_computed_tost():
         d = (m - f).to_numpy()
         ref = ttest_1samp(d, 0.0)
         se = d.std(ddof=1) / math.sqrt(8)
-        a = skew(d) / math.sqrt(8)
+        c = d - d.mean()   # G1 = the skewness from Johnson's unbiased third moment, √(n(n−1))/(n−2)·m3/m2^1.5
+        a = math.sqrt(8 * 7) / 6 * np.mean(c ** 3) / np.mean(c ** 2) ** 1.5 / math.sqrt(8)
+        assert a * math.sqrt(8) == pytest.approx(skew(d, bias=False))
 
         def hall(mu):  # Hall (1992): g(T) = T + a T²/3 + a² T³/27 + a/6
             T = (d.mean() - mu) / se

@@ -3,7 +3,10 @@
 The defect (reproduced with a fixed seed): the one-sample t over 8–15 template means rejects about twice too often
 under a skewed (centred exponential) template law. The fix: every p is the larger of the t-test's and Hall's
 skewness-corrected t's, every interval the hull of the two (:func:`fairdesk.core.audits.mlm_bias.template_test`).
-Properties over random template vectors: the interval, the test and the TOST agree with each other."""
+Second round: with the plug-in skewness g1, Hall's t still rejected 0.076 at 8 templates at the edge of the stated
+law space (skewness 2.5); with the G1 skewness (Johnson's unbiased third moment) it holds 0.07 over the space
+(``mlm_sim.LAW_SPACE``). Properties over random template vectors: the interval, the test and the TOST agree with
+each other."""
 import math
 
 import numpy as np
@@ -11,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import t as t_dist
-from scipy.stats import ttest_1samp
+from scipy.stats import skew, ttest_1samp
 
 from fairdesk.core.audits import mlm_bias as mb
-from fairdesk.core.synthetic.mlm_sim import TEMPLATE_LAWS, simulate_probe_scores, template_leans
+from fairdesk.core.synthetic.mlm_sim import (TEMPLATE_LAWS, draw_template_law, law_leans, law_skewness,
+                                             simulate_probe_scores, template_leans)
 
 
 def _sizes(law: str, n: int, runs: int, seed: int) -> tuple[float, float]:
@@ -46,6 +50,54 @@ def test_skewed_template_effects_inflate_the_t_test_not_the_default(n):
     assert _ci(new, 1500)[0] <= 0.07 and new <= old - 0.03, (old, new)
 
 
+def _previous_p(d: np.ndarray) -> float:
+    """The template test of the first round: the larger p of the t-test and Hall's t with the plug-in skewness g1."""
+    n = len(d)
+    T = ttest_1samp(d, 0.0).statistic
+    a = skew(d) / math.sqrt(n)
+    G = T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6
+    return max(ttest_1samp(d, 0.0).pvalue, 2 * t_dist.sf(abs(G), n - 1))
+
+
+def test_the_edge_of_the_law_space_holds_the_size_at_eight_templates():
+    """Fixed seed, 6,000 null categories of 8 templates under the most skewed gamma law of the stated space
+    (skewness 2.5): the first round's rule (Hall's t with the plug-in skewness) rejects more than 0.05 + 0.02 (60,000
+    runs: 0.076); the default (Hall's t with G1) does not (60,000 runs: 0.066), and rejects less."""
+    rng = np.random.default_rng(2025)
+    old = new = 0
+    runs = 6000
+    for _ in range(runs):
+        d = 0.5 * law_leans("gamma", {"skewness": 2.5, "sign": 1.0}, 8, rng) + rng.normal(0.0, 0.06, 8)
+        old += _previous_p(d) < 0.05
+        new += mb.template_test(d, 0.05, 0.25)["p_value"] < 0.05
+    assert old / runs > 0.07 and new / runs <= 0.07 and new < old, (old / runs, new / runs)
+
+
+def test_sizes_over_the_law_space():
+    """Laws drawn from the stated space (``mlm_sim.LAW_SPACE``: normal, gamma and lognormal up to skewness 2.5 in
+    either direction, t3, contaminated), 8–15 templates, one law per category: the share of null categories with
+    p < 0.05 stays below 0.05 + 0.02 (benchmark: 0.04–0.05 per cell, docs/methods.md §4)."""
+    rng = np.random.default_rng(11)
+    rej, runs = 0, 2500
+    for _ in range(runs):
+        n = int(rng.integers(8, 16))
+        d = 0.5 * template_leans("space", n, rng) + rng.normal(0.0, 0.06, n)
+        rej += mb.template_test(d, 0.05, 0.25)["p_value"] < 0.05
+    assert _ci(rej / runs, runs)[1] <= 0.07 and rej / runs >= 0.02, rej / runs
+
+
+def test_law_space_draws_are_centred_and_scaled_with_the_stated_skewness():
+    rng = np.random.default_rng(4)
+    for _ in range(12):
+        family, params = draw_template_law(rng)
+        x = law_leans(family, params, 400_000, rng)
+        # t3 has no fourth moment: its sample SD converges slowly
+        assert abs(x.mean()) < 0.02 and abs(x.std() - 1) < (0.08 if family == "heavy" else 0.03), (family, params)
+        assert abs(law_skewness(family, params)) <= 2.5 + 1e-9
+        if family in ("gamma", "lognormal"):
+            assert skew(x) == pytest.approx(law_skewness(family, params), abs=0.25), (family, params)
+
+
 def test_normal_and_heavy_tailed_template_effects_keep_the_size():
     for law in ("normal", "heavy"):
         _, new = _sizes(law, 10, 800, seed=7)
@@ -54,14 +106,15 @@ def test_normal_and_heavy_tailed_template_effects_keep_the_size():
 
 def test_power_at_half_a_nat_over_ten_templates():
     """A planted lean of 0.5 nats (template SD 0.5) is found (p < 0.05) in most categories of 10 templates; the
-    robust test gives up little power against the t-test (measured 0.74 against 0.80 over 4,000 runs)."""
+    robust test gives up some power against the t-test (measured 0.71 against 0.80 over 30,000 runs; the first
+    round's rule 0.73)."""
     rng = np.random.default_rng(3)
     t_hits = hits = 0
     for _ in range(400):
         d = 0.5 + 0.5 * rng.normal(size=10)
         t_hits += ttest_1samp(d, 0.0).pvalue < 0.05
         hits += mb.template_test(d, 0.05, 0.25)["p_value"] < 0.05
-    assert hits / 400 >= 0.65 and hits <= t_hits and t_hits - hits <= 0.1 * 400, (hits, t_hits)
+    assert hits / 400 >= 0.65 and hits <= t_hits and t_hits - hits <= 0.12 * 400, (hits, t_hits)
 
 
 @settings(max_examples=60)

@@ -441,7 +441,7 @@ def _template_differences(df: pd.DataFrame, g1: str, g2: str) -> np.ndarray:
 
 def _hall_g(T, a: float):
     """Hall's (1992) skewness-removing transformation of a studentized mean, g(T) = T + a·T²/3 + a²·T³/27 + a/6
-    with a = (sample skewness)/√n; monotone in T (g' = (1 + a·T/3)² ≥ 0), referred to t with n − 1 df."""
+    with a = (sample skewness G1)/√n; monotone in T (g' = (1 + a·T/3)² ≥ 0), referred to t with n − 1 df."""
     T = np.asarray(T, float)
     return T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6
 
@@ -459,7 +459,8 @@ def template_test(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
     interval; the TOST p of |mean(d)| < margin. Needs ≥ 2 values; with no spread at all the answer is exact.
 
     Two tests, each referred to t with n − 1 df: the one-sample t-test (as ``scipy.stats.ttest_1samp``) and Hall's
-    (1992) skewness-corrected t (:func:`_hall_g`; no library offers it). Every p is the larger of the two and every
+    (1992) skewness-corrected t (:func:`_hall_g`; no library offers it) with the skewness estimated from Johnson's
+    (1978) unbiased third moment (G1, ``scipy.stats.skew(bias=False)``). Every p is the larger of the two and every
     interval the hull of the two, so the probe says "differs" only when both tests do: its size is at most the
     smaller of the two sizes — the t-test's where template effects are heavy-tailed but symmetric (there Hall's is
     liberal), Hall's where they are skewed (there the t-test rejects up to twice too often; 8–15 templates,
@@ -481,7 +482,10 @@ def template_test(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
                    p_equivalence=0.0 if abs(mean) < margin else 1.0, skewness=0.0)
         return out
     se = sd / math.sqrt(n)
-    gamma = float(skew(d, bias=True))
+    # the skewness from Johnson's (1978) unbiased third moment and s (G1 = g1·√(n(n − 1))/(n − 2), scipy's
+    # bias=False): the plug-in g1 shrinks towards 0 with few templates, and Hall's correction with it stays liberal
+    # under skewed laws at 8–10 templates (measured in docs/methods.md §4)
+    gamma = float(skew(d, bias=n < 3))
     a = gamma / math.sqrt(n)
     # the studentized mean at 0, −margin and +margin (the one-sample t statistic of scipy.stats.ttest_1samp)
     T = (mean - np.array([0.0, -margin, margin])) / se

@@ -42,7 +42,7 @@ import pandas as pd
 
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
-from fairdesk.core.stats.verified_region import cases_of
+from fairdesk.core.stats.verified_region import case_patients, cases_of
 
 ALPHA = 0.05
 SIZE_TARGET = ALPHA + 0.02  # issue 21: per-test size ≤ α + 0.02
@@ -246,7 +246,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         if m == "calibration":
             rows.append({**base, "measure": "calibration test", "kind": "test", "null": "calibration" in nulls,
                          "rejected": bool(t["p_value"] <= ALPHA), "covered": None, "cases": cases_a,
-                         "patients": grp.loc[t["group"], "n_patients"]})
+                         "patients": _case_patients(grp, m, t["group"])})
             continue
         if m not in truth or t["kind"] != "pair":
             continue
@@ -256,7 +256,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         rows.append({**base, "measure": f"{m} gap", "kind": "test", "null": m in nulls,
                      "rejected": bool(t["p_value"] <= ALPHA),
                      "covered": bool(t["ci_low"] - 1e-12 <= true_gap <= t["ci_high"] + 1e-12), "cases": cases,
-                     "patients": min(grp.loc[t["group"], "n_patients"], grp.loc[t["comparison"], "n_patients"])})
+                     "patients": min(_case_patients(grp, m, t["group"]), _case_patients(grp, m, t["comparison"]))})
     for r in res.calibration.to_dict(orient="records"):
         g = index[r["group"]]
         for m in CAL_MEASURES:
@@ -265,7 +265,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
                 continue
             rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                          "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
-                         "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+                         "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
     for r in res.discrimination.to_dict(orient="records"):
         lo, hi = r.get("value_ci_low"), r.get("value_ci_high")
         if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
@@ -273,8 +273,14 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         g, m = index[r["group"]], r["metric"]
         rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                      "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
-                     "cases": cases_of(m, r["n"], r["n_positive"]), "patients": grp.loc[r["group"], "n_patients"]})
+                     "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
     return rows
+
+
+def _case_patients(grp: pd.DataFrame, measure: str, group: str) -> float:
+    """The patients among a group's cases of ``measure`` (:func:`..stats.verified_region.case_patients`)."""
+    r = grp.loc[group]
+    return case_patients(measure, r["n"], r["n_positive"], r["n_patients"])
 
 
 @dataclass
@@ -303,16 +309,18 @@ class DesignSpaceResult:
         return reg[(reg["size_verdict"] == "misses") | (reg["coverage_verdict"] == "misses")]
 
 
-PATIENT_BANDS = ((0, 30), (30, 100), (100, math.inf))
+PATIENT_BANDS = ((0, 10), (10, 30), (30, 100), (100, math.inf))
 
 
 def region_of(measure: str, cases: float, clustered: bool, patients: float, auroc: float) -> str:
     """The region of one test or interval: independent rows by the cases it rests on (:func:`case_count`, the
-    smaller group's for a gap); whole patients by the smaller group's number of patients; AUROC and AUPRC also by
+    smaller group's for a gap); whole patients by the patients among those cases (the smaller group's;
+    :func:`..stats.verified_region.case_patients`); AUROC and AUPRC also by
     whether the AUROC reaches 0.99."""
     if clustered:
         lo, hi = next(b for b in PATIENT_BANDS if b[0] <= patients < b[1])
-        where = f"clustered, {lo}–{hi - 1} patients" if math.isfinite(hi) else f"clustered, ≥{lo} patients"
+        where = (f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi) else
+                 f"clustered, ≥{lo} case patients")
     else:
         where = f"independent, {band(cases)} cases"
     if measure.startswith(("auroc", "auprc")):
@@ -374,11 +382,13 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 #: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.stats.verified_region`): the tests'
-#: size and the intervals their verdicts rest on (AUPRC is never null by construction: coverage only).
+#: size and every interval shown beside their verdicts — the gap's, each group's AUROC or AUPRC, and each group's
+#: calibration intercept, slope, O/E, Brier and ECE for the calibration verdict — so that no region of the map that
+#: misses a target lies inside the verified region (AUPRC is never null by construction: coverage only).
 MIN_EVIDENCE = 30
 REGION_SOURCES = {"parity": ("parity gap",), "recall": ("recall gap",), "specificity": ("specificity gap",),
-                  "auroc": ("auroc gap",), "auprc": ("auprc gap",),
-                  "calibration": ("calibration test", "calibration_intercept", "calibration_slope")}
+                  "auroc": ("auroc gap", "auroc"), "auprc": ("auprc gap", "auprc"),
+                  "calibration": ("calibration test",) + CAL_MEASURES}
 
 
 def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
@@ -413,6 +423,20 @@ def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
             rule[name] = None if good is None else max(int(good), bands[0][0] if kind == "independent" else 1)
         out[key] = rule
     return out
+
+
+def inside(measure: str, region: str, rules: dict[str, dict]) -> bool:
+    """Whether a region of the map (a row of :meth:`DesignSpaceResult.regions`) lies inside the verified region
+    ``rules`` (the form of :data:`fairdesk.core.stats.verified_region.VERIFIED`); measures that decide no verdict
+    are never inside."""
+    key = next((k for k, src in REGION_SOURCES.items() if measure in src), None)
+    if key is None or key not in rules:
+        return False
+    rule = rules[key]
+    low = rule["min_patients" if region.startswith("clustered") else "min_cases"]
+    if low is None or _region_key(region)[1] < low:
+        return False
+    return not (region.endswith("AUROC ≥ 0.99") and rule.get("max_auroc") is not None)
 
 
 def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
@@ -453,8 +477,16 @@ def format_regions(result: DesignSpaceResult) -> str:
                  "CI is beyond the target, unclear = the point estimate misses but the CI reaches it.")
     lines.append(f"{len(failing)} of {len(reg)} regions fail." if len(failing) else
                  f"No region fails its targets ({len(reg)} regions).")
+    from fairdesk.core.stats.verified_region import VERIFIED
+
+    rules = verified_region(reg)
+    stated = [f"{r.measure} | {r.region}" for r in failing.itertuples(index=False) if inside(r.measure, r.region,
+                                                                                                VERIFIED)]
+    lines.append("Every failing region lies outside the stated verified region (VERIFIED): audits there say so." if
+                 not stated else f"{len(stated)} failing region(s) inside the stated verified region (VERIFIED): "
+                 + "; ".join(stated))
     lines.append("verified region (every band from there up meets both targets):")
-    for key, rule in verified_region(reg).items():
+    for key, rule in rules.items():
         cases = "not verified" if rule["min_cases"] is None else f"from {rule['min_cases']} cases"
         pats = "not verified" if rule["min_patients"] is None else f"from {rule['min_patients']} patients"
         top = f"; AUROC below {rule['max_auroc']:g}" if rule.get("max_auroc") else ""

@@ -20,14 +20,22 @@ situation in which a test over all (template, attribute, pair) rows is pseudo-re
 ``template_law`` (:data:`TEMPLATE_LAWS`) sets the law of the template leans u[t], always with mean 0 and SD
 ``template_sd``: ``normal``; ``skewed`` (a centred exponential, skewness 2); ``lognormal`` (a centred lognormal with
 log-SD 1, skewness 6.2: an extreme case); ``heavy`` (Student t with 3 df, symmetric, heavy tails); ``outlying``
-(one template in ten shifted by +4 SD, the rest normal: an odd wording now and then).
+(one template in ten shifted by +4 SD, the rest normal: an odd wording now and then); ``space``: a law drawn at random
+from the stated space :data:`LAW_SPACE` each time leans are drawn (so each category of a simulated probe gets its own
+law) — the space over which the template test's size is verified (docs/methods.md §4).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-TEMPLATE_LAWS: tuple[str, ...] = ("normal", "skewed", "lognormal", "heavy", "outlying")
+TEMPLATE_LAWS: tuple[str, ...] = ("normal", "skewed", "lognormal", "heavy", "outlying", "space")
+#: The space of template laws of ``template_law="space"`` (issue 22): one family drawn with equal chance, then its
+#: parameters uniformly; every law has mean 0 and SD 1 and, when skewed or contaminated, a random direction.
+#: gamma: |skewness| in 0.3–2.5 (shape 4/skewness²); lognormal: log-SD 0.1–0.64 (skewness 0.3–2.5); t3; contaminated:
+#: a share 0.05–0.2 of templates shifted by 3–5 SD. Skewness beyond 2.5 is outside it (see docs/methods.md §4).
+LAW_SPACE = {"families": ("normal", "gamma", "lognormal", "heavy", "contaminated"), "gamma_skewness": (0.3, 2.5),
+             "lognormal_sigma": (0.1, 0.64), "contaminated_share": (0.05, 0.2), "contaminated_shift": (3.0, 5.0)}
 #: The two word groups and the number of word pairs of the shipped lists (man↔woman, he↔she, male↔female, m↔f).
 GROUPS = ("male", "female")
 N_PAIRS = 4
@@ -96,6 +104,59 @@ def template_leans(law: str, n: int, rng: np.random.Generator) -> np.ndarray:
     if law == "heavy":
         return rng.standard_t(3, size=n) / np.sqrt(3.0)
     if law == "outlying":
-        z = rng.normal(size=n) + 4.0 * (rng.random(n) < 0.1)
-        return (z - 0.4) / np.sqrt(1.0 + 16.0 * 0.1 * 0.9)
+        return _contaminated(n, 0.1, 4.0, rng)
+    if law == "space":
+        family, params = draw_template_law(rng)
+        return law_leans(family, params, n, rng)
     raise ValueError(f"Unknown template law '{law}'; choose from {', '.join(TEMPLATE_LAWS)}.")
+
+
+def _contaminated(n: int, share: float, shift: float, rng: np.random.Generator) -> np.ndarray:
+    z = rng.normal(size=n) + shift * (rng.random(n) < share)
+    return (z - shift * share) / np.sqrt(1.0 + shift ** 2 * share * (1.0 - share))
+
+
+def draw_template_law(rng: np.random.Generator) -> tuple[str, dict]:
+    """One law of :data:`LAW_SPACE`: (family, parameters) for :func:`law_leans`."""
+    sp = LAW_SPACE
+    family = str(rng.choice(sp["families"]))
+    sign = float(rng.choice([-1.0, 1.0]))
+    if family == "gamma":
+        return family, {"skewness": float(rng.uniform(*sp["gamma_skewness"])), "sign": sign}
+    if family == "lognormal":
+        return family, {"sigma": float(rng.uniform(*sp["lognormal_sigma"])), "sign": sign}
+    if family == "contaminated":
+        return family, {"share": float(rng.uniform(*sp["contaminated_share"])),
+                        "shift": float(rng.uniform(*sp["contaminated_shift"])), "sign": sign}
+    return family, {}
+
+
+def law_skewness(family: str, params: dict) -> float:
+    """The skewness of a law of :data:`LAW_SPACE` (0 for the symmetric ones)."""
+    if family == "gamma":
+        return params["sign"] * params["skewness"]
+    if family == "lognormal":
+        w = np.exp(params["sigma"] ** 2)
+        return float(params["sign"] * (w + 2.0) * np.sqrt(w - 1.0))
+    if family == "contaminated":
+        p, d = params["share"], params["shift"]
+        return float(params["sign"] * p * (1 - p) * (1 - 2 * p) * d ** 3 / (1 + d * d * p * (1 - p)) ** 1.5)
+    return 0.0
+
+
+def law_leans(family: str, params: dict, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws of the law (``family``, ``params``) of :func:`draw_template_law`, mean 0 and SD 1."""
+    if family == "normal":
+        return rng.normal(size=n)
+    if family == "heavy":
+        return template_leans("heavy", n, rng)
+    if family == "gamma":
+        k = 4.0 / params["skewness"] ** 2
+        return params["sign"] * (rng.gamma(k, size=n) - k) / np.sqrt(k)
+    if family == "lognormal":
+        s = params["sigma"]
+        x = rng.lognormal(0.0, s, size=n)
+        return params["sign"] * (x - np.exp(s * s / 2)) / np.sqrt((np.exp(s * s) - 1.0) * np.exp(s * s))
+    if family == "contaminated":
+        return params["sign"] * _contaminated(n, params["share"], params["shift"], rng)
+    raise ValueError(f"Unknown template-law family '{family}'; choose from {', '.join(LAW_SPACE['families'])}.")
