@@ -300,6 +300,16 @@ def leakage_probe(z_train, age_train, z_test, age_test, groups_test, seed: int =
     return out
 
 
+def leakage_probes(z_train, y_train, age_train, z_test, y_test, age_test, groups_test, seed: int = 0) -> dict:
+    """:func:`leakage_probe` of age (``"age"``) and of the age beyond the label (``"beyond_label"``: age minus its
+    label's mean training age, :func:`label_age`, on both sides) from the same representations; each maps probe
+    name → out-of-sample predictions of its target for ``z_test``."""
+    r_train = np.asarray(age_train, float) - label_age(y_train, age_train, y_train)
+    r_test = np.asarray(age_test, float) - label_age(y_train, age_train, y_test)
+    return {"age": leakage_probe(z_train, age_train, z_test, age_test, groups_test, seed),
+            "beyond_label": leakage_probe(z_train, r_train, z_test, r_test, groups_test, seed)}
+
+
 def leakage_scores(pred, age, age_threshold: float) -> dict:
     """R², MAE and AUROC (age above the threshold) of out-of-sample age predictions."""
     from sklearn.metrics import mean_absolute_error, r2_score, roc_auc_score
@@ -356,9 +366,11 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
         fitted = fit_method(method, X[tr], y[tr], age[tr], learner, seed=_seed(seed, i), progress=sub,
                             cancel=rep.cancel)
         accuracy = float(np.mean((fitted.predict_proba(X[va]) >= THRESHOLD).astype(int) == y[va]))
-        lp = leakage_probe(fitted.represent(X[tr]), age[tr], fitted.represent(X[va]), age[va], groups[va],
-                           seed=_seed(seed, i, 1000))
-        points.append({"lambda": float(lam), "accuracy": accuracy, "leakage_r2": best_r2(lp, age[va])})
+        lp = leakage_probes(fitted.represent(X[tr]), y[tr], age[tr], fitted.represent(X[va]), y[va], age[va],
+                            groups[va], seed=_seed(seed, i, 1000))
+        beyond = age[va] - label_age(y[tr], age[tr], y[va])
+        points.append({"lambda": float(lam), "accuracy": accuracy, "leakage_r2": best_r2(lp["beyond_label"], beyond),
+                       "age_r2": best_r2(lp["age"], age[va])})
     lam, reached = choose_lambda(points, settings.leakage_target)
     return {"lambda": lam, "reached": reached, "points": points, "validation_rows": int(len(va)),
             "validation_participants": int(len(pd.unique(groups[va])))}
@@ -411,6 +423,9 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
     splits = group_folds(data["groups"], data["y"], settings.folds, settings.repeats, settings.seed)
     X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
     age_threshold = float(age.mean())
+    beyond = {r: np.full(len(y), np.nan) for r in range(settings.repeats)}  # age − its label's mean training age
+    for sp in splits:
+        beyond[sp.repeat][sp.test] = age[sp.test] - label_age(y[sp.train], age[sp.train], y[sp.test])
     per_fold = {m: [] for m in methods}
     probe_pred = {m: {} for m in methods if m in WITH_REPRESENTATION}
     selections: dict[str, list] = {m: [] for m in methods if m in LEARNERS and settings.select_lambda}
@@ -443,11 +458,13 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
                                        "repeat": sp.repeat, "fold": sp.fold, "label": y[sp.test],
                                        "attribute": age[sp.test], "score": score, "predicted": predicted}))
             if fitted.represent is not None:
-                lp = leakage_probe(fitted.represent(X[sp.train]), age[sp.train], fitted.represent(X[sp.test]),
-                                   age[sp.test], groups[sp.test], seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
-                for probe, p in lp.items():
-                    full = probe_pred[m].setdefault((sp.repeat, probe), np.full(len(y), np.nan))
-                    full[sp.test] = p
+                lp = leakage_probes(fitted.represent(X[sp.train]), y[sp.train], age[sp.train],
+                                    fitted.represent(X[sp.test]), y[sp.test], age[sp.test], groups[sp.test],
+                                    seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
+                for target, by_probe in lp.items():
+                    for probe, p in by_probe.items():
+                        full = probe_pred[m].setdefault((sp.repeat, target, probe), np.full(len(y), np.nan))
+                        full[sp.test] = p
             u += weight[m]
             rep(u / units, f"{m}: repeat {sp.repeat + 1}, fold {sp.fold + 1} done")
     leakage = {}
@@ -455,13 +472,18 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
         if m not in probe_pred:
             leakage[m] = None
             continue
-        probes = {}
+        probes, beyond_probes = {}, {}
         for probe in ("ridge", "gbm"):
-            per_repeat = [leakage_scores(probe_pred[m][(r, probe)], age, age_threshold)
+            per_repeat = [leakage_scores(probe_pred[m][(r, "age", probe)], age, age_threshold)
                           for r in range(settings.repeats)]
             probes[probe] = {k: _mean_or_none([s[k] for s in per_repeat]) for k in ("r2", "mae", "auroc")}
-        best = max(probes, key=lambda p: -math.inf if probes[p]["r2"] is None else probes[p]["r2"])
-        leakage[m] = {**probes[best], "probe": best, "probes": probes, "age_threshold": age_threshold}
+            beyond_probes[probe] = {"r2": _mean_or_none([best_r2({probe: probe_pred[m][(r, "beyond_label", probe)]},
+                                                                 beyond[r]) for r in range(settings.repeats)])}
+        best = _best_probe(probes)
+        best_beyond = _best_probe(beyond_probes)
+        leakage[m] = {**probes[best], "probe": best, "probes": probes, "age_threshold": age_threshold,
+                      "beyond_label": {"r2": beyond_probes[best_beyond]["r2"], "probe": best_beyond,
+                                       "probes": beyond_probes}}
     order = {m: i for i, m in enumerate(methods)}
     table = pd.concat(preds, ignore_index=True)
     label_floor = _mean_or_none([label_age_r2(y, age, [sp for sp in splits if sp.repeat == r])
@@ -472,6 +494,19 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
             "hashes": hashes, "splits": splits, "selections": selections, "age_r2_from_label": label_floor}
 
 
+def _best_probe(probes: dict) -> str:
+    """The probe with the highest R² (the one that finds the most age)."""
+    return max(probes, key=lambda p: -math.inf if probes[p]["r2"] is None else probes[p]["r2"])
+
+
+def label_age(y_train, age_train, y) -> np.ndarray:
+    """Each row's label's mean age over the training rows (the overall mean for a label absent from them): the age
+    the label alone predicts."""
+    y_train, age_train = np.asarray(y_train).astype(int), np.asarray(age_train, float)
+    means = {c: age_train[y_train == c].mean() if np.any(y_train == c) else age_train.mean() for c in (0, 1)}
+    return np.where(np.asarray(y).astype(int) == 1, means[1], means[0])
+
+
 def label_age_r2(y, age, splits: list[FoldSplit]) -> float | None:
     """Held-out R² of age predicted from the label alone (each held-out row gets its label's mean training age),
     pooled over one repeat's folds: the age any representation that predicts the label well carries with it."""
@@ -480,9 +515,7 @@ def label_age_r2(y, age, splits: list[FoldSplit]) -> float | None:
     y, age = np.asarray(y).astype(int), np.asarray(age, float)
     pred = np.full(len(age), np.nan)
     for sp in splits:
-        means = {c: age[sp.train][y[sp.train] == c].mean() if np.any(y[sp.train] == c) else age[sp.train].mean()
-                 for c in (0, 1)}
-        pred[sp.test] = np.where(y[sp.test] == 1, means[1], means[0])
+        pred[sp.test] = label_age(y[sp.train], age[sp.train], y[sp.test])
     ok = np.isfinite(pred)
     return float(r2_score(age[ok], pred[ok])) if ok.sum() >= 3 else None
 
@@ -546,7 +579,8 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
                 tests.append((m, metric))
         entry["leakage"] = cv["leakage"][m]
         if entry["leakage"] is not None:
-            entry["age_independence"] = leakage_verdict(entry["leakage"].get("r2"), settings.leakage_target)
+            entry["age_independence"] = leakage_verdict(entry["leakage"]["beyond_label"].get("r2"),
+                                                        settings.leakage_target)
         if m in cv["selections"]:
             chosen = cv["selections"][m]
             entry["lambda_selection"] = {"target": settings.leakage_target, "grid": list(settings.lambda_grid),
@@ -602,7 +636,7 @@ def accuracy_fairness_frontier(table: pd.DataFrame, label: str, attribute: str, 
     """Accuracy, Δ^(5) and leakage per learner as λ varies, on the same folds; plus the DNN (``lambda`` None).
 
     Returns one point per (method, λ): ``method, lambda, accuracy, accuracy_std, delta_eo_5, delta_eo_5_std,
-    delta_eo_2, leakage_r2, leakage_mae, leakage_auroc``.
+    delta_eo_2, leakage_r2, leakage_r2_beyond_label, leakage_mae, leakage_auroc``.
     """
     settings = settings or AgeProtocolSettings()
     bad = [m for m in methods if m not in LEARNERS]
@@ -625,6 +659,7 @@ def accuracy_fairness_frontier(table: pd.DataFrame, label: str, attribute: str, 
             points.append({"method": m, "lambda": lam, "accuracy": acc["mean"], "accuracy_std": acc["std"],
                            "delta_eo_5": d5["mean"], "delta_eo_5_std": d5["std"],
                            "delta_eo_2": _summary([f["delta_eo_2"] for f in folds])["mean"],
-                           "leakage_r2": leak.get("r2"), "leakage_mae": leak.get("mae"),
-                           "leakage_auroc": leak.get("auroc")})
+                           "leakage_r2": leak.get("r2"),
+                           "leakage_r2_beyond_label": (leak.get("beyond_label") or {}).get("r2"),
+                           "leakage_mae": leak.get("mae"), "leakage_auroc": leak.get("auroc")})
     return points
