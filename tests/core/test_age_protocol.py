@@ -120,7 +120,9 @@ def test_document_contract(tiny, tiny_result):
                     assert t["p"] == pytest.approx(t_dist.cdf(stat, len(d) - 1), rel=1e-9)
                 assert e["comparison"][metric]["verdict"] in ap.VERDICTS
         if name in ("dnn", "simple"):
-            assert set(e["leakage"]) >= {"r2", "mae", "auroc"}
+            assert set(e["leakage"]) >= {"r2", "mae", "auroc", "beyond_label"}
+            assert set(e["leakage"]["beyond_label"]) == {"r2", "probe", "probes"}
+            assert e["age_independence"] == ap.leakage_verdict(e["leakage"]["beyond_label"]["r2"], 0.05)
         else:
             assert e["leakage"] is None
     # folds are ordered by repeat then fold: recompute one value from the predictions table

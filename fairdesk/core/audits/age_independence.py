@@ -36,14 +36,18 @@ training rows' representations (the same fitted model) plus the held-out rows of
 inner folds (:func:`leakage_probe`), so it sees about five times one fold's rows and never the participant it
 predicts. Pooled per repeat: R², MAE (years) and AUROC for "age above the table's mean age". The probe with the
 higher mean R² is reported (``probe``); both are kept under ``probes``. Methods without a representation: null.
-A representation is "age-independent" when that R² is at most ``leakage_target`` (0.05), else "not
-age-independent" (``age_independence``). ``settings.age_r2_from_label``: the held-out age R² of the label alone
-(what a representation that predicts the label carries with it).
+The same probes also predict the **age beyond the label** — age minus the mean training age of the row's label
+(:func:`label_age`, :func:`leakage_probes`) — reported as ``leakage.beyond_label`` (R², probe). A representation is
+"age-independent" when that R² is at most ``leakage_target`` (0.05), else "not age-independent"
+(``age_independence``): older participants are more often impaired, so a representation that predicts the label
+carries the age the label implies (``settings.age_r2_from_label``: the held-out age R² of the label alone), which
+no accurate classifier can shed and which 000's equalized-odds score Δ_eo does not count; the age R² itself is
+reported beside it.
 
 λ (issue 27): by default chosen per learner and outer fold (:func:`select_lambda`): a quarter of the training
 participants validates every λ of ``lambda_grid`` (1, 3, 10); the most accurate λ whose probe R² is at most the
-target is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was not
-reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
+target is used (:func:`choose_lambda`; the R² read is the one beyond the label), else the λ with the least age, and
+the document says the target was not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
 """
 from __future__ import annotations
 
@@ -334,13 +338,19 @@ def best_r2(predictions: dict[str, np.ndarray], age) -> float | None:
     return max(values) if values else None
 
 
-def choose_lambda(points: list[dict], target: float) -> tuple[float, bool]:
+def choose_lambda(points: list[dict], target: float, n_validation: int | None = None) -> tuple[float, bool]:
     """(λ, reached) from validation points ``{"lambda", "accuracy", "leakage_r2"}``: among the λ whose probe R² is
-    at most ``target``, the one with the highest accuracy (the least accuracy cost; ties: the smaller λ); when none
-    reaches the target, the λ with the lowest probe R² (ties: the higher accuracy), and ``reached`` False."""
+    at most ``target``, the one with the least accuracy cost — by the one-standard-error rule when the number of
+    validation rows ``n_validation`` is given: the smallest λ whose accuracy is within one binomial standard error
+    √(a(1 − a)/n) of the best accuracy a among them (a quarter of the training participants validates, so accuracy
+    differences of a few points are noise, and a larger λ than needed costs accuracy on new data: measured in
+    docs/methods.md §3); without it the most accurate (ties: the smaller λ). When none reaches the target, the λ
+    with the lowest probe R² (ties: the higher accuracy), and ``reached`` False."""
     ok = [p for p in points if p["leakage_r2"] is not None and p["leakage_r2"] <= target]
     if ok:
-        return max(ok, key=lambda p: (p["accuracy"], -p["lambda"]))["lambda"], True
+        best = max(p["accuracy"] for p in ok)
+        se = math.sqrt(best * (1 - best) / n_validation) if n_validation else 0.0
+        return min(p["lambda"] for p in ok if p["accuracy"] >= best - se - 1e-12), True
     scored = [p for p in points if p["leakage_r2"] is not None] or points
     best = min(scored, key=lambda p: (p["leakage_r2"] if p["leakage_r2"] is not None else 0.0, -p["accuracy"],
                                       p["lambda"]))
@@ -371,7 +381,7 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
         beyond = age[va] - label_age(y[tr], age[tr], y[va])
         points.append({"lambda": float(lam), "accuracy": accuracy, "leakage_r2": best_r2(lp["beyond_label"], beyond),
                        "age_r2": best_r2(lp["age"], age[va])})
-    lam, reached = choose_lambda(points, settings.leakage_target)
+    lam, reached = choose_lambda(points, settings.leakage_target, int(len(va)))
     return {"lambda": lam, "reached": reached, "points": points, "validation_rows": int(len(va)),
             "validation_participants": int(len(pd.unique(groups[va])))}
 
@@ -613,6 +623,8 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         "folds_order": "repeat, then fold", "leakage_probes": ["ridge", "gbm"], "probe_folds": PROBE_FOLDS,
         "probe_training": "the training rows' representations plus the other inner folds of the held-out rows",
         "age_r2_from_label": cv["age_r2_from_label"],
+        "leakage_measure": ("the probe's held-out R² of the age beyond the label (age minus its label's mean "
+                            "training age); the age R² itself is reported beside it"),
         "lambda_selection": ("per learner and outer fold, nested participant-disjoint validation (1/"
                              f"{SELECTION_FOLDS} of the training participants): among the λ whose probe R² ≤ the "
                              "target the most accurate, else the λ with the lowest R²") if settings.select_lambda

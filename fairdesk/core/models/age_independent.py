@@ -24,6 +24,19 @@ where present, R) takes ONE step on its loss, then the adversary (and discrimina
 networks with no adversarial pressure. The regression adversary sees age standardised with the training rows'
 mean and SD (000 regresses raw years; on that scale the squared error is ~100× the CE and swamps it).
 
+Two departures from 000 (issue 27; both settings, defaults shown; docs/methods.md §3 has the measurements):
+
+* ``adversary_term="bounded"``: in the interpreter's loss the adversary's error part (squared error, or the
+  entropy adversary's CE; consensus's Ld) is capped at its no-information value :func:`adversary_prior` — the
+  loss of the best guess that reads nothing from z. 000's ``−λ·La`` has no lower bound: the interpreter can lower
+  it without end by making the current adversary confidently *wrong*, which keeps age in z (in a form the lagging
+  adversary misreads) and, for λ > 1, swamps the classifier. ``"unbounded"`` is 000's term.
+* ``conditional=True``: the adversary also reads the label (a ±1 column beside z), as the equalized-odds
+  adversaries of Madras et al. (2018) and Zhang et al. (2018) do, and its prior is per label class. 000's
+  adversary reads z only, so it also removes the age the diagnosis itself implies (older participants are more
+  often impaired) — which no classifier of the diagnosis can shed without losing accuracy, and which 000's own
+  fairness score (equalized odds, Δ_eo) does not count. ``conditional=False`` is 000's adversary.
+
 Baselines: ``dnn`` (hidden 64-32-8, ReLU, batch norm before the output layer; its representation is the last hidden
 layer, 8 units), ``svm`` (RBF SVC with Platt scores), ``rf`` (random forest, 200 trees), ``adaboost`` (100 stumps) —
 scikit-learn. ``fairlearn-adversarial`` (:data:`REFERENCE_METHOD`) is fairlearn's ``AdversarialFairnessClassifier``

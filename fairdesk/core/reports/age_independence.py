@@ -100,6 +100,17 @@ def comparison_test_words(doc: dict) -> str:
     return "plain paired t-test over folds (anti-conservative: the folds share training rows)"
 
 
+def _adversary_words(L: dict) -> str:
+    """The two departures from 000's objective, as run (documents stored before them ran 000's)."""
+    bounded = L.get("adversary_term", "unbounded") == "bounded"
+    conditional = bool(L.get("conditional", False))
+    return (" " + ("In the interpreter's loss the adversary's error (and consensus's Ld) is capped at its value "
+                   "for a guess that reads nothing from z: an adversary made worse than that guess exerts no pull "
+                   "(000's −λ·La is unbounded)." if bounded else "The adversary term is 000's −λ·La (unbounded).")
+            + (" The adversary also reads the label, so it removes the age beyond what the diagnosis implies "
+               "(000's adversary reads z only)." if conditional else " The adversary reads z only (000)."))
+
+
 def _label(doc: dict, m: str) -> str:
     return str(doc["methods"][m].get("label") or m)
 
@@ -245,7 +256,7 @@ def _methods_blocks(doc: dict) -> list:
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
         f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
         f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
-        "The regression adversary predicts standardised age.")]
+        "The regression adversary predicts standardised age." + _adversary_words(L))]
     rows = [r for r in LOSSES if r[0] in run]
     blocks.append(Table(["method", "networks", "interpreter side minimises", "adversary minimises"], rows,
                         title="Architectures and losses", widths=[1.1, 2.6, 1.6, 2.2], small=True))
