@@ -51,6 +51,7 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
             row |= {"accuracy_cost_points": cost,
                     "lambda_chosen": [c["lambda"] for c in e["lambda_selection"]["folds"]],
                     "reached_in_folds": e["lambda_selection"]["reached_in_folds"],
+                    "verdict": e["age_independence"]["verdict"],
                     "targets": {"r2<=0.10": row["leakage_r2"] <= 0.10,
                                 "beyond<=0.10": row["leakage_r2_beyond_label"] <= 0.10, "cost<=5": cost <= 5,
                                 "delta5<=dnn": row["delta_eo_5"] <= dnn["delta_eo_5"]["mean"]}}

@@ -45,8 +45,8 @@ no accurate classifier can shed and which 000's equalized-odds score Δ_eo does 
 reported beside it.
 
 λ (issue 27): by default chosen per learner and outer fold (:func:`select_lambda`): a quarter of the training
-participants validates every λ of ``lambda_grid`` (1, 3, 10); the most accurate λ whose probe R² is at most the
-target is used (:func:`choose_lambda`; the R² read is the one beyond the label), else the λ with the least age, and
+participants validates every λ of ``lambda_grid`` (1, 3, 10); among the λ whose probe R² is at most the target,
+the smallest within one standard error of the best accuracy is used (:func:`choose_lambda`; the R² read is the one beyond the label), else the λ with the least age, and
 the document says the target was not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
 """
 from __future__ import annotations
@@ -626,8 +626,9 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         "leakage_measure": ("the probe's held-out R² of the age beyond the label (age minus its label's mean "
                             "training age); the age R² itself is reported beside it"),
         "lambda_selection": ("per learner and outer fold, nested participant-disjoint validation (1/"
-                             f"{SELECTION_FOLDS} of the training participants): among the λ whose probe R² ≤ the "
-                             "target the most accurate, else the λ with the lowest R²") if settings.select_lambda
+                             f"{SELECTION_FOLDS} of the training participants): among the λ whose probe R² beyond the "
+                             "label ≤ the target, the smallest within one standard error of the best accuracy, else "
+                             "the λ with the lowest R²") if settings.select_lambda
         else "fixed",
     }
     from fairdesk.core.models.age_independent import resolve_device
