@@ -82,8 +82,8 @@ BASELINE = "dnn"
 PREDICTION_COLUMNS = ("row", "group_id", "method", "repeat", "fold", "label", "attribute", "score", "predicted")
 THRESHOLD = 0.5
 PROBE_FOLDS = 3
-#: Leakage target: a representation is called age-independent when the probe's age R² on held-out participants is
-#: at most this (issue 27).
+#: Leakage target: a representation is called age-independent when the probe's R² for the age beyond the label on
+#: held-out participants is at most this (issue 27).
 LEAKAGE_TARGET = 0.05
 #: λ values the nested selection tries per learner and outer fold (000's λ = 1 among them).
 LAMBDA_GRID: tuple[float, ...] = (1.0, 3.0, 10.0)

@@ -187,7 +187,7 @@ class AgeLearnersPage(AuditPage):
         self.target_spin.setToolTip("The R² a fresh probe may reach for the age beyond the label (age minus the "
                                     "label's mean age) from a learner's representation on held-out participants "
                                     "for it to count as age-independent.")
-        sf.addRow("Leakage target (age R² ≤)", self.target_spin)
+        sf.addRow("Leakage target (R² of age beyond the label ≤)", self.target_spin)
         sf.addRow("Adversary strength λ", self.lambda_spin)
         self._lambda_mode_changed()
         self.k_spin = QSpinBox(settings_box)
