@@ -29,15 +29,18 @@ COHORTS = {
 METHODS = ("dnn", "simple", "entropy")
 
 
-def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS) -> dict:
+def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS, lam: float | None = None) -> dict:
+    """One cohort through the protocol; ``lam`` fixes λ (else it is chosen per learner and fold)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
+    from fairdesk.core.models.age_independent import LearnerSettings
     from fairdesk.core.synthetic.age_cohort import make_age_cohort, oracle_age_r2
 
     kw = COHORTS[name]
     cohort = make_age_cohort(n_participants=participants, n_features=100, **kw)
     t0 = time.perf_counter()
+    fixed = {} if lam is None else {"select_lambda": False, "learner": LearnerSettings(lam=lam)}
     doc = run_age_independence(cohort, "label", "age", "participant_id", settings=AgeProtocolSettings(
-        methods=tuple(methods), folds=folds, seed=seed, reference=False)).document
+        methods=tuple(methods), folds=folds, seed=seed, reference=False, **fixed)).document
     out = {"cohort": name, "rows": len(cohort), "participants": participants, "folds": folds,
            "oracle_age_r2": oracle_age_r2(kw["age_signal"], 100), "age_r2_from_label":
            doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0, "methods": {}}
@@ -48,9 +51,10 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
                "leakage_r2_beyond_label": e["leakage"]["beyond_label"]["r2"]}
         if m != "dnn":
             cost = 100 * (dnn["accuracy"]["mean"] - e["accuracy"]["mean"])
+            sel = e.get("lambda_selection") or {"folds": [{"lambda": lam}] * folds, "reached_in_folds": None}
             row |= {"accuracy_cost_points": cost,
-                    "lambda_chosen": [c["lambda"] for c in e["lambda_selection"]["folds"]],
-                    "reached_in_folds": e["lambda_selection"]["reached_in_folds"],
+                    "lambda_chosen": [c["lambda"] for c in sel["folds"]],
+                    "reached_in_folds": sel["reached_in_folds"],
                     "verdict": e["age_independence"]["verdict"],
                     "targets": {"r2<=0.10": row["leakage_r2"] <= 0.10,
                                 "beyond<=0.10": row["leakage_r2_beyond_label"] <= 0.10, "cost<=5": cost <= 5,
@@ -67,12 +71,13 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--participants", type=int, default=200)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated, dnn first")
+    ap.add_argument("--lambda", dest="lam", type=float, default=None, help="fix λ (default: chosen per fold)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     results = []
     for name in args.cohort or sorted(COHORTS):
-        r = run(name, args.participants, args.folds, methods=args.methods.split(","))
+        r = run(name, args.participants, args.folds, methods=args.methods.split(","), lam=args.lam)
         results.append(r)
         print(f"\n{name}: {r['rows']} rows, {r['participants']} participants, oracle age R² "
               f"{r['oracle_age_r2']:.2f}, age R² from the label alone {r['age_r2_from_label']:.2f}, "

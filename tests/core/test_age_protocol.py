@@ -214,10 +214,14 @@ def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
     assert ctrl["dnn"]["leakage"]["r2"] < 0.05
     assert res["dnn"]["delta_eo_5"]["mean"] > ctrl["dnn"]["delta_eo_5"]["mean"] + 0.3
     assert res["simple"]["leakage"]["r2"] < res["dnn"]["leakage"]["r2"] - 0.15
+    # measured: DNN 0.761 accuracy, beyond the label R² 0.14; simple 0.737, 0.05 (issue 27's bounded, conditional term)
+    assert res["simple"]["leakage"]["beyond_label"]["r2"] < res["dnn"]["leakage"]["beyond_label"]["r2"] - 0.05
+    assert res["dnn"]["accuracy"]["mean"] - res["simple"]["accuracy"]["mean"] <= 0.05
 
 
-#: Measured by this test (= `benchmarks/bench_age_fresh_cohorts.py --participants 80 --folds 3`, seed 0, one thread):
-#: per learner the accuracy cost against the DNN (points), the R² of the age beyond the label, Δ^(5) minus the DNN's.
+#: Measured by this test (= `benchmarks/bench_age_fresh_cohorts.py --participants 200 --folds 3 --lambda 1`, seed 0,
+#: one thread): per learner the accuracy cost against the DNN (points), the R² of the age beyond the label, Δ^(5)
+#: minus the DNN's.
 GUARD = {"strong": {"simple": (None, None, None), "entropy": (None, None, None)},
          "sessions": {"simple": (None, None, None), "entropy": (None, None, None)}}
 
@@ -225,24 +229,25 @@ GUARD = {"strong": {"simple": (None, None, None), "entropy": (None, None, None)}
 @pytest.mark.slow
 @pytest.mark.parametrize("cohort", ["strong", "sessions"])
 def test_fresh_cohorts_regression_guard(cohort):
-    """Issue 27's two cohorts unlike the demo (strong age signal, 1–4 sessions; weaker signal, ≤ 8 sessions), with
-    λ chosen per fold, for age-indep-simple and age-indep-entropy: the accuracy cost, the age left beyond the label
-    and Δ^(5) may improve, not get worse unseen (each guarded at its measured value plus a tolerance, so a change
-    cannot buy one with another); no learner's representation holds more age than the DNN's; the verdict reads the
-    R² beyond the label. Before issue 27's fix (000's unbounded term, adversary blind to the label, the most accurate
-    λ): simple cost 31 points (strong) and 17 (sessions)."""
+    """Issue 27's two cohorts unlike the demo (strong age signal, 1–4 sessions; weaker signal, ≤ 8 sessions), full
+    size (200 participants), 3 folds, λ = 1, for age-indep-simple and age-indep-entropy: the accuracy cost, the age
+    left beyond the label and Δ^(5) may improve, not get worse unseen (each guarded at its measured value plus a
+    tolerance, so a change cannot buy one with another); no learner's representation holds more age than the DNN's;
+    the verdict reads the R² beyond the label. With 000's unbounded term and z-only adversary (before issue 27) the
+    same learners cost 9–16 points and carried 0.13–0.36 beyond the label on the strong cohort (docs/methods.md §3).
+    The choice of λ is guarded by the unit tests of `choose_lambda`; the benchmark runs it on these cohorts."""
     from benchmarks.bench_age_fresh_cohorts import run
 
-    r = run(cohort, participants=80, folds=3)
+    r = run(cohort, participants=200, folds=3, lam=1.0)
     dnn = r["methods"]["dnn"]
     for m in ("simple", "entropy"):
+        print(cohort, m, r["methods"][m], dnn)
+    for m in ("simple", "entropy"):
         row = r["methods"][m]
-        print(cohort, m, round(row["accuracy_cost_points"], 1), round(row["leakage_r2_beyond_label"], 3),
-              round(row["delta_eo_5"] - dnn["delta_eo_5"], 3), round(row["leakage_r2"], 3), round(dnn["leakage_r2"], 3))
         assert row["verdict"] == ("age-independent" if row["leakage_r2_beyond_label"] <= 0.05
                                   else "not age-independent")
         cost, beyond, d5 = GUARD[cohort][m]
         assert row["accuracy_cost_points"] <= cost + 3.0
-        assert row["leakage_r2_beyond_label"] <= max(beyond + 0.05, 0.10)
+        assert row["leakage_r2_beyond_label"] <= beyond + 0.05
         assert row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
         assert row["leakage_r2"] <= dnn["leakage_r2"] + 0.05
