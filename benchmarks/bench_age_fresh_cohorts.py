@@ -7,12 +7,15 @@
 Both use 100 features with the per-direction signals of the default 300-feature cohort scaled by √3 (as the slow
 protocol test does), so a run fits in minutes on one CPU thread. For each: the DNN, age-indep-simple and
 age-indep-entropy by the protocol's defaults (5 participant-disjoint folds, λ chosen per learner and fold by nested
-validation, leakage target R² ≤ 0.05); per method accuracy, Δ^(5), the leakage probe's R², the λ chosen per fold,
-the accuracy cost against the DNN in points (000: 2–3 points) and whether the issue's targets hold (R² ≤ 0.10,
-cost ≤ 5 points, Δ^(5) ≤ the DNN's); and the age R² the label alone carries.
+validation, leakage target R² ≤ 0.05 for the age beyond the label; ``--lambda`` fixes λ); per method accuracy,
+Δ^(5), the leakage probe's R² of age and of the age beyond the label, the verdict, the λ chosen per fold, the
+accuracy cost against the DNN in points (000: 2–3 points) and whether the issue's targets hold (R² ≤ 0.10, cost ≤ 5
+points, Δ^(5) ≤ the DNN's); and the age R² the label alone carries. ``--participants 200 --folds 3 --lambda 1`` is
+the regression guard ``tests/core/test_age_protocol.py::test_fresh_cohorts_regression_guard``; numbers in
+docs/methods.md §3.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
-        [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--out results.json]
+        [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--out results.json]
 """
 from __future__ import annotations
 
