@@ -103,6 +103,8 @@ def _print_summary(doc: dict) -> None:
         print(f"{name:>22}: accuracy {m['accuracy']['mean']:.3f} ± {m['accuracy']['std']:.3f}, "
               f"Δ(5) {m['delta_eo_5']['mean']:.3f} ± {m['delta_eo_5']['std']:.3f}"
               + (f", leakage R² {leak['r2']:.2f}" if leak and leak.get("r2") is not None else "")
+              + (f" (beyond the label {leak['beyond_label']['r2']:.2f})"
+                 if leak and (leak.get("beyond_label") or {}).get("r2") is not None else "")
               + (f" [vs dnn: {verdicts}]" if verdicts else ""))
     for name in doc["methods"]:
         words = age_left_words(doc, name)
@@ -134,7 +136,8 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--lambda-grid", help="λ values to choose from by nested participant-disjoint validation "
                                            "(comma-separated; default 1,3,10)")
     age.add_argument("--leakage-target", type=float, default=None,
-                     help="the probe's age R² a learner's representation should stay under (default 0.05)")
+                     help="the probe's R² for the age beyond the label that a learner's representation should "
+                          "stay under (default 0.05)")
     age.add_argument("--seed", type=int, default=0)
     age.add_argument("--k-adv", type=int, default=5, help="adversary steps K per minibatch (default 5)")
     age.add_argument("--epochs", type=int, default=40)

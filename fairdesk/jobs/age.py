@@ -144,6 +144,7 @@ def _add_frontier(doc: dict, table, label, attribute, group_id, features, settin
         own = {"method": m, "lambda": lam, "accuracy": e["accuracy"]["mean"], "accuracy_std": e["accuracy"]["std"],
                "delta_eo_5": e["delta_eo_5"]["mean"], "delta_eo_5_std": e["delta_eo_5"]["std"],
                "delta_eo_2": e["delta_eo_2"]["mean"], "leakage_r2": leak.get("r2"),
+               "leakage_r2_beyond_label": (leak.get("beyond_label") or {}).get("r2"),
                "leakage_mae": leak.get("mae"), "leakage_auroc": leak.get("auroc")}
         mine = [p for p in points if p["method"] == m] + ([own] if lam is not None else [])
         e["frontier"] = sorted(({k: v for k, v in p.items() if k != "method"} for p in mine),

@@ -70,11 +70,11 @@ def test_consensus_interpreters_read_only_their_modality():
 
 @pytest.mark.parametrize("method", ["simple", "autoencoder", "consensus", "entropy", "entropy-binary", "entropy-h"])
 def test_interpreter_gradient_from_the_adversary_term_is_reversed(method):
-    """∇_I of the interpreter's loss = ∇_I Lc (+ ∇_I Lr) − λ ∇_I La (− λ ∇_I Ld): the adversary term enters with
-    the opposite sign to the one the adversary descends."""
+    """000's (unbounded) term: ∇_I of the interpreter's loss = ∇_I Lc (+ ∇_I Lr) − λ ∇_I La (− λ ∇_I Ld): the
+    adversary term enters with the opposite sign to the one the adversary descends."""
     import torch.nn.functional as F
 
-    s = ai.LearnerSettings(**{**TINY.to_dict(), "lam": 2.5, "lambda_h": 0.7})
+    s = ai.LearnerSettings(**{**TINY.to_dict(), "lam": 2.5, "lambda_h": 0.7, "adversary_term": "unbounded"})
     nets, split = _nets(method, s)
     x, y, a = _batch()
     loss, parts = ai.interpreter_loss(method, nets, x, y, a, s, split)
@@ -82,7 +82,7 @@ def test_interpreter_gradient_from_the_adversary_term_is_reversed(method):
     g_total = _grads(loss, params)
     z, zs = ai.encode(method, nets, x, split)
     g_c = _grads(F.cross_entropy(nets["C"](z), y), params)
-    la, _ = ai.adversary_loss(method, nets, zs, a, s)
+    la, _ = ai.adversary_loss(method, nets, zs, a, s, y)
     g_a = _grads(la, params)
     expected = [gc - 2.5 * ga for gc, ga in zip(g_c, g_a)]
     if "R" in nets:
@@ -99,11 +99,73 @@ def test_with_a_silent_classifier_the_interpreter_ascends_the_adversary_loss():
     nets, _ = _nets("simple")
     torch.nn.init.zeros_(nets["C"][-1].weight)
     x, y, a = _batch()
-    loss, _ = ai.interpreter_loss("simple", nets, x, y, a, TINY, None)
+    s = ai.LearnerSettings(**{**TINY.to_dict(), "adversary_term": "unbounded"})
+    loss, _ = ai.interpreter_loss("simple", nets, x, y, a, s, None)
     params = _interp_params(nets)
-    la, _ = ai.adversary_loss("simple", nets, [nets["I"](x)], a, TINY)
+    la, _ = ai.adversary_loss("simple", nets, [nets["I"](x)], a, s, y)
     for g, ga in zip(_grads(loss, params), _grads(la, params)):
-        assert torch.allclose(g, -TINY.lam * ga, atol=1e-6)
+        assert torch.allclose(g, -s.lam * ga, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["simple", "entropy", "entropy-binary", "consensus"])
+def test_bounded_term_pulls_only_while_the_adversary_beats_the_prior(method):
+    """The default term −λ·min(La_err, prior): an adversary worse than the no-information guess gives the interpreter
+    no gradient (000's −λ·La keeps pushing, without end, towards an ever more wrong — still informed — adversary);
+    one better than the prior gives exactly 000's gradient."""
+    s = ai.LearnerSettings(**{**TINY.to_dict(), "lambda_h": 0.0})
+    nets, split = _nets(method, s)
+    torch.nn.init.zeros_(nets["C"][-1].weight)
+    if "R" in nets:
+        del nets["R"]
+    x, y, a = _batch()
+    params = _interp_params(nets)
+    z, zs = ai.encode(method, nets, x, split)
+    la, _ = ai.adversary_loss(method, nets, zs, a, s, y)
+    ld = ai.discriminator_loss(nets, zs) if method == "consensus" else None
+    g_a = _grads(la, params)
+    for prior, pulls in ((float(la.detach()) - 1e-3, False), (float(la.detach()) + 1.0, True)):
+        if method == "consensus":  # Ld is capped at log M: only the age term is tested
+            continue_ld = float(ld) < np.log(3)
+        loss, _ = ai.interpreter_loss(method, nets, x, y, a, s, split, prior)
+        got = _grads(loss, params)
+        for gi, ga, gd in zip(got, g_a, _grads(ld, params) if ld is not None else g_a):
+            expected = -s.lam * ga if pulls else torch.zeros_like(ga)
+            if ld is not None and continue_ld:
+                expected = expected - s.lam * gd
+            assert torch.allclose(gi, expected, atol=1e-6)
+    unbounded = ai.LearnerSettings(**{**s.to_dict(), "adversary_term": "unbounded"})
+    loss, _ = ai.interpreter_loss(method, nets, x, y, a, unbounded, split, float(la.detach()) - 1e-3)
+    assert any(g.abs().sum() > 0 for g in _grads(loss, params))  # 000's term pulls whatever the prior
+
+
+def test_adversary_prior_by_hand():
+    """The loss of the best guess that reads no z: the (within-label) variance of standardised age, or the
+    (conditional) entropy of 1[age > mean] in nats."""
+    y = np.array([0, 0, 0, 1, 1, 1])
+    a = np.array([-1.0, 0.5, -0.5, 1.0, 2.0, -1.5])
+    cond, marg = TINY, ai.LearnerSettings(**{**TINY.to_dict(), "conditional": False})
+    within = (np.sum((a[:3] - a[:3].mean()) ** 2) + np.sum((a[3:] - a[3:].mean()) ** 2)) / 6
+    assert ai.adversary_prior("simple", y, a, cond) == pytest.approx(within)
+    assert ai.adversary_prior("simple", y, a, marg) == pytest.approx(np.var(a))
+    h = -(1 / 3 * np.log(1 / 3) + 2 / 3 * np.log(2 / 3))  # 1 of 3 above 0 for label 0, 2 of 3 for label 1
+    assert ai.adversary_prior("entropy", y, a, cond) == pytest.approx(h)
+    assert ai.adversary_prior("entropy", y, a, marg) == pytest.approx(np.log(2))
+
+
+def test_conditional_adversary_reads_the_label():
+    nets, _ = _nets("simple")
+    assert nets["A"][0].in_features == TINY.z_dim + 1
+    for n in nets.values():
+        n.eval()
+    x, y, a = _batch()
+    z = nets["I"](x)
+    t0 = ai.adversary_terms("simple", nets, [z], a, TINY, y)["mse"]
+    t1 = ai.adversary_terms("simple", nets, [z], a, TINY, 1 - y)["mse"]
+    assert float(t0) != pytest.approx(float(t1))
+    with pytest.raises(ai.ModelError):
+        ai.adversary_terms("simple", nets, [z], a, TINY, None)
+    marg = ai.LearnerSettings(**{**TINY.to_dict(), "conditional": False})
+    assert _nets("entropy", marg)[0]["A"][0].in_features == TINY.z_dim
 
 
 def test_entropy_term_is_maximised_by_the_interpreter_and_minimised_by_the_adversary():
@@ -117,7 +179,7 @@ def test_entropy_term_is_maximised_by_the_interpreter_and_minimised_by_the_adver
         for n in nets.values():
             n.eval()
         with torch.no_grad():
-            h = ai.adversary_loss("entropy-h", nets, [nets["I"](x)], a, s)[0].item()
+            h = ai.adversary_loss("entropy-h", nets, [nets["I"](x)], a, s, y)[0].item()
         for n in nets.values():
             n.train()
         return h
@@ -133,7 +195,7 @@ def test_entropy_term_is_maximised_by_the_interpreter_and_minimised_by_the_adver
     opt_a = torch.optim.SGD(nets["A"].parameters(), lr=0.05)
     for _ in range(20):
         opt_a.zero_grad()
-        ai.adversary_loss("entropy-h", nets, [nets["I"](x).detach()], a, s)[0].backward()
+        ai.adversary_loss("entropy-h", nets, [nets["I"](x).detach()], a, s, y)[0].backward()
         opt_a.step()
     assert entropy() < h1
 
@@ -210,6 +272,8 @@ def test_bad_settings_and_inputs():
 
     with pytest.raises(DataError):
         ai.LearnerSettings(lam=-1)
+    with pytest.raises(DataError, match="adversary term"):
+        ai.LearnerSettings(adversary_term="huge")
     with pytest.raises(DataError):
         ai.LearnerSettings(k_adv=0)
     X, y, age = _data()

@@ -120,7 +120,9 @@ def test_document_contract(tiny, tiny_result):
                     assert t["p"] == pytest.approx(t_dist.cdf(stat, len(d) - 1), rel=1e-9)
                 assert e["comparison"][metric]["verdict"] in ap.VERDICTS
         if name in ("dnn", "simple"):
-            assert set(e["leakage"]) >= {"r2", "mae", "auroc"}
+            assert set(e["leakage"]) >= {"r2", "mae", "auroc", "beyond_label"}
+            assert set(e["leakage"]["beyond_label"]) == {"r2", "probe", "probes"}
+            assert e["age_independence"] == ap.leakage_verdict(e["leakage"]["beyond_label"]["r2"], 0.05)
         else:
             assert e["leakage"] is None
     # folds are ordered by repeat then fold: recompute one value from the predictions table
@@ -212,27 +214,38 @@ def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
     assert ctrl["dnn"]["leakage"]["r2"] < 0.05
     assert res["dnn"]["delta_eo_5"]["mean"] > ctrl["dnn"]["delta_eo_5"]["mean"] + 0.3
     assert res["simple"]["leakage"]["r2"] < res["dnn"]["leakage"]["r2"] - 0.15
+    # measured: DNN 0.761 accuracy, beyond the label R² 0.14; simple 0.737, 0.05 (issue 27's bounded, conditional term)
+    assert res["simple"]["leakage"]["beyond_label"]["r2"] < res["dnn"]["leakage"]["beyond_label"]["r2"] - 0.05
+    assert res["dnn"]["accuracy"]["mean"] - res["simple"]["accuracy"]["mean"] <= 0.05
+
+
+#: Measured by this test (= `benchmarks/bench_age_fresh_cohorts.py --participants 200 --folds 3 --lambda 1`, seed 0,
+#: one thread): per learner the accuracy cost against the DNN (points), the R² of the age beyond the label, Δ^(5)
+#: minus the DNN's.
+GUARD = {"strong": {"simple": (-1.7, 0.059, -0.928), "entropy": (3.8, 0.151, -0.268)},
+         "sessions": {"simple": (5.8, 0.037, -0.019), "entropy": (6.0, 0.066, -0.362)}}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cohort", ["strong", "sessions"])
 def test_fresh_cohorts_regression_guard(cohort):
-    """Issue 27's two cohorts unlike the demo, at the size `benchmarks/bench_age_fresh_cohorts.py --participants 80
-    --folds 3 --methods dnn,simple` measured (docs/methods.md §3), with λ chosen per fold: the numbers may improve,
-    not get worse unseen. strong: the DNN's probe R² 0.55, simple 0.23 (target not reached, and the document says so);
-    sessions (≤ 8 sessions per participant): simple 0.53 accuracy at probe R² −0.01 (DNN 0.70)."""
-    scale = np.sqrt(3.0)
-    kw = {"strong": dict(age_signal=0.51, max_sessions=4, seed=101),
-          "sessions": dict(age_signal=0.14, max_sessions=8, seed=202)}[cohort]
-    df = make_age_cohort(n_participants=80, n_features=100, dx_signal=0.12 * scale, **kw)
-    doc = ap.run_age_independence(df, "label", "age", "participant_id", settings=ap.AgeProtocolSettings(
-        methods=("dnn", "simple"), folds=3, seed=0, reference=False)).document["methods"]
-    dnn, simple = doc["dnn"], doc["simple"]
-    r2 = simple["leakage"]["r2"]
-    assert simple["age_independence"]["verdict"] == ("age-independent" if r2 <= 0.05 else "not age-independent")
-    assert len(simple["lambda_selection"]["folds"]) == 3
-    cost = dnn["accuracy"]["mean"] - simple["accuracy"]["mean"]
-    if cohort == "strong":
-        assert dnn["leakage"]["r2"] > 0.4 and r2 <= 0.30 and cost <= 0.35
-    else:
-        assert r2 <= 0.10 and cost <= 0.20
+    """Issue 27's two cohorts unlike the demo (strong age signal, 1–4 sessions; weaker signal, ≤ 8 sessions), full
+    size (200 participants), 3 folds, λ = 1, for age-indep-simple and age-indep-entropy: the accuracy cost, the age
+    left beyond the label and Δ^(5) may improve, not get worse unseen (each guarded at its measured value plus a
+    tolerance, so a change cannot buy one with another); no learner's representation holds more age than the DNN's;
+    the verdict reads the R² beyond the label. With 000's unbounded term and z-only adversary (before issue 27) the
+    same learners cost 9–16 points and carried 0.13–0.36 beyond the label on the strong cohort (docs/methods.md §3).
+    The choice of λ is guarded by the unit tests of `choose_lambda`; the benchmark runs it on these cohorts."""
+    from benchmarks.bench_age_fresh_cohorts import run
+
+    r = run(cohort, participants=200, folds=3, lam=1.0)
+    dnn = r["methods"]["dnn"]
+    for m in ("simple", "entropy"):
+        row = r["methods"][m]
+        assert row["verdict"] == ("age-independent" if row["leakage_r2_beyond_label"] <= 0.05
+                                  else "not age-independent")
+        cost, beyond, d5 = GUARD[cohort][m]
+        assert row["accuracy_cost_points"] <= cost + 3.0
+        assert row["leakage_r2_beyond_label"] <= beyond + 0.05
+        assert row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
+        assert row["leakage_r2"] <= dnn["leakage_r2"] + 0.05

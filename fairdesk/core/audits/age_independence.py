@@ -36,14 +36,18 @@ training rows' representations (the same fitted model) plus the held-out rows of
 inner folds (:func:`leakage_probe`), so it sees about five times one fold's rows and never the participant it
 predicts. Pooled per repeat: R², MAE (years) and AUROC for "age above the table's mean age". The probe with the
 higher mean R² is reported (``probe``); both are kept under ``probes``. Methods without a representation: null.
-A representation is "age-independent" when that R² is at most ``leakage_target`` (0.05), else "not
-age-independent" (``age_independence``). ``settings.age_r2_from_label``: the held-out age R² of the label alone
-(what a representation that predicts the label carries with it).
+The same probes also predict the **age beyond the label** — age minus the mean training age of the row's label
+(:func:`label_age`, :func:`leakage_probes`) — reported as ``leakage.beyond_label`` (R², probe). A representation is
+"age-independent" when that R² is at most ``leakage_target`` (0.05), else "not age-independent"
+(``age_independence``): older participants are more often impaired, so a representation that predicts the label
+carries the age the label implies (``settings.age_r2_from_label``: the held-out age R² of the label alone), which
+no accurate classifier can shed and which 000's equalized-odds score Δ_eo does not count; the age R² itself is
+reported beside it.
 
 λ (issue 27): by default chosen per learner and outer fold (:func:`select_lambda`): a quarter of the training
-participants validates every λ of ``lambda_grid`` (1, 3, 10); the most accurate λ whose probe R² is at most the
-target is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was not
-reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
+participants validates every λ of ``lambda_grid`` (1, 3, 10); among the λ whose probe R² is at most the target,
+the smallest within one standard error of the best accuracy is used (:func:`choose_lambda`; the R² read is the one beyond the label), else the λ with the least age, and
+the document says the target was not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
 """
 from __future__ import annotations
 
@@ -78,8 +82,8 @@ BASELINE = "dnn"
 PREDICTION_COLUMNS = ("row", "group_id", "method", "repeat", "fold", "label", "attribute", "score", "predicted")
 THRESHOLD = 0.5
 PROBE_FOLDS = 3
-#: Leakage target: a representation is called age-independent when the probe's age R² on held-out participants is
-#: at most this (issue 27).
+#: Leakage target: a representation is called age-independent when the probe's R² for the age beyond the label on
+#: held-out participants is at most this (issue 27).
 LEAKAGE_TARGET = 0.05
 #: λ values the nested selection tries per learner and outer fold (000's λ = 1 among them).
 LAMBDA_GRID: tuple[float, ...] = (1.0, 3.0, 10.0)
@@ -300,6 +304,16 @@ def leakage_probe(z_train, age_train, z_test, age_test, groups_test, seed: int =
     return out
 
 
+def leakage_probes(z_train, y_train, age_train, z_test, y_test, age_test, groups_test, seed: int = 0) -> dict:
+    """:func:`leakage_probe` of age (``"age"``) and of the age beyond the label (``"beyond_label"``: age minus its
+    label's mean training age, :func:`label_age`, on both sides) from the same representations; each maps probe
+    name → out-of-sample predictions of its target for ``z_test``."""
+    r_train = np.asarray(age_train, float) - label_age(y_train, age_train, y_train)
+    r_test = np.asarray(age_test, float) - label_age(y_train, age_train, y_test)
+    return {"age": leakage_probe(z_train, age_train, z_test, age_test, groups_test, seed),
+            "beyond_label": leakage_probe(z_train, r_train, z_test, r_test, groups_test, seed)}
+
+
 def leakage_scores(pred, age, age_threshold: float) -> dict:
     """R², MAE and AUROC (age above the threshold) of out-of-sample age predictions."""
     from sklearn.metrics import mean_absolute_error, r2_score, roc_auc_score
@@ -324,13 +338,19 @@ def best_r2(predictions: dict[str, np.ndarray], age) -> float | None:
     return max(values) if values else None
 
 
-def choose_lambda(points: list[dict], target: float) -> tuple[float, bool]:
+def choose_lambda(points: list[dict], target: float, n_validation: int | None = None) -> tuple[float, bool]:
     """(λ, reached) from validation points ``{"lambda", "accuracy", "leakage_r2"}``: among the λ whose probe R² is
-    at most ``target``, the one with the highest accuracy (the least accuracy cost; ties: the smaller λ); when none
-    reaches the target, the λ with the lowest probe R² (ties: the higher accuracy), and ``reached`` False."""
+    at most ``target``, the one with the least accuracy cost — by the one-standard-error rule when the number of
+    validation rows ``n_validation`` is given: the smallest λ whose accuracy is within one binomial standard error
+    √(a(1 − a)/n) of the best accuracy a among them (a quarter of the training participants validates, so accuracy
+    differences of a few points are noise, and a larger λ than needed costs accuracy on new data: measured in
+    docs/methods.md §3); without it the most accurate (ties: the smaller λ). When none reaches the target, the λ
+    with the lowest probe R² (ties: the higher accuracy), and ``reached`` False."""
     ok = [p for p in points if p["leakage_r2"] is not None and p["leakage_r2"] <= target]
     if ok:
-        return max(ok, key=lambda p: (p["accuracy"], -p["lambda"]))["lambda"], True
+        best = max(p["accuracy"] for p in ok)
+        se = math.sqrt(best * (1 - best) / n_validation) if n_validation else 0.0
+        return min(p["lambda"] for p in ok if p["accuracy"] >= best - se - 1e-12), True
     scored = [p for p in points if p["leakage_r2"] is not None] or points
     best = min(scored, key=lambda p: (p["leakage_r2"] if p["leakage_r2"] is not None else 0.0, -p["accuracy"],
                                       p["lambda"]))
@@ -356,10 +376,12 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
         fitted = fit_method(method, X[tr], y[tr], age[tr], learner, seed=_seed(seed, i), progress=sub,
                             cancel=rep.cancel)
         accuracy = float(np.mean((fitted.predict_proba(X[va]) >= THRESHOLD).astype(int) == y[va]))
-        lp = leakage_probe(fitted.represent(X[tr]), age[tr], fitted.represent(X[va]), age[va], groups[va],
-                           seed=_seed(seed, i, 1000))
-        points.append({"lambda": float(lam), "accuracy": accuracy, "leakage_r2": best_r2(lp, age[va])})
-    lam, reached = choose_lambda(points, settings.leakage_target)
+        lp = leakage_probes(fitted.represent(X[tr]), y[tr], age[tr], fitted.represent(X[va]), y[va], age[va],
+                            groups[va], seed=_seed(seed, i, 1000))
+        beyond = age[va] - label_age(y[tr], age[tr], y[va])
+        points.append({"lambda": float(lam), "accuracy": accuracy, "leakage_r2": best_r2(lp["beyond_label"], beyond),
+                       "age_r2": best_r2(lp["age"], age[va])})
+    lam, reached = choose_lambda(points, settings.leakage_target, int(len(va)))
     return {"lambda": lam, "reached": reached, "points": points, "validation_rows": int(len(va)),
             "validation_participants": int(len(pd.unique(groups[va])))}
 
@@ -428,8 +450,9 @@ def cv_unit(item: tuple, shared: tuple, rep: Reporter) -> dict:
     predicted = (score >= THRESHOLD).astype(int)
     probes = None
     if fitted.represent is not None:
-        probes = leakage_probe(fitted.represent(X[sp.train]), age[sp.train], fitted.represent(X[sp.test]),
-                               age[sp.test], groups[sp.test], seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
+        probes = leakage_probes(fitted.represent(X[sp.train]), y[sp.train], age[sp.train],
+                                fitted.represent(X[sp.test]), y[sp.test], age[sp.test], groups[sp.test],
+                                seed=_seed(settings.seed, sp.repeat, sp.fold, 1000))
     return {"metrics": fold_metrics(y[sp.test], predicted, age[sp.test]), "hash": fitted.model_hash,
             "choice": choice, "probes": probes,
             "predictions": pd.DataFrame({"row": sp.test, "group_id": groups[sp.test], "method": m,
@@ -446,6 +469,9 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
     splits = group_folds(data["groups"], data["y"], settings.folds, settings.repeats, settings.seed)
     y, age = data["y"], data["age"]
     age_threshold = float(age.mean())
+    beyond = {r: np.full(len(y), np.nan) for r in range(settings.repeats)}  # age − its label's mean training age
+    for sp in splits:
+        beyond[sp.repeat][sp.test] = age[sp.test] - label_age(y[sp.train], age[sp.train], y[sp.test])
     per_fold = {m: [] for m in methods}
     probe_pred = {m: {} for m in methods if m in WITH_REPRESENTATION}
     selections: dict[str, list] = {m: [] for m in methods if m in LEARNERS and settings.select_lambda}
@@ -463,21 +489,27 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
         per_fold[m].append(out["metrics"])
         hashes[f"{m}/repeat{sp.repeat}/fold{sp.fold}"] = out["hash"]
         preds.append(out["predictions"])
-        for probe, p in (out["probes"] or {}).items():
-            full = probe_pred[m].setdefault((sp.repeat, probe), np.full(len(y), np.nan))
-            full[sp.test] = p
+        for target, by_probe in (out["probes"] or {}).items():
+            for probe, p in by_probe.items():
+                full = probe_pred[m].setdefault((sp.repeat, target, probe), np.full(len(y), np.nan))
+                full[sp.test] = p
     leakage = {}
     for m in methods:
         if m not in probe_pred:
             leakage[m] = None
             continue
-        probes = {}
+        probes, beyond_probes = {}, {}
         for probe in ("ridge", "gbm"):
-            per_repeat = [leakage_scores(probe_pred[m][(r, probe)], age, age_threshold)
+            per_repeat = [leakage_scores(probe_pred[m][(r, "age", probe)], age, age_threshold)
                           for r in range(settings.repeats)]
             probes[probe] = {k: _mean_or_none([s[k] for s in per_repeat]) for k in ("r2", "mae", "auroc")}
-        best = max(probes, key=lambda p: -math.inf if probes[p]["r2"] is None else probes[p]["r2"])
-        leakage[m] = {**probes[best], "probe": best, "probes": probes, "age_threshold": age_threshold}
+            beyond_probes[probe] = {"r2": _mean_or_none([best_r2({probe: probe_pred[m][(r, "beyond_label", probe)]},
+                                                                 beyond[r]) for r in range(settings.repeats)])}
+        best = _best_probe(probes)
+        best_beyond = _best_probe(beyond_probes)
+        leakage[m] = {**probes[best], "probe": best, "probes": probes, "age_threshold": age_threshold,
+                      "beyond_label": {"r2": beyond_probes[best_beyond]["r2"], "probe": best_beyond,
+                                       "probes": beyond_probes}}
     order = {m: i for i, m in enumerate(methods)}
     table = pd.concat(preds, ignore_index=True)
     label_floor = _mean_or_none([label_age_r2(y, age, [sp for sp in splits if sp.repeat == r])
@@ -489,6 +521,19 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
             "executor": executor_record}
 
 
+def _best_probe(probes: dict) -> str:
+    """The probe with the highest R² (the one that finds the most age)."""
+    return max(probes, key=lambda p: -math.inf if probes[p]["r2"] is None else probes[p]["r2"])
+
+
+def label_age(y_train, age_train, y) -> np.ndarray:
+    """Each row's label's mean age over the training rows (the overall mean for a label absent from them): the age
+    the label alone predicts."""
+    y_train, age_train = np.asarray(y_train).astype(int), np.asarray(age_train, float)
+    means = {c: age_train[y_train == c].mean() if np.any(y_train == c) else age_train.mean() for c in (0, 1)}
+    return np.where(np.asarray(y).astype(int) == 1, means[1], means[0])
+
+
 def label_age_r2(y, age, splits: list[FoldSplit]) -> float | None:
     """Held-out R² of age predicted from the label alone (each held-out row gets its label's mean training age),
     pooled over one repeat's folds: the age any representation that predicts the label well carries with it."""
@@ -497,9 +542,7 @@ def label_age_r2(y, age, splits: list[FoldSplit]) -> float | None:
     y, age = np.asarray(y).astype(int), np.asarray(age, float)
     pred = np.full(len(age), np.nan)
     for sp in splits:
-        means = {c: age[sp.train][y[sp.train] == c].mean() if np.any(y[sp.train] == c) else age[sp.train].mean()
-                 for c in (0, 1)}
-        pred[sp.test] = np.where(y[sp.test] == 1, means[1], means[0])
+        pred[sp.test] = label_age(y[sp.train], age[sp.train], y[sp.test])
     ok = np.isfinite(pred)
     return float(r2_score(age[ok], pred[ok])) if ok.sum() >= 3 else None
 
@@ -564,7 +607,8 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
                 tests.append((m, metric))
         entry["leakage"] = cv["leakage"][m]
         if entry["leakage"] is not None:
-            entry["age_independence"] = leakage_verdict(entry["leakage"].get("r2"), settings.leakage_target)
+            entry["age_independence"] = leakage_verdict(entry["leakage"]["beyond_label"].get("r2"),
+                                                        settings.leakage_target)
         if m in cv["selections"]:
             chosen = cv["selections"][m]
             entry["lambda_selection"] = {"target": settings.leakage_target, "grid": list(settings.lambda_grid),
@@ -597,9 +641,12 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         "folds_order": "repeat, then fold", "leakage_probes": ["ridge", "gbm"], "probe_folds": PROBE_FOLDS,
         "probe_training": "the training rows' representations plus the other inner folds of the held-out rows",
         "age_r2_from_label": cv["age_r2_from_label"],
+        "leakage_measure": ("the probe's held-out R² of the age beyond the label (age minus its label's mean "
+                            "training age); the age R² itself is reported beside it"),
         "lambda_selection": ("per learner and outer fold, nested participant-disjoint validation (1/"
-                             f"{SELECTION_FOLDS} of the training participants): among the λ whose probe R² ≤ the "
-                             "target the most accurate, else the λ with the lowest R²") if settings.select_lambda
+                             f"{SELECTION_FOLDS} of the training participants): among the λ whose probe R² beyond the "
+                             "label ≤ the target, the smallest within one standard error of the best accuracy, else "
+                             "the λ with the lowest R²") if settings.select_lambda
         else "fixed",
     }
     from fairdesk.core.models.age_independent import resolve_device
@@ -621,7 +668,7 @@ def accuracy_fairness_frontier(table: pd.DataFrame, label: str, attribute: str, 
     """Accuracy, Δ^(5) and leakage per learner as λ varies, on the same folds; plus the DNN (``lambda`` None).
 
     Returns one point per (method, λ): ``method, lambda, accuracy, accuracy_std, delta_eo_5, delta_eo_5_std,
-    delta_eo_2, leakage_r2, leakage_mae, leakage_auroc``.
+    delta_eo_2, leakage_r2, leakage_r2_beyond_label, leakage_mae, leakage_auroc``.
     """
     settings = settings or AgeProtocolSettings()
     bad = [m for m in methods if m not in LEARNERS]
@@ -644,6 +691,7 @@ def accuracy_fairness_frontier(table: pd.DataFrame, label: str, attribute: str, 
             points.append({"method": m, "lambda": lam, "accuracy": acc["mean"], "accuracy_std": acc["std"],
                            "delta_eo_5": d5["mean"], "delta_eo_5_std": d5["std"],
                            "delta_eo_2": _summary([f["delta_eo_2"] for f in folds])["mean"],
-                           "leakage_r2": leak.get("r2"), "leakage_mae": leak.get("mae"),
-                           "leakage_auroc": leak.get("auroc")})
+                           "leakage_r2": leak.get("r2"),
+                           "leakage_r2_beyond_label": (leak.get("beyond_label") or {}).get("r2"),
+                           "leakage_mae": leak.get("mae"), "leakage_auroc": leak.get("auroc")})
     return points

@@ -24,6 +24,19 @@ where present, R) takes ONE step on its loss, then the adversary (and discrimina
 networks with no adversarial pressure. The regression adversary sees age standardised with the training rows'
 mean and SD (000 regresses raw years; on that scale the squared error is ~100× the CE and swamps it).
 
+Two departures from 000 (issue 27; both settings, defaults shown; docs/methods.md §3 has the measurements):
+
+* ``adversary_term="bounded"``: in the interpreter's loss the adversary's error part (squared error, or the
+  entropy adversary's CE; consensus's Ld) is capped at its no-information value :func:`adversary_prior` — the
+  loss of the best guess that reads nothing from z. 000's ``−λ·La`` has no lower bound: the interpreter can lower
+  it without end by making the current adversary confidently *wrong*, which keeps age in z (in a form the lagging
+  adversary misreads) and, for λ > 1, swamps the classifier. ``"unbounded"`` is 000's term.
+* ``conditional=True``: the adversary also reads the label (a ±1 column beside z), as the equalized-odds
+  adversaries of Madras et al. (2018) and Zhang et al. (2018) do, and its prior is per label class. 000's
+  adversary reads z only, so it also removes the age the diagnosis itself implies (older participants are more
+  often impaired) — which no classifier of the diagnosis can shed without losing accuracy, and which 000's own
+  fairness score (equalized odds, Δ_eo) does not count. ``conditional=False`` is 000's adversary.
+
 Baselines: ``dnn`` (hidden 64-32-8, ReLU, batch norm before the output layer; its representation is the last hidden
 layer, 8 units), ``svm`` (RBF SVC with Platt scores), ``rf`` (random forest, 200 trees), ``adaboost`` (100 stumps) —
 scikit-learn. ``fairlearn-adversarial`` (:data:`REFERENCE_METHOD`) is fairlearn's ``AdversarialFairnessClassifier``
@@ -34,6 +47,7 @@ torch, sklearn and fairlearn are imported inside functions (this module stays ch
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -49,6 +63,10 @@ REFERENCE_METHOD = "fairlearn-adversarial"
 #: Methods whose fitted model exposes a representation z (leakage is measured on it).
 WITH_REPRESENTATION: frozenset[str] = frozenset(("dnn",) + LEARNERS)
 TORCH_METHODS: frozenset[str] = frozenset(("dnn",) + LEARNERS)
+
+#: The interpreter's adversary term: "bounded" −λ·min(La, La_prior) (no reward for making the adversary worse than
+#: the prior guess), "unbounded" 000's −λ·La.
+ADVERSARY_TERMS: tuple[str, ...] = ("bounded", "unbounded")
 
 METHOD_LABELS: dict[str, str] = {
     "dnn": "DNN 64-32-8 (baseline)", "svm": "SVM (RBF)", "rf": "Random forest", "adaboost": "AdaBoost",
@@ -74,6 +92,8 @@ class LearnerSettings:
     lr: float = 3e-4
     n_modalities: int = 3
     device: str = "auto"
+    adversary_term: str = "bounded"  # ADVERSARY_TERMS: the interpreter's adversary term (000's is "unbounded")
+    conditional: bool = True  # the adversary (and discriminator-free probe target) also sees the label
 
     def __post_init__(self) -> None:
         if self.lam < 0:
@@ -84,6 +104,9 @@ class LearnerSettings:
             raise DataError("Training needs at least one epoch and minibatches of at least 2 rows.")
         if self.n_modalities < 2:
             raise DataError("Consensus-net needs at least 2 modalities.")
+        if self.adversary_term not in ADVERSARY_TERMS:
+            raise DataError(f"Unknown adversary term '{self.adversary_term}'; use 'bounded' (the default) or "
+                            "'unbounded' (000's −λ·La).")
         if self.device not in ("auto", "cpu", "cuda") and not str(self.device).startswith("cuda:"):
             raise DataError(f"Unknown device '{self.device}'. Use auto, cpu or cuda.")
         self.hidden = tuple(int(h) for h in self.hidden)
@@ -164,13 +187,13 @@ def build_nets(method: str, n_features: int, settings: LearnerSettings,
         assert split is not None
         nets = {f"I{m}": mlp([len(idx), *s.hidden, s.z_dim]) for m, idx in enumerate(split)}
         nets["C"] = mlp([s.z_dim * len(split), s.head_hidden, 2])
-        nets["A"] = mlp([s.z_dim, s.head_hidden, 1])
+        nets["A"] = mlp([s.z_dim + int(s.conditional), s.head_hidden, 1])
         nets["D"] = mlp([s.z_dim, s.head_hidden, len(split)])
         return nets
     if method not in LEARNERS:
         raise ModelError(f"Unknown learner '{method}'.")
     nets = {"I": mlp([n_features, *s.hidden, zc]), "C": mlp([zc, s.head_hidden, 2]),
-            "A": mlp([zc, s.head_hidden, 2 if method.startswith("entropy") else 1])}
+            "A": mlp([zc + int(s.conditional), s.head_hidden, 2 if method.startswith("entropy") else 1])}
     if method != "simple":
         nets["R"] = mlp([zc, *reversed(s.hidden), n_features])
     return nets
@@ -192,24 +215,76 @@ def encode(method: str, nets: dict, x, split: list | None = None):
     return z, [z]
 
 
-def adversary_loss(method: str, nets: dict, zs: list, age_std, settings: LearnerSettings):
-    """La: squared error of A on standardised age (averaged over modalities), or the entropy adversary's loss."""
+def _adversary_input(z, y, settings: LearnerSettings):
+    """What A reads: z, and with ``settings.conditional`` the label as a ±1 column (A then predicts the age the
+    representation adds to the label's; Madras et al. 2018 and Zhang et al. 2018 give an equalized-odds adversary
+    the label)."""
+    import torch
+
+    if not settings.conditional:
+        return z
+    if y is None:
+        raise ModelError("The conditional adversary needs the labels of the minibatch.")
+    return torch.cat([z, (2.0 * y.to(z.dtype) - 1.0).unsqueeze(1)], dim=1)
+
+
+def adversary_terms(method: str, nets: dict, zs: list, age_std, settings: LearnerSettings, y=None) -> dict:
+    """The adversary's loss parts: ``mse`` (regression adversary, averaged over modalities) or ``ce`` and ``H``
+    (entropy family), as tensors."""
     import torch
     import torch.nn.functional as F
 
     if method.startswith("entropy"):
-        logits = nets["A"](zs[0])
+        logits = nets["A"](_adversary_input(zs[0], y, settings))
         target = (age_std > 0).long()
-        ce = F.cross_entropy(logits, target)
         logp = torch.log_softmax(logits, dim=1)
-        h = -(logp.exp() * logp).sum(dim=1).mean()
-        if method == "entropy":
-            return ce + settings.lambda_h * h, {"ce": float(ce.detach()), "H": float(h.detach())}
-        if method == "entropy-binary":
-            return ce, {"ce": float(ce.detach()), "H": float(h.detach())}
-        return settings.lambda_h * h, {"ce": float(ce.detach()), "H": float(h.detach())}
-    losses = [((nets["A"](z).squeeze(1) - age_std) ** 2).mean() for z in zs]
-    return torch.stack(losses).mean(), {}
+        return {"ce": F.cross_entropy(logits, target), "H": -(logp.exp() * logp).sum(dim=1).mean()}
+    losses = [((nets["A"](_adversary_input(z, y, settings)).squeeze(1) - age_std) ** 2).mean() for z in zs]
+    return {"mse": torch.stack(losses).mean()}
+
+
+def combine_adversary(method: str, terms: dict, settings: LearnerSettings, prior: float | None = None):
+    """La from the parts: ``mse``; ``ce + λ_H·H`` (entropy), ``ce`` (binary), ``λ_H·H`` (H only). With ``prior``
+    (the loss of the best guess that reads no z: :func:`adversary_prior`) the error part is capped at it — the
+    bounded term the interpreter ascends (see :func:`interpreter_loss`)."""
+    import torch
+
+    def cap(t):
+        return t if prior is None else torch.clamp(t, max=float(prior))
+
+    if not method.startswith("entropy"):
+        return cap(terms["mse"])
+    if method == "entropy":
+        return cap(terms["ce"]) + settings.lambda_h * terms["H"]
+    if method == "entropy-binary":
+        return cap(terms["ce"])
+    return settings.lambda_h * terms["H"]
+
+
+def adversary_loss(method: str, nets: dict, zs: list, age_std, settings: LearnerSettings, y=None):
+    """La, what the adversary minimises: squared error on standardised age (averaged over modalities), or the
+    entropy adversary's ``CE + λ_H·H``; returns (La, parts)."""
+    terms = adversary_terms(method, nets, zs, age_std, settings, y)
+    parts = {k: float(v.detach()) for k, v in terms.items() if method.startswith("entropy")}
+    return combine_adversary(method, terms, settings), parts
+
+
+def adversary_prior(method: str, y, age_std, settings: LearnerSettings) -> float:
+    """The adversary's loss when it reads nothing from z: the best constant guess of standardised age (or of
+    1[age > mean]), per label class when the adversary is conditional. Squared error: the (within-class) variance;
+    entropy family: the (conditional) entropy of 1[age > mean] in nats. Consensus's discriminator: log M."""
+    y = np.asarray(y).astype(int).reshape(-1)
+    age_std = np.asarray(age_std, float).reshape(-1)
+    classes = [y == c for c in np.unique(y)] if settings.conditional else [np.ones(y.size, bool)]
+    total = 0.0
+    for rows in classes:
+        if method.startswith("entropy"):
+            q = float(np.mean(age_std[rows] > 0))
+            h = -sum(v * math.log(v) for v in (q, 1 - q) if v > 0)
+            total += rows.sum() * h
+        else:
+            total += float(((age_std[rows] - age_std[rows].mean()) ** 2).sum())
+    return total / y.size
 
 
 def discriminator_loss(nets: dict, zs: list):
@@ -223,21 +298,37 @@ def discriminator_loss(nets: dict, zs: list):
 
 
 def interpreter_loss(method: str, nets: dict, x, y, age_std, settings: LearnerSettings,
-                     split: list | None = None):
-    """The loss the interpreter side minimises: ``Lc − λ·La (+ Lr) (− Ld)``; returns (loss, parts)."""
+                     split: list | None = None, prior: float | None = None):
+    """The loss the interpreter side minimises: ``Lc − λ·La' (+ Lr) (− λ·Ld')``; returns (loss, parts).
+
+    ``adversary_term="unbounded"`` (000): La' = La, Ld' = Ld. ``"bounded"`` (default): the error part of La is
+    capped at ``prior`` (:func:`adversary_prior`; from this minibatch when None) and Ld at log M. Why: 000's −λ·La
+    has no lower bound — the interpreter lowers it without end by making the *current* adversary wrong (z pushed
+    along A's weights until its squared error or cross-entropy is far above the no-information guess), which keeps
+    age in z (a wrong adversary is an informed one) and, at λ > 1, swamps Lc. Capped, an adversary no better than
+    the prior exerts no pull; the only optimum of the term is z that tells the adversary nothing."""
     import torch.nn.functional as F
 
     z, zs = encode(method, nets, x, split)
     lc = F.cross_entropy(nets["C"](z), y)
-    la, extra = adversary_loss(method, nets, zs, age_std, settings)
+    terms = adversary_terms(method, nets, zs, age_std, settings, y)
+    bounded = settings.adversary_term == "bounded"
+    if bounded and prior is None:
+        prior = adversary_prior(method, y.cpu().numpy(), age_std.cpu().numpy(), settings)
+    la = combine_adversary(method, terms, settings, prior if bounded else None)
     loss = lc - settings.lam * la
-    parts = {"Lc": float(lc.detach()), "La": float(la.detach()), **extra}
+    parts = {"Lc": float(lc.detach()), "La": float(la.detach()),
+             **({k: float(v.detach()) for k, v in terms.items()} if method.startswith("entropy") else {})}
     if "R" in nets:
         lr = ((nets["R"](z) - x) ** 2).mean()
         loss = loss + lr
         parts["Lr"] = float(lr.detach())
     if method == "consensus":
         ld = discriminator_loss(nets, zs)
+        if bounded:
+            import torch
+
+            ld = torch.clamp(ld, max=math.log(len(zs)))
         loss = loss - settings.lam * ld
         parts["Ld"] = float(ld.detach())
     return loss, parts
@@ -258,7 +349,7 @@ def make_optimisers(method: str, nets: dict, settings: LearnerSettings) -> dict:
 
 
 def train_step(method: str, nets: dict, opts: dict, x, y, age_std, settings: LearnerSettings,
-               split: list | None = None) -> dict:
+               split: list | None = None, prior: float | None = None) -> dict:
     """One minibatch of 000's Algorithms 1–4: the interpreter side once, then K_D discriminator and K adversary
     steps on the representation the updated interpreter produces (held fixed)."""
     import torch
@@ -272,7 +363,7 @@ def train_step(method: str, nets: dict, opts: dict, x, y, age_std, settings: Lea
         return {"Lc": float(loss.detach())}
     for opt in opts.values():
         opt.zero_grad()
-    loss, parts = interpreter_loss(method, nets, x, y, age_std, settings, split)
+    loss, parts = interpreter_loss(method, nets, x, y, age_std, settings, split, prior)
     loss.backward()
     opts["main"].step()  # only I, C (R) move: A and D gradients from this pass are discarded below
     with torch.no_grad():
@@ -286,7 +377,7 @@ def train_step(method: str, nets: dict, opts: dict, x, y, age_std, settings: Lea
             opts["D"].step()
     for _ in range(settings.k_adv):
         opts["A"].zero_grad()
-        la, _ = adversary_loss(method, nets, zs, age_std, settings)
+        la, _ = adversary_loss(method, nets, zs, age_std, settings, y)
         la.backward()
         opts["A"].step()
     return parts
@@ -389,10 +480,11 @@ def _fit_torch(method, Xs, y, age_std, mean, sd, settings, seed, rep) -> FittedM
     for net in nets.values():
         net.train()
     parts: dict = {}
+    prior = adversary_prior(method, y, age_std, settings) if method != "dnn" else None
     for epoch in range(settings.epochs):
         for idx in _batches(len(y), settings.batch_size, rng):
             b = torch.as_tensor(idx, device=device)
-            parts = train_step(method, nets, opts, xt[b], yt[b], at[b], settings, split_t)
+            parts = train_step(method, nets, opts, xt[b], yt[b], at[b], settings, split_t, prior)
         rep((epoch + 1) / settings.epochs, f"{method}: epoch {epoch + 1}/{settings.epochs}")
         if not all(np.isfinite(v) for v in parts.values()):
             raise ModelError(f"Training of '{method}' diverged (a loss became infinite); lower λ.")

@@ -101,6 +101,17 @@ def comparison_test_words(doc: dict) -> str:
     return "plain paired t-test over folds (anti-conservative: the folds share training rows)"
 
 
+def _adversary_words(L: dict) -> str:
+    """The two departures from 000's objective, as run (documents stored before them ran 000's)."""
+    bounded = L.get("adversary_term", "unbounded") == "bounded"
+    conditional = bool(L.get("conditional", False))
+    return (" " + ("In the interpreter's loss the adversary's error (and consensus's Ld) is capped at its value "
+                   "for a guess that reads nothing from z: an adversary made worse than that guess exerts no pull "
+                   "(000's −λ·La is unbounded)." if bounded else "The adversary term is 000's −λ·La (unbounded).")
+            + (" The adversary also reads the label, so it removes the age beyond what the diagnosis implies "
+               "(000's adversary reads z only)." if conditional else " The adversary reads z only (000)."))
+
+
 def _label(doc: dict, m: str) -> str:
     return str(doc["methods"][m].get("label") or m)
 
@@ -115,13 +126,29 @@ def lambda_words(s: dict) -> str:
     if s.get("select_lambda"):
         grid = ", ".join(f"{num(v):g}" for v in s.get("lambda_grid") or [])
         return (f"λ chosen per learner and fold from {{{grid}}} by nested participant-disjoint validation to reach "
-                f"a probe age R² ≤ {num(s.get('leakage_target')):g} at the least accuracy cost, K = {L['k_adv']}")
+                f"a probe R² ≤ {num(s.get('leakage_target')):g} for the age beyond the label at the least accuracy cost (the "
+                f"smallest such λ within one standard error of the best validation accuracy), K = {L['k_adv']}")
     return f"λ = {num(L['lam']):g}, K = {L['k_adv']}"
 
 
 def _chosen(e: dict) -> str:
     sel = e.get("lambda_selection") or {}
     return ", ".join(f"{num(c['lambda']):g}" for c in sel.get("folds") or [])
+
+
+def beyond_label_r2(leak: dict | None) -> float | None:
+    """The probe's held-out R² of the age beyond the label (what the verdict reads); documents stored before it
+    was measured: the age R²."""
+    leak = leak or {}
+    if "beyond_label" in leak:
+        return num((leak["beyond_label"] or {}).get("r2"))
+    return num(leak.get("r2"))
+
+
+def _age_r2_words(leak: dict) -> str:
+    if "beyond_label" not in (leak or {}):
+        return f"R² {_f(leak.get('r2'), 2)}"
+    return f"R² {_f(beyond_label_r2(leak), 2)} for the age beyond the label (age itself: R² {_f(leak.get('r2'), 2)})"
 
 
 def age_left_words(doc: dict, m: str) -> str | None:
@@ -136,11 +163,11 @@ def age_left_words(doc: dict, m: str) -> str | None:
     sel = e.get("lambda_selection")
     chosen = f" (λ chosen per fold: {_chosen(e)})" if sel else ""
     if verdict == "age-independent":
-        return (f"{_label(doc, m)} removes age by the probe: held-out age R² {_f(leak.get('r2'), 2)} ≤ the target "
+        return (f"{_label(doc, m)} removes age by the probe: held-out {_age_r2_words(leak)}, ≤ the target "
                 f"{target:g}{chosen}.")
     if verdict == "inconclusive":
         return f"{_label(doc, m)}: the probe could not be scored, so whether its representation holds age is unknown."
-    text = (f"{_label(doc, m)} still carries age: R² {_f(leak.get('r2'), 2)} on held-out participants (target ≤ "
+    text = (f"{_label(doc, m)} still carries age: {_age_r2_words(leak)} on held-out participants (target ≤ "
             f"{target:g}){chosen}, so its representation is not age-independent")
     if sel:
         n_folds = len(sel.get("folds") or [])
@@ -190,7 +217,7 @@ def _summary_blocks(doc: dict, k: int) -> list:
                          f"({fmt_signed(c.get('mean_difference'))}): {verdict}")
         ref = " (external reference)" if e.get("external_reference") else ""
         if (e.get("age_independence") or {}).get("verdict") == "not age-independent":
-            parts.append(f"its representation is not age-independent (age R² {_f(e['leakage'].get('r2'), 2)})")
+            parts.append(f"its representation is not age-independent ({_age_r2_words(e['leakage'])})")
         blocks.append(Paragraph(f"{_label(doc, m)}{ref} against the DNN — " + "; ".join(parts) + ".", "bullet"))
     for m in _compared(doc):
         words = age_left_words(doc, m)
@@ -209,11 +236,16 @@ def _summary_blocks(doc: dict, k: int) -> list:
             text += (f"; the learners range from R² {_f(others[lo]['r2'], 2)} ({_label(doc, lo)}) to "
                      f"{_f(others[hi]['r2'], 2)} ({_label(doc, hi)})")
         text += ". R² at or below 0 means the probe predicts age no better than the mean age."
+        if "beyond_label" in leak[baseline]:
+            text += (" Beyond the label (the age left once each row's label's mean age is taken away — what a "
+                     f"classifier can use without the diagnosis): the DNN R² {_f(beyond_label_r2(leak[baseline]), 2)}"
+                     + (", the learners " + ", ".join(f"{_f(beyond_label_r2(v), 2)} ({_label(doc, m)})"
+                                                      for m, v in others.items()) if others else "") + ".")
         floor = num(s.get("age_r2_from_label"))
         if floor is not None and floor > 0:
             text += (f" Here the label alone predicts held-out age with R² {_f(floor, 2)}: a representation that "
-                     "predicts the label well carries about that much age with it, so a target below it costs "
-                     "accuracy.")
+                     "predicts the label well carries age with it (older participants are more often impaired), "
+                     "so the verdict reads the age beyond the label.")
         blocks.append(Paragraph(text, "finding"))
     blocks.append(rule)  # the verdicts first, then how they are reached
     return blocks
@@ -231,7 +263,7 @@ def _methods_blocks(doc: dict) -> list:
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
         f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
         f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
-        "The regression adversary predicts standardised age.")]
+        "The regression adversary predicts standardised age." + _adversary_words(L))]
     rows = [r for r in LOSSES if r[0] in run]
     blocks.append(Table(["method", "networks", "interpreter side minimises", "adversary minimises"], rows,
                         title="Architectures and losses", widths=[1.1, 2.6, 1.6, 2.2], small=True))
@@ -310,17 +342,22 @@ def _leakage_blocks(doc: dict) -> list:
     for m, e in doc["methods"].items():
         leak = e.get("leakage")
         if not leak:
-            rows.append([_label(doc, m), "–", "–", "–", "–", "no representation", "–"])
+            rows.append([_label(doc, m), "–", "–", "–", "–", "–", "no representation", "–"])
             continue
         probes = leak.get("probes") or {}
-        rows.append([_label(doc, m), str(leak.get("probe", "–")), _f(leak.get("r2"), 3), _f(leak.get("mae"), 2),
+        beyond = _f(beyond_label_r2(leak), 3) if "beyond_label" in leak else "–"
+        rows.append([_label(doc, m), str(leak.get("probe", "–")), _f(leak.get("r2"), 3), beyond,
+                     _f(leak.get("mae"), 2),
                      _f(leak.get("auroc"), 3),
                      ", ".join(f"{p} {_f(v.get('r2'), 2)}" for p, v in probes.items()) or "–",
                      (e.get("age_independence") or {}).get("verdict", "–")])
     thr = next((e["leakage"].get("age_threshold") for e in doc["methods"].values() if e.get("leakage")), None)
     target = num(doc["settings"].get("leakage_target"))
-    rule = (f" A representation is called age-independent when its age R² is at most {target:g} (the leakage "
-            "target)." if target is not None else "")
+    rule = (f" A representation is called age-independent when its R² for the age beyond the label is at most "
+            f"{target:g} (the leakage target): age minus its label's mean training age, probed the same way. Older "
+            "participants are more often impaired, so any representation that predicts the label carries that "
+            "share of age (000 rejects demographic parity for this reason and measures equalized odds, Δ_eo)."
+            if target is not None else "")
     return [
         Paragraph("How much age is left in each representation, measured after training by a fresh probe (not by "
                   "the training adversary's loss): ridge regression and gradient boosting learn age from the "
@@ -328,9 +365,10 @@ def _leakage_blocks(doc: dict) -> list:
                   "rows, and predict the other held-out participants (participant-disjoint inner folds), so every "
                   "held-out row gets an out-of-sample age prediction; pooled over folds. R² ≤ 0: no better than the "
                   "mean age." + rule),
-        Table(["method", "probe", "age R²", "MAE (years)", "AUROC age > mean", "R² by probe", "representation"],
-              rows, title="Leakage of age", widths=[2.0, 0.6, 0.7, 0.8, 1.0, 1.4, 1.3],
-              align=["L", "L", "R", "R", "R", "L", "L"],
+        Table(["method", "probe", "age R²", "R² beyond label", "MAE (years)", "AUROC age > mean", "R² by probe",
+               "representation"],
+              rows, title="Leakage of age", widths=[1.8, 0.55, 0.6, 0.75, 0.7, 0.85, 1.3, 1.25],
+              align=["L", "L", "R", "R", "R", "R", "L", "L"],
               small=True, note=(f"AUROC for age above {_f(thr, 1)} (the table's mean age)." if thr is not None
                                 else "")),
     ]

@@ -173,9 +173,10 @@ class AgeLearnersPage(AuditPage):
         self.auto_lambda_check = QCheckBox("Choose λ per learner and fold", settings_box)
         self.auto_lambda_check.setChecked(True)
         self.auto_lambda_check.setToolTip("Nested participant-disjoint validation on each fold's training "
-                                          "participants: the most accurate λ of 1, 3, 10 whose representation "
-                                          "keeps a probe's age R² under the target (each learner is trained four "
-                                          "times per fold).")
+                                          "participants: the least λ of 1, 3, 10 whose representation keeps "
+                                          "a probe's R² for the age beyond the label under the target, among "
+                                          "those within one standard error of the best accuracy (each learner is "
+                                          "trained four times per fold).")
         self.auto_lambda_check.toggled.connect(self._lambda_mode_changed)
         sf.addRow(self.auto_lambda_check)
         self.target_spin = QDoubleSpinBox(settings_box)
@@ -183,9 +184,10 @@ class AgeLearnersPage(AuditPage):
         self.target_spin.setDecimals(2)
         self.target_spin.setSingleStep(0.05)
         self.target_spin.setValue(LEAKAGE_TARGET)
-        self.target_spin.setToolTip("The age R² a fresh probe may recover from a learner's representation on held-out "
-                                    "participants for it to count as age-independent.")
-        sf.addRow("Leakage target (age R² ≤)", self.target_spin)
+        self.target_spin.setToolTip("The R² a fresh probe may reach for the age beyond the label (age minus the "
+                                    "label's mean age) from a learner's representation on held-out participants "
+                                    "for it to count as age-independent.")
+        sf.addRow("Leakage target (R² of age beyond the label ≤)", self.target_spin)
         sf.addRow("Adversary strength λ", self.lambda_spin)
         self._lambda_mode_changed()
         self.k_spin = QSpinBox(settings_box)
