@@ -60,8 +60,9 @@ class JobRunner(QObject):
 
     MAX_RATE = 20.0  # progress signals per second, at most
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, *, log_level: int = logging.INFO) -> None:
         super().__init__(parent)
+        self._log_level = log_level  # of the "job started / done" lines (a runner of many small jobs logs less)
         self._lock = threading.Condition()
         self._queue: collections.deque[Job] = collections.deque()
         self._jobs: dict[int, Job] = {}
@@ -154,6 +155,11 @@ class JobRunner(QObject):
         return stopped
 
     @property
+    def closing(self) -> bool:
+        """True once :meth:`shutdown` was called (``submit`` then refuses new jobs)."""
+        return self._closing
+
+    @property
     def running(self) -> bool:
         return self._thread.isRunning()
 
@@ -173,15 +179,15 @@ class JobRunner(QObject):
         job.state = JobState.RUNNING
         self.started.emit(job)
         t0 = time.monotonic()
-        log.info("job %d '%s' started", job.id, job.name)
+        log.log(self._log_level, "job %d '%s' started", job.id, job.name)
         try:
             job.run(self._on_progress)
         finally:
             with self._lock:
                 self._current = None
                 self._lock.notify_all()
-        log.info("job %d '%s' %s in %.1f s%s", job.id, job.name, job.state.value, time.monotonic() - t0,
-                 f": {job.error}" if job.error else "")
+        log.log(logging.INFO if job.state == JobState.FAILED else self._log_level, "job %d '%s' %s in %.1f s%s",
+                job.id, job.name, job.state.value, time.monotonic() - t0, f": {job.error}" if job.error else "")
         self.finished.emit(job)
 
     def _on_progress(self, job: Job) -> None:

@@ -141,7 +141,9 @@ def test_a_damaged_stored_audit_is_a_message_on_the_page_never_an_exception(wind
     window.open_project(project_path)
     page = window.audit_tab
     page.show_audit(bad)
+    page.wait_view()
     assert page.doc is None and f"Audit {bad} ('bad'" in page.status.text() and "damaged" in page.status.text()
     assert "other audits are unaffected" in page.status.text()
     page.show_audit(good)
+    page.wait_view()
     assert page.doc is not None and page.audit_id == good
