@@ -58,7 +58,7 @@ class JobRunner(QObject):
     #: the Job, state DONE / FAILED / CANCELLED (``job.error`` says why, ``job.details`` holds a traceback)
     finished = Signal(object)
 
-    MAX_RATE = 20.0  # progress signals per second, at most
+    MAX_RATE = 10.0  # progress signals per second, at most (each repaints a bar, a line and the status bar)
 
     def __init__(self, parent: QObject | None = None, *, log_level: int = logging.INFO) -> None:
         super().__init__(parent)
@@ -69,6 +69,7 @@ class JobRunner(QObject):
         self._current: Job | None = None
         self._closing = False
         self._last_emit = 0.0
+        self._last_shown: tuple | None = None
         self._min_interval = 1.0 / self.MAX_RATE
         self._thread = _WorkerThread(self)
         self._thread.start()
@@ -175,7 +176,7 @@ class JobRunner(QObject):
             return job
 
     def _run_one(self, job: Job) -> None:
-        self._last_emit = 0.0
+        self._last_emit, self._last_shown = 0.0, None
         job.state = JobState.RUNNING
         self.started.emit(job)
         t0 = time.monotonic()
@@ -193,5 +194,8 @@ class JobRunner(QObject):
     def _on_progress(self, job: Job) -> None:
         now = time.monotonic()
         if now - self._last_emit >= self._min_interval:
-            self._last_emit = now
+            shown = (job.id, round(float(job.fraction), 3), str(job.message))
+            if shown == self._last_shown:  # nothing a user could see changed: no repaint
+                return
+            self._last_emit, self._last_shown = now, shown
             self.progress.emit(job.id, float(job.fraction), str(job.message))

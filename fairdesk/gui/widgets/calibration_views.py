@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QSplitter, QTabWidget, QVBoxLay
 
 from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
-from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, size_combos
+from fairdesk.gui.widgets.panel_parts import FitLabel, fill_combo, hrow, size_combos
 from fairdesk.gui.widgets.reliability_plot import ReliabilityPlot
 from fairdesk.gui.widgets.roc_plot import RocPlot
 from fairdesk.gui.widgets.tables import DataFrameView, PandasTableModel
@@ -155,8 +155,7 @@ class CalibrationViews(QObject):
         # Calibration: findings in words, reliability diagram, table
         page, v = _page(parent)
         self.cal_select = _Selector(page, v, self.update_calibration)
-        self.findings_label = QLabel("", page)
-        self.findings_label.setWordWrap(True)
+        self.findings_label = FitLabel("", page)  # keeps its lines: the plot below keeps its axes
         self.findings_label.setTextFormat(Qt.TextFormat.RichText)
         v.addWidget(self.findings_label)
         split = QSplitter(Qt.Orientation.Vertical, page)
@@ -174,8 +173,7 @@ class CalibrationViews(QObject):
         # ROC & PR
         page, v = _page(parent)
         self.roc_select = _Selector(page, v, self.update_curves)
-        self.auc_label = QLabel("", page)
-        self.auc_label.setWordWrap(True)
+        self.auc_label = FitLabel("", page)  # keeps its lines: the plot below keeps its axes
         self.auc_label.setTextFormat(Qt.TextFormat.RichText)
         v.addWidget(self.auc_label)
         split = QSplitter(Qt.Orientation.Vertical, page)

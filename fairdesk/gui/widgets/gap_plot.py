@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor, QFont, QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
+from fairdesk.gui.widgets.panel_parts import FitLabel  # noqa: E402
 from fairdesk.core.reports.figures import NULL_BAND_STYLE, STATUS_ORDER, gap_status  # noqa: E402
 from fairdesk.core.reports.figures import STATUS_STYLE as _FIGURE_STYLE  # noqa: E402
 
@@ -70,10 +71,9 @@ class GapPlot(QWidget):
         self.plot_widget = None
         self.plot = None
         # the legend sits below the plot (inside it, it would hide points)
-        self.legend = QLabel(self)
+        self.legend = FitLabel("", self)  # a long legend wraps (it never widens the results column) and keeps its lines
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.legend.setWordWrap(True)  # a long legend wraps: it never widens the results column
         self.legend.setVisible(False)
         self.zero_line = None
         self.scatters: dict = {}

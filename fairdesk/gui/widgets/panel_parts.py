@@ -20,6 +20,27 @@ NOTE_STYLE = "color: palette(mid);"
 
 # ---- small widgets ---------------------------------------------------------------------------------------------
 
+class FitLabel(QLabel):
+    """A word-wrapped label whose minimum height is what its text needs at its width. A plain wrapped label reports
+    a line or so as its minimum; a layout short of room then gave it its lines anyway and squeezed the plot or the
+    splitter beside it below their minimum (a plot lost its x-axis under a table)."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setWordWrap(True)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        hint = super().minimumSizeHint()
+        if self.width() > 0 and self.text():
+            hint.setHeight(max(hint.height(), self.heightForWidth(self.width())))
+        return hint
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self.updateGeometry()
+
+
 def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True, default=None) -> None:
     """Replace a combo's ``(text, data)`` items without emitting signals; keep the current choice when it is still
     there, else choose ``default`` (when given and present), else the first item."""
