@@ -96,8 +96,10 @@ def pages_idle(window) -> bool:
     """True when no page is still building the view of an audit (and no job runs)."""
     from fairdesk.gui.tabs.base import AuditPage
 
-    pages = [p for p in vars(window).values() if isinstance(p, AuditPage)]
-    return window.runner.idle and all(getattr(p, "view_ready", True) for p in pages)
+    pages = window.findChildren(AuditPage)
+    views = getattr(window, "views", None)
+    return (window.runner.idle and (views is None or views.idle)
+            and all(getattr(p, "view_ready", True) for p in pages))
 
 
 def walk(window) -> int:
@@ -201,7 +203,8 @@ def main(argv=None) -> int:
     # the window loads the readers of stored results in its view thread after start-up: wait for that, as a user
     # choosing a project in the file dialog does
     t0 = time.perf_counter()
-    pump_until(lambda: window.views.idle, timeout=300)
+    views = getattr(window, "views", None)  # (a build before issue 24 has no view runner)
+    pump_until(lambda: views is None or views.idle, timeout=300)
     warm = time.perf_counter() - t0 + 1.0
     beat = Heartbeat()
     results: dict[str, dict] = {}
@@ -241,7 +244,7 @@ def main(argv=None) -> int:
         print(f"{name:<8}{r['ticks']:>7}{r['median']:>11.1f}{r['p99']:>9.1f}{r['max']:>9.1f}"
               f"{r['p99'] / max(base['p99'], 1e-9):>10.1f}{r['max'] / max(base['max'], 1e-9):>10.1f}  "
               f"{'met' if ok else 'MISSED'}")
-    window.runner.shutdown(30000)
+    window.shutdown(30000)
     window.close()
     app.processEvents()
     tmp.cleanup()

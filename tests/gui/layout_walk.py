@@ -166,7 +166,7 @@ def wait_views(window, timeout: float = 60.0) -> None:
     filled in slices)."""
     from fairdesk.gui.tabs.base import AuditPage
 
-    for page in [p for p in vars(window).values() if isinstance(p, AuditPage)]:
+    for page in window.findChildren(AuditPage):  # the window's pages and any a test made on it
         page.wait_view(timeout)
 
 

@@ -94,6 +94,7 @@ def test_a_registered_page_runs_lists_and_exports_its_kind(toy_window, project_p
     second = run_and_wait(window, page.run_audit)
     assert page.audit_ids() == [job.result, second.result] and page.shown.text() == "4"
     page.audit_list.setCurrentRow(0)
+    page.wait_view()
     assert page.audit_id == job.result and page.shown.text() == "3"
 
     # export: the one PDF route, with the user's small-cell k (pages used to drop it for some kinds)

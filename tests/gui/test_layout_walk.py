@@ -326,6 +326,7 @@ def test_gui_run_audit_with_long_names_is_readable(gui_audited, size, tmp_path):
             problems += plot_problems(window, f"{size} {name}")  # scrolls the results to each plot
         tab.findChild(QWidget, "results_scroll").verticalScrollBar().setValue(0)
     # the threshold explorer (a tab inside the Calibration tab) and its button
+    window.show_page(tab)
     tabs = tab.results_tabs
     tabs.setCurrentIndex([tabs.tabText(i) for i in range(tabs.count())].index("Calibration"))
     inner = tabs.currentWidget()
