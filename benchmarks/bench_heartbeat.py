@@ -17,8 +17,10 @@ answer a click for that long. Measured, in one process:
 * ``audit``: that group audit (``--n-boot`` replicates) run through the page, from Run until the new audit is
   shown.
 
-Prints, per phase, the number of ticks, the median, 99th percentile and largest gap in ms, and the p99 and max as
-ratios to the idle baseline. Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
+Prints, per phase, the number of ticks, the median, 99th percentile and largest gap in ms, the p99 and max as
+ratios to the idle baseline, and the p99 and largest *CPU time of the Qt thread* within one gap (``thread_time``):
+on a machine shared with other work a gap's wall time grows with the load (at a load of 10 on 2 CPUs, 50 ms of
+work can take 250 ms), its CPU time does not. Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
 Run it at ``nice`` beside other work and the idle line moves too: read the ratios.
 """
 from __future__ import annotations
@@ -48,22 +50,25 @@ class Heartbeat:
         self.timer.setInterval(TICK_MS)
         self.timer.timeout.connect(self._tick)
         self.gaps: list[float] = []
+        self.cpu: list[float] = []  # the Qt thread's own CPU time in each gap
         self._last: float | None = None
+        self._last_cpu = 0.0
 
     def _tick(self) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         if self._last is not None:
             self.gaps.append(1000.0 * (now - self._last))
-        self._last = now
+            self.cpu.append(1000.0 * (cpu - self._last_cpu))
+        self._last, self._last_cpu = now, cpu
 
     def start(self) -> None:
-        self.gaps, self._last = [], time.perf_counter()
+        self.gaps, self.cpu, self._last, self._last_cpu = [], [], time.perf_counter(), time.thread_time()
         self.timer.start()
 
-    def stop(self) -> list[float]:
+    def stop(self) -> tuple[list[float], list[float]]:
         self._tick()  # a stretch still blocking at the end counts too
         self.timer.stop()
-        return self.gaps
+        return self.gaps, self.cpu
 
 
 def pump(seconds: float) -> None:
@@ -86,12 +91,13 @@ def pump_until(done, timeout: float = 600.0, settle: float = 0.3) -> bool:
     return True
 
 
-def summary(gaps: list[float]) -> dict:
+def summary(measured: tuple[list[float], list[float]]) -> dict:
     import numpy as np
 
-    a = np.asarray(gaps or [0.0])
+    gaps, cpu = measured
+    a, c = np.asarray(gaps or [0.0]), np.asarray(cpu or [0.0])
     return {"ticks": int(a.size), "median": float(np.median(a)), "p99": float(np.percentile(a, 99)),
-            "max": float(a.max())}
+            "max": float(a.max()), "cpu_p99": float(np.percentile(c, 99)), "cpu_max": float(c.max())}
 
 
 def pages_idle(window) -> bool:
@@ -251,13 +257,14 @@ def main(argv=None) -> int:
     print(f"heartbeat every {TICK_MS} ms, window {w}×{h}, {n_states} states walked, {n_audits} stored audits "
           f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
-    print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}  "
-          "targets")
+    print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
+          f"{'CPU p99':>9}{'CPU max':>9}  targets (wall; CPU)")
     for name, r in results.items():
         ok = r["max"] <= TARGET_MAX_MS and r["p99"] <= TARGET_P99_MS
+        ok_cpu = r["cpu_max"] <= TARGET_MAX_MS and r["cpu_p99"] <= TARGET_P99_MS
         print(f"{name:<8}{r['ticks']:>7}{r['median']:>11.1f}{r['p99']:>9.1f}{r['max']:>9.1f}"
-              f"{r['p99'] / max(base['p99'], 1e-9):>10.1f}{r['max'] / max(base['max'], 1e-9):>10.1f}  "
-              f"{'met' if ok else 'MISSED'}")
+              f"{r['p99'] / max(base['p99'], 1e-9):>10.1f}{r['max'] / max(base['max'], 1e-9):>10.1f}"
+              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}  {'met' if ok else 'MISSED'}; {'met' if ok_cpu else 'MISSED'}")
     window.shutdown(30000)
     window.close()
     app.processEvents()
