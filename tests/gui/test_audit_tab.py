@@ -1,6 +1,8 @@
 """Audit tab: run an audit as a job, see the plot and tables fill, hover, cancel, export, reopen, close mid-job."""
 from __future__ import annotations
 
+from PySide6.QtWidgets import QWidget
+
 import threading
 import time
 
@@ -107,6 +109,9 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     plot.plot_widget.resize(800, 400)
     qtbot.wait(50)
     vb = plot.plot.getViewBox()
+
+    # the results scroll below their minimum size: bring the plot into view, as a user would
+    tab.findChild(QWidget, "results_scroll").ensureWidgetVisible(plot.plot_widget, 0, 0)
 
     def hover() -> bool:  # where the spot is once pyqtgraph has laid the plot out (its title moves it)
         view_pos = plot.plot_widget.mapFromScene(vb.mapViewToScene(spot.pos()))

@@ -84,6 +84,7 @@ class AuditTab(AuditPage):
         self._df_id: int | None = None
         self._infos: dict = {}
         self._queued_run: AuditRun | None = None  # set by audit_at_threshold for the one run_audit it calls
+        self._forest: dict = {}  # the first plot's rows, from prepare_results
         self._rerun_note = ""  # what the page's running job re-runs ("audit #1 at threshold 0.300"), for its message
         super().__init__(window)
 
@@ -590,10 +591,18 @@ class AuditTab(AuditPage):
             f"{c['rows']:,} result rows")
         gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
         summ, groups = result.summary, result.groups
+        from fairdesk.core.reports import figures
+
+        attrs = list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else []
+        metrics = [m for m in METRICS if not gap_rec.empty and m in set(gap_rec["metric"])]
+        # the first plot's rows (the plot's first choices), so that drawing it is all the Qt thread does
+        forest = {(attrs[0], metrics[0], None): figures.forest_data(result, attrs[0], metrics[0])} \
+            if attrs and metrics else {}
         return {
+            "forest": forest,
             "header": header,
-            "attrs": list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else [],
-            "metrics": [m for m in METRICS if not gap_rec.empty and m in set(gap_rec["metric"])],
+            "attrs": attrs,
+            "metrics": metrics,
             "tasks": list(dict.fromkeys(rec["task"].astype(str))) if not rec.empty else [],
             "records": rec[[c for c in RECORD_COLUMNS if c in rec.columns]] if not rec.empty else None,
             "summary": summ[[c for c in SUMMARY_COLUMNS if c in summ.columns]] if not summ.empty else None,
@@ -630,6 +639,7 @@ class AuditTab(AuditPage):
         _combo_set(self.plot_metric, [METRIC_LABELS[m] for m in prepared["metrics"]], data=prepared["metrics"])
         _combo_set(self.plot_task, [ALL_TASKS] + prepared["tasks"], data=[None] + prepared["tasks"])
         yield
+        self._forest = prepared["forest"]
         self.update_plot()
         yield
         for view, key in ((self.records_view, "records"), (self.summary_view, "summary"),
@@ -659,7 +669,10 @@ class AuditTab(AuditPage):
             return
         from fairdesk.core.reports import figures
 
-        data = figures.forest_data(result, attr, metric, task=self.plot_task.currentData())
+        task = self.plot_task.currentData()
+        data = self._forest.pop((attr, metric, task), None)
+        if data is None:
+            data = figures.forest_data(result, attr, metric, task=task)
         rule = result.plan.gap_rule
         comparison = {"max": "the most different group", "one-vs-rest": "the other groups",
                       "between": "lowest group"}.get(rule, "all groups")

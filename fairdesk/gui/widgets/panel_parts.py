@@ -31,7 +31,9 @@ class FitLabel(QLabel):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         hint = super().minimumSizeHint()
-        if self.width() > 0 and self.text():
+        # only once shown and laid out: a label on a hidden tab has no width of its own yet (a narrow default would
+        # ask for a very tall minimum, and a tab widget's minimum is that of its tallest page)
+        if self.isVisible() and self.width() > 0 and self.text():
             hint.setHeight(max(hint.height(), self.heightForWidth(self.width())))
         return hint
 
@@ -39,6 +41,10 @@ class FitLabel(QLabel):
         super().resizeEvent(event)
         if event.oldSize().width() != event.size().width():
             self.updateGeometry()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        self.updateGeometry()
 
 
 def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True, default=None) -> None:
