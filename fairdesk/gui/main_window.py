@@ -12,6 +12,7 @@ import fairdesk._bootstrap  # noqa: F401  (offline environment first)
 import logging
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,18 @@ LICENCES = [
 ]
 
 STATE_COLOURS = {JobState.FAILED: "#B00020", JobState.CANCELLED: "#8a6d00", JobState.DONE: "#1b6e20"}
+
+
+def warm_up_readers(progress=None, cancel=None) -> None:
+    """Import what showing a stored audit needs (a job of the window's view runner: never on the Qt thread)."""
+    import importlib
+
+    from fairdesk.core.kinds import schema_problems
+
+    schema_problems({}, {"type": "object"})  # jsonschema's first import compiles grammars: seconds
+    for name in ("pyqtgraph", "fairdesk.core.audits.groups", "fairdesk.core.reports.groups",
+                 "fairdesk.core.reports.figures", "fairdesk.core.reports.calibration_figures"):
+        importlib.import_module(name)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -362,13 +375,22 @@ class MainWindow(QMainWindow):
     project_changed = Signal()  # a project was opened, or something was stored in it
 
     SHUTDOWN_TIMEOUT_MS = 15000
+    WARM_UP_MS = 1000  # after start-up: the window paints first
+    SWITCH_INTERVAL_S = 0.001
 
     def __init__(self, project: str | Path | None = None, settings: Settings | None = None) -> None:
         super().__init__()
         self.setWindowTitle(APP_NAME)
         self.settings = settings or Settings()
         self.project: Project | None = None
+        # the job and view threads run Python too: let the Qt thread take the interpreter back within 1 ms instead
+        # of CPython's 5 ms, each time it returns from Qt (a repaint makes hundreds of such returns)
+        sys.setswitchinterval(min(sys.getswitchinterval(), self.SWITCH_INTERVAL_S))
         self.runner = JobRunner(self)
+        #: a second runner of the same kind for reading stored results: the pages read, check and parse an audit's
+        #: document and prepare their views' data there, so showing an audit never waits for a running job (and the
+        #: Qt thread only fills widgets); its jobs do not appear in the Jobs dock
+        self.views = JobRunner(self, log_level=logging.DEBUG)
         self._callbacks: dict[int, tuple[Callable | None, Callable | None]] = {}
         self._closed = False
         self._compacted = False
@@ -376,6 +398,7 @@ class MainWindow(QMainWindow):
             self._build(project)
         except BaseException:
             self.runner.shutdown(2000)  # never leave a running QThread behind a half-built window
+            self.views.shutdown(2000)
             raise
 
     def _build(self, project) -> None:
@@ -447,6 +470,9 @@ class MainWindow(QMainWindow):
         self.runner.finished.connect(self._on_job_finished)
 
         self._build_menus()
+        # once the window is up, the view thread loads what reading and drawing stored results needs (the schema
+        # validator, the audit and report modules, pyqtgraph), so the Qt thread never waits for those imports
+        QTimer.singleShot(self.WARM_UP_MS, self._warm_up)
         self.resize(1360, 880)
         geometry = self.settings.geometry()
         if geometry is not None:
@@ -456,6 +482,10 @@ class MainWindow(QMainWindow):
             self.open_project(project)
         else:
             self._update_project_state()
+
+    def _warm_up(self) -> None:
+        if not self.views.closing:
+            self.views.submit(Job("Load the readers of results", warm_up_readers))
 
     def _add_page(self, tab: str, title: str, widget: QWidget, attr: str, after: str | None = None) -> None:
         """Put ``widget`` on ``tab`` (after the page titled ``after``, else last) as ``self.<attr>``."""
@@ -736,11 +766,13 @@ class MainWindow(QMainWindow):
                 QApplication.processEvents()
             self.settings.set_geometry(self.saveGeometry(), self.saveState())
             stopped = self.runner.shutdown(self.SHUTDOWN_TIMEOUT_MS)
+            self.views.shutdown(self.SHUTDOWN_TIMEOUT_MS)
             if not stopped:
                 log.warning("a job did not stop in time; FairDesk closes anyway (stored results are intact)")
             logging.getLogger("fairdesk").removeHandler(self._log_handler)
         event.accept()
 
     def shutdown(self, timeout_ms: int = 10000) -> bool:
-        """Cancel jobs and stop the worker without closing the window (test teardown)."""
-        return self.runner.shutdown(timeout_ms)
+        """Cancel jobs and stop the workers without closing the window (test teardown)."""
+        views = self.views.shutdown(timeout_ms)
+        return self.runner.shutdown(timeout_ms) and views

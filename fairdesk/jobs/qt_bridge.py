@@ -58,16 +58,18 @@ class JobRunner(QObject):
     #: the Job, state DONE / FAILED / CANCELLED (``job.error`` says why, ``job.details`` holds a traceback)
     finished = Signal(object)
 
-    MAX_RATE = 20.0  # progress signals per second, at most
+    MAX_RATE = 10.0  # progress signals per second, at most (each repaints a bar, a line and the status bar)
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, *, log_level: int = logging.INFO) -> None:
         super().__init__(parent)
+        self._log_level = log_level  # of the "job started / done" lines (a runner of many small jobs logs less)
         self._lock = threading.Condition()
         self._queue: collections.deque[Job] = collections.deque()
         self._jobs: dict[int, Job] = {}
         self._current: Job | None = None
         self._closing = False
         self._last_emit = 0.0
+        self._last_shown: tuple | None = None
         self._min_interval = 1.0 / self.MAX_RATE
         self._thread = _WorkerThread(self)
         self._thread.start()
@@ -154,6 +156,11 @@ class JobRunner(QObject):
         return stopped
 
     @property
+    def closing(self) -> bool:
+        """True once :meth:`shutdown` was called (``submit`` then refuses new jobs)."""
+        return self._closing
+
+    @property
     def running(self) -> bool:
         return self._thread.isRunning()
 
@@ -169,23 +176,26 @@ class JobRunner(QObject):
             return job
 
     def _run_one(self, job: Job) -> None:
-        self._last_emit = 0.0
+        self._last_emit, self._last_shown = 0.0, None
         job.state = JobState.RUNNING
         self.started.emit(job)
         t0 = time.monotonic()
-        log.info("job %d '%s' started", job.id, job.name)
+        log.log(self._log_level, "job %d '%s' started", job.id, job.name)
         try:
             job.run(self._on_progress)
         finally:
             with self._lock:
                 self._current = None
                 self._lock.notify_all()
-        log.info("job %d '%s' %s in %.1f s%s", job.id, job.name, job.state.value, time.monotonic() - t0,
-                 f": {job.error}" if job.error else "")
+        log.log(logging.INFO if job.state == JobState.FAILED else self._log_level, "job %d '%s' %s in %.1f s%s",
+                job.id, job.name, job.state.value, time.monotonic() - t0, f": {job.error}" if job.error else "")
         self.finished.emit(job)
 
     def _on_progress(self, job: Job) -> None:
         now = time.monotonic()
         if now - self._last_emit >= self._min_interval:
-            self._last_emit = now
+            shown = (job.id, round(float(job.fraction), 3), str(job.message))
+            if shown == self._last_shown:  # nothing a user could see changed: no repaint
+                return
+            self._last_emit, self._last_shown = now, shown
             self.progress.emit(job.id, float(job.fraction), str(job.message))

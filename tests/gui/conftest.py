@@ -12,6 +12,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from layout_walk import wait_views  # noqa: E402
+
 N_BOOT = 200
 _BLOCKERS: list = []  # see run_and_wait: PySide may deliver a queued signal to a freed pytest-qt blocker (segfault)
 
@@ -77,6 +79,14 @@ def settings(tmp_path):
     return Settings(tmp_path / "fairdesk-home" / "settings.ini")
 
 
+def _then_wait_views(window, method):
+    def call(*args, **kwargs):
+        out = method(*args, **kwargs)
+        wait_views(window)
+        return out
+    return call
+
+
 @pytest.fixture
 def make_window(qtbot, settings):
     """Factory of main windows; every window's job runner is shut down at teardown."""
@@ -87,6 +97,11 @@ def make_window(qtbot, settings):
     def factory(project=None):
         window = MainWindow(project=project, settings=settings)
         qtbot.addWidget(window)
+        # the pages read stored audits in the view thread: a test that opens a project or stores something goes on
+        # once every page shows its audit in full
+        for name in ("open_project", "notify_project_changed"):
+            setattr(window, name, _then_wait_views(window, getattr(window, name)))
+        wait_views(window)
         window.show()
         windows.append(window)
         return window
@@ -126,6 +141,7 @@ def run_and_wait(qtbot):
             job = trigger()
             assert job is not None, "the action did not start a job"
             ids["id"] = job.id
+        wait_views(window)
         return job
 
     return run

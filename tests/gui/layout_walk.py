@@ -91,6 +91,9 @@ def elided(w: QWidget) -> str | None:
         text = w.currentText() if w.currentIndex() >= 0 else w.placeholderText()
         if not text or w.isEditable():
             return None
+        if (w.sizeAdjustPolicy() == QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+                and w.currentIndex() >= 0 and w.toolTip() == text):
+            return None  # a name from the data, elided by design (panel_parts.size_combos) and read in full on hover
         need = _text_width(w, text) + 24  # the arrow
         what = "choice" if w.currentIndex() >= 0 else "placeholder"
         return f"{what} needs {need}px, combo has {w.width()}px" if need > w.width() + SLACK else None
@@ -158,6 +161,15 @@ def settle(app: QApplication | None = None) -> None:
         app.processEvents()
 
 
+def wait_views(window, timeout: float = 60.0) -> None:
+    """Let the event loop run until every audit page shows its chosen audit in full (read in the view thread,
+    filled in slices)."""
+    from fairdesk.gui.tabs.base import AuditPage
+
+    for page in window.findChildren(AuditPage):  # the window's pages and any a test made on it
+        page.wait_view(timeout)
+
+
 def states(window):
     """Visit every main tab, page and result tab; yields a name for each state (the window shows it)."""
     for ti in range(window.tabs.count()):
@@ -169,9 +181,8 @@ def states(window):
             if isinstance(pages, QTabWidget):
                 pages.setCurrentIndex(pi)
             settle()
-            findings = getattr(page, "findings", None)
-            if findings is not None and hasattr(findings, "wait"):
-                findings.wait()
+            if hasattr(page, "wait_view"):
+                page.wait_view()
                 settle()
             base = f"{window.tabs.tabText(ti)} › {title}"
             yield base, page

@@ -1,6 +1,8 @@
 """Audit tab: run an audit as a job, see the plot and tables fill, hover, cancel, export, reopen, close mid-job."""
 from __future__ import annotations
 
+from PySide6.QtWidgets import QWidget
+
 import threading
 import time
 
@@ -86,7 +88,7 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     # the header counts unique comparisons, as the PDF does
     from fairdesk.core.audits.groups import verdict_counts
     c = verdict_counts(result)
-    tab.findings.wait()
+    tab.wait_view()
     counts = tab.findings.counts_label.text()
     assert f"Of {c['total']} comparisons" in counts and f">{c['differs']}</b> differ" in counts
     # the header: the same comparisons, one test each, listed per kind; result rows said apart (issue 24)
@@ -107,12 +109,17 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     plot.plot_widget.resize(800, 400)
     qtbot.wait(50)
     vb = plot.plot.getViewBox()
-    scene_pos = vb.mapViewToScene(spot.pos())
-    view_pos = plot.plot_widget.mapFromScene(scene_pos)
-    QTest.mouseMove(plot.plot_widget.viewport(), QPoint(view_pos.x(), view_pos.y()))
-    qtbot.wait(50)
-    QTest.mouseMove(plot.plot_widget.viewport(), QPoint(view_pos.x() + 1, view_pos.y()))
-    qtbot.waitUntil(lambda: "95% CI" in vb.toolTip(), timeout=3000)
+
+    # the results scroll below their minimum size: bring the plot into view, as a user would
+    tab.findChild(QWidget, "results_scroll").ensureWidgetVisible(plot.plot_widget, 0, 0)
+
+    def hover() -> bool:  # where the spot is once pyqtgraph has laid the plot out (its title moves it)
+        view_pos = plot.plot_widget.mapFromScene(vb.mapViewToScene(spot.pos()))
+        QTest.mouseMove(plot.plot_widget.viewport(), QPoint(view_pos.x(), view_pos.y()))
+        QTest.mouseMove(plot.plot_widget.viewport(), QPoint(view_pos.x() + 1, view_pos.y()))
+        return "95% CI" in vb.toolTip()
+
+    qtbot.waitUntil(hover, timeout=3000)
 
     # tables
     assert tab.records_view.row_count() == len(result.records) > 0

@@ -94,6 +94,7 @@ def test_a_registered_page_runs_lists_and_exports_its_kind(toy_window, project_p
     second = run_and_wait(window, page.run_audit)
     assert page.audit_ids() == [job.result, second.result] and page.shown.text() == "4"
     page.audit_list.setCurrentRow(0)
+    page.wait_view()
     assert page.audit_id == job.result and page.shown.text() == "3"
 
     # export: the one PDF route, with the user's small-cell k (pages used to drop it for some kinds)
@@ -141,7 +142,9 @@ def test_a_damaged_stored_audit_is_a_message_on_the_page_never_an_exception(wind
     window.open_project(project_path)
     page = window.audit_tab
     page.show_audit(bad)
+    page.wait_view()
     assert page.doc is None and f"Audit {bad} ('bad'" in page.status.text() and "damaged" in page.status.text()
     assert "other audits are unaffected" in page.status.text()
     page.show_audit(good)
+    page.wait_view()
     assert page.doc is not None and page.audit_id == good

@@ -201,7 +201,7 @@ def test_roc_tab_shows_the_discrimination_table_with_coloured_verdicts(make_wind
     views.set_suppress_k(11)
     assert "tests of AUROC or AUPRC gaps between groups" in tab.result_header.text()  # one count (issue 24)
     # the findings header (the board summary) says it in words
-    tab.findings.wait()
+    tab.wait_view()
     summary = tab.findings.text.toPlainText()
     assert "AUROC for ethnicity = Asian is" in summary and "ranks patients with the condition" in summary
     assert "None" not in summary and "nan" not in summary

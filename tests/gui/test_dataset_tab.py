@@ -174,7 +174,7 @@ def test_first_use_open_csv_without_project_run_audit_export(window, project_pat
     audit.fixed_radio.setChecked(True)
     job = run_and_wait(window, audit.run_audit)
     assert job.state.value == "done", job.error
-    audit.findings.wait()
+    audit.wait_view()
     assert "comparisons" in audit.findings.counts_label.text() and "What was found" in \
         audit.findings.text.toPlainText()
     pdf = tmp_path / "report.pdf"

@@ -183,6 +183,7 @@ def test_compare_stores_an_audit_fills_the_tables_and_exports_the_pdf(window, pr
 
     # a fresh page on the same project lists the stored comparison and shows it again
     again = panel_for()
+    again.wait_view()
     assert again.audit_ids() == [audit_id]
     assert again.summary_view.frame().equals(panel.summary_view.frame())
 

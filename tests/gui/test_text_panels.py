@@ -276,6 +276,7 @@ def test_audit_panel_compares_two_models_and_reopens_stored_audits(window, audit
     job = run_and_wait(window, panel.run_audit)
     assert panel.audit_ids() == [first, job.result] and panel.comparison_view.row_count() == 0
     panel.audits_list.setCurrentRow(0)
+    panel.wait_view()
     assert panel.result_id == first and panel.comparison_view.row_count() == 2
 
     # a model whose files changed since it was added is refused, nothing stored

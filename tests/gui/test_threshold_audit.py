@@ -155,6 +155,7 @@ def test_audit_at_threshold_refuses_without_the_dataset_or_while_busy(window, ma
 
     # the audit's dataset is not in the project: said in place, nothing started, nothing changed
     tab.refresh_audits(select=orphan)
+    tab.wait_view()
     assert tab.result_id == orphan
     _show_explorer(window, tab)
     ex = tab.calibration_views.explorer
@@ -168,6 +169,7 @@ def test_audit_at_threshold_refuses_without_the_dataset_or_while_busy(window, ma
 
     # a job running on the page: said in place, nothing started, nothing changed
     tab.refresh_audits(select=first)
+    tab.wait_view()
     assert tab.result_id == first
     from tiny_jobs import until_cancelled
 

@@ -85,6 +85,7 @@ class AuditTab(AuditPage):
         self._df_id: int | None = None
         self._infos: dict = {}
         self._queued_run: AuditRun | None = None  # set by audit_at_threshold for the one run_audit it calls
+        self._forest: dict = {}  # the first plot's rows, from prepare_results
         self._rerun_note = ""  # what the page's running job re-runs ("audit #1 at threshold 0.300"), for its message
         super().__init__(window)
 
@@ -228,7 +229,8 @@ class AuditTab(AuditPage):
         self.plot_attribute = QComboBox(plot_page)
         self.plot_metric = QComboBox(plot_page)
         self.plot_task = QComboBox(plot_page)
-        size_combos(self.plot_attribute, self.plot_metric, self.plot_task, on_change=self.update_plot)
+        size_combos(self.plot_attribute, self.plot_task, chars=12, on_change=self.update_plot)  # names from the data
+        size_combos(self.plot_metric, on_change=self.update_plot)
         pv.addLayout(hrow(plot_page, "Attribute", self.plot_attribute, "Gap", self.plot_metric, "Task", self.plot_task,
                           stretch=True))
         self.gap_plot = GapPlot(plot_page)
@@ -269,7 +271,7 @@ class AuditTab(AuditPage):
         dv = QVBoxLayout(delta_page)
         dv.setContentsMargins(4, 4, 4, 4)
         self.delta_attribute = QComboBox(delta_page)
-        size_combos(self.delta_attribute, on_change=self.update_delta)
+        size_combos(self.delta_attribute, chars=16, on_change=self.update_delta)
         dv.addLayout(hrow(delta_page, "Continuous attribute", self.delta_attribute, stretch=True))
         dsplit = QSplitter(Qt.Orientation.Vertical, delta_page)
         self.delta_plot = GapPlot(delta_page)
@@ -567,9 +569,52 @@ class AuditTab(AuditPage):
             self.say(f"Audit #{audit_id} stored: {self._rerun_note}.")
             self._rerun_note = ""
 
-    def show_results(self, result) -> None:
-        self.calibration_views.set_result(result, self.window_.project, self.audit_id)
-        if result is None:
+    def prepare_results(self, result, audit_id: int):
+        """The header, the tables and the details of a stored audit, computed in the view thread."""
+        from fairdesk.core.audits.groups import comparison_counts, tests_text
+
+        rec, plan = result.records, result.plan
+        c = comparison_counts(result)  # the comparisons (tests) the findings and the PDF count
+        own = getattr(plan, "calibration_own_family", True) and "calibration" in c["families"]
+        threshold = (plan.threshold if isinstance(plan.threshold, str) else f"{float(plan.threshold):g}")
+        correction = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
+        family = {"audit": "the whole audit", "task": "each task"}.get(getattr(plan, "family", "audit"),
+                                                                         "each attribute, group and measure")
+        header = (
+            f"<b>{html_text(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
+            f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
+            f"{c['total']:,} comparisons, one test each ({html_text(tests_text(c))}), corrected over {family}"
+            + (", the calibration tests on their own" if own else "") + f" ({correction}) · "
+            f"{c['rows']:,} result rows")
+        gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
+        summ, groups = result.summary, result.groups
+        from fairdesk.core.reports import figures
+
+        attrs = list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else []
+        metrics = [m for m in METRICS if not gap_rec.empty and m in set(gap_rec["metric"])]
+        # the first plot's rows (the plot's first choices), so that drawing it is all the Qt thread does
+        forest = {(attrs[0], metrics[0], None): figures.forest_data(result, attrs[0], metrics[0])} \
+            if attrs and metrics else {}
+        return {
+            "forest": forest,
+            "header": header,
+            "attrs": attrs,
+            "metrics": metrics,
+            "tasks": list(dict.fromkeys(rec["task"].astype(str))) if not rec.empty else [],
+            "records": rec[[c for c in RECORD_COLUMNS if c in rec.columns]] if not rec.empty else None,
+            "summary": summ[[c for c in SUMMARY_COLUMNS if c in summ.columns]] if not summ.empty else None,
+            "groups": groups[[c for c in GROUP_COLUMNS if c in groups.columns]] if not groups.empty else None,
+            "dropped": result.dropped if not result.dropped.empty else None,
+            "continuous": list(dict.fromkeys(rec.loc[rec["metric"] == "delta_eo", "attribute"].astype(str)))
+            if not rec.empty else [],
+            "details": self._details_html(result),
+            "calibration": self.calibration_views.prepare(result, self.window_.project, audit_id),
+        }
+
+    def show_results(self, result):
+        prepared = self.prepared
+        if result is None or prepared is None:
+            self.calibration_views.set_result(None)
             self.result_header.setText("No audit selected." if self.audit_list.count() else
                                        "No audit yet: set one up on the left and press Run audit.")
             self.gap_plot.clear("Run an audit, or choose one from the list, to see its gaps.")
@@ -578,48 +623,32 @@ class AuditTab(AuditPage):
                          self.dropped_view):
                 view.set_frame(None)
             self.details_view.clear()
-            return
-        rec = result.records
-        plan = result.plan
-        from fairdesk.core.audits.groups import comparison_counts, tests_text
+            return None
+        return self._fill_results(result, prepared)
+
+    def _fill_results(self, result, prepared):
+        """Fill the result tabs part by part (each ``yield`` lets the window paint)."""
         from fairdesk.core.reports.figures import STATUS_STYLE
 
-        c = comparison_counts(result)  # the comparisons (tests) the findings and the PDF count
-        own = getattr(plan, "calibration_own_family", True) and "calibration" in c["families"]
-        threshold = (plan.threshold if isinstance(plan.threshold, str) else f"{float(plan.threshold):g}")
-        correction = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
-        family = {"audit": "the whole audit", "task": "each task"}.get(getattr(plan, "family", "audit"),
-                                                                         "each attribute, group and measure")
-        self.result_header.setText(
-            f"<b>{html_text(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
-            f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
-            f"{c['total']:,} comparisons, one test each ({html_text(tests_text(c))}), corrected over {family}"
-            + (", the calibration tests on their own" if own else "") + f" ({correction}) · "
-            f"{c['rows']:,} result rows")
+        self.result_header.setText(prepared["header"])
         self.result_header.setToolTip(f"Colours: {', '.join(STATUS_STYLE[v]['label'] for v in STATUS_STYLE)}.")
-        gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
-        attrs = list(dict.fromkeys(gap_rec["attribute"].astype(str))) if not gap_rec.empty else []
-        metrics = [m for m in METRICS if not gap_rec.empty and m in set(gap_rec["metric"])]
-        tasks = list(dict.fromkeys(rec["task"].astype(str))) if not rec.empty else []
-        _combo_set(self.plot_attribute, attrs)
-        _combo_set(self.plot_metric, [METRIC_LABELS[m] for m in metrics], data=metrics)
-        _combo_set(self.plot_task, [ALL_TASKS] + tasks, data=[None] + tasks)
+        _combo_set(self.plot_attribute, prepared["attrs"])
+        _combo_set(self.plot_metric, [METRIC_LABELS[m] for m in prepared["metrics"]], data=prepared["metrics"])
+        _combo_set(self.plot_task, [ALL_TASKS] + prepared["tasks"], data=[None] + prepared["tasks"])
+        yield
+        self._forest = prepared["forest"]
         self.update_plot()
-
-        cols = [c for c in RECORD_COLUMNS if c in rec.columns]
-        self.records_view.set_frame(rec[cols] if not rec.empty else None)
-        summ = result.summary
-        self.summary_view.set_frame(summ[[c for c in SUMMARY_COLUMNS if c in summ.columns]]
-                                    if not summ.empty else None)
-        groups = result.groups
-        self.groups_view.set_frame(groups[[c for c in GROUP_COLUMNS if c in groups.columns]]
-                                   if not groups.empty else None)
-        self.dropped_view.set_frame(result.dropped if not result.dropped.empty else None)
-        cont = list(dict.fromkeys(rec.loc[rec["metric"] == "delta_eo", "attribute"].astype(str))) \
-            if not rec.empty else []
-        _combo_set(self.delta_attribute, cont)
+        yield
+        for view, key in ((self.records_view, "records"), (self.summary_view, "summary"),
+                          (self.groups_view, "groups"), (self.dropped_view, "dropped")):
+            view.set_frame(prepared[key])
+            yield
+        _combo_set(self.delta_attribute, prepared["continuous"])
         self.update_delta()
-        self.details_view.setHtml(self._details_html(result))
+        yield
+        self.details_view.setHtml(prepared["details"])
+        yield
+        yield from self.calibration_views.show_prepared(result, prepared["calibration"])
 
     def verdict_counts(self, doc: dict) -> dict[str, int]:
         """The comparisons by verdict, counted as the PDF counts them (``comparison_counts``: each test once)."""
@@ -637,7 +666,10 @@ class AuditTab(AuditPage):
             return
         from fairdesk.core.reports import figures
 
-        data = figures.forest_data(result, attr, metric, task=self.plot_task.currentData())
+        task = self.plot_task.currentData()
+        data = self._forest.pop((attr, metric, task), None)
+        if data is None:
+            data = figures.forest_data(result, attr, metric, task=task)
         rule = result.plan.gap_rule
         comparison = {"max": "the most different group", "one-vs-rest": "the other groups",
                       "between": "lowest group"}.get(rule, "all groups")

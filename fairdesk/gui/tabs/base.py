@@ -30,20 +30,25 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import logging
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QListWidget, QVBoxLayout, QWidget
 
 from fairdesk.core.progress import Eta
 from fairdesk.core.errors import FairDeskError
-from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, ReportSettings, resolve
+from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, ReportSettings, parse_document, resolve
 from fairdesk.gui.widgets.findings import FindingsPanel, count_verdicts, section_html
+from fairdesk.jobs.engine import Job
 from fairdesk.gui.widgets.panel_parts import (PROGRESS_STEPS, ask_pdf_path, created_text, export_report_job,
                                               fill_list, job_running, list_data, progress_bar, push_button, run_row,
                                               scroll_area, setup_column, split_page, wrapped_label)
+
+log = logging.getLogger(__name__)
 
 ERROR_STYLE = "color: #B00020;"
 CANCELLED = "Cancelled; nothing was stored."
@@ -193,7 +198,8 @@ class AuditPage(JobPage):
 
     Subclasses set the class attributes below, then implement :meth:`build_form`, :meth:`build_results`,
     :meth:`audit_run` and :meth:`show_results`; optionally :meth:`refresh_form` (the project changed),
-    :meth:`form_ready` (may Run be pressed?) and :meth:`load_document`. Attributes a subclass needs in its
+    :meth:`form_ready` (may Run be pressed?), :meth:`parse_document` and :meth:`prepare_results` (both in the view
+    thread). Attributes a subclass needs in its
     ``build_*`` methods are set before ``super().__init__(window)``."""
 
     TAB = "audit"  # the window's tab holding the page: "dataset", "model" or "audit"
@@ -225,6 +231,16 @@ class AuditPage(JobPage):
         self._list_height = 80
         self.audit_list.currentItemChanged.connect(self._audit_selected)
         self.findings = FindingsPanel(self)
+        self.prepared = None  # prepare_results of the shown audit
+        self._view_job = self._findings_job = None  # the view runner's jobs reading the chosen audit, its findings
+        self._view_audit: int | None = None
+        self._slices = None  # the steps of show_results still to run
+        self._slice_timer = QTimer(self)
+        self._slice_timer.setSingleShot(True)
+        self._slice_timer.setInterval(0)
+        self._slice_timer.timeout.connect(self._next_slice)
+        window.views.finished.connect(self._view_finished)
+        window.views.finished.connect(self._findings_finished)
         self.findings.setVisible(False)  # placed by stored_audits (or place_findings) when SHOW_FINDINGS
         form = self.build_form()
         results = self.build_results()
@@ -265,8 +281,10 @@ class AuditPage(JobPage):
         """The kind's job inputs from the form; raise :class:`FairDeskError` saying what to fix."""
         raise NotImplementedError
 
-    def show_results(self, doc) -> None:
-        """Show a stored audit's document (None: clear the results)."""
+    def show_results(self, doc):
+        """Show a stored audit's document (None: clear the results); what takes time to compute belongs in
+        :meth:`prepare_results` (``self.prepared``). A page with much to fill may ``yield`` between its parts: each
+        part then runs in its own turn of the event loop, so no single stretch of the Qt thread is long."""
         raise NotImplementedError
 
     def refresh_form(self) -> None:
@@ -279,10 +297,6 @@ class AuditPage(JobPage):
     def run_buttons(self) -> tuple:
         """The buttons left of Cancel in the Run row."""
         return (self.run_button,)
-
-    def load_document(self, audit_id: int):
-        """The stored document of ``audit_id`` as :meth:`show_results` takes it (default: parsed by its kind)."""
-        return self.window_.project.load_audit(audit_id)
 
     def findings_of(self, doc: dict, suppress_k: int) -> tuple[str, dict[str, int] | None]:
         """The findings header of a stored document: ``(html, verdict counts)``. Runs in a worker thread (never touch
@@ -354,40 +368,149 @@ class AuditPage(JobPage):
         if item is not None:
             self.show_audit(item.data(Qt.ItemDataRole.UserRole))
 
+    # ---- showing a stored audit: read and prepared in the view thread, shown in slices --------------------------
     def show_audit(self, audit_id: int | None) -> None:
-        """Load a stored audit and show it (None: clear)."""
-        doc = None
-        if audit_id is not None and self.window_.project is not None:
-            try:
-                doc = self.load_document(audit_id)
-            except (FairDeskError, ValueError, KeyError) as err:
-                self.show_document(None, None)
-                self.say(f"Audit #{audit_id} could not be read: {err}", error=True)
-                return
-        self.show_document(doc, audit_id if doc is not None else None)
+        """Show stored audit ``audit_id`` (None: clear). Its document is read, checked against its schema, parsed
+        (:meth:`parse_document`), prepared for the views (:meth:`prepare_results`) and summed up
+        (:meth:`findings_of`) in a job of the window's view runner (``window.views``, never the Qt thread); the page
+        then fills its widgets (:meth:`show_results`, in slices when it yields). A newer choice cancels an older
+        one that has not been shown yet."""
+        self._cancel_view()
+        project = self.window_.project
+        if audit_id is None or project is None:
+            self.show_document(None, None)
+            return
+        if self.window_.views.closing:  # the window is closing
+            return
+        k = int(self.window_.settings.suppress_k)
+        findings = self.SHOW_FINDINGS
 
-    def show_document(self, doc, audit_id: int | None) -> None:
-        """Show ``doc`` (the document of stored audit ``audit_id``)."""
-        self.doc, self.audit_id = doc, audit_id
-        self.show_results(doc)
-        self.update_findings()
+        def read(progress, cancel):
+            raw = project.audit_document(audit_id)  # checked against the kind's schema
+            cancel.check()
+            doc = self.parse_document(raw, audit_id)
+            cancel.check()
+            prepared = self.prepare_results(doc, audit_id)
+            cancel.check()
+            if not findings:
+                return doc, prepared, None
+            try:
+                summary = self.findings_of(raw, k)
+            except Exception as err:  # noqa: BLE001 - the statistics still show; the header says what failed
+                summary = err
+            return doc, prepared, summary
+
+        if findings:
+            self.findings.pending()
+        self._view_job = self.window_.views.submit(Job(f"Read audit #{audit_id}", read))
+        self._view_audit = audit_id
+
+    def _view_finished(self, job) -> None:
+        if self._view_job is None or job.id != self._view_job.id:
+            return
+        self._view_job, audit_id = None, self._view_audit
+        if job.state.value == "done":
+            doc, prepared, findings = job.result
+            self.show_document(doc, audit_id, prepared=prepared, findings=findings)
+        elif job.state.value == "failed":
+            self.show_document(None, None)
+            self.say(f"Audit #{audit_id} could not be read: {job.error}", error=True)
+
+    def _cancel_view(self) -> None:
+        """Forget an audit being read or shown (a newer one was chosen)."""
+        if self._view_job is not None:
+            self.window_.views.cancel(self._view_job.id)
+            self._view_job = None
+        self._slices = None
+        self._slice_timer.stop()
+
+    def parse_document(self, raw: dict, audit_id: int):
+        """The checked document of ``audit_id`` as :meth:`show_results` takes it (view thread; default: parsed by the
+        kind's parser)."""
+        return parse_document(self.kind().name, raw)
+
+    def prepare_results(self, doc, audit_id: int):
+        """What :meth:`show_results` needs that takes time to compute (tables, figure data), computed from the
+        parsed document in the view thread (never touch a widget here); :meth:`show_results` finds it in
+        ``self.prepared``. Default: nothing."""
+        return None
+
+    def show_document(self, doc, audit_id: int | None, *, prepared=None, findings=None) -> None:
+        """Show ``doc`` (the document of stored audit ``audit_id``; ``prepared``: :meth:`prepare_results` of it;
+        ``findings``: ``(html, counts)`` of the findings header, built from the project when not given)."""
+        self._slices = None
+        self._slice_timer.stop()
+        self.doc, self.audit_id, self.prepared = doc, audit_id, prepared
+        steps = self.show_results(doc)
+        if isinstance(findings, Exception):
+            self.findings.clear(f"The plain-language summary could not be built: {findings}")
+        elif findings is not None:
+            self.findings.show_summary(*findings)
+        else:
+            self.update_findings()
         self.update_buttons()
+        if steps is not None:  # a generator: one step per turn of the event loop, so the window keeps painting
+            self._slices = iter(steps)
+            self._slice_timer.start()
+
+    def _next_slice(self) -> None:
+        steps = self._slices
+        if steps is None:
+            return
+        try:
+            next(steps)
+        except StopIteration:
+            self._slices = None
+            return
+        except Exception as err:  # noqa: BLE001 - a view that cannot be drawn must not take the app down
+            self._slices = None
+            log.exception("showing audit #%s failed", self.audit_id)
+            self.say(f"Audit #{self.audit_id} could not be shown in full: {err}", error=True)
+            return
+        self._slice_timer.start()
+
+    @property
+    def view_ready(self) -> bool:
+        """True when no stored audit is being read or filled in."""
+        return self._view_job is None and self._slices is None and self._findings_job is None
+
+    def wait_view(self, timeout: float = 60.0) -> None:
+        """Let the event loop run until the chosen audit is shown in full (tests, the layout walk)."""
+        deadline = time.monotonic() + timeout
+        app = QApplication.instance()
+        while not self.view_ready:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{type(self).__name__}: audit #{self._view_audit} not shown in {timeout:g} s")
+            app.processEvents()
+            time.sleep(0.002)
 
     def update_findings(self) -> None:
-        """Rebuild the findings header of the shown audit (in the findings thread)."""
+        """Rebuild the findings header of the shown audit (in the view thread)."""
         if not self.SHOW_FINDINGS:
             return
         project = self.window_.project
+        if self._findings_job is not None:
+            self.window_.views.cancel(self._findings_job.id)
+            self._findings_job = None
         if self.audit_id is None or project is None:
             self.findings.clear()
             return
-        try:
-            doc = project.audit_document(self.audit_id)
-        except (FairDeskError, ValueError) as err:
-            self.findings.clear(f"The findings could not be read: {err}")
+        if self.window_.views.closing:
             return
-        k = int(self.window_.settings.suppress_k)
-        self.findings.build(lambda: self.findings_of(doc, k))
+        audit_id, k = self.audit_id, int(self.window_.settings.suppress_k)
+        self.findings.pending()
+        self._findings_job = self.window_.views.submit(Job(
+            f"Findings of audit #{audit_id}", lambda progress, cancel: self.findings_of(project.audit_document(audit_id),
+                                                                                       k)))
+
+    def _findings_finished(self, job) -> None:
+        if self._findings_job is None or job.id != self._findings_job.id:
+            return
+        self._findings_job = None
+        if job.state.value == "done":
+            self.findings.show_summary(*job.result)
+        elif job.state.value == "failed":
+            self.findings.clear(f"The findings could not be read: {job.error}")
 
     # ---- running -----------------------------------------------------------------------------------------
     def run_audit(self):

@@ -410,12 +410,11 @@ class ImageAuditPanel(AuditPage):
         super().audit_stored(audit_id)
 
     # ---- stored audits -------------------------------------------------------------------------------------
-    def load_document(self, audit_id: int):
-        """The stored document, and the small example images into ``self.arrays``."""
-        from fairdesk.jobs.images import load_cit_audit
+    def prepare_results(self, doc, audit_id: int):
+        """The small example images of the stored document, decoded (view thread)."""
+        from fairdesk.core.audits.cit_images import decode_examples
 
-        doc, self.arrays = load_cit_audit(self.window_.project.path, audit_id)
-        return doc
+        return decode_examples(doc)
 
     def verdict_counts(self, doc: dict) -> dict[str, int]:
         """One verdict per classifier output (the stored "dependent" reads "differs")."""
@@ -426,8 +425,7 @@ class ImageAuditPanel(AuditPage):
 
     def show_results(self, doc) -> None:
         """Fill the result pages from a stored audit (the pyqtgraph pages when they are shown)."""
-        if doc is None:
-            self.arrays = {}
+        self.arrays = (self.prepared or {}) if doc is not None else {}
         self._filled = set()
         self.table_view.set_frame(results_table(doc) if doc else None)
         self.verdict_view.setHtml(verdict_html(doc) if doc else "")

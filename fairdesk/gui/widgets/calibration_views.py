@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QSplitter, QTabWidget, QVBoxLay
 
 from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
-from fairdesk.gui.widgets.panel_parts import fill_combo, hrow, size_combos
+from fairdesk.gui.widgets.panel_parts import FitLabel, fill_combo, hrow, size_combos
 from fairdesk.gui.widgets.reliability_plot import ReliabilityPlot
 from fairdesk.gui.widgets.roc_plot import RocPlot
 from fairdesk.gui.widgets.tables import DataFrameView, PandasTableModel
@@ -111,7 +111,7 @@ class _Selector:
 
     def __init__(self, page: QWidget, layout: QVBoxLayout, on_change) -> None:
         self.task, self.attribute = QComboBox(page), QComboBox(page)
-        size_combos(self.task, self.attribute, on_change=on_change)
+        size_combos(self.task, self.attribute, chars=12, on_change=on_change)  # names from the data: elided
         layout.addLayout(hrow(page, "Task", self.task, "Attribute", self.attribute, stretch=True))
 
     def fill(self, tasks: list[str], attrs: list[str]) -> None:
@@ -131,6 +131,17 @@ def _page(parent: QWidget) -> tuple[QWidget, QVBoxLayout]:
     return page, v
 
 
+def _stored_rows(project, audit_id: int) -> pd.DataFrame | None:
+    """The dataset stored with audit ``audit_id`` (None when the project does not hold it)."""
+    try:
+        info = next((a for a in project.audits() if a.id == audit_id), None)
+        if info is not None and info.dataset_id is not None:
+            return project.load_dataset(info.dataset_id)
+    except FairDeskError:
+        pass
+    return None
+
+
 class CalibrationViews(QObject):
     audit_requested = Signal(float)
 
@@ -144,8 +155,7 @@ class CalibrationViews(QObject):
         # Calibration: findings in words, reliability diagram, table
         page, v = _page(parent)
         self.cal_select = _Selector(page, v, self.update_calibration)
-        self.findings_label = QLabel("", page)
-        self.findings_label.setWordWrap(True)
+        self.findings_label = FitLabel("", page)  # keeps its lines: the plot below keeps its axes
         self.findings_label.setTextFormat(Qt.TextFormat.RichText)
         v.addWidget(self.findings_label)
         split = QSplitter(Qt.Orientation.Vertical, page)
@@ -157,13 +167,13 @@ class CalibrationViews(QObject):
         # fixed minimum let the splitter paint the legend over the axis label); on a small screen the panel scrolls
         self.cal_view.setMinimumHeight(TABLE_MIN_HEIGHT)
         split.setSizes([420, 160])
+        split.setChildrenCollapsible(False)  # the diagram keeps its axes on a small screen (the page scrolls)
         v.addWidget(split, 1)
         tabs.addTab(page, "Reliability")
         # ROC & PR
         page, v = _page(parent)
         self.roc_select = _Selector(page, v, self.update_curves)
-        self.auc_label = QLabel("", page)
-        self.auc_label.setWordWrap(True)
+        self.auc_label = FitLabel("", page)  # keeps its lines: the plot below keeps its axes
         self.auc_label.setTextFormat(Qt.TextFormat.RichText)
         v.addWidget(self.auc_label)
         split = QSplitter(Qt.Orientation.Vertical, page)
@@ -193,7 +203,32 @@ class CalibrationViews(QObject):
 
     # ---- showing a result ----------------------------------------------------------------------------------
     def set_result(self, result, project=None, audit_id: int | None = None) -> None:
-        self.result, self.project, self.audit_id = result, project, audit_id
+        """Show ``result`` (a GroupAuditResult; None: clear) at once (the explorer reads its rows when it needs them)."""
+        prepared = {**self.prepare(result), "project": project, "audit_id": audit_id}
+        for _ in self.show_prepared(result, prepared):
+            pass
+
+    @staticmethod
+    def prepare(result, project=None, audit_id: int | None = None) -> dict:
+        """What showing ``result`` needs that takes time (any thread; no widget): the stored dataset's rows for the
+        threshold explorer and the calibration findings in words."""
+        prepared = {"project": project, "audit_id": audit_id, "rows": None, "sentences": []}
+        if result is None or result.calibration.empty:
+            return prepared
+        from fairdesk.core.reports.groups import calibration_findings_text
+
+        prepared["sentences"] = calibration_findings_text(result)
+        if project is not None and audit_id is not None:
+            prepared["rows"] = (str(getattr(project, "path", "")), audit_id), _stored_rows(project, audit_id)
+        return prepared
+
+    def show_prepared(self, result, prepared: dict):
+        """Fill the tabs from ``result`` and :meth:`prepare` of it, part by part (a generator: each ``yield`` lets
+        the window paint)."""
+        self.result, self.project, self.audit_id = result, prepared["project"], prepared["audit_id"]
+        if prepared["rows"] is not None:
+            key, df = prepared["rows"]
+            self._rows_cache = {key: df}  # one dataset kept
         cal = result.calibration if result is not None else pd.DataFrame()
         if result is None or cal.empty:
             from fairdesk.core.reports.groups import calibration_status
@@ -213,16 +248,17 @@ class CalibrationViews(QObject):
         attrs = list(dict.fromkeys(cal["attribute"].astype(str)))
         for sel in (self.cal_select, self.roc_select, self.explorer_select):
             sel.fill(tasks, attrs)
-        from fairdesk.core.reports.groups import calibration_findings_text
-
-        sentences = calibration_findings_text(result)
+        sentences = prepared["sentences"]
         n = len(cal[cal["verdict"].notna()])
         head = (f"<b>{len(sentences)} of {n} groups miscalibrated</b> (verdict “differs” after the correction)"
                 if sentences else f"<b>No group's calibration differs</b> after the correction ({n} groups tested; "
                                   "inconclusive is not “calibrated”).")
         self.findings_label.setText(head + "".join(f"<br>• {html_text(s)}" for s in sentences[:4]))
+        yield
         self.update_calibration()
+        yield
         self.update_curves()
+        yield
         self.update_explorer()
 
     def _data(self, selector: _Selector) -> pd.DataFrame | None:
@@ -314,14 +350,7 @@ class CalibrationViews(QObject):
             return None
         key = (str(getattr(self.project, "path", "")), self.audit_id)
         if key not in self._rows_cache:
-            df = None
-            try:
-                info = next((a for a in self.project.audits() if a.id == self.audit_id), None)
-                if info is not None and info.dataset_id is not None:
-                    df = self.project.load_dataset(info.dataset_id)
-            except FairDeskError:
-                df = None
-            self._rows_cache = {key: df}  # one dataset kept
+            self._rows_cache = {key: _stored_rows(self.project, self.audit_id)}  # one dataset kept
         df = self._rows_cache[key]
         plan = self.result.plan
         roles = plan.roles

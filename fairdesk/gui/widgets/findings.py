@@ -3,14 +3,12 @@ statistics.
 
 :class:`FindingsPanel` shows the counts of the three verdicts in words and the first section (the board summary) of
 the kind's report tree (:class:`fairdesk.core.reports.document.Report`). It only lays out what the report module
-decided and worded, so the screen and the PDF say the same thing. Building the tree runs in a worker thread
-(:func:`build_in_background`): a large document takes a moment, and the Qt thread must not wait for it.
+decided and worded, so the screen and the PDF say the same thing. The page builds the tree in the window's view
+thread (:meth:`fairdesk.gui.tabs.base.AuditPage.show_audit`): a large document takes a moment, and the Qt thread
+must not wait for it.
 """
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
-
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout
 
 from fairdesk.core.escape import html_text
@@ -19,17 +17,6 @@ from fairdesk.core.escape import html_text
 VERDICT_WORDS = (("differs", "#C03A00", "differs", "differ"),
                  ("equivalent", "#1B7F3B", "is equivalent within the margin", "are equivalent within the margin"),
                  ("inconclusive", "#555555", "is inconclusive", "are inconclusive"))
-
-_EXECUTOR: ThreadPoolExecutor | None = None
-
-
-def build_in_background(fn, *args) -> Future:
-    """Run ``fn(*args)`` on FairDesk's one findings thread (never the Qt thread); returns its future."""
-    global _EXECUTOR
-    if _EXECUTOR is None:
-        _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairdesk-findings")
-    return _EXECUTOR.submit(fn, *args)
-
 
 def verdict_key(value) -> str | None:
     """"differs" / "equivalent" / "inconclusive" for a stored verdict ("equivalent within margin" included)."""
@@ -169,28 +156,15 @@ class FindingsPanel(QFrame):
         layout.addLayout(top)
         layout.addWidget(self.text)
         layout.addWidget(self.more)
-        self.future: Future | None = None
-        self._token = 0
-        self._timer = QTimer(self)
-        self._timer.setInterval(40)
-        self._timer.timeout.connect(self._poll)
         self.clear()
 
     # ---- state -------------------------------------------------------------------------------------------------
-    @property
-    def ready(self) -> bool:
-        """True when no summary is being built."""
-        return self.future is None
-
     def set_expanded(self, on: bool) -> None:
         self.text.setVisible(on)
         self.more.setVisible(on)
         self.toggle.setText("Hide summary" if on else "Show summary")
 
     def clear(self, message: str = "Choose or run an audit: its findings appear here in plain words.") -> None:
-        self._token += 1
-        self.future = None
-        self._timer.stop()
         self.counts_label.setText(message)
         self.text.clear()
         self.text.setVisible(False)
@@ -203,35 +177,7 @@ class FindingsPanel(QFrame):
         self.toggle.setVisible(True)
         self.set_expanded(self.toggle.text() != "Show summary")
 
-    def build(self, fn, *args) -> None:
-        """Build ``(summary_html, counts) = fn(*args)`` in the findings thread and show it when done."""
-        self._token += 1
+    def pending(self) -> None:
+        """The summary of a newly chosen audit is being built."""
         self.counts_label.setText("Reading the findings…")
         self.text.clear()
-        self.future = build_in_background(fn, *args)
-        self.future.token = self._token
-        self._timer.start()
-
-    def _poll(self) -> None:
-        future = self.future
-        if future is None:
-            self._timer.stop()
-            return
-        if not future.done():
-            return
-        self._timer.stop()
-        self.future = None
-        if getattr(future, "token", None) != self._token:
-            return
-        err = future.exception()
-        if err is not None:
-            self.clear(f"The plain-language summary could not be built: {err}")
-            return
-        summary_html, counts = future.result()
-        self.show_summary(summary_html, counts)
-
-    def wait(self, timeout: float = 30.0) -> None:
-        """Finish a pending build now (tests and the layout walk)."""
-        if self.future is not None:
-            self.future.result(timeout=timeout)
-            self._poll()

@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor, QFont, QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
+from fairdesk.gui.widgets.panel_parts import FitLabel  # noqa: E402
 from fairdesk.core.reports.figures import NULL_BAND_STYLE, STATUS_ORDER, gap_status  # noqa: E402
 from fairdesk.core.reports.figures import STATUS_STYLE as _FIGURE_STYLE  # noqa: E402
 
@@ -58,6 +59,8 @@ class GapPlot(QWidget):
     ci_low, ci_high, status (or verdict) and tooltip. ``band=True``: the interval is a null band (Δ_eo), drawn
     as a light bar behind the estimate rather than as whiskers."""
 
+    MAX_LABEL_WIDTH = 320  # px of a row label on the left axis
+
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._layout = QVBoxLayout(self)
@@ -68,7 +71,7 @@ class GapPlot(QWidget):
         self.plot_widget = None
         self.plot = None
         # the legend sits below the plot (inside it, it would hide points)
-        self.legend = QLabel(self)
+        self.legend = FitLabel("", self)  # a long legend wraps (it never widens the results column) and keeps its lines
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.legend.setVisible(False)
@@ -95,7 +98,7 @@ class GapPlot(QWidget):
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
         self.plot.getViewBox().setMouseEnabled(x=True, y=False)
-        for name in ("left", "bottom"):
+        for name in ("left", "bottom", "top"):
             axis = self.plot.getAxis(name)
             axis.setTickFont(self._font)
             axis.setTextPen(pg.mkPen("#222222"))
@@ -110,6 +113,7 @@ class GapPlot(QWidget):
         self.scroll = QScrollArea(self)
         self.scroll.setWidgetResizable(True)
         self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # rows scroll, never sideways
         self.scroll.setWidget(self.plot_widget)
         self._layout.addWidget(self.scroll, 1)
         self._layout.addWidget(self.legend)
@@ -212,10 +216,12 @@ class GapPlot(QWidget):
         self.legend.setText("&nbsp;&nbsp;&nbsp;&nbsp;".join(parts))
         self.legend.setVisible(True)
         axis = self.plot.getAxis("left")
-        labels = [str(s) for s in df["label"]]
-        axis.setTicks([[(float(y), lab) for y, lab in zip(ys, labels)], []])
+        # long row labels are shortened in the middle (the hover text names the row in full): pyqtgraph drops a
+        # tick label wider than its axis, and a wider axis leaves no room for the gaps
         metrics = QFontMetrics(self._font)
-        axis.setWidth(min(max(metrics.horizontalAdvance(lab) for lab in labels) + 16, 420))
+        labels = [metrics.elidedText(str(s), Qt.TextElideMode.ElideMiddle, self.MAX_LABEL_WIDTH) for s in df["label"]]
+        axis.setTicks([[(float(y), lab) for y, lab in zip(ys, labels)], []])
+        axis.setWidth(max(metrics.horizontalAdvance(lab) for lab in labels) + 16)
         self.plot.setLabel("bottom", xlabel or ("gap" if value_col == "gap" else value_col), **{"font-size": "9pt"})
         self.plot.setTitle(title, size="10pt")
         finite = np.concatenate([values[~np.isnan(values)], lows[~np.isnan(lows)], highs[~np.isnan(highs)], [0.0]])
@@ -227,8 +233,10 @@ class GapPlot(QWidget):
         # the plot needs room for its rows: let a surrounding scroll area scroll instead of squeezing them
         need = int(min(max(90 + 19 * len(df), 200), 4000))
         self.plot_widget.setMinimumHeight(need)
-        # a plot of a few rows never scrolls inside (its x-axis and its label stay in view); a long one scrolls
+        # a plot of a few rows never scrolls inside (its x-axis and its label stay in view); a long one scrolls,
+        # with the x-axis repeated at the top so that a scale is always in view
         self.scroll.setMinimumHeight(min(need, 240))
+        self.plot.showAxis("top", need > 240)
 
     def tooltips(self) -> list[str]:
         """Every spot's hover text (for tests and accessibility)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar,
                                QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
@@ -19,6 +19,33 @@ NOTE_STYLE = "color: palette(mid);"
 
 
 # ---- small widgets ---------------------------------------------------------------------------------------------
+
+class FitLabel(QLabel):
+    """A word-wrapped label whose minimum height is what its text needs at its width. A plain wrapped label reports
+    a line or so as its minimum; a layout short of room then gave it its lines anyway and squeezed the plot or the
+    splitter beside it below their minimum (a plot lost its x-axis under a table)."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setWordWrap(True)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        hint = super().minimumSizeHint()
+        # only once shown and laid out: a label on a hidden tab has no width of its own yet (a narrow default would
+        # ask for a very tall minimum, and a tab widget's minimum is that of its tallest page)
+        if self.isVisible() and self.width() > 0 and self.text():
+            hint.setHeight(max(hint.height(), self.heightForWidth(self.width())))
+        return hint
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self.updateGeometry()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        self.updateGeometry()
+
 
 def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = True, default=None) -> None:
     """Replace a combo's ``(text, data)`` items without emitting signals; keep the current choice when it is still
@@ -33,6 +60,8 @@ def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = T
         idx = combo.findData(default)
     combo.setCurrentIndex(idx if idx >= 0 else (0 if items else -1))
     combo.blockSignals(False)
+    if combo.sizeAdjustPolicy() == QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon:
+        combo.setToolTip(combo.currentText())  # an elided choice is read in full on hover (size_combos)
 
 
 def size_combos(*combos: QComboBox, chars: int | None = None, on_change=None) -> None:
@@ -44,6 +73,8 @@ def size_combos(*combos: QComboBox, chars: int | None = None, on_change=None) ->
         else:
             combo.setMinimumContentsLength(chars)
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            # an elided choice is read in full on hover
+            combo.currentTextChanged.connect(lambda text, c=combo: c.setToolTip(text))
         if on_change is not None:
             combo.currentIndexChanged.connect(on_change)
 
@@ -195,15 +226,57 @@ def scroll_area(parent: QWidget, inner: QWidget, min_width: int | None = None) -
     return scroll
 
 
+class ResultsScrollArea(QScrollArea):
+    """Gives its widget the whole view, or its minimum size when the view is smaller (then it scrolls). A plain
+    resizable ``QScrollArea`` sizes a widget holding word-wrapped text to its *preferred* height for the width
+    (``heightForWidth``), so a long header or legend made the results scroll and pushed a plot's axis out of view
+    while there was room to shrink the plot."""
+
+    def __init__(self, parent: QWidget, inner: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("results_scroll")
+        self.setWidgetResizable(False)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.setWidget(inner)
+        inner.installEventFilter(self)
+
+    def minimum_height(self, width: int) -> int:
+        """The results' minimum height at ``width``: their minimum size, plus what each shown word-wrapped label
+        needs beyond its own minimum at its width (a tab or a splitter holding wrapped text would report its
+        preferred height for the width instead, and the layout squeezes the other parts below their minimum to
+        give a wrapped label its lines)."""
+        inner = self.widget()
+        extra = 0
+        for label in inner.findChildren(QLabel):
+            if label.wordWrap() and label.isVisibleTo(inner) and label.text():
+                extra += max(0, label.heightForWidth(min(label.width() or width, width))
+                             - label.minimumSizeHint().height())
+        return inner.minimumSizeHint().height() + extra
+
+    def fit(self) -> None:
+        inner, view = self.widget(), self.viewport().size()
+        width = max(view.width(), inner.minimumSizeHint().width())
+        size = QSize(width, max(view.height(), self.minimum_height(width)))
+        if inner.size() != size:
+            inner.resize(size)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self.fit()
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.fit()
+        return super().eventFilter(obj, event)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override (as a resizable scroll area: the widget's own hint)
+        return self.widget().sizeHint()
+
+
 def results_scroll(parent: QWidget, inner: QWidget) -> QScrollArea:
     """A frameless scroll area around a results side: it fills the area when there is room and scrolls (either
     way) only below the results' minimum size."""
-    scroll = QScrollArea(parent)
-    scroll.setObjectName("results_scroll")
-    scroll.setWidgetResizable(True)
-    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-    scroll.setWidget(inner)
-    return scroll
+    return ResultsScrollArea(parent, inner)
 
 
 def setup_column(parent: QWidget, scroll: QScrollArea, row: QHBoxLayout, status: QLabel,

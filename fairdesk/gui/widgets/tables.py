@@ -135,6 +135,7 @@ class DataFrameView(QWidget):
 
     #: rows a table keeps room for (header included), so no table shrinks to a row and a half
     MIN_ROWS = 4
+    SIZE_ROWS = 100  # rows the column widths are fitted to
 
     def __init__(self, parent=None, *, filterable: bool = True, lazy: bool = False, placeholder: str = "",
                  headers: dict[str, str] | None = None, header_tips: dict[str, str] | None = None) -> None:
@@ -156,6 +157,9 @@ class DataFrameView(QWidget):
                                    + self.view.horizontalScrollBar().sizeHint().height())
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
+        # columns sized to the first rows only: sizing to all of a 1,500-row table took most of a second on the Qt
+        # thread each time an audit was shown
+        self.view.horizontalHeader().setResizeContentsPrecision(self.SIZE_ROWS)
         self.view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

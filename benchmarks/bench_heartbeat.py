@@ -1,0 +1,276 @@
+"""Heartbeat of the Qt thread (issue 24): how long the window stops answering while it shows results.
+
+``python -m benchmarks.bench_heartbeat [--demo DIR] [--size 1366x768] [--n-boot 1000] [--no-audit]``
+(offscreen; about two minutes with an existing demo project, plus about a minute to build one).
+
+A ``QTimer`` ticks every 5 ms on the main thread and records the time between its ticks: a tick that comes late
+means the Qt thread was busy (building a table, drawing, waiting for a file) and the window could not repaint or
+answer a click for that long. Measured, in one process:
+
+* ``idle``: the baseline — the window with no project, the event loop doing nothing else for 2 s;
+* ``open``: opening the demo project (``fairdesk-cli demo``: a group audit and an image audit) until every page
+  has shown its newest stored audit;
+* ``walk``: bringing every main tab, page and result tab to the front, one after another;
+* ``select``: selecting every stored audit on every audit page (both kinds of the demo);
+* ``form``: filling the Group gaps form from the demo audit's plan (choosing its dataset reads the table and
+  guesses its columns: form work, not results);
+* ``audit``: that group audit (``--n-boot`` replicates) run through the page, from Run until the new audit is
+  shown.
+
+Prints, per phase, the number of ticks, the median, 99th percentile and largest gap in ms, the p99 and max as
+ratios to the idle baseline, and the p99 and largest *CPU time of the Qt thread* within one gap (``thread_time``):
+on a machine shared with other work a gap's wall time grows with the load (at a load of 10 on 2 CPUs, 50 ms of
+work can take 250 ms), its CPU time does not. Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
+Run it at ``nice`` beside other work and the idle line moves too: read the ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+TICK_MS = 5
+TARGET_MAX_MS, TARGET_P99_MS = 250.0, 50.0
+
+
+class Heartbeat:
+    """A 5 ms ``QTimer`` on the main thread recording the gaps between its ticks."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(TICK_MS)
+        self.timer.timeout.connect(self._tick)
+        self.gaps: list[float] = []
+        self.cpu: list[float] = []  # the Qt thread's own CPU time in each gap
+        self._last: float | None = None
+        self._last_cpu = 0.0
+
+    def _tick(self) -> None:
+        now, cpu = time.perf_counter(), time.thread_time()
+        if self._last is not None:
+            self.gaps.append(1000.0 * (now - self._last))
+            self.cpu.append(1000.0 * (cpu - self._last_cpu))
+        self._last, self._last_cpu = now, cpu
+
+    def start(self) -> None:
+        self.gaps, self.cpu, self._last, self._last_cpu = [], [], time.perf_counter(), time.thread_time()
+        self.timer.start()
+
+    def stop(self) -> tuple[list[float], list[float]]:
+        self._tick()  # a stretch still blocking at the end counts too
+        self.timer.stop()
+        return self.gaps, self.cpu
+
+
+def pump(seconds: float) -> None:
+    """Run the event loop for ``seconds`` (the heartbeat ticks meanwhile)."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(int(seconds * 1000), loop.quit)
+    loop.exec()
+
+
+def pump_until(done, timeout: float = 600.0, settle: float = 0.3) -> bool:
+    """Run the event loop until ``done()`` holds (checked every 20 ms), then ``settle`` seconds more."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        pump(0.02)
+    pump(settle)
+    return True
+
+
+def summary(measured: tuple[list[float], list[float]]) -> dict:
+    import numpy as np
+
+    gaps, cpu = measured
+    a, c = np.asarray(gaps or [0.0]), np.asarray(cpu or [0.0])
+    return {"ticks": int(a.size), "median": float(np.median(a)), "p99": float(np.percentile(a, 99)),
+            "max": float(a.max()), "cpu_p99": float(np.percentile(c, 99)), "cpu_max": float(c.max())}
+
+
+def pages_idle(window) -> bool:
+    """True when no page is still building the view of an audit (and no job runs)."""
+    from fairdesk.gui.tabs.base import AuditPage
+
+    pages = window.findChildren(AuditPage)
+    views = getattr(window, "views", None)
+    return (window.runner.idle and (views is None or views.idle)
+            and all(getattr(p, "view_ready", True) for p in pages))
+
+
+def walk(window) -> int:
+    """Bring every main tab, page and result tab to the front; returns how many states were shown."""
+    from PySide6.QtWidgets import QTabWidget
+
+    shown = 0
+    for ti in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(ti)
+        pump(0.05)
+        pages = window.tabs.widget(ti)
+        if not isinstance(pages, QTabWidget):
+            continue
+        for pi in range(pages.count()):
+            pages.setCurrentIndex(pi)
+            pump(0.1)
+            shown += 1
+            page = pages.widget(pi)
+            for tabs in [t for t in page.findChildren(QTabWidget) if t.isVisible()]:
+                for k in range(tabs.count()):
+                    tabs.setCurrentIndex(k)
+                    pump(0.1)
+                    shown += 1
+                tabs.setCurrentIndex(0)
+    return shown
+
+
+def select_every_audit(window) -> int:
+    """Select every stored audit on every audit page (its page in front); returns how many were shown."""
+    from fairdesk.gui.tabs.base import AuditPage
+
+    shown = 0
+    for page in [p for p in vars(window).values() if isinstance(p, AuditPage)]:
+        if page.audit_list.count() == 0:
+            continue
+        window.show_page(page)
+        pump(0.1)
+        for row in range(page.audit_list.count()):
+            page.audit_list.setCurrentRow(-1)  # so that choosing the shown audit again shows it anew
+            pump(0.05)
+            page.audit_list.setCurrentRow(row)
+            pump_until(lambda: pages_idle(window), settle=0.2)
+            shown += 1
+    return shown
+
+
+def fill_group_form(window, n_boot: int) -> None:
+    """Fill the Group gaps form from the demo audit's plan (``n_boot`` replicates), as a user choosing its dataset."""
+    from dataclasses import replace
+
+    tab = window.audit_tab
+    project = window.project
+    demo = next(a for a in project.audits() if a.kind == "groups")
+    plan = project.load_audit(demo.id).plan
+    window.show_page(tab)
+    tab.fill_form(demo.dataset_id, replace(plan, n_boot=n_boot))
+    pump(0.2)
+
+
+def run_group_audit(window) -> bool:
+    """Press Run on the filled Group gaps page; wait until the new audit is shown."""
+    tab = window.audit_tab
+    project = window.project
+    before = {a.id for a in project.audits()}
+    job = tab.run_audit()
+    if job is None:
+        print("the audit did not start:", tab.status.text(), file=sys.stderr)
+        return False
+    return pump_until(lambda: {a.id for a in window.project.audits()} != before and pages_idle(window)
+                      and tab.audit_id not in before, timeout=1800, settle=0.5)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--demo", type=Path, default=None,
+                    help="folder of an existing demo (fairdesk-cli demo --out DIR); built in a temporary one if absent")
+    ap.add_argument("--size", default="1366x768", help="window size, WxH")
+    ap.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates of the audit run in the GUI")
+    ap.add_argument("--no-audit", action="store_true", help="skip the audit run")
+    args = ap.parse_args(argv)
+
+    tmp = tempfile.TemporaryDirectory(prefix="fairdesk-heartbeat-")
+    home = Path(tmp.name)
+    os.environ["FAIRDESK_HOME"] = str(home / "home")
+    os.environ["FAIRDESK_SETTINGS"] = str(home / "home" / "settings.ini")
+    demo = args.demo
+    if demo is None or not (demo / "demo.fairdesk").exists():
+        from fairdesk.jobs.demo import run_demo
+
+        demo = demo or home / "demo"
+        print(f"building the demo in {demo} …", flush=True)
+        run_demo(demo)
+    # work on a copy: the audit phase stores a new audit
+    import shutil
+
+    project_file = home / "demo.fairdesk"
+    shutil.copy2(demo / "demo.fairdesk", project_file)
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    from fairdesk.gui.main_window import MainWindow
+    from fairdesk.gui.settings import Settings
+
+    window = MainWindow(settings=Settings(home / "home" / "settings.ini"))
+    w, h = (int(v) for v in args.size.lower().split("x"))
+    window.resize(w, h)
+    window.show()
+    pump(1.0)
+    # the window loads the readers of stored results in its view thread after start-up: wait for that, as a user
+    # choosing a project in the file dialog does
+    t0 = time.perf_counter()
+    views = getattr(window, "views", None)  # (a build before issue 24 has no view runner)
+    pump_until(lambda: views is None or views.idle, timeout=300)
+    warm = time.perf_counter() - t0 + 1.0
+    beat = Heartbeat()
+    results: dict[str, dict] = {}
+
+    beat.start()
+    pump(2.0)
+    results["idle"] = summary(beat.stop())
+
+    beat.start()
+    window.open_project(project_file)
+    pump_until(lambda: pages_idle(window))
+    results["open"] = summary(beat.stop())
+
+    beat.start()
+    n_states = walk(window)
+    results["walk"] = summary(beat.stop())
+
+    beat.start()
+    n_audits = select_every_audit(window)
+    results["select"] = summary(beat.stop())
+
+    if not args.no_audit:
+        beat.start()
+        fill_group_form(window, args.n_boot)
+        results["form"] = summary(beat.stop())
+        beat.start()
+        ok = run_group_audit(window)
+        results["audit"] = summary(beat.stop())
+        if not ok:
+            print("the audit run did not finish", file=sys.stderr)
+
+    base = results["idle"]
+    print(f"heartbeat every {TICK_MS} ms, window {w}×{h}, {n_states} states walked, {n_audits} stored audits "
+          f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
+    print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
+          f"{'CPU p99':>9}{'CPU max':>9}  targets (wall; CPU)")
+    for name, r in results.items():
+        ok = r["max"] <= TARGET_MAX_MS and r["p99"] <= TARGET_P99_MS
+        ok_cpu = r["cpu_max"] <= TARGET_MAX_MS and r["cpu_p99"] <= TARGET_P99_MS
+        print(f"{name:<8}{r['ticks']:>7}{r['median']:>11.1f}{r['p99']:>9.1f}{r['max']:>9.1f}"
+              f"{r['p99'] / max(base['p99'], 1e-9):>10.1f}{r['max'] / max(base['max'], 1e-9):>10.1f}"
+              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}  {'met' if ok else 'MISSED'}; {'met' if ok_cpu else 'MISSED'}")
+    window.shutdown(30000)
+    window.close()
+    app.processEvents()
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
