@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/fairdesk --demo --out fairdesk-demo
 
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 
 bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks

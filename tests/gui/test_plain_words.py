@@ -178,7 +178,7 @@ def test_the_first_screen_of_every_kinds_page_is_in_plain_words(documents, make_
     found = {}
     for name, page in pages.items():
         page.show_audit(ids[name])
-        page.findings.wait()
+        page.wait_view()
         text = _visible_text(page)
         assert "Reading the findings" not in text and len(page.findings.text.toPlainText()) > 100, name
         hits = jargon(text, data_names(documents[name]))
