@@ -20,8 +20,8 @@ from fairdesk.gui.tabs.base import NO_PROJECT, AuditPage, AuditRun
 from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
 from fairdesk.gui.widgets.calibration_views import CalibrationViews
 from fairdesk.gui.widgets.gap_plot import GapPlot
-from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, size_combos, threshold_choice,
-                                              wrapped_label)
+from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, predictions_box, size_combos,
+                                              threshold_choice, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ALL_TASKS = "(all tasks)"
@@ -103,19 +103,9 @@ class AuditTab(AuditPage):
     def build_form(self) -> QWidget:
         w = QWidget(self)
         v = QVBoxLayout(w)
-        data_box = QGroupBox("Predictions", w)
-        form = QFormLayout(data_box)
-        self.dataset_combo = QComboBox(data_box)
-        self.dataset_combo.setPlaceholderText("Add a predictions dataset first")
-        size_combos(self.dataset_combo, chars=16, on_change=self._dataset_changed)
-        form.addRow("Dataset", self.dataset_combo)
-        self.role_combos: dict[str, QComboBox] = {}
-        for key, text in (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id"),
-                          ("split", "Split")):
-            combo = QComboBox(data_box)
-            size_combos(combo, chars=12)
-            self.role_combos[key] = combo
-            form.addRow(text, combo)
+        data_box, form, self.dataset_combo, self.role_combos = predictions_box(
+            w, (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id"),
+                ("split", "Split")), self._dataset_changed)
         self.role_combos["task"].currentIndexChanged.connect(self._fill_tasks)
         self.role_combos["split"].currentIndexChanged.connect(self.update_buttons)
         self.tasks_list = CheckList(data_box, max_visible_rows=5)

@@ -12,7 +12,7 @@ from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.base import NO_PROJECT, AuditPage, AuditRun
 from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
-from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, push_button, size_combos,
+from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, predictions_box, push_button,
                                               threshold_choice, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
@@ -44,18 +44,9 @@ class SlicesPage(AuditPage):
     def build_form(self) -> QWidget:
         w = QWidget(self)
         v = QVBoxLayout(w)
-        data_box = QGroupBox("Predictions", w)
-        form = QFormLayout(data_box)
-        self.dataset_combo = QComboBox(data_box)
-        self.dataset_combo.setPlaceholderText("Add a predictions dataset first")
-        size_combos(self.dataset_combo, chars=16, on_change=self._dataset_changed)
-        form.addRow("Dataset", self.dataset_combo)
-        self.role_combos: dict[str, QComboBox] = {}
-        for key, text in (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id")):
-            combo = QComboBox(data_box)
-            size_combos(combo, chars=12)
-            self.role_combos[key] = combo
-            form.addRow(text, combo)
+        data_box, form, self.dataset_combo, self.role_combos = predictions_box(
+            w, (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id")),
+            self._dataset_changed)
         v.addWidget(data_box)
 
         attr_box = QGroupBox("Attributes to search over", w)

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSize, Qt
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar,
-                               QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget,
+                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
 PROGRESS_STEPS = 1000  # the progress bars run 0..1000; job progress comes as a fraction 0..1
 NOTE_STYLE = "color: palette(mid);"
@@ -62,6 +62,23 @@ def fill_combo(combo: QComboBox, items: list[tuple[str, object]], keep: bool = T
     combo.blockSignals(False)
     if combo.sizeAdjustPolicy() == QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon:
         combo.setToolTip(combo.currentText())  # an elided choice is read in full on hover (size_combos)
+
+
+def predictions_box(parent: QWidget, roles: tuple[tuple[str, str], ...], on_dataset_change):
+    """The "Predictions" box of a table audit's form (group gaps, slices): a dataset combo and one combo per column
+    role ``(key, label)``. Returns ``(box, its form layout, dataset combo, {key: role combo})``."""
+    box = QGroupBox("Predictions", parent)
+    form = QFormLayout(box)
+    dataset = QComboBox(box)
+    dataset.setPlaceholderText("Add a predictions dataset first")
+    size_combos(dataset, chars=16, on_change=on_dataset_change)
+    form.addRow("Dataset", dataset)
+    combos: dict[str, QComboBox] = {}
+    for key, text in roles:
+        combos[key] = QComboBox(box)
+        size_combos(combos[key], chars=12)
+        form.addRow(text, combos[key])
+    return box, form, dataset, combos
 
 
 def size_combos(*combos: QComboBox, chars: int | None = None, on_change=None) -> None:
