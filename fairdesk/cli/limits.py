@@ -29,7 +29,7 @@ LIMITS: dict[str, tuple] = {
     "--batch-size": (1, 65_536, True, "examples per batch"),
     "--bins": (2, 1000, True, "the number of bins of a continuous attribute"),
     "--carry": (1, 1000, True, "slices carried forward to confirmation"),
-    "--checkpoint-every": (1, _MANY, True, "training steps between checkpoints"),
+    "--checkpoint-every": (0, _MANY, True, "training steps between checkpoints (0: only at the end of each phase)"),
     "--classifiers": (1, 10_000, True, "classifiers simulated per data set"),
     "--confounded-classifiers": (0, 10_000, True, "classifiers simulated on the confounded data set"),
     "--designs": (1, 100_000, True, "designs drawn from the design space"),
