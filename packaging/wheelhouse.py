@@ -57,7 +57,8 @@ def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, cwd=ROOT)
 
 
-def build(out: Path, variant: str, python_version: str | None, platform: str | None) -> Path:
+def build(out: Path, variant: str, python_version: str | None, platform: str | None,
+          sbom_python: str = sys.executable) -> Path:
     from fairdesk import __version__
 
     lock = ROOT / "requirements" / f"{variant}.txt"
@@ -83,7 +84,7 @@ def build(out: Path, variant: str, python_version: str | None, platform: str | N
     pins = lock_pins(lock)
     constraints = "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
     (staging / "constraints.txt").write_text(f"fairdesk=={__version__}\n" + constraints, encoding="utf-8")
-    _run([sys.executable, "-m", "cyclonedx_py", "requirements", str(lock), "--pyproject", str(ROOT / "pyproject.toml"),
+    _run([sbom_python, "-m", "cyclonedx_py", "requirements", str(lock), "--pyproject", str(ROOT / "pyproject.toml"),
           "--output-reproducible", "--of", "JSON", "-o", str(staging / "sbom.cdx.json")])
     sbom = json.loads((staging / "sbom.cdx.json").read_text(encoding="utf-8"))
     sbom["metadata"]["component"]["version"] = __version__  # pyproject's version is dynamic: cyclonedx leaves it out
@@ -107,9 +108,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="cpu-distributed: the CPU kit plus Dask.distributed (pip install 'fairdesk[distributed]')")
     ap.add_argument("--python-version", help="the target's Python, e.g. 3.11 (default: this one)")
     ap.add_argument("--platform", help="the target's wheel platform tag, e.g. win_amd64, manylinux_2_28_x86_64")
+    ap.add_argument("--sbom-python", default=sys.executable,
+                    help="the Python that has cyclonedx-bom (make wheelhouse: a tools venv of its own, so the SBOM tool "
+                         "and its dependencies never enter the application's environment or its frozen build)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    build(Path(args.out).resolve(), args.variant, args.python_version, args.platform)
+    build(Path(args.out).resolve(), args.variant, args.python_version, args.platform, args.sbom_python)
     return 0
 
 
