@@ -154,16 +154,22 @@ def select_every_audit(window) -> int:
     return shown
 
 
-def fill_group_form(window, n_boot: int) -> None:
+def demo_plan(window):
+    """``(dataset_id, plan)`` of the demo's group audit, read before the heartbeat starts: the app never reads a stored
+    audit on the Qt thread (the view runner does; "Audit at this threshold" takes the plan of the audit shown), so
+    the 1.2 s this read costs must not count as the form's."""
+    project = window.project
+    demo = next(a for a in project.audits() if a.kind == "groups")
+    return demo.dataset_id, project.load_audit(demo.id).plan
+
+
+def fill_group_form(window, n_boot: int, dataset_id: int, plan) -> None:
     """Fill the Group gaps form from the demo audit's plan (``n_boot`` replicates), as a user choosing its dataset."""
     from dataclasses import replace
 
     tab = window.audit_tab
-    project = window.project
-    demo = next(a for a in project.audits() if a.kind == "groups")
-    plan = project.load_audit(demo.id).plan
     window.show_page(tab)
-    tab.fill_form(demo.dataset_id, replace(plan, n_boot=n_boot))
+    tab.fill_form(dataset_id, replace(plan, n_boot=n_boot))
     pump(0.2)
 
 
@@ -244,8 +250,9 @@ def main(argv=None) -> int:
     results["select"] = summary(beat.stop())
 
     if not args.no_audit:
+        dataset_id, plan = demo_plan(window)
         beat.start()
-        fill_group_form(window, args.n_boot)
+        fill_group_form(window, args.n_boot, dataset_id, plan)
         results["form"] = summary(beat.stop())
         beat.start()
         ok = run_group_audit(window)
