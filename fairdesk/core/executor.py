@@ -16,6 +16,8 @@ opened; the local executor imports nothing.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import contextlib
 import logging
 import time
@@ -110,8 +112,9 @@ def import_distributed():
     return distributed
 
 
-class Executor:
-    """Runs tasks; counts them for the provenance (:meth:`provenance`)."""
+class Executor(ABC):
+    """Runs tasks; counts them for the provenance (:meth:`provenance`). :class:`LocalExecutor` and
+    :class:`DaskExecutor` are the two kinds."""
 
     kind = "local"
     scheduler: str | None = None
@@ -120,11 +123,11 @@ class Executor:
     def __init__(self) -> None:
         self.tasks = 0
 
+    @abstractmethod
     def map(self, fn: Task, items: Sequence, rep: Reporter | None = None,
             describe: Callable[[Any], str] = str, shared: Any = None, weights: Sequence[float] | None = None) -> list:
         """``[fn(item, shared, rep) for item in items]``, run by this executor; progress moves through ``rep`` as
         tasks finish, each task taking its share ``weights`` (equal shares when None) of the bar."""
-        raise NotImplementedError
 
     def provenance(self) -> dict:
         """``{"kind", "scheduler", "workers", "tasks"}`` as stored in ``provenance.executor``."""
