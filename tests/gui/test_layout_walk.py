@@ -226,6 +226,7 @@ def gui_audited(window, project_path, tmp_path, run_and_wait):
     plan = GroupAuditPlan(roles=roles, threshold=0.5, intersections=((LONG_ATTRIBUTE, LONG_SECOND),), n_boot=100,
                           n_permutations=100, min_group_size=10, min_denominator=5)
     tab.fill_form(dataset_id, plan)  # the form, as a user fills it
+    tab.wait_view()
     job = run_and_wait(window, tab.run_audit)
     assert job.state.value == "done", job.error
     assert tab.audit_id == job.result

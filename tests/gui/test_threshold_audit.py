@@ -89,6 +89,8 @@ def test_audit_at_threshold_reruns_the_shown_audit_on_its_own_dataset(window, pr
     b = _import(project_path, tmp_path, predictions_frame, "dataset B", seed=1)
     window.notify_project_changed()
     tab.dataset_combo.setCurrentIndex(tab.dataset_combo.findData(b))
+    assert tab.df is None and not tab.view_ready  # B is read in the view runner, not on the Qt thread
+    tab.wait_view()
     tab.seed_spin.setValue(99)
     tab.metric_checks["specificity"].setChecked(True)
     tab.rule_combo.setCurrentIndex(tab.rule_combo.findData("max"))
@@ -144,6 +146,7 @@ def test_audit_at_threshold_refuses_without_the_dataset_or_while_busy(window, ma
     tab = window.audit_tab
     window.show_page(tab)
     tab.dataset_combo.setCurrentIndex(tab.dataset_combo.findData(b))
+    tab.wait_view()
     tab.seed_spin.setValue(99)
     started = []
     real_run_job = window.run_job

@@ -15,9 +15,8 @@ from fairdesk.core.escape import html_text
 from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, RULES, GroupAuditPlan
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
-from fairdesk.core.data.roles import attribute_candidates, guess_roles
-from fairdesk.gui.tabs.base import NO_PROJECT, AuditPage, AuditRun
-from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
+from fairdesk.gui.tabs.base import NO_PROJECT, AuditRun
+from fairdesk.gui.tabs.predictions import PredictionsPage
 from fairdesk.gui.widgets.calibration_views import CalibrationViews
 from fairdesk.gui.widgets.gap_plot import GapPlot
 from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, predictions_box, size_combos,
@@ -74,16 +73,14 @@ def _combo_set(combo: QComboBox, items: list, keep: bool = True, data: list | No
     fill_combo(combo, [(str(item), data[i] if data is not None else item) for i, item in enumerate(items)], keep)
 
 
-class AuditTab(AuditPage):
+class AuditTab(PredictionsPage):
     """Group gaps: the first page of the Audit tab (audit kind ``groups``)."""
 
     TITLE, ATTR = "Group gaps", "audit_tab"
     FORM_WIDTH, SPLIT = 480, (500, 850)
 
     def __init__(self, window) -> None:
-        self.df: pd.DataFrame | None = None
-        self._df_id: int | None = None
-        self._infos: dict = {}
+        self._form_plan = None  # (dataset id, plan) to fill the form from once that dataset's columns are shown
         self._queued_run: AuditRun | None = None  # set by audit_at_threshold for the one run_audit it calls
         self._forest: dict = {}  # the first plot's rows, from prepare_results
         self._rerun_note = ""  # what the page's running job re-runs ("audit #1 at threshold 0.300"), for its message
@@ -105,7 +102,7 @@ class AuditTab(AuditPage):
         v = QVBoxLayout(w)
         data_box, form, self.dataset_combo, self.role_combos = predictions_box(
             w, (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id"),
-                ("split", "Split")), self._dataset_changed)
+                ("split", "Split")), self.dataset_changed)
         self.role_combos["task"].currentIndexChanged.connect(self._fill_tasks)
         self.role_combos["split"].currentIndexChanged.connect(self.update_buttons)
         self.tasks_list = CheckList(data_box, max_visible_rows=5)
@@ -308,67 +305,22 @@ class AuditTab(AuditPage):
         self.n_boot_spin.setValue(self.window_.settings.n_boot)
         self.calibration_views.set_suppress_k(self.window_.settings.suppress_k)
 
-    def refresh_form(self) -> None:
-        project = self.window_.project
-        infos = [d for d in project.datasets() if d.kind == PREDICTIONS] if project else []
-        self._infos = {d.id: d for d in infos}
-        _combo_set(self.dataset_combo, [f"{d.name}  (#{d.id}, {d.n_rows:,} rows)" for d in infos],
-                   data=[d.id for d in infos])
-        if self.dataset_combo.currentData() is None and infos:
-            self.dataset_combo.setCurrentIndex(len(infos) - 1)
-        self._dataset_changed()
-
-    def _dataset_changed(self, *args) -> None:
-        dataset_id = self.dataset_combo.currentData()
-        project = self.window_.project
-        if dataset_id is None or project is None:
-            self.df, self._df_id = None, None
-            for combo in self.role_combos.values():
-                combo.clear()
-            for lst in (self.tasks_list, self.attributes_list, self.continuous_list):
-                lst.set_items([])
-            self.update_buttons()
-            return
-        if dataset_id != self._df_id:
-            try:
-                self.df = project.load_dataset(dataset_id)
-            except FairDeskError as err:
-                self.say(str(err), error=True)
-                self.df = None
-                return
-            self._df_id = dataset_id
-        df = self.df
-        info = self._infos.get(dataset_id)
-        stored = dict(info.roles or {}) if info else {}
-        guess = guess_roles(df)
-        cols = [str(c) for c in df.columns]
-        for key, combo in self.role_combos.items():
-            items = ([] if key in ("label", "score") else [NONE]) + cols
-            data = ([] if key in ("label", "score") else [None]) + cols
-            _combo_set(combo, items, keep=False, data=data)
-            value = stored.get(key) or guess.get(key)
-            if value in cols:
-                combo.setCurrentIndex(combo.findData(value))
-            elif key in ("label", "score"):
-                combo.setCurrentIndex(-1)
-        exclude = {self.role_combos[k].currentData() for k in self.role_combos} | {
-            stored.get("sample_id"), guess.get("sample_id")}
-        cat, cont = attribute_candidates(df, {c for c in exclude if c})
-        stored_attrs = list(stored.get("attributes") or []) or guess["attributes"]
-        stored_cont = list(stored.get("continuous_attributes") or []) or guess["continuous_attributes"]
-        # an attribute stored as categorical that is clearly continuous (e.g. age carried over by training)
-        moved = [a for a in stored_attrs if a in cont]
-        checked_cat = [a for a in stored_attrs if a not in moved and a in cols]
-        checked_cont = list(dict.fromkeys([a for a in stored_cont if a in cols] + moved))
-        self.attributes_list.set_items(list(dict.fromkeys(cat + checked_cat)), checked_cat)
-        self.continuous_list.set_items(list(dict.fromkeys(cont + checked_cont)), checked_cont)
+    def columns_shown(self, read) -> None:
+        cat = read.categorical if read is not None else []
         _combo_set(self.cross_a, cat, keep=False)
         _combo_set(self.cross_b, cat, keep=False)
         if len(cat) > 1:
             self.cross_b.setCurrentIndex(1)
         self.intersections_list.clear()
+        if read is None:
+            self.tasks_list.set_items([])
+            return
         self._fill_tasks()
-        self.update_buttons()
+        if self._form_plan is not None:
+            dataset_id, plan = self._form_plan
+            self._form_plan = None
+            if dataset_id == read.dataset_id:
+                self.apply_plan(plan)
 
     def _fill_tasks(self, *args) -> None:
         task_col = self.role_combos["task"].currentData()
@@ -383,14 +335,18 @@ class AuditTab(AuditPage):
             self.tasks_list.setEnabled(False)
 
     def fill_form(self, dataset_id: int, plan: GroupAuditPlan) -> None:
-        """Choose ``dataset_id`` in the form and set every input from ``plan`` (the settings of a stored audit).
-        Values outside an input's range are clamped by it; settings the form does not show are not kept here."""
+        """Choose ``dataset_id`` in the form and, once its columns are shown (read in the view runner unless it was
+        the last dataset read; ``wait_view`` waits for it), set every input from ``plan`` (the settings of a stored
+        audit). Values outside an input's range are clamped by it; settings the form does not show are not kept
+        here."""
+        self._form_plan = (dataset_id, plan)
         self.dataset_combo.blockSignals(True)
         self.dataset_combo.setCurrentIndex(self.dataset_combo.findData(dataset_id))
         self.dataset_combo.blockSignals(False)
-        self._dataset_changed()  # that dataset's columns (also when it was already chosen: resets the form)
-        if self.df is None:
-            return
+        self.dataset_changed()  # that dataset's columns (also when it was already chosen: resets the form)
+
+    def apply_plan(self, plan: GroupAuditPlan) -> None:
+        """Set every input from ``plan`` (its dataset's columns are shown)."""
         roles = plan.roles
         for key, combo in self.role_combos.items():  # the task combo refills (and checks) the tasks
             value = getattr(roles, key)
@@ -496,9 +452,6 @@ class AuditTab(AuditPage):
         name = f"Group gaps: {', '.join(attrs)} ({plan.gap_rule}, B={plan.n_boot}{note})"
         return AuditRun(f"Audit: {', '.join(attrs)}", args=(dataset_id, plan), kwargs={"name": name})
 
-    def form_ready(self) -> bool:
-        return self.df is not None and self.window_.project is not None
-
     def update_buttons(self, *args) -> None:
         super().update_buttons()
         has_split = bool(self.role_combos["split"].currentData()) if "split" in self.role_combos else False
@@ -539,15 +492,22 @@ class AuditTab(AuditPage):
             self.say(f"Audit #{audit_id} was run on a dataset not in this project: add its predictions file again "
                      f"to audit it at {value:.3f}.", error=True)
             return None
+        return self.run_plan(dataset_id, replace(plan, threshold=value), f", threshold {value:g}",
+                             running=f"Auditing {self._infos[dataset_id].name} at threshold {value:.3f} with the "
+                                     f"settings of audit #{audit_id}…",
+                             stored_note=f"audit #{audit_id} at threshold {value:.3f}")
+
+    def run_plan(self, dataset_id: int, plan: GroupAuditPlan, note: str = "", *, running: str | None = None,
+                 stored_note: str = ""):
+        """Run ``plan`` on ``dataset_id`` as it is (settings the form does not show kept too), the form filled from
+        it meanwhile so that it shows what runs (:meth:`fill_form`; the dataset is read in the view runner, the
+        audit job reads it again itself and says so when it cannot). Returns the job, or None (the status line
+        says why)."""
         self.fill_form(dataset_id, plan)
-        self.fixed_radio.setChecked(True)
-        self.threshold_spin.setValue(value)
-        if self.df is None or self._df_id != dataset_id:  # its rows could not be read (the status line says why)
-            return None
-        run = self._run_of(dataset_id, replace(plan, threshold=value), f", threshold {value:g}")
-        run.running = (f"Auditing {self._infos[dataset_id].name} at threshold {value:.3f} with the settings of audit "
-                       f"#{audit_id}…")
-        self._queued_run, self._rerun_note = run, f"audit #{audit_id} at threshold {value:.3f}"
+        run = self._run_of(dataset_id, plan, note)
+        if running:
+            run.running = running
+        self._queued_run, self._rerun_note = run, stored_note
         try:
             return self.run_audit()
         finally:

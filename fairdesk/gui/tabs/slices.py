@@ -7,12 +7,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QListWidget, QListWidgetItem,
                                QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
-from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.errors import FairDeskError
-from fairdesk.gui.tabs.base import NO_PROJECT, AuditPage, AuditRun
-from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
-from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, predictions_box, push_button,
+from fairdesk.gui.tabs.base import NO_PROJECT, AuditRun
+from fairdesk.gui.tabs.predictions import PredictionsPage
+from fairdesk.gui.widgets.panel_parts import (hrow, note_label, predictions_box, push_button,
                                               threshold_choice, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
@@ -29,16 +28,11 @@ OPEN_TIP = ("Audit this slice in Group gaps as an intersection of its columns (o
             "for this slice is too small; the verdict to trust is the one here.")
 
 
-class SlicesPage(AuditPage):
+class SlicesPage(PredictionsPage):
     """Slices nobody named: the second page of the Audit tab (audit kind ``slices``)."""
 
     TITLE, ATTR, AFTER = "Slices", "slices_page", "Group gaps"
     FORM_WIDTH, SPLIT = 440, (470, 880)
-
-    def __init__(self, window) -> None:
-        self.df: pd.DataFrame | None = None
-        self._df_id: int | None = None
-        super().__init__(window)
 
     # ---- form --------------------------------------------------------------------------------------------
     def build_form(self) -> QWidget:
@@ -46,7 +40,7 @@ class SlicesPage(AuditPage):
         v = QVBoxLayout(w)
         data_box, form, self.dataset_combo, self.role_combos = predictions_box(
             w, (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id")),
-            self._dataset_changed)
+            self.dataset_changed)
         v.addWidget(data_box)
 
         attr_box = QGroupBox("Attributes to search over", w)
@@ -99,55 +93,6 @@ class SlicesPage(AuditPage):
         spin.setValue(value)
         spin.setToolTip(tip)
         return spin
-
-    def refresh_form(self) -> None:
-        project = self.window_.project
-        infos = [d for d in project.datasets() if d.kind == PREDICTIONS] if project else []
-        fill_combo(self.dataset_combo, [(f"{d.name}  (#{d.id}, {d.n_rows:,} rows)", d.id) for d in infos])
-        if self.dataset_combo.currentData() is None and infos:
-            self.dataset_combo.setCurrentIndex(len(infos) - 1)
-        self._infos = {d.id: d for d in infos}
-        self._dataset_changed()
-
-    def _dataset_changed(self, *args) -> None:
-        dataset_id = self.dataset_combo.currentData()
-        project = self.window_.project
-        if dataset_id is None or project is None:
-            self.df, self._df_id = None, None
-            for combo in self.role_combos.values():
-                combo.clear()
-            self.attributes_list.set_items([])
-            self.continuous_list.set_items([])
-            self.update_buttons()
-            return
-        if dataset_id != self._df_id:
-            try:
-                self.df = project.load_dataset(dataset_id)
-            except FairDeskError as err:
-                self.say(str(err), error=True)
-                self.df = None
-                return
-            self._df_id = dataset_id
-        info = getattr(self, "_infos", {}).get(dataset_id)
-        stored = dict(info.roles or {}) if info else {}
-        guess = guess_roles(self.df)
-        cols = [str(c) for c in self.df.columns]
-        for key, combo in self.role_combos.items():
-            optional = key not in ("label", "score")
-            fill_combo(combo, ([(NONE, None)] if optional else []) + [(c, c) for c in cols], keep=False)
-            value = stored.get(key) or guess.get(key)
-            combo.setCurrentIndex(combo.findData(value) if value in cols else (0 if optional else -1))
-        exclude = {c.currentData() for c in self.role_combos.values()} | {stored.get("sample_id"),
-                                                                          stored.get("split")}
-        cat, cont = attribute_candidates(self.df, {c for c in exclude if c})
-        attrs = [a for a in (stored.get("attributes") or guess["attributes"]) if a in cat]
-        conts = [a for a in (stored.get("continuous_attributes") or guess["continuous_attributes"]) if a in cont]
-        self.attributes_list.set_items(cat, attrs)
-        self.continuous_list.set_items(cont, conts)
-        self.update_buttons()
-
-    def form_ready(self) -> bool:
-        return self.df is not None and self.window_.project is not None
 
     def plan(self):
         from fairdesk.core.audits.slices import SliceAuditPlan
@@ -294,14 +239,10 @@ class SlicesPage(AuditPage):
             metrics=(metric,) if metric in METRICS else METRICS, gap_rule="one-vs-rest", threshold=tau,
             intersections=(cols,) if len(cols) > 1 else (), tasks=(task,) if roles.task else None,
             seed=int(plan.get("seed") or 0), margin=float(plan.get("margin") or 0.05))
-        tab.fill_form(dataset_id, group_plan)
-        tab.fixed_radio.setChecked(True)
-        tab.threshold_spin.setValue(tau)
         self.window_.show_page(tab)
-        job = tab.run_audit()
+        job = tab.run_plan(dataset_id, group_plan)
         if job is not None:
-            self.say(f"Group gaps is auditing {r.get('description')} as an intersection (threshold "
-                     f"{tab.threshold_spin.value():.3f}).")
+            self.say(f"Group gaps is auditing {r.get('description')} as an intersection (threshold {tau:.3f}).")
         return job
 
 
