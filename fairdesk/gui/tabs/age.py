@@ -66,6 +66,20 @@ def table_frame(table) -> pd.DataFrame:
     return pd.DataFrame([list(r) for r in table.rows], columns=list(table.header))
 
 
+def features_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """``(df, guess)``: the form's first choice of label, attribute and participant id in a features table, and its
+    numeric columns (the view thread: pandas only)."""
+    cols = [str(c) for c in df.columns]
+    guess = guess_roles(df)
+    label = guess.get("label")
+    if label is None:  # a 0/1 column that is not an id or attribute
+        label = next((c for c in cols if is_binary(df[c]) and not is_id_name(c)), None)
+    group = guess.get("patient_id") or first_named(cols, PATIENT_NAMES) or next(
+        (c for c in cols if is_id_name(c)), None)
+    return df, {"label": label, "attribute": next(iter(guess.get("continuous_attributes") or []), None),
+                "group": group, "numeric": [c for c in cols if is_numeric(df[c])]}
+
+
 class AgeLearnersPage(AuditPage):
     """Train and compare the baselines and the age-independent learners (participant-disjoint CV); show a run."""
 
@@ -76,7 +90,7 @@ class AgeLearnersPage(AuditPage):
     FORM_WIDTH, SPLIT = 430, (450, 900)
 
     def __init__(self, window) -> None:
-        self._tables: dict = {}  # (project path, dataset id) -> DataFrame (loaded once per choice)
+        self._read: tuple | None = None  # ((project path, dataset id), table, guessed columns): the last read
         self.table: pd.DataFrame | None = None
         self._shown = None  # (project path, dataset id) whose columns the form offers
         #: the learners' training settings besides λ and K (a LearnerSettings; None: the defaults). Tests set tiny
@@ -222,42 +236,43 @@ class AgeLearnersPage(AuditPage):
                    default=infos[-1].id if infos else None)
         self._dataset_changed()
 
-    def _load(self, dataset_id) -> pd.DataFrame | None:
-        project = self.window_.project
-        if project is None or dataset_id is None:
-            return None
-        key = (str(project.path), dataset_id)
-        if key not in self._tables:
-            self._tables = {key: project.load_dataset(dataset_id)}  # keep one table in memory
-        return self._tables[key]
-
     def _dataset_changed(self, *args) -> None:
         project = self.window_.project
-        shown = (str(project.path), self.dataset_combo.currentData()) if project is not None else None
+        dataset_id = self.dataset_combo.currentData()
+        shown = (str(project.path), dataset_id) if project is not None else None
         if shown == self._shown and self.table is not None:  # the same table (something else was stored): keep
             self._columns_changed()                           # the user's column choices
             return
         self._shown = shown
-        try:
-            df = self._load(self.dataset_combo.currentData())
-        except Exception as err:  # noqa: BLE001 - a dataset that cannot be read: say so, offer nothing
-            df = None
-            self.say(f"The dataset could not be read: {err}", error=True)
+        self.form_read.cancel()
+        if project is None or dataset_id is None:
+            self.form_data((shown, None, {}))
+        elif self._read is not None and self._read[0] == shown:
+            self.form_data(self._read)
+        else:  # read, and its columns guessed, in the view runner
+            self.table = None
+            self._columns_changed()
+            self.form_read.start(f"Read dataset #{dataset_id}",
+                                 lambda: (shown, *features_columns(project.load_dataset(dataset_id))))
+
+    def form_data(self, read) -> None:
+        df, guess = read[1], read[2]
+        if df is not None:
+            self._read = read  # keep one table in memory
         self.table = df
         cols = [str(c) for c in df.columns] if df is not None else []
-        guess = guess_roles(df) if df is not None else {}
-        label = guess.get("label")
-        if label is None and df is not None:  # a 0/1 column that is not an id or attribute
-            label = next((c for c in cols if is_binary(df[c]) and not is_id_name(c)), None)
-        numeric = [c for c in cols if is_numeric(df[c])] if df is not None else []
-        attribute = next(iter(guess.get("continuous_attributes") or []), None)
-        group = guess.get("patient_id") or first_named(cols, PATIENT_NAMES) or next(
-            (c for c in cols if is_id_name(c)), None)
-        fill_combo(self.label_combo, [(NO_COLUMN, None)] + [(c, c) for c in cols], keep=False, default=label)
-        fill_combo(self.attribute_combo, [(NO_COLUMN, None)] + [(c, c) for c in numeric], keep=False,
-                   default=attribute)
-        fill_combo(self.group_combo, [(NO_COLUMN, None)] + [(c, c) for c in cols], keep=False, default=group)
+        fill_combo(self.label_combo, [(NO_COLUMN, None)] + [(c, c) for c in cols], keep=False,
+                   default=guess.get("label"))
+        fill_combo(self.attribute_combo, [(NO_COLUMN, None)] + [(c, c) for c in guess.get("numeric", [])],
+                   keep=False, default=guess.get("attribute"))
+        fill_combo(self.group_combo, [(NO_COLUMN, None)] + [(c, c) for c in cols], keep=False,
+                   default=guess.get("group"))
         self._columns_changed()
+
+    def form_data_failed(self, message: str) -> None:
+        self.form_data((None, None, {}))  # offer nothing
+        self._shown = None
+        super().form_data_failed(message)
 
     def _columns_changed(self, *args) -> None:
         self.features_note.setText(self._features_text())
@@ -298,7 +313,7 @@ class AgeLearnersPage(AuditPage):
             item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
 
     def form_ready(self) -> bool:
-        return self.window_.project is not None and self.dataset_combo.currentData() is not None
+        return self.window_.project is not None and self.table is not None
 
     def audit_run(self) -> AuditRun:
         dataset_id = self.dataset_combo.currentData()

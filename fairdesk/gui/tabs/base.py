@@ -155,6 +155,40 @@ class JobPage(QWidget):
             self.update_buttons()
 
 
+class ViewRead:
+    """A page's read of what its form offers (a dataset's columns, guessed roles) in the window's view runner
+    (``window.views``), never on the Qt thread: :meth:`start` runs ``work()`` there, a newer start cancelling an
+    older read; ``on_done(result)`` or ``on_fail(message)`` then run on the Qt thread."""
+
+    def __init__(self, window, on_done, on_fail) -> None:
+        self.window, self.on_done, self.on_fail = window, on_done, on_fail
+        self.job = None
+        window.views.finished.connect(self._finished)
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.window.views.cancel(self.job.id)
+            self.job = None
+
+    def start(self, title: str, work) -> None:
+        self.cancel()
+        if not self.window.views.closing:
+            self.job = self.window.views.submit(Job(title, lambda progress, cancel: work()))
+
+    def _finished(self, job) -> None:
+        if self.job is None or job.id != self.job.id:
+            return
+        self.job = None
+        if job.state.value == "done":
+            self.on_done(job.result)
+        elif job.state.value == "failed":
+            self.on_fail(job.error or "It could not be read.")
+
+
 @dataclass
 class AuditRun:
     """What a page's form asks of its kind's job: ``job(project_path, *args, **kwargs, progress=, cancel=)``."""
@@ -234,6 +268,9 @@ class AuditPage(JobPage):
         self.prepared = None  # prepare_results of the shown audit
         self._view_job = self._findings_job = None  # the view runner's jobs reading the chosen audit, its findings
         self._view_audit: int | None = None
+        #: the form's read of its dataset (see :class:`ViewRead`): :meth:`form_data` gets the result
+        self.form_read = ViewRead(window, lambda result: self.form_data(result),
+                                  lambda message: self.form_data_failed(message))
         self._slices = None  # the steps of show_results still to run
         self._slice_timer = QTimer(self)
         self._slice_timer.setSingleShot(True)
@@ -293,6 +330,14 @@ class AuditPage(JobPage):
     def form_ready(self) -> bool:
         """May Run be pressed (besides no job running)?"""
         return self.window_.project is not None
+
+    def form_data(self, result) -> None:
+        """What ``self.form_read.start(title, work)`` read (``work()`` in the view runner): fill the form from it."""
+
+    def form_data_failed(self, message: str) -> None:
+        """The form's read failed: say why."""
+        self.say(f"The dataset could not be read: {message}", error=True)
+        self.update_buttons()
 
     def run_buttons(self) -> tuple:
         """The buttons left of Cancel in the Run row."""
@@ -471,8 +516,9 @@ class AuditPage(JobPage):
 
     @property
     def view_ready(self) -> bool:
-        """True when no stored audit is being read or filled in."""
-        return self._view_job is None and self._slices is None and self._findings_job is None
+        """True when no stored audit is being read or filled in, nor the form's dataset."""
+        return (self._view_job is None and self._slices is None and self._findings_job is None
+                and not self.form_read.busy)
 
     def wait_view(self, timeout: float = 60.0) -> None:
         """Let the event loop run until the chosen audit is shown in full (tests, the layout walk)."""

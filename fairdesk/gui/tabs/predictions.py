@@ -11,7 +11,6 @@ from fairdesk.core.data.roles import attribute_candidates, guess_roles
 from fairdesk.gui.tabs.base import AuditPage
 from fairdesk.gui.tabs.dataset import NONE, PREDICTIONS
 from fairdesk.gui.widgets.panel_parts import fill_combo
-from fairdesk.jobs.engine import Job
 
 REQUIRED_ROLES = ("label", "score")
 
@@ -65,9 +64,7 @@ class PredictionsPage(AuditPage):
         self._df_id: int | None = None
         self._columns: PredictionsColumns | None = None  # the last dataset read
         self._infos: dict = {}
-        self._form_job = None  # the view runner's job reading the chosen dataset
         super().__init__(window)
-        window.views.finished.connect(self._columns_read)
 
     def refresh_form(self) -> None:
         project = self.window_.project
@@ -83,9 +80,7 @@ class PredictionsPage(AuditPage):
         unless it was the last one read; a newer choice cancels an older read."""
         dataset_id = self.dataset_combo.currentData()
         project = self.window_.project
-        if self._form_job is not None:
-            self.window_.views.cancel(self._form_job.id)
-            self._form_job = None
+        self.form_read.cancel()
         if dataset_id is None or project is None:
             self.df, self._df_id, self._columns = None, None, None
             for combo in self.role_combos.values():
@@ -96,29 +91,16 @@ class PredictionsPage(AuditPage):
             self.update_buttons()
             return
         if self._columns is not None and self._columns.dataset_id == dataset_id:
-            self._show_columns(self._columns)  # also when it was already chosen: resets the form
-            return
-        if self.window_.views.closing:
+            self.form_data(self._columns)  # also when it was already chosen: resets the form
             return
         self.df, self._df_id = None, None
         self.update_buttons()
         info = self._infos.get(dataset_id)
         stored, keys = dict(info.roles or {}) if info else {}, tuple(self.role_combos)
-        self._form_job = self.window_.views.submit(Job(
-            f"Read dataset #{dataset_id}",
-            lambda progress, cancel: read_predictions_columns(project, dataset_id, stored, keys)))
+        self.form_read.start(f"Read dataset #{dataset_id}",
+                             lambda: read_predictions_columns(project, dataset_id, stored, keys))
 
-    def _columns_read(self, job) -> None:
-        if self._form_job is None or job.id != self._form_job.id:
-            return
-        self._form_job = None
-        if job.state.value == "done":
-            self._show_columns(job.result)
-        elif job.state.value == "failed":
-            self.say(job.error or "The dataset could not be read.", error=True)
-            self.update_buttons()
-
-    def _show_columns(self, read: PredictionsColumns) -> None:
+    def form_data(self, read: PredictionsColumns) -> None:
         self._columns, self.df, self._df_id = read, read.df, read.dataset_id
         for key, combo in self.role_combos.items():
             optional = key not in REQUIRED_ROLES
@@ -135,8 +117,3 @@ class PredictionsPage(AuditPage):
 
     def form_ready(self) -> bool:
         return self.df is not None and self.window_.project is not None
-
-    @property
-    def view_ready(self) -> bool:
-        """True when no stored audit is being read or filled in and the chosen dataset's columns are shown."""
-        return AuditPage.view_ready.fget(self) and self._form_job is None
