@@ -100,11 +100,17 @@ def summary(measured: tuple[list[float], list[float]]) -> dict:
             "max": float(a.max()), "cpu_p99": float(np.percentile(c, 99)), "cpu_max": float(c.max())}
 
 
+_PAGES: dict = {}
+
+
 def pages_idle(window) -> bool:
-    """True when no page is still building the view of an audit (and no job runs)."""
+    """True when no page is still building the view of an audit (and no job runs). The pages are looked up once
+    (``findChildren`` over the whole window, every 20 ms, was itself a gap of the Qt thread the benchmark counted)."""
     from fairdesk.gui.tabs.base import AuditPage
 
-    pages = window.findChildren(AuditPage)
+    pages = _PAGES.get(id(window))
+    if pages is None:
+        pages = _PAGES[id(window)] = window.findChildren(AuditPage)
     views = getattr(window, "views", None)
     return (window.runner.idle and (views is None or views.idle)
             and all(getattr(p, "view_ready", True) for p in pages))

@@ -316,33 +316,37 @@ class ImageDataPanel(QWidget):
         if self.dataset_combo.currentData() != before or (items and self.dataset is None):
             self.show_dataset()
         elif not items:
-            self._show(None, None)
+            self._show(None)
 
     def show_dataset(self, dataset_id: int | None = None):
         """Re-open a stored image dataset (a job: it resolves every file) and show thumbnails and counts."""
         project = self.window_.project
         dataset_id = dataset_id if dataset_id is not None else self.dataset_combo.currentData()
         if project is None or dataset_id is None:
-            self._show(None, None)
+            self._show(None)
             return None
-        project_path = project.path
+        project_path, max_items = project.path, self.thumbnails.max_items
 
-        def work(progress, cancel):
+        def work(progress, cancel):  # the dataset and what the page shows of it (captions, counts: pandas)
             from fairdesk.jobs.images import image_dataset
 
-            return image_dataset(project_path, dataset_id, progress=progress, cancel=cancel)
+            ds = image_dataset(project_path, dataset_id, progress=progress, cancel=cancel)
+            info = project.dataset(dataset_id)
+            return ds, dataset_view(ds, info.roles if info is not None and info.roles else ds.roles.to_dict(),
+                                    max_items)
 
         self.info_label.setText("Opening the image dataset…")
         self.open_job = self.window_.run_job(f"Open image dataset #{dataset_id}", work,
-                                             on_done=lambda job: self._show(job.result, dataset_id),
+                                             on_done=lambda job: self._show(*job.result),
                                              on_fail=lambda job: self._open_failed(job))
         return self.open_job
 
     def _open_failed(self, job) -> None:
-        self._show(None, None)
+        self._show(None)
         self.info_label.setText(job.error or "The image dataset could not be opened.")
 
-    def _show(self, ds, dataset_id) -> None:
+    def _show(self, ds, view: dict | None = None) -> None:
+        """Show image dataset ``ds`` (None: clear) with ``view``, its :func:`dataset_view` (made in the job)."""
         self.dataset = ds
         if ds is None:
             self.thumbnails.set_files([])
@@ -350,23 +354,31 @@ class ImageDataPanel(QWidget):
             self.unreadable_view.set_frame(None)
             self.info_label.setText("")
             return
-        info = self.window_.project.dataset(dataset_id) if self.window_.project is not None else None
-        roles = info.roles if info is not None and info.roles else ds.roles.to_dict()
         table = ds.table
-        captions = []
-        for _, r in table.head(self.thumbnails.max_items).iterrows():
-            bits = [str(r.get("split", ""))] + [f"{c}={r[c]}" for c in (roles.get("attributes") or ())[:1] if c in r]
-            captions.append(" ".join(b for b in bits if b))
-        self.thumbnails.set_files(list(table["_file"]), captions=captions + [""] * (len(table) - len(captions)),
+        self.thumbnails.set_files(list(table["_file"]), captions=view["captions"],
                                   unreadable=[{"path": u.get("path"), "reason": u.get("reason")}
                                               for u in ds.unreadable])
-        self.counts_view.set_frame(split_counts(table, roles))
+        self.counts_view.set_frame(view["counts"])
         self.unreadable_view.set_frame(pd.DataFrame(ds.unreadable) if ds.unreadable else None)
-        labels = ", ".join(roles.get("labels") or ()) or "none"
-        attrs = ", ".join(roles.get("attributes") or ()) or "none"
-        self.info_label.setText(f"{len(table):,} readable images from {table['_patient'].nunique():,} patients "
-                                f"({ds.style} style), {len(ds.unreadable)} unreadable. Labels: {labels}. "
-                                f"Attributes: {attrs}. Folder: {ds.root}")
+        self.info_label.setText(view["text"])
+
+
+def dataset_view(ds, roles: dict, max_items: int) -> dict:
+    """What the page shows of image dataset ``ds`` besides its thumbnails: a caption per image (the first
+    ``max_items``), the counts per split and the summary line (in the job: pandas work kept off the Qt thread)."""
+    table = ds.table
+    attribute = next((c for c in (roles.get("attributes") or ())[:1] if c in table), None)
+    head = table.head(max_items)
+    splits = head["split"].astype(str).tolist() if "split" in head else [""] * len(head)
+    values = head[attribute].tolist() if attribute is not None else [None] * len(head)
+    captions = [" ".join(b for b in (s, f"{attribute}={v}" if attribute is not None else "") if b)
+                for s, v in zip(splits, values)]
+    labels = ", ".join(roles.get("labels") or ()) or "none"
+    attrs = ", ".join(roles.get("attributes") or ()) or "none"
+    text = (f"{len(table):,} readable images from {table['_patient'].nunique():,} patients ({ds.style} style), "
+            f"{len(ds.unreadable)} unreadable. Labels: {labels}. Attributes: {attrs}. Folder: {ds.root}")
+    return {"captions": captions + [""] * (len(table) - len(captions)), "counts": split_counts(table, roles),
+            "text": text}
 
 
 def _binary_like(values: pd.Series) -> bool:
