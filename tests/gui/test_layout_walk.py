@@ -268,7 +268,7 @@ def plot_problems(window, where: str) -> list[str]:
     """Every visible pyqtgraph plot shows its axes: the left and bottom axes are visible, have a size, and lie in
     the part of the plot that is on screen (not scrolled away or cut by a splitter)."""
     import pyqtgraph as pg
-    from PySide6.QtCore import QRect
+    from PySide6.QtCore import QPoint, QRect
 
     problems = []
     for view in window.findChildren(pg.GraphicsView):
@@ -278,7 +278,11 @@ def plot_problems(window, where: str) -> list[str]:
         while results is not None and results.objectName() != "results_scroll":
             results = results.parentWidget()
         if results is not None:  # the results side scrolls below its minimum size: scroll to the plot, as a user would
-            results.ensureWidgetVisible(view, 0, 0)
+            results.ensureWidgetVisible(view, 0, 0)  # its top-left corner: a QGraphicsView's input-method rectangle
+            if view.height() <= results.viewport().height():  # is empty; the whole plot when it fits
+                corner = view.mapTo(results.widget(), QPoint(0, 0))
+                results.ensureVisible(corner.x() + view.width() // 2, corner.y() + view.height() // 2,
+                                      view.width() // 2, view.height() // 2)
             settle()
         shown = shown_rect(view)
         items = [i for i in view.scene().items() if isinstance(i, pg.PlotItem) and i.isVisible()]
@@ -321,16 +325,22 @@ def test_gui_run_audit_with_long_names_is_readable(gui_audited, size, tmp_path):
                 why = fully_shown(button)
                 if why:
                     problems.append(f"{size} {name}: {button.text()!r}: {why}")
-        # every plot of the gap and error-spread tabs shows its axes at both sizes (the reliability diagram under a
-        # long calibration summary, and the error spread at 1366×768, are still squeezed: docs/architecture.md)
-        if name.endswith("Gap plot") or name.endswith("Error spread") and size == (1920, 1080):
+        # every plot of the gap and error-spread tabs shows its axes at both sizes
+        if name.endswith("Gap plot") or name.endswith("Error spread"):
             problems += plot_problems(window, f"{size} {name}")  # scrolls the results to each plot
         tab.findChild(QWidget, "results_scroll").verticalScrollBar().setValue(0)
-    # the threshold explorer (a tab inside the Calibration tab) and its button
     window.show_page(tab)
     tabs = tab.results_tabs
     tabs.setCurrentIndex([tabs.tabText(i) for i in range(tabs.count())].index("Calibration"))
     inner = tabs.currentWidget()
+    # the reliability diagram (under the calibration summary in words) shows its axes at both sizes
+    inner.setCurrentIndex([inner.tabText(i) for i in range(inner.count())].index("Reliability"))
+    settle()
+    reliability = tab.calibration_views.reliability
+    assert reliability.isVisible() and reliability.plot is not None and reliability.plot.getViewBox().addedItems
+    problems += plot_problems(window, f"{size} Calibration › Reliability")
+    tab.findChild(QWidget, "results_scroll").verticalScrollBar().setValue(0)
+    # the threshold explorer (a tab inside the Calibration tab) and its button
     inner.setCurrentIndex([inner.tabText(i) for i in range(inner.count())].index("Threshold explorer"))
     settle()
     button = tab.calibration_views.explorer.audit_button
