@@ -37,6 +37,7 @@ from typing import Iterator
 import pandas as pd
 
 from fairdesk.core.errors import ProjectError
+from fairdesk.core.jsonable import loads_in_pieces
 from fairdesk.core.provenance import now_utc
 
 SUFFIX = ".fairdesk"
@@ -499,7 +500,7 @@ class Project:
         kind = self.audit_kind(audit_id)
         text = self.audit_json(audit_id)
         try:
-            doc = json.loads(text)
+            doc = loads_in_pieces(text)  # read in the GUI's view thread: one json.loads would stall the Qt thread
         except (TypeError, ValueError) as err:
             problems = [f"it is not JSON ({_one_line(err)})"]
         else:

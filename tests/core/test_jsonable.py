@@ -1,4 +1,5 @@
-"""fairdesk.core.jsonable.jsonable: the one conversion of results into what the stored JSON documents hold."""
+"""fairdesk.core.jsonable: the one conversion of results into what the stored JSON documents hold (``jsonable``), and
+the decoding of a stored document in pieces (``loads_in_pieces``, equal to ``json.loads``)."""
 from __future__ import annotations
 
 import json
@@ -7,8 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from fairdesk.core.jsonable import jsonable
+from fairdesk.core.jsonable import jsonable, loads_in_pieces
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, np.nan, np.float32("nan"), np.float64("inf"),
@@ -84,3 +87,27 @@ def test_the_result_reads_back_from_json_unchanged():
     """A document in memory equals the stored one read back (keys str, tuples lists, no NaN)."""
     doc = jsonable({"a": (1, 2.5), 1: {"b": [np.nan, np.int16(3)]}, "c": np.arange(3)})
     assert json.loads(json.dumps(doc, allow_nan=False)) == doc
+
+
+# ---- loads_in_pieces: json.loads, decoded member by member ----------------------------------------------------------
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=8), children, max_size=6),
+    max_leaves=40)
+
+
+@given(value=_JSON, indent=st.sampled_from([None, 0, 2]), depth=st.integers(0, 4), as_bytes=st.booleans())
+def test_loads_in_pieces_equals_json_loads(value, indent, depth, as_bytes):
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    data = text.encode("utf-8") if as_bytes else text
+    assert loads_in_pieces(data, depth=depth) == json.loads(data)
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "{", "[1, 2", '{"a" 1}', '{"a": 1,}', "[1 2]", "{1: 2}", '{"a": 1} x',
+                                 "[1,]", '{"a": [1, {"b": }]}', "nul", '"unterminated'])
+def test_loads_in_pieces_refuses_what_json_loads_refuses(bad):
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(bad)
+    for depth in (0, 1, 2, 3):
+        with pytest.raises(json.JSONDecodeError):
+            loads_in_pieces(bad, depth=depth)
