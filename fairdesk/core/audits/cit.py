@@ -73,14 +73,11 @@ DEFAULT_SCHEME = "sequential-weight"
 #: difference followed their errors, not a constant effect (docs/cit_synthetic_findings.md §2b).
 WEIGHTS: tuple[str, ...] = ("difference", "joint", "sign", "offset")
 DEFAULT_WEIGHT = "offset"
-#: How the weighted GCM's p is combined with the plain GCM's on the same residuals: "weighted" (a weighted
-#: Bonferroni: min(p_W / s, p_P / (1 − s)) with s = :data:`WEIGHTED_SHARE`), "maxT" (the min-p of the two,
-#: referred to their joint normal law with the estimated correlation; equal shares), "bonferroni" (2·min p; the
-#: issue-9 default) or "none" (the weighted test alone).
-COMBINATIONS: tuple[str, ...] = ("weighted", "maxT", "bonferroni", "none")
+#: How the weighted GCM's p is combined with the plain GCM's on the same residuals: "maxT" (the min-p of the two,
+#: referred to their joint normal law with the estimated correlation), "bonferroni" (2·min p; the issue-9
+#: default) or "none" (the weighted test alone).
+COMBINATIONS: tuple[str, ...] = ("maxT", "bonferroni", "none")
 DEFAULT_COMBINE = "maxT"
-#: The weighted statistic's share of α under ``combine="weighted"``; the plain GCM gets the rest.
-WEIGHTED_SHARE = 0.8
 
 
 # ==============================================================================================================
@@ -905,14 +902,13 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
         mu, su = float(ru[plain].mean()), float(ru[plain].std())
         t_plain = 0.0 if su <= 1e-12 * max(1.0, abs(mu)) else math.sqrt(int(plain.sum())) * mu / su
         p_plain = float(2 * norm.sf(abs(t_plain)))
-        rho = _weighted_plain_correlation(r, ru, used, plain, folds) if scheme != "crossfit" else 0.0
         combined = {"p_weighted": p, "t_plain": t_plain, "p_plain": p_plain, "rule": combine,
-                    "n_plain": int(plain.sum()), "correlation": rho}
+                    "n_plain": int(plain.sum())}
         if combine == "bonferroni":
             p = min(1.0, 2.0 * min(p, p_plain))
-        elif combine == "weighted":
-            p = min(1.0, p / WEIGHTED_SHARE, p_plain / (1.0 - WEIGHTED_SHARE))
         else:
+            rho = _weighted_plain_correlation(r, ru, used, plain, folds) if scheme != "crossfit" else 0.0
+            combined["correlation"] = rho
             p = gcm_min_p(p, p_plain, rho)
     method = "wgcm" if weighted else "gcm"
     details = {"propensity_regressor": prop_kind, "scheme": scheme, "n_tested": int(used.sum()),
