@@ -26,6 +26,11 @@ exits 1 when the default misses one of issue 27's targets (:data:`TARGETS`): the
     nice .venv/bin/python benchmarks/bench_cit_default.py --part scm --seeds 3 --out scm3.json
     nice .venv/bin/python benchmarks/bench_cit_default.py --part nuisance --n 1000 --runs 40 --out n1000.json
     .venv/bin/python benchmarks/bench_cit_default.py --table scm3.json n1000.json     # merge and print
+    nice .venv/bin/python benchmarks/bench_cit_default.py --part ceiling --seeds 3 --datasets interactive --no-confounded
+
+The last tests each low-ECA SCM classifier with its true effect g(1, ·) − g(0, ·) as the weight (Monte Carlo over
+the SCM's noise) and reports the share of that effect the default weight's family can represent: what limits the
+default where it misses (docs/cit_synthetic_findings.md §2c).
 
 Parts can run in separate processes (``--shard i/S`` splits the work) and are merged by ``--table``.
 """
