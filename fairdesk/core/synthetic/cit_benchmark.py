@@ -267,20 +267,26 @@ class BenchmarkResult:
 # One classifier
 
 
-def _rms_gap(scm: SyntheticSCM, predict, units: int, reps: int, seed) -> float:
-    """√E_Z[(g(1, Z) − g(0, Z))²], g(a, z) = P(f(X) = 1 | do(A = a), Z_n = z), by Monte Carlo over the noise,
-    with the within-z sampling variance subtracted (unbiased for the squared gap)."""
-    rng = np.random.default_rng(seed)
-    base = scm.sample(units, rng)
-    zr = np.repeat(base.z_root, reps, axis=0)
+def _interventional_means(scm: SyntheticSCM, predict, z_root: np.ndarray, reps: int, rng) -> tuple[list, list]:
+    """Per root value and a ∈ {0, 1}: the Monte Carlo mean of f(X) under do(A = a) over ``reps`` noise draws
+    (≈ g(a, z)), and the variance of that mean."""
+    zr = np.repeat(z_root, reps, axis=0)
     means, variances = [], []
     for a in (0, 1):
         xi = rng.normal(0.0, scm.sigma, size=(scm.n_steps, len(zr), scm.k))
         eps = rng.normal(0.0, scm.sigma, size=(len(zr), scm.k))
         _, x = scm._propagate(np.full(len(zr), a), zr, xi, eps)
-        pred = np.asarray(predict(x), float).reshape(units, reps)
+        pred = np.asarray(predict(x), float).reshape(len(z_root), reps)
         means.append(pred.mean(axis=1))
         variances.append(pred.var(axis=1, ddof=1) / reps)
+    return means, variances
+
+
+def _rms_gap(scm: SyntheticSCM, predict, units: int, reps: int, seed) -> float:
+    """√E_Z[(g(1, Z) − g(0, Z))²], g(a, z) = P(f(X) = 1 | do(A = a), Z_n = z), by Monte Carlo over the noise,
+    with the within-z sampling variance subtracted (unbiased for the squared gap)."""
+    rng = np.random.default_rng(seed)
+    means, variances = _interventional_means(scm, predict, scm.sample(units, rng).z_root, reps, rng)
     sq = (means[1] - means[0]) ** 2 - variances[0] - variances[1]
     return float(math.sqrt(max(float(sq.mean()), 0.0)))
 
@@ -486,10 +492,13 @@ def classifier_task(job: tuple, shared: tuple, rep: Reporter) -> tuple[dict, lis
 
 
 def classifier_outputs(config: BenchmarkConfig | None = None, progress: ProgressFn | None = None,
-                       cancel: CancelToken | None = None) -> list[dict]:
+                       cancel: CancelToken | None = None, effect_reps: int = 0) -> list[dict]:
     """The study's classifiers without the tests: per classifier its dataset, variant, role, model type, seed, ECA
     and its hard predictions ``yhat`` on the audit sample with that sample's ``a`` and ``z`` (= Z_n). For comparing
-    tests on the same classifiers (``benchmarks/bench_cit_default.py``) and for the fixed-seed regression guard."""
+    tests on the same classifiers (``benchmarks/bench_cit_default.py``) and for the fixed-seed regression guard.
+    ``effect_reps`` > 0 adds ``effect``: the true g(1, z) − g(0, z) at each audit unit's root, by Monte Carlo over
+    that many noise draws per value of A (0 for the oracles, which read Z_n) — the best weight a weighted test of
+    the audit sample could have."""
     cfg = config or BenchmarkConfig()
     rep = Reporter(progress, cancel)
     out: list[dict] = []
@@ -500,6 +509,10 @@ def classifier_outputs(config: BenchmarkConfig | None = None, progress: Progress
             out.append({"dataset": ds, "variant": variant, "role": role, "model_type": kind, "seed": seed_idx,
                         "eca": expected_counterfactual_accuracy(predict(inp(units)), predict(inp(units_cf))),
                         "yhat": np.asarray(predict(inp(audit)), float), "a": audit.a, "z": audit.z_root})
+            if effect_reps:
+                rng = np.random.default_rng(_key(cfg.seed, ds, variant, "effect", kind, seed_idx))
+                means, _ = _interventional_means(ctx[0], predict, audit.z_root, effect_reps, rng)
+                out[-1]["effect"] = np.zeros(len(audit.a)) if uses_root else means[1] - means[0]
     return out
 
 
