@@ -4,7 +4,7 @@ groups of each drawn design), by the regions of the map, against the exact AUPRC
 sample's Brier score. The small fixed-seed versions are ``tests/core/test_auprc_brier_intervals.py``; the numbers
 are in docs/methods.md ("AUPRC and Brier intervals over the design space").
 
-``python -m benchmarks.bench_auprc_brier [--designs 4000] [--seed 1] [--part auprc|brier]`` (about 15 minutes
+``python -m benchmarks.bench_auprc_brier [--designs 3000] [--seed 1] [--part auprc|brier|power] [--runs 200]`` (about 15 minutes
 on one core at the defaults).
 
 * ``auprc``  each group's interval: ``before`` (the influence variance alone, logit scale — the method up to
@@ -12,6 +12,8 @@ on one core at the defaults).
              variance); the gap's interval of two groups: ``wald`` (d ± q·√(se_a² + se_b²), value scale) and
              ``mover`` (:func:`fairdesk.core.stats.gaps.mover` from the groups' intervals), each with the before and
              now variances.
+* ``power``  the AUPRC pair test's rejection rate (p ≤ 0.05) in null and planted pairs of two binormal groups of
+             the map's generator, through ``run_group_audit`` (it keeps the influence variance: see docs).
 * ``brier``  groups with fewer than 30 cases of the smaller class: the log-scale interval ``before`` (influence
              variance × n/(n − 1)) and ``now`` (at least :func:`fairdesk.core.stats.calibration.brier_model_variance`).
 """
@@ -172,6 +174,36 @@ def brier_study(designs: int, seed: int, truth_rows: int = 200_000) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+PAIR_DESIGNS = (("null, AUROC 0.8, 100 positives", 500, 0.2, (0.8, 0.8)),
+                ("null, AUROC 0.99, 60 positives", 300, 0.2, (0.99, 0.99)),
+                ("AUROC 0.80 vs 0.70, 100 positives", 500, 0.2, (0.8, 0.7)),
+                ("AUROC 0.995 vs 0.97, 100 positives", 500, 0.2, (0.995, 0.97)))
+
+
+def pair_test_rates(runs: int, seed: int = 5) -> dict[str, float]:
+    """Share of the AUPRC pair tests with p ≤ 0.05 in each of :data:`PAIR_DESIGNS` (two groups: rows, prevalence,
+    their AUROCs; calibrated binormal scores of the design space's generator)."""
+    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.synthetic.design_space import Design, simulate
+
+    roles = ColumnRoles(label="y", score="p", attributes=("group",))
+    out = {}
+    for name, n, prev, aucs in PAIR_DESIGNS:
+        rng = np.random.default_rng(seed)
+        hits = 0
+        for r in range(runs):
+            frames = []
+            for i, auc in enumerate(aucs):
+                df = simulate(Design("label", [n], [prev], auc, 0.0, 1.0, 0.2, 1, 0.0, mu=[0.0]), rng)
+                frames.append(df.assign(group=f"G{i}"))
+            t = run_group_audit(pd.concat(frames, ignore_index=True),
+                                GroupAuditPlan(roles, threshold=0.3, n_boot=100, seed=r, metrics=("parity",))).tests
+            hits += bool(t.loc[t["metric"] == "auprc", "p_value"].iloc[0] <= 0.05)
+        out[name] = hits / runs
+    return out
+
+
 def coverage_table(rows: pd.DataFrame) -> pd.DataFrame:
     tab = rows.pivot_table(index="region", columns="method", values="covered", aggfunc="mean").round(3)
     n = rows.groupby("region")["design"].size() // rows["method"].nunique() if "design" in rows else \
@@ -181,9 +213,10 @@ def coverage_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--designs", type=int, default=4000)
+    ap.add_argument("--designs", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--part", choices=("auprc", "brier", "all"), default="all")
+    ap.add_argument("--part", choices=("auprc", "brier", "power", "all"), default="all")
+    ap.add_argument("--runs", type=int, default=200, help="data sets per design of --part power")
     a = ap.parse_args(argv)
     pd.set_option("display.width", 200)
     if a.part in ("auprc", "all"):
@@ -196,6 +229,10 @@ def main(argv=None) -> None:
         rows = brier_study(max(a.designs // 4, 1), a.seed)
         print("\nBrier interval with fewer than 30 cases (coverage):")
         print(coverage_table(rows).to_string())
+    if a.part in ("power", "all"):
+        print("\nAUPRC pair test, share with p ≤ 0.05:")
+        for name, rate in pair_test_rates(a.runs).items():
+            print(f"  {name}: {rate:.3f}")
 
 
 if __name__ == "__main__":

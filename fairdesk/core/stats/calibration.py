@@ -293,7 +293,8 @@ def _ap_influence(values, pos, neg, ap) -> np.ndarray:
 
 
 def auprc_logit_se(ap: float, var: float, var_rows: float, n_positive: float) -> float:
-    """Standard error of ``logit(AP)`` behind every AUPRC interval and pair test (issue 21): the influence variance
+    """Standard error of ``logit(AP)`` behind every AUPRC interval and equivalence test (issue 21; the pair test of
+    a difference keeps the influence variance alone, whose size was right): the influence variance
     ``var`` (whole patients when they repeat), at least Boyd, Eng & Page's (2013) binomial variance
     ``AP(1 − AP)/n₁`` — times the whole-patient design effect ``var / var_rows`` (floored at 1) when patients
     repeat — divided by ``AP(1 − AP)`` (the delta method on the logit scale). NaN when AP is 0 or 1 or has no variance.
