@@ -75,8 +75,8 @@ DISCRIMINATION_MEASURES = ("auroc", "auprc")
 DISCRIMINATION_TEST_TEXT = {
     "auroc": "pairwise score-type z test of the logit-AUROC difference at the pooled AUROC, variances at least "
              "Hanley–McNeil's (× whole-patient design effect, then t reference); interval of the difference",
-    "auprc": "pairwise z test of the logit-AUPRC difference, influence-function variances; normal interval of the "
-             "difference",
+    "auprc": "pairwise z test of the logit-AUPRC difference, influence-function variances; interval of the "
+             "difference from the groups' logit-scale intervals (variances at least binomial; MOVER)",
 }
 
 
@@ -886,7 +886,9 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
     is Student's t with n − p df (p = 1, or 2 for the slope model, whose variance is also at least the model-based
     one); with whole patients (``rows_per_patient``) the variances already carry G/(G − 1) and the quantile is t with
     :func:`..stats.gaps.cluster_df` df. A Brier score is a mean of squares, right-skewed when the scores are
-    extreme: its log-scale interval stays positive and follows the skew."""
+    extreme: its log-scale interval stays positive and follows the skew, capped at 1; its variance is at least the
+    one it would have if the scores were the risks (:func:`..stats.calibration.brier_model_variance`; with fewer
+    than 10 cases the influence variance rests on the few observed)."""
     from fairdesk.core.stats import calibration as C
     from fairdesk.core.stats import gaps as G
 
@@ -916,7 +918,9 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
             elif m == "ece":
                 v, lo, hi = C.ece_debiased(pt, var["ece_bins"], level, cluster_df or math.inf)
             elif m == "brier":
-                lo, hi = ((v * math.exp(-z * se / v), v * math.exp(z * se / v)) if v > 0 else (0.0, z * se))
+                se = math.sqrt(max(vk, C.brier_model_variance(pt)))  # at least the model's (issue 21)
+                lo, hi = ((v * math.exp(-z * se / v), min(1.0, v * math.exp(min(z * se / v, 50.0)))) if v > 0
+                          else (0.0, z * se))
             else:
                 lo, hi = v - z * se, v + z * se
         out[m], out[f"{m}_ci_low"], out[f"{m}_ci_high"] = v, _finite(lo), _finite(hi)
@@ -932,16 +936,18 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
     Test of a pair (the groups are disjoint rows: independent), two-sided; interval of the gap
     v_a − v_b ± q·√(se_a² + se_b²); TOST at ±``plan.margin`` on that scale. AUROC: se² = max(DeLong, Hanley–McNeil)
     variance (× its whole-patient design effect, floored at 1), tested by a score-type z on the logit scale at the
-    pooled AUROC Ā, each group's variance at least Hanley–McNeil's at Ā (issue 21); AUPRC: se² = the influence
-    variance of average precision, z = (logit v_a − logit v_b) / √(lse_a² + lse_b²), lse = se / (v(1 − v)). Each
-    group's interval is ``expit(logit v ± q·lse)``. q and the p-values are normal with independent rows, Student's
-    t with :func:`..stats.gaps.cluster_df` degrees of freedom when patients repeat (whose variances carry G/(G − 1)).
+    pooled AUROC Ā, each group's variance at least Hanley–McNeil's at Ā (issue 21); AUPRC: z = (logit v_a −
+    logit v_b) / √(lse_a² + lse_b²) with lse the influence SE of logit AP, while the intervals and the TOST use
+    :func:`..stats.calibration.auprc_logit_se` (at least the binomial AP(1 − AP)/n₁) and the gap's interval is
+    MOVER (:func:`..stats.gaps.mover`) from the two groups' intervals. Each group's interval is
+    ``expit(logit v ± q·lse)``. q and the p-values are normal with independent rows, Student's t with :func:`..stats.gaps.cluster_df` degrees of freedom when patients repeat (whose variances carry G/(G − 1)).
     A group is compared only with at least ``plan.min_denominator`` positive and negative rows (fewer: "inconclusive:
     too few cases", not tested). Every pair is one test; each group's row shows its largest-gap pair, as the max
     rule does for rates.
     """
     from scipy.special import expit, logit
 
+    from fairdesk.core.stats import calibration as C
     from fairdesk.core.stats import gaps as G
 
     for metric in DISCRIMINATION_MEASURES:
@@ -949,7 +955,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
         for g in groups:
             value = _finite(g["point"][metric])
             lo = hi = None
-            se, deff, lse = math.nan, None, math.nan
+            se, deff, lse, lse_test = math.nan, None, math.nan, math.nan
             if value is not None and metric == "auroc":
                 var, deff = g["point"]["auroc_var"], 1.0
                 if cluster and g["var"].get("auroc", 0) > 0:
@@ -958,8 +964,12 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                     var = max(var, D.hanley_mcneil_variance(value, g["n_positive"], g["n"] - g["n_positive"]))
                 se = math.sqrt(var * deff) if var > 0 else math.nan
             elif value is not None:
-                var = g["var_cl"].get("auprc", math.nan)
-                se = math.sqrt(var) if var > 0 else math.nan
+                v_cl = g["var_cl"].get("auprc", math.nan)
+                lse = C.auprc_logit_se(value, v_cl, g["var"].get("auprc", math.nan), g["n_positive"])
+                se = lse * value * (1 - value)  # NaN when AP is 0 or 1 (no logit)
+                # the pair test keeps the influence variance: its size was right (0.045–0.065), and with the
+                # binomial floor it rejected none of 200 null pairs at AUROC 0.99 and lost half its power near 1
+                lse_test = math.sqrt(v_cl) / (value * (1 - value)) if 0 < value < 1 and v_cl > 0 else math.nan
             rows_pp = g.get("rows_per_patient")
             df = G.cluster_df(rows_pp) if rows_pp is not None else math.inf
             if value is not None and 0 < value < 1 and se > 0:
@@ -978,7 +988,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 reason = (f"{metric.upper()} of {value:g}: no variance to test with" if value in (0.0, 1.0)
                           else "no variance to test with")
             info.append({**g, "value": value, "ci": (lo, hi), "se": se, "deff": deff, "lse": lse,
-                         "reason": reason})
+                         "lse_test": lse_test, "reason": reason})
         testable = [i for i, g in enumerate(info) if g["reason"] is None]
         unit: dict[tuple[int, int], dict] = {}
         for pos, i in enumerate(testable):
@@ -1008,13 +1018,17 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 else:
                     # logit-scale z test on the influence variances: on the AP scale the z test was liberal in
                     # small groups (8.6% of null pairs of ~50 rows; 5.5% on the logit scale, docs/methods.md §8)
-                    lz = dl / math.sqrt(a["lse"] ** 2 + b["lse"] ** 2)
+                    lz = dl / math.sqrt(a["lse_test"] ** 2 + b["lse_test"] ** 2)
                 p = float(2 * G.tail(-abs(lz), df))
                 se = math.sqrt(va + vb)
                 q = float(G.quantile(plan.ci_level, df))
+                # AUPRC: the gap's interval from the groups' own (logit-scale) intervals, MOVER; the value-scale
+                # d ± q·se covered 0.78–0.89 near AP = 1 and with whole patients (issue 21)
+                ci = ((d - q * se, d + q * se) if metric == "auroc"
+                      else G.mover(a["value"], a["ci"], b["value"], b["ci"]))
                 unit[(i, j)] = {"test_id": test_id, "task": task, "attribute": attr, "metric": metric,
                                 "kind": "pair", "group": a["group"], "comparison": b["group"], "gap": d,
-                                "ci_low": d - q * se, "ci_high": d + q * se, "p_value": p,
+                                "ci_low": ci[0], "ci_high": ci[1], "p_value": p,
                                 "p_equivalence": float(G.tost_p(d, se, plan.margin, df)), "design_effect": deff,
                                 "n_boot_valid": None}
         tests.extend(unit.values())

@@ -1011,15 +1011,20 @@ def discrimination_method_text(plan, bootstrap: bool = False) -> str:
                "with bootstrap standard deviations, each by a z ")
     else:
         how = (f"{plan.ci_level:.0%} interval on the logit scale (DeLong's variance for AUROC, at least Hanley and "
-               "McNeil's, the large-sample variance of average precision for AUPRC; whole patients when patients "
+               "McNeil's, the large-sample variance of average precision for AUPRC, at least the binomial "
+               "AP(1 − AP)/n of its n cases; whole patients when patients "
                "repeat, then with a t reference). Every pair of groups with at least "
                f"{getattr(plan, 'min_denominator', 10)} patients with and without the condition is tested (fewer: "
                "inconclusive, too few cases): the AUROC difference at the two groups' pooled AUROC (a score-type "
-               "test that holds its error rate near an AUROC of 1), the AUPRC difference with those variances, "
+               "test that holds its error rate near an AUROC of 1), the AUPRC difference with its large-sample "
+               "variances (no floor), "
                "each by a z ")
+    gap_ci = ("a normal interval of the difference" if bootstrap else
+              "a normal interval of the AUROC difference and an AUPRC difference interval built from the two "
+              "groups' intervals (MOVER)")
     return (
         "AUROC and AUPRC (average precision) of the score within each group, each with its " + how +
-        "test on the logit scale (closer to normal in small groups) with a normal interval of the difference. "
+        f"test on the logit scale (closer to normal in small groups) with {gap_ci}. "
         "Each row shows the group it differs from most (gap = the group's "
         "value minus that group's); these tests are corrected together with the rate gaps (section 2), with the "
         f"same verdicts (equivalent: within ±{margin:g}). AUPRC moves with prevalence — a score that ranks at "

@@ -29,6 +29,8 @@ Agresti–Caffo interval for independent rows, is not a FairDesk dependency); sc
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 JEFFREYS = 0.5
@@ -158,3 +160,13 @@ def newcombe(x_a, n_a, x_b, n_b, level: float = 0.95) -> tuple[np.ndarray, np.nd
     low = d - np.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
     high = d + np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
     return low, high
+
+
+def mover(a: float, ci_a: tuple[float, float], b: float, ci_b: tuple[float, float]) -> tuple[float, float]:
+    """Interval of ``a − b`` from each estimate's own interval (MOVER, the "method of variance estimates recovery",
+    Zou & Donner 2008): ``a − b − √((a − l_a)² + (u_b − b)²)`` to ``a − b + √((u_a − a)² + (b − l_b)²)``. The
+    difference inherits the asymmetry of intervals on a transformed scale (e.g. logit) instead of a symmetric
+    interval around a − b on the value scale, which covers poorly when either estimate is near a bound."""
+    (la, ua), (lb, ub) = ci_a, ci_b
+    d = a - b
+    return d - math.hypot(a - la, ub - b), d + math.hypot(ua - a, b - lb)

@@ -27,7 +27,7 @@ VERIFIED: dict[str, dict] = {  # the map of 2026-11-25 on wt-stats (main 9316ae6
     "recall": {"min_cases": 100, "min_patients": 30},
     "specificity": {"min_cases": 10, "min_patients": 100},
     "auroc": {"min_cases": 10, "min_patients": 10, "max_auroc": 0.99},
-    "auprc": {"min_cases": None, "min_patients": 30, "max_auroc": 0.99},
+    "auprc": {"min_cases": 10, "min_patients": 1, "max_auroc": None},  # the map of wt-auprc (AUPRC intervals, below)
     "calibration": {"min_cases": 30, "min_patients": None},
 }
 SPACE_PREVALENCE = (0.01, 0.5)
