@@ -86,7 +86,7 @@ def test_interpreter_gradient_from_the_adversary_term_is_reversed(method):
     g_a = _grads(la, params)
     expected = [gc - 2.5 * ga for gc, ga in zip(g_c, g_a)]
     if "R" in nets:
-        expected = [e + g for e, g in zip(expected, _grads(((nets["R"](z) - x) ** 2).mean(), params))]
+        expected = [e + g for e, g in zip(expected, _grads(ai.reconstruction_loss(nets, z, x, a, s), params))]
     if method == "consensus":
         expected = [e - 2.5 * g for e, g in zip(expected, _grads(ai.discriminator_loss(nets, zs), params))]
     for got, exp in zip(g_total, expected):
@@ -328,3 +328,21 @@ def test_gpu_path_matches_the_contract():
     X, y, age = _data()
     f = ai.fit_method("consensus", X, y, age, ai.LearnerSettings(**{**TINY.to_dict(), "device": "cuda"}), seed=0)
     assert f.device.startswith("cuda") and f.predict_proba(X).shape == (len(y),)
+
+
+def test_the_reconstructor_reads_age_so_it_does_not_reward_age_in_z():
+    """Issue 27: with ``reconstruct_with_age`` (default) R reads [z, age]: given age, Lr's gradient on z no longer
+    points along age — a z that drops age loses nothing in reconstruction. 000's R(z) (False) reads z only."""
+    nets, _ = _nets("entropy")
+    assert nets["R"][0].in_features == TINY.z_dim + 1
+    x, _, a = _batch(32)
+    z = nets["I"](x)
+    lr_age = ai.reconstruction_loss(nets, z, x, a, TINY)
+    lr_other = ai.reconstruction_loss(nets, z, x, -a, TINY)
+    assert float(lr_age) != pytest.approx(float(lr_other))  # R does read age
+    old = ai.LearnerSettings(**{**TINY.to_dict(), "reconstruct_with_age": False})
+    nets0, _ = _nets("autoencoder", old)
+    assert nets0["R"][0].in_features == TINY.z_dim
+    z0 = nets0["I"](x)
+    assert float(ai.reconstruction_loss(nets0, z0, x, a, old)) == pytest.approx(float(ai.reconstruction_loss(
+        nets0, z0, x, -a, old)))

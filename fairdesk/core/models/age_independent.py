@@ -11,7 +11,9 @@ where present, R) takes ONE step on its loss, then the adversary (and discrimina
 ``z`` held fixed (000 Algorithms 1–4):
 
 * ``simple``       — I, C minimise ``Lc − λ·La``; A minimises ``La = mean (A(z) − age)²``.
-* ``autoencoder``  — adds R: z → x̂; I, C, R minimise ``Lc − λ·La + Lr`` with ``Lr = mean (x̂ − x)²``.
+* ``autoencoder``  — adds R: z → x̂; I, C, R minimise ``Lc − λ·La + Lr`` with ``Lr = mean (x̂ − x)²``. By default
+  (``reconstruct_with_age``, issue 27) R also reads standardised age, so the reconstruction does not reward age in
+  z (:func:`reconstruction_loss`); 000's R reads z only.
 * ``consensus``    — features split at random into M = 3 modalities of equal (±1) size (:func:`modality_split`);
   one interpreter per modality, D predicts the modality from each ``z_m`` (``Ld`` = CE), A predicts age from each
   ``z_m`` (``La`` averaged over m), C reads ``[z_1 … z_M]``. I, C minimise ``Lc − λ·La − λ·Ld``; then K_D steps
@@ -88,6 +90,7 @@ class LearnerSettings:
     k_disc: int = 1         # K_D: discriminator steps per minibatch (consensus)
     lambda_h: float = 1.0   # λ_H: weight of the entropy term (entropy)
     age_bins: int = 5       # B: age groups the entropy family's adversary classifies (2 = 000's above/below the mean)
+    reconstruct_with_age: bool = True  # R reads [z, age] (False: 000's R(z), which rewards age in z)
     z_dim: int = 8          # size of z (per modality for consensus); 8 = the DNN's last hidden layer
     hidden: tuple[int, ...] = (64, 32)  # interpreter hidden layers (the DNN's 64-32 before its 8)
     head_hidden: int = 16   # hidden units of C, A, D
@@ -207,7 +210,7 @@ def build_nets(method: str, n_features: int, settings: LearnerSettings,
         nets["A"].register_buffer("age_edges", torch.as_tensor(age_group_edges(None, s.age_bins),
                                                                dtype=torch.float32))
     if method != "simple":
-        nets["R"] = mlp([zc, *reversed(s.hidden), n_features])
+        nets["R"] = mlp([zc + int(s.reconstruct_with_age), *reversed(s.hidden), n_features])
     return nets
 
 
@@ -355,7 +358,7 @@ def interpreter_loss(method: str, nets: dict, x, y, age_std, settings: LearnerSe
     parts = {"Lc": float(lc.detach()), "La": float(la.detach()),
              **({k: float(v.detach()) for k, v in terms.items()} if method.startswith("entropy") else {})}
     if "R" in nets:
-        lr = ((nets["R"](z) - x) ** 2).mean()
+        lr = reconstruction_loss(nets, z, x, age_std, settings)
         loss = loss + lr
         parts["Lr"] = float(lr.detach())
     if method == "consensus":
@@ -367,6 +370,17 @@ def interpreter_loss(method: str, nets: dict, x, y, age_std, settings: LearnerSe
         loss = loss - settings.lam * ld
         parts["Ld"] = float(ld.detach())
     return loss, parts
+
+
+def reconstruction_loss(nets: dict, z, x, age_std, settings: LearnerSettings):
+    """Lr = mean (x̂ − x)², x̂ = R(z) (000) or, with ``settings.reconstruct_with_age``, R([z, standardised age]):
+    the decoder is given age, so the reconstruction no longer rewards a z that carries it (as in the Fader networks
+    of Lample et al. 2017). Without it, where age is a large share of the features' variance the reconstruction
+    pulls age into z as hard as the adversary pushes it out (measured in docs/methods.md §3)."""
+    import torch
+
+    r_in = torch.cat([z, age_std.to(z.dtype).unsqueeze(1)], dim=1) if settings.reconstruct_with_age else z
+    return ((nets["R"](r_in) - x) ** 2).mean()
 
 
 def make_optimisers(method: str, nets: dict, settings: LearnerSettings) -> dict:
