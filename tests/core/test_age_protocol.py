@@ -196,6 +196,26 @@ def test_frontier_points(tiny):
         ap.accuracy_fairness_frontier(tiny, "label", "age", "participant_id", methods=("svm",))
 
 
+def test_when_no_lambda_reaches_the_target_the_document_and_the_words_say_so(tiny):
+    """Issue 27: λ chosen per fold, a target no λ of the grid can reach → the document counts 0 folds reached, the
+    verdict is "not age-independent" and the report's words (the screen and the command line print the same
+    sentence) say that no λ reached it and what to do."""
+    from fairdesk.core.reports.age_independence import age_left_words, build_age_report
+
+    res = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=_tiny_settings(
+        methods=("dnn", "simple"), repeats=1, lambda_grid=(0.3, 1.0), leakage_target=-0.9))
+    e = res.document["methods"]["simple"]
+    assert e["lambda_selection"]["reached_in_folds"] == 0 and len(e["lambda_selection"]["folds"]) == 3
+    assert all(not c["reached"] and c["lambda"] in (0.3, 1.0) for c in e["lambda_selection"]["folds"])
+    assert e["leakage"]["beyond_label"]["r2"] > -0.9 and e["age_independence"]["verdict"] == "not age-independent"
+    words = age_left_words(res.document, "simple")
+    assert words.startswith("age-indep-simple still carries age: R² ")
+    assert "so its representation is not age-independent; no λ up to 1 reached the target in the validation of " \
+           "3 of 3 folds; raise λ" in words
+    summary = " ".join(b.text for b in build_age_report(res.document).section("summary").blocks)
+    assert words in summary and "its representation is not age-independent (R²" in summary
+
+
 @pytest.mark.slow
 def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
     """Small demo cohort: the DNN's representation carries age (held-out probe R² well above 0) and its Δ^(5) is
