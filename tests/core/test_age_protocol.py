@@ -269,3 +269,45 @@ def test_fresh_cohorts_regression_guard(cohort):
         assert row["leakage_r2_beyond_label"] <= beyond + 0.05
         assert row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
         assert row["leakage_r2"] <= dnn["leakage_r2"] + 0.05
+
+
+#: Measured by the test below (= `benchmarks/bench_age_fresh_cohorts.py --cohort independent --participants 200
+#: --folds 3`, seed 0, one thread, λ chosen per fold — the defaults): accuracy cost against the DNN (points), the
+#: probe's age R² (the label carries no age here, so it is the R² beyond the label too), Δ^(5) minus the DNN's.
+INDEPENDENT_GUARD = {"simple": (12.7, -0.002, -0.053), "entropy": (6.7, 0.049, -0.220)}
+
+
+@pytest.mark.slow
+def test_independent_cohort_default_path_guard():
+    """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
+    ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold): both learners' representations carry
+    little age (R² ≤ 0.10, the done criterion) with Δ^(5) no larger than the DNN's; the accuracy cost may improve,
+    not get worse unseen (it is above 5 points: docs/methods.md §3). Before issue 27's changes (2 age groups for
+    the entropy adversary, its reconstructor reading z only, λ from 1, 3, 10): cost 16.7 and 10.1 points, Δ^(5) of
+    simple above the DNN's."""
+    from benchmarks.bench_age_fresh_cohorts import run
+
+    r = run("independent", participants=200, folds=3)
+    dnn = r["methods"]["dnn"]
+    assert abs(r["age_r2_from_label"]) < 0.02
+    for m, (cost, r2, d5) in INDEPENDENT_GUARD.items():
+        row = r["methods"][m]
+        assert row["leakage_r2"] <= 0.10 and row["leakage_r2"] <= r2 + 0.05
+        assert row["delta_eo_5"] <= dnn["delta_eo_5"] and row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
+        assert row["accuracy_cost_points"] <= cost + 3.0
+
+
+def test_independent_cohort_ci_guard():
+    """The CI-sized guard of the independent cohort (60 participants, 3 folds, λ = 0.3 fixed, fixed seeds): the
+    simple learner's representation holds less age than the DNN's and at most the target; the entropy learner's
+    age, both costs and Δ^(5) held at their measured values (DNN 0.654 accuracy, age R² 0.071, Δ^(5) 1.696; simple
+    0.588, −0.020, 1.896; entropy 0.618, 0.169, 2.153 — at this size the learners train on ~100 rows and Δ^(5) is
+    noise; the full-size guard above reads the done criterion)."""
+    from benchmarks.bench_age_fresh_cohorts import run
+
+    r = run("independent", participants=60, folds=3, lam=0.3)
+    dnn, simple, entropy = (r["methods"][m] for m in ("dnn", "simple", "entropy"))
+    assert simple["leakage_r2"] <= min(ap.LEAKAGE_TARGET, dnn["leakage_r2"])
+    assert entropy["leakage_r2"] <= 0.169 + 0.05
+    assert simple["accuracy_cost_points"] <= 6.6 + 3.0 and entropy["accuracy_cost_points"] <= 3.7 + 3.0
+    assert simple["delta_eo_5"] <= 1.896 + 0.15 and entropy["delta_eo_5"] <= 2.153 + 0.15
