@@ -59,3 +59,23 @@ def test_bad_settings_are_refused():
         make_age_cohort(cosine=1.0)
     with pytest.raises(DataError):
         make_age_cohort(age_signal=-1)
+
+
+def test_diagnosis_independent_of_age_on_request():
+    """``dx_age_scale=None`` (issue 27's fresh cohort: age and diagnosis independent causes of the features): the
+    label carries no age, the features still carry both; the default link is unchanged."""
+    from scipy.stats import pointbiserialr
+
+    kw = dict(n_participants=600, n_features=30, seed=7)
+    linked, free = make_age_cohort(**kw), make_age_cohort(dx_age_scale=None, **kw)
+    first = free.groupby("participant_id").first()
+    assert pointbiserialr(first.label, first.age).pvalue > 0.01 and 0.4 < first.label.mean() < 0.6
+    first_linked = linked.groupby("participant_id").first()
+    assert pointbiserialr(first_linked.label, first_linked.age).statistic > 0.4
+    assert (free.age == linked.age).all()  # same people, same ages: only the diagnosis draw's link differs
+    X = _features(free)
+    age_z = (free["age"].to_numpy() - 68.0) / 9.0
+    coef = np.linalg.lstsq(np.column_stack([np.ones(len(free)), age_z, free.label - 0.5]), X, rcond=None)[0]
+    assert np.linalg.norm(coef[1]) > 0.5 and np.linalg.norm(coef[2]) > 0.3
+    with pytest.raises(DataError):
+        make_age_cohort(dx_age_scale=0.0)

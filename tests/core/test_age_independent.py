@@ -86,7 +86,7 @@ def test_interpreter_gradient_from_the_adversary_term_is_reversed(method):
     g_a = _grads(la, params)
     expected = [gc - 2.5 * ga for gc, ga in zip(g_c, g_a)]
     if "R" in nets:
-        expected = [e + g for e, g in zip(expected, _grads(((nets["R"](z) - x) ** 2).mean(), params))]
+        expected = [e + g for e, g in zip(expected, _grads(ai.reconstruction_loss(nets, z, x, a, s), params))]
     if method == "consensus":
         expected = [e - 2.5 * g for e, g in zip(expected, _grads(ai.discriminator_loss(nets, zs), params))]
     for got, exp in zip(g_total, expected):
@@ -147,9 +147,38 @@ def test_adversary_prior_by_hand():
     within = (np.sum((a[:3] - a[:3].mean()) ** 2) + np.sum((a[3:] - a[3:].mean()) ** 2)) / 6
     assert ai.adversary_prior("simple", y, a, cond) == pytest.approx(within)
     assert ai.adversary_prior("simple", y, a, marg) == pytest.approx(np.var(a))
+    two = ai.LearnerSettings(**{**TINY.to_dict(), "age_bins": 2})  # 000's adversary: age above the mean
     h = -(1 / 3 * np.log(1 / 3) + 2 / 3 * np.log(2 / 3))  # 1 of 3 above 0 for label 0, 2 of 3 for label 1
-    assert ai.adversary_prior("entropy", y, a, cond) == pytest.approx(h)
-    assert ai.adversary_prior("entropy", y, a, marg) == pytest.approx(np.log(2))
+    assert ai.adversary_prior("entropy", y, a, two) == pytest.approx(h)
+    assert ai.adversary_prior("entropy", y, a, ai.LearnerSettings(**{**two.to_dict(), "conditional": False})) == \
+        pytest.approx(np.log(2))
+    # 3 groups with edges −0.6, 0.6: label 0 → groups 0, 1, 1; label 1 → 2, 2, 0; by hand
+    h3 = -(1 / 3 * np.log(1 / 3) + 2 / 3 * np.log(2 / 3))
+    three = ai.LearnerSettings(**{**TINY.to_dict(), "age_bins": 3})
+    assert ai.adversary_prior("entropy", y, a, three, edges=[-0.6, 0.6]) == pytest.approx(h3)
+    assert ai.adversary_prior("entropy", y, a, ai.LearnerSettings(**{**three.to_dict(), "conditional": False}),
+                              edges=[-0.6, 0.6]) == pytest.approx(np.log(3) - 0.0)  # 2, 2, 2 of 6: uniform
+
+
+def test_entropy_adversary_classifies_equal_frequency_age_groups():
+    """Issue 27: the entropy learners' adversary sees B age groups (equal-frequency on the training rows; B = 2 is
+    000's split at the mean), not only whether age is above the mean."""
+    assert ai.age_group_edges(None, 2) == pytest.approx([0.0])
+    age = np.random.default_rng(0).normal(size=1000)
+    edges = ai.age_group_edges(age, 5)
+    assert len(edges) == 4 and np.allclose(np.bincount(ai.age_groups(age, edges)), 200, atol=1)
+    assert ai.age_group_edges(age + 0.3, 2) == pytest.approx([0.0])  # 000's mean split, not the median
+    X, y, a = _data(n=64)
+    fitted = ai.fit_method("entropy", X, y, a, TINY, seed=0)
+    assert fitted.represent(X).shape == (64, TINY.z_dim)
+    nets, _ = _nets("entropy")
+    assert nets["A"][-1].out_features == 5
+    x, yb, ab = _batch()
+    target = torch.bucketize(ab, nets["A"].age_edges)
+    assert np.array_equal(target.numpy(), ai.age_groups(ab.numpy(), nets["A"].age_edges.numpy()))
+    assert ai.adversary_terms("entropy", nets, [nets["I"](x)], ab, TINY, yb)["H"] <= np.log(5) + 1e-6
+    with pytest.raises(ai.DataError):
+        ai.LearnerSettings(age_bins=1)
 
 
 def test_conditional_adversary_reads_the_label():
@@ -175,14 +204,10 @@ def test_entropy_term_is_maximised_by_the_interpreter_and_minimised_by_the_adver
     torch.nn.init.zeros_(nets["C"][-1].weight)
     x, y, a = _batch(32)
 
-    def entropy():
-        for n in nets.values():
-            n.eval()
+    def entropy():  # in training mode: the batch statistics the losses are optimised with (eval mode's running
+        # statistics lag 20 steps behind, and with 5 age groups H starts within 0.1 of its maximum log 5)
         with torch.no_grad():
-            h = ai.adversary_loss("entropy-h", nets, [nets["I"](x)], a, s, y)[0].item()
-        for n in nets.values():
-            n.train()
-        return h
+            return ai.adversary_loss("entropy-h", nets, [nets["I"](x)], a, s, y)[0].item()
 
     h0 = entropy()
     opt = torch.optim.SGD(nets["I"].parameters(), lr=0.05)
@@ -303,3 +328,21 @@ def test_gpu_path_matches_the_contract():
     X, y, age = _data()
     f = ai.fit_method("consensus", X, y, age, ai.LearnerSettings(**{**TINY.to_dict(), "device": "cuda"}), seed=0)
     assert f.device.startswith("cuda") and f.predict_proba(X).shape == (len(y),)
+
+
+def test_the_reconstructor_reads_age_so_it_does_not_reward_age_in_z():
+    """Issue 27: with ``reconstruct_with_age`` (default) R reads [z, age]: given age, Lr's gradient on z no longer
+    points along age — a z that drops age loses nothing in reconstruction. 000's R(z) (False) reads z only."""
+    nets, _ = _nets("entropy")
+    assert nets["R"][0].in_features == TINY.z_dim + 1
+    x, _, a = _batch(32)
+    z = nets["I"](x)
+    lr_age = ai.reconstruction_loss(nets, z, x, a, TINY)
+    lr_other = ai.reconstruction_loss(nets, z, x, -a, TINY)
+    assert float(lr_age) != pytest.approx(float(lr_other))  # R does read age
+    old = ai.LearnerSettings(**{**TINY.to_dict(), "reconstruct_with_age": False})
+    nets0, _ = _nets("autoencoder", old)
+    assert nets0["R"][0].in_features == TINY.z_dim
+    z0 = nets0["I"](x)
+    assert float(ai.reconstruction_loss(nets0, z0, x, a, old)) == pytest.approx(float(ai.reconstruction_loss(
+        nets0, z0, x, -a, old)))

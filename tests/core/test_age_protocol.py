@@ -196,6 +196,26 @@ def test_frontier_points(tiny):
         ap.accuracy_fairness_frontier(tiny, "label", "age", "participant_id", methods=("svm",))
 
 
+def test_when_no_lambda_reaches_the_target_the_document_and_the_words_say_so(tiny):
+    """Issue 27: λ chosen per fold, a target no λ of the grid can reach → the document counts 0 folds reached, the
+    verdict is "not age-independent" and the report's words (the screen and the command line print the same
+    sentence) say that no λ reached it and what to do."""
+    from fairdesk.core.reports.age_independence import age_left_words, build_age_report
+
+    res = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=_tiny_settings(
+        methods=("dnn", "simple"), repeats=1, lambda_grid=(0.3, 1.0), leakage_target=-0.9))
+    e = res.document["methods"]["simple"]
+    assert e["lambda_selection"]["reached_in_folds"] == 0 and len(e["lambda_selection"]["folds"]) == 3
+    assert all(not c["reached"] and c["lambda"] in (0.3, 1.0) for c in e["lambda_selection"]["folds"])
+    assert e["leakage"]["beyond_label"]["r2"] > -0.9 and e["age_independence"]["verdict"] == "not age-independent"
+    words = age_left_words(res.document, "simple")
+    assert words.startswith("age-indep-simple still carries age: R² ")
+    assert "so its representation is not age-independent; no λ up to 1 reached the target in the validation of " \
+           "3 of 3 folds; raise λ" in words
+    summary = " ".join(b.text for b in build_age_report(res.document).section("summary").blocks)
+    assert words in summary and "its representation is not age-independent (R²" in summary
+
+
 @pytest.mark.slow
 def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
     """Small demo cohort: the DNN's representation carries age (held-out probe R² well above 0) and its Δ^(5) is
@@ -221,9 +241,10 @@ def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
 
 #: Measured by this test (= `benchmarks/bench_age_fresh_cohorts.py --participants 200 --folds 3 --lambda 1`, seed 0,
 #: one thread): per learner the accuracy cost against the DNN (points), the R² of the age beyond the label, Δ^(5)
-#: minus the DNN's.
-GUARD = {"strong": {"simple": (-1.7, 0.059, -0.928), "entropy": (3.8, 0.151, -0.268)},
-         "sessions": {"simple": (5.8, 0.037, -0.019), "entropy": (6.0, 0.066, -0.362)}}
+#: minus the DNN's. Entropy re-measured with issue 27's five age groups and age-reading reconstructor (before: strong
+#: 3.8, 0.151, −0.268; sessions 6.0, 0.066, −0.362).
+GUARD = {"strong": {"simple": (-1.7, 0.059, -0.928), "entropy": (2.3, 0.094, -0.697)},
+         "sessions": {"simple": (5.8, 0.037, -0.019), "entropy": (6.4, 0.063, -0.326)}}
 
 
 @pytest.mark.slow
@@ -249,3 +270,45 @@ def test_fresh_cohorts_regression_guard(cohort):
         assert row["leakage_r2_beyond_label"] <= beyond + 0.05
         assert row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
         assert row["leakage_r2"] <= dnn["leakage_r2"] + 0.05
+
+
+#: Measured by the test below (= `benchmarks/bench_age_fresh_cohorts.py --cohort independent --participants 200
+#: --folds 3`, seed 0, one thread, λ chosen per fold — the defaults): accuracy cost against the DNN (points), the
+#: probe's age R² (the label carries no age here, so it is the R² beyond the label too), Δ^(5) minus the DNN's.
+INDEPENDENT_GUARD = {"simple": (12.7, -0.002, -0.053), "entropy": (6.7, 0.049, -0.220)}
+
+
+@pytest.mark.slow
+def test_independent_cohort_default_path_guard():
+    """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
+    ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold): both learners' representations carry
+    little age (R² ≤ 0.10, the done criterion) with Δ^(5) no larger than the DNN's; the accuracy cost may improve,
+    not get worse unseen (it is above 5 points: docs/methods.md §3). Before issue 27's changes (2 age groups for
+    the entropy adversary, its reconstructor reading z only, λ from 1, 3, 10): cost 16.7 and 10.1 points, Δ^(5) of
+    simple above the DNN's."""
+    from benchmarks.bench_age_fresh_cohorts import run
+
+    r = run("independent", participants=200, folds=3)
+    dnn = r["methods"]["dnn"]
+    assert abs(r["age_r2_from_label"]) < 0.02
+    for m, (cost, r2, d5) in INDEPENDENT_GUARD.items():
+        row = r["methods"][m]
+        assert row["leakage_r2"] <= 0.10 and row["leakage_r2"] <= r2 + 0.05
+        assert row["delta_eo_5"] <= dnn["delta_eo_5"] and row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
+        assert row["accuracy_cost_points"] <= cost + 3.0
+
+
+def test_independent_cohort_ci_guard():
+    """The CI-sized guard of the independent cohort (60 participants, 3 folds, λ = 0.3 fixed, fixed seeds): the
+    simple learner's representation holds less age than the DNN's and at most the target; the entropy learner's
+    age, both costs and Δ^(5) held at their measured values (DNN 0.654 accuracy, age R² 0.071, Δ^(5) 1.696; simple
+    0.588, −0.020, 1.896; entropy 0.618, 0.169, 2.153 — at this size the learners train on ~100 rows and Δ^(5) is
+    noise; the full-size guard above reads the done criterion)."""
+    from benchmarks.bench_age_fresh_cohorts import run
+
+    r = run("independent", participants=60, folds=3, lam=0.3)
+    dnn, simple, entropy = (r["methods"][m] for m in ("dnn", "simple", "entropy"))
+    assert simple["leakage_r2"] <= min(ap.LEAKAGE_TARGET, dnn["leakage_r2"])
+    assert entropy["leakage_r2"] <= 0.169 + 0.05
+    assert simple["accuracy_cost_points"] <= 6.6 + 3.0 and entropy["accuracy_cost_points"] <= 3.7 + 3.0
+    assert simple["delta_eo_5"] <= 1.896 + 0.15 and entropy["delta_eo_5"] <= 2.153 + 0.15

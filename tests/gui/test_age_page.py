@@ -165,3 +165,22 @@ def test_cancel_stores_nothing(cohort_window, run_and_wait):
     assert page.status.text() == "Cancelled; nothing was stored." and page.audit_ids() == []
     assert len(window.project.datasets()) == n_datasets and window.project.audits() == []
     assert page.run_button.isEnabled() and not page.cancel_button.isEnabled()
+
+
+def test_the_screen_says_in_words_when_no_lambda_reached_the_target(window):
+    """Issue 27: λ chosen per fold and no λ of the grid reaching the leakage target — the page's summary (the
+    report's own words) says the learner still carries age, that no λ reached the target, and what to do."""
+    from fairdesk.core.audits import age_independence as ap
+
+    doc = ap.run_age_independence(
+        make_age_cohort(n_participants=24, n_features=8, seed=3), "label", "age", "participant_id",
+        settings=ap.AgeProtocolSettings(methods=("dnn", "simple"), folds=2, seed=4, learner=TINY, reference=False,
+                                        lambda_grid=(0.3,), leakage_target=-0.9)).document
+    page = window.age_panel
+    page.show_results(doc)
+    text = " ".join(page.summary_view.toPlainText().split())
+    assert "age-indep-simple still carries age: R²" in text
+    missed = doc["methods"]["simple"]["lambda_selection"]
+    assert missed["reached_in_folds"] < 2  # (a validation quarter of 5 participants can fall below any target)
+    assert f"so its representation is not age-independent; no λ up to 0.3 reached the target in the validation " \
+           f"of {2 - missed['reached_in_folds']} of 2 folds; raise λ" in text

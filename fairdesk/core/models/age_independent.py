@@ -11,14 +11,19 @@ where present, R) takes ONE step on its loss, then the adversary (and discrimina
 ``z`` held fixed (000 Algorithms 1–4):
 
 * ``simple``       — I, C minimise ``Lc − λ·La``; A minimises ``La = mean (A(z) − age)²``.
-* ``autoencoder``  — adds R: z → x̂; I, C, R minimise ``Lc − λ·La + Lr`` with ``Lr = mean (x̂ − x)²``.
+* ``autoencoder``  — adds R: z → x̂; I, C, R minimise ``Lc − λ·La + Lr`` with ``Lr = mean (x̂ − x)²``. By default
+  (``reconstruct_with_age``, issue 27) R also reads standardised age, so the reconstruction does not reward age in
+  z (:func:`reconstruction_loss`); 000's R reads z only.
 * ``consensus``    — features split at random into M = 3 modalities of equal (±1) size (:func:`modality_split`);
   one interpreter per modality, D predicts the modality from each ``z_m`` (``Ld`` = CE), A predicts age from each
   ``z_m`` (``La`` averaged over m), C reads ``[z_1 … z_M]``. I, C minimise ``Lc − λ·La − λ·Ld``; then K_D steps
   of D on ``Ld`` and K steps of A on ``La``. No reconstructor.
-* ``entropy``      — as autoencoder, but A outputs 2 logits for P(age > training-mean age | z);
-  ``La = CE(P, 1[age > mean]) + λ_H·H[P]`` with ``H[P] = −Σ P log P`` (batch mean); A minimises La, I maximises it
+* ``entropy``      — as autoencoder, but A is an age-group classifier: B logits for the row's age group g (B =
+  ``age_bins`` equal-frequency groups of the training rows' age, :func:`age_group_edges`);
+  ``La = CE(P, g) + λ_H·H[P]`` with ``H[P] = −Σ P log P`` (batch mean); A minimises La, I maximises it
   (I, C, R minimise ``Lc − λ·La + Lr``). ``entropy-binary`` keeps the CE term only, ``entropy-h`` the H term only.
+  ``age_bins=2`` is 000's adversary (age above or below the mean: the edge of standardised age is 0); the default
+  5 groups (issue 27) — with two, age within each half is never penalised and a regression probe still reads it.
 
 λ (``lam``) is FairDesk's adversary strength: 000's algorithms are λ = 1 (the default); λ = 0 trains the same
 networks with no adversarial pressure. The regression adversary sees age standardised with the training rows'
@@ -84,6 +89,8 @@ class LearnerSettings:
     k_adv: int = 5          # K: adversary steps per minibatch (000 leaves K open; 1 let z keep age)
     k_disc: int = 1         # K_D: discriminator steps per minibatch (consensus)
     lambda_h: float = 1.0   # λ_H: weight of the entropy term (entropy)
+    age_bins: int = 5       # B: age groups the entropy family's adversary classifies (2 = 000's above/below the mean)
+    reconstruct_with_age: bool = True  # R reads [z, age] (False: 000's R(z), which rewards age in z)
     z_dim: int = 8          # size of z (per modality for consensus); 8 = the DNN's last hidden layer
     hidden: tuple[int, ...] = (64, 32)  # interpreter hidden layers (the DNN's 64-32 before its 8)
     head_hidden: int = 16   # hidden units of C, A, D
@@ -104,6 +111,8 @@ class LearnerSettings:
             raise DataError("Training needs at least one epoch and minibatches of at least 2 rows.")
         if self.n_modalities < 2:
             raise DataError("Consensus-net needs at least 2 modalities.")
+        if self.age_bins < 2:
+            raise DataError("The entropy learners' adversary needs at least 2 age groups (age_bins ≥ 2).")
         if self.adversary_term not in ADVERSARY_TERMS:
             raise DataError(f"Unknown adversary term '{self.adversary_term}'; use 'bounded' (the default) or "
                             "'unbounded' (000's −λ·La).")
@@ -193,9 +202,15 @@ def build_nets(method: str, n_features: int, settings: LearnerSettings,
     if method not in LEARNERS:
         raise ModelError(f"Unknown learner '{method}'.")
     nets = {"I": mlp([n_features, *s.hidden, zc]), "C": mlp([zc, s.head_hidden, 2]),
-            "A": mlp([zc + int(s.conditional), s.head_hidden, 2 if method.startswith("entropy") else 1])}
+            "A": mlp([zc + int(s.conditional), s.head_hidden, s.age_bins if method.startswith("entropy") else 1])}
+    if method.startswith("entropy"):
+        import torch
+
+        # the group edges on standardised age travel with A (device, state dict); the fit sets the training rows'
+        nets["A"].register_buffer("age_edges", torch.as_tensor(age_group_edges(None, s.age_bins),
+                                                               dtype=torch.float32))
     if method != "simple":
-        nets["R"] = mlp([zc, *reversed(s.hidden), n_features])
+        nets["R"] = mlp([zc + int(s.reconstruct_with_age), *reversed(s.hidden), n_features])
     return nets
 
 
@@ -228,6 +243,25 @@ def _adversary_input(z, y, settings: LearnerSettings):
     return torch.cat([z, (2.0 * y.to(z.dtype) - 1.0).unsqueeze(1)], dim=1)
 
 
+def age_group_edges(age_std, bins: int) -> np.ndarray:
+    """The ``bins − 1`` inner edges of equal-frequency age groups on standardised age: the quantiles of the
+    training rows' ``age_std``, or, without rows (``None``), of the standard normal (for 2 groups both give 0 on a
+    symmetric sample: 000's split at the mean). A row's group is the number of edges below its age."""
+    from scipy.stats import norm
+
+    q = np.arange(1, bins) / bins
+    if age_std is None:
+        return norm.ppf(q)
+    if bins == 2:
+        return np.zeros(1)  # 000: above or below the training mean (0 on standardised age)
+    return np.quantile(np.asarray(age_std, float), q)
+
+
+def age_groups(age_std, edges) -> np.ndarray:
+    """Each row's age group (0 … len(edges)) given the inner edges: the number of edges strictly below its age."""
+    return np.searchsorted(np.asarray(edges, float), np.asarray(age_std, float), side="left")
+
+
 def adversary_terms(method: str, nets: dict, zs: list, age_std, settings: LearnerSettings, y=None) -> dict:
     """The adversary's loss parts: ``mse`` (regression adversary, averaged over modalities) or ``ce`` and ``H``
     (entropy family), as tensors."""
@@ -236,7 +270,7 @@ def adversary_terms(method: str, nets: dict, zs: list, age_std, settings: Learne
 
     if method.startswith("entropy"):
         logits = nets["A"](_adversary_input(zs[0], y, settings))
-        target = (age_std > 0).long()
+        target = torch.bucketize(age_std, nets["A"].age_edges.to(age_std.dtype))  # age group: edges below
         logp = torch.log_softmax(logits, dim=1)
         return {"ce": F.cross_entropy(logits, target), "H": -(logp.exp() * logp).sum(dim=1).mean()}
     losses = [((nets["A"](_adversary_input(z, y, settings)).squeeze(1) - age_std) ** 2).mean() for z in zs]
@@ -269,18 +303,21 @@ def adversary_loss(method: str, nets: dict, zs: list, age_std, settings: Learner
     return combine_adversary(method, terms, settings), parts
 
 
-def adversary_prior(method: str, y, age_std, settings: LearnerSettings) -> float:
+def adversary_prior(method: str, y, age_std, settings: LearnerSettings, edges=None) -> float:
     """The adversary's loss when it reads nothing from z: the best constant guess of standardised age (or of
-    1[age > mean]), per label class when the adversary is conditional. Squared error: the (within-class) variance;
-    entropy family: the (conditional) entropy of 1[age > mean] in nats. Consensus's discriminator: log M."""
+    the age group), per label class when the adversary is conditional. Squared error: the (within-class) variance;
+    entropy family: the (conditional) entropy of the age group (``edges``: :func:`age_group_edges`, by default
+    the standard normal's) in nats. Consensus's discriminator: log M."""
     y = np.asarray(y).astype(int).reshape(-1)
     age_std = np.asarray(age_std, float).reshape(-1)
     classes = [y == c for c in np.unique(y)] if settings.conditional else [np.ones(y.size, bool)]
+    if method.startswith("entropy"):
+        group = age_groups(age_std, age_group_edges(None, settings.age_bins) if edges is None else edges)
     total = 0.0
     for rows in classes:
         if method.startswith("entropy"):
-            q = float(np.mean(age_std[rows] > 0))
-            h = -sum(v * math.log(v) for v in (q, 1 - q) if v > 0)
+            q = np.bincount(group[rows], minlength=settings.age_bins) / rows.sum()
+            h = -sum(v * math.log(v) for v in q if v > 0)
             total += rows.sum() * h
         else:
             total += float(((age_std[rows] - age_std[rows].mean()) ** 2).sum())
@@ -314,13 +351,14 @@ def interpreter_loss(method: str, nets: dict, x, y, age_std, settings: LearnerSe
     terms = adversary_terms(method, nets, zs, age_std, settings, y)
     bounded = settings.adversary_term == "bounded"
     if bounded and prior is None:
-        prior = adversary_prior(method, y.cpu().numpy(), age_std.cpu().numpy(), settings)
+        edges = nets["A"].age_edges.cpu().numpy() if method.startswith("entropy") else None
+        prior = adversary_prior(method, y.cpu().numpy(), age_std.cpu().numpy(), settings, edges)
     la = combine_adversary(method, terms, settings, prior if bounded else None)
     loss = lc - settings.lam * la
     parts = {"Lc": float(lc.detach()), "La": float(la.detach()),
              **({k: float(v.detach()) for k, v in terms.items()} if method.startswith("entropy") else {})}
     if "R" in nets:
-        lr = ((nets["R"](z) - x) ** 2).mean()
+        lr = reconstruction_loss(nets, z, x, age_std, settings)
         loss = loss + lr
         parts["Lr"] = float(lr.detach())
     if method == "consensus":
@@ -332,6 +370,17 @@ def interpreter_loss(method: str, nets: dict, x, y, age_std, settings: LearnerSe
         loss = loss - settings.lam * ld
         parts["Ld"] = float(ld.detach())
     return loss, parts
+
+
+def reconstruction_loss(nets: dict, z, x, age_std, settings: LearnerSettings):
+    """Lr = mean (x̂ − x)², x̂ = R(z) (000) or, with ``settings.reconstruct_with_age``, R([z, standardised age]):
+    the decoder is given age, so the reconstruction no longer rewards a z that carries it (as in the Fader networks
+    of Lample et al. 2017). Without it, where age is a large share of the features' variance the reconstruction
+    pulls age into z as hard as the adversary pushes it out (measured in docs/methods.md §3)."""
+    import torch
+
+    r_in = torch.cat([z, age_std.to(z.dtype).unsqueeze(1)], dim=1) if settings.reconstruct_with_age else z
+    return ((nets["R"](r_in) - x) ** 2).mean()
 
 
 def make_optimisers(method: str, nets: dict, settings: LearnerSettings) -> dict:
@@ -470,6 +519,10 @@ def _fit_torch(method, Xs, y, age_std, mean, sd, settings, seed, rep) -> FittedM
     split = modality_split(Xs.shape[1], settings.n_modalities, rng) if method == "consensus" else None
     torch.manual_seed(int(rng.integers(2 ** 31)))
     nets = build_nets(method, Xs.shape[1], settings, split)
+    edges = None
+    if method.startswith("entropy"):  # equal-frequency age groups of the training rows
+        edges = age_group_edges(age_std, settings.age_bins)
+        nets["A"].age_edges.copy_(torch.as_tensor(edges, dtype=torch.float32))
     for net in nets.values():
         net.to(device)
     split_t = [torch.as_tensor(idx, device=device) for idx in split] if split else None
@@ -480,7 +533,7 @@ def _fit_torch(method, Xs, y, age_std, mean, sd, settings, seed, rep) -> FittedM
     for net in nets.values():
         net.train()
     parts: dict = {}
-    prior = adversary_prior(method, y, age_std, settings) if method != "dnn" else None
+    prior = adversary_prior(method, y, age_std, settings, edges) if method != "dnn" else None
     for epoch in range(settings.epochs):
         for idx in _batches(len(y), settings.batch_size, rng):
             b = torch.as_tensor(idx, device=device)

@@ -38,11 +38,12 @@ METRIC_ORDER = ("accuracy", "delta_eo_2", "delta_eo_5")
 LOSSES = [
     ["dnn", "64-32-8 ReLU, batch norm before the output", "Lc (cross-entropy)", "–"],
     ["simple", "I: x→64→32→z; C: z→16→2; A: z→16→1", "Lc − λ·La", "La = mean (A(z) − age)²"],
-    ["autoencoder", "as simple, plus R: z→32→64→x̂", "Lc − λ·La + Lr", "La"],
+    ["autoencoder", "as simple, plus R: [z, age]→32→64→x̂ (000: R(z); the learner settings' "
+     "reconstruct_with_age)", "Lc − λ·La + Lr", "La"],
     ["consensus", "M interpreters on a random feature split; D: z_m→16→M", "Lc − λ·La − λ·Ld",
      "Ld (D, K_D steps); La averaged over z_m"],
-    ["entropy", "as autoencoder; A: z→16→2 (age above the mean)", "Lc − λ·La + Lr",
-     "La = CE(P, 1[age > mean]) + λ_H·H[P]"],
+    ["entropy", "as autoencoder; A: z→16→B age groups (equal-frequency; the learner settings' age_bins, "
+     "B = 2 is 000's age above the mean)", "Lc − λ·La + Lr", "La = CE(P, age group) + λ_H·H[P]"],
     ["entropy-binary", "as entropy", "Lc − λ·La + Lr", "CE term only"],
     ["entropy-h", "as entropy", "Lc − λ·La + Lr", "λ_H·H[P] only"],
 ]

@@ -9,7 +9,8 @@ and use it as evidence of dementia, so its false-positive rate rises and its fal
 Generative model (all draws from ``numpy.random.default_rng(seed)``)::
 
     participant i:   a_i ~ N(68, 9²) clipped to [45, 90]          (baseline age; 000: mean 68.3, sd 9.0)
-                     dx_i ~ Bernoulli(sigmoid((a_i − 68) / 6))      (older → more often impaired; fixed per person)
+                     dx_i ~ Bernoulli(sigmoid((a_i − 68) / 6))      (older → more often impaired; fixed per person;
+                                                                     ``dx_age_scale=None``: Bernoulli(½), no link)
                      b_i ~ N(0, σ_p² I_d)                           (participant's own style, σ_p = 0.6)
                      S_i ~ uniform{1 … max_sessions}               (sessions, one year apart)
     session j:       age_ij = a_i + j
@@ -69,8 +70,10 @@ def _loadings(rng: np.random.Generator, d: int, cosine: float, dense_share: floa
 
 def make_age_cohort(n_participants: int = 200, n_features: int = 300, max_sessions: int = 4,
                     age_signal: float = 0.15, dx_signal: float = 0.12, cosine: float = 0.3,
-                    dense_share: float = 0.6, seed: int = 0) -> pd.DataFrame:
-    """The demo cohort described in the module docstring, one row per session."""
+                    dense_share: float = 0.6, dx_age_scale: float | None = 6.0, seed: int = 0) -> pd.DataFrame:
+    """The demo cohort described in the module docstring, one row per session. ``dx_age_scale`` is the 6 of
+    ``sigmoid((a_i − 68) / 6)``; ``None`` draws the diagnosis independently of age (Bernoulli(½): age and diagnosis
+    are then independent causes of the features, the same random stream otherwise)."""
     if n_participants < 10:
         raise DataError("The demo cohort needs at least 10 participants.")
     if n_features < 3:
@@ -81,10 +84,13 @@ def make_age_cohort(n_participants: int = 200, n_features: int = 300, max_sessio
         raise DataError("The cosine between the age and diagnosis directions must lie strictly between −1 and 1.")
     if age_signal < 0 or dx_signal < 0:
         raise DataError("Signal strengths must be ≥ 0.")
+    if dx_age_scale is not None and not dx_age_scale > 0:
+        raise DataError("The age scale of the diagnosis (dx_age_scale) must be > 0, or None for no link to age.")
     rng = np.random.default_rng(seed)
     u_age, u_dx = _loadings(rng, n_features, cosine, dense_share)
     base_age = np.clip(rng.normal(AGE_MEAN, AGE_SD, n_participants), 45.0, 90.0)
-    dx = (rng.random(n_participants) < 1.0 / (1.0 + np.exp(-(base_age - AGE_MEAN) / 6.0))).astype(int)
+    p_dx = 0.5 if dx_age_scale is None else 1.0 / (1.0 + np.exp(-(base_age - AGE_MEAN) / dx_age_scale))
+    dx = (rng.random(n_participants) < p_dx).astype(int)
     style = rng.normal(0.0, PARTICIPANT_SD, (n_participants, n_features))
     sessions = rng.integers(1, max_sessions + 1, n_participants)
     pid = np.repeat(np.arange(n_participants), sessions)

@@ -187,7 +187,7 @@ class AgeLearnersPage(AuditPage):
         self.auto_lambda_check = QCheckBox("Choose λ per learner and fold", settings_box)
         self.auto_lambda_check.setChecked(True)
         self.auto_lambda_check.setToolTip("Nested participant-disjoint validation on each fold's training "
-                                          "participants: the least λ of 1, 3, 10 whose representation keeps "
+                                          "participants: the least λ of 0.3, 1, 3 whose representation keeps "
                                           "a probe's R² for the age beyond the label under the target, among "
                                           "those within one standard error of the best accuracy (each learner is "
                                           "trained four times per fold).")
