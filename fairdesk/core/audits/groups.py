@@ -811,6 +811,35 @@ def _finite(v):
     return v if math.isfinite(v) else None
 
 
+def too_few_cases(n_positive: int, n_negative: int, minimum: int, case_patients=None) -> str | None:
+    """The one rule by which a group's calibration and discrimination are "inconclusive: too few cases" (issue 21):
+    fewer than ``minimum`` (``plan.min_denominator``) cases in its smaller class — rows, or with repeated patients
+    (``case_patients``: the patients with a positive row and with a negative row) the patients among them, since
+    a whole-patient interval rests on those (the design-space map: with fewer than 10 patients among the cases every
+    such interval under-covered, 0.76–0.90, and the AUROC pair test rejected 13% of nulls). The reason in words,
+    None when there are enough; such a group gets no interval and no test."""
+    if case_patients is None:
+        (few, which), unit = min((n_positive, "positive"), (n_negative, "negative")), ""
+    else:
+        (few, which), unit = min((case_patients[0], "positive"), (case_patients[1], "negative")), "patients among the "
+    if few >= minimum:
+        return None
+    return f"inconclusive: too few cases to test (only {int(few)} {unit}{which} cases, fewer than {minimum})"
+
+
+def _case_rows(cell: np.ndarray, n_values: int, patients_g: np.ndarray):
+    """Per patient of a group, its rows of the group's smaller class (none: left out), and the number of patients
+    with a positive and with a negative row. ``cell`` from :func:`..stats.discrimination.ranked` (positive < T)."""
+    positive = cell < n_values
+    _, pid = np.unique(patients_g, return_inverse=True)
+    pid = pid.ravel()
+    k = int(pid.max()) + 1 if pid.size else 0
+    npos = np.bincount(pid, weights=positive, minlength=k)
+    nneg = np.bincount(pid, weights=~positive, minlength=k)
+    smaller = npos if positive.sum() <= (~positive).sum() else nneg
+    return smaller[smaller > 0], (int((npos > 0).sum()), int((nneg > 0).sum()))
+
+
 def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, cal_rows, curve_rows,
                        tests, disc_rows):
     """Calibration by group (METHODS §8) for the tested groups of one attribute; its joint tests join ``tests``.
@@ -834,17 +863,23 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
         var = C.variances(contrib, pt)
         var_cl = (C.variances(contrib, pt, row_cell=cell, clusters=patients[labels == name])
                   if cluster and patients is not None else var)
-        rows_pp = (np.unique(patients[labels == name], return_counts=True)[1]
-                   if cluster and patients is not None else None)
+        rows_pp = case_rows = case_patients = None
+        if cluster and patients is not None:
+            rows_pp = np.unique(patients[labels == name], return_counts=True)[1]
+            case_rows, case_patients = _case_rows(cell, values.size, patients[labels == name])
+        few = too_few_cases(pt["n_positive"], pt["n"] - pt["n_positive"], plan.min_denominator, case_patients)
         row = {"task": task, "attribute": attr, "group": str(name), "n": pt["n"], "n_positive": pt["n_positive"],
                "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
-               "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None, "reason": pt["reason"]}
-        row.update(_calibration_intervals(pt, var_cl, plan.ci_level, rows_pp))
+               "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None,
+               "reason": few or pt["reason"]}
+        row.update(_calibration_intervals(pt, var_cl, plan.ci_level, case_rows, shown=few is None))
         d_int = d_slope = deff = 1.0  # design effects of whole patients (independent rows: 1), floored at 1
         if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
             d_int = max(1.0, var_cl["intercept"] / pt["intercept_se"] ** 2)
         test_kind = None
-        if pt["info"] is not None:
+        if few is not None:
+            pass  # too few cases: no test, no interval (the reason says so)
+        elif pt["info"] is not None:
             if cluster:
                 # Rao–Scott first-order correction: mean eigenvalue of (model information × whole-patient covariance)
                 cov = np.array([[var_cl["slope_intercept"], var_cl["slope_cov"]],
@@ -872,20 +907,23 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
                           "design_effect": deff, "n_boot_valid": None})
         cal_rows.append(row)
         discrimination.append({"group": str(name), "n": pt["n"], "n_positive": pt["n_positive"], "point": pt,
-                               "var": var, "var_cl": var_cl, "rows_per_patient": rows_pp})
+                               "var": var, "var_cl": var_cl, "rows_per_patient": rows_pp, "too_few": few})
         _curve_rows(task, attr, str(name), values, pos, neg, tau, plan, curve_rows)
     _audit_discrimination(task, attr, discrimination, cluster, plan, disc_rows, tests)
 
 
-def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=None) -> dict:
+def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=None, shown: bool = True) -> dict:
     """``{measure: value, measure_ci_low, measure_ci_high}`` of one group from the influence variances ``var``:
     intercept and slope on their own (logit) scale, O/E on the log scale (exact Poisson upper bound when no case is
     observed), Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
     ece_debiased`). Small-sample corrections (issue 21: Brier and slope intervals covered 0.90–0.92 at 100 rows with
     extreme scores): with independent rows the influence (HC0) variance is multiplied by n/(n − p) and the quantile
     is Student's t with n − p df (p = 1, or 2 for the slope model, whose variance is also at least the model-based
-    one); with whole patients (``rows_per_patient``) the variances already carry G/(G − 1) and the quantile is t with
-    :func:`..stats.gaps.cluster_df` df. A Brier score is a mean of squares, right-skewed when the scores are
+    one); with whole patients the variances already carry G/(G − 1) (the intercept and slope: the CR2 leverage
+    correction, :func:`..stats.calibration.cr2_covariance`) and the quantile is t with :func:`..stats.gaps.cluster_df`
+    df of ``rows_per_patient`` — each patient's rows of the group's smaller class, the patients these numbers rest on
+    (issue 21: df from all the group's patients, 31 and 86 where ~14 patients had a positive row, left the slope
+    interval covering 0.83–0.90). ``shown`` False (too few cases): the values without intervals. A Brier score is a mean of squares, right-skewed when the scores are
     extreme: its log-scale interval stays positive and follows the skew."""
     from fairdesk.core.stats import calibration as C
     from fairdesk.core.stats import gaps as G
@@ -919,6 +957,8 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
                 lo, hi = ((v * math.exp(-z * se / v), v * math.exp(z * se / v)) if v > 0 else (0.0, z * se))
             else:
                 lo, hi = v - z * se, v + z * se
+        if not shown:
+            lo = hi = None
         out[m], out[f"{m}_ci_low"], out[f"{m}_ci_high"] = v, _finite(lo), _finite(hi)
     return out
 
@@ -936,8 +976,9 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
     variance of average precision, z = (logit v_a − logit v_b) / √(lse_a² + lse_b²), lse = se / (v(1 − v)). Each
     group's interval is ``expit(logit v ± q·lse)``. q and the p-values are normal with independent rows, Student's
     t with :func:`..stats.gaps.cluster_df` degrees of freedom when patients repeat (whose variances carry G/(G − 1)).
-    A group is compared only with at least ``plan.min_denominator`` positive and negative rows (fewer: "inconclusive:
-    too few cases", not tested). Every pair is one test; each group's row shows its largest-gap pair, as the max
+    A group is compared only with at least ``plan.min_denominator`` positive and negative rows — patients among them
+    when patients repeat — (fewer: "inconclusive: too few cases", :func:`too_few_cases`, with no interval and not
+    tested). Every pair is one test; each group's row shows its largest-gap pair, as the max
     rule does for rates.
     """
     from scipy.special import expit, logit
@@ -970,10 +1011,8 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
             reason = None
             if value is None:
                 reason = "both classes are needed" if metric == "auroc" else "no positive cases in the group"
-            elif min(g["n_positive"], n_neg) < plan.min_denominator:
-                few, which = ((g["n_positive"], "positive") if g["n_positive"] < n_neg else (n_neg, "negative"))
-                reason = (f"inconclusive: too few cases to test (only {few} {which} cases, fewer than "
-                          f"{plan.min_denominator})")
+            elif g["too_few"]:
+                reason, lo, hi = g["too_few"], None, None
             elif not (se > 0 and lse > 0):
                 reason = (f"{metric.upper()} of {value:g}: no variance to test with" if value in (0.0, 1.0)
                           else "no variance to test with")

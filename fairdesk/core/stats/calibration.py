@@ -336,10 +336,54 @@ def variances(contrib: dict, point: dict, row_cell=None, clusters=None) -> dict:
         out = {key: v * factor for key, v in out.items()}
         if err is not None:
             bin_var = bin_var * factor
+        # the calibration fits: the leverage-corrected (CR2) sandwich instead (issue 21), see :func:`cr2_covariance`
+        if cells["p_intercept"] is not None and "intercept" in out:
+            p = cells["p_intercept"][row]
+            out["intercept"] = float(cr2_covariance(np.ones((row.size, 1)), cells["y"][row] - p, p * (1 - p), pid, k,
+                                                    np.array([[point["intercept_se"] ** 2]]))[0, 0])
+        if cells["p_slope"] is not None and "slope" in out:
+            p = cells["p_slope"][row]
+            x = np.column_stack([np.ones(row.size), cells["l"][row]])
+            cov = cr2_covariance(x, cells["y"][row] - p, p * (1 - p), pid, k, np.linalg.inv(point["info"]))
+            out["slope_intercept"], out["slope"], out["slope_cov"] = (float(cov[0, 0]), float(cov[1, 1]),
+                                                                       float(cov[0, 1]))
     if err is not None:
         out["ece"] = _folded_variance(point["ece_bin_errors"], bin_var)
         out["ece_bins"] = np.clip(bin_var, 0.0, None)  # each bin's Var(D_b), for :func:`ece_debiased`
     return out
+
+
+def cr2_covariance(x, resid, weight, pid, k: int, bread) -> np.ndarray:
+    """Whole-patient covariance of a logistic fit's coefficients with the Bell–McCaffrey leverage correction (CR2):
+    ``B·Σ_g u_g u_gᵀ·B`` with ``u_g = X_gᵀ W_g^½ (I − H_gg)^−½ W_g^−½ e_g`` — each patient's score ``X_gᵀe_g``
+    inflated by the leverage ``H_gg = W_g^½ X_g B X_gᵀ W_g^½`` of the patient's rows. Rows ``x`` (n × q, q ≤ 2: the
+    model's columns), residuals ``y − p``, weights ``p(1 − p)``, patient codes ``pid`` (0 … k − 1), ``bread`` B the
+    inverse information.
+
+    Why (issue 21): with ~14 patients among the positives, CR1 (the plain sandwich times G/(G − 1)) was 8–18% below
+    the Monte-Carlo SD of the calibration slope; a patient holding many of the few positive rows has a large leverage
+    that the plain sandwich ignores. H_gg has rank ≤ q, so with ``Q = W_g^½ X_g B^½``
+    ``(I − QQᵀ)^−½ = I + Q f(QᵀQ) Qᵀ``, ``f(λ) = ((1 − λ)^−½ − 1)/λ``, and ``u_g = s_g + I_g B^½ f(M_g) B^½ s_g`` with
+    the patient's score ``s_g``, information ``I_g = X_gᵀW_gX_g`` and ``M_g = B^½ I_g B^½`` (q × q): closed form from
+    per-patient sums, no m × m matrix. Hand-written: statsmodels' CR2 is not a FairDesk dependency and would need
+    the per-patient matrices."""
+    x = np.asarray(x, float)
+    q = x.shape[1]
+    score = np.stack([np.bincount(pid, weights=resid * x[:, i], minlength=k) for i in range(q)], -1)  # k × q
+    info = np.empty((k, q, q))
+    for i in range(q):
+        for j in range(i, q):
+            info[:, i, j] = info[:, j, i] = np.bincount(pid, weights=weight * x[:, i] * x[:, j], minlength=k)
+    ev, vec = np.linalg.eigh(bread)
+    half = (vec * np.sqrt(np.clip(ev, 0.0, None))) @ vec.T  # B^½
+    lam, v = np.linalg.eigh(half @ info @ half)
+    lam = np.clip(lam, 0.0, 1.0 - 1e-9)  # a patient's leverage is below 1 (1 only if it alone fixes the fit)
+    small = lam < 1e-12
+    f = np.where(small, 0.5, ((1.0 - lam) ** -0.5 - 1.0) / np.where(small, 1.0, lam))
+    fm = (v * f[:, None, :]) @ np.swapaxes(v, 1, 2)
+    u = score + np.einsum("gij,jk,gkl,lm,gm->gi", info, half, fm, half, score)
+    bu = u @ np.asarray(bread, float).T
+    return bu.T @ bu
 
 
 def ece_debiased(point: dict, bin_var, level: float = 0.95, df: float = math.inf) -> tuple[float, float, float]:
