@@ -62,7 +62,7 @@ def test_tiny_map_scores_tests_and_intervals_by_region(tmp_path):
                               truth_rows=20_000)
     assert all(2 <= len(d["sizes"]) <= 3 and max(d["sizes"]) <= 400 for d in res.designs)
     kinds = set(res.rows["kind"])
-    assert kinds == {"test", "interval"}
+    assert {"test", "interval"} <= kinds <= {"test", "interval", "not tested"}  # not tested: too few cases
     reg = res.regions()
     assert {"size", "coverage", "size_verdict", "coverage_verdict"} <= set(reg.columns) and len(reg)
     assert set(res.rows["measure"]) >= {"auroc", "calibration_slope"}

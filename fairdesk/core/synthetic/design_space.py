@@ -337,20 +337,21 @@ class DesignSpaceResult:
 
 
 PATIENT_BANDS = ((0, 10), (10, 30), (30, 100), (100, math.inf))
+AUROC_SPLIT = ("auroc", "auprc", "calibration") + CAL_MEASURES  # the measures whose regions split at AUROC 0.99
 
 
 def region_of(measure: str, cases: float, clustered: bool, patients: float, auroc: float) -> str:
     """The region of one test or interval: independent rows by the cases it rests on (:func:`case_count`, the
     smaller group's for a gap); whole patients by the patients among those cases (the smaller group's;
-    :func:`..stats.verified_region.case_patients`); AUROC and AUPRC also by
-    whether the AUROC reaches 0.99."""
+    :func:`..stats.verified_region.case_patients`); AUROC, AUPRC and calibration also by whether the AUROC reaches
+    0.99 (calibration: with repeated patients the slope's whole-patient SE falls far below its SD there)."""
     if clustered:
         lo, hi = next(b for b in PATIENT_BANDS if b[0] <= patients < b[1])
         where = (f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi) else
                  f"clustered, ≥{lo} case patients")
     else:
         where = f"independent, {band(cases)} cases"
-    if measure.startswith(("auroc", "auprc")):
+    if measure.startswith(AUROC_SPLIT):
         where += "; AUROC ≥ 0.99" if auroc >= 0.99 else "; AUROC < 0.99"
     return where
 
@@ -423,7 +424,8 @@ def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
     """Per measure, the part of the space where the map verified it, in the form of
     :data:`fairdesk.core.stats.verified_region.VERIFIED`: the fewest cases (independent rows) and patients (clustered) from
     which every band up meets both targets (point estimates; a band with fewer than :data:`MIN_EVIDENCE` null tests or
-    intervals neither helps nor hurts on that count), None when no band does; for AUROC and AUPRC ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
+    intervals neither helps nor hurts on that count), None when no band does; for AUROC, AUPRC and calibration
+    ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
     judged below it)."""
     out = {}
     thin_size = regions["n_null_tests"] < MIN_EVIDENCE  # too few to tell either way: neither helps nor hurts
@@ -433,7 +435,7 @@ def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
     for key, sources in REGION_SOURCES.items():
         sub = reg[reg["measure"].isin(sources)]
         rule: dict = {}
-        if key in ("auroc", "auprc"):
+        if key in ("auroc", "auprc", "calibration"):
             high = sub[sub["region"].str.endswith("AUROC ≥ 0.99")]
             rule["max_auroc"] = None if high["ok"].all() else 0.99
             if rule["max_auroc"] is not None:
