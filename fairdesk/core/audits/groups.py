@@ -853,7 +853,6 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
     variance the row bootstrap would estimate, in closed form, summed over whole patients when patients repeat —
     the audit's own resampling unit — so no replicate is drawn and nothing here depends on the seed.
     """
-
     from fairdesk.core.stats import calibration as C
 
     C.check_probabilities(s)
@@ -879,9 +878,7 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
         if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
             d_int = max(1.0, var_cl["intercept"] / pt["intercept_se"] ** 2)
         test_kind = None
-        if few is not None:
-            pass  # too few cases: no test, no interval (the reason says so)
-        elif pt["info"] is not None:
+        if few is None and pt["info"] is not None:  # too few cases: no test (the reason says so)
             if cluster:
                 # Rao–Scott first-order correction: mean eigenvalue of (model information × whole-patient covariance)
                 cov = np.array([[var_cl["slope_intercept"], var_cl["slope_cov"]],
@@ -893,7 +890,7 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
                                    pt["slope_se"] * math.sqrt(d_slope), plan.calibration_intercept_margin,
                                    plan.calibration_slope_range)
             stat, test_kind = pt["lr_stat"], "joint LR test of intercept 0 and slope 1 (2 df)"
-        elif math.isfinite(pt["p_value_intercept"]):
+        elif few is None and math.isfinite(pt["p_value_intercept"]):
             # no slope (separation or a single score value): calibration-in-the-large is still testable; without a
             # slope the group cannot be shown calibrated, so there is no equivalence test
             deff, p_eq = d_int, math.nan
@@ -940,8 +937,9 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
     correction, :func:`..stats.calibration.cr2_covariance`) and the quantile is t with :func:`..stats.gaps.cluster_df`
     df of ``rows_per_patient`` — each patient's rows of the group's smaller class, the patients these numbers rest on
     (issue 21: df from all the group's patients, 31 and 86 where ~14 patients had a positive row, left the slope
-    interval covering 0.83–0.90). ``shown`` False (too few cases): the values without intervals. A Brier score is a mean of squares, right-skewed when the scores are
-    extreme: its log-scale interval stays positive and follows the skew."""
+    interval covering 0.83–0.90). ``shown`` False (too few cases): the values without intervals. A Brier score is a
+    mean of squares, right-skewed when the scores are extreme: its log-scale interval stays positive and follows the
+    skew."""
     from fairdesk.core.stats import calibration as C
     from fairdesk.core.stats import gaps as G
 

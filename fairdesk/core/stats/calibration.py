@@ -297,8 +297,9 @@ def variances(contrib: dict, point: dict, row_cell=None, clusters=None) -> dict:
     covariance of (slope_intercept, slope) as ``slope_cov``. With ``clusters`` (a patient code per row) and
     ``row_cell`` (each row's (label, score) pair, :func:`..discrimination.ranked` with ``return_cell``), the
     contributions are summed per patient first: the whole-patient variance, the normal limit of the whole-patient
-    bootstrap (the cluster-robust "sandwich"), times the small-sample factor ``G/(G − 1)`` of G patients. Returns
-    ``{key: variance}``.
+    bootstrap (the cluster-robust "sandwich"), times the small-sample factor ``G/(G − 1)`` of G patients — except the
+    calibration intercept and slope fits, whose whole-patient (co)variances are CR2 (:func:`cr2_covariance`).
+    Returns ``{key: variance}``.
     """
     out: dict = {}
     cells = point.get("cells")
@@ -360,9 +361,10 @@ def cr2_covariance(x, resid, weight, pid, k: int, bread) -> np.ndarray:
     model's columns), residuals ``y − p``, weights ``p(1 − p)``, patient codes ``pid`` (0 … k − 1), ``bread`` B the
     inverse information.
 
-    Why (issue 21): with ~14 patients among the positives, CR1 (the plain sandwich times G/(G − 1)) was 8–18% below
+    Why (issue 21): with ~14 patients among the positives the plain sandwich (CR1, times G/(G − 1)) was 8–18% below
     the Monte-Carlo SD of the calibration slope; a patient holding many of the few positive rows has a large leverage
-    that the plain sandwich ignores. H_gg has rank ≤ q, so with ``Q = W_g^½ X_g B^½``
+    that the plain sandwich ignores. CR2 recovers 2–4% of the SE there (``benchmarks/bench_cluster_calibration.py``);
+    the t reference with the df of the smaller class's patients does the rest. H_gg has rank ≤ q, so with ``Q = W_g^½ X_g B^½``
     ``(I − QQᵀ)^−½ = I + Q f(QᵀQ) Qᵀ``, ``f(λ) = ((1 − λ)^−½ − 1)/λ``, and ``u_g = s_g + I_g B^½ f(M_g) B^½ s_g`` with
     the patient's score ``s_g``, information ``I_g = X_gᵀW_gX_g`` and ``M_g = B^½ I_g B^½`` (q × q): closed form from
     per-patient sums, no m × m matrix. Hand-written: statsmodels' CR2 is not a FairDesk dependency and would need

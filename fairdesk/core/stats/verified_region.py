@@ -10,7 +10,7 @@ audit whose cells fall outside it is flagged: :func:`outside_region` is the one 
 Dimensions: the cases a comparison rests on in its smaller group (rows for parity, positives for recall, negatives
 for specificity, the smaller class for AUROC, AUPRC and calibration); with repeated patients, the patients among
 those cases (:func:`case_patients`: the cases over the group's mean rows per patient; smaller group) and the mean
-rows per patient; the AUROC (AUROC and AUPRC gaps); the group size and prevalence
+rows per patient; the AUROC (AUROC and AUPRC gaps, calibration); the group size and prevalence
 of the space itself (prevalence 0.01–0.5; groups larger than its 5,000 rows are not flagged: the normal
 approximations behind every test only improve with size).
 """
