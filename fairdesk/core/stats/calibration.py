@@ -364,27 +364,53 @@ def cr2_covariance(x, resid, weight, pid, k: int, bread) -> np.ndarray:
     Why (issue 21): with ~14 patients among the positives the plain sandwich (CR1, times G/(G − 1)) was 8–18% below
     the Monte-Carlo SD of the calibration slope; a patient holding many of the few positive rows has a large leverage
     that the plain sandwich ignores. CR2 recovers 2–4% of the SE there (``benchmarks/bench_cluster_calibration.py``);
-    the t reference with the df of the smaller class's patients does the rest. H_gg has rank ≤ q, so with ``Q = W_g^½ X_g B^½``
-    ``(I − QQᵀ)^−½ = I + Q f(QᵀQ) Qᵀ``, ``f(λ) = ((1 − λ)^−½ − 1)/λ``, and ``u_g = s_g + I_g B^½ f(M_g) B^½ s_g`` with
-    the patient's score ``s_g``, information ``I_g = X_gᵀW_gX_g`` and ``M_g = B^½ I_g B^½`` (q × q): closed form from
-    per-patient sums, no m × m matrix. Hand-written: statsmodels' CR2 is not a FairDesk dependency and would need
-    the per-patient matrices."""
+    the t reference with the df of the smaller class's patients does the rest.
+
+    Closed form from per-patient sums (no m × m matrix): H_gg has rank ≤ q, so with ``Q = W_g^½ X_g B^½``,
+    ``(I − QQᵀ)^−½ = I + Q f(QᵀQ) Qᵀ``, ``f(λ) = ((1 − λ)^−½ − 1)/λ``, and ``u_g = s_g + I_g B^½ f(M_g) B^½ s_g``
+    with the patient's score ``s_g``, information ``I_g = X_gᵀW_gX_g`` and ``M_g = B^½ I_g B^½``. For q = 2,
+    ``f(M) = αI + βM`` from M's two eigenvalues (those of ``B·I_g``), so ``B^½ f(M) B^½ = αB + β·B I_g B`` and no
+    square root of B is needed; written out element-wise (a batched ``eigh`` of the 2 × 2 matrices cost 9 ms per
+    3,500 patients). Hand-written: statsmodels' CR2 is not a FairDesk dependency and would need the per-patient
+    matrices."""
     x = np.asarray(x, float)
+    bread = np.asarray(bread, float)
     q = x.shape[1]
-    score = np.stack([np.bincount(pid, weights=resid * x[:, i], minlength=k) for i in range(q)], -1)  # k × q
-    info = np.empty((k, q, q))
-    for i in range(q):
-        for j in range(i, q):
-            info[:, i, j] = info[:, j, i] = np.bincount(pid, weights=weight * x[:, i] * x[:, j], minlength=k)
-    ev, vec = np.linalg.eigh(bread)
-    half = (vec * np.sqrt(np.clip(ev, 0.0, None))) @ vec.T  # B^½
-    lam, v = np.linalg.eigh(half @ info @ half)
-    lam = np.clip(lam, 0.0, 1.0 - 1e-9)  # a patient's leverage is below 1 (1 only if it alone fixes the fit)
-    small = lam < 1e-12
-    f = np.where(small, 0.5, ((1.0 - lam) ** -0.5 - 1.0) / np.where(small, 1.0, lam))
-    fm = (v * f[:, None, :]) @ np.swapaxes(v, 1, 2)
-    u = score + np.einsum("gij,jk,gkl,lm,gm->gi", info, half, fm, half, score)
-    bu = u @ np.asarray(bread, float).T
+    s = [np.bincount(pid, weights=resid * x[:, i], minlength=k) for i in range(q)]
+
+    def f(lam):  # ((1 − λ)^−½ − 1)/λ, ½ at 0; a patient's leverage is below 1 (1 only if it alone fixes the fit)
+        lam = np.clip(lam, 0.0, 1.0 - 1e-9)
+        small = lam < 1e-12
+        return np.where(small, 0.5, ((1.0 - lam) ** -0.5 - 1.0) / np.where(small, 1.0, lam))
+
+    if q == 1:
+        i00 = np.bincount(pid, weights=weight * x[:, 0] ** 2, minlength=k)
+        u = [s[0] * (1.0 + i00 * f(bread[0, 0] * i00) * bread[0, 0])]
+    else:
+        i00, i01, i11 = (np.bincount(pid, weights=weight * x[:, a] * x[:, b], minlength=k)
+                         for a, b in ((0, 0), (0, 1), (1, 1)))
+        (b00, b01), (_, b11) = bread
+
+        def times_info(v0, v1):  # I_g·v per patient
+            return i00 * v0 + i01 * v1, i01 * v0 + i11 * v1
+
+        def times_bread(v0, v1):
+            return b00 * v0 + b01 * v1, b01 * v0 + b11 * v1
+
+        p00, p01 = b00 * i00 + b01 * i01, b00 * i01 + b01 * i11  # P = B·I_g, similar to M_g
+        p10, p11 = b01 * i00 + b11 * i01, b01 * i01 + b11 * i11
+        tr, det = p00 + p11, p00 * p11 - p01 * p10
+        half_gap = np.sqrt(np.clip(tr * tr / 4 - det, 0.0, None))
+        lam1, lam2 = tr / 2 + half_gap, tr / 2 - half_gap
+        f1, f2 = f(lam1), f(lam2)
+        apart = half_gap > 1e-12
+        beta = np.where(apart, (f1 - f2) / np.where(apart, 2 * half_gap, 1.0), 0.0)
+        alpha = f1 - beta * lam1
+        bs = times_bread(*s)
+        bibs = times_bread(*times_info(*bs))
+        v = times_info(alpha * bs[0] + beta * bibs[0], alpha * bs[1] + beta * bibs[1])
+        u = [s[0] + v[0], s[1] + v[1]]
+    bu = np.stack(u, -1) @ bread.T
     return bu.T @ bu
 
 
