@@ -2,13 +2,15 @@
 and the calibration LR test's size at few cases. The small fixed-seed versions are
 ``tests/core/test_cluster_calibration.py``; the numbers are in docs/methods.md ("Validity over a design space").
 
-``python -m benchmarks.bench_cluster_calibration [--reps 300] [--part slope|lr]``
+``python -m benchmarks.bench_cluster_calibration [--reps 300] [--part slope|boot|lr]``
 
 * ``slope`` single clustered groups (the map's ``_latent``: patients with 1 to m rows sharing their label and a
   patient effect): the Monte-Carlo SD of the calibration slope against its whole-patient SE — CR1 (the plain
   sandwich × G/(G − 1)) and CR2 (:func:`fairdesk.core.stats.calibration.cr2_covariance`) — and the coverage of
   the 95% interval with each, the t reference taking its df from all the group's patients or from the patients of
   the smaller class (:func:`fairdesk.core.stats.gaps.cluster_df` of their rows), or G_small − 1.
+* ``boot``  near separation (AUROC 0.99–0.999): the slope's SD against its CR2 SE and its whole-patient bootstrap
+  SE (:func:`fairdesk.core.stats.calibration.slope_bootstrap_variance`), coverage with CR2 and with the larger.
 * ``lr``    size of the calibration LR test (calibrated groups): with independent rows the χ² reference against
   F(2, cases − 2) at 15–200 cases of the smaller class; with repeated patients, through ``run_group_audit``,
   χ² / deff (the former test) against the Rao–Scott F reference the audit now uses.
@@ -73,6 +75,46 @@ def part_slope(reps: int) -> None:
               f"{df_small.mean():6.1f} | " + "  ".join(f"{c:.3f}" for c in cov), flush=True)
 
 
+NEAR_SEPARATION = (  # name, prevalence, AUROC, max rows per patient, ICC, rows, β
+    ("AUROC 0.998, 3,000 rows", 0.2, 0.998, 20, 0.65, 3000, 1.0),
+    ("AUROC 0.99, 3,000 rows", 0.3, 0.99, 30, 0.8, 3000, 1.0),
+    ("AUROC 0.995, 1,500 rows, β 0.7", 0.15, 0.995, 12, 0.7, 1500, 0.7),
+    ("AUROC 0.999, prevalence 0.1, β 1.3", 0.1, 0.999, 10, 0.5, 3000, 1.3),
+    ("AUROC 0.998, 1,000 rows", 0.3, 0.998, 15, 0.65, 1000, 1.0),
+    ("AUROC 0.95, 497 rows", 0.25, 0.95, 17, 0.6, 497, 1.0),
+)
+
+
+def part_boot(reps: int) -> None:
+    """Near separation: the slope's Monte-Carlo SD against its CR2 SE and its whole-patient bootstrap SE
+    (:func:`fairdesk.core.stats.calibration.slope_bootstrap_variance`), and the coverage of the t interval (df of
+    the smaller class's patients) with CR2 (before) and with the larger of the two (the audit's)."""
+    print(f"calibration slope near separation, single clustered groups, {reps} data sets each")
+    print(f"{'design':<38} {'SD':>6} {'bias':>6} {'CR2':>6} {'boot':>6} | coverage: CR2  max(CR2, boot)")
+    for name, prev, auroc, m, rho, n, beta in NEAR_SEPARATION:
+        d = DS.Design("calibrated", [n], [prev], auroc, 0.0, beta, 0.2, m, rho, mu=[0.0])
+        rng = np.random.default_rng(1)
+        out = []
+        for _ in range(reps):
+            y, latent, pid = DS._latent(d, 0, n, rng, True)
+            values, pos, neg, cell = ranked(y, DS._score(d, 0, latent), return_cell=True)
+            pt = C.point_from_ranked(values, pos, neg)
+            if pt["info"] is None:
+                continue
+            var = C.variances(C.influence(values, pos, neg, pt), pt, row_cell=cell, clusters=pid)["slope"]
+            boot = C.slope_bootstrap_variance(pt, cell, pid, rng)
+            smaller = y if y.mean() < 0.5 else 1 - y
+            case_rows = np.bincount(pid, weights=smaller)
+            out.append((pt["slope"], math.sqrt(var), math.sqrt(boot) if math.isfinite(boot) else math.nan,
+                        G.cluster_df(case_rows[case_rows > 0])))
+        b, se, bse, df = np.array(out).T
+        q = G.quantile(0.95, df)
+        both = np.fmax(se, bse)
+        print(f"{name:<38} {b.std():6.3f} {b.mean() - 1 / beta:6.3f} {np.median(se):6.3f} {np.nanmedian(bse):6.3f} | "
+              f"{np.mean(np.abs(b - 1 / beta) <= q * se):.3f}  {np.mean(np.abs(b - 1 / beta) <= q * both):.3f}",
+              flush=True)
+
+
 def part_lr(reps: int) -> None:
     from scipy.special import chdtrc, fdtrc
 
@@ -114,10 +156,12 @@ def part_lr(reps: int) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=300)
-    ap.add_argument("--part", choices=("slope", "lr"), default=None)
+    ap.add_argument("--part", choices=("slope", "boot", "lr"), default=None)
     args = ap.parse_args(argv)
     if args.part in (None, "slope"):
         part_slope(args.reps)
+    if args.part in (None, "boot"):
+        part_boot(args.reps)
     if args.part in (None, "lr"):
         part_lr(args.reps)
 

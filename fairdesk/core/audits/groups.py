@@ -851,11 +851,14 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
     curve and standard error.
     Intervals and design effects come from influence functions (:func:`..stats.calibration.influence`): the
     variance the row bootstrap would estimate, in closed form, summed over whole patients when patients repeat —
-    the audit's own resampling unit — so no replicate is drawn and nothing here depends on the seed.
+    the audit's own resampling unit; with whole patients the slope's variance is at least its whole-patient
+    bootstrap variance near separation (AUROC ≥ :data:`..stats.calibration.NEAR_SEPARATION_AUROC`;
+    :func:`..stats.calibration.slope_bootstrap_variance`, from the plan's seed, the task and the attribute).
     """
     from fairdesk.core.stats import calibration as C
 
     C.check_probabilities(s)
+    slope_rng = task_rng(plan.seed, "calibration slope", task, attr)
     discrimination: list[dict] = []
     for name in tested:
         values, pos, neg, cell, disc = ranks[name]
@@ -873,6 +876,11 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
                "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
                "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None,
                "reason": few or pt["reason"]}
+        if cluster and patients is not None and few is None and math.isfinite(var_cl.get("slope", math.nan)) \
+                and pt["auroc"] >= C.NEAR_SEPARATION_AUROC:
+            # near separation the linearised slope variance falls short; the whole-patient refits do not (issue 21)
+            boot = C.slope_bootstrap_variance(pt, cell, patients[labels == name], slope_rng)
+            var_cl = {**var_cl, "slope": max(var_cl["slope"], boot) if math.isfinite(boot) else var_cl["slope"]}
         row.update(_calibration_intervals(pt, var_cl, plan.ci_level, case_rows, shown=few is None))
         d_int = d_slope = deff = 1.0  # design effects of whole patients (independent rows: 1), floored at 1
         if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
