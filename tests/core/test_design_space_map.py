@@ -154,3 +154,17 @@ def test_every_interval_shown_beside_a_verdict_shapes_its_verified_region():
     assert not DS.inside("brier", "clustered, 10–29 case patients", rule)
     assert not DS.inside("auroc", "clustered, ≥100 case patients; AUROC ≥ 0.99", {"auroc": {**rule["auroc"],
                                                                                           "max_auroc": 0.99}})
+
+
+def test_clustered_calibration_near_separation_is_outside_the_verified_region(monkeypatch):
+    """Calibration with repeated patients at AUROC ≥ 0.99 is outside the region whatever the patients (the slope
+    interval covered 0.90–0.95 there even with the whole-patient bootstrap floor); independent rows keep theirs."""
+    g = lambda auc: {"n": 4000, "n_positive": 1200, "n_patients": 1000, "auroc": auc}  # noqa: E731
+    monkeypatch.setattr(verified_region, "VERIFIED", {"calibration": {**VERIFIED["calibration"], "min_patients": 30}})
+    assert "AUROC 0.995 (verified below 0.99)" in outside_region("calibration", [g(0.995)], clustered=True)
+    assert outside_region("calibration", [g(0.95)], clustered=True) is None
+    assert outside_region("calibration", [g(0.995)], clustered=False) is None
+    rules = {"calibration": {**VERIFIED["calibration"], "min_patients": 30}}
+    assert not DS.inside("calibration_slope", "clustered, ≥100 case patients; AUROC ≥ 0.99", rules)
+    assert DS.inside("calibration_slope", "clustered, ≥100 case patients; AUROC < 0.99", rules)
+    assert DS.inside("calibration_slope", "independent, ≥300 cases; AUROC ≥ 0.99", rules)

@@ -466,7 +466,9 @@ def inside(measure: str, region: str, rules: dict[str, dict]) -> bool:
     low = rule["min_patients" if region.startswith("clustered") else "min_cases"]
     if low is None or _region_key(region)[1] < low:
         return False
-    return not (region.endswith("AUROC ≥ 0.99") and rule.get("max_auroc") is not None)
+    top = rule.get("max_auroc_clustered", rule.get("max_auroc")) if region.startswith("clustered") else \
+        rule.get("max_auroc")
+    return not (region.endswith("AUROC ≥ 0.99") and top is not None)
 
 
 def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
