@@ -811,6 +811,38 @@ def _finite(v):
     return v if math.isfinite(v) else None
 
 
+TOO_FEW_CASES = "inconclusive: too few cases to test"  # the reason's words (:func:`too_few_cases`)
+
+
+def too_few_cases(n_positive: int, n_negative: int, minimum: int, case_patients=None) -> str | None:
+    """The one rule by which a group's calibration and discrimination are "inconclusive: too few cases" (issue 21):
+    fewer than ``minimum`` (``plan.min_denominator``) cases in its smaller class — rows, or with repeated patients
+    (``case_patients``: the patients with a positive row and with a negative row) the patients among them, since
+    a whole-patient interval rests on those (the design-space map: with fewer than 10 patients among the cases every
+    such interval under-covered, 0.76–0.90, and the AUROC pair test rejected 13% of nulls). The reason in words,
+    None when there are enough; such a group gets no interval and no test."""
+    if case_patients is None:
+        (few, which), unit = min((n_positive, "positive"), (n_negative, "negative")), ""
+    else:
+        (few, which), unit = min((case_patients[0], "positive"), (case_patients[1], "negative")), "patients among the "
+    if few >= minimum:
+        return None
+    return f"{TOO_FEW_CASES} (only {int(few)} {unit}{which} cases, fewer than {minimum})"
+
+
+def _case_rows(cell: np.ndarray, n_values: int, patients_g: np.ndarray):
+    """Per patient of a group, its rows of the group's smaller class (none: left out), and the number of patients
+    with a positive and with a negative row. ``cell`` from :func:`..stats.discrimination.ranked` (positive < T)."""
+    positive = cell < n_values
+    _, pid = np.unique(patients_g, return_inverse=True)
+    pid = pid.ravel()
+    k = int(pid.max()) + 1 if pid.size else 0
+    npos = np.bincount(pid, weights=positive, minlength=k)
+    nneg = np.bincount(pid, weights=~positive, minlength=k)
+    smaller = npos if positive.sum() <= (~positive).sum() else nneg
+    return smaller[smaller > 0], (int((npos > 0).sum()), int((nneg > 0).sum()))
+
+
 def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, cal_rows, curve_rows,
                        tests, disc_rows):
     """Calibration by group (METHODS §8) for the tested groups of one attribute; its joint tests join ``tests``.
@@ -819,13 +851,14 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
     curve and standard error.
     Intervals and design effects come from influence functions (:func:`..stats.calibration.influence`): the
     variance the row bootstrap would estimate, in closed form, summed over whole patients when patients repeat —
-    the audit's own resampling unit — so no replicate is drawn and nothing here depends on the seed.
+    the audit's own resampling unit; with whole patients the slope's variance is at least its whole-patient
+    bootstrap variance near separation (AUROC ≥ :data:`..stats.calibration.NEAR_SEPARATION_AUROC`;
+    :func:`..stats.calibration.slope_bootstrap_variance`, from the plan's seed, the task and the attribute).
     """
-    from scipy.special import chdtrc
-
     from fairdesk.core.stats import calibration as C
 
     C.check_probabilities(s)
+    slope_rng = task_rng(plan.seed, "calibration slope", task, attr)
     discrimination: list[dict] = []
     for name in tested:
         values, pos, neg, cell, disc = ranks[name]
@@ -834,33 +867,42 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
         var = C.variances(contrib, pt)
         var_cl = (C.variances(contrib, pt, row_cell=cell, clusters=patients[labels == name])
                   if cluster and patients is not None else var)
-        rows_pp = (np.unique(patients[labels == name], return_counts=True)[1]
-                   if cluster and patients is not None else None)
+        rows_pp = case_rows = case_patients = None
+        if cluster and patients is not None:
+            rows_pp = np.unique(patients[labels == name], return_counts=True)[1]
+            case_rows, case_patients = _case_rows(cell, values.size, patients[labels == name])
+        few = too_few_cases(pt["n_positive"], pt["n"] - pt["n_positive"], plan.min_denominator, case_patients)
         row = {"task": task, "attribute": attr, "group": str(name), "n": pt["n"], "n_positive": pt["n_positive"],
                "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
-               "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None, "reason": pt["reason"]}
-        row.update(_calibration_intervals(pt, var_cl, plan.ci_level, rows_pp))
+               "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None,
+               "reason": few or pt["reason"]}
+        if cluster and patients is not None and few is None and math.isfinite(var_cl.get("slope", math.nan)) \
+                and pt["auroc"] >= C.NEAR_SEPARATION_AUROC:
+            # near separation the linearised slope variance falls short; the whole-patient refits do not (issue 21)
+            boot = C.slope_bootstrap_variance(pt, cell, patients[labels == name], slope_rng)
+            var_cl = {**var_cl, "slope": max(var_cl["slope"], boot) if math.isfinite(boot) else var_cl["slope"]}
+        row.update(_calibration_intervals(pt, var_cl, plan.ci_level, case_rows, shown=few is None))
         d_int = d_slope = deff = 1.0  # design effects of whole patients (independent rows: 1), floored at 1
         if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
             d_int = max(1.0, var_cl["intercept"] / pt["intercept_se"] ** 2)
         test_kind = None
-        if pt["info"] is not None:
+        if few is None and pt["info"] is not None:  # too few cases: no test (the reason says so)
             if cluster:
                 # Rao–Scott first-order correction: mean eigenvalue of (model information × whole-patient covariance)
                 cov = np.array([[var_cl["slope_intercept"], var_cl["slope_cov"]],
                                 [var_cl["slope_cov"], var_cl["slope"]]])
                 deff = max(1.0, float(np.trace(pt["info"] @ cov)) / 2.0)
                 d_slope = max(1.0, var_cl["slope"] / pt["slope_se"] ** 2)
-            p = float(chdtrc(2, pt["lr_stat"] / deff))
+            p = _lr_p(2, pt["lr_stat"] / deff, case_rows)
             p_eq = C.equivalence_p(pt["intercept"], pt["intercept_se"] * math.sqrt(d_int), pt["slope"],
                                    pt["slope_se"] * math.sqrt(d_slope), plan.calibration_intercept_margin,
                                    plan.calibration_slope_range)
             stat, test_kind = pt["lr_stat"], "joint LR test of intercept 0 and slope 1 (2 df)"
-        elif math.isfinite(pt["p_value_intercept"]):
+        elif few is None and math.isfinite(pt["p_value_intercept"]):
             # no slope (separation or a single score value): calibration-in-the-large is still testable; without a
             # slope the group cannot be shown calibrated, so there is no equivalence test
             deff, p_eq = d_int, math.nan
-            p = float(chdtrc(1, pt["lr_stat_intercept"] / deff))
+            p = _lr_p(1, pt["lr_stat_intercept"] / deff, case_rows)
             stat, test_kind = pt["lr_stat_intercept"], "LR test of intercept 0 alone (1 df; no slope)"
         if test_kind is not None:
             test_id = f"{task}|{attr}|calibration|{name}"
@@ -872,23 +914,42 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
                           "design_effect": deff, "n_boot_valid": None})
         cal_rows.append(row)
         discrimination.append({"group": str(name), "n": pt["n"], "n_positive": pt["n_positive"], "point": pt,
-                               "var": var, "var_cl": var_cl, "rows_per_patient": rows_pp})
+                               "var": var, "var_cl": var_cl, "rows_per_patient": rows_pp, "too_few": few})
         _curve_rows(task, attr, str(name), values, pos, neg, tau, plan, curve_rows)
     _audit_discrimination(task, attr, discrimination, cluster, plan, disc_rows, tests)
 
 
-def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=None) -> dict:
+def _lr_p(k: int, stat: float, case_rows=None) -> float:
+    """p of a calibration LR statistic with ``k`` df (already divided by its Rao–Scott design effect): χ²_k with
+    independent rows; with whole patients (``case_rows``: each patient's rows of the smaller class) the Rao–Scott F
+    form, ``stat/k ~ F(k, ν)`` with ν = :func:`..stats.gaps.cluster_df` of those patients — the design effect is
+    estimated from them, as a t reference does for one coefficient (issue 21: χ² rejected 9% of calibrated groups
+    with ~18 patients among the positives)."""
+    from scipy.special import chdtrc, fdtrc
+
+    from fairdesk.core.stats import gaps as G
+
+    if case_rows is None:
+        return float(chdtrc(k, stat))
+    return float(fdtrc(k, G.cluster_df(case_rows), stat / k))
+
+
+def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=None, shown: bool = True) -> dict:
     """``{measure: value, measure_ci_low, measure_ci_high}`` of one group from the influence variances ``var``:
     intercept and slope on their own (logit) scale, O/E on the log scale (exact Poisson upper bound when no case is
     observed), Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
     ece_debiased`). Small-sample corrections (issue 21: Brier and slope intervals covered 0.90–0.92 at 100 rows with
     extreme scores): with independent rows the influence (HC0) variance is multiplied by n/(n − p) and the quantile
     is Student's t with n − p df (p = 1, or 2 for the slope model, whose variance is also at least the model-based
-    one); with whole patients (``rows_per_patient``) the variances already carry G/(G − 1) and the quantile is t with
-    :func:`..stats.gaps.cluster_df` df. A Brier score is a mean of squares, right-skewed when the scores are
-    extreme: its log-scale interval stays positive and follows the skew, capped at 1; its variance is at least the
-    one it would have if the scores were the risks (:func:`..stats.calibration.brier_model_variance`; with fewer
-    than 10 cases the influence variance rests on the few observed)."""
+    one); with whole patients the variances already carry G/(G − 1) (the intercept and slope: the CR2 leverage
+    correction, :func:`..stats.calibration.cr2_covariance`) and the quantile is t with :func:`..stats.gaps.cluster_df`
+    df of ``rows_per_patient`` — each patient's rows of the group's smaller class, the patients these numbers rest on
+    (issue 21: df from all the group's patients, 31 and 86 where ~14 patients had a positive row, left the slope
+    interval covering 0.83–0.90). ``shown`` False (too few cases): the values without intervals. A Brier score is a
+    mean of squares, right-skewed when the scores are extreme: its log-scale interval stays positive and follows the
+    skew, capped at 1; its variance is at least the one it would have if the scores were the risks
+    (:func:`..stats.calibration.brier_model_variance`; with fewer than 10 cases the influence variance rests on the
+    few observed)."""
     from fairdesk.core.stats import calibration as C
     from fairdesk.core.stats import gaps as G
 
@@ -923,6 +984,8 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
                           else (0.0, z * se))
             else:
                 lo, hi = v - z * se, v + z * se
+        if not shown:
+            lo = hi = None
         out[m], out[f"{m}_ci_low"], out[f"{m}_ci_high"] = v, _finite(lo), _finite(hi)
     return out
 
@@ -940,9 +1003,11 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
     logit v_b) / √(lse_a² + lse_b²) with lse the influence SE of logit AP, while the intervals and the TOST use
     :func:`..stats.calibration.auprc_logit_se` (at least the binomial AP(1 − AP)/n₁) and the gap's interval is
     MOVER (:func:`..stats.gaps.mover`) from the two groups' intervals. Each group's interval is
-    ``expit(logit v ± q·lse)``. q and the p-values are normal with independent rows, Student's t with :func:`..stats.gaps.cluster_df` degrees of freedom when patients repeat (whose variances carry G/(G − 1)).
-    A group is compared only with at least ``plan.min_denominator`` positive and negative rows (fewer: "inconclusive:
-    too few cases", not tested). Every pair is one test; each group's row shows its largest-gap pair, as the max
+    ``expit(logit v ± q·lse)``. q and the p-values are normal with independent rows, Student's t with
+    :func:`..stats.gaps.cluster_df` degrees of freedom when patients repeat (whose variances carry G/(G − 1)).
+    A group is compared only with at least ``plan.min_denominator`` positive and negative rows — patients among them
+    when patients repeat — (fewer: "inconclusive: too few cases", :func:`too_few_cases`, with no interval and not
+    tested). Every pair is one test; each group's row shows its largest-gap pair, as the max
     rule does for rates.
     """
     from scipy.special import expit, logit
@@ -980,10 +1045,8 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
             reason = None
             if value is None:
                 reason = "both classes are needed" if metric == "auroc" else "no positive cases in the group"
-            elif min(g["n_positive"], n_neg) < plan.min_denominator:
-                few, which = ((g["n_positive"], "positive") if g["n_positive"] < n_neg else (n_neg, "negative"))
-                reason = (f"inconclusive: too few cases to test (only {few} {which} cases, fewer than "
-                          f"{plan.min_denominator})")
+            elif g["too_few"]:
+                reason, lo, hi = g["too_few"], None, None
             elif not (se > 0 and lse > 0):
                 reason = (f"{metric.upper()} of {value:g}: no variance to test with" if value in (0.0, 1.0)
                           else "no variance to test with")

@@ -222,7 +222,7 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
              cancel: CancelToken | None = None, truth_rows: int = TRUTH_ROWS) -> list[dict]:
     """Simulate one data set of ``d``, audit it as a user would, and score every test and interval against the
     truth: one row per (test or interval) with measure, kind, null, rejected, covered, cases, clustered, AUROC."""
-    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.audits.groups import TOO_FEW_CASES, GroupAuditPlan, run_group_audit
     from fairdesk.core.data.schema import ColumnRoles
 
     rng = np.random.default_rng(seed)
@@ -257,8 +257,19 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
                      "rejected": bool(t["p_value"] <= ALPHA),
                      "covered": bool(t["ci_low"] - 1e-12 <= true_gap <= t["ci_high"] + 1e-12), "cases": cases,
                      "patients": min(_case_patients(grp, m, t["group"]), _case_patients(grp, m, t["comparison"]))})
+    # comparisons the audit declared "inconclusive: too few cases" (:func:`..audits.groups.too_few_cases`): counted
+    # per region as not tested — neither failures nor silently dropped
+    few = {(t, r["group"]) for t, tab in (("calibration", res.calibration), ("disc", res.discrimination))
+           for r in tab.to_dict(orient="records") if str(r.get("reason") or "").startswith(TOO_FEW_CASES)}
     for r in res.calibration.to_dict(orient="records"):
         g = index[r["group"]]
+        if ("calibration", r["group"]) in few:
+            for m in ("calibration test",) + CAL_MEASURES:
+                cal = "calibration" if m == "calibration test" else m
+                rows.append({**base, "measure": m, "kind": "not tested", "null": None, "rejected": None,
+                             "covered": None, "cases": cases_of(cal, r["n"], r["n_positive"]),
+                             "patients": _case_patients(grp, cal, r["group"])})
+            continue
         for m in CAL_MEASURES:
             lo, hi = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
             if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
@@ -266,7 +277,23 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
             rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                          "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
                          "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
-    for r in res.discrimination.to_dict(orient="records"):
+    disc = res.discrimination.to_dict(orient="records")
+    for i, r in enumerate(disc):  # the groups and pairs not tested
+        m = r["metric"]
+        if ("disc", r["group"]) not in few:
+            continue
+        rows.append({**base, "measure": m, "kind": "not tested", "null": None, "rejected": None, "covered": None,
+                     "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
+        for j, o in enumerate(disc):
+            if o["metric"] != m or o["group"] == r["group"] or (("disc", o["group"]) in few and j < i) \
+                    or o["value"] is None or (isinstance(o["value"], float) and math.isnan(o["value"])):
+                continue
+            rows.append({**base, "measure": f"{m} gap", "kind": "not tested", "null": None, "rejected": None,
+                         "covered": None, "cases": min(cases_of(m, x["n"], x["n_positive"]) for x in (r, o)),
+                         "patients": min(_case_patients(grp, m, x["group"]) for x in (r, o))})
+    for r in disc:
+        if ("disc", r["group"]) in few:
+            continue
         lo, hi = r.get("value_ci_low"), r.get("value_ci_high")
         if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
             continue
@@ -310,20 +337,21 @@ class DesignSpaceResult:
 
 
 PATIENT_BANDS = ((0, 10), (10, 30), (30, 100), (100, math.inf))
+AUROC_SPLIT = ("auroc", "auprc", "calibration") + CAL_MEASURES  # the measures whose regions split at AUROC 0.99
 
 
 def region_of(measure: str, cases: float, clustered: bool, patients: float, auroc: float) -> str:
     """The region of one test or interval: independent rows by the cases it rests on (:func:`case_count`, the
     smaller group's for a gap); whole patients by the patients among those cases (the smaller group's;
-    :func:`..stats.verified_region.case_patients`); AUROC and AUPRC also by
-    whether the AUROC reaches 0.99."""
+    :func:`..stats.verified_region.case_patients`); AUROC, AUPRC and calibration also by whether the AUROC reaches
+    0.99 (calibration: with repeated patients the slope's whole-patient SE falls far below its SD there)."""
     if clustered:
         lo, hi = next(b for b in PATIENT_BANDS if b[0] <= patients < b[1])
         where = (f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi) else
                  f"clustered, ≥{lo} case patients")
     else:
         where = f"independent, {band(cases)} cases"
-    if measure.startswith(("auroc", "auprc")):
+    if measure.startswith(AUROC_SPLIT):
         where += "; AUROC ≥ 0.99" if auroc >= 0.99 else "; AUROC < 0.99"
     return where
 
@@ -361,7 +389,7 @@ def _verdict(rate: float, lo: float, hi: float, target: float, upper: bool) -> s
 
 
 def region_table(rows: pd.DataFrame) -> pd.DataFrame:
-    cols = ["measure", "region", "n_null_tests", "size", "size_ci_low", "size_ci_high", "size_verdict",
+    cols = ["measure", "region", "n_not_tested", "n_null_tests", "size", "size_ci_low", "size_ci_high", "size_verdict",
             "n_intervals", "coverage", "coverage_ci_low", "coverage_ci_high", "coverage_verdict"]
     if rows.empty:
         return pd.DataFrame(columns=cols)
@@ -374,7 +402,8 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
         cov = sub[sub["covered"].notna()]
         s, slo, shi = _rate(int(nul["rejected"].astype(bool).sum()), len(nul))
         c, clo, chi = _rate(int(cov["covered"].astype(bool).sum()), len(cov))
-        out.append({"measure": m, "region": reg, "n_null_tests": len(nul), "size": s, "size_ci_low": slo,
+        out.append({"measure": m, "region": reg, "n_not_tested": int((sub["kind"] == "not tested").sum()),
+                    "n_null_tests": len(nul), "size": s, "size_ci_low": slo,
                     "size_ci_high": shi, "size_verdict": _verdict(s, slo, shi, SIZE_TARGET, True),
                     "n_intervals": len(cov), "coverage": c, "coverage_ci_low": clo, "coverage_ci_high": chi,
                     "coverage_verdict": _verdict(c, clo, chi, COVERAGE_TARGET, False)})
@@ -395,7 +424,8 @@ def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
     """Per measure, the part of the space where the map verified it, in the form of
     :data:`fairdesk.core.stats.verified_region.VERIFIED`: the fewest cases (independent rows) and patients (clustered) from
     which every band up meets both targets (point estimates; a band with fewer than :data:`MIN_EVIDENCE` null tests or
-    intervals neither helps nor hurts on that count), None when no band does; for AUROC and AUPRC ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
+    intervals neither helps nor hurts on that count), None when no band does; for AUROC, AUPRC and calibration
+    ``max_auroc`` 0.99 when a band with AUROC ≥ 0.99 misses (the bands are then
     judged below it)."""
     out = {}
     thin_size = regions["n_null_tests"] < MIN_EVIDENCE  # too few to tell either way: neither helps nor hurts
@@ -405,7 +435,7 @@ def verified_region(regions: pd.DataFrame) -> dict[str, dict]:
     for key, sources in REGION_SOURCES.items():
         sub = reg[reg["measure"].isin(sources)]
         rule: dict = {}
-        if key in ("auroc", "auprc"):
+        if key in ("auroc", "auprc", "calibration"):
             high = sub[sub["region"].str.endswith("AUROC ≥ 0.99")]
             rule["max_auroc"] = None if high["ok"].all() else 0.99
             if rule["max_auroc"] is not None:
@@ -436,7 +466,9 @@ def inside(measure: str, region: str, rules: dict[str, dict]) -> bool:
     low = rule["min_patients" if region.startswith("clustered") else "min_cases"]
     if low is None or _region_key(region)[1] < low:
         return False
-    return not (region.endswith("AUROC ≥ 0.99") and rule.get("max_auroc") is not None)
+    top = rule.get("max_auroc_clustered", rule.get("max_auroc")) if region.startswith("clustered") else \
+        rule.get("max_auroc")
+    return not (region.endswith("AUROC ≥ 0.99") and top is not None)
 
 
 def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
@@ -464,17 +496,18 @@ def format_regions(result: DesignSpaceResult) -> str:
     """The printed map: one line per measure × region."""
     reg = result.regions()
     mark = {"meets": "ok", "misses": "FAILS", "unclear": "unclear", "—": "—"}
-    head = (f"{'measure':<22} {'region':<46} {'null':>5} {'size':>6} {'':>7} {'intervals':>9} {'cover':>6} "
+    head = (f"{'measure':<22} {'region':<46} {'untested':>8} {'null':>5} {'size':>6} {'':>7} {'intervals':>9} {'cover':>6} "
             f"{'':>7}")
     lines = [head, "-" * len(head)]
     for r in reg.itertuples(index=False):
         size = f"{r.size:6.3f}" if r.n_null_tests else f"{'—':>6}"
         cover = f"{r.coverage:6.3f}" if r.n_intervals else f"{'—':>6}"
-        lines.append(f"{r.measure:<22} {r.region:<46} {r.n_null_tests:>5} {size} {mark[r.size_verdict]:>7} "
+        lines.append(f"{r.measure:<22} {r.region:<46} {r.n_not_tested:>8} {r.n_null_tests:>5} {size} {mark[r.size_verdict]:>7} "
                      f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7}")
     failing = result.failing
     lines.append(f"targets: size ≤ {SIZE_TARGET:.2f}, coverage ≥ {COVERAGE_TARGET:.2f}; FAILS = the whole 95% "
-                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it.")
+                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it; untested = "
+                 "tests and intervals the audit declared \"inconclusive: too few cases\" (none shown, none scored).")
     lines.append(f"{len(failing)} of {len(reg)} regions fail." if len(failing) else
                  f"No region fails its targets ({len(reg)} regions).")
     from fairdesk.core.stats.verified_region import VERIFIED
