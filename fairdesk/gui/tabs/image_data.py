@@ -61,16 +61,32 @@ def models_of(project, kind: str) -> list:
 _TABLES: dict = {}
 
 
+def _table_key(project, dataset_id: int) -> tuple:
+    return str(project.path), int(dataset_id), project.dataset(dataset_id).sha256
+
+
 def stored_table(project, dataset_id: int) -> pd.DataFrame:
     """A stored image table, cached by (project, id, hash): the pages refresh on every project change, and a
     stored dataset never changes."""
-    info = project.dataset(dataset_id)
-    key = (str(project.path), int(dataset_id), info.sha256)
+    key = _table_key(project, dataset_id)
     if key not in _TABLES:
         if len(_TABLES) >= 4:
             _TABLES.pop(next(iter(_TABLES)))
         _TABLES[key] = project.load_dataset(dataset_id)
     return _TABLES[key]
+
+
+def read_table(read, project, dataset_id: int | None) -> pd.DataFrame | None:
+    """The stored image table ``dataset_id`` for a page's form: at once when it was read before (the cache of
+    :func:`stored_table`); else None, and ``read`` (the page's :class:`~fairdesk.gui.tabs.base.ViewRead`) reads it
+    in the view runner, its ``on_done`` getting ``(dataset_id, table)`` — never a table read on the Qt thread."""
+    read.cancel()
+    if project is None or dataset_id is None:
+        return None
+    table = _TABLES.get(_table_key(project, dataset_id))
+    if table is None:
+        read.start(f"Read image dataset #{dataset_id}", lambda: (dataset_id, stored_table(project, dataset_id)))
+    return table
 
 
 def split_counts(table: pd.DataFrame, roles: dict) -> pd.DataFrame:
@@ -192,7 +208,7 @@ class ImageDataPanel(QWidget):
         rv.addWidget(self.views, 1)
 
         split_page(self, scroll, right, [560, 700])
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         self._set_header(None)
         self.refresh_project()
@@ -290,7 +306,7 @@ class ImageDataPanel(QWidget):
         def done(job) -> None:
             self.progress.setValue(1000)
             self.status.setText(f"Imported as dataset #{job.result}.")
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
             idx = self.dataset_combo.findData(job.result)
             if idx >= 0:
                 self.dataset_combo.setCurrentIndex(idx)
