@@ -35,7 +35,7 @@ from fairdesk.core.escape import html_text
 from fairdesk.core.errors import DataError
 from fairdesk.gui.tabs.base import AuditPage, AuditRun, JobPage
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets, models_of,
-                                          read_table)
+                                          TableRead)
 from fairdesk.gui.widgets.panel_parts import hrow, load_pyqtgraph
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
@@ -217,6 +217,8 @@ class ImageAuditPanel(AuditPage):
         self._table: pd.DataFrame | None = None
         self._roles: dict = {}
         self._filled: set[str] = set()
+        self.table_read = TableRead(window, lambda: self.dataset_combo.currentData(), self._show_table,
+                                    lambda message: self.form_data_failed(message))
         super().__init__(window)
 
     # ---- set-up --------------------------------------------------------------------------------------------
@@ -338,12 +340,7 @@ class ImageAuditPanel(AuditPage):
         return next((m for m in project.models() if m.id == model_id), None)
 
     def _dataset_changed(self, *args) -> None:
-        self._show_table(read_table(self.form_read, self.window_.project, self.dataset_combo.currentData()))
-
-    def form_data(self, result) -> None:
-        dataset_id, table = result  # read_table's read
-        if dataset_id == self.dataset_combo.currentData():
-            self._show_table(table)
+        self.table_read.choose(self.window_.project)
 
     def _show_table(self, table) -> None:
         """Fill the attribute and label choices from the chosen image table (None: not read yet, or none)."""

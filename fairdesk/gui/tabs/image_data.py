@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayo
                                QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.core.kinds import DATASET_KINDS, MODEL_KINDS
+from fairdesk.gui.tabs.base import ViewRead
 from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, progress_bar, push_button, run_row, scroll_area,
                                               show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
@@ -76,17 +77,29 @@ def stored_table(project, dataset_id: int) -> pd.DataFrame:
     return _TABLES[key]
 
 
-def read_table(read, project, dataset_id: int | None) -> pd.DataFrame | None:
-    """The stored image table ``dataset_id`` for a page's form: at once when it was read before (the cache of
-    :func:`stored_table`); else None, and ``read`` (the page's :class:`~fairdesk.gui.tabs.base.ViewRead`) reads it
-    in the view runner, its ``on_done`` getting ``(dataset_id, table)`` — never a table read on the Qt thread."""
-    read.cancel()
-    if project is None or dataset_id is None:
-        return None
-    table = _TABLES.get(_table_key(project, dataset_id))
-    if table is None:
-        read.start(f"Read image dataset #{dataset_id}", lambda: (dataset_id, stored_table(project, dataset_id)))
-    return table
+class TableRead(ViewRead):
+    """A page's read of the image table it has chosen (``dataset()``: its id), never on the Qt thread: :meth:`choose`
+    calls ``show(table)`` at once when that table was read before (the cache of :func:`stored_table`), else
+    ``show(None)`` now and ``show(table)`` once the view runner has read it, if it is still the one chosen."""
+
+    def __init__(self, window, dataset, show, on_fail) -> None:
+        super().__init__(window, self._read, on_fail)
+        self.dataset, self.show = dataset, show
+
+    def choose(self, project) -> None:
+        self.cancel()
+        dataset_id, table = self.dataset(), None
+        if project is not None and dataset_id is not None:
+            table = _TABLES.get(_table_key(project, dataset_id))
+            if table is None:
+                self.start(f"Read image dataset #{dataset_id}",
+                           lambda: (dataset_id, stored_table(project, dataset_id)))
+        self.show(table)
+
+    def _read(self, result) -> None:
+        dataset_id, table = result
+        if dataset_id == self.dataset():
+            self.show(table)
 
 
 def split_counts(table: pd.DataFrame, roles: dict) -> pd.DataFrame:

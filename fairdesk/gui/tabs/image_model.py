@@ -24,9 +24,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.core.data.roles import not_outcomes
-from fairdesk.gui.tabs.base import ViewRead
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
-                                          model_folder, models_of, read_table)
+                                          model_folder, models_of, TableRead)
 from fairdesk.gui.widgets.panel_parts import (cancel_job, hrow, job_running, load_pyqtgraph, placeholder_label,
                                               progress_bar, push_button, run_row, scroll_area, setup_column,
                                               show_progress, split_page, wrapped_label)
@@ -89,8 +88,8 @@ class ImageModelPanel(QWidget):
         self.plot_widget = None
         self.curves: dict = {}
         self._table: pd.DataFrame | None = None
-        self.table_read = ViewRead(window, self._table_read,
-                                   lambda message: self.status.setText(f"The image dataset could not be read: {message}"))
+        self.table_read = TableRead(window, lambda: self.dataset_combo.currentData(), self._show_table,
+                                    lambda message: self.status.setText(f"The image dataset could not be read: {message}"))
         self.timer = QTimer(self)
         self.timer.setInterval(100)
         self.timer.timeout.connect(self.drain)
@@ -294,12 +293,7 @@ class ImageModelPanel(QWidget):
         self._update_buttons()
 
     def _dataset_changed(self, *args) -> None:
-        self._show_table(read_table(self.table_read, self.window_.project, self.dataset_combo.currentData()))
-
-    def _table_read(self, result) -> None:
-        dataset_id, table = result  # read_table's read
-        if dataset_id == self.dataset_combo.currentData():
-            self._show_table(table)
+        self.table_read.choose(self.window_.project)
 
     def _show_table(self, table) -> None:
         """Fill the label and attribute choices from the chosen image table (None: not read yet, or none)."""
