@@ -392,6 +392,16 @@ class MainWindow(QMainWindow):
         #: Qt thread only fills widgets); its jobs do not appear in the Jobs dock
         self.views = JobRunner(self, log_level=logging.DEBUG)
         self._callbacks: dict[int, tuple[Callable | None, Callable | None]] = {}
+        #: the pages' refreshes on a project change (see refresh_on_project), those still to run, and the pages'
+        #: reads in the view runner (``ViewRead``): ``refreshing`` is true while any of these is pending
+        self._refreshes: list[tuple[QWidget, Callable]] = []
+        self._pending_refreshes: list[tuple[QWidget, Callable]] = []
+        self.reads: list = []
+        self._refresh_timer = QTimer(self)
+        self._refresh_timer.setSingleShot(True)
+        self._refresh_timer.setInterval(0)
+        self._refresh_timer.timeout.connect(self._refresh_next)
+        self.project_changed.connect(self._project_changed)
         self._closed = False
         self._compacted = False
         try:
@@ -417,6 +427,7 @@ class MainWindow(QMainWindow):
                                                ("audit", "Audit", None, None)):
             pages = QTabWidget(self)
             pages.setObjectName(f"{key}_pages")
+            pages.currentChanged.connect(self._refresh_visible)
             if first is not None:
                 pages.addTab(first, first_title)
             self.pages[key] = pages
@@ -433,6 +444,7 @@ class MainWindow(QMainWindow):
         for key, title, ref, attr, after in placed_later:
             self._add_page(key, title, resolve(ref)(self), attr, after=after)
         self.setCentralWidget(self.tabs)
+        self.tabs.currentChanged.connect(self._refresh_visible)
 
         self.jobs_panel = JobsPanel(self.runner, self)
         self.jobs_dock = QDockWidget("Jobs", self)
@@ -635,8 +647,47 @@ class MainWindow(QMainWindow):
             return self.new_project()
         return None
 
-    def notify_project_changed(self) -> None:
+    def notify_project_changed(self, page: QWidget | None = None) -> None:
+        """Something was stored in the project: the pages refresh (see :meth:`refresh_on_project`); ``page`` (the
+        one that stored it, going on with its refreshed form) at once, even when it is not on screen."""
         self.project_changed.emit()
+        for entry in [e for e in self._pending_refreshes if e[0] is page]:
+            self._pending_refreshes.remove(entry)
+            entry[1]()
+
+    # ---- refreshing the pages when the project changes ------------------------------------------------------
+    def refresh_on_project(self, widget: QWidget, refresh: Callable[[], None]) -> None:
+        """Run ``refresh()`` (``widget``'s refill from the project) whenever the project changes: at once while
+        ``widget`` is on screen, else queued, one page per turn of the event loop (a page brought to the front
+        first) — so opening a project or storing something never refreshes every page in one stretch of the Qt
+        thread."""
+        self._refreshes.append((widget, refresh))
+
+    @property
+    def refreshing(self) -> bool:
+        """True while a page's refresh after a project change, or a page's read in the view runner, is pending."""
+        return bool(self._pending_refreshes) or any(read.busy for read in self.reads)
+
+    def _project_changed(self) -> None:
+        self._pending_refreshes = list(self._refreshes)
+        self._refresh_visible()
+        if self._pending_refreshes:
+            self._refresh_timer.start()
+
+    def _refresh_visible(self, *args) -> None:
+        for entry in [e for e in self._pending_refreshes if e[0].isVisible()]:
+            if entry in self._pending_refreshes:  # (a refresh may change the project again)
+                self._pending_refreshes.remove(entry)
+                entry[1]()
+
+    def _refresh_next(self) -> None:
+        if not self._pending_refreshes:
+            return
+        try:
+            self._pending_refreshes.pop(0)[1]()
+        finally:
+            if self._pending_refreshes:
+                self._refresh_timer.start()
 
     def show_page(self, widget: QWidget) -> None:
         """Bring ``widget`` (a sub-page of the Dataset, Model or Audit tab) to the front."""

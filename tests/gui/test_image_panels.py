@@ -364,3 +364,39 @@ def test_validity_view(window, run_and_wait, qtbot, tmp_path):
     assert "What each row means" in text and text.count("cit · null") == 4
     assert view.run_button.isEnabled() and not view.cancel_button.isEnabled()
     panel.grab().save(str(tmp_path / "validity.png"))
+
+
+def test_opening_a_project_refreshes_the_page_in_front_at_once_and_the_others_later(window, image_project,
+                                                                                     monkeypatch):
+    """Opening a project refreshes only the page on screen in that turn of the event loop; every other page is
+    refreshed in a later turn, or at once when brought to the front; the image pages read their tables in the view
+    runner, never on the Qt thread; wait_view waits for all of it."""
+    import threading
+
+    from fairdesk.gui.main_window import MainWindow
+    from fairdesk.gui.tabs import image_data
+    from layout_walk import wait_views
+
+    project_path, dataset_id = image_project
+    readers: list[str] = []
+    read = image_data.stored_table
+
+    def stored_table(project, ds_id):
+        readers.append(threading.current_thread().name)
+        return read(project, ds_id)
+
+    monkeypatch.setattr(image_data, "stored_table", stored_table)
+    image_data._TABLES.clear()
+    window.show_page(window.image_data_panel)
+    MainWindow.open_project(window, project_path)  # the method itself (the fixture's wrapper waits for the views)
+    assert window.image_data_panel.dataset_combo.currentData() == dataset_id  # in front: refreshed at once
+    assert window.image_model_panel.dataset_combo.count() == 0  # hidden: not yet
+    assert window.image_audit_panel.dataset_combo.count() == 0 and window.refreshing
+    window.show_page(window.image_model_panel)  # brought to the front: refreshed at once, its table read later
+    assert window.image_model_panel.dataset_combo.currentData() == dataset_id
+    assert window.image_model_panel.labels_list.items() == [] and window.refreshing
+    wait_views(window)
+    assert not window.refreshing and window.image_audit_panel.dataset_combo.currentData() == dataset_id
+    assert "disease" in window.image_model_panel.labels_list.items()
+    assert window.image_audit_panel.attribute_combo.findData("attribute") >= 0
+    assert readers and threading.current_thread().name not in readers

@@ -353,7 +353,7 @@ class AgeLearnersPage(AuditPage):
                         torch_threads=max(1, int(self.window_.settings.threads)))
 
     def audit_stored(self, audit_id: int) -> None:
-        self.window_.notify_project_changed()  # the predictions dataset joins the Dataset tab's list
+        self.window_.notify_project_changed(self)  # the predictions dataset joins the Dataset tab's list
         super().audit_stored(audit_id)
 
     # ---- results -------------------------------------------------------------------------------------------

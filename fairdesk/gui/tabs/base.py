@@ -164,6 +164,7 @@ class ViewRead:
         self.window, self.on_done, self.on_fail = window, on_done, on_fail
         self.job = None
         window.views.finished.connect(self._finished)
+        window.reads.append(self)  # window.refreshing waits for it
 
     @property
     def busy(self) -> bool:
@@ -290,7 +291,7 @@ class AuditPage(JobPage):
                                         self.status, min_width=width)
         self.results_panel = results
         split_page(self, self.setup_panel, results, list(self.SPLIT))
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         self.refresh_project()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -516,9 +517,10 @@ class AuditPage(JobPage):
 
     @property
     def view_ready(self) -> bool:
-        """True when no stored audit is being read or filled in, nor the form's dataset."""
+        """True when no stored audit is being read or filled in, nor the form's dataset, and no page of the window
+        waits for its refresh after a project change or for its read (``window.refreshing``)."""
         return (self._view_job is None and self._slices is None and self._findings_job is None
-                and not self.form_read.busy)
+                and not self.window_.refreshing)
 
     def wait_view(self, timeout: float = 60.0) -> None:
         """Let the event loop run until the chosen audit is shown in full (tests, the layout walk)."""

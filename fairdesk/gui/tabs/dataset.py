@@ -147,7 +147,7 @@ class DatasetTab(QWidget):
         layout.addWidget(split, 1)
         self._set_message("Open a CSV or Parquet file of predictions (one row per sample and task, with the true "
                           "label, the model's score and the protected attributes) or of features to train on.")
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         self._kind_changed()
         self.update_add_button()
 
@@ -361,7 +361,7 @@ class DatasetTab(QWidget):
 
         def done(job) -> None:
             self.window_.statusBar().showMessage(f"Added '{name}' to the project (dataset {job.result}).", 8000)
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
 
         def failed(job) -> None:
             self._set_message(job.error or "The dataset could not be added.", level="error")

@@ -35,7 +35,7 @@ from fairdesk.core.escape import html_text
 from fairdesk.core.errors import DataError
 from fairdesk.gui.tabs.base import AuditPage, AuditRun, JobPage
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets, models_of,
-                                          stored_table)
+                                          TableRead)
 from fairdesk.gui.widgets.panel_parts import hrow, load_pyqtgraph
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
@@ -217,6 +217,8 @@ class ImageAuditPanel(AuditPage):
         self._table: pd.DataFrame | None = None
         self._roles: dict = {}
         self._filled: set[str] = set()
+        self.table_read = TableRead(window, lambda: self.dataset_combo.currentData(), self._show_table,
+                                    lambda message: self.form_data_failed(message))
         super().__init__(window)
 
     # ---- set-up --------------------------------------------------------------------------------------------
@@ -338,10 +340,13 @@ class ImageAuditPanel(AuditPage):
         return next((m for m in project.models() if m.id == model_id), None)
 
     def _dataset_changed(self, *args) -> None:
-        project = self.window_.project
-        dataset_id = self.dataset_combo.currentData()
-        self._table = stored_table(project, dataset_id) if project is not None and dataset_id is not None else None
-        self._roles = project.dataset(dataset_id).roles or {} if self._table is not None else {}
+        self.table_read.choose(self.window_.project)
+
+    def _show_table(self, table) -> None:
+        """Fill the attribute and label choices from the chosen image table (None: not read yet, or none)."""
+        project, dataset_id = self.window_.project, self.dataset_combo.currentData()
+        self._table = table
+        self._roles = project.dataset(dataset_id).roles or {} if table is not None else {}
         cols = [c for c in (self._table.columns if self._table is not None else []) if not str(c).startswith("_")
                 and c != "split"]
         attrs = list(self._roles.get("attributes") or [])
@@ -406,7 +411,7 @@ class ImageAuditPanel(AuditPage):
                         torch_threads=max(1, int(self.window_.settings.threads)))
 
     def audit_stored(self, audit_id: int) -> None:
-        self.window_.notify_project_changed()
+        self.window_.notify_project_changed(self)
         super().audit_stored(audit_id)
 
     # ---- stored audits -------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayo
                                QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.core.kinds import DATASET_KINDS, MODEL_KINDS
+from fairdesk.gui.tabs.base import ViewRead
 from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, progress_bar, push_button, run_row, scroll_area,
                                               show_progress, split_page, wrapped_label)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
@@ -61,16 +62,44 @@ def models_of(project, kind: str) -> list:
 _TABLES: dict = {}
 
 
+def _table_key(project, dataset_id: int) -> tuple:
+    return str(project.path), int(dataset_id), project.dataset(dataset_id).sha256
+
+
 def stored_table(project, dataset_id: int) -> pd.DataFrame:
     """A stored image table, cached by (project, id, hash): the pages refresh on every project change, and a
     stored dataset never changes."""
-    info = project.dataset(dataset_id)
-    key = (str(project.path), int(dataset_id), info.sha256)
+    key = _table_key(project, dataset_id)
     if key not in _TABLES:
         if len(_TABLES) >= 4:
             _TABLES.pop(next(iter(_TABLES)))
         _TABLES[key] = project.load_dataset(dataset_id)
     return _TABLES[key]
+
+
+class TableRead(ViewRead):
+    """A page's read of the image table it has chosen (``dataset()``: its id), never on the Qt thread: :meth:`choose`
+    calls ``show(table)`` at once when that table was read before (the cache of :func:`stored_table`), else
+    ``show(None)`` now and ``show(table)`` once the view runner has read it, if it is still the one chosen."""
+
+    def __init__(self, window, dataset, show, on_fail) -> None:
+        super().__init__(window, self._read, on_fail)
+        self.dataset, self.show = dataset, show
+
+    def choose(self, project) -> None:
+        self.cancel()
+        dataset_id, table = self.dataset(), None
+        if project is not None and dataset_id is not None:
+            table = _TABLES.get(_table_key(project, dataset_id))
+            if table is None:
+                self.start(f"Read image dataset #{dataset_id}",
+                           lambda: (dataset_id, stored_table(project, dataset_id)))
+        self.show(table)
+
+    def _read(self, result) -> None:
+        dataset_id, table = result
+        if dataset_id == self.dataset():
+            self.show(table)
 
 
 def split_counts(table: pd.DataFrame, roles: dict) -> pd.DataFrame:
@@ -192,7 +221,7 @@ class ImageDataPanel(QWidget):
         rv.addWidget(self.views, 1)
 
         split_page(self, scroll, right, [560, 700])
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         self._set_header(None)
         self.refresh_project()
@@ -290,7 +319,7 @@ class ImageDataPanel(QWidget):
         def done(job) -> None:
             self.progress.setValue(1000)
             self.status.setText(f"Imported as dataset #{job.result}.")
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
             idx = self.dataset_combo.findData(job.result)
             if idx >= 0:
                 self.dataset_combo.setCurrentIndex(idx)

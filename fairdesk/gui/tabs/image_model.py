@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 
 from fairdesk.core.data.roles import not_outcomes
 from fairdesk.gui.tabs.image_data import (CLASSIFIER_KIND, GENERATOR_KIND, fill_combo, image_datasets,
-                                          model_folder, models_of, stored_table)
+                                          model_folder, models_of, TableRead)
 from fairdesk.gui.widgets.panel_parts import (cancel_job, hrow, job_running, load_pyqtgraph, placeholder_label,
                                               progress_bar, push_button, run_row, scroll_area, setup_column,
                                               show_progress, split_page, wrapped_label)
@@ -88,6 +88,8 @@ class ImageModelPanel(QWidget):
         self.plot_widget = None
         self.curves: dict = {}
         self._table: pd.DataFrame | None = None
+        self.table_read = TableRead(window, lambda: self.dataset_combo.currentData(), self._show_table,
+                                    lambda message: self.status.setText(f"The image dataset could not be read: {message}"))
         self.timer = QTimer(self)
         self.timer.setInterval(100)
         self.timer.timeout.connect(self.drain)
@@ -260,7 +262,7 @@ class ImageModelPanel(QWidget):
         self.right_tabs.addTab(self.training_page, "Generator training")
         self.right_tabs.addTab(self.models_view, "Image models")
         split_page(self, left, self.right_tabs, [540, 700])
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._on_finished)
         self.refresh_project()
@@ -291,14 +293,13 @@ class ImageModelPanel(QWidget):
         self._update_buttons()
 
     def _dataset_changed(self, *args) -> None:
-        project = self.window_.project
-        dataset_id = self.dataset_combo.currentData()
-        self._table = None
-        roles: dict = {}
-        if project is not None and dataset_id is not None:
-            info = project.dataset(dataset_id)
-            roles = info.roles or {}
-            self._table = stored_table(project, dataset_id)
+        self.table_read.choose(self.window_.project)
+
+    def _show_table(self, table) -> None:
+        """Fill the label and attribute choices from the chosen image table (None: not read yet, or none)."""
+        project, dataset_id = self.window_.project, self.dataset_combo.currentData()
+        self._table = table
+        roles = (project.dataset(dataset_id).roles or {}) if table is not None else {}
         cols = [c for c in (self._table.columns if self._table is not None else []) if not str(c).startswith("_")
                 and c not in ("split", roles.get("path"))]
         labels = list(roles.get("labels") or [])
@@ -352,7 +353,7 @@ class ImageModelPanel(QWidget):
         def done(job) -> None:
             self.progress.setValue(1000)
             self.status.setText(done_text(job))
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
 
         def failed(job) -> None:
             self.status.setText(self._failure_text(job))

@@ -100,7 +100,7 @@ class ModelTab(JobPage):
         ml = QVBoxLayout(models_box)
         ml.addWidget(self.models_view)
         split_page(self, left, models_box, [500, 800], stretch=(2, 3))
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         self.update_buttons()
 
     @property
@@ -197,7 +197,7 @@ class ModelTab(JobPage):
             model_id, pred_id = job.result
             self.say(f"Trained {kind_text} (model #{model_id}); its predictions are dataset #{pred_id}, ready on the "
                      "Audit tab.")
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
 
         return self.start_job(f"Train {kind_text}", work, running=f"Training {kind_text}…", on_done=done)
 

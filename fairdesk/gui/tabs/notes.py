@@ -711,7 +711,7 @@ class NoteClassifierPanel(AuditPage):
             self.last_predictions_id = pred_id
             self.say(f"Trained {len(spec.tasks)} note classifier(s) on {name} (model #{model_id}). The predictions "
                      f"are dataset #{pred_id} in the project: audit them on the Audit tab.")
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
             self.refresh_models(select=model_id)
             self.result_tabs.setCurrentIndex(0)
 
@@ -744,7 +744,7 @@ class NoteClassifierPanel(AuditPage):
 
     def audit_stored(self, audit_id: int) -> None:
         self.say(f"Comparison stored as audit #{audit_id}. Export PDF… writes its report.")
-        self.window_.notify_project_changed()
+        self.window_.notify_project_changed(self)
         self.refresh_audits(select=audit_id)
         self.result_tabs.setCurrentIndex(1)
 

@@ -75,7 +75,7 @@ class TextClassifierPage(JobPage):
                                                   progress=self.progress), self.status, min_width=width)
         split_page(self, left, self._build_results(), [470, 880])
         window.runner.progress.connect(self._drain_epochs)
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         self.refresh_project()
 
     # ---- form --------------------------------------------------------------------------------------------------
@@ -395,7 +395,7 @@ class TextClassifierPage(JobPage):
     def _trained(self, job) -> None:
         self._drain_epochs(job.id)
         self.say(f"Model #{job.result} stored; saved in {self.output_folder()}.")
-        self.window_.notify_project_changed()
+        self.window_.notify_project_changed(self)
         self.refresh_models()
 
     def _not_trained(self, job) -> None:

@@ -185,7 +185,7 @@ class LanguageModelPanel(QWidget):
         self.bridge = _LogBridge(self)
         self.bridge.record.connect(self._on_record)
         self._build()
-        window.project_changed.connect(self.refresh_project)
+        window.refresh_on_project(self, self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         window.runner.finished.connect(self._on_job_finished)
         self.refresh_project()
@@ -373,7 +373,7 @@ class LanguageModelPanel(QWidget):
 
         def done(job) -> None:
             self.status.setText(f"{folder.name} is in the project as language model #{job.result}.")
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
 
         def failed(job) -> None:
             self.status.setText(job.error or "The folder could not be opened.")
@@ -491,7 +491,7 @@ class LanguageModelPanel(QWidget):
             self.status.setText(f"Trained {self._last_step} steps; the model is in {out} and in the project as "
                                 f"language model #{job.result}.")
             self.resume_check.setChecked(False)
-            self.window_.notify_project_changed()
+            self.window_.notify_project_changed(self)
 
         def failed(job) -> None:
             if job.state.value == "cancelled":

@@ -152,6 +152,7 @@ class CalibrationViews(QObject):
         self.project = None
         self.audit_id: int | None = None
         self._rows_cache: dict = {}
+        self._findings = None  # findings(result) of the audit shown, from prepare (the view thread)
         # Calibration: findings in words, reliability diagram, table
         page, v = _page(parent)
         self.cal_select = _Selector(page, v, self.update_calibration)
@@ -218,6 +219,11 @@ class CalibrationViews(QObject):
         from fairdesk.core.reports.groups import calibration_findings_text
 
         prepared["sentences"] = calibration_findings_text(result)
+        disc = getattr(result, "discrimination", None)
+        if disc is not None and not disc.empty:  # counted by the ROC & PR tab's line (see discrimination_text)
+            from fairdesk.core.audits.groups import findings
+
+            prepared["findings"] = findings(result)
         if project is not None and audit_id is not None:
             prepared["rows"] = (str(getattr(project, "path", "")), audit_id), _stored_rows(project, audit_id)
         return prepared
@@ -226,6 +232,7 @@ class CalibrationViews(QObject):
         """Fill the tabs from ``result`` and :meth:`prepare` of it, part by part (a generator: each ``yield`` lets
         the window paint)."""
         self.result, self.project, self.audit_id = result, prepared["project"], prepared["audit_id"]
+        self._findings = prepared.get("findings")
         if prepared["rows"] is not None:
             key, df = prepared["rows"]
             self._rows_cache = {key: df}  # one dataset kept
@@ -257,7 +264,7 @@ class CalibrationViews(QObject):
         yield
         self.update_calibration()
         yield
-        self.update_curves()
+        yield from self._curves_parts()
         yield
         self.update_explorer()
 
@@ -280,10 +287,16 @@ class CalibrationViews(QObject):
         self.cal_view.set_frame(sub[[c for c in CAL_COLUMNS if c in sub.columns]])
 
     def update_curves(self, *args) -> None:
+        for _ in self._curves_parts():
+            pass
+
+    def _curves_parts(self):
+        """The ROC & PR tab in two parts (the curves; the table and its line), a ``yield`` between them."""
         data = self._data(self.roc_select)
         if data is None:
             return
         self.roc.set_data(data)
+        yield
         task, attr = self.roc_select.value()
         frame, tips = self.discrimination_frame(task, attr)
         self.disc_view.set_frame(frame, tips)
@@ -329,7 +342,7 @@ class CalibrationViews(QObject):
                     "them (re-run it for intervals and verdicts)." if frame is not None else "")
         from fairdesk.core.audits.groups import findings
 
-        f = findings(self.result)
+        f = self._findings if self._findings is not None else findings(self.result)
         f = f[f["metric"].isin(["auroc", "auprc"]) & (f["task"].astype(str) == task)
               & (f["attribute"].astype(str) == attr)] if not f.empty else f
         n = int(f["verdict"].notna().sum()) if not f.empty else 0
