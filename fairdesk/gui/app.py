@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if _terminated:  # SIGTERM/SIGHUP: the window was closed like a quit (running jobs cancelled)
         code = 128 + _terminated[0]
     scratch.cleanup()
-    if not window.runner.shutdown(5000):
+    if not window.shutdown(5000):  # both workers (jobs and views): a signal during start-up skips closeEvent
         # a job ignored its cancel: stored results are safe (every write is one transaction); leave now
         sys.stdout.flush()
         sys.stderr.flush()
