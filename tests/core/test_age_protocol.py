@@ -233,8 +233,11 @@ def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
     assert res["dnn"]["leakage"]["r2"] > 0.15 and res["dnn"]["leakage"]["auroc"] > 0.65
     assert ctrl["dnn"]["leakage"]["r2"] < 0.05
     assert res["dnn"]["delta_eo_5"]["mean"] > ctrl["dnn"]["delta_eo_5"]["mean"] + 0.3
-    assert res["simple"]["leakage"]["r2"] < res["dnn"]["leakage"]["r2"] - 0.15
-    # measured: DNN 0.761 accuracy, beyond the label R² 0.14; simple 0.737, 0.05 (issue 27's bounded, conditional term)
+    # the demo's diagnosis carries age (DNN: age R² 0.43, beyond the label 0.14), so the marginal drop is bounded; with
+    # issue 27's λ grid (0.3, 1, 3; λ = 0.3 reaches the beyond-label target in 4 of 5 folds) simple keeps 0.29
+    # (0.14 lower than the DNN's: the earlier λ ≥ 1 took it lower at more accuracy cost)
+    assert res["simple"]["leakage"]["r2"] < res["dnn"]["leakage"]["r2"] - 0.10
+    # measured: DNN 0.761 accuracy, beyond the label R² 0.14; simple 0.747, 0.06 (issue 27's bounded, conditional term)
     assert res["simple"]["leakage"]["beyond_label"]["r2"] < res["dnn"]["leakage"]["beyond_label"]["r2"] - 0.05
     assert res["dnn"]["accuracy"]["mean"] - res["simple"]["accuracy"]["mean"] <= 0.05
 
@@ -248,6 +251,7 @@ GUARD = {"strong": {"simple": (-1.7, 0.059, -0.928), "entropy": (2.3, 0.094, -0.
 
 
 @pytest.mark.slow
+@pytest.mark.full  # make test-full; CI runs test_independent_cohort_ci_guard and the small learner tests
 @pytest.mark.parametrize("cohort", ["strong", "sessions"])
 def test_fresh_cohorts_regression_guard(cohort):
     """Issue 27's two cohorts unlike the demo (strong age signal, 1–4 sessions; weaker signal, ≤ 8 sessions), full
@@ -279,6 +283,7 @@ INDEPENDENT_GUARD = {"simple": (12.7, -0.002, -0.053), "entropy": (6.7, 0.049, -
 
 
 @pytest.mark.slow
+@pytest.mark.full  # make test-full (78 s CPU); CI runs test_independent_cohort_ci_guard
 def test_independent_cohort_default_path_guard():
     """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
     ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold): both learners' representations carry

@@ -83,6 +83,7 @@ def test_default_keeps_its_size_under_non_linear_nuisances_in_the_validity_runs(
     assert all(cit.gcm_test(*data, regressor="logistic", seed=s).p_value < 0.05 for s, data in runs[:2])
 
 
+@pytest.mark.full  # make test-full (51 s CPU); the SCM guard above runs in CI
 def test_default_separates_a_legitimate_path_from_dependence_on_the_confounded_scm():
     """The confounded variant (A shifts Z_3: A and Y are associated through the legitimate path A → Z_3 → Y; the
     test holds Z = Z_3 fixed), seed 3 at the study's size (n = 2,000): the first 3 base classifiers (ECA 0.70–0.75)
