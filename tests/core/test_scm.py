@@ -158,10 +158,15 @@ def test_benchmark_small_run_contract(tmp_path):
     assert d["provenance"]["seed"] == 0 and d["default_test"] == "wgcm_p"
     png = res.plot(tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and png.endswith("fig.png")
-    # deterministic from the seed
-    again = bench.run_cit_benchmark(cfg)
-    assert [r["wgcm_p"] for r in again.records] == [r["wgcm_p"] for r in res.records]
-    assert [r["cit_p"] for r in again.records] == [r["cit_p"] for r in res.records]
+    # deterministic from the seed (checked on the first classifier and oracle only: a second full run would double
+    # the test's time)
+    part = bench.BenchmarkConfig(datasets=("linear",), n_classifiers=1, model_types=("logistic",),
+                                 oracle_types=("bayes",), confounded=False, **SMALL)
+    again = bench.run_cit_benchmark(part).records
+    first = [res.records[0], next(r for r in res.records if r["role"] == "oracle")]
+    assert [(r["model_type"], r["seed"]) for r in again] == [(r["model_type"], r["seed"]) for r in first]
+    for key in ("wgcm_p", "cit_p", "eca"):
+        assert [r[key] for r in again] == [r[key] for r in first]
 
 
 def test_benchmark_cancel_and_bad_config():
@@ -198,6 +203,7 @@ def _skip_unchecked_tests(monkeypatch):
     monkeypatch.setattr(cit, "cit_lr_test", lambda *args, **kwargs: nan)
 
 
+@pytest.mark.full  # make test-full (≈ 100 s CPU); CI runs test_cit_scm_guard.py's linear seed-3 guard
 def test_what_must_hold_on_the_scm(monkeypatch):
     """Small fixed-seed version of the study (the full one is benchmarks/bench_cit_synthetic.py):
     the default test flags most classifiers with ECA well below 1, rarely flags oracles (ECA = 1), and on the
