@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import itertools
 import logging
 import re
 import time
@@ -495,9 +496,14 @@ class AuditPage(JobPage):
         else:
             self.update_findings()
         self.update_buttons()
-        if steps is not None:  # a generator: one step per turn of the event loop, so the window keeps painting
-            self._slices = iter(steps)
-            self._slice_timer.start()
+        if steps is not None:
+            self.run_in_slices(steps)
+
+    def run_in_slices(self, steps) -> None:
+        """Run the generator ``steps`` one step per turn of the event loop (after the steps still queued), so that
+        the window keeps painting and answering between them; a newer audit chosen drops what is left."""
+        self._slices = iter(steps) if self._slices is None else itertools.chain(self._slices, steps)
+        self._slice_timer.start()
 
     def _next_slice(self) -> None:
         steps = self._slices
