@@ -648,7 +648,7 @@ class SyntheticBenchmarkView(JobPage):
         y_lo = min(logs + [math.log10(alpha)]) - 0.5
         for k, test in enumerate(BENCH_TESTS):
             rho = (summ.get("spearman_eca") or {}).get(test)
-            plot = self.graphics.addPlot(row=k // 2, col=k % 2)
+            plot = self.graphics.addPlot(row=k // 2, col=k % 2, enableMenu=False)
             plot.setTitle(f"{labels.get(test, test)}: ρ = {'—' if rho is None else f'{rho:.2f}'}", size="8pt")
             plot.setLabel("bottom", "ECA")
             plot.setLabel("left", "log10 p")

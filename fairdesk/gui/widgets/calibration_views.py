@@ -142,6 +142,33 @@ def _stored_rows(project, audit_id: int) -> pd.DataFrame | None:
     return None
 
 
+def discrimination_frame(result, task: str, attr: str, k: int) -> tuple[pd.DataFrame | None, list[str] | None]:
+    """The discrimination table of ``result``'s ``task`` and ``attr`` as the PDF prints it (counts below k as
+    "<k"), with a tooltip per row saying why a measure was not tested; for an audit stored before AUROC and AUPRC
+    were tested, their point estimates (any thread: no widget)."""
+    from fairdesk.core.reports.groups import discrimination_table
+
+    disc = getattr(result, "discrimination", None)
+    if disc is None or disc.empty:
+        g = result.groups
+        sub = g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
+                & g["tested"].astype(bool)]
+        if sub.empty:
+            return None, None
+        return pd.DataFrame({"group": sub["group"].astype(str), "n": sub["n"], "auroc": sub["auroc"],
+                             "auprc": sub["auprc"]}), None
+    _, rows, notes = discrimination_table(result, attr, k, task=task)
+    if not rows:
+        return None, None
+    frame = pd.DataFrame([r[1:] for r in rows], columns=DISC_COLUMNS)
+    why: dict[str, list[str]] = {}
+    for _t, _a, group, measures, reason in notes:
+        why.setdefault(group, []).append(f"{measures} not tested: {reason}.")
+    tips = [" ".join(why.get(g, [])) or f"{g}: hover over a column title for its meaning."
+            for g in frame["group"]]
+    return frame, tips
+
+
 class CalibrationViews(QObject):
     audit_requested = Signal(float)
 
@@ -153,6 +180,9 @@ class CalibrationViews(QObject):
         self.audit_id: int | None = None
         self._rows_cache: dict = {}
         self._findings = None  # findings(result) of the audit shown, from prepare (the view thread)
+        #: the curves and the discrimination table of a (task, attribute, k), prepared in the view thread for the
+        #: first choice of the selectors (others are computed when chosen)
+        self._prepared_views: dict = {}
         # Calibration: findings in words, reliability diagram, table
         page, v = _page(parent)
         self.cal_select = _Selector(page, v, self.update_calibration)
@@ -209,13 +239,14 @@ class CalibrationViews(QObject):
         for _ in self.show_prepared(result, prepared):
             pass
 
-    @staticmethod
-    def prepare(result, project=None, audit_id: int | None = None) -> dict:
-        """What showing ``result`` needs that takes time (any thread; no widget): the stored dataset's rows for the
-        threshold explorer and the calibration findings in words."""
-        prepared = {"project": project, "audit_id": audit_id, "rows": None, "sentences": []}
+    def prepare(self, result, project=None, audit_id: int | None = None) -> dict:
+        """What showing ``result`` needs that takes time (any thread; no widget is touched): the stored dataset's
+        rows for the threshold explorer, the calibration findings in words, and the curves and discrimination table
+        of the selectors' first task and attribute."""
+        prepared = {"project": project, "audit_id": audit_id, "rows": None, "sentences": [], "views": {}}
         if result is None or result.calibration.empty:
             return prepared
+        from fairdesk.core.reports.calibration_figures import curve_data
         from fairdesk.core.reports.groups import calibration_findings_text
 
         prepared["sentences"] = calibration_findings_text(result)
@@ -224,6 +255,10 @@ class CalibrationViews(QObject):
             from fairdesk.core.audits.groups import findings
 
             prepared["findings"] = findings(result)
+        cal, k = result.calibration, self.k
+        task, attr = str(cal["task"].iloc[0]), str(cal["attribute"].iloc[0])
+        prepared["views"] = {("curves", task, attr, k): curve_data(result, task, attr, suppress_k=k),
+                             ("discrimination", task, attr, k): discrimination_frame(result, task, attr, k)}
         if project is not None and audit_id is not None:
             prepared["rows"] = (str(getattr(project, "path", "")), audit_id), _stored_rows(project, audit_id)
         return prepared
@@ -233,6 +268,7 @@ class CalibrationViews(QObject):
         the window paint)."""
         self.result, self.project, self.audit_id = result, prepared["project"], prepared["audit_id"]
         self._findings = prepared.get("findings")
+        self._prepared_views = dict(prepared.get("views") or {})
         if prepared["rows"] is not None:
             key, df = prepared["rows"]
             self._rows_cache = {key: df}  # one dataset kept
@@ -272,6 +308,9 @@ class CalibrationViews(QObject):
         task, attr = selector.value()
         if self.result is None or task is None or attr is None:
             return None
+        ready = self._prepared_views.get(("curves", task, attr, self.k))
+        if ready is not None:
+            return ready
         from fairdesk.core.reports.calibration_figures import curve_data
 
         return curve_data(self.result, task, attr, suppress_k=self.k)
@@ -308,31 +347,9 @@ class CalibrationViews(QObject):
             self.auc_label.setToolTip(discrimination_method_text(self.result.plan, bootstrap_intervals(self.result)))
 
     def discrimination_frame(self, task: str, attr: str) -> tuple[pd.DataFrame | None, list[str] | None]:
-        """The discrimination table of ``task`` and ``attr`` as the PDF prints it (counts below k as "<k"), with a
-        tooltip per row saying why a measure was not tested; for an audit stored before AUROC and AUPRC were tested,
-        their point estimates."""
-        from fairdesk.core.reports.groups import discrimination_table
-
-        result = self.result
-        disc = getattr(result, "discrimination", None)
-        if disc is None or disc.empty:
-            g = result.groups
-            sub = g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
-                    & g["tested"].astype(bool)]
-            if sub.empty:
-                return None, None
-            return pd.DataFrame({"group": sub["group"].astype(str), "n": sub["n"], "auroc": sub["auroc"],
-                                 "auprc": sub["auprc"]}), None
-        _, rows, notes = discrimination_table(result, attr, self.k, task=task)
-        if not rows:
-            return None, None
-        frame = pd.DataFrame([r[1:] for r in rows], columns=DISC_COLUMNS)
-        why: dict[str, list[str]] = {}
-        for _t, _a, group, measures, reason in notes:
-            why.setdefault(group, []).append(f"{measures} not tested: {reason}.")
-        tips = [" ".join(why.get(g, [])) or f"{g}: hover over a column title for its meaning."
-                for g in frame["group"]]
-        return frame, tips
+        """:func:`discrimination_frame` of the shown audit (prepared in the view thread for the first choice)."""
+        ready = self._prepared_views.get(("discrimination", task, attr, self.k))
+        return ready if ready is not None else discrimination_frame(self.result, task, attr, self.k)
 
     def discrimination_text(self, task: str, attr: str, frame: pd.DataFrame | None) -> str:
         """The line above the ROC & PR tab: what the table shows and how many AUROC / AUPRC comparisons differ."""

@@ -91,7 +91,7 @@ class GapPlot(QWidget):
         if self.plot_widget is not None:
             return
         pg = _pg()
-        self.plot_widget = pg.PlotWidget(self)
+        self.plot_widget = pg.PlotWidget(self, enableMenu=False)
         self.plot_widget.setMinimumHeight(200)
         self.plot = self.plot_widget.getPlotItem()
         self.plot.showGrid(x=True, y=False, alpha=0.25)

@@ -32,7 +32,7 @@ def legend_html(data: pd.DataFrame, extra: str = "") -> str:
 def new_plot(parent: QWidget, title: str, xlabel: str, ylabel: str):
     """A square-ish pyqtgraph plot over [0, 1] × [0, 1] with labelled axes."""
     pg = load_pyqtgraph()
-    widget = pg.PlotWidget(parent)
+    widget = pg.PlotWidget(parent, enableMenu=False)
     widget.setMinimumSize(260, 240)
     plot = widget.getPlotItem()
     plot.setMenuEnabled(False)
