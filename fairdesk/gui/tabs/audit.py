@@ -585,6 +585,8 @@ class AuditTab(PredictionsPage):
         _combo_set(self.plot_metric, [METRIC_LABELS[m] for m in prepared["metrics"]], data=prepared["metrics"])
         _combo_set(self.plot_task, [ALL_TASKS] + prepared["tasks"], data=[None] + prepared["tasks"])
         yield
+        self.gap_plot.ensure_plot()  # (each plot widget created in a turn of its own)
+        yield
         self._forest = prepared["forest"]
         self.update_plot()
         yield
@@ -594,6 +596,9 @@ class AuditTab(PredictionsPage):
             yield
         _combo_set(self.delta_attribute, prepared["continuous"])
         self._delta = prepared["delta"]
+        if prepared["continuous"]:
+            self.delta_plot.ensure_plot()
+            yield
         self.update_delta()
         yield
         self.details_view.setHtml(prepared["details"])

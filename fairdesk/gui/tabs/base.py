@@ -531,7 +531,10 @@ class AuditPage(JobPage):
         try:
             next(steps)
         except StopIteration:
-            self._slices = None
+            if self._slices is steps:
+                self._slices = None
+            else:  # the last step queued more (run_in_slices): go on with those
+                self._slice_timer.start()
             return
         except Exception as err:  # noqa: BLE001 - a view that cannot be drawn must not take the app down
             self._slices = None

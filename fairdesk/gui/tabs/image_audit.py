@@ -429,12 +429,17 @@ class ImageAuditPanel(AuditPage):
         return count_verdicts([{"verdict": e.get("verdict")} for e in (doc.get("effects") or {}).values()
                                if isinstance(e, dict)])
 
-    def show_results(self, doc) -> None:
-        """Fill the result pages from a stored audit (the pyqtgraph pages when they are shown)."""
+    def show_results(self, doc):
+        """Fill the result pages from a stored audit, part by part (the pyqtgraph pages when they are shown)."""
         self.arrays = (self.prepared or {}) if doc is not None else {}
         self._filled = set()
+        return self._fill_results(doc)
+
+    def _fill_results(self, doc):
         self.table_view.set_frame(results_table(doc) if doc else None)
+        yield
         self.verdict_view.setHtml(verdict_html(doc) if doc else "")
+        yield
         self.quality_view.setHtml(quality_html(doc) if doc else "")
         self._fill_lazy()
 

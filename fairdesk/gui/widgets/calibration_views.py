@@ -169,6 +169,42 @@ def discrimination_frame(result, task: str, attr: str, k: int) -> tuple[pd.DataF
     return frame, tips
 
 
+def audited_rows(result, df: pd.DataFrame | None, task: str, attr: str):
+    """(y, s, group) of the rows of ``df`` (the dataset stored with ``result``) that the audit tested for ``task``
+    and ``attr`` (tested groups only); None when the dataset lacks them (any thread: no widget)."""
+    if df is None:
+        return None
+    plan = result.plan
+    roles = plan.roles
+    if roles.label not in df or roles.score not in df:
+        return None
+    from fairdesk.core.data.schema import INTERSECTION_SEP, as_group_labels, coerce_binary_label
+
+    sub = df
+    if roles.split and roles.split in sub:
+        sub = sub[sub[roles.split].astype(str) == plan.eval_split]
+    if roles.task and roles.task in sub:
+        sub = sub[sub[roles.task].astype(str) == task]
+    if attr in sub:
+        labels = as_group_labels(sub[attr])
+    else:
+        cols = attr.split(INTERSECTION_SEP)
+        if not all(c in sub for c in cols):
+            return None
+        labels = as_group_labels(sub[cols[0]])
+        for c in cols[1:]:
+            labels = labels + " & " + as_group_labels(sub[c])
+    labels = labels.fillna("(missing)").astype(str)
+    g = result.groups
+    tested = set(g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
+                   & g["tested"].astype(bool)]["group"].astype(str))
+    keep = labels.isin(tested).to_numpy()
+    y = coerce_binary_label(sub[roles.label]).to_numpy(float)[keep]
+    s = pd.to_numeric(sub[roles.score], errors="coerce").to_numpy(float)[keep]
+    ok = ~(np.isnan(y) | np.isnan(s))
+    return y[ok].astype(int), s[ok], labels.to_numpy()[keep][ok]
+
+
 class CalibrationViews(QObject):
     audit_requested = Signal(float)
 
@@ -261,6 +297,7 @@ class CalibrationViews(QObject):
                              ("discrimination", task, attr, k): discrimination_frame(result, task, attr, k)}
         if project is not None and audit_id is not None:
             prepared["rows"] = (str(getattr(project, "path", "")), audit_id), _stored_rows(project, audit_id)
+            prepared["views"][("explorer", task, attr)] = audited_rows(result, prepared["rows"][1], task, attr)
         return prepared
 
     def show_prepared(self, result, prepared: dict):
@@ -298,6 +335,8 @@ class CalibrationViews(QObject):
                                   "inconclusive is not “calibrated”).")
         self.findings_label.setText(head + "".join(f"<br>• {html_text(s)}" for s in sentences[:4]))
         yield
+        self.reliability.ensure_plot()  # (each plot widget created in a turn of its own)
+        yield
         self.update_calibration()
         yield
         yield from self._curves_parts()
@@ -334,6 +373,9 @@ class CalibrationViews(QObject):
         data = self._data(self.roc_select)
         if data is None:
             return
+        if self.roc.roc_widget is None:
+            self.roc.ensure_plot()
+            yield
         self.roc.set_data(data)
         yield
         task, attr = self.roc_select.value()
@@ -374,49 +416,21 @@ class CalibrationViews(QObject):
 
     # ---- threshold explorer --------------------------------------------------------------------------------
     def audited_rows(self, task: str, attr: str):
-        """(y, s, group) of the audited rows of ``task`` and ``attr`` (tested groups only) from the dataset stored
-        with the audit; None when the project does not hold it."""
+        """:func:`audited_rows` of the shown audit from the dataset stored with it; None when the project does not
+        hold it."""
         if self.project is None or self.audit_id is None:
             return None
         key = (str(getattr(self.project, "path", "")), self.audit_id)
         if key not in self._rows_cache:
             self._rows_cache = {key: _stored_rows(self.project, self.audit_id)}  # one dataset kept
-        df = self._rows_cache[key]
-        plan = self.result.plan
-        roles = plan.roles
-        if df is None or roles.label not in df or roles.score not in df:
-            return None
-        from fairdesk.core.data.schema import INTERSECTION_SEP, as_group_labels, coerce_binary_label
-
-        sub = df
-        if roles.split and roles.split in sub:
-            sub = sub[sub[roles.split].astype(str) == plan.eval_split]
-        if roles.task and roles.task in sub:
-            sub = sub[sub[roles.task].astype(str) == task]
-        if attr in sub:
-            labels = as_group_labels(sub[attr])
-        else:
-            cols = attr.split(INTERSECTION_SEP)
-            if not all(c in sub for c in cols):
-                return None
-            labels = as_group_labels(sub[cols[0]])
-            for c in cols[1:]:
-                labels = labels + " & " + as_group_labels(sub[c])
-        labels = labels.fillna("(missing)").astype(str)
-        g = self.result.groups
-        tested = set(g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
-                       & g["tested"].astype(bool)]["group"].astype(str))
-        keep = labels.isin(tested).to_numpy()
-        y = coerce_binary_label(sub[roles.label]).to_numpy(float)[keep]
-        s = pd.to_numeric(sub[roles.score], errors="coerce").to_numpy(float)[keep]
-        ok = ~(np.isnan(y) | np.isnan(s))
-        return y[ok].astype(int), s[ok], labels.to_numpy()[keep][ok]
+        return audited_rows(self.result, self._rows_cache[key], task, attr)
 
     def update_explorer(self, *args) -> None:
         task, attr = self.explorer_select.value()
         if self.result is None or task is None or attr is None:
             return
-        rows = self.audited_rows(task, attr)
+        key = ("explorer", task, attr)
+        rows = self._prepared_views.pop(key) if key in self._prepared_views else self.audited_rows(task, attr)
         threshold = self.result.thresholds.get(task)
         if rows is not None:
             self.explorer.set_rows(*rows)

@@ -87,7 +87,8 @@ class GapPlot(QWidget):
         self.data = pd.DataFrame()
         self.clear("Run an audit, or choose one from the list, to see its gaps.")
 
-    def _ensure_plot(self) -> None:
+    def ensure_plot(self) -> None:
+        """Create the plot widget (about 15–30 ms of the Qt thread; a page may do it in a turn of its own)."""
         if self.plot_widget is not None:
             return
         pg = _pg()
@@ -140,7 +141,7 @@ class GapPlot(QWidget):
         if df is None or df.empty:
             self.clear(empty_message)
             return
-        self._ensure_plot()
+        self.ensure_plot()
         self.clear("")
         pg = _pg()
         df = df.reset_index(drop=True).copy()
