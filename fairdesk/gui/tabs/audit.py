@@ -599,7 +599,7 @@ class AuditTab(PredictionsPage):
         if prepared["continuous"]:
             self.delta_plot.ensure_plot()
             yield
-        self.update_delta()
+        yield from self._delta_parts()
         yield
         self.details_view.setHtml(prepared["details"])
         yield
@@ -635,6 +635,11 @@ class AuditTab(PredictionsPage):
                                empty_message="No estimate for this choice.")
 
     def update_delta(self, *args) -> None:
+        for _ in self._delta_parts():
+            pass
+
+    def _delta_parts(self):
+        """The error-spread tab in two parts (the plot; its two tables), a ``yield`` between them."""
         result, attr = self.result, self.delta_attribute.currentData()
         if result is None or attr is None:
             self.delta_plot.clear("No continuous attribute in this audit.")
@@ -648,6 +653,7 @@ class AuditTab(PredictionsPage):
         self.delta_plot.set_data(data, value_col="value", title=f"Error spread Δ_eo over {attr}",
                                  xlabel="Δ_eo (0 = equal error rates in every bin); grey bar: 95% null band",
                                  band=True)
+        yield
         cols = ["task", "bins_requested", "bins_used", "value", "ci_low", "ci_high", "p_value", "q_value",
                 "verdict", "reason"]
         self.delta_view.set_frame(data[[c for c in cols if c in data.columns]] if not data.empty else None)
