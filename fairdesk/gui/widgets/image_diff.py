@@ -218,6 +218,10 @@ class DiffViewer(QWidget):
             gw.scene().sigMouseMoved.connect(lambda pos, v=vb: self._mouse_moved(pos, v))
             gw.setMinimumWidth(60)
             row.addWidget(gw, 1)
+            policy = gw.sizePolicy()  # hidden, keeping its place, until all are built (see CounterfactualScatter)
+            policy.setRetainSizeWhenHidden(True)
+            gw.setSizePolicy(policy)
+            gw.hide()
             self.panel_widgets.append(gw)
             self.plots.append(plot)
             self.views.append(vb)
@@ -237,6 +241,9 @@ class DiffViewer(QWidget):
         bar.addItem(self.colorbar, row=0, col=0)
         bar.setFixedWidth(86)
         row.addWidget(bar, 0)
+        for gw in self.panel_widgets:  # one first paint per step
+            yield
+            gw.show()
         self.colorbar_widget = bar
         yield
 

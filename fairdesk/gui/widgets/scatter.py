@@ -177,7 +177,6 @@ class CounterfactualScatter(QWidget):
         if 0.0 <= lo and hi <= 1.0:   # probabilities: show the whole [0, 1] square
             lo, hi = 0.0, 1.0
         pad = max(hi - lo, 1e-6) * 0.04
-        first = None
         for col, (key, parts) in enumerate(columns):
             is_flip = key == FLIP
             n = sum(len(p.get("x", [])) for p in parts.values())
@@ -190,7 +189,13 @@ class CounterfactualScatter(QWidget):
             widget.setMinimumWidth(120)
             widget.scene().sigMouseMoved.connect(lambda pos, k=key: self._mouse_moved(pos, k))
             self._row.addWidget(widget, 1)
-            widget.show()
+            # hidden until every column is drawn, keeping its place: the layout is settled once, and showing the
+            # columns one per step paints one plot per step (adding shown columns one by one resized and repainted
+            # every column already there in each step)
+            policy = widget.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            widget.setSizePolicy(policy)
+            widget.hide()
             self._widgets.append(widget)
             plot = widget.getPlotItem()
             plot.setTitle(f"{title}<br><span style='font-size:8pt'>n = {n}; {stat}</span>", size="9pt")
@@ -202,11 +207,6 @@ class CounterfactualScatter(QWidget):
             for axis in ("left", "bottom"):
                 plot.getAxis(axis).enableAutoSIPrefix(False)
             plot.setRange(xRange=(lo - pad, hi + pad), yRange=(lo - pad, hi + pad), padding=0)
-            if first is None:
-                first = plot
-            else:
-                plot.setXLink(first)
-                plot.setYLink(first)
             plot.addItem(pg.InfiniteLine(pos=QPointF(0, 0), angle=45, movable=False,
                                          pen=pg.mkPen("#444444", width=1)))
             if self.band is not None and not is_flip:
@@ -238,6 +238,14 @@ class CounterfactualScatter(QWidget):
             notes.append("Flip column: the same classifier on the horizontally flipped original — how much an "
                          "attribute-irrelevant change moves the output.")
         self.note.setText(" ".join(notes))
+        for widget in self._widgets:
+            yield
+            widget.show()
+        yield
+        plots = list(self.plots.values())
+        for plot in plots[1:]:  # linked once all are shown (their ranges are equal already): zoom one, zoom all
+            plot.setXLink(plots[0])
+            plot.setYLink(plots[0])
 
     def _mouse_moved(self, pos: QPointF, column: str | None = None) -> None:
         """``pos`` in the scene of ``column``'s plot (each column has its own scene)."""
