@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor, QFont, QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
+from fairdesk.core.escape import html_text  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import FitLabel  # noqa: E402
 from fairdesk.core.reports.figures import NULL_BAND_STYLE, STATUS_ORDER, gap_status  # noqa: E402
 from fairdesk.core.reports.figures import STATUS_STYLE as _FIGURE_STYLE  # noqa: E402
@@ -116,7 +117,15 @@ class GapPlot(QWidget):
         self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # rows scroll, never sideways
         self.scroll.setWidget(self.plot_widget)
+        # the title and the x-axis caption are labels that wrap, outside the plot: as the plot's own title and axis
+        # label, a long attribute name or caption set the plot's minimum width and the plot was cut on the right
+        self.title_label = FitLabel("", self)
+        self.title_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.axis_label = FitLabel("", self)
+        self.axis_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._layout.addWidget(self.title_label)
         self._layout.addWidget(self.scroll, 1)
+        self._layout.addWidget(self.axis_label)
         self._layout.addWidget(self.legend)
 
     # ---- API -----------------------------------------------------------------------------------------------
@@ -135,6 +144,9 @@ class GapPlot(QWidget):
         self.legend.setText("")
         self.plot.getAxis("left").setTicks([[]])
         self.scroll.setVisible(not message)
+        for label in (self.title_label, self.axis_label):
+            label.setText("")
+            label.setVisible(not message)
 
     def set_data(self, df: pd.DataFrame, *, value_col: str = "gap", title: str = "", xlabel: str = "",
                  empty_message: str = "Nothing to plot for this choice.", band: bool = False) -> None:
@@ -226,8 +238,9 @@ class GapPlot(QWidget):
         labels = [metrics.elidedText(str(s), Qt.TextElideMode.ElideMiddle, self.MAX_LABEL_WIDTH) for s in df["label"]]
         axis.setTicks([[(float(y), lab) for y, lab in zip(ys, labels)], []])
         axis.setWidth(max(metrics.horizontalAdvance(lab) for lab in labels) + 16)
-        self.plot.setLabel("bottom", xlabel or ("gap" if value_col == "gap" else value_col), **{"font-size": "9pt"})
-        self.plot.setTitle(title, size="10pt")
+        self.axis_label.setText(html_text(xlabel or ("gap" if value_col == "gap" else value_col)))
+        self.title_label.setText(f"<b>{html_text(title)}</b>" if title else "")
+        self.title_label.setVisible(bool(title))
         finite = np.concatenate([values[~np.isnan(values)], lows[~np.isnan(lows)], highs[~np.isnan(highs)], [0.0]])
         lo, hi = float(finite.min()), float(finite.max())
         pad = max((hi - lo) * 0.08, 0.02)
