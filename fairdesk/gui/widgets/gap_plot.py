@@ -11,6 +11,7 @@ the PDF report's static figure is drawn from — with pyqtgraph:
 from __future__ import annotations
 
 import os
+import textwrap
 
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
@@ -44,6 +45,12 @@ STATUS_STYLE = {status: {**style, "symbol": _SYMBOLS[style["marker"]], "size": r
 
 def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
     return str(data) if data is not None else ""
+
+
+def wrapped(text: str, width: int) -> str:
+    """``text`` as HTML lines of at most ``width`` characters: a plot's title and axis caption set the plot's minimum
+    width, so a long attribute name or caption on one line made the plot wider than its view (cut on the right)."""
+    return "<br>".join(html_text(line) for line in textwrap.wrap(str(text), width)) if text else ""
 
 
 def _status(row) -> str:
@@ -117,15 +124,7 @@ class GapPlot(QWidget):
         self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # rows scroll, never sideways
         self.scroll.setWidget(self.plot_widget)
-        # the title and the x-axis caption are labels that wrap, outside the plot: as the plot's own title and axis
-        # label, a long attribute name or caption set the plot's minimum width and the plot was cut on the right
-        self.title_label = FitLabel("", self)
-        self.title_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.axis_label = FitLabel("", self)
-        self.axis_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._layout.addWidget(self.title_label)
         self._layout.addWidget(self.scroll, 1)
-        self._layout.addWidget(self.axis_label)
         self._layout.addWidget(self.legend)
 
     # ---- API -----------------------------------------------------------------------------------------------
@@ -144,9 +143,6 @@ class GapPlot(QWidget):
         self.legend.setText("")
         self.plot.getAxis("left").setTicks([[]])
         self.scroll.setVisible(not message)
-        for label in (self.title_label, self.axis_label):
-            label.setText("")
-            label.setVisible(not message)
 
     def set_data(self, df: pd.DataFrame, *, value_col: str = "gap", title: str = "", xlabel: str = "",
                  empty_message: str = "Nothing to plot for this choice.", band: bool = False) -> None:
@@ -238,9 +234,16 @@ class GapPlot(QWidget):
         labels = [metrics.elidedText(str(s), Qt.TextElideMode.ElideMiddle, self.MAX_LABEL_WIDTH) for s in df["label"]]
         axis.setTicks([[(float(y), lab) for y, lab in zip(ys, labels)], []])
         axis.setWidth(max(metrics.horizontalAdvance(lab) for lab in labels) + 16)
-        self.axis_label.setText(html_text(xlabel or ("gap" if value_col == "gap" else value_col)))
-        self.title_label.setText(f"<b>{html_text(title)}</b>" if title else "")
-        self.title_label.setVisible(bool(title))
+        self.plot.setLabel("bottom", wrapped(xlabel or ("gap" if value_col == "gap" else value_col), 56),
+                           **{"font-size": "9pt"})
+        heading = wrapped(title, 48)
+        self.plot.setTitle(heading or None, size="10pt")
+        if heading.count("<br>"):  # pyqtgraph keeps 30 px for a title: room for every line
+            font = QFont(self._font)
+            font.setPointSizeF(10.0)
+            room = QFontMetrics(font).lineSpacing() * (heading.count("<br>") + 1) + 8
+            self.plot.titleLabel.setMaximumHeight(room)
+            self.plot.layout.setRowFixedHeight(0, room)
         finite = np.concatenate([values[~np.isnan(values)], lows[~np.isnan(lows)], highs[~np.isnan(highs)], [0.0]])
         lo, hi = float(finite.min()), float(finite.max())
         pad = max((hi - lo) * 0.08, 0.02)
