@@ -651,7 +651,7 @@ class AuditTab(PredictionsPage):
         data, bins = self._delta.pop(attr, None) or (figures.delta_eo_data(result, attr),
                                                      figures.delta_bins_data(result, attr))
         self.delta_plot.set_data(data, value_col="value", title=f"Error spread Δ_eo over {attr}",
-                                 xlabel="Δ_eo (0 = equal error rates in every bin); grey bar: 95% null band",
+                                 xlabel="Δ_eo (0 = equal error rates); grey bar: 95% null band",  # one line
                                  band=True)
         yield
         cols = ["task", "bins_requested", "bins_used", "value", "ci_low", "ci_high", "p_value", "q_value",
