@@ -193,6 +193,9 @@ def states(window):
                         continue
                     tabs.setCurrentIndex(k)
                     settle()
+                    if hasattr(page, "wait_view"):  # a result tab built in slices when first shown
+                        page.wait_view()
+                        settle()
                     yield f"{base} › {tabs.tabText(k)}", page
                 tabs.setCurrentIndex(0)
 

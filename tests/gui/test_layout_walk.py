@@ -289,6 +289,11 @@ def plot_problems(window, where: str) -> list[str]:
         for plot in items:
             if not plot.getViewBox().addedItems:
                 continue  # an empty plot (nothing drawn yet) needs no axes
+            # a plot wider than its view (a long title or axis caption sets its minimum width) is cut on the right
+            if plot.geometry().width() > view.viewport().width() + 2:
+                problems.append(f"{where}: {type(view.parentWidget()).__name__}: the plot is "
+                                f"{plot.geometry().width():.0f} px wide in a {view.viewport().width()} px view "
+                                "(cut on the right)")
             # a plot that scrolls its rows shows its x-axis at the top as well (the gap plot)
             x_axis = "top" if plot.getAxis("top").isVisible() else "bottom"
             for name in ("left", x_axis):
@@ -301,6 +306,32 @@ def plot_problems(window, where: str) -> list[str]:
                     problems.append(f"{where}: {type(view.parentWidget()).__name__}: the {name} axis is off screen "
                                     f"({box} not in the shown {shown})")
     return problems
+
+
+def test_gap_plot_with_a_long_title_and_caption_keeps_its_width(qtbot):
+    """A long attribute name in the title and a long x-axis caption are wrapped into lines: the plot stays as wide as
+    its view (on one line they set its minimum width, and at 1366×768 the gap and error-spread plots of an audit with
+    long names were cut on the right)."""
+    import numpy as np
+    import pandas as pd
+
+    from fairdesk.gui.widgets.gap_plot import GapPlot
+
+    plot = GapPlot()
+    qtbot.addWidget(plot)
+    plot.resize(600, 400)
+    plot.show()
+    rows = pd.DataFrame({"label": [f"row {i}" for i in range(5)], "gap": np.linspace(-0.3, 0.4, 5),
+                         "ci_low": np.linspace(-0.4, 0.3, 5), "ci_high": np.linspace(-0.2, 0.5, 5),
+                         "verdict": "differs"})
+    title = "self_reported_ethnic_background_at_admission · parity (positive prediction rate) " * 2
+    caption = "Δ_eo (0 = equal error rates in every bin); grey bar: 95% null band " * 2
+    plot.set_data(rows, title=title, xlabel=caption)
+    settle()
+    assert plot.plot.geometry().width() <= plot.plot_widget.viewport().width() + 2
+    shown = plot.plot.titleLabel.text.replace("<br>", " ") + plot.plot.getAxis("bottom").labelText.replace("<br>", " ")
+    assert title.split()[0] in shown and "null band" in shown  # wrapped into lines, not dropped
+    assert plot_problems(plot, "gap plot") == []
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])

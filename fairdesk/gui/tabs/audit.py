@@ -20,7 +20,7 @@ from fairdesk.gui.tabs.predictions import PredictionsPage
 from fairdesk.gui.widgets.calibration_views import CalibrationViews
 from fairdesk.gui.widgets.gap_plot import GapPlot
 from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, predictions_box, size_combos,
-                                              threshold_choice, wrapped_label)
+                                              threshold_choice)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 ALL_TASKS = "(all tasks)"
@@ -83,6 +83,7 @@ class AuditTab(PredictionsPage):
         self._form_plan = None  # (dataset id, plan) to fill the form from once that dataset's columns are shown
         self._queued_run: AuditRun | None = None  # set by audit_at_threshold for the one run_audit it calls
         self._forest: dict = {}  # the first plot's rows, from prepare_results
+        self._delta: dict = {}  # the first continuous attribute's error-spread rows and bins, from prepare_results
         self._rerun_note = ""  # what the page's running job re-runs ("audit #1 at threshold 0.300"), for its message
         super().__init__(window)
 
@@ -201,13 +202,7 @@ class AuditTab(PredictionsPage):
     # =====================================================================================================
     # Results panel
     def build_results(self) -> QWidget:
-        panel = QWidget(self)
-        v = QVBoxLayout(panel)
-        v.setContentsMargins(0, 0, 0, 0)
-        self.stored_audits(v, max_height=80)
-        self.result_header = wrapped_label("", panel)
-        v.addWidget(self.result_header)
-
+        panel, v = self.results_column()
         self.results_tabs = QTabWidget(panel)
         # gap plot
         plot_page = QWidget(panel)
@@ -545,8 +540,14 @@ class AuditTab(PredictionsPage):
         # the first plot's rows (the plot's first choices), so that drawing it is all the Qt thread does
         forest = {(attrs[0], metrics[0], None): figures.forest_data(result, attrs[0], metrics[0])} \
             if attrs and metrics else {}
+        continuous = list(dict.fromkeys(rec.loc[rec["metric"] == "delta_eo", "attribute"].astype(str))) \
+            if not rec.empty else []
+        # the error-spread plot and tables of the first continuous attribute (its selector's first choice)
+        delta = {continuous[0]: (figures.delta_eo_data(result, continuous[0]),
+                                 figures.delta_bins_data(result, continuous[0]))} if continuous else {}
         return {
             "forest": forest,
+            "delta": delta,
             "header": header,
             "attrs": attrs,
             "metrics": metrics,
@@ -555,8 +556,7 @@ class AuditTab(PredictionsPage):
             "summary": summ[[c for c in SUMMARY_COLUMNS if c in summ.columns]] if not summ.empty else None,
             "groups": groups[[c for c in GROUP_COLUMNS if c in groups.columns]] if not groups.empty else None,
             "dropped": result.dropped if not result.dropped.empty else None,
-            "continuous": list(dict.fromkeys(rec.loc[rec["metric"] == "delta_eo", "attribute"].astype(str)))
-            if not rec.empty else [],
+            "continuous": continuous,
             "details": self._details_html(result),
             "calibration": self.calibration_views.prepare(result, self.window_.project, audit_id),
         }
@@ -565,8 +565,7 @@ class AuditTab(PredictionsPage):
         prepared = self.prepared
         if result is None or prepared is None:
             self.calibration_views.set_result(None)
-            self.result_header.setText("No audit selected." if self.audit_list.count() else
-                                       "No audit yet: set one up on the left and press Run audit.")
+            self.clear_header("No audit yet: set one up on the left and press Run audit.")
             self.gap_plot.clear("Run an audit, or choose one from the list, to see its gaps.")
             self.delta_plot.clear("No continuous attribute in this audit.")
             for view in (self.records_view, self.summary_view, self.groups_view, self.delta_view, self.bins_view,
@@ -586,6 +585,8 @@ class AuditTab(PredictionsPage):
         _combo_set(self.plot_metric, [METRIC_LABELS[m] for m in prepared["metrics"]], data=prepared["metrics"])
         _combo_set(self.plot_task, [ALL_TASKS] + prepared["tasks"], data=[None] + prepared["tasks"])
         yield
+        self.gap_plot.ensure_plot()  # (each plot widget created in a turn of its own)
+        yield
         self._forest = prepared["forest"]
         self.update_plot()
         yield
@@ -594,7 +595,11 @@ class AuditTab(PredictionsPage):
             view.set_frame(prepared[key])
             yield
         _combo_set(self.delta_attribute, prepared["continuous"])
-        self.update_delta()
+        self._delta = prepared["delta"]
+        if prepared["continuous"]:
+            self.delta_plot.ensure_plot()
+            yield
+        yield from self._delta_parts()
         yield
         self.details_view.setHtml(prepared["details"])
         yield
@@ -630,6 +635,11 @@ class AuditTab(PredictionsPage):
                                empty_message="No estimate for this choice.")
 
     def update_delta(self, *args) -> None:
+        for _ in self._delta_parts():
+            pass
+
+    def _delta_parts(self):
+        """The error-spread tab in two parts (the plot; its two tables), a ``yield`` between them."""
         result, attr = self.result, self.delta_attribute.currentData()
         if result is None or attr is None:
             self.delta_plot.clear("No continuous attribute in this audit.")
@@ -638,14 +648,15 @@ class AuditTab(PredictionsPage):
             return
         from fairdesk.core.reports import figures
 
-        data = figures.delta_eo_data(result, attr)
+        data, bins = self._delta.pop(attr, None) or (figures.delta_eo_data(result, attr),
+                                                     figures.delta_bins_data(result, attr))
         self.delta_plot.set_data(data, value_col="value", title=f"Error spread Δ_eo over {attr}",
-                                 xlabel="Δ_eo (0 = equal error rates in every bin); grey bar: 95% null band",
+                                 xlabel="Δ_eo (0 = equal error rates); grey bar: 95% null band",  # one line
                                  band=True)
+        yield
         cols = ["task", "bins_requested", "bins_used", "value", "ci_low", "ci_high", "p_value", "q_value",
                 "verdict", "reason"]
         self.delta_view.set_frame(data[[c for c in cols if c in data.columns]] if not data.empty else None)
-        bins = figures.delta_bins_data(result, attr)
         bcols = ["task", "bins_requested", "bins_used", "bin", "label", "n", "n_positive", "fpr", "fnr"]
         self.bins_view.set_frame(bins[[c for c in bcols if c in bins.columns]] if not bins.empty else None)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import itertools
 import logging
 import re
 import time
@@ -376,6 +377,25 @@ class AuditPage(JobPage):
         layout.addWidget(self.audit_list)
         self.place_findings(layout)
 
+    def results_column(self, max_height: int = 80, header_lines: int = 1) -> tuple[QWidget, QVBoxLayout]:
+        """The results side's panel and its layout, holding the stored-audits block (:meth:`stored_audits`, the list
+        at most ``max_height`` px high) and below it ``self.result_header``: the shown audit in one line (room kept
+        for ``header_lines`` lines). A page adds its result tabs to the layout and returns the panel."""
+        panel = QWidget(self)
+        layout = QVBoxLayout(panel)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.stored_audits(layout, max_height=max_height)
+        self.result_header = wrapped_label("", panel)
+        if header_lines > 1:
+            self.result_header.setMinimumHeight(header_lines * self.result_header.fontMetrics().lineSpacing() + 4)
+        layout.addWidget(self.result_header)
+        return panel, layout
+
+    def clear_header(self, none_yet: str, none_chosen: str = "No audit selected.") -> None:
+        """No audit shown: the header says ``none_chosen`` when the list has audits, else ``none_yet`` (how to run
+        the first)."""
+        self.result_header.setText(none_chosen if self.audit_list.count() else none_yet)
+
     def place_findings(self, layout: QVBoxLayout) -> None:
         """Put the findings header in ``layout`` (done by :meth:`stored_audits`)."""
         if self.SHOW_FINDINGS and self.findings.parent() is self and layout.indexOf(self.findings) < 0:
@@ -495,9 +515,14 @@ class AuditPage(JobPage):
         else:
             self.update_findings()
         self.update_buttons()
-        if steps is not None:  # a generator: one step per turn of the event loop, so the window keeps painting
-            self._slices = iter(steps)
-            self._slice_timer.start()
+        if steps is not None:
+            self.run_in_slices(steps)
+
+    def run_in_slices(self, steps) -> None:
+        """Run the generator ``steps`` one step per turn of the event loop (after the steps still queued), so that
+        the window keeps painting and answering between them; a newer audit chosen drops what is left."""
+        self._slices = iter(steps) if self._slices is None else itertools.chain(self._slices, steps)
+        self._slice_timer.start()
 
     def _next_slice(self) -> None:
         steps = self._slices
@@ -506,7 +531,10 @@ class AuditPage(JobPage):
         try:
             next(steps)
         except StopIteration:
-            self._slices = None
+            if self._slices is steps:
+                self._slices = None
+            else:  # the last step queued more (run_in_slices): go on with those
+                self._slice_timer.start()
             return
         except Exception as err:  # noqa: BLE001 - a view that cannot be drawn must not take the app down
             self._slices = None

@@ -213,6 +213,7 @@ class ImageAuditPanel(AuditPage):
         self.arrays: dict = {}
         self.scatter = None
         self.diff_viewer = None
+        self._panel_steps = iter(())  # the diff viewer's panels still to build
         self._label_combos: dict[str, QComboBox] = {}
         self._table: pd.DataFrame | None = None
         self._roles: dict = {}
@@ -428,12 +429,17 @@ class ImageAuditPanel(AuditPage):
         return count_verdicts([{"verdict": e.get("verdict")} for e in (doc.get("effects") or {}).values()
                                if isinstance(e, dict)])
 
-    def show_results(self, doc) -> None:
-        """Fill the result pages from a stored audit (the pyqtgraph pages when they are shown)."""
+    def show_results(self, doc):
+        """Fill the result pages from a stored audit, part by part (the pyqtgraph pages when they are shown)."""
         self.arrays = (self.prepared or {}) if doc is not None else {}
         self._filled = set()
+        return self._fill_results(doc)
+
+    def _fill_results(self, doc):
         self.table_view.set_frame(results_table(doc) if doc else None)
+        yield
         self.verdict_view.setHtml(verdict_html(doc) if doc else "")
+        yield
         self.quality_view.setHtml(quality_html(doc) if doc else "")
         self._fill_lazy()
 
@@ -443,23 +449,40 @@ class ImageAuditPanel(AuditPage):
         self._fill_lazy()
 
     def _fill_lazy(self) -> None:
-        """Build and fill the pyqtgraph pages when they are first shown (or when a new audit is chosen)."""
+        """Build and fill the pyqtgraph pages when they are first shown (or when a new audit is chosen), in slices:
+        one plot or panel per turn of the event loop (:meth:`run_in_slices`)."""
         page = self.result_tabs.currentWidget()
         filled = getattr(self, "_filled", set())
         if page is self.scatter_host and "scatter" not in filled:
-            self.ensure_scatter()
-            doc = self.doc or {}
-            learned = (doc.get("settings") or {}).get("shift_reference") == "null reconstruction"
-            attr = doc.get("attribute") or {}
-            self.scatter.set_data(doc.get("scatter") or {}, band=doc.get("control_band"),
-                                  x_label="prediction on the null reconstruction" if learned else None,
-                                  attribute=str(attr.get("column", "a")), names=attr.get("values"))
             filled.add("scatter")
+            self.run_in_slices(self._scatter_steps(self.doc or {}))
         elif page is self.examples_host and "examples" not in filled:
-            self.ensure_diff_viewer()
-            self.diff_viewer.set_examples(diff_examples(self.doc, self.arrays) if self.doc else [])
             filled.add("examples")
+            self.run_in_slices(self._examples_steps(self.doc, self.arrays))
         self._filled = filled
+
+    def _scatter_steps(self, doc: dict):
+        self.ensure_scatter()
+        learned = (doc.get("settings") or {}).get("shift_reference") == "null reconstruction"
+        attr = doc.get("attribute") or {}
+        yield
+        yield from self.scatter.fill(doc.get("scatter") or {}, band=doc.get("control_band"),
+                                     x_label="prediction on the null reconstruction" if learned else None,
+                                     attribute=str(attr.get("column", "a")), names=attr.get("values"))
+
+    def _examples_steps(self, doc, arrays: dict):
+        if self.diff_viewer is None:
+            from fairdesk.gui.widgets.image_diff import DiffViewer
+
+            self.diff_viewer = DiffViewer(self.examples_host, build=False)
+            self.examples_host.layout().addWidget(self.diff_viewer)
+            self.diff_viewer.show()
+            self._panel_steps = self.diff_viewer.panel_steps()
+            yield
+        # (not ``yield from``: when a newer audit drops these steps, the panels still to build are built next time)
+        for _ in self._panel_steps:
+            yield
+        self.diff_viewer.set_examples(diff_examples(doc, arrays) if doc else [])
 
     def ensure_scatter(self):
         if self.scatter is None:
@@ -470,20 +493,12 @@ class ImageAuditPanel(AuditPage):
             self.scatter.show()
         return self.scatter
 
-    def ensure_diff_viewer(self):
-        if self.diff_viewer is None:
-            from fairdesk.gui.widgets.image_diff import DiffViewer
-
-            self.diff_viewer = DiffViewer(self.examples_host)
-            self.examples_host.layout().addWidget(self.diff_viewer)
-            self.diff_viewer.show()
-        return self.diff_viewer
-
     def show_page(self, name: str) -> None:
         """Switch to a result page: "tests", "quality", "scatter", "examples", "benchmark" or "validity"."""
         pages = {"tests": 0, "quality": 1, "scatter": 2, "examples": 3, "benchmark": 4, "validity": 5}
         self.result_tabs.setCurrentIndex(pages[name])
         self._fill_lazy()
+        self.wait_view()
 
 
 # ================================================================================================================
@@ -638,7 +653,7 @@ class SyntheticBenchmarkView(JobPage):
         y_lo = min(logs + [math.log10(alpha)]) - 0.5
         for k, test in enumerate(BENCH_TESTS):
             rho = (summ.get("spearman_eca") or {}).get(test)
-            plot = self.graphics.addPlot(row=k // 2, col=k % 2)
+            plot = self.graphics.addPlot(row=k // 2, col=k % 2, enableMenu=False)
             plot.setTitle(f"{labels.get(test, test)}: ρ = {'—' if rho is None else f'{rho:.2f}'}", size="8pt")
             plot.setLabel("bottom", "ECA")
             plot.setLabel("left", "log10 p")

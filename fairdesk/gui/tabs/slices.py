@@ -12,7 +12,7 @@ from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.base import NO_PROJECT, AuditRun
 from fairdesk.gui.tabs.predictions import PredictionsPage
 from fairdesk.gui.widgets.panel_parts import (hrow, note_label, predictions_box, push_button,
-                                              threshold_choice, wrapped_label)
+                                              threshold_choice)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 
 METRIC_LABELS = {"recall": "Recall (true positive rate)", "specificity": "Specificity (true negative rate)",
@@ -126,12 +126,7 @@ class SlicesPage(PredictionsPage):
 
     # ---- results -----------------------------------------------------------------------------------------
     def build_results(self) -> QWidget:
-        panel = QWidget(self)
-        v = QVBoxLayout(panel)
-        v.setContentsMargins(0, 0, 0, 0)
-        self.stored_audits(v, max_height=80)
-        self.result_header = wrapped_label("", panel)
-        v.addWidget(self.result_header)
+        panel, v = self.results_column()
         tabs = QTabWidget(panel)
         words = QWidget(panel)
         wv = QVBoxLayout(words)
@@ -156,8 +151,8 @@ class SlicesPage(PredictionsPage):
 
         self.slice_list.clear()
         if doc is None:
-            self.result_header.setText("No slice audit selected." if self.audit_list.count() else
-                                       "No slice audit yet: set one up on the left and press Run audit.")
+            self.clear_header("No slice audit yet: set one up on the left and press Run audit.",
+                              "No slice audit selected.")
             self.table_view.set_frame(None)
             self.update_buttons()
             return

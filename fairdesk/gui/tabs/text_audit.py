@@ -27,7 +27,7 @@ from fairdesk.core.errors import FairDeskError  # noqa: E402
 from fairdesk.core.kinds import MODEL_KINDS  # noqa: E402
 from fairdesk.gui.tabs.base import AuditPage, AuditRun  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, load_pyqtgraph, note_label,  # noqa: E402
-                                              placeholder_label, size_combos, wrapped_label)
+                                              placeholder_label, size_combos)
 from fairdesk.gui.widgets.tables import CheckList, DataFrameView, PandasTableModel  # noqa: E402
 
 NONE = "(none)"
@@ -129,7 +129,7 @@ class ScoreDistributionPlot(QWidget):
         if self.plot_widget is not None:
             return
         pg = load_pyqtgraph()
-        self.plot_widget = pg.PlotWidget(self)
+        self.plot_widget = pg.PlotWidget(self, enableMenu=False)
         self.plot_widget.setMinimumHeight(240)
         self.plot = self.plot_widget.getPlotItem()
         self.plot.showGrid(x=False, y=True, alpha=0.25)
@@ -357,14 +357,7 @@ class MLMAuditPanel(AuditPage):
     # =====================================================================================================
     # Results
     def build_results(self) -> QWidget:
-        panel = QWidget(self)
-        v = QVBoxLayout(panel)
-        v.setContentsMargins(0, 0, 0, 0)
-        self.stored_audits(v, max_height=80)
-        self.result_header = wrapped_label("", panel)
-        # two lines: the method, then the verdict counts
-        self.result_header.setMinimumHeight(2 * self.result_header.fontMetrics().lineSpacing() + 4)
-        v.addWidget(self.result_header)
+        panel, v = self.results_column(header_lines=2)  # two lines: the method, then the verdict counts
 
         self.results_tabs = QTabWidget(panel)
         page = QWidget(panel)
@@ -546,8 +539,7 @@ class MLMAuditPanel(AuditPage):
 
     def show_results(self, doc: dict | None) -> None:
         if doc is None:
-            self.result_header.setText("No audit selected." if self.audit_list.count() else
-                                       "No language-model audit yet: choose a model on the left and press Run audit.")
+            self.clear_header("No language-model audit yet: choose a model on the left and press Run audit.")
             for view in (self.table_view, self.comparison_view, self.completion_view):
                 view.set_frame(None)
             self._completion = None

@@ -142,6 +142,69 @@ def _stored_rows(project, audit_id: int) -> pd.DataFrame | None:
     return None
 
 
+def discrimination_frame(result, task: str, attr: str, k: int) -> tuple[pd.DataFrame | None, list[str] | None]:
+    """The discrimination table of ``result``'s ``task`` and ``attr`` as the PDF prints it (counts below k as
+    "<k"), with a tooltip per row saying why a measure was not tested; for an audit stored before AUROC and AUPRC
+    were tested, their point estimates (any thread: no widget)."""
+    from fairdesk.core.reports.groups import discrimination_table
+
+    disc = getattr(result, "discrimination", None)
+    if disc is None or disc.empty:
+        g = result.groups
+        sub = g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
+                & g["tested"].astype(bool)]
+        if sub.empty:
+            return None, None
+        return pd.DataFrame({"group": sub["group"].astype(str), "n": sub["n"], "auroc": sub["auroc"],
+                             "auprc": sub["auprc"]}), None
+    _, rows, notes = discrimination_table(result, attr, k, task=task)
+    if not rows:
+        return None, None
+    frame = pd.DataFrame([r[1:] for r in rows], columns=DISC_COLUMNS)
+    why: dict[str, list[str]] = {}
+    for _t, _a, group, measures, reason in notes:
+        why.setdefault(group, []).append(f"{measures} not tested: {reason}.")
+    tips = [" ".join(why.get(g, [])) or f"{g}: hover over a column title for its meaning."
+            for g in frame["group"]]
+    return frame, tips
+
+
+def audited_rows(result, df: pd.DataFrame | None, task: str, attr: str):
+    """(y, s, group) of the rows of ``df`` (the dataset stored with ``result``) that the audit tested for ``task``
+    and ``attr`` (tested groups only); None when the dataset lacks them (any thread: no widget)."""
+    if df is None:
+        return None
+    plan = result.plan
+    roles = plan.roles
+    if roles.label not in df or roles.score not in df:
+        return None
+    from fairdesk.core.data.schema import INTERSECTION_SEP, as_group_labels, coerce_binary_label
+
+    sub = df
+    if roles.split and roles.split in sub:
+        sub = sub[sub[roles.split].astype(str) == plan.eval_split]
+    if roles.task and roles.task in sub:
+        sub = sub[sub[roles.task].astype(str) == task]
+    if attr in sub:
+        labels = as_group_labels(sub[attr])
+    else:
+        cols = attr.split(INTERSECTION_SEP)
+        if not all(c in sub for c in cols):
+            return None
+        labels = as_group_labels(sub[cols[0]])
+        for c in cols[1:]:
+            labels = labels + " & " + as_group_labels(sub[c])
+    labels = labels.fillna("(missing)").astype(str)
+    g = result.groups
+    tested = set(g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
+                   & g["tested"].astype(bool)]["group"].astype(str))
+    keep = labels.isin(tested).to_numpy()
+    y = coerce_binary_label(sub[roles.label]).to_numpy(float)[keep]
+    s = pd.to_numeric(sub[roles.score], errors="coerce").to_numpy(float)[keep]
+    ok = ~(np.isnan(y) | np.isnan(s))
+    return y[ok].astype(int), s[ok], labels.to_numpy()[keep][ok]
+
+
 class CalibrationViews(QObject):
     audit_requested = Signal(float)
 
@@ -153,6 +216,9 @@ class CalibrationViews(QObject):
         self.audit_id: int | None = None
         self._rows_cache: dict = {}
         self._findings = None  # findings(result) of the audit shown, from prepare (the view thread)
+        #: the curves and the discrimination table of a (task, attribute, k), prepared in the view thread for the
+        #: first choice of the selectors (others are computed when chosen)
+        self._prepared_views: dict = {}
         # Calibration: findings in words, reliability diagram, table
         page, v = _page(parent)
         self.cal_select = _Selector(page, v, self.update_calibration)
@@ -209,13 +275,14 @@ class CalibrationViews(QObject):
         for _ in self.show_prepared(result, prepared):
             pass
 
-    @staticmethod
-    def prepare(result, project=None, audit_id: int | None = None) -> dict:
-        """What showing ``result`` needs that takes time (any thread; no widget): the stored dataset's rows for the
-        threshold explorer and the calibration findings in words."""
-        prepared = {"project": project, "audit_id": audit_id, "rows": None, "sentences": []}
+    def prepare(self, result, project=None, audit_id: int | None = None) -> dict:
+        """What showing ``result`` needs that takes time (any thread; no widget is touched): the stored dataset's
+        rows for the threshold explorer, the calibration findings in words, and the curves and discrimination table
+        of the selectors' first task and attribute."""
+        prepared = {"project": project, "audit_id": audit_id, "rows": None, "sentences": [], "views": {}}
         if result is None or result.calibration.empty:
             return prepared
+        from fairdesk.core.reports.calibration_figures import curve_data
         from fairdesk.core.reports.groups import calibration_findings_text
 
         prepared["sentences"] = calibration_findings_text(result)
@@ -224,8 +291,13 @@ class CalibrationViews(QObject):
             from fairdesk.core.audits.groups import findings
 
             prepared["findings"] = findings(result)
+        cal, k = result.calibration, self.k
+        task, attr = str(cal["task"].iloc[0]), str(cal["attribute"].iloc[0])
+        prepared["views"] = {("curves", task, attr, k): curve_data(result, task, attr, suppress_k=k),
+                             ("discrimination", task, attr, k): discrimination_frame(result, task, attr, k)}
         if project is not None and audit_id is not None:
             prepared["rows"] = (str(getattr(project, "path", "")), audit_id), _stored_rows(project, audit_id)
+            prepared["views"][("explorer", task, attr)] = audited_rows(result, prepared["rows"][1], task, attr)
         return prepared
 
     def show_prepared(self, result, prepared: dict):
@@ -233,6 +305,7 @@ class CalibrationViews(QObject):
         the window paint)."""
         self.result, self.project, self.audit_id = result, prepared["project"], prepared["audit_id"]
         self._findings = prepared.get("findings")
+        self._prepared_views = dict(prepared.get("views") or {})
         if prepared["rows"] is not None:
             key, df = prepared["rows"]
             self._rows_cache = {key: df}  # one dataset kept
@@ -262,6 +335,8 @@ class CalibrationViews(QObject):
                                   "inconclusive is not “calibrated”).")
         self.findings_label.setText(head + "".join(f"<br>• {html_text(s)}" for s in sentences[:4]))
         yield
+        self.reliability.ensure_plot()  # (each plot widget created in a turn of its own)
+        yield
         self.update_calibration()
         yield
         yield from self._curves_parts()
@@ -272,6 +347,9 @@ class CalibrationViews(QObject):
         task, attr = selector.value()
         if self.result is None or task is None or attr is None:
             return None
+        ready = self._prepared_views.get(("curves", task, attr, self.k))
+        if ready is not None:
+            return ready
         from fairdesk.core.reports.calibration_figures import curve_data
 
         return curve_data(self.result, task, attr, suppress_k=self.k)
@@ -295,6 +373,9 @@ class CalibrationViews(QObject):
         data = self._data(self.roc_select)
         if data is None:
             return
+        if self.roc.roc_widget is None:
+            self.roc.ensure_plot()
+            yield
         self.roc.set_data(data)
         yield
         task, attr = self.roc_select.value()
@@ -308,31 +389,9 @@ class CalibrationViews(QObject):
             self.auc_label.setToolTip(discrimination_method_text(self.result.plan, bootstrap_intervals(self.result)))
 
     def discrimination_frame(self, task: str, attr: str) -> tuple[pd.DataFrame | None, list[str] | None]:
-        """The discrimination table of ``task`` and ``attr`` as the PDF prints it (counts below k as "<k"), with a
-        tooltip per row saying why a measure was not tested; for an audit stored before AUROC and AUPRC were tested,
-        their point estimates."""
-        from fairdesk.core.reports.groups import discrimination_table
-
-        result = self.result
-        disc = getattr(result, "discrimination", None)
-        if disc is None or disc.empty:
-            g = result.groups
-            sub = g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
-                    & g["tested"].astype(bool)]
-            if sub.empty:
-                return None, None
-            return pd.DataFrame({"group": sub["group"].astype(str), "n": sub["n"], "auroc": sub["auroc"],
-                                 "auprc": sub["auprc"]}), None
-        _, rows, notes = discrimination_table(result, attr, self.k, task=task)
-        if not rows:
-            return None, None
-        frame = pd.DataFrame([r[1:] for r in rows], columns=DISC_COLUMNS)
-        why: dict[str, list[str]] = {}
-        for _t, _a, group, measures, reason in notes:
-            why.setdefault(group, []).append(f"{measures} not tested: {reason}.")
-        tips = [" ".join(why.get(g, [])) or f"{g}: hover over a column title for its meaning."
-                for g in frame["group"]]
-        return frame, tips
+        """:func:`discrimination_frame` of the shown audit (prepared in the view thread for the first choice)."""
+        ready = self._prepared_views.get(("discrimination", task, attr, self.k))
+        return ready if ready is not None else discrimination_frame(self.result, task, attr, self.k)
 
     def discrimination_text(self, task: str, attr: str, frame: pd.DataFrame | None) -> str:
         """The line above the ROC & PR tab: what the table shows and how many AUROC / AUPRC comparisons differ."""
@@ -357,49 +416,21 @@ class CalibrationViews(QObject):
 
     # ---- threshold explorer --------------------------------------------------------------------------------
     def audited_rows(self, task: str, attr: str):
-        """(y, s, group) of the audited rows of ``task`` and ``attr`` (tested groups only) from the dataset stored
-        with the audit; None when the project does not hold it."""
+        """:func:`audited_rows` of the shown audit from the dataset stored with it; None when the project does not
+        hold it."""
         if self.project is None or self.audit_id is None:
             return None
         key = (str(getattr(self.project, "path", "")), self.audit_id)
         if key not in self._rows_cache:
             self._rows_cache = {key: _stored_rows(self.project, self.audit_id)}  # one dataset kept
-        df = self._rows_cache[key]
-        plan = self.result.plan
-        roles = plan.roles
-        if df is None or roles.label not in df or roles.score not in df:
-            return None
-        from fairdesk.core.data.schema import INTERSECTION_SEP, as_group_labels, coerce_binary_label
-
-        sub = df
-        if roles.split and roles.split in sub:
-            sub = sub[sub[roles.split].astype(str) == plan.eval_split]
-        if roles.task and roles.task in sub:
-            sub = sub[sub[roles.task].astype(str) == task]
-        if attr in sub:
-            labels = as_group_labels(sub[attr])
-        else:
-            cols = attr.split(INTERSECTION_SEP)
-            if not all(c in sub for c in cols):
-                return None
-            labels = as_group_labels(sub[cols[0]])
-            for c in cols[1:]:
-                labels = labels + " & " + as_group_labels(sub[c])
-        labels = labels.fillna("(missing)").astype(str)
-        g = self.result.groups
-        tested = set(g[(g["task"].astype(str) == task) & (g["attribute"].astype(str) == attr)
-                       & g["tested"].astype(bool)]["group"].astype(str))
-        keep = labels.isin(tested).to_numpy()
-        y = coerce_binary_label(sub[roles.label]).to_numpy(float)[keep]
-        s = pd.to_numeric(sub[roles.score], errors="coerce").to_numpy(float)[keep]
-        ok = ~(np.isnan(y) | np.isnan(s))
-        return y[ok].astype(int), s[ok], labels.to_numpy()[keep][ok]
+        return audited_rows(self.result, self._rows_cache[key], task, attr)
 
     def update_explorer(self, *args) -> None:
         task, attr = self.explorer_select.value()
         if self.result is None or task is None or attr is None:
             return
-        rows = self.audited_rows(task, attr)
+        key = ("explorer", task, attr)
+        rows = self._prepared_views.pop(key) if key in self._prepared_views else self.audited_rows(task, attr)
         threshold = self.result.thresholds.get(task)
         if rows is not None:
             self.explorer.set_rows(*rows)

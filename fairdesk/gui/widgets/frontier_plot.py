@@ -119,7 +119,7 @@ class FrontierPlot(QWidget):
         self.readout.setVisible(True)
         styles = self._styles(data, colors)
         for key, column, axis_label, title in PANELS:
-            widget = pg.PlotWidget(self.graphics)
+            widget = pg.PlotWidget(self.graphics, enableMenu=False)
             widget.setMinimumWidth(160)
             widget.scene().sigMouseMoved.connect(lambda pos, k=key: self._mouse_moved(pos, k))
             self._row.addWidget(widget, 1)

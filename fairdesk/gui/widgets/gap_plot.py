@@ -11,6 +11,7 @@ the PDF report's static figure is drawn from — with pyqtgraph:
 from __future__ import annotations
 
 import os
+import textwrap
 
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
@@ -19,6 +20,7 @@ import pandas as pd  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor, QFont, QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
+from fairdesk.core.escape import html_text  # noqa: E402
 from fairdesk.gui.widgets.panel_parts import FitLabel  # noqa: E402
 from fairdesk.core.reports.figures import NULL_BAND_STYLE, STATUS_ORDER, gap_status  # noqa: E402
 from fairdesk.core.reports.figures import STATUS_STYLE as _FIGURE_STYLE  # noqa: E402
@@ -43,6 +45,12 @@ STATUS_STYLE = {status: {**style, "symbol": _SYMBOLS[style["marker"]], "size": r
 
 def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
     return str(data) if data is not None else ""
+
+
+def wrapped(text: str, width: int) -> str:
+    """``text`` as HTML lines of at most ``width`` characters: a plot's title and axis caption set the plot's minimum
+    width, so a long attribute name or caption on one line made the plot wider than its view (cut on the right)."""
+    return "<br>".join(html_text(line) for line in textwrap.wrap(str(text), width)) if text else ""
 
 
 def _status(row) -> str:
@@ -87,11 +95,12 @@ class GapPlot(QWidget):
         self.data = pd.DataFrame()
         self.clear("Run an audit, or choose one from the list, to see its gaps.")
 
-    def _ensure_plot(self) -> None:
+    def ensure_plot(self) -> None:
+        """Create the plot widget (about 15–30 ms of the Qt thread; a page may do it in a turn of its own)."""
         if self.plot_widget is not None:
             return
         pg = _pg()
-        self.plot_widget = pg.PlotWidget(self)
+        self.plot_widget = pg.PlotWidget(self, enableMenu=False)
         self.plot_widget.setMinimumHeight(200)
         self.plot = self.plot_widget.getPlotItem()
         self.plot.showGrid(x=True, y=False, alpha=0.25)
@@ -140,7 +149,7 @@ class GapPlot(QWidget):
         if df is None or df.empty:
             self.clear(empty_message)
             return
-        self._ensure_plot()
+        self.ensure_plot()
         self.clear("")
         pg = _pg()
         df = df.reset_index(drop=True).copy()
@@ -148,7 +157,9 @@ class GapPlot(QWidget):
             df["y"] = np.arange(len(df))
         if "tooltip" not in df.columns:
             df["tooltip"] = df["label"].astype(str)
-        df["_status"] = [_status(r) for r in df.to_dict(orient="records")]
+        # one status per row, compared as a NumPy array (the same comparison on an Arrow-backed column costs ms each)
+        statuses = np.array([_status(r) for r in df.to_dict(orient="records")], dtype=object)
+        df["_status"] = statuses
         self.data = df
         ys = df["y"].to_numpy(float)
         values = pd.to_numeric(df[value_col], errors="coerce").to_numpy(float)
@@ -176,8 +187,9 @@ class GapPlot(QWidget):
                 bars.setZValue(1)
                 self.plot.addItem(bars)
                 self.error_bars["null_band"] = bars
+        tooltips = np.array(df["tooltip"].astype(str).tolist(), dtype=object)
         for status in STATUS_ORDER:
-            mask = (df["_status"] == status).to_numpy()
+            mask = statuses == status
             if not mask.any():
                 continue
             st = STATUS_STYLE[status]
@@ -191,7 +203,7 @@ class GapPlot(QWidget):
                 self.plot.addItem(bars)
                 self.error_bars[status] = bars
             brush = pg.mkBrush(color) if st["filled"] else pg.mkBrush(255, 255, 255, 255)
-            scatter = pg.ScatterPlotItem(x=x, y=ys[mask], data=list(df.loc[mask, "tooltip"].astype(str)),
+            scatter = pg.ScatterPlotItem(x=x, y=ys[mask], data=list(tooltips[mask]),
                                          symbol=st["symbol"], size=st["size"], pen=pg.mkPen(color, width=1.6),
                                          brush=brush, hoverable=True, tip=_tip, name=st["label"],
                                          hoverSize=st["size"] + 4, hoverPen=pg.mkPen("#000000", width=1.5))
@@ -205,7 +217,7 @@ class GapPlot(QWidget):
             parts.append(f"<span style='color:{NULL_BAND_STYLE['color']}; font-size:13pt'>\u25AC</span>&nbsp;"
                          f"{NULL_BAND_STYLE['label']}")
         for status in STATUS_ORDER:
-            n = int((df["_status"] == status).sum())
+            n = int((statuses == status).sum())
             if n:
                 st = STATUS_STYLE[status]
                 glyph = glyphs[st["symbol"]] if st["filled"] or st["symbol"] == "x" else "\u25CB"
@@ -222,8 +234,16 @@ class GapPlot(QWidget):
         labels = [metrics.elidedText(str(s), Qt.TextElideMode.ElideMiddle, self.MAX_LABEL_WIDTH) for s in df["label"]]
         axis.setTicks([[(float(y), lab) for y, lab in zip(ys, labels)], []])
         axis.setWidth(max(metrics.horizontalAdvance(lab) for lab in labels) + 16)
-        self.plot.setLabel("bottom", xlabel or ("gap" if value_col == "gap" else value_col), **{"font-size": "9pt"})
-        self.plot.setTitle(title, size="10pt")
+        self.plot.setLabel("bottom", wrapped(xlabel or ("gap" if value_col == "gap" else value_col), 56),
+                           **{"font-size": "9pt"})
+        heading = wrapped(title, 48)
+        self.plot.setTitle(heading or None, size="10pt")
+        if heading.count("<br>"):  # pyqtgraph keeps 30 px for a title: room for every line
+            font = QFont(self._font)
+            font.setPointSizeF(10.0)
+            room = QFontMetrics(font).lineSpacing() * (heading.count("<br>") + 1) + 8
+            self.plot.titleLabel.setMaximumHeight(room)
+            self.plot.layout.setRowFixedHeight(0, room)
         finite = np.concatenate([values[~np.isnan(values)], lows[~np.isnan(lows)], highs[~np.isnan(highs)], [0.0]])
         lo, hi = float(finite.min()), float(finite.max())
         pad = max((hi - lo) * 0.08, 0.02)

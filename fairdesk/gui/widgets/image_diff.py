@@ -81,7 +81,9 @@ class DiffViewer(QWidget):
 
     PANELS = ("original", "counterfactual", "difference")
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent=None, *, build: bool = True) -> None:
+        """``build=False``: the image panels are built later, by running :meth:`panel_steps` (before
+        :meth:`set_examples`)."""
         super().__init__(parent)
         pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
         self.examples: list[DiffExample] = []
@@ -130,53 +132,18 @@ class DiffViewer(QWidget):
         self.example_list.currentRowChanged.connect(self._row_changed)
 
         # ---- plots: one GraphicsLayoutWidget per panel in an equal-stretch row (a single graphics layout would
-        # size its columns by their titles), the colour bar in a narrow one of its own
+        # size its columns by their titles), the colour bar in a narrow one of its own; built by panel_steps
         self.graphics = QWidget(self)
         self.graphics.setMinimumSize(420, 200)
-        row = QHBoxLayout(self.graphics)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(2)
+        self._panel_row = QHBoxLayout(self.graphics)
+        self._panel_row.setContentsMargins(0, 0, 0, 0)
+        self._panel_row.setSpacing(2)
         self.panel_widgets: list = []
         self.plots: list = []
         self.views: list = []
         self.items: dict[str, pg.ImageItem] = {}
-        for name in self.PANELS:
-            gw = pg.GraphicsLayoutWidget(self.graphics)
-            gw.ci.setContentsMargins(2, 2, 2, 2)
-            plot = gw.addPlot(row=0, col=0, title=name)
-            plot.hideAxis("left")
-            plot.hideAxis("bottom")
-            plot.setMenuEnabled(False)
-            plot.hideButtons()
-            vb = plot.getViewBox()
-            vb.setAspectLocked(True)
-            vb.invertY(True)
-            item = pg.ImageItem(axisOrder="row-major")
-            plot.addItem(item)
-            gw.scene().sigMouseMoved.connect(lambda pos, v=vb: self._mouse_moved(pos, v))
-            gw.setMinimumWidth(60)
-            row.addWidget(gw, 1)
-            self.panel_widgets.append(gw)
-            self.plots.append(plot)
-            self.views.append(vb)
-            self.items[name] = item
-        for vb in self.views[1:]:
-            vb.setXLink(self.views[0])
-            vb.setYLink(self.views[0])
-        self.colormap = pg.colormap.get(DIFF_COLORMAP)
-        self.diff_item.setColorMap(self.colormap)
-        self.colorbar = pg.ColorBarItem(values=(-1, 1), colorMap=self.colormap, interactive=False, width=14,
-                                        colorMapMenu=False)
-        self.colorbar.axis.enableAutoSIPrefix(False)
-        self.colorbar.setImageItem(self.diff_item)
-        bar = pg.GraphicsLayoutWidget(self.graphics)
-        bar.addItem(self.colorbar, row=0, col=0)
-        bar.setFixedWidth(86)
-        row.addWidget(bar, 0)
-        self.colorbar_widget = bar
+        self.colorbar = None
         self._auto_fit = True   # fit the image to the panels until the user zooms or pans
-        for vb in self.views:
-            vb.sigRangeChangedManually.connect(self._user_zoomed)
 
         self.caption = QLabel("", self)
         self.caption.setWordWrap(True)
@@ -227,6 +194,58 @@ class DiffViewer(QWidget):
         layout.addWidget(self.empty_label)
         layout.addWidget(split, 1)
         self._update_enabled()
+        if build:
+            for _ in self.panel_steps():
+                pass
+
+    def panel_steps(self):
+        """Build the image panels and the colour bar, one per step (a generator: a page runs it one step per turn
+        of the event loop, so that building the viewer never holds the Qt thread for long; about 20 ms each)."""
+        row = self._panel_row
+        for name in self.PANELS:
+            gw = pg.GraphicsLayoutWidget(self.graphics)
+            gw.ci.setContentsMargins(2, 2, 2, 2)
+            plot = gw.addPlot(row=0, col=0, title=name, enableMenu=False)
+            plot.hideAxis("left")
+            plot.hideAxis("bottom")
+            plot.setMenuEnabled(False)
+            plot.hideButtons()
+            vb = plot.getViewBox()
+            vb.setAspectLocked(True)
+            vb.invertY(True)
+            item = pg.ImageItem(axisOrder="row-major")
+            plot.addItem(item)
+            gw.scene().sigMouseMoved.connect(lambda pos, v=vb: self._mouse_moved(pos, v))
+            gw.setMinimumWidth(60)
+            row.addWidget(gw, 1)
+            policy = gw.sizePolicy()  # hidden, keeping its place, until all are built (see CounterfactualScatter)
+            policy.setRetainSizeWhenHidden(True)
+            gw.setSizePolicy(policy)
+            gw.hide()
+            self.panel_widgets.append(gw)
+            self.plots.append(plot)
+            self.views.append(vb)
+            self.items[name] = item
+            vb.sigRangeChangedManually.connect(self._user_zoomed)
+            if len(self.views) > 1:
+                vb.setXLink(self.views[0])
+                vb.setYLink(self.views[0])
+            yield
+        self.colormap = pg.colormap.get(DIFF_COLORMAP)
+        self.diff_item.setColorMap(self.colormap)
+        self.colorbar = pg.ColorBarItem(values=(-1, 1), colorMap=self.colormap, interactive=False, width=14,
+                                        colorMapMenu=False)
+        self.colorbar.axis.enableAutoSIPrefix(False)
+        self.colorbar.setImageItem(self.diff_item)
+        bar = pg.GraphicsLayoutWidget(self.graphics)
+        bar.addItem(self.colorbar, row=0, col=0)
+        bar.setFixedWidth(86)
+        row.addWidget(bar, 0)
+        for gw in self.panel_widgets:  # one first paint per step
+            yield
+            gw.show()
+        self.colorbar_widget = bar
+        yield
 
     # ---- accessors -----------------------------------------------------------------------------------------
     @property
@@ -410,7 +429,8 @@ class DiffViewer(QWidget):
         if img is None:
             return
         h, w = img.shape[:2]
-        self.views[0].setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
+        if self.views:
+            self.views[0].setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
 
     def _user_zoomed(self, *args) -> None:
         self._auto_fit = False

@@ -32,7 +32,7 @@ def legend_html(data: pd.DataFrame, extra: str = "") -> str:
 def new_plot(parent: QWidget, title: str, xlabel: str, ylabel: str):
     """A square-ish pyqtgraph plot over [0, 1] × [0, 1] with labelled axes."""
     pg = load_pyqtgraph()
-    widget = pg.PlotWidget(parent)
+    widget = pg.PlotWidget(parent, enableMenu=False)
     widget.setMinimumSize(260, 240)
     plot = widget.getPlotItem()
     plot.setMenuEnabled(False)
@@ -95,7 +95,8 @@ class ReliabilityPlot(CurvePanel):
                                "smoothed (isotonic) curve per group; dotted diagonal: perfect calibration.")
         self.clear("No calibration to show.")
 
-    def _ensure_plot(self) -> None:
+    def ensure_plot(self) -> None:
+        """Create the plot widget (about 15–30 ms of the Qt thread; a page may do it in a turn of its own)."""
         if self.plot_widget is None:
             self.plot_widget, self.plot = new_plot(self, "Reliability", "predicted risk (mean score in the bin)",
                                                    "observed share with the outcome")
@@ -116,7 +117,7 @@ class ReliabilityPlot(CurvePanel):
         if data is None or data.empty or not (data["curve"] == "reliability").any():
             self.clear("No reliability points for this choice.")
             return
-        self._ensure_plot()
+        self.ensure_plot()
         self.clear("")
         pg = load_pyqtgraph()
         self.data = data

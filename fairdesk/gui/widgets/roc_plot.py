@@ -22,7 +22,8 @@ class RocPlot(CurvePanel):
         self.operating: dict[tuple[str, str], object] = {}  # (curve, group) -> scatter of the operating point
         self.clear("No curves to show.")
 
-    def _ensure_plots(self) -> None:
+    def ensure_plot(self) -> None:
+        """Create the two plot widgets (about 15–30 ms each of the Qt thread; a page may do it in a turn of its own)."""
         if self.roc_widget is not None:
             return
         self.roc_widget, self.roc = new_plot(self, "ROC", "false positive rate", "true positive rate (recall)")
@@ -48,7 +49,7 @@ class RocPlot(CurvePanel):
         if data is None or data.empty or not (data["curve"] == "roc").any():
             self.clear("No ROC curve for this choice (a group needs both classes).")
             return
-        self._ensure_plots()
+        self.ensure_plot()
         self.clear("")
         pg = load_pyqtgraph()
         self.data = data

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import partial
 
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
@@ -34,8 +35,17 @@ def _direction_label(key: str, attribute: str = "a", names=None) -> str:
     return key
 
 
-def _tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x, y and data
-    return str(data) if data is not None else ""
+def _tip_text(source: str, x=None, y=None, data=None) -> str:
+    """A dot's hover text: its unit (``data``, the unit's index), the direction ``source``, both predictions and
+    the change. Written when the pointer is over the dot, not for every dot when the plot is drawn."""
+    if data is None or x is None or y is None:
+        return ""
+    return f"unit {int(data)}{(' (' + source + ')') if source else ''}: x {x:.3f}, y {y:.3f}, Δ {y - x:+.3f}"
+
+
+def _point_text(item, point) -> str:
+    """The hover text of ``point`` of the scatter ``item``."""
+    return item.opts["tip"](x=point.pos().x(), y=point.pos().y(), data=point.data())
 
 
 def _flip_parts(entry) -> dict:
@@ -93,6 +103,13 @@ class CounterfactualScatter(QWidget):
     def set_data(self, scatter: dict, *, band: float | None = None, x_label: str | None = None,
                  attribute: str = "a", names: list[str] | None = None) -> None:
         """``names``: the attribute's value labels [group 0, group 1] for the column titles."""
+        for _ in self.fill(scatter, band=band, x_label=x_label, attribute=attribute, names=names):
+            pass
+
+    def fill(self, scatter: dict, *, band: float | None = None, x_label: str | None = None,
+             attribute: str = "a", names: list[str] | None = None):
+        """:meth:`set_data` in parts: a generator drawing one column per step (a page runs it one step per turn
+        of the event loop, so that drawing never holds the Qt thread for long)."""
         self.names = list(names) if names else None
         self.data = dict(scatter or {})
         self.band = band if band is not None and math.isfinite(band) else None
@@ -111,7 +128,7 @@ class CounterfactualScatter(QWidget):
         self.graphics.setVisible(has)
         self.readout.setVisible(has)
         self.output_combo.setEnabled(has)
-        self._draw()
+        yield from self._draw_steps()
 
     def columns(self) -> list[str]:
         return list(self.plots)
@@ -123,11 +140,15 @@ class CounterfactualScatter(QWidget):
         for s in self.scatters.get(column, []):
             pts = s.pointsAt(QPointF(x, y))
             if len(pts):
-                return "\n".join(str(p.data()) for p in pts)
+                return "\n".join(_point_text(s, p) for p in pts)
         return ""
 
     # ---- drawing -------------------------------------------------------------------------------------------
     def _draw(self, *args) -> None:
+        for _ in self._draw_steps():
+            pass
+
+    def _draw_steps(self):
         for w in self._widgets:
             self._row.removeWidget(w)
             w.deleteLater()
@@ -139,6 +160,7 @@ class CounterfactualScatter(QWidget):
         if not entry:
             self.note.setText("")
             return
+        yield
         directions = [k for k in entry if k != FLIP]
         columns = [(k, {k: entry[k]}) for k in directions]
         flip = _flip_parts(entry.get(FLIP))
@@ -155,7 +177,6 @@ class CounterfactualScatter(QWidget):
         if 0.0 <= lo and hi <= 1.0:   # probabilities: show the whole [0, 1] square
             lo, hi = 0.0, 1.0
         pad = max(hi - lo, 1e-6) * 0.04
-        first = None
         for col, (key, parts) in enumerate(columns):
             is_flip = key == FLIP
             n = sum(len(p.get("x", [])) for p in parts.values())
@@ -164,11 +185,17 @@ class CounterfactualScatter(QWidget):
             stat = f"mean Δ {d.mean():+.3f}, mean |Δ| {np.abs(d).mean():.3f}" if d.size else "no units"
             title = ("horizontal flip (null baseline)" if is_flip else
                      _direction_label(key, self.attribute, self.names))
-            widget = pg.PlotWidget(self.graphics)
+            widget = pg.PlotWidget(self.graphics, enableMenu=False)
             widget.setMinimumWidth(120)
             widget.scene().sigMouseMoved.connect(lambda pos, k=key: self._mouse_moved(pos, k))
             self._row.addWidget(widget, 1)
-            widget.show()
+            # hidden until every column is drawn, keeping its place: the layout is settled once, and showing the
+            # columns one per step paints one plot per step (adding shown columns one by one resized and repainted
+            # every column already there in each step)
+            policy = widget.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            widget.setSizePolicy(policy)
+            widget.hide()
             self._widgets.append(widget)
             plot = widget.getPlotItem()
             plot.setTitle(f"{title}<br><span style='font-size:8pt'>n = {n}; {stat}</span>", size="9pt")
@@ -180,11 +207,6 @@ class CounterfactualScatter(QWidget):
             for axis in ("left", "bottom"):
                 plot.getAxis(axis).enableAutoSIPrefix(False)
             plot.setRange(xRange=(lo - pad, hi + pad), yRange=(lo - pad, hi + pad), padding=0)
-            if first is None:
-                first = plot
-            else:
-                plot.setXLink(first)
-                plot.setYLink(first)
             plot.addItem(pg.InfiniteLine(pos=QPointF(0, 0), angle=45, movable=False,
                                          pen=pg.mkPen("#444444", width=1)))
             if self.band is not None and not is_flip:
@@ -199,16 +221,15 @@ class CounterfactualScatter(QWidget):
                 colour = FLIP_COLOUR if is_flip and pkey == "all" else DIRECTION_COLOURS[
                     (directions.index(pkey) if pkey in directions else j) % len(DIRECTION_COLOURS)]
                 src = _direction_label(pkey, self.attribute, self.names) if pkey != "all" else ""
-                tips = [f"unit {int(i)}{(' (' + src + ')') if src else ''}: x {xi:.3f}, y {yi:.3f}, Δ {yi - xi:+.3f}"
-                        for i, xi, yi in zip(index, x, y)]
-                s = pg.ScatterPlotItem(x=x, y=y, data=tips, size=6, pen=pg.mkPen(None),
-                                       brush=pg.mkBrush(pg.mkColor(colour).red(), pg.mkColor(colour).green(),
-                                                        pg.mkColor(colour).blue(), 150),
-                                       hoverable=True, tip=_tip, hoverSize=9, hoverPen=pg.mkPen("#000000"))
+                c = pg.mkColor(colour)
+                s = pg.ScatterPlotItem(x=x, y=y, data=np.asarray(index, dtype=np.int64), size=6, pen=pg.mkPen(None),
+                                       brush=pg.mkBrush(c.red(), c.green(), c.blue(), 150), hoverable=True,
+                                       tip=partial(_tip_text, src), hoverSize=9, hoverPen=pg.mkPen("#000000"))
                 plot.addItem(s)
                 items.append(s)
             self.plots[key] = plot
             self.scatters[key] = items
+            yield
         notes = ["Dots on the diagonal: the prediction did not change."]
         if self.band is not None:
             notes.append(f"Dashed: the negative-control band ±{self.band:.3g} (shifts a classifier known to ignore "
@@ -217,6 +238,14 @@ class CounterfactualScatter(QWidget):
             notes.append("Flip column: the same classifier on the horizontally flipped original — how much an "
                          "attribute-irrelevant change moves the output.")
         self.note.setText(" ".join(notes))
+        for widget in self._widgets:
+            yield
+            widget.show()
+        yield
+        plots = list(self.plots.values())
+        for plot in plots[1:]:  # linked once all are shown (their ranges are equal already): zoom one, zoom all
+            plot.setXLink(plots[0])
+            plot.setYLink(plots[0])
 
     def _mouse_moved(self, pos: QPointF, column: str | None = None) -> None:
         """``pos`` in the scene of ``column``'s plot (each column has its own scene)."""
@@ -228,6 +257,6 @@ class CounterfactualScatter(QWidget):
                 for s in self.scatters.get(key, []):
                     pts = s.pointsAt(s.mapFromScene(pos))
                     if len(pts):
-                        self.readout.setText(str(pts[0].data()))
+                        self.readout.setText(_point_text(s, pts[0]))
                         return
                 return

@@ -1,0 +1,150 @@
+"""Issue 24, "the Qt thread only paints": what showing a stored audit computes runs in the view thread, and the
+pyqtgraph pages are built one plot or panel per turn of the event loop. Behaviour, not timing: these tests fail when
+the data work goes back onto the Qt thread or a page builds all its plots in one stretch (the stretches themselves
+are measured by ``python -m benchmarks.bench_heartbeat``)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from fairdesk.core.audits.groups import GroupAuditPlan
+from fairdesk.core.data.schema import ColumnRoles
+
+
+def _record_threads(monkeypatch, module, names: list[str], calls: dict) -> None:
+    """Replace ``module.<name>`` by a wrapper noting the thread of every call in ``calls[name]``."""
+    for name in names:
+        original = getattr(module, name)
+
+        def wrapper(*args, __name=name, __original=original, **kwargs):
+            calls.setdefault(__name, []).append(threading.current_thread() is threading.main_thread())
+            return __original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+
+def test_group_audit_figure_data_is_computed_in_the_view_thread(make_window, tmp_path, monkeypatch):
+    """Opening a project that holds a group audit with a continuous attribute and calibration tests: the gap plot's
+    rows, the error-spread rows and bins, the calibration curves and the discrimination table of the first choice
+    are all computed in the view runner — none on the Qt thread (before, the error spread, the curves (twice) and
+    the discrimination table were computed while the page was filled)."""
+    from conftest import make_predictions
+    from fairdesk.core.reports import calibration_figures, figures
+    from fairdesk.gui.widgets import calibration_views
+    from fairdesk.jobs.groups import audit_groups, import_table
+
+    roles = ColumnRoles(label="label", score="score", task="task", attributes=("sex",), continuous_attributes=("age",),
+                        patient_id="patient_id", sample_id="sample_id", split="split")
+    csv = tmp_path / "p.csv"
+    make_predictions(n=240).to_csv(csv, index=False)
+    project = tmp_path / "p.fairdesk"
+    dataset_id = import_table(project, csv, roles=roles)
+    audit_groups(project, dataset_id, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100))
+
+    calls: dict[str, list[bool]] = {}
+    _record_threads(monkeypatch, figures, ["forest_data", "delta_eo_data", "delta_bins_data"], calls)
+    _record_threads(monkeypatch, calibration_figures, ["curve_data"], calls)
+    _record_threads(monkeypatch, calibration_views, ["discrimination_frame"], calls)
+    window = make_window()
+    window.show_page(window.audit_tab)
+    window.open_project(project)  # (the fixture's wrapper waits until every page shows its audit in full)
+    tab = window.audit_tab
+    assert tab.result is not None and tab.delta_view.row_count() > 0
+    assert tab.calibration_views.disc_view.row_count() > 0 and tab.calibration_views.reliability.scatters
+    for name in ("forest_data", "delta_eo_data", "delta_bins_data", "curve_data", "discrimination_frame"):
+        assert calls.get(name), f"{name} was not called"
+        assert not any(calls[name]), f"{name} ran on the Qt thread"
+
+
+def _scatter_doc(n: int = 40) -> dict:
+    rng = np.random.default_rng(1)
+    x0, x1 = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    part = {"0->1": {"x": x0.tolist(), "y": (0.8 * x0).tolist(), "index": list(range(n))},
+            "1->0": {"x": x1.tolist(), "y": x1.tolist(), "index": list(range(n, 2 * n))}}
+    return {"scatter": {"disease": {**part, "flip": part}}, "control_band": 0.05,
+            "attribute": {"column": "sex", "values": ["F", "M"]}, "settings": {},
+            "examples": {"items": [{"index": i, "target": 1 - i % 2, "observed": i % 2,
+                                    "predictions": {"disease": {"original": 0.4, "null": 0.41, "cf": 0.3 + 0.1 * i}}}
+                                   for i in range(3)]}}
+
+
+@pytest.fixture
+def image_page(window, qtbot):
+    from fairdesk.gui.tabs.image_audit import ImageAuditPanel
+
+    panel = ImageAuditPanel(window)
+    qtbot.addWidget(panel)
+    panel.resize(1300, 760)
+    panel.show()
+    panel.wait_view()  # (its first, empty, view)
+    return panel
+
+
+def _turns(page, monkeypatch, measure) -> list:
+    """``measure()`` after every slice the page runs (one per turn of the event loop)."""
+    seen: list = []
+    run = type(page)._next_slice
+
+    def next_slice(self):
+        run(self)
+        seen.append(measure())
+
+    monkeypatch.setattr(type(page), "_next_slice", next_slice)
+    return seen
+
+
+def test_image_audit_scatter_page_builds_one_plot_per_turn(image_page, monkeypatch):
+    """Bringing the Scatter page to the front draws nothing at once; its three plot columns then appear one per
+    turn of the event loop (before, all three plots and a tip string per dot were built in one slot: 190–270 ms of
+    the Qt thread's CPU on the demo)."""
+    panel = image_page
+    panel.doc = _scatter_doc()
+    panel._filled = set()
+    seen = _turns(panel, monkeypatch, lambda: len(panel.scatter.plots) if panel.scatter is not None else 0)
+    panel.result_tabs.setCurrentWidget(panel.scatter_host)
+    assert panel.scatter is None or not panel.scatter.plots  # nothing drawn in the slot that switched the page
+    assert not panel.view_ready
+    panel.wait_view()
+    assert panel.scatter.columns() == ["0->1", "1->0", "flip"]
+    assert max(np.diff([0] + seen)) == 1 and seen[-1] == 3, seen
+    assert panel.scatter.point_count("flip") == 80
+    tip = panel.scatter.tooltip_at("0->1", *(lambda x: (x, 0.8 * x))(panel.doc["scatter"]["disease"]["0->1"]["x"][5]))
+    assert tip.startswith("unit 5 (sex: F → M)") and "Δ -" in tip  # written on hover from the unit's index
+    # another audit shown while the page is in front: its scatter is drawn after the tables (steps queued by the
+    # last step of show_results are not dropped)
+    before = dict(panel.scatter.plots)
+    panel.show_document(_scatter_doc(n=10), None)
+    panel.wait_view()
+    assert panel.scatter.plots["flip"] is not before["flip"] and panel.scatter.point_count("flip") == 20
+
+
+def test_image_audit_examples_page_builds_one_panel_per_turn(image_page, monkeypatch):
+    """The diff viewer's three image panels and its colour bar are built one per turn of the event loop, then the
+    examples are shown; when a newer audit drops the steps half-way, the next fill finishes the same viewer."""
+    from fairdesk.gui.widgets.image_diff import DiffViewer
+
+    panel = image_page
+    panel.doc = _scatter_doc()
+    panel.arrays = {k: np.random.default_rng(0).random((3, 8, 8)).astype(np.float32)
+                    for k in ("original", "cf", "null")}
+    panel._filled = set()
+    seen = _turns(panel, monkeypatch, lambda: len(panel.diff_viewer.panel_widgets)
+                  + (panel.diff_viewer.colorbar is not None) if panel.diff_viewer is not None else 0)
+    panel.result_tabs.setCurrentWidget(panel.examples_host)
+    assert panel.diff_viewer is None or not panel.diff_viewer.panel_widgets
+    panel._next_slice()  # the viewer's controls
+    panel._next_slice()  # its first panel
+    assert seen == [0, 1]
+    panel._cancel_view()  # a newer audit chosen: the steps left are dropped
+    built = panel.diff_viewer
+    panel._filled = set()
+    panel.result_tabs.setCurrentWidget(panel.scatter_host)
+    panel.result_tabs.setCurrentWidget(panel.examples_host)
+    panel.wait_view()
+    assert panel.diff_viewer is built and len(built.panel_widgets) == 3 and built.colorbar is not None
+    assert len(panel.examples_host.findChildren(DiffViewer)) == 1
+    steps = [b for a, b in zip(seen, seen[1:]) if b != a]
+    assert steps == [1, 2, 3, 4], seen  # one panel (then the colour bar) per turn
+    assert len(built.examples) == 3 and built.image("difference") is not None
