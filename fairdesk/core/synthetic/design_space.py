@@ -392,7 +392,7 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
     cols = ["measure", "region", "n_not_tested", "n_null_tests", "size", "size_ci_low", "size_ci_high", "size_verdict",
             "n_intervals", "coverage", "coverage_ci_low", "coverage_ci_high", "coverage_verdict"]
     if rows.empty:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=cols + ["verdict"])
     rows = rows.assign(region=_region_of(rows))
     out = []
     keys = sorted(rows.groupby(["measure", "region"]).groups, key=lambda k: (k[0], _region_key(k[1])))
@@ -407,7 +407,23 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
                     "size_ci_high": shi, "size_verdict": _verdict(s, slo, shi, SIZE_TARGET, True),
                     "n_intervals": len(cov), "coverage": c, "coverage_ci_low": clo, "coverage_ci_high": chi,
                     "coverage_verdict": _verdict(c, clo, chi, COVERAGE_TARGET, False)})
-    return pd.DataFrame.from_records(out, columns=cols)
+    table = pd.DataFrame.from_records(out, columns=cols)
+    table["verdict"] = [region_verdict(r) for r in table.to_dict(orient="records")]
+    return table
+
+
+def region_verdict(row: dict) -> str:
+    """One region's verdict on both targets: "fails" when either misses (its whole 95% CI beyond the target),
+    "unclear(n)" when either is unclear (n: the null tests or intervals it rests on — draw more designs there,
+    ``--region``), else "meets" ("—" when the region holds neither)."""
+    parts = (("size_verdict", "n_null_tests"), ("coverage_verdict", "n_intervals"))
+    verdicts = [row[v] for v, _ in parts]
+    if "misses" in verdicts:
+        return "fails"
+    unclear = [int(row[n]) for v, n in parts if row[v] == "unclear"]
+    if unclear:
+        return f"unclear({min(unclear)})"
+    return "meets" if "meets" in verdicts else "—"
 
 
 #: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.stats.verified_region`): the tests'
@@ -471,11 +487,103 @@ def inside(measure: str, region: str, rules: dict[str, dict]) -> bool:
     return not (region.endswith("AUROC ≥ 0.99") and top is not None)
 
 
+# ---- targeted designs: more evidence where the map is "unclear" (too few tests or intervals to tell)
+
+PAIR_MEASURES = tuple(f"{m} gap" for m in RATE_MEASURES + DISC_MEASURES)
+GROUP_MEASURES = DISC_MEASURES + ("calibration test",) + CAL_MEASURES
+#: The gaps whose test is null in some mode (:func:`null_measures`); a design targeted to one of their regions must
+#: have it null (so that it adds to the size as well as to the coverage). The others are scored in every design.
+NULL_GAPS = {"parity gap": "parity", "recall gap": "recall", "specificity gap": "specificity", "auroc gap": "auroc"}
+MAX_DRAWS = 20_000  # draws per targeted design before giving up on a region the space (almost) never reaches
+
+
+def _normal_region(text: str) -> str:
+    """A region as the map prints it, from what a user may type ("-" for "–", ">=" for "≥", spaces around "|")."""
+    text = text.replace(">=", "≥").replace("<=", "≤")
+    text = "".join("–" if c == "-" and i and text[i - 1].isdigit() else c for i, c in enumerate(text))
+    return " | ".join(part.strip() for part in text.split("|"))
+
+
+def region_names() -> list[str]:
+    """Every "measure | region" of the map's grid (the form ``--region`` takes)."""
+    out = []
+    for m in PAIR_MEASURES + GROUP_MEASURES:
+        places = [f"independent, {band(lo)} cases" for lo, _ in CASE_BANDS]
+        places += [f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi) else f"clustered, ≥{lo} case patients"
+                   for lo, hi in PATIENT_BANDS]
+        if m.startswith(AUROC_SPLIT):
+            places = [f"{p}; AUROC {b}" for p in places for b in ("< 0.99", "≥ 0.99")]
+        out += [f"{m} | {p}" for p in places]
+    return out
+
+
+def parse_regions(texts) -> tuple[str, ...]:
+    """The targeted regions, each "MEASURE | REGION" as the map prints it (a region may stop early: "auprc gap |
+    independent, 10–29 cases" takes both AUROC bands). Raises DataError naming ``--region`` for one that matches
+    no region of the map."""
+    from fairdesk.core.errors import DataError
+
+    names = region_names()
+    out = []
+    for text in texts:
+        t = _normal_region(str(text))
+        if "|" not in t or not any(n.startswith(t) for n in names):
+            raise DataError(f"--region {text!r} is not a region of the map; give it as the map prints it, "
+                            f"'MEASURE | REGION', e.g. 'parity gap | independent, ≥300 cases'.")
+        out.append(t)
+    return tuple(out)
+
+
+def expected_regions(d: Design) -> set[str]:
+    """The "measure | region" names that one data set of ``d`` is expected to fill (each group's cases and patients
+    at their expected values: rows × prevalence, patients of (1 + m)/2 rows on average), the gaps only where
+    :data:`NULL_GAPS` says the design scores their size."""
+    nulls = null_measures(d)
+    groups = []
+    for n, p in zip(d.sizes, d.prevalence):
+        patients = n / ((1 + d.max_rows_per_patient) / 2) if d.clustered else n
+        groups.append((n, n * p, patients))
+
+    def place(measure: str, members) -> str:
+        base = measure.removesuffix(" gap").removesuffix(" test")
+        cases = min(cases_of(base, n, k) for n, k, _ in members)
+        pats = min(case_patients(base, n, k, pp) for n, k, pp in members)
+        return f"{measure} | {region_of(measure, cases, d.clustered, pats, d.auroc)}"
+
+    out = set()
+    for m in PAIR_MEASURES:
+        if m in NULL_GAPS and NULL_GAPS[m] not in nulls:
+            continue
+        out |= {place(m, (a, b)) for i, a in enumerate(groups) for b in groups[i + 1:]}
+    for m in GROUP_MEASURES:
+        if m == "calibration test" and "calibration" not in nulls:
+            continue
+        out |= {place(m, (a,)) for a in groups}
+    return out
+
+
+def draw_targeted(rng: np.random.Generator, regions: tuple[str, ...], space: dict | None = None) -> Design:
+    """A design drawn from the space (:func:`draw_design`) that is expected to fill at least one of ``regions``
+    (:func:`expected_regions`): the space conditioned on reaching them (rejection sampling)."""
+    from fairdesk.core.errors import DataError
+
+    for _ in range(MAX_DRAWS):
+        d = draw_design(rng, space)
+        if any(e.startswith(r) for e in expected_regions(d) for r in regions):
+            return d
+    raise DataError(f"--region: {MAX_DRAWS} designs drawn from the space and none reaches {', '.join(regions)}; "
+                    "choose a region the space reaches (a band of the map with rows in it).")
+
+
 def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
                      progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-                     space: dict | None = None, truth_rows: int = TRUTH_ROWS) -> DesignSpaceResult:
+                     space: dict | None = None, truth_rows: int = TRUTH_ROWS,
+                     regions: tuple[str, ...] = ()) -> DesignSpaceResult:
     """Draw ``designs`` designs from :data:`SPACE` (deterministic from ``seed``; ``space`` narrows it), audit one
-    data set of each and score every test and interval (:func:`evaluate`)."""
+    data set of each and score every test and interval (:func:`evaluate`). With ``regions`` ("MEASURE | REGION"
+    as the map prints them, :func:`parse_regions`) every design is drawn to reach at least one of them
+    (:func:`draw_targeted`): the way to resolve a region the whole-space map leaves "unclear"."""
+    regions = parse_regions(regions) if regions else ()
     rep = Reporter(progress, cancel)
     t0 = time.monotonic()
     rng = np.random.default_rng([int(seed), 21])
@@ -483,41 +591,54 @@ def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_
     drawn = []
     for i in range(designs):
         rep(i / designs, f"design space: design {i + 1}/{designs}")
-        d = draw_design(rng, space)
+        d = draw_targeted(rng, regions, space) if regions else draw_design(rng, space)
         drawn.append(asdict(d))
         rows += evaluate(d, i, int(rng.integers(0, 2**31 - 1)), n_boot, cancel=rep.cancel, truth_rows=truth_rows)
     rep(1.0, "done")
     config = {"designs": designs, "seed": seed, "n_boot": n_boot, "alpha": ALPHA, "size_target": SIZE_TARGET,
-              "coverage_target": COVERAGE_TARGET, "space": {**SPACE, **(space or {})}, "truth_rows": truth_rows}
+              "coverage_target": COVERAGE_TARGET, "space": {**SPACE, **(space or {})}, "truth_rows": truth_rows,
+              "regions": list(regions)}
     return DesignSpaceResult(pd.DataFrame.from_records(rows), drawn, config, time.monotonic() - t0)
 
 
 def format_regions(result: DesignSpaceResult) -> str:
-    """The printed map: one line per measure × region."""
+    """The printed map: one line per measure × region, each with its verdict on both targets (meets, fails or
+    unclear(n), :func:`region_verdict`) and whether it lies inside the stated verified region (``VERIFIED``)."""
+    from fairdesk.core.stats.verified_region import VERIFIED
+
     reg = result.regions()
     mark = {"meets": "ok", "misses": "FAILS", "unclear": "unclear", "—": "—"}
     head = (f"{'measure':<22} {'region':<46} {'untested':>8} {'null':>5} {'size':>6} {'':>7} {'intervals':>9} {'cover':>6} "
-            f"{'':>7}")
+            f"{'':>7} {'verdict':>12} {'VERIFIED':>8}")
     lines = [head, "-" * len(head)]
     for r in reg.itertuples(index=False):
         size = f"{r.size:6.3f}" if r.n_null_tests else f"{'—':>6}"
         cover = f"{r.coverage:6.3f}" if r.n_intervals else f"{'—':>6}"
+        within = "inside" if inside(r.measure, r.region, VERIFIED) else "outside"
         lines.append(f"{r.measure:<22} {r.region:<46} {r.n_not_tested:>8} {r.n_null_tests:>5} {size} {mark[r.size_verdict]:>7} "
-                     f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7}")
+                     f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7} {r.verdict:>12} {within:>8}")
     failing = result.failing
     lines.append(f"targets: size ≤ {SIZE_TARGET:.2f}, coverage ≥ {COVERAGE_TARGET:.2f}; FAILS = the whole 95% "
-                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it; untested = "
+                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it; verdict: fails, "
+                 "unclear(n) (n null tests or intervals: too few to tell — draw designs there with --region "
+                 "'MEASURE | REGION') or meets; untested = "
                  "tests and intervals the audit declared \"inconclusive: too few cases\" (none shown, none scored).")
-    lines.append(f"{len(failing)} of {len(reg)} regions fail." if len(failing) else
-                 f"No region fails its targets ({len(reg)} regions).")
-    from fairdesk.core.stats.verified_region import VERIFIED
-
-    rules = verified_region(reg)
+    if result.config.get("regions"):
+        lines.append("designs drawn targeted to: " + "; ".join(result.config["regions"]) + " (the space conditioned "
+                     "on reaching them; the other regions' rows are by-products of those designs)")
+    counts = reg["verdict"].map(lambda v: v.split("(")[0]).value_counts()
+    lines.append(f"{len(reg)} regions: {counts.get('meets', 0)} meet, {counts.get('fails', 0)} fail, "
+                 f"{counts.get('unclear', 0)} unclear.")
     stated = [f"{r.measure} | {r.region}" for r in failing.itertuples(index=False) if inside(r.measure, r.region,
                                                                                                 VERIFIED)]
     lines.append("Every failing region lies outside the stated verified region (VERIFIED): audits there say so." if
                  not stated else f"{len(stated)} failing region(s) inside the stated verified region (VERIFIED): "
                  + "; ".join(stated))
+    unsure = [f"{r.measure} | {r.region} {r.verdict}" for r in reg.itertuples(index=False)
+              if r.verdict.startswith("unclear") and inside(r.measure, r.region, VERIFIED)]
+    if unsure:
+        lines.append(f"{len(unsure)} unclear region(s) inside VERIFIED (resolve with --region): " + "; ".join(unsure))
+    rules = verified_region(reg)
     lines.append("verified region (every band from there up meets both targets):")
     for key, rule in rules.items():
         cases = "not verified" if rule["min_cases"] is None else f"from {rule['min_cases']} cases"

@@ -1,0 +1,98 @@
+"""Issue 21, the map's "unclear" regions: designs targeted to a region (``bench validity --design-space --region``)
+and each region's verdict on both targets (meets / fails / unclear(n)) with whether it lies inside VERIFIED."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairdesk.core.errors import DataError
+from fairdesk.core.stats.verified_region import case_patients, cases_of
+from fairdesk.core.synthetic import design_space as DS
+
+
+def _realised_regions(d: DS.Design, rng) -> set[str]:
+    """The regions one data set of ``d`` fills, from its groups' observed cases and patients (no audit needed)."""
+    df = DS.simulate(d, rng)
+    stats = [(len(g), int(g["y"].sum()), g["pid"].nunique()) for _, g in df.groupby("group")]
+    nulls = DS.null_measures(d)
+    out = set()
+    for m in DS.PAIR_MEASURES:
+        if m in DS.NULL_GAPS and DS.NULL_GAPS[m] not in nulls:
+            continue
+        base = m.removesuffix(" gap")
+        for i, a in enumerate(stats):
+            for b in stats[i + 1:]:
+                cases = min(cases_of(base, n, k) for n, k, _ in (a, b))
+                pats = min(case_patients(base, n, k, p) for n, k, p in (a, b))
+                out.add(f"{m} | {DS.region_of(m, cases, d.clustered, pats, d.auroc)}")
+    return out
+
+
+@pytest.mark.parametrize("region", ["parity gap | independent, ≥300 cases",
+                                    "auprc gap | independent, 10–29 cases",
+                                    "recall gap | clustered, 0–9 case patients",
+                                    "auroc gap | independent, 30–99 cases; AUROC ≥ 0.99"])
+def test_targeted_designs_reach_their_region(region):
+    rng = np.random.default_rng(3)
+    hits = 0
+    for _ in range(25):
+        d = DS.draw_targeted(rng, (region,))
+        assert any(e.startswith(region) for e in DS.expected_regions(d))
+        hits += any(r.startswith(region) for r in _realised_regions(d, rng))
+    # the expected counts are the realised ones up to sampling noise at a band's edge
+    assert hits >= 20, hits
+    # the untargeted space reaches these regions far less often (why targeting is needed to resolve them)
+    plain = sum(any(e.startswith(region) for e in DS.expected_regions(DS.draw_design(rng))) for _ in range(200))
+    assert plain < 0.8 * 200
+
+
+def test_regions_are_typed_as_the_map_prints_them():
+    assert DS.parse_regions(["parity gap|independent, >=300 cases", "auprc gap | independent, 10-29 cases"]) == (
+        "parity gap | independent, ≥300 cases", "auprc gap | independent, 10–29 cases")
+    names = DS.region_names()
+    assert "calibration_slope | clustered, ≥100 case patients; AUROC ≥ 0.99" in names
+    for bad in ("parity", "parity gap | independent, 7 cases", "nonsense | independent"):
+        with pytest.raises(DataError, match="--region"):
+            DS.parse_regions([bad])
+
+
+def test_region_verdict_says_meets_fails_or_unclear_with_its_evidence():
+    def row(size_v, n_null, cov_v, n_int):
+        return {"size_verdict": size_v, "n_null_tests": n_null, "coverage_verdict": cov_v, "n_intervals": n_int}
+
+    assert DS.region_verdict(row("meets", 40, "meets", 40)) == "meets"
+    assert DS.region_verdict(row("unclear", 12, "meets", 40)) == "unclear(12)"
+    assert DS.region_verdict(row("unclear", 12, "misses", 40)) == "fails"
+    assert DS.region_verdict(row("—", 0, "unclear", 25)) == "unclear(25)"
+    assert DS.region_verdict(row("—", 0, "—", 0)) == "—"
+    # a region table: 2 of 40 null tests rejected meets; 6 of 40 is unclear; 12 of 40 fails
+    rows = pd.concat([pd.DataFrame({"measure": "parity gap", "kind": "test", "null": True,
+                                    "rejected": [True] * k + [False] * (40 - k), "covered": True, "cases": c,
+                                    "clustered": False, "patients": c, "auroc": 0.8})
+                      for k, c in ((2, 50), (6, 150), (12, 500))], ignore_index=True)
+    assert DS.region_table(rows)["verdict"].tolist() == ["meets", "unclear(40)", "fails"]
+
+
+def test_cli_targets_a_region_and_prints_each_verdict(tmp_path, capsys):
+    from fairdesk.cli import main
+
+    out = tmp_path / "m.json"
+    code = main(["bench", "validity", "--design-space", "--designs", "1", "--n-boot", "100", "--quiet",
+                 "--region", "parity gap | independent, >=300 cases", "--json", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    head = text.splitlines()[0]
+    assert "verdict" in head and "VERIFIED" in head
+    assert "designs drawn targeted to: parity gap | independent, ≥300 cases" in text
+    assert "regions:" in text and " meet, " in text
+    doc = json.loads(out.read_text())
+    assert doc["config"]["regions"] == ["parity gap | independent, ≥300 cases"]
+    assert any(r["measure"] == "parity gap" and r["region"] == "independent, ≥300 cases" for r in doc["regions"])
+    assert all("verdict" in r for r in doc["regions"])
+    code = main(["bench", "validity", "--design-space", "--designs", "1", "--region", "parity | somewhere",
+                 "--json", str(tmp_path / "bad.json")])
+    assert code == 2 and "--region" in capsys.readouterr().err and not (tmp_path / "bad.json").exists()
+    code = main(["bench", "validity", "--region", "parity gap | independent, ≥300 cases", "--json",
+                 str(tmp_path / "v.json")])
+    assert code == 2 and "--design-space" in capsys.readouterr().err
