@@ -137,8 +137,12 @@ def draw_design(rng: np.random.Generator, space: dict | None = None) -> Design:
     d.threshold = float(np.clip(expit(alpha + beta * (d.k()[0] + delta * c0)), 1e-4, 1 - 1e-4))
     if mode == "parity":  # shift each group's latent score so that it is flagged as often as the first
         c = d.cutoffs()
+        # at the threshold as clipped: near AUROC 1 the clip binds in ~5% of parity designs, and solving for the
+        # drawn q then left the first group's rate apart from the others' (a false "null": the map counted those
+        # designs' parity gaps as null tests, 0.23 of them rejected, and showed parity size 0.077–0.10)
+        q = float(p0 * ndtr(delta - c[0]) + (1 - p0) * ndtr(-c[0]))
         d.mu = [0.0] + [float(brentq(lambda u, p=prev[j], cj=c[j]: p * ndtr(u + delta - cj)
-                                     + (1 - p) * ndtr(u - cj) - q, -30, 30)) for j in range(1, g)]
+                                     + (1 - p) * ndtr(u - cj) - q, -40, 40)) for j in range(1, g)]
     return d
 
 
