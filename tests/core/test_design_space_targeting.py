@@ -110,3 +110,22 @@ def test_every_drawn_design_keeps_its_null_exactly(mode):
         true = d.true_rates()
         for m in {"parity", "recall", "specificity"} & DS.null_measures(d):
             assert np.ptp(true[m]) < 1e-9, (m, d)
+
+
+def test_resolve_gives_unclear_regions_targeted_designs():
+    region = ("parity gap", "independent, ≥300 cases")
+    rows = pd.DataFrame({"design": 0, "mode": "parity", "measure": region[0], "kind": "test", "null": True,
+                         "rejected": [True] * 6 + [False] * 34, "covered": True, "cases": 500, "clustered": False,
+                         "patients": 500, "auroc": 0.8, "max_rows_per_patient": 1})
+    space = {**DS.SPACE, "groups": (2, 3), "rows_per_group": (300, 600)}
+    first = DS.DesignSpaceResult(rows, [{}], {"seed": 5, "n_boot": 100, "space": space, "truth_rows": 5000}, 1.0)
+    assert first.regions()["verdict"].tolist() == ["unclear(40)"]
+    second = DS.resolve_unclear(first, designs=1)
+    assert second.config["resolved"] == {" | ".join(region): 1} and second.config["designs_total"] == 2
+    assert second.config["not_resolved"] == []
+    new = second.rows[second.rows["design"] == 1]
+    assert len(new) and (new["measure"] == region[0]).any() and (new["cases"] >= 300).any()
+    assert DS.resolve_unclear(second.__class__(rows.assign(rejected=False), [{}], first.config, 1.0), 5).config \
+        == first.config  # nothing unclear: nothing drawn
+    text = DS.format_regions(second)
+    assert "second pass (--resolve): 1 unclear region(s)" in text

@@ -605,6 +605,40 @@ def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_
     return DesignSpaceResult(pd.DataFrame.from_records(rows), drawn, config, time.monotonic() - t0)
 
 
+def resolve_unclear(result: DesignSpaceResult, designs: int, progress: ProgressFn | None = None,
+                    cancel: CancelToken | None = None) -> DesignSpaceResult:
+    """A second pass over the regions ``result`` leaves "unclear" (:func:`region_verdict`): ``designs`` more designs
+    shared among them, each region's drawn to reach it (:func:`draw_targeted`), their rows added to the map's. A
+    region the space almost never reaches at its expected counts (e.g. one filled only by a sample's chance cases)
+    stays as it was and is named in ``config["not_resolved"]``. Deterministic from the first pass's seed."""
+    from fairdesk.core.errors import DataError
+
+    reg = result.regions()
+    unclear = [f"{m} | {r}" for m, r, v in zip(reg["measure"], reg["region"], reg["verdict"]) if v.startswith("unclear")]
+    if not unclear or designs < 1:
+        return result
+    rep = Reporter(progress, cancel)
+    per = max(1, designs // len(unclear))
+    cfg = result.config
+    rows, drawn, spent, skipped = [result.rows], list(result.designs), result.elapsed_s, []
+    for j, region in enumerate(unclear):
+        sub = rep.sub(j / len(unclear), (j + 1) / len(unclear))
+        try:
+            extra = run_design_space(per, seed=int(cfg["seed"]) + 1_000_003 * (j + 1), n_boot=cfg["n_boot"],
+                                     progress=sub, cancel=rep.cancel, space={k: v for k, v in cfg["space"].items()
+                                                                             if k not in SPACE or v != SPACE[k]},
+                                     truth_rows=cfg["truth_rows"], regions=(region,))
+        except DataError:
+            skipped.append(region)
+            continue
+        rows.append(extra.rows.assign(design=extra.rows["design"] + len(drawn)) if len(extra.rows) else extra.rows)
+        drawn += extra.designs
+        spent += extra.elapsed_s
+    config = {**cfg, "resolved": {r: per for r in unclear if r not in skipped}, "not_resolved": skipped,
+              "designs_total": len(drawn)}
+    return DesignSpaceResult(pd.concat(rows, ignore_index=True), drawn, config, spent)
+
+
 def format_regions(result: DesignSpaceResult) -> str:
     """The printed map: one line per measure × region, each with its verdict on both targets (meets, fails or
     unclear(n), :func:`region_verdict`) and whether it lies inside the stated verified region (``VERIFIED``)."""
@@ -630,6 +664,12 @@ def format_regions(result: DesignSpaceResult) -> str:
     if result.config.get("regions"):
         lines.append("designs drawn targeted to: " + "; ".join(result.config["regions"]) + " (the space conditioned "
                      "on reaching them; the other regions' rows are by-products of those designs)")
+    if result.config.get("resolved") or result.config.get("not_resolved"):
+        lines.append(f"second pass (--resolve): {len(result.config['resolved'])} unclear region(s) of the first "
+                     f"pass given {next(iter(result.config['resolved'].values()), 0)} targeted designs each "
+                     f"({result.config['designs_total']} designs in all)"
+                     + (f"; not reached by targeted draws: {'; '.join(result.config['not_resolved'])}"
+                        if result.config.get("not_resolved") else ""))
     counts = reg["verdict"].map(lambda v: v.split("(")[0]).value_counts()
     lines.append(f"{len(reg)} regions: {counts.get('meets', 0)} meet, {counts.get('fails', 0)} fail, "
                  f"{counts.get('unclear', 0)} unclear.")
