@@ -129,3 +129,23 @@ def test_resolve_gives_unclear_regions_targeted_designs():
         == first.config  # nothing unclear: nothing drawn
     text = DS.format_regions(second)
     assert "second pass (--resolve): 1 unclear region(s)" in text
+
+
+def test_region_interval_counts_designs_not_correlated_tests():
+    """40 designs of 8 groups (28 pairs each): in 3 designs one unlucky group makes 7 pairs reject, in the others
+    none — 21 of 1,120 tests (0.019) but only 3 of 40 designs. The plain Clopper–Pearson interval counted 1,120
+    independent trials ([0.012, 0.029]); the Korn–Graubard effective-sample-size interval reaches 0.053, and a region
+    whose every design rejects at the same rate keeps the plain interval."""
+    rej = np.zeros((40, 28), bool)
+    rej[:3, :7] = True
+    rows = pd.DataFrame({"design": np.repeat(np.arange(40), 28), "measure": "parity gap", "kind": "test",
+                         "null": True, "rejected": rej.ravel(), "covered": True, "cases": 500, "clustered": False,
+                         "patients": 500, "auroc": 0.8})
+    reg = DS.region_table(rows).iloc[0]
+    plain = DS.region_table(rows.drop(columns="design")).iloc[0]
+    assert abs(reg["size"] - 21 / 1120) < 1e-12 and reg["size"] == plain["size"]
+    assert reg["size_ci_high"] > 1.5 * plain["size_ci_high"] and reg["size_ci_low"] < plain["size_ci_low"]
+    # one design, or the same share rejected in every design: no design effect beyond G/(G − 1)
+    even = rows.assign(rejected=np.tile(np.arange(28) < 2, 40))
+    e, p = DS.region_table(even).iloc[0], DS.region_table(even.drop(columns="design")).iloc[0]
+    assert abs(e["size_ci_high"] - p["size_ci_high"]) < 0.01
