@@ -28,7 +28,10 @@ O/E, Brier, ECE and AUPRC from one large independent sample of the population, :
 the calibration slope and ECE of a calibrated group exactly).
 
 Entry point: :func:`run_design_space` ``(designs, seed, n_boot, progress, cancel) -> DesignSpaceResult``; the map
-by region is :meth:`DesignSpaceResult.regions` and the figure :func:`plot_regions`.
+by region is :meth:`DesignSpaceResult.regions` (each region's verdict meets / fails / unclear(n),
+:func:`region_verdict`) and the figure :func:`plot_regions`. A region left "unclear" (too few tests to tell) gets
+designs drawn to reach it: ``run_design_space(..., regions=("MEASURE | REGION",))`` (:func:`draw_targeted`) or a
+second pass over every unclear region, :func:`resolve_unclear`.
 """
 from __future__ import annotations
 
