@@ -74,7 +74,8 @@ def study(make, runs, seed, metric, roles_kw, calibration=False):
             vals += v.tolist()
         p[kind] = np.asarray(vals)
     crit = np.quantile(p["null"], ALPHA) if p["null"].size else math.nan
-    return {"size": round(float((p["null"] <= ALPHA).mean()), 3), "power": round(float((p["planted"] <= ALPHA).mean()), 3),
+    return {"size": round(float((p["null"] <= ALPHA).mean()), 3),
+            "power": round(float((p["planted"] <= ALPHA).mean()), 3),
             "size-calibrated power": round(float((p["planted"] <= crit).mean()), 3),
             "null p 5% quantile": float(f"{crit:.3g}"), "tests": (p["null"].size, p["planted"].size)}
 

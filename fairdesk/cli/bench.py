@@ -92,7 +92,8 @@ def cmd_bench_design_space(args: argparse.Namespace) -> int:
     print(format_regions(result))
     if args.png:
         plot_regions(result, args.png)
-    print(f"{result.config.get('designs_total', designs)} designs in {result.elapsed_s:.0f} s -> {args.json}" + (f", {args.png}" if args.png else ""))
+    print(f"{result.config.get('designs_total', designs)} designs in {result.elapsed_s:.0f} s -> {args.json}"
+          + (f", {args.png}" if args.png else ""))
     return 0
 
 

@@ -537,8 +537,8 @@ def region_names() -> list[str]:
     out = []
     for m in PAIR_MEASURES + GROUP_MEASURES:
         places = [f"independent, {band(lo)} cases" for lo, _ in CASE_BANDS]
-        places += [f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi) else f"clustered, ≥{lo} case patients"
-                   for lo, hi in PATIENT_BANDS]
+        places += [f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi)
+                   else f"clustered, ≥{lo} case patients" for lo, hi in PATIENT_BANDS]
         if m.startswith(AUROC_SPLIT):
             places = [f"{p}; AUROC {b}" for p in places for b in ("< 0.99", "≥ 0.99")]
         out += [f"{m} | {p}" for p in places]
@@ -638,7 +638,8 @@ def resolve_unclear(result: DesignSpaceResult, designs: int, progress: ProgressF
     from fairdesk.core.errors import DataError
 
     reg = result.regions()
-    unclear = [f"{m} | {r}" for m, r, v in zip(reg["measure"], reg["region"], reg["verdict"]) if v.startswith("unclear")]
+    unclear = [f"{m} | {r}" for m, r, v in zip(reg["measure"], reg["region"], reg["verdict"])
+               if v.startswith("unclear")]
     if not unclear or designs < 1:
         return result
     rep = Reporter(progress, cancel)
