@@ -48,7 +48,7 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
 
     if args.design_space:
         return cmd_bench_design_space(args)
-    for option in ("designs", "png"):
+    for option in ("designs", "png", "region", "resolve"):
         if getattr(args, option) is not None:
             raise FairDeskError(f"--{option} belongs to 'bench validity --design-space'.")
     guard_outputs([("--json", args.json)])
@@ -70,7 +70,7 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
 def cmd_bench_design_space(args: argparse.Namespace) -> int:
     """``bench validity --design-space``: the size and coverage map over random designs (issue 21)."""
     from fairdesk.core import atomic
-    from fairdesk.core.validity import format_regions, plot_regions, run_design_space
+    from fairdesk.core.validity import format_regions, parse_regions, plot_regions, resolve_unclear, run_design_space
 
     if args.executor != "local" or args.scheduler:
         raise FairDeskError("--design-space runs in this process; leave out --executor and --scheduler.")
@@ -79,15 +79,21 @@ def cmd_bench_design_space(args: argparse.Namespace) -> int:
         raise FairDeskError("--designs must be at least 1.")
     if args.n_boot < 100:
         raise FairDeskError("--n-boot must be at least 100.")
+    if args.resolve is not None and args.resolve < 1:
+        raise FairDeskError("--resolve must be at least 1 (designs shared among the unclear regions).")
     guard_outputs([("--json", args.json), ("--png", args.png)])
     progress = TerminalProgress(args.quiet)
-    result = run_design_space(designs, seed=args.seed, n_boot=args.n_boot, progress=progress)
+    regions = parse_regions(args.region) if args.region else ()  # a bad region fails before any design runs
+    result = run_design_space(designs, seed=args.seed, n_boot=args.n_boot, progress=progress, regions=regions)
+    if args.resolve:
+        result = resolve_unclear(result, args.resolve, progress=progress)
     progress.done()
     atomic.write_text(args.json, result.to_json())
     print(format_regions(result))
     if args.png:
         plot_regions(result, args.png)
-    print(f"{designs} designs in {result.elapsed_s:.0f} s -> {args.json}" + (f", {args.png}" if args.png else ""))
+    print(f"{result.config.get('designs_total', designs)} designs in {result.elapsed_s:.0f} s -> {args.json}"
+          + (f", {args.png}" if args.png else ""))
     return 0
 
 
@@ -119,6 +125,13 @@ def add_bench_commands(sub) -> None:
     va.add_argument("--designs", type=int, help="with --design-space: designs drawn (default 200)")
     va.add_argument("--n-boot", type=int, default=200, help="with --design-space: bootstrap replicates per audit")
     va.add_argument("--png", help="with --design-space: the map as a figure")
+    va.add_argument("--region", action="append", metavar="'MEASURE | REGION'",
+                    help="with --design-space: draw every design so that it reaches this region of the map (as the "
+                         "map prints it, e.g. 'parity gap | independent, >=300 cases'; repeatable) — to resolve "
+                         "an unclear region")
+    va.add_argument("--resolve", type=int, metavar="DESIGNS",
+                    help="with --design-space: then draw DESIGNS more designs shared among the regions the map "
+                         "leaves unclear, each targeted to its region, and print the map of both passes")
     va.add_argument("--json", required=True, help="write every row (rates, CIs, targets, settings) here")
     va.add_argument("--quiet", action="store_true")
     add_executor(va)

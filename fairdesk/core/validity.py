@@ -51,7 +51,8 @@ from fairdesk.core.errors import DataError
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
-from fairdesk.core.synthetic.design_space import format_regions, plot_regions, run_design_space  # noqa: E402,F401
+from fairdesk.core.synthetic.design_space import (format_regions, parse_regions, plot_regions,  # noqa: E402,F401
+                                                  resolve_unclear, run_design_space)
 
 FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age", "slices")
 ALPHA = 0.05

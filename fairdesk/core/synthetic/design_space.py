@@ -28,7 +28,10 @@ O/E, Brier, ECE and AUPRC from one large independent sample of the population, :
 the calibration slope and ECE of a calibrated group exactly).
 
 Entry point: :func:`run_design_space` ``(designs, seed, n_boot, progress, cancel) -> DesignSpaceResult``; the map
-by region is :meth:`DesignSpaceResult.regions` and the figure :func:`plot_regions`.
+by region is :meth:`DesignSpaceResult.regions` (each region's verdict meets / fails / unclear(n),
+:func:`region_verdict`) and the figure :func:`plot_regions`. A region left "unclear" (too few tests to tell) gets
+designs drawn to reach it: ``run_design_space(..., regions=("MEASURE | REGION",))`` (:func:`draw_targeted`) or a
+second pass over every unclear region, :func:`resolve_unclear`.
 """
 from __future__ import annotations
 
@@ -137,8 +140,12 @@ def draw_design(rng: np.random.Generator, space: dict | None = None) -> Design:
     d.threshold = float(np.clip(expit(alpha + beta * (d.k()[0] + delta * c0)), 1e-4, 1 - 1e-4))
     if mode == "parity":  # shift each group's latent score so that it is flagged as often as the first
         c = d.cutoffs()
+        # at the threshold as clipped: near AUROC 1 the clip binds in ~5% of parity designs, and solving for the
+        # drawn q then left the first group's rate apart from the others' (a false "null": the map counted those
+        # designs' parity gaps as null tests, 0.23 of them rejected, and showed parity size 0.077–0.10)
+        q = float(p0 * ndtr(delta - c[0]) + (1 - p0) * ndtr(-c[0]))
         d.mu = [0.0] + [float(brentq(lambda u, p=prev[j], cj=c[j]: p * ndtr(u + delta - cj)
-                                     + (1 - p) * ndtr(u - cj) - q, -30, 30)) for j in range(1, g)]
+                                     + (1 - p) * ndtr(u - cj) - q, -40, 40)) for j in range(1, g)]
     return d
 
 
@@ -370,13 +377,34 @@ def _region_of(rows: pd.DataFrame) -> pd.Series:
                      index=rows.index)
 
 
-def _rate(k: int, n: int) -> tuple[float, float, float]:
-    from scipy.stats import binomtest
+def _rate(hits: pd.Series, designs: pd.Series | None = None) -> tuple[float, float, float]:
+    """A rate with its 95% interval: Clopper–Pearson at the Korn–Graubard effective sample size (Korn & Graubard
+    1998: the exact binomial interval with n/deff trials and the same rate, deff the design effect of the rate over
+    designs, at least 1). The tests of one design are not independent — the 28 pairs of an 8-group design share
+    its groups, one unlucky group makes 7 of them reject — so the plain interval, which counts every test as one
+    trial, was too narrow: the merged map's parity size 0.077 at ≥ 300 rows (207 tests, 37 designs) read as a
+    near-miss [0.045, 0.12] where the designs allow [0.038, 0.127], and 389 targeted designs measured 0.063.
+    Without ``designs`` (or with one test per design) it is the plain Clopper–Pearson interval."""
+    from scipy.stats import beta
 
+    n = len(hits)
     if n == 0:
         return math.nan, math.nan, math.nan
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=0.95, method="exact")
-    return k / n, float(ci.low), float(ci.high)
+    x = hits.astype(bool).to_numpy(float)
+    k = float(x.sum())
+    rate = k / n
+    deff = 1.0
+    if designs is not None and 0 < k < n:
+        per = pd.DataFrame({"x": x, "d": designs.to_numpy()}).groupby("d")["x"].agg(["sum", "size"]).to_numpy(float)
+        g = len(per)
+        if g > 1:  # the ratio estimator's variance over designs (with G/(G − 1)) against the binomial one
+            var = g / (g - 1) * float(((per[:, 0] - rate * per[:, 1]) ** 2).sum()) / n ** 2
+            deff = max(1.0, var / (rate * (1 - rate) / n))
+    n_eff = n / deff
+    k_eff = rate * n_eff
+    lo = float(beta.ppf(0.025, k_eff, n_eff - k_eff + 1)) if k_eff > 0 else 0.0
+    hi = float(beta.ppf(0.975, k_eff + 1, n_eff - k_eff)) if k_eff < n_eff else 1.0
+    return rate, lo, hi
 
 
 def _verdict(rate: float, lo: float, hi: float, target: float, upper: bool) -> str:
@@ -392,7 +420,7 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
     cols = ["measure", "region", "n_not_tested", "n_null_tests", "size", "size_ci_low", "size_ci_high", "size_verdict",
             "n_intervals", "coverage", "coverage_ci_low", "coverage_ci_high", "coverage_verdict"]
     if rows.empty:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=cols + ["verdict"])
     rows = rows.assign(region=_region_of(rows))
     out = []
     keys = sorted(rows.groupby(["measure", "region"]).groups, key=lambda k: (k[0], _region_key(k[1])))
@@ -400,14 +428,30 @@ def region_table(rows: pd.DataFrame) -> pd.DataFrame:
         sub = rows[(rows["measure"] == m) & (rows["region"] == reg)]
         nul = sub[(sub["kind"] == "test") & (sub["null"] == True)]  # noqa: E712 (object column)
         cov = sub[sub["covered"].notna()]
-        s, slo, shi = _rate(int(nul["rejected"].astype(bool).sum()), len(nul))
-        c, clo, chi = _rate(int(cov["covered"].astype(bool).sum()), len(cov))
+        s, slo, shi = _rate(nul["rejected"], nul["design"] if "design" in nul else None)
+        c, clo, chi = _rate(cov["covered"], cov["design"] if "design" in cov else None)
         out.append({"measure": m, "region": reg, "n_not_tested": int((sub["kind"] == "not tested").sum()),
                     "n_null_tests": len(nul), "size": s, "size_ci_low": slo,
                     "size_ci_high": shi, "size_verdict": _verdict(s, slo, shi, SIZE_TARGET, True),
                     "n_intervals": len(cov), "coverage": c, "coverage_ci_low": clo, "coverage_ci_high": chi,
                     "coverage_verdict": _verdict(c, clo, chi, COVERAGE_TARGET, False)})
-    return pd.DataFrame.from_records(out, columns=cols)
+    table = pd.DataFrame.from_records(out, columns=cols)
+    table["verdict"] = [region_verdict(r) for r in table.to_dict(orient="records")]
+    return table
+
+
+def region_verdict(row: dict) -> str:
+    """One region's verdict on both targets: "fails" when either misses (its whole 95% CI beyond the target),
+    "unclear(n)" when either is unclear (n: the null tests or intervals it rests on — draw more designs there,
+    ``--region``), else "meets" ("—" when the region holds neither)."""
+    parts = (("size_verdict", "n_null_tests"), ("coverage_verdict", "n_intervals"))
+    verdicts = [row[v] for v, _ in parts]
+    if "misses" in verdicts:
+        return "fails"
+    unclear = [int(row[n]) for v, n in parts if row[v] == "unclear"]
+    if unclear:
+        return f"unclear({min(unclear)})"
+    return "meets" if "meets" in verdicts else "—"
 
 
 #: Which rows of the map decide each measure's verified region (:mod:`fairdesk.core.stats.verified_region`): the tests'
@@ -471,11 +515,103 @@ def inside(measure: str, region: str, rules: dict[str, dict]) -> bool:
     return not (region.endswith("AUROC ≥ 0.99") and top is not None)
 
 
+# ---- targeted designs: more evidence where the map is "unclear" (too few tests or intervals to tell)
+
+PAIR_MEASURES = tuple(f"{m} gap" for m in RATE_MEASURES + DISC_MEASURES)
+GROUP_MEASURES = DISC_MEASURES + ("calibration test",) + CAL_MEASURES
+#: The gaps whose test is null in some mode (:func:`null_measures`); a design targeted to one of their regions must
+#: have it null (so that it adds to the size as well as to the coverage). The others are scored in every design.
+NULL_GAPS = {"parity gap": "parity", "recall gap": "recall", "specificity gap": "specificity", "auroc gap": "auroc"}
+MAX_DRAWS = 20_000  # draws per targeted design before giving up on a region the space (almost) never reaches
+
+
+def _normal_region(text: str) -> str:
+    """A region as the map prints it, from what a user may type ("-" for "–", ">=" for "≥", spaces around "|")."""
+    text = text.replace(">=", "≥").replace("<=", "≤")
+    text = "".join("–" if c == "-" and i and text[i - 1].isdigit() else c for i, c in enumerate(text))
+    return " | ".join(part.strip() for part in text.split("|"))
+
+
+def region_names() -> list[str]:
+    """Every "measure | region" of the map's grid (the form ``--region`` takes)."""
+    out = []
+    for m in PAIR_MEASURES + GROUP_MEASURES:
+        places = [f"independent, {band(lo)} cases" for lo, _ in CASE_BANDS]
+        places += [f"clustered, {lo}–{hi - 1} case patients" if math.isfinite(hi)
+                   else f"clustered, ≥{lo} case patients" for lo, hi in PATIENT_BANDS]
+        if m.startswith(AUROC_SPLIT):
+            places = [f"{p}; AUROC {b}" for p in places for b in ("< 0.99", "≥ 0.99")]
+        out += [f"{m} | {p}" for p in places]
+    return out
+
+
+def parse_regions(texts) -> tuple[str, ...]:
+    """The targeted regions, each "MEASURE | REGION" as the map prints it (a region may stop early: "auprc gap |
+    independent, 10–29 cases" takes both AUROC bands). Raises DataError naming ``--region`` for one that matches
+    no region of the map."""
+    from fairdesk.core.errors import DataError
+
+    names = region_names()
+    out = []
+    for text in texts:
+        t = _normal_region(str(text))
+        if "|" not in t or not any(n.startswith(t) for n in names):
+            raise DataError(f"--region {text!r} is not a region of the map; give it as the map prints it, "
+                            f"'MEASURE | REGION', e.g. 'parity gap | independent, ≥300 cases'.")
+        out.append(t)
+    return tuple(out)
+
+
+def expected_regions(d: Design) -> set[str]:
+    """The "measure | region" names that one data set of ``d`` is expected to fill (each group's cases and patients
+    at their expected values: rows × prevalence, patients of (1 + m)/2 rows on average), the gaps only where
+    :data:`NULL_GAPS` says the design scores their size."""
+    nulls = null_measures(d)
+    groups = []
+    for n, p in zip(d.sizes, d.prevalence):
+        patients = n / ((1 + d.max_rows_per_patient) / 2) if d.clustered else n
+        groups.append((n, n * p, patients))
+
+    def place(measure: str, members) -> str:
+        base = measure.removesuffix(" gap").removesuffix(" test")
+        cases = min(cases_of(base, n, k) for n, k, _ in members)
+        pats = min(case_patients(base, n, k, pp) for n, k, pp in members)
+        return f"{measure} | {region_of(measure, cases, d.clustered, pats, d.auroc)}"
+
+    out = set()
+    for m in PAIR_MEASURES:
+        if m in NULL_GAPS and NULL_GAPS[m] not in nulls:
+            continue
+        out |= {place(m, (a, b)) for i, a in enumerate(groups) for b in groups[i + 1:]}
+    for m in GROUP_MEASURES:
+        if m == "calibration test" and "calibration" not in nulls:
+            continue
+        out |= {place(m, (a,)) for a in groups}
+    return out
+
+
+def draw_targeted(rng: np.random.Generator, regions: tuple[str, ...], space: dict | None = None) -> Design:
+    """A design drawn from the space (:func:`draw_design`) that is expected to fill at least one of ``regions``
+    (:func:`expected_regions`): the space conditioned on reaching them (rejection sampling)."""
+    from fairdesk.core.errors import DataError
+
+    for _ in range(MAX_DRAWS):
+        d = draw_design(rng, space)
+        if any(e.startswith(r) for e in expected_regions(d) for r in regions):
+            return d
+    raise DataError(f"--region: {MAX_DRAWS} designs drawn from the space and none reaches {', '.join(regions)}; "
+                    "choose a region the space reaches (a band of the map with rows in it).")
+
+
 def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
                      progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-                     space: dict | None = None, truth_rows: int = TRUTH_ROWS) -> DesignSpaceResult:
+                     space: dict | None = None, truth_rows: int = TRUTH_ROWS,
+                     regions: tuple[str, ...] = ()) -> DesignSpaceResult:
     """Draw ``designs`` designs from :data:`SPACE` (deterministic from ``seed``; ``space`` narrows it), audit one
-    data set of each and score every test and interval (:func:`evaluate`)."""
+    data set of each and score every test and interval (:func:`evaluate`). With ``regions`` ("MEASURE | REGION"
+    as the map prints them, :func:`parse_regions`) every design is drawn to reach at least one of them
+    (:func:`draw_targeted`): the way to resolve a region the whole-space map leaves "unclear"."""
+    regions = parse_regions(regions) if regions else ()
     rep = Reporter(progress, cancel)
     t0 = time.monotonic()
     rng = np.random.default_rng([int(seed), 21])
@@ -483,41 +619,95 @@ def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_
     drawn = []
     for i in range(designs):
         rep(i / designs, f"design space: design {i + 1}/{designs}")
-        d = draw_design(rng, space)
+        d = draw_targeted(rng, regions, space) if regions else draw_design(rng, space)
         drawn.append(asdict(d))
         rows += evaluate(d, i, int(rng.integers(0, 2**31 - 1)), n_boot, cancel=rep.cancel, truth_rows=truth_rows)
     rep(1.0, "done")
     config = {"designs": designs, "seed": seed, "n_boot": n_boot, "alpha": ALPHA, "size_target": SIZE_TARGET,
-              "coverage_target": COVERAGE_TARGET, "space": {**SPACE, **(space or {})}, "truth_rows": truth_rows}
+              "coverage_target": COVERAGE_TARGET, "space": {**SPACE, **(space or {})}, "truth_rows": truth_rows,
+              "regions": list(regions)}
     return DesignSpaceResult(pd.DataFrame.from_records(rows), drawn, config, time.monotonic() - t0)
 
 
+def resolve_unclear(result: DesignSpaceResult, designs: int, progress: ProgressFn | None = None,
+                    cancel: CancelToken | None = None) -> DesignSpaceResult:
+    """A second pass over the regions ``result`` leaves "unclear" (:func:`region_verdict`): ``designs`` more designs
+    shared among them, each region's drawn to reach it (:func:`draw_targeted`), their rows added to the map's. A
+    region the space almost never reaches at its expected counts (e.g. one filled only by a sample's chance cases)
+    stays as it was and is named in ``config["not_resolved"]``. Deterministic from the first pass's seed."""
+    from fairdesk.core.errors import DataError
+
+    reg = result.regions()
+    unclear = [f"{m} | {r}" for m, r, v in zip(reg["measure"], reg["region"], reg["verdict"])
+               if v.startswith("unclear")]
+    if not unclear or designs < 1:
+        return result
+    rep = Reporter(progress, cancel)
+    per = max(1, designs // len(unclear))
+    cfg = result.config
+    rows, drawn, spent, skipped = [result.rows], list(result.designs), result.elapsed_s, []
+    for j, region in enumerate(unclear):
+        sub = rep.sub(j / len(unclear), (j + 1) / len(unclear))
+        try:
+            extra = run_design_space(per, seed=int(cfg["seed"]) + 1_000_003 * (j + 1), n_boot=cfg["n_boot"],
+                                     progress=sub, cancel=rep.cancel, space={k: v for k, v in cfg["space"].items()
+                                                                             if k not in SPACE or v != SPACE[k]},
+                                     truth_rows=cfg["truth_rows"], regions=(region,))
+        except DataError:
+            skipped.append(region)
+            continue
+        rows.append(extra.rows.assign(design=extra.rows["design"] + len(drawn)) if len(extra.rows) else extra.rows)
+        drawn += extra.designs
+        spent += extra.elapsed_s
+    config = {**cfg, "resolved": {r: per for r in unclear if r not in skipped}, "not_resolved": skipped,
+              "designs_total": len(drawn)}
+    return DesignSpaceResult(pd.concat(rows, ignore_index=True), drawn, config, spent)
+
+
 def format_regions(result: DesignSpaceResult) -> str:
-    """The printed map: one line per measure × region."""
+    """The printed map: one line per measure × region, each with its verdict on both targets (meets, fails or
+    unclear(n), :func:`region_verdict`) and whether it lies inside the stated verified region (``VERIFIED``)."""
+    from fairdesk.core.stats.verified_region import VERIFIED
+
     reg = result.regions()
     mark = {"meets": "ok", "misses": "FAILS", "unclear": "unclear", "—": "—"}
     head = (f"{'measure':<22} {'region':<46} {'untested':>8} {'null':>5} {'size':>6} {'':>7} {'intervals':>9} {'cover':>6} "
-            f"{'':>7}")
+            f"{'':>7} {'verdict':>12} {'VERIFIED':>8}")
     lines = [head, "-" * len(head)]
     for r in reg.itertuples(index=False):
         size = f"{r.size:6.3f}" if r.n_null_tests else f"{'—':>6}"
         cover = f"{r.coverage:6.3f}" if r.n_intervals else f"{'—':>6}"
+        within = "inside" if inside(r.measure, r.region, VERIFIED) else "outside"
         lines.append(f"{r.measure:<22} {r.region:<46} {r.n_not_tested:>8} {r.n_null_tests:>5} {size} {mark[r.size_verdict]:>7} "
-                     f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7}")
+                     f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7} {r.verdict:>12} {within:>8}")
     failing = result.failing
     lines.append(f"targets: size ≤ {SIZE_TARGET:.2f}, coverage ≥ {COVERAGE_TARGET:.2f}; FAILS = the whole 95% "
-                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it; untested = "
+                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it; verdict: fails, "
+                 "unclear(n) (n null tests or intervals: too few to tell — draw designs there with --region "
+                 "'MEASURE | REGION') or meets; untested = "
                  "tests and intervals the audit declared \"inconclusive: too few cases\" (none shown, none scored).")
-    lines.append(f"{len(failing)} of {len(reg)} regions fail." if len(failing) else
-                 f"No region fails its targets ({len(reg)} regions).")
-    from fairdesk.core.stats.verified_region import VERIFIED
-
-    rules = verified_region(reg)
+    if result.config.get("regions"):
+        lines.append("designs drawn targeted to: " + "; ".join(result.config["regions"]) + " (the space conditioned "
+                     "on reaching them; the other regions' rows are by-products of those designs)")
+    if result.config.get("resolved") or result.config.get("not_resolved"):
+        lines.append(f"second pass (--resolve): {len(result.config['resolved'])} unclear region(s) of the first "
+                     f"pass given {next(iter(result.config['resolved'].values()), 0)} targeted designs each "
+                     f"({result.config['designs_total']} designs in all)"
+                     + (f"; not reached by targeted draws: {'; '.join(result.config['not_resolved'])}"
+                        if result.config.get("not_resolved") else ""))
+    counts = reg["verdict"].map(lambda v: v.split("(")[0]).value_counts()
+    lines.append(f"{len(reg)} regions: {counts.get('meets', 0)} meet, {counts.get('fails', 0)} fail, "
+                 f"{counts.get('unclear', 0)} unclear.")
     stated = [f"{r.measure} | {r.region}" for r in failing.itertuples(index=False) if inside(r.measure, r.region,
                                                                                                 VERIFIED)]
     lines.append("Every failing region lies outside the stated verified region (VERIFIED): audits there say so." if
                  not stated else f"{len(stated)} failing region(s) inside the stated verified region (VERIFIED): "
                  + "; ".join(stated))
+    unsure = [f"{r.measure} | {r.region} {r.verdict}" for r in reg.itertuples(index=False)
+              if r.verdict.startswith("unclear") and inside(r.measure, r.region, VERIFIED)]
+    if unsure:
+        lines.append(f"{len(unsure)} unclear region(s) inside VERIFIED (resolve with --region): " + "; ".join(unsure))
+    rules = verified_region(reg)
     lines.append("verified region (every band from there up meets both targets):")
     for key, rule in rules.items():
         cases = "not verified" if rule["min_cases"] is None else f"from {rule['min_cases']} cases"
