@@ -958,9 +958,10 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
                            clusters=None) -> dict:
     """``{measure: value, measure_ci_low, measure_ci_high}`` of one group from the influence variances ``var``:
     the calibration intercept and O/E by the robust score interval (:func:`..stats.calibration.score_interval`,
-    whole patients when ``clusters`` = (each row's cell, each row's patient) is given; issue 21: the Wald interval
-    covered 0.85–0.93 near separation, its SE taken at the estimate; exact Poisson upper bound of O/E when no case is
-    observed), the slope on its own (logit) scale, Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
+    whole patients when ``clusters`` = (each row's cell, each row's patient) is given; with independent rows its
+    quantile is t with the df of the informative rows, :func:`..stats.calibration.informative_df`, when fewer than
+    n − 1; issue 21: the Wald interval covered 0.85–0.93 near separation, its SE taken at the estimate; exact
+    Poisson upper bound of O/E when no case is observed), the slope on its own (logit) scale, Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
     ece_debiased`). Small-sample corrections (issue 21: Brier and slope intervals covered 0.90–0.92 at 100 rows with
     extreme scores): with independent rows the influence (HC0) variance is multiplied by n/(n − p) and the quantile
     is Student's t with n − p df (p = 1, or 2 for the slope model, whose variance is also at least the model-based
@@ -998,7 +999,10 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
             lo, hi = 0.0, (-math.log((1 - level) / 2) / pt["expected"] if pt["expected"] > 0 else None)
         if v is not None and math.isfinite(se):
             if m in ("calibration_intercept", "oe_ratio"):
-                # the robust score interval: the sandwich at each candidate value, not at the estimate (issue 21)
+                # the robust score interval: the sandwich at each candidate value, not at the estimate; with
+                # independent rows t with the df of the informative rows (issue 21)
+                if cluster_df is None and math.isfinite(C.informative_df(pt)):
+                    z = float(G.quantile(level, max(1.0, min(df, C.informative_df(pt)))))
                 lo, hi = C.score_interval(pt, "intercept" if m == "calibration_intercept" else "oe_ratio", z,
                                           *(clusters or (None, None)))
             elif m == "ece":

@@ -308,9 +308,14 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
                              "patients": _case_patients(grp, cal, r["group"])})
             continue
         for m in CAL_MEASURES:
-            lo, hi = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
-            if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
+            lo, hi = (None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+                      for v in (r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")))
+            if lo is None and hi is None:  # no interval (e.g. no slope: the scores separate the classes)
+                rows.append({**base, "measure": m, "kind": "not tested", "null": None, "rejected": None,
+                             "covered": None, "cases": cases_of(m, r["n"], r["n_positive"]),
+                             "patients": _case_patients(grp, m, r["group"])})
                 continue
+            lo, hi = -math.inf if lo is None else lo, math.inf if hi is None else hi  # one side without a limit
             rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                          "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
                          "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
