@@ -11,7 +11,8 @@ With ``l = logit(s)``:
   χ² with 2 df (an exact-form p from the χ² law, not a Monte-Carlo share, so it is not floored);
 * **standard errors** of every number by influence functions (:func:`influence`, :func:`variances`): the
   delta-method variance of the empirical distribution, i.e. the normal limit of the row (or whole-patient) bootstrap,
-  in closed form;
+  in closed form; the intercept's and O/E's intervals invert the robust score test instead (:func:`score_interval`:
+  the same sandwich, evaluated at each candidate value);
 * **reliability curve**: 10 equal-width bins, observed share with a Clopper–Pearson interval and n per bin, and an
   isotonic (PAV) recalibration curve as the smoothed curve;
 * **ROC and precision–recall** points (sklearn's definitions) with the operating point at the audit's threshold.
