@@ -97,8 +97,10 @@ def run_region(region: str, groups: int, seed: int, audit=None, null: bool = Fal
             rows.append({**base, "measure": "calibration test", "rejected": g["test"][0] <= 0.05})
         for m in MEASURES:
             lo, hi = g["row"][f"{m}_ci_low"], g["row"][f"{m}_ci_high"]
-            if lo is None or hi is None:
+            if lo is None and hi is None:
                 continue
+            # one side without a finite limit (an O/E score interval can be open above): as the map counts it
+            lo, hi = -math.inf if lo is None else lo, math.inf if hi is None else hi
             rows.append({**base, "measure": m, "covered": lo <= t[m] <= hi, "below": hi < t[m], "above": lo > t[m],
                          "estimate": g["row"][m], "truth": t[m], "low": lo, "high": hi})
     return pd.DataFrame.from_records(rows)
