@@ -843,18 +843,74 @@ def _case_rows(cell: np.ndarray, n_values: int, patients_g: np.ndarray):
     return smaller[smaller > 0], (int((npos > 0).sum()), int((nneg > 0).sum()))
 
 
-def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, cal_rows, curve_rows,
-                       tests, disc_rows):
-    """Calibration by group (METHODS §8) for the tested groups of one attribute; its joint tests join ``tests``.
+def group_calibration(values, pos, neg, cell, disc, patients_g, plan, slope_rng) -> dict:
+    """Calibration of one group (METHODS §8), the one path of the audit (:func:`_audit_calibration`) and of the
+    studies that check it (``benchmarks/bench_calibration_regions.py``). ``values, pos, neg, cell, disc``: the
+    group's sort (:func:`..stats.discrimination.ranked` with the row cells) and :func:`..stats.discrimination.
+    summary`; ``patients_g`` each row's patient (None: independent rows); ``slope_rng`` the generator of the
+    near-separation slope bootstrap.
 
-    The group's one sort (``ranks``, from the gap audit: :func:`..stats.discrimination.ranked`) gives every number,
-    curve and standard error.
     Intervals and design effects come from influence functions (:func:`..stats.calibration.influence`): the
     variance the row bootstrap would estimate, in closed form, summed over whole patients when patients repeat —
     the audit's own resampling unit; with whole patients the slope's variance is at least its whole-patient
     bootstrap variance near separation (AUROC ≥ :data:`..stats.calibration.NEAR_SEPARATION_AUROC`;
-    :func:`..stats.calibration.slope_bootstrap_variance`, from the plan's seed, the task and the attribute).
-    """
+    :func:`..stats.calibration.slope_bootstrap_variance`).
+
+    Returns ``{"row": the calibration table's row (without task and attribute), "test": None or (p, p_equivalence,
+    statistic, test text, design effect), "point", "var", "var_cl", "rows_per_patient", "too_few"}``."""
+    from fairdesk.core.stats import calibration as C
+
+    cluster = patients_g is not None
+    pt = C.point_from_ranked(values, pos, neg, disc)
+    contrib = C.influence(values, pos, neg, pt)
+    var = C.variances(contrib, pt)
+    var_cl = C.variances(contrib, pt, row_cell=cell, clusters=patients_g) if cluster else var
+    rows_pp = case_rows = case_patients = None
+    if cluster:
+        rows_pp = np.unique(patients_g, return_counts=True)[1]
+        case_rows, case_patients = _case_rows(cell, values.size, patients_g)
+    few = too_few_cases(pt["n_positive"], pt["n"] - pt["n_positive"], plan.min_denominator, case_patients)
+    row = {"n": pt["n"], "n_positive": pt["n_positive"],
+           "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
+           "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None,
+           "reason": few or pt["reason"]}
+    if cluster and few is None and math.isfinite(var_cl.get("slope", math.nan)) \
+            and pt["auroc"] >= C.NEAR_SEPARATION_AUROC:
+        # near separation the linearised slope variance falls short; the whole-patient refits do not (issue 21)
+        boot = C.slope_bootstrap_variance(pt, cell, patients_g, slope_rng)
+        var_cl = {**var_cl, "slope": max(var_cl["slope"], boot) if math.isfinite(boot) else var_cl["slope"]}
+    row.update(_calibration_intervals(pt, var_cl, plan.ci_level, case_rows, shown=few is None,
+                                      clusters=(cell, patients_g) if cluster else None))
+    d_int = d_slope = deff = 1.0  # design effects of whole patients (independent rows: 1), floored at 1
+    if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
+        d_int = max(1.0, var_cl["intercept"] / pt["intercept_se"] ** 2)
+    test = None
+    if few is None and pt["info"] is not None:  # too few cases: no test (the reason says so)
+        if cluster:
+            # Rao–Scott first-order correction: mean eigenvalue of (model information × whole-patient covariance)
+            cov = np.array([[var_cl["slope_intercept"], var_cl["slope_cov"]],
+                            [var_cl["slope_cov"], var_cl["slope"]]])
+            deff = max(1.0, float(np.trace(pt["info"] @ cov)) / 2.0)
+            d_slope = max(1.0, var_cl["slope"] / pt["slope_se"] ** 2)
+        p = _lr_p(2, pt["lr_stat"] / deff, case_rows)
+        p_eq = C.equivalence_p(pt["intercept"], pt["intercept_se"] * math.sqrt(d_int), pt["slope"],
+                               pt["slope_se"] * math.sqrt(d_slope), plan.calibration_intercept_margin,
+                               plan.calibration_slope_range)
+        test = (p, p_eq, pt["lr_stat"], "joint LR test of intercept 0 and slope 1 (2 df)", deff)
+    elif few is None and math.isfinite(pt["p_value_intercept"]):
+        # no slope (separation or a single score value): calibration-in-the-large is still testable; without a
+        # slope the group cannot be shown calibrated, so there is no equivalence test
+        p = _lr_p(1, pt["lr_stat_intercept"] / d_int, case_rows)
+        test = (p, math.nan, pt["lr_stat_intercept"], "LR test of intercept 0 alone (1 df; no slope)", d_int)
+    return {"row": row, "test": test, "point": pt, "var": var, "var_cl": var_cl, "rows_per_patient": rows_pp,
+            "too_few": few}
+
+
+def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, tau, plan, cal_rows, curve_rows,
+                       tests, disc_rows):
+    """Calibration by group (METHODS §8) for the tested groups of one attribute (:func:`group_calibration`, from
+    the group's one sort ``ranks`` of the gap audit; the slope bootstrap from the plan's seed, the task and the
+    attribute); its joint tests join ``tests``."""
     from fairdesk.core.stats import calibration as C
 
     C.check_probabilities(s)
@@ -862,49 +918,11 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
     discrimination: list[dict] = []
     for name in tested:
         values, pos, neg, cell, disc = ranks[name]
-        pt = C.point_from_ranked(values, pos, neg, disc)
-        contrib = C.influence(values, pos, neg, pt)
-        var = C.variances(contrib, pt)
-        var_cl = (C.variances(contrib, pt, row_cell=cell, clusters=patients[labels == name])
-                  if cluster and patients is not None else var)
-        rows_pp = case_rows = case_patients = None
-        if cluster and patients is not None:
-            rows_pp = np.unique(patients[labels == name], return_counts=True)[1]
-            case_rows, case_patients = _case_rows(cell, values.size, patients[labels == name])
-        few = too_few_cases(pt["n_positive"], pt["n"] - pt["n_positive"], plan.min_denominator, case_patients)
-        row = {"task": task, "attribute": attr, "group": str(name), "n": pt["n"], "n_positive": pt["n_positive"],
-               "test": None, "lr_stat": None, "p_value": None, "p_equivalence": None, "design_effect": None,
-               "q_value": None, "q_equivalence": None, "verdict": None, "test_id": None,
-               "reason": few or pt["reason"]}
-        if cluster and patients is not None and few is None and math.isfinite(var_cl.get("slope", math.nan)) \
-                and pt["auroc"] >= C.NEAR_SEPARATION_AUROC:
-            # near separation the linearised slope variance falls short; the whole-patient refits do not (issue 21)
-            boot = C.slope_bootstrap_variance(pt, cell, patients[labels == name], slope_rng)
-            var_cl = {**var_cl, "slope": max(var_cl["slope"], boot) if math.isfinite(boot) else var_cl["slope"]}
-        row.update(_calibration_intervals(pt, var_cl, plan.ci_level, case_rows, shown=few is None))
-        d_int = d_slope = deff = 1.0  # design effects of whole patients (independent rows: 1), floored at 1
-        if cluster and math.isfinite(pt["intercept_se"]) and "intercept" in var_cl:
-            d_int = max(1.0, var_cl["intercept"] / pt["intercept_se"] ** 2)
-        test_kind = None
-        if few is None and pt["info"] is not None:  # too few cases: no test (the reason says so)
-            if cluster:
-                # Rao–Scott first-order correction: mean eigenvalue of (model information × whole-patient covariance)
-                cov = np.array([[var_cl["slope_intercept"], var_cl["slope_cov"]],
-                                [var_cl["slope_cov"], var_cl["slope"]]])
-                deff = max(1.0, float(np.trace(pt["info"] @ cov)) / 2.0)
-                d_slope = max(1.0, var_cl["slope"] / pt["slope_se"] ** 2)
-            p = _lr_p(2, pt["lr_stat"] / deff, case_rows)
-            p_eq = C.equivalence_p(pt["intercept"], pt["intercept_se"] * math.sqrt(d_int), pt["slope"],
-                                   pt["slope_se"] * math.sqrt(d_slope), plan.calibration_intercept_margin,
-                                   plan.calibration_slope_range)
-            stat, test_kind = pt["lr_stat"], "joint LR test of intercept 0 and slope 1 (2 df)"
-        elif few is None and math.isfinite(pt["p_value_intercept"]):
-            # no slope (separation or a single score value): calibration-in-the-large is still testable; without a
-            # slope the group cannot be shown calibrated, so there is no equivalence test
-            deff, p_eq = d_int, math.nan
-            p = _lr_p(1, pt["lr_stat_intercept"] / deff, case_rows)
-            stat, test_kind = pt["lr_stat_intercept"], "LR test of intercept 0 alone (1 df; no slope)"
-        if test_kind is not None:
+        patients_g = patients[labels == name] if cluster and patients is not None else None
+        g = group_calibration(values, pos, neg, cell, disc, patients_g, plan, slope_rng)
+        row = {"task": task, "attribute": attr, "group": str(name), **g["row"]}
+        if g["test"] is not None:
+            p, p_eq, stat, test_kind, deff = g["test"]
             test_id = f"{task}|{attr}|calibration|{name}"
             row.update(lr_stat=_finite(stat), p_value=p, p_equivalence=_finite(p_eq), design_effect=deff,
                        test_id=test_id, test=test_kind)
@@ -913,8 +931,10 @@ def _audit_calibration(task, attr, labels, tested, ranks, s, patients, cluster, 
                           "ci_low": None, "ci_high": None, "p_value": p, "p_equivalence": _finite(p_eq),
                           "design_effect": deff, "n_boot_valid": None})
         cal_rows.append(row)
+        pt = g["point"]
         discrimination.append({"group": str(name), "n": pt["n"], "n_positive": pt["n_positive"], "point": pt,
-                               "var": var, "var_cl": var_cl, "rows_per_patient": rows_pp, "too_few": few})
+                               "var": g["var"], "var_cl": g["var_cl"], "rows_per_patient": g["rows_per_patient"],
+                               "too_few": g["too_few"]})
         _curve_rows(task, attr, str(name), values, pos, neg, tau, plan, curve_rows)
     _audit_discrimination(task, attr, discrimination, cluster, plan, disc_rows, tests)
 
@@ -934,10 +954,14 @@ def _lr_p(k: int, stat: float, case_rows=None) -> float:
     return float(fdtrc(k, G.cluster_df(case_rows), stat / k))
 
 
-def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=None, shown: bool = True) -> dict:
+def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=None, shown: bool = True,
+                           clusters=None) -> dict:
     """``{measure: value, measure_ci_low, measure_ci_high}`` of one group from the influence variances ``var``:
-    intercept and slope on their own (logit) scale, O/E on the log scale (exact Poisson upper bound when no case is
-    observed), Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
+    the calibration intercept and O/E by the robust score interval (:func:`..stats.calibration.score_interval`,
+    whole patients when ``clusters`` = (each row's cell, each row's patient) is given; with independent rows its
+    quantile is t with the df of the informative rows, :func:`..stats.calibration.informative_df`, when fewer than
+    n − 1; issue 21: the Wald interval covered 0.85–0.93 near separation, its SE taken at the estimate; exact
+    Poisson upper bound of O/E when no case is observed), the slope on its own (logit) scale, Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
     ece_debiased`). Small-sample corrections (issue 21: Brier and slope intervals covered 0.90–0.92 at 100 rows with
     extreme scores): with independent rows the influence (HC0) variance is multiplied by n/(n − p) and the quantile
     is Student's t with n − p df (p = 1, or 2 for the slope model, whose variance is also at least the model-based
@@ -974,8 +998,13 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
             # no case observed: O/E = 0 of E = Σ scores expected; the exact Poisson upper bound of O, over E
             lo, hi = 0.0, (-math.log((1 - level) / 2) / pt["expected"] if pt["expected"] > 0 else None)
         if v is not None and math.isfinite(se):
-            if m == "oe_ratio":
-                lo, hi = (None, None) if v <= 0 else (v * math.exp(-z * se), v * math.exp(z * se))
+            if m in ("calibration_intercept", "oe_ratio"):
+                # the robust score interval: the sandwich at each candidate value, not at the estimate; with
+                # independent rows t with the df of the informative rows (issue 21)
+                if cluster_df is None and math.isfinite(C.informative_df(pt)):
+                    z = float(G.quantile(level, max(1.0, min(df, C.informative_df(pt)))))
+                lo, hi = C.score_interval(pt, "intercept" if m == "calibration_intercept" else "oe_ratio", z,
+                                          *(clusters or (None, None)))
             elif m == "ece":
                 v, lo, hi = C.ece_debiased(pt, var["ece_bins"], level, cluster_df or math.inf)
             elif m == "brier":

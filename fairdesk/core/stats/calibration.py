@@ -11,7 +11,8 @@ With ``l = logit(s)``:
   χ² with 2 df (an exact-form p from the χ² law, not a Monte-Carlo share, so it is not floored);
 * **standard errors** of every number by influence functions (:func:`influence`, :func:`variances`): the
   delta-method variance of the empirical distribution, i.e. the normal limit of the row (or whole-patient) bootstrap,
-  in closed form;
+  in closed form; the intercept's and O/E's intervals invert the robust score test instead (:func:`score_interval`:
+  the same sandwich, evaluated at each candidate value);
 * **reliability curve**: 10 equal-width bins, observed share with a Clopper–Pearson interval and n per bin, and an
   isotonic (PAV) recalibration curve as the smoothed curve;
 * **ROC and precision–recall** points (sklearn's definitions) with the operating point at the audit's threshold.
@@ -481,6 +482,122 @@ def slope_bootstrap_variance(point: dict, row_cell, clusters, rng, reps: int = S
         if fit is not None:
             slopes.append(fit[0][1])
     return float(np.var(slopes, ddof=1)) if len(slopes) >= max(reps / 2, 2) else math.nan
+
+
+SCORE_MEASURES = ("intercept", "slope", "oe_ratio")  # the measures :func:`score_interval` gives an interval of
+
+
+def informative_df(point: dict) -> float:
+    """Degrees of freedom of the sandwich behind the calibration-in-the-large intervals with independent rows
+    (issue 21): ``ν = 2(Σ v)² / Σ v(1 − 2p)²``, ``v = p(1 − p)`` at the intercept fit — Satterthwaite's df of
+    ``Σ (y − p)²`` when each row's label is Bernoulli(p) (its mean ``Σ v``, its variance ``Σ v(1 − 2p)²``). It counts
+    the rows that carry information: about twice the cases when they are rare, and far fewer than the rows near
+    separation, where only the rows in the classes' overlap have ``p`` away from 0 and 1 (20 positives of 400 rows
+    at AUROC 0.998: ν ≈ 11 where n − 1 = 399, and the score interval with a normal quantile covered 0.91). NaN
+    without an intercept fit."""
+    cells = point.get("cells")
+    if not cells or cells["p_intercept"] is None:
+        return math.nan
+    p, w = cells["p_intercept"], cells["w"]
+    v = p * (1 - p)
+    den = float(w @ (v * (1 - 2 * p) ** 2))
+    return 2.0 * float(w @ v) ** 2 / den if den > 0 else math.nan
+
+
+def score_interval(point: dict, measure: str, q: float, row_cell=None, clusters=None) -> tuple[float, float]:
+    """Robust score interval of the calibration intercept, slope or O/E of one group (issue 21): the values θ at
+    which the estimating equation's score ``U(θ) = Σ ψ_i(θ)`` is within ``q`` of its own robust standard error
+    **evaluated at θ**, ``U(θ)² ≤ q²·V(θ)`` — the test of "the true value is θ" inverted, as Wilson's interval
+    inverts the score test of a proportion (Boos 1992, generalised score tests). ``q`` is the two-sided quantile
+    (normal, or t with the df of the patients among the cases).
+
+    ``ψ``: intercept ``y − expit(θ + l)`` (the offset model); O/E ``y − θ·s`` (so ``U = O − θ·E``); slope the
+    efficient score ``(y − p)(l − l̄_v)``, ``p = expit(a(θ) + θ·l)`` with the intercept ``a(θ)`` profiled out and
+    ``l̄_v`` the ``p(1 − p)``-weighted mean logit. ``V(θ)``: ``Σ ψ²`` over the rows × n/(n − 1), or with
+    ``clusters`` (a patient per row, ``row_cell`` as in :func:`variances`) ``Σ`` over patients of the squared sum
+    of their rows' ψ × G/(G − 1) — the same sandwich as :func:`variances`, not at the estimate but at θ.
+
+    Why (issue 21): the Wald interval ``θ̂ ± q·SE(θ̂)`` takes its SE at the estimate, and with few cases or near
+    separation that SE is small exactly when the estimate is far out — the few rows where the classes overlap
+    carry the fit — so with 10–29 cases and AUROC ≥ 0.99 the intercept interval covered 0.87 (its SE was 31% short
+    of the estimate's SD) and near separation with repeated patients the slope's 0.73–0.90. The score's
+    variance at the true value does not depend on where the estimate fell (``benchmarks/bench_calibration_regions.
+    py``). Hand-written: no installed library inverts a robust score test (statsmodels, not a dependency, has
+    score tests at one value only).
+
+    Returns (low, high); ±inf where the score never leaves the band on that side (then no finite limit exists);
+    NaN when the estimate does not exist."""
+    from scipy.optimize import brentq
+
+    cells = point.get("cells")
+    est = {"intercept": point.get("intercept"), "slope": point.get("slope"),
+           "oe_ratio": point.get("oe_ratio")}[measure]
+    if not cells or est is None or not math.isfinite(est) or (measure == "slope" and cells["p_slope"] is None):
+        return math.nan, math.nan
+    y, l, w, s = cells["y"], cells["l"], cells["w"], cells["s"]
+    if clusters is None:
+        n = float(w.sum())
+        factor = n / (n - 1.0) if n > 1 else 1.0
+        row = pid = None
+    else:
+        row = (np.cumsum(cells["keep"]) - 1)[row_cell]
+        _, pid = np.unique(np.asarray(clusters), return_inverse=True)
+        pid = pid.ravel()
+        k = int(pid.max()) + 1
+        factor = k / (k - 1.0) if k > 1 else 1.0
+    state = {"a": point.get("slope_intercept")}
+
+    def psi(theta):
+        if measure == "intercept":
+            return y - _expit(theta + l)
+        if measure == "oe_ratio":
+            return y - theta * s
+        a = state["a"]  # the slope: profile the intercept out (1-d Newton from the last value)
+        for _ in range(4 * _MAX_ITER):
+            p = _expit(a + theta * l)
+            v = w * p * (1 - p)
+            step = float(w @ (y - p)) / max(float(v.sum()), 1e-300)
+            a += max(-_MAX_STEP, min(_MAX_STEP, step))
+            if abs(step) < 1e-10:
+                break
+        state["a"] = a
+        p = _expit(a + theta * l)
+        v = w * p * (1 - p)
+        return (y - p) * (l - float(v @ l) / max(float(v.sum()), 1e-300))
+
+    def band(theta, sign):  # U(θ) − sign·q·√V(θ): its root is the lower (sign +1) or upper (sign −1) limit
+        c = psi(theta)
+        u = float(w @ c)
+        if pid is None:
+            v = float(w @ (c * c))
+        else:
+            per = np.bincount(pid, weights=c[row], minlength=k)
+            v = float(per @ per)
+        return u - sign * q * math.sqrt(factor * max(v, 0.0))
+
+    scale = max(abs(est), 1.0)
+    out = []
+    for sign in (1, -1):  # U decreases in θ: the lower limit lies below the estimate, where U > 0
+        state["a"] = point.get("slope_intercept")
+        inner, step, limit = est, 0.05 * scale, -sign * math.inf
+        while abs(inner) < (100.0 * scale if measure == "oe_ratio" else _SEPARATION):
+            # beyond: the score never leaves the band on this side (no finite limit)
+            outer = inner - sign * step
+            if measure == "oe_ratio" and outer < 0:
+                outer = 0.0  # an O/E is never negative
+            if band(outer, sign) * sign > 0:  # the score has left the band between inner and outer
+                limit = brentq(lambda t: band(t, sign), min(inner, outer), max(inner, outer), xtol=1e-7 * scale)
+                break
+            if measure == "oe_ratio" and outer == 0.0:
+                limit = 0.0
+                break
+            inner, step = outer, step * 2
+        out.append(limit)
+    return out[0], out[1]
+
+
+def _expit(x):
+    return 0.5 + 0.5 * np.tanh(0.5 * x)
 
 
 def ece_debiased(point: dict, bin_var, level: float = 0.95, df: float = math.inf) -> tuple[float, float, float]:

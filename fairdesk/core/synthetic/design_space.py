@@ -11,8 +11,8 @@ The model of one design (the truth of every number is known, most in closed form
 * a group's rows have labels y ~ Bernoulli(π_g) and a latent score L | y ~ N(μ_g + δ·y, 1), δ = √2·Φ⁻¹(AUROC), so
   the AUROC is the same in every group; with clustering, L = μ_g + δ·y_p + √ρ·u_p + √(1 − ρ)·e (the same marginal);
 * the reported score is ``expit(α + β·(k_g + δ·L))`` (k_g = logit π_ref − δ²/2): with α = 0, β = 1 and π_ref = π_g it
-  is each group's true risk (calibrated); its true calibration slope is 1/β, and the rates at the threshold are normal
-  tail areas of L.
+  is each group's true risk (calibrated); its true calibration slope is 1/β (but where the clipping of the scores
+  binds), and the rates at the threshold are normal tail areas of L.
 
 Three modes decide which tests have a true null (their rejection rate is the test's size):
 
@@ -23,9 +23,9 @@ Three modes decide which tests have a true null (their rejection rate is the tes
 * ``calibrated``: the score is each group's own risk (π_ref = π_g), so every group's calibration test is a true null
   when α = 0 and β = 1 — AUROC equal too.
 
-Every interval's coverage is measured against its true value (rate gaps in closed form; calibration intercept,
-O/E, Brier, ECE and AUPRC from one large independent sample of the population, :data:`TRUTH_ROWS` rows per group;
-the calibration slope and ECE of a calibrated group exactly).
+Every interval's coverage is measured against its true value (rate gaps in closed form; the calibration intercept,
+slope, O/E, Brier and ECE exactly by numerical integration, :func:`calibration_truths`; AUPRC from one large
+independent sample of the population, :data:`TRUTH_ROWS` rows per group).
 
 Entry point: :func:`run_design_space` ``(designs, seed, n_boot, progress, cancel) -> DesignSpaceResult``; the map
 by region is :meth:`DesignSpaceResult.regions` (each region's verdict meets / fails / unclear(n),
@@ -183,26 +183,63 @@ def simulate(d: Design, rng: np.random.Generator) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+_GRID = np.linspace(-14.0, 14.0, 8001)  # latent grid (standard units around the classes' means) of the exact truths
+
+
+def calibration_truths(d: Design, g: int) -> dict[str, float]:
+    """The exact calibration numbers of group ``g`` (L | y ~ N(μ + δy, 1) — also the marginal with repeated
+    patients — and the score ``expit(α + β(k + δL))`` clipped to [1e-6, 1 − 1e-6], as :func:`_score`), by the
+    trapezoid rule on a fine latent grid: the population fits of the calibration intercept (offset model) and slope,
+    O/E, Brier and ECE (10 equal-width bins of the score).
+
+    Why not ``1/β`` for the slope, nor a large sample for the rest (issue 21): where the clipping binds — a group
+    whose latent scores are shifted far out (mode ``parity``) at AUROC near 1 — the clipped scores' slope is not
+    ``1/β`` (1.56 for one group of the 2026-11-25 map, whose truth was taken as 1), and 100,000 rows at prevalence
+    0.01 leave the intercept and O/E truths ±3% off."""
+    from scipy.optimize import brentq
+    from scipy.special import expit, logit
+    from scipy.stats import norm
+
+    from fairdesk.core.stats.calibration import ece_bin
+
+    pi, delta, mu = d.prevalence[g], d.delta, d.mu[g]
+    L = mu + delta / 2 + _GRID
+    w = np.gradient(L)
+    f1, f0 = pi * norm.pdf(L, mu + delta, 1) * w, (1 - pi) * norm.pdf(L, mu, 1) * w
+    s = _score(d, g, L)
+    lg = logit(s)
+    out = {"oe_ratio": pi / float((f1 + f0) @ s), "brier": float(f1 @ (1 - s) ** 2 + f0 @ s ** 2),
+           "ece": float(np.abs(np.bincount(ece_bin(s), weights=f1 - s * (f1 + f0), minlength=10)).sum())}
+    out["calibration_intercept"] = brentq(lambda a: float(f1 @ (1 - expit(a + lg)) - f0 @ expit(a + lg)), -30, 30)
+    # logit P(y=1 | L) = logit π − δ²/2 + δ(L − μ): linear in the score's logit, exactly so but for the clipping
+    b = 1.0 / d.beta
+    a = float(logit(pi) - delta ** 2 / 2 - delta * mu - b * (d.alpha + d.beta * d.k()[g]))
+    for _ in range(100):  # Newton on the population log-likelihood of the slope model
+        p = expit(a + b * lg)
+        r, v = f1 * (1 - p) - f0 * p, (f1 + f0) * p * (1 - p)
+        step = np.linalg.solve(np.array([[v.sum(), v @ lg], [v @ lg, v @ lg ** 2]]), np.array([r.sum(), r @ lg]))
+        step *= min(1.0, 1.0 / np.abs(step).max())
+        a, b = a + step[0], b + step[1]
+        if np.abs(step).max() < 1e-12:
+            break
+    out["calibration_slope"] = float(b)
+    return out
+
+
 def truths(d: Design, rng: np.random.Generator, rows: int = TRUTH_ROWS) -> dict[str, np.ndarray]:
-    """The true value of every measure in each group (closed form where there is one, else a large sample)."""
+    """The true value of every measure in each group: the rates at the threshold in closed form, the calibration
+    numbers exactly (:func:`calibration_truths`), AUPRC from a large sample."""
     from fairdesk.core.stats.calibration import point_stats
 
     out = {k: v for k, v in d.true_rates().items()}
-    mc = {m: [] for m in ("calibration_intercept", "oe_ratio", "brier", "ece", "auprc")}
+    cal = [calibration_truths(d, g) for g in range(len(d.sizes))]
+    out.update({m: np.array([c[m] for c in cal]) for m in CAL_MEASURES})
+    auprc = []
     for g in range(len(d.sizes)):
         y, L, _ = _latent(d, g, rows, rng, clustered=False)
-        pt = point_stats(y, _score(d, g, L))
-        for m, key in (("calibration_intercept", "intercept"), ("oe_ratio", "oe_ratio"), ("brier", "brier"),
-                       ("ece", "ece"), ("auprc", "auprc")):
-            mc[m].append(pt[key])
-    out.update({m: np.asarray(v, float) for m, v in mc.items()})
+        auprc.append(point_stats(y, _score(d, g, L))["auprc"])
+    out["auprc"] = np.asarray(auprc, float)
     out["auroc"] = np.full(len(d.sizes), d.auroc)
-    out["calibration_slope"] = np.full(len(d.sizes), 1.0 / d.beta)
-    calibrated = d.mode == "calibrated" and d.alpha == 0 and d.beta == 1
-    if calibrated:
-        out["calibration_intercept"] = np.zeros(len(d.sizes))
-        out["oe_ratio"] = np.ones(len(d.sizes))
-        out["ece"] = np.zeros(len(d.sizes))
     return out
 
 
@@ -278,9 +315,14 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
                              "patients": _case_patients(grp, cal, r["group"])})
             continue
         for m in CAL_MEASURES:
-            lo, hi = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
-            if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
+            lo, hi = (None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+                      for v in (r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")))
+            if lo is None and hi is None:  # no interval (e.g. no slope: the scores separate the classes)
+                rows.append({**base, "measure": m, "kind": "not tested", "null": None, "rejected": None,
+                             "covered": None, "cases": cases_of(m, r["n"], r["n_positive"]),
+                             "patients": _case_patients(grp, m, r["group"])})
                 continue
+            lo, hi = -math.inf if lo is None else lo, math.inf if hi is None else hi  # one side without a limit
             rows.append({**base, "measure": m, "kind": "interval", "null": None, "rejected": None,
                          "covered": bool(lo - 1e-12 <= truth[m][g] <= hi + 1e-12),
                          "cases": cases_of(m, r["n"], r["n_positive"]), "patients": _case_patients(grp, m, r["group"])})
