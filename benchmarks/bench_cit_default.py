@@ -16,8 +16,11 @@ Tests per classifier: ``default`` (cit_test), ``alone`` (its weighted statistic 
 and ``bonferroni`` (Bonferroni instead of the joint-normal min-p) and ``weighted Bonferroni`` (α split 0.8 / 0.2
 between the weighted and the plain statistic; all three read off the same fit); the default with
 another weight (``per-group weight``: one model per group, the first issue-27 default; ``joint weight``: one model
-on [z, a, a·z], the issue-9 default's weight); ``logistic`` (the default's scheme with logistic nuisances); and
-``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a train/test split). ``--columns`` picks the ones to
+on [z, a, a·z], the issue-9 default's weight); ``√k folds`` (the default's fold statistics weighted by
+√(rows each fold's weight was fitted on), read off the same fit); ``kernel`` (a kernel conditional-moment
+statistic on the default's residual products instead of a learned weight: :func:`kernel_p`); ``logistic`` (the
+default's scheme with logistic nuisances); and ``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a
+train/test split). ``--columns`` picks the ones to
 compute; ``--table`` merges row files per classifier, so columns can be measured in separate runs. The ``issue-9
 default`` and ``first issue-27 default`` columns are filled only in row files measured with that code (commits
 before 668a505 and 2cc5299). ``--check``
