@@ -106,8 +106,8 @@ def kernel_p(yhat, a, z, seed: int, folds, m_hat) -> float:
     sq = np.diag(gram)
     dist2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * gram, 0.0)
     med = float(np.median(dist2[np.triu_indices(len(r), 1)]))
-    kernels = [np.ones_like(gram), 1.0 + gram, gram ** 2] + [np.exp(-dist2 / (2.0 * f * med))
-                                                             for f in KERNEL_BANDWIDTHS]
+    kernels = (k() for k in [lambda: np.ones_like(gram), lambda: 1.0 + gram, lambda: gram ** 2]
+               + [lambda f=f: np.exp(-dist2 / (2.0 * f * med)) for f in KERNEL_BANDWIDTHS])  # one n × n at a time
     eps = np.random.default_rng([int(seed), 2027]).choice([-1.0, 1.0], size=(len(r), KERNEL_DRAWS))
     re = r[:, None] * eps
     observed, draws = [], []
