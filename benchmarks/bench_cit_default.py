@@ -16,8 +16,11 @@ Tests per classifier: ``default`` (cit_test), ``alone`` (its weighted statistic 
 and ``bonferroni`` (Bonferroni instead of the joint-normal min-p) and ``weighted Bonferroni`` (α split 0.8 / 0.2
 between the weighted and the plain statistic; all three read off the same fit); the default with
 another weight (``per-group weight``: one model per group, the first issue-27 default; ``joint weight``: one model
-on [z, a, a·z], the issue-9 default's weight); ``logistic`` (the default's scheme with logistic nuisances); and
-``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a train/test split). ``--columns`` picks the ones to
+on [z, a, a·z], the issue-9 default's weight); ``√k folds`` (the default's fold statistics weighted by
+√(rows each fold's weight was fitted on), read off the same fit); ``kernel`` (a kernel conditional-moment
+statistic on the default's residual products instead of a learned weight: :func:`kernel_p`); ``logistic`` (the
+default's scheme with logistic nuisances); and ``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a
+train/test split). ``--columns`` picks the ones to
 compute; ``--table`` merges row files per classifier, so columns can be measured in separate runs. The ``issue-9
 default`` and ``first issue-27 default`` columns are filled only in row files measured with that code (commits
 before 668a505 and 2cc5299). ``--check``
@@ -43,6 +46,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -56,7 +60,7 @@ from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig, classifier_ou
 from fairdesk.core.validity import ALPHA, CIT_POWER_TARGET, SIZE_TOLERANCE, cit_designs, cit_run  # noqa: E402
 
 TESTS = ("default", "alone", "bonferroni", "weighted Bonferroni", "per-group weight", "joint weight",
-         "offset weight", "logistic", "published CIT-LR", "first issue-27 default", "issue-9 default")
+         "offset weight", "√k folds", "logistic", "kernel", "published CIT-LR", "first issue-27 default", "issue-9 default")
 
 
 #: The "weighted Bonferroni" column: the weighted statistic gets this share of α, the plain GCM the rest.
@@ -69,12 +73,75 @@ def weighted_bonferroni(p_weighted: float, p_plain: float) -> float:
     return min(1.0, p_weighted / WEIGHTED_SHARE, p_plain / (1.0 - WEIGHTED_SHARE))
 
 
+def crossfit_h(yhat, z, folds, seed: int) -> np.ndarray:
+    """Out-of-fold ĥ = E[Ŷ|Z] by the default learner, each fold's model fitted on every other fold (the default
+    test's plain-GCM residuals)."""
+    h = np.empty(len(yhat))
+    for k in np.unique(folds):
+        h[folds == k] = cit.fit_prob_model(z[folds != k], yhat[folds != k], cit.DEFAULT_REGRESSOR,
+                                           seed + 17 * int(k))(z[folds == k])
+    return h
+
+
+#: The ``kernel`` column: the bandwidths (× the median squared distance) of its Gaussian kernels and the number of
+#: multiplier-bootstrap draws.
+KERNEL_BANDWIDTHS = (0.5, 1.0, 2.0)
+KERNEL_DRAWS = 999
+
+
+def kernel_p(yhat, a, z, seed: int, folds, m_hat) -> float:
+    """The kernel conditional-moment test of E[R | Z] = 0 on the default's cross-fitted residual products
+    R_i = (ŷ_i − ĥ(z_i))(a_i − m̂(z_i)) (Muandet et al. 2020's KCM statistic; Lundborg et al.'s projected covariance
+    without the split): U_K = Σ_{i≠j} R_i K(z_i, z_j) R_j for the constant kernel (the plain GCM, squared), the
+    linear 1 + z·z′/d, the quadratic (z·z′/d)² and Gaussian kernels at KERNEL_BANDWIDTHS × the median squared
+    distance, on standardised Z. Each U_K is divided by its null sd √(2 Σ_{i≠j} R_i² K_ij² R_j²); the p-value is
+    that of the largest, by a Rademacher multiplier bootstrap of all of them at once (U*_K = Σ_{i≠j} ε_i R_i K_ij
+    ε_j R_j, the same ε for every kernel). The kernel is fixed, so no sample split is needed: under H0 only the
+    product of the ĥ and m̂ errors biases U. Hand-written: no library offers the multiplier bootstrap of a
+    degenerate U-statistic on given residuals. Measured as an alternative to the learned weight (issue 27)."""
+    r = (yhat - crossfit_h(yhat, z, folds, seed)) * (a - m_hat)
+    sd = z.std(axis=0)
+    zs = (z - z.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    gram = zs @ zs.T / zs.shape[1]
+    sq = np.diag(gram)
+    dist2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * gram, 0.0)
+    med = float(np.median(dist2[np.triu_indices(len(r), 1)]))
+    kernels = (k() for k in [lambda: np.ones_like(gram), lambda: 1.0 + gram, lambda: gram ** 2]
+               + [lambda f=f: np.exp(-dist2 / (2.0 * f * med)) for f in KERNEL_BANDWIDTHS])  # one n × n at a time
+    eps = np.random.default_rng([int(seed), 2027]).choice([-1.0, 1.0], size=(len(r), KERNEL_DRAWS))
+    re = r[:, None] * eps
+    observed, draws = [], []
+    for k in kernels:
+        np.fill_diagonal(k, 0.0)
+        scale = math.sqrt(2.0 * float(np.sum((k * r[:, None] * r[None, :]) ** 2))) or 1.0
+        observed.append(float(r @ k @ r) / scale)
+        draws.append(np.sum(re * (k @ re), axis=0) / scale)
+    return float((1 + np.sum(np.max(draws, axis=0) >= max(observed))) / (KERNEL_DRAWS + 1))
+
+
+def fold_weighted_p(res) -> float:
+    """The ``√k folds`` column, read off the default's fit: its tested folds' statistics T_k combined as
+    Σ c_k T_k / ‖c‖ with c_k = √(rows fold k's weight was fitted on) (∝ √k for equal folds) instead of equally —
+    fold 1's weight saw a fifth of the rows, fold 4's four fifths. The c_k are fixed in advance, so the sum is
+    N(0, 1) under H0 as the equal one is; it is combined with the plain GCM by the same joint-normal min-p, with
+    the correlation Σ c_k ρ_k / ‖c‖ from the per-fold terms ρ_k the default records."""
+    from scipy.stats import norm
+
+    comb = res.details["combined_with_plain_gcm"]
+    t, sizes = np.array(res.details["fold_statistics"]), np.array(res.details["fold_sizes"])
+    train = res.n - sizes.sum() + np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    c = np.sqrt(train) / np.linalg.norm(np.sqrt(train))
+    p_weighted = 1.0 if comb["p_weighted"] >= 1.0 else float(norm.sf(c @ t))
+    rho = float(np.clip(c @ np.array(comb["fold_correlations"]), -1.0, 1.0))
+    return cit.gcm_min_p(p_weighted, comb["p_plain"], rho)
+
+
 def p_values(yhat, a, z, seed: int, columns=TESTS) -> dict:
     """The columns for one classifier (``default`` with ``alone`` and ``bonferroni``, read off the same fit, and
     each alternative in ``columns``); the nuisance fits of P(A=1|Z) are shared (same folds, same learner)."""
     folds = cit.make_folds(a, 5, seed)
     out: dict = {}
-    if "default" in columns or any(c.endswith("weight") for c in columns):
+    if "default" in columns or "kernel" in columns or any(c.endswith("weight") for c in columns):
         m_hat = cit.crossfit_propensity(a, z, folds, cit.DEFAULT_REGRESSOR, seed, "crossfit")
     if "default" in columns:
         res = cit.cit_test(yhat, a, z, seed=seed, m_hat=m_hat, folds=folds)
@@ -82,11 +149,14 @@ def p_values(yhat, a, z, seed: int, columns=TESTS) -> dict:
         pw, pp = comb["p_weighted"], comb["p_plain"]
         out.update({"default": res.p_value, "alone": pw, "bonferroni": min(1.0, 2.0 * min(pw, pp)), "plain": pp,
                     "correlation": comb["correlation"], "weighted Bonferroni": weighted_bonferroni(pw, pp),
-                    "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()}})
+                    "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()},
+                    "√k folds": fold_weighted_p(res)})
     for col, weight in (("per-group weight", "difference"), ("joint weight", "joint"), ("offset weight", "offset")):
         if col in columns:
             out[col] = out["default"] if weight == cit.DEFAULT_WEIGHT and "default" in out else cit.cit_test(
                 yhat, a, z, seed=seed, m_hat=m_hat, folds=folds, weight=weight).p_value
+    if "kernel" in columns:
+        out["kernel"] = kernel_p(yhat, a, z, seed, folds, m_hat)
     if "logistic" in columns:
         out["logistic"] = cit.gcm_test(yhat, a, z, regressor="logistic", seed=seed, folds=folds).p_value
     if "published CIT-LR" in columns:  # 004 Alg. 1: the release's MLPs, fitted on one half, paired t on the other
@@ -151,10 +221,7 @@ def weight_ceiling(o: dict, seed: int) -> dict:
     yhat, a, z, w = o["yhat"], o["a"], o["z"], o["effect"]
     folds = cit.make_folds(a, 5, seed)
     m_hat = cit.crossfit_propensity(a, z, folds, cit.DEFAULT_REGRESSOR, seed, "crossfit")
-    h = np.empty(len(a))
-    for k in np.unique(folds):
-        h[folds == k] = cit.fit_prob_model(z[folds != k], yhat[folds != k], cit.DEFAULT_REGRESSOR,
-                                           seed + 17 * int(k))(z[folds == k])
+    h = crossfit_h(yhat, z, folds, seed)
     t = {}
     for name, weight in (("true weight", w), ("plain", np.ones(len(a)))):
         r = (yhat - h) * (a - m_hat) * weight

@@ -496,6 +496,9 @@ def test_plain_gcm_uses_every_row_and_the_combination_keeps_its_level():
         res = cit.gcm_test(yhat, a, z, regressor="logistic", seed=s)
         comb = res.details["combined_with_plain_gcm"]
         assert comb["n_plain"] == 400 and res.details["n_tested"] < 400
+        # the per-fold terms (for other fixed combinations of the T_k) add up to the correlation used
+        assert len(comb["fold_correlations"]) == len(res.details["fold_statistics"]) == 4
+        assert sum(comb["fold_correlations"]) / 2.0 == pytest.approx(comb["correlation"], abs=1e-12)
         t_w.append(res.statistic)
         t_p.append(comb["t_plain"])
         rho.append(comb["correlation"])

@@ -719,21 +719,24 @@ def cit_lr_test(yhat, a, z, regressor: str = DEFAULT_REGRESSOR, n_folds: int = 5
 
 
 def _weighted_plain_correlation(r: np.ndarray, ru: np.ndarray, used: np.ndarray, plain: np.ndarray,
-                                folds: np.ndarray) -> float:
+                                folds: np.ndarray) -> tuple[float, list[float]]:
     """Null correlation of the weighted statistic T = Σ_k T_k/√(K−1) (T_k standardised per tested fold, rows
     ``used``) with the plain GCM's pooled T over the rows ``plain`` (a superset: fold 0 too):
-    (1/√(K−1)) Σ_k √(n_k/N)·cov_k(R_w, R_plain)/(sd_k(R_w)·sd(R_plain)), N = the plain statistic's rows."""
+    (1/√(K−1)) Σ_k c_k with c_k = √(n_k/N)·cov_k(R_w, R_plain)/(sd_k(R_w)·sd(R_plain)), N = the plain statistic's
+    rows. Returns the correlation and the per-fold terms c_k (the correlation of T_k with the plain T, so that
+    another fixed combination of the T_k can be referred to the same joint law)."""
     sd_plain = float(ru[plain].std())
     ks = np.unique(folds[used])
-    total = 0.0
+    terms = []
     for k in ks:
         sel = used & (folds == k)
         sw = float(r[sel].std())
         if sw <= 0 or sd_plain <= 0:
+            terms.append(0.0)
             continue
         cov = float(np.mean((r[sel] - r[sel].mean()) * (ru[sel] - ru[sel].mean())))
-        total += math.sqrt(sel.sum() / plain.sum()) * cov / (sw * sd_plain)
-    return float(np.clip(total / math.sqrt(len(ks)), -1.0, 1.0))
+        terms.append(math.sqrt(sel.sum() / plain.sum()) * cov / (sw * sd_plain))
+    return float(np.clip(sum(terms) / math.sqrt(len(ks)), -1.0, 1.0)), terms
 
 
 def gcm_min_p(p_weighted: float, p_plain: float, rho: float) -> float:
@@ -907,8 +910,10 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
         if combine == "bonferroni":
             p = min(1.0, 2.0 * min(p, p_plain))
         else:
-            rho = _weighted_plain_correlation(r, ru, used, plain, folds) if scheme != "crossfit" else 0.0
+            rho, terms = (_weighted_plain_correlation(r, ru, used, plain, folds) if scheme != "crossfit"
+                          else (0.0, []))
             combined["correlation"] = rho
+            combined["fold_correlations"] = terms
             p = gcm_min_p(p, p_plain, rho)
     method = "wgcm" if weighted else "gcm"
     details = {"propensity_regressor": prop_kind, "scheme": scheme, "n_tested": int(used.sum()),
