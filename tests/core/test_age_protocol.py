@@ -86,8 +86,18 @@ def test_paired_comparison_matches_scipy():
     d = a - b
     tost = max(ttest_1samp(d, -0.02, alternative="greater").pvalue, ttest_1samp(d, 0.02, alternative="less").pvalue)
     assert c["p_equivalence"] == pytest.approx(tost)
+    # the 95% CI of the mean difference (how uncertain the cost is): scipy's two-sided one-sample interval for the
+    # plain test; the corrected test's interval by hand, wider by √(1 + J·ratio)
+    lo, hi = ttest_1samp(d, 0.0).confidence_interval(0.95)
+    assert (c["ci_low"], c["ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
+    from scipy.stats import t as t_dist
+
+    cc = ap.paired_comparison(a, b, margin=0.02, test_train_ratio=0.25)
+    half = t_dist.ppf(0.975, 4) * np.sqrt((1 / 5 + 0.25) * d.var(ddof=1))
+    assert (cc["ci_low"], cc["ci_high"]) == (pytest.approx(d.mean() - half), pytest.approx(d.mean() + half))
+    assert cc["ci_high"] - cc["ci_low"] == pytest.approx((hi - lo) * np.sqrt(1 + 5 * 0.25))
     same = ap.paired_comparison(a, a, margin=0.02, test_train_ratio=0.25)
-    assert same["p"] == 1.0
+    assert same["p"] == 1.0 and same["ci_low"] == same["ci_high"] == 0.0
 
 
 def test_document_contract(tiny, tiny_result):
@@ -119,6 +129,8 @@ def test_document_contract(tiny, tiny_result):
                     stat = d.mean() / np.sqrt((1 / len(d) + ratio) * d.var(ddof=1))
                     assert t["p"] == pytest.approx(t_dist.cdf(stat, len(d) - 1), rel=1e-9)
                 assert e["comparison"][metric]["verdict"] in ap.VERDICTS
+                c = e["comparison"][metric]
+                assert c["ci_low"] <= c["mean_difference"] <= c["ci_high"] and c["ci_level"] == 0.95
         if name in ("dnn", "simple"):
             assert set(e["leakage"]) >= {"r2", "mae", "auroc", "beyond_label"}
             assert set(e["leakage"]["beyond_label"]) == {"r2", "probe", "probes"}
