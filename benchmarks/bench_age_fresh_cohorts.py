@@ -15,7 +15,7 @@ validation, leakage target R² ≤ 0.05 for the age beyond the label; ``--lambda
 accuracy cost against the DNN in points (000: 2–3 points) and whether the issue's targets hold (R² ≤ 0.10, cost ≤ 5
 points, Δ^(5) ≤ the DNN's); and the age R² the label alone carries. ``--participants 200 --folds 3 --lambda 1`` is
 the regression guard ``tests/core/test_age_protocol.py::test_fresh_cohorts_regression_guard``; ``--participants 200
---folds 3`` (λ chosen) is ``test_independent_cohort_default_path_guard`` for ``independent``; numbers in
+--folds 3 --seeds 0,1,2`` (λ chosen) is ``test_independent_cohort_default_path_guard`` for ``independent``; numbers in
 docs/methods.md §3.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
