@@ -197,3 +197,16 @@ def test_report_and_page_tables_name_the_test(run, tmp_path):
         main(_train_argv(run, "--json", str(tmp_path / "x.json"), "--test", "welch"))
     assert exit_info.value.code == 2
     assert not (tmp_path / "x.json").exists()
+
+
+def test_command_line_prints_each_difference_with_its_interval(run, capsys):
+    """Issue 27: the command line's summary gives each verdict against the DNN with the difference and its 95% CI
+    (how uncertain the accuracy cost is), the numbers of the stored document."""
+    from fairdesk.core.reports.age_independence import difference_words
+
+    doc = json.loads((run / "out.json").read_text())
+    capsys.readouterr()
+    assert main(_train_argv(run, "--json", str(run / "again.json"))) == 0
+    out = capsys.readouterr().out
+    acc = doc["methods"]["simple"]["comparison"]["accuracy"]
+    assert f"accuracy {acc['verdict']} ({difference_words(acc)})" in out and "95% CI" in out
