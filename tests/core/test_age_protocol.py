@@ -300,6 +300,7 @@ INDEPENDENT_GUARD = {0: {"simple": (12.7, -0.002, -0.053), "entropy": (6.7, 0.04
 
 @pytest.mark.slow
 @pytest.mark.full  # make test-full (~4 min CPU for the three seeds); CI runs test_independent_cohort_ci_guard
+@pytest.mark.timeout(1800)  # three full-size runs: ~4 min on an idle core, past the suite's 600 s on a busy one
 def test_independent_cohort_default_path_guard():
     """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
     ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold), over three seeds: in every seed both
