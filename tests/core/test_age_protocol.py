@@ -316,7 +316,7 @@ def test_independent_cohort_default_path_guard():
     for seed, guard in INDEPENDENT_GUARD.items():
         r = run("independent", participants=200, folds=3, seed=seed)
         dnn = r["methods"]["dnn"]
-        assert abs(r["age_r2_from_label"]) < 0.02
+        assert r["age_r2_from_label"] < 0.02  # the label carries no age (held-out R² −0.05 … 0.00 over the seeds)
         for m, (cost, r2, d5) in guard.items():
             row = r["methods"][m]
             assert row["leakage_r2"] <= r2 + 0.05
