@@ -15,11 +15,16 @@ validation, leakage target R² ≤ 0.05 for the age beyond the label; ``--lambda
 accuracy cost against the DNN in points (000: 2–3 points) and whether the issue's targets hold (R² ≤ 0.10, cost ≤ 5
 points, Δ^(5) ≤ the DNN's); and the age R² the label alone carries. ``--participants 200 --folds 3 --lambda 1`` is
 the regression guard ``tests/core/test_age_protocol.py::test_fresh_cohorts_regression_guard``; ``--participants 200
---folds 3`` (λ chosen) is ``test_independent_cohort_default_path_guard`` for ``independent``; numbers in
+--folds 3 --seeds 0,1,2`` (λ chosen) is ``test_independent_cohort_default_path_guard`` for ``independent``; numbers in
 docs/methods.md §3.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
-        [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--epochs E] [--out results.json]
+        [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--epochs E] [--seeds 0,1,2]
+        [--out results.json]
+
+With several ``--seeds`` (each seed draws other folds and other training seeds) it also prints each learner's cost
+and Δ^(5) against the DNN as mean ± SD over the seeds: one run's cost is dominated by the networks its seed drew.
+Each run prints the product's own comparison too: the cost's 95% CI and the verdicts of accuracy and Δ^(5).
 """
 from __future__ import annotations
 
@@ -66,6 +71,11 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
                "leakage_r2_beyond_label": e["leakage"]["beyond_label"]["r2"]}
         if m != "dnn":
             cost = 100 * (dnn["accuracy"]["mean"] - e["accuracy"]["mean"])
+            acc_c, d5_c = e["comparison"]["accuracy"], e["comparison"]["delta_eo_5"]
+            # the product's own comparison: the cost's 95% CI (corrected resampled t) and the Δ^(5) verdict
+            row |= {"accuracy_cost_ci_points": [-100 * acc_c["ci_high"], -100 * acc_c["ci_low"]],
+                    "accuracy_verdict": acc_c["verdict"], "delta_eo_5_difference_ci": [d5_c["ci_low"], d5_c["ci_high"]],
+                    "delta_eo_5_verdict": d5_c["verdict"]}
             sel = e.get("lambda_selection") or {"folds": [{"lambda": lam}] * folds, "reached_in_folds": None}
             row |= {"accuracy_cost_points": cost,
                     "lambda_chosen": [c["lambda"] for c in sel["folds"]],
@@ -75,6 +85,25 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
                                 "beyond<=0.10": row["leakage_r2_beyond_label"] <= 0.10, "cost<=5": cost <= 5,
                                 "delta5<=dnn": row["delta_eo_5"] <= dnn["delta_eo_5"]["mean"]}}
         out["methods"][m] = row
+    return out
+
+
+def spread(results: list[dict]) -> dict:
+    """Per learner over runs of one cohort with different seeds (folds and training seeds): the accuracy cost and
+    Δ^(5) minus the DNN's, mean, SD and the values — one run's cost is dominated by which networks the seed drew
+    (docs/methods.md §3)."""
+    import numpy as np
+
+    out = {}
+    for m in results[0]["methods"]:
+        if m == "dnn":
+            continue
+        cost = [r["methods"][m]["accuracy_cost_points"] for r in results]
+        d5 = [r["methods"][m]["delta_eo_5"] - r["methods"]["dnn"]["delta_eo_5"] for r in results]
+        r2 = [r["methods"][m]["leakage_r2"] for r in results]
+        out[m] = {name: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
+                         "values": v} for name, v in (("cost_points", cost), ("delta5_minus_dnn", d5),
+                                                      ("leakage_r2", r2))}
     return out
 
 
@@ -88,22 +117,38 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated, dnn first")
     ap.add_argument("--lambda", dest="lam", type=float, default=None, help="fix λ (default: chosen per fold)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs of every network (default 40)")
+    ap.add_argument("--seeds", default="0", help="comma-separated protocol seeds (folds and training seeds); with "
+                                                     "more than one, the cost's mean ± SD over them")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     results = []
     for name in args.cohort or sorted(COHORTS):
-        r = run(name, args.participants, args.folds, methods=args.methods.split(","), lam=args.lam, epochs=args.epochs)
-        results.append(r)
-        print(f"\n{name}: {r['rows']} rows, {r['participants']} participants, oracle age R² "
-              f"{r['oracle_age_r2']:.2f}, age R² from the label alone {r['age_r2_from_label']:.2f}, "
-              f"{r['seconds']:.0f} s")
-        for m, row in r["methods"].items():
-            extra = (f"  cost {row['accuracy_cost_points']:+.1f} pts, λ {row['lambda_chosen']}, reached "
-                     f"{row['reached_in_folds']}/{r['folds']}, targets {row['targets']}") if m != "dnn" else ""
-            print(f"  {m:8s} accuracy {row['accuracy']:.3f}  Δ(5) {row['delta_eo_5']:.3f}  leakage R² "
-                  f"{row['leakage_r2']:.3f} (AUROC {row['leakage_auroc']:.2f}), beyond the label "
-                  f"{row['leakage_r2_beyond_label']:.3f}{extra}", flush=True)
+        runs = []
+        for seed in (int(v) for v in args.seeds.split(",")):
+            r = run(name, args.participants, args.folds, seed=seed, methods=args.methods.split(","), lam=args.lam,
+                    epochs=args.epochs)
+            r["seed"] = seed
+            runs.append(r)
+            results.append(r)
+            print(f"\n{name}, seed {seed}: {r['rows']} rows, {r['participants']} participants, oracle age R² "
+                  f"{r['oracle_age_r2']:.2f}, age R² from the label alone {r['age_r2_from_label']:.2f}, "
+                  f"{r['seconds']:.0f} s")
+            for m, row in r["methods"].items():
+                extra = (f"  cost {row['accuracy_cost_points']:+.1f} pts (95% CI "
+                         f"{row['accuracy_cost_ci_points'][0]:+.1f} to {row['accuracy_cost_ci_points'][1]:+.1f}: "
+                         f"{row['accuracy_verdict']}), Δ(5) {row['delta_eo_5_verdict']}, λ {row['lambda_chosen']}, "
+                         f"reached {row['reached_in_folds']}/{r['folds']}, targets {row['targets']}"
+                         ) if m != "dnn" else ""
+                print(f"  {m:8s} accuracy {row['accuracy']:.3f}  Δ(5) {row['delta_eo_5']:.3f}  leakage R² "
+                      f"{row['leakage_r2']:.3f} (AUROC {row['leakage_auroc']:.2f}), beyond the label "
+                      f"{row['leakage_r2_beyond_label']:.3f}{extra}", flush=True)
+        if len(runs) > 1:
+            for m, v in spread(runs).items():
+                print(f"  {name} over seeds {args.seeds}: {m} cost {v['cost_points']['mean']:+.1f} ± "
+                      f"{v['cost_points']['sd']:.1f} pts, Δ(5) − DNN's {v['delta5_minus_dnn']['mean']:+.2f} ± "
+                      f"{v['delta5_minus_dnn']['sd']:.2f}, age R² {v['leakage_r2']['mean']:.3f} ± "
+                      f"{v['leakage_r2']['sd']:.3f}", flush=True)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(results, fh, indent=1)

@@ -95,11 +95,12 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
 
 
 def _print_summary(doc: dict) -> None:
-    from fairdesk.core.reports.age_independence import age_left_words
+    from fairdesk.core.reports.age_independence import age_left_words, difference_words
 
     for name, m in doc["methods"].items():
         leak = m.get("leakage")
-        verdicts = ", ".join(f"{k} {c['verdict']}" for k, c in (m.get("comparison") or {}).items())
+        verdicts = ", ".join(f"{k} {c['verdict']} ({difference_words(c)})"
+                             for k, c in (m.get("comparison") or {}).items())
         print(f"{name:>22}: accuracy {m['accuracy']['mean']:.3f} ± {m['accuracy']['std']:.3f}, "
               f"Δ(5) {m['delta_eo_5']['mean']:.3f} ± {m['delta_eo_5']['std']:.3f}"
               + (f", leakage R² {leak['r2']:.2f}" if leak and leak.get("r2") is not None else "")

@@ -439,12 +439,15 @@ def _age_independence(doc: dict, k: int) -> _Parts:
             name = METRIC_NAMES.get(metric, metric)
             sentence = (f"{e.get('label') or m} against the {base.get('label') or baseline}, {name}: "
                         f"{_f((e.get(metric) or {}).get('mean'))} vs {_f((base.get(metric) or {}).get('mean'))} "
-                        f"(mean difference over folds {_signed(c.get('mean_difference'))}): "
+                        f"(mean difference over folds {_signed(c.get('mean_difference'))}"
+                        + (f", 95% CI {_interval(c.get('ci_low'), c.get('ci_high'))}"
+                           if c.get("ci_low") is not None else "") + "): "
                         f"{verdict_words(verdict_of(c.get('verdict')), c.get('margin'))}.")
             parts.findings.append(_finding(f"{m}|{metric}", c.get("verdict"), c.get("margin"), name, sentence, k,
                                            variant=e.get("label") or m, subgroup=s.get("attribute"),
                                            compared_with=base.get("label") or baseline,
-                                           estimate=c.get("mean_difference"), adjusted_p=c.get("p_bh")))
+                                           estimate=c.get("mean_difference"), interval_low=c.get("ci_low"),
+                                           interval_high=c.get("ci_high"), adjusted_p=c.get("p_bh")))
     parts.sizes_given = False
     parts.size_note = (f"'{s.get('attribute', 'age')}' is a continuous attribute: the audit measures the error "
                        "spread across its bins inside each held-out fold and reports no fixed subgroups, so there "

@@ -86,8 +86,18 @@ def test_paired_comparison_matches_scipy():
     d = a - b
     tost = max(ttest_1samp(d, -0.02, alternative="greater").pvalue, ttest_1samp(d, 0.02, alternative="less").pvalue)
     assert c["p_equivalence"] == pytest.approx(tost)
+    # the 95% CI of the mean difference (how uncertain the cost is): scipy's two-sided one-sample interval for the
+    # plain test; the corrected test's interval by hand, wider by √(1 + J·ratio)
+    lo, hi = ttest_1samp(d, 0.0).confidence_interval(0.95)
+    assert (c["ci_low"], c["ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
+    from scipy.stats import t as t_dist
+
+    cc = ap.paired_comparison(a, b, margin=0.02, test_train_ratio=0.25)
+    half = t_dist.ppf(0.975, 4) * np.sqrt((1 / 5 + 0.25) * d.var(ddof=1))
+    assert (cc["ci_low"], cc["ci_high"]) == (pytest.approx(d.mean() - half), pytest.approx(d.mean() + half))
+    assert cc["ci_high"] - cc["ci_low"] == pytest.approx((hi - lo) * np.sqrt(1 + 5 * 0.25))
     same = ap.paired_comparison(a, a, margin=0.02, test_train_ratio=0.25)
-    assert same["p"] == 1.0
+    assert same["p"] == 1.0 and same["ci_low"] == same["ci_high"] == 0.0
 
 
 def test_document_contract(tiny, tiny_result):
@@ -119,6 +129,8 @@ def test_document_contract(tiny, tiny_result):
                     stat = d.mean() / np.sqrt((1 / len(d) + ratio) * d.var(ddof=1))
                     assert t["p"] == pytest.approx(t_dist.cdf(stat, len(d) - 1), rel=1e-9)
                 assert e["comparison"][metric]["verdict"] in ap.VERDICTS
+                c = e["comparison"][metric]
+                assert c["ci_low"] <= c["mean_difference"] <= c["ci_high"] and c["ci_level"] == 0.95
         if name in ("dnn", "simple"):
             assert set(e["leakage"]) >= {"r2", "mae", "auroc", "beyond_label"}
             assert set(e["leakage"]["beyond_label"]) == {"r2", "probe", "probes"}
@@ -277,30 +289,46 @@ def test_fresh_cohorts_regression_guard(cohort):
 
 
 #: Measured by the test below (= `benchmarks/bench_age_fresh_cohorts.py --cohort independent --participants 200
-#: --folds 3`, seed 0, one thread, λ chosen per fold — the defaults): accuracy cost against the DNN (points), the
-#: probe's age R² (the label carries no age here, so it is the R² beyond the label too), Δ^(5) minus the DNN's.
-INDEPENDENT_GUARD = {"simple": (12.7, -0.002, -0.053), "entropy": (6.7, 0.049, -0.220)}
+#: --folds 3 --seeds 0,1,2`, one thread, λ chosen per fold — the defaults), per protocol seed (each draws other folds
+#: and other training seeds): accuracy cost against the DNN (points), the probe's age R² (the label carries no age
+#: here, so it is the R² beyond the label too), Δ^(5) minus the DNN's. One seed's cost is one draw (the DNN alone
+#: moves 7 points between seeds: 0.688, 0.649, 0.619), so the done criterion is read over the seeds.
+INDEPENDENT_GUARD = {0: {"simple": (12.7, -0.002, -0.053), "entropy": (6.7, 0.049, -0.220)},
+                     1: {"simple": (4.8, 0.087, -0.236), "entropy": (4.6, 0.091, -0.315)},
+                     2: {"simple": (2.6, 0.153, -0.130), "entropy": (4.2, 0.108, -0.195)}}
 
 
 @pytest.mark.slow
-@pytest.mark.full  # make test-full (78 s CPU); CI runs test_independent_cohort_ci_guard
+@pytest.mark.full  # make test-full (~4 min CPU for the three seeds); CI runs test_independent_cohort_ci_guard
+@pytest.mark.timeout(1800)  # three full-size runs: ~4 min on an idle core, past the suite's 600 s on a busy one
 def test_independent_cohort_default_path_guard():
     """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
-    ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold): both learners' representations carry
-    little age (R² ≤ 0.10, the done criterion) with Δ^(5) no larger than the DNN's; the accuracy cost may improve,
-    not get worse unseen (it is above 5 points: docs/methods.md §3). Before issue 27's changes (2 age groups for
-    the entropy adversary, its reconstructor reading z only, λ from 1, 3, 10): cost 16.7 and 10.1 points, Δ^(5) of
-    simple above the DNN's."""
+    ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold), over three seeds: in every seed both
+    learners' Δ^(5) is no larger than the DNN's; over the seeds their representations carry little age (mean probe
+    R² ≤ 0.10, the done criterion; per seed up to 0.153); cost, age and Δ^(5) may improve, not get worse unseen
+    (per seed and in the mean; the mean cost is above 5 points: docs/methods.md §3, round 3 — the λ choice on a
+    validation quarter of ~33 participants picks λ = 3 in some folds). Before issue 27's changes (2 age groups for
+    the entropy adversary, its reconstructor reading z only, λ from 1, 3, 10), seed 0: cost 16.7 and 10.1 points,
+    Δ^(5) of simple above the DNN's."""
     from benchmarks.bench_age_fresh_cohorts import run
 
-    r = run("independent", participants=200, folds=3)
-    dnn = r["methods"]["dnn"]
-    assert abs(r["age_r2_from_label"]) < 0.02
-    for m, (cost, r2, d5) in INDEPENDENT_GUARD.items():
-        row = r["methods"][m]
-        assert row["leakage_r2"] <= 0.10 and row["leakage_r2"] <= r2 + 0.05
-        assert row["delta_eo_5"] <= dnn["delta_eo_5"] and row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
-        assert row["accuracy_cost_points"] <= cost + 3.0
+    seen = {m: [] for m in ("simple", "entropy")}
+    for seed, guard in INDEPENDENT_GUARD.items():
+        r = run("independent", participants=200, folds=3, seed=seed)
+        dnn = r["methods"]["dnn"]
+        assert r["age_r2_from_label"] < 0.02  # the label carries no age (held-out R² −0.05 … 0.00 over the seeds)
+        for m, (cost, r2, d5) in guard.items():
+            row = r["methods"][m]
+            assert row["leakage_r2"] <= r2 + 0.05
+            assert row["delta_eo_5"] <= dnn["delta_eo_5"] and row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
+            assert row["accuracy_cost_points"] <= cost + 3.0
+            ci = row["accuracy_cost_ci_points"]  # the product's own comparison says how uncertain the cost is
+            assert ci[0] <= row["accuracy_cost_points"] <= ci[1]
+            seen[m].append((row["accuracy_cost_points"], row["leakage_r2"]))
+    for m, values in seen.items():
+        cost, r2 = np.mean(values, axis=0)
+        assert r2 <= 0.10
+        assert cost <= np.mean([g[m][0] for g in INDEPENDENT_GUARD.values()]) + 2.0
 
 
 def test_independent_cohort_ci_guard():

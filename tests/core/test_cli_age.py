@@ -179,7 +179,34 @@ def test_report_and_page_tables_name_the_test(run, tmp_path):
     assert "plain paired t-tests (anti-conservative)" in table2(plain).title
     old = {**doc, "settings": {k: v for k, v in doc["settings"].items() if k != "test"}}
     assert "anti-conservative" in table2(old).title
+    # issue 27: each difference against the DNN carries its 95% CI (how uncertain the cost is), in Table 2 and in
+    # the summary's verdict lines; a document stored before the interval was kept shows none and says nothing false
+    t2 = table2(doc)
+    ci_col = t2.header.index("95% CI")
+    acc = doc["methods"]["simple"]["comparison"]["accuracy"]
+    row = next(r for r in t2.rows if r[0] == "age-indep-simple" and r[1] == "accuracy")
+    assert row[ci_col] == f"{report.fmt_signed(acc['ci_low'])} to {report.fmt_signed(acc['ci_high'])}"
+    assert f"95% CI {report.fmt_signed(acc['ci_low'])} to {report.fmt_signed(acc['ci_high'])}" in summary
+    bare = json.loads(json.dumps(doc))
+    for e in bare["methods"].values():
+        for c in (e.get("comparison") or {}).values():
+            del c["ci_low"], c["ci_high"], c["ci_level"]
+    assert all(r[ci_col] == "–" for r in table2(bare).rows)
+    assert "95% CI" not in " ".join(b.text for b in report.build_age_report(bare).section("summary").blocks)
     with pytest.raises(SystemExit) as exit_info:     # argparse: the choices are corrected and plain
         main(_train_argv(run, "--json", str(tmp_path / "x.json"), "--test", "welch"))
     assert exit_info.value.code == 2
     assert not (tmp_path / "x.json").exists()
+
+
+def test_command_line_prints_each_difference_with_its_interval(run, capsys):
+    """Issue 27: the command line's summary gives each verdict against the DNN with the difference and its 95% CI
+    (how uncertain the accuracy cost is), the numbers of the stored document."""
+    from fairdesk.core.reports.age_independence import difference_words
+
+    doc = json.loads((run / "out.json").read_text())
+    capsys.readouterr()
+    assert main(_train_argv(run, "--json", str(run / "again.json"))) == 0
+    out = capsys.readouterr().out
+    acc = doc["methods"]["simple"]["comparison"]["accuracy"]
+    assert f"accuracy {acc['verdict']} ({difference_words(acc)})" in out and "95% CI" in out

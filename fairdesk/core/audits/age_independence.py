@@ -71,6 +71,8 @@ METRICS: tuple[str, ...] = ("accuracy", "delta_eo_2", "delta_eo_5")
 BINS: dict[str, int] = {"delta_eo_2": 2, "delta_eo_5": 5}
 ALTERNATIVE = "less"
 MARGINS: dict[str, float] = {"accuracy": 0.02, "delta_eo_2": 0.05, "delta_eo_5": 0.10}
+#: Level of the two-sided confidence interval of each mean difference against the DNN (same test, same variance).
+CI_LEVEL = 0.95
 VERDICTS: tuple[str, ...] = ("differs", "equivalent within margin", "inconclusive")
 #: Tests of a method against the DNN over the per-fold differences: the default first.
 TESTS: tuple[str, ...] = ("corrected", "plain")
@@ -227,7 +229,9 @@ def paired_comparison(values, baseline, margin: float, alternative: str = ALTERN
     sqrt((1/J + test_train_ratio)·s²_d) on J − 1 degrees of freedom (J = R·k per-fold differences,
     ``test_train_ratio`` = n_test/n_train of the splits); no library offers it (scipy and sklearn have only the
     plain paired t), so it is written out with scipy's t distribution. ``test="plain"``: scipy ``ttest_rel``
-    (factor 1/J), anti-conservative over CV folds. The TOST uses the same variance and degrees of freedom."""
+    (factor 1/J), anti-conservative over CV folds. The TOST uses the same variance and degrees of freedom, and so
+    does the two-sided :data:`CI_LEVEL` confidence interval of the mean difference (``ci_low``, ``ci_high``: how
+    uncertain the accuracy cost or the Δ gain is)."""
     from scipy.stats import t as t_dist
     from scipy.stats import ttest_rel
 
@@ -250,15 +254,17 @@ def paired_comparison(values, baseline, margin: float, alternative: str = ALTERN
             p = {"less": t_dist.cdf, "greater": t_dist.sf}.get(alternative, None)
             p = (float(p(statistic, n - 1)) if p is not None
                  else float(2 * t_dist.sf(abs(statistic), n - 1))) if n > 1 else float("nan")
+        half = float(t_dist.ppf(0.5 + CI_LEVEL / 2, n - 1)) * se if n > 1 else float("nan")
         p_low = float(t_dist.sf((d.mean() + margin) / se, n - 1)) if n > 1 and se > 0 else float("nan")
         p_high = float(t_dist.cdf((d.mean() - margin) / se, n - 1)) if n > 1 and se > 0 else float("nan")
     if np.all(d == 0):  # identical per-fold values: no evidence of a difference, equal within any margin
-        statistic, p, p_tost = 0.0, 1.0, 0.0
+        statistic, p, p_tost, half = 0.0, 1.0, 0.0, 0.0
     else:
         p_tost = max(p_low, p_high)
     return {"statistic": _num(statistic), "p": _num(p), "alternative": alternative,
             "mean_difference": float(d.mean()), "p_equivalence": _num(p_tost), "test": test,
-            "df": n - 1, "se": _num(se)}
+            "df": n - 1, "se": _num(se), "ci_low": _num(float(d.mean()) - half),
+            "ci_high": _num(float(d.mean()) + half)}
 
 
 def split_ratio(splits) -> float:
@@ -604,7 +610,8 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
                                       settings.margins[metric], test=settings.test, test_train_ratio=ratio)
                 entry["t_test"][metric] = {"statistic": c["statistic"], "p": c["p"], "alternative": c["alternative"]}
                 entry["comparison"][metric] = {"baseline": BASELINE, "mean_difference": c["mean_difference"],
-                                               "margin": settings.margins[metric],
+                                               "ci_low": c["ci_low"], "ci_high": c["ci_high"],
+                                               "ci_level": CI_LEVEL, "margin": settings.margins[metric],
                                                "p_equivalence": c["p_equivalence"], "df": c["df"]}
                 tests.append((m, metric))
         entry["leakage"] = cv["leakage"][m]

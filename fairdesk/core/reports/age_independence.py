@@ -152,6 +152,16 @@ def _age_r2_words(leak: dict) -> str:
     return f"R² {_f(beyond_label_r2(leak), 2)} for the age beyond the label (age itself: R² {_f(leak.get('r2'), 2)})"
 
 
+def difference_words(c: dict) -> str:
+    """The mean difference against the DNN with its confidence interval ("−0.067, 95% CI −0.15 to 0.02"), or the
+    difference alone for documents stored before the interval was kept."""
+    text = fmt_signed(c.get("mean_difference"))
+    lo, hi, level = num(c.get("ci_low")), num(c.get("ci_high")), num(c.get("ci_level"))
+    if lo is None or hi is None or level is None:
+        return text
+    return f"{text}, {100 * level:g}% CI {fmt_signed(lo)} to {fmt_signed(hi)}"
+
+
 def age_left_words(doc: dict, m: str) -> str | None:
     """In words, whether a learner's representation is age-independent by the leakage probe, and what to do if
     not ("age-indep-simple still carries age: R² 0.55 …; raise λ or …"). None for methods without a verdict."""
@@ -215,7 +225,7 @@ def _summary_blocks(doc: dict, k: int) -> list:
             c = e["comparison"][metric]
             verdict = verdict_words(c.get("verdict"), c.get("margin"))
             parts.append(f"{METRIC_NAMES[metric]} {_f(e[metric]['mean'])} vs {_f(methods[baseline][metric]['mean'])} "
-                         f"({fmt_signed(c.get('mean_difference'))}): {verdict}")
+                         f"({difference_words(c)}): {verdict}")
         ref = " (external reference)" if e.get("external_reference") else ""
         if (e.get("age_independence") or {}).get("verdict") == "not age-independent":
             parts.append(f"its representation is not age-independent ({_age_r2_words(e['leakage'])})")
@@ -312,15 +322,20 @@ def _tables_blocks(doc: dict, k: int) -> list:
         e = doc["methods"][m]
         for metric in METRIC_ORDER:
             t, c = e["t_test"][metric], e["comparison"][metric]
-            trows.append([_label(doc, m), METRIC_NAMES[metric], fmt_signed(c.get("mean_difference")),
+            ci = (f"{fmt_signed(c['ci_low'])} to {fmt_signed(c['ci_high'])}"
+                  if num(c.get("ci_low")) is not None and num(c.get("ci_high")) is not None else "–")
+            trows.append([_label(doc, m), METRIC_NAMES[metric], fmt_signed(c.get("mean_difference")), ci,
                           _f(t.get("statistic"), 2), fmt_p(t.get("p")), fmt_p(c.get("p_bh")),
                           fmt_p(c.get("p_equivalence_bh")), _verdict_short(c.get("verdict"), c.get("margin"))])
     if trows:
-        blocks.append(Table(["method", "metric", "difference", "t", "p (one-tailed)", "BH q", "TOST q", "verdict"],
+        blocks.append(Table(["method", "metric", "difference", "95% CI", "t", "p (one-tailed)", "BH q", "TOST q",
+                             "verdict"],
                             trows, title=f"Table 2: {TABLE2_TESTS[comparison_test(doc)]} against the DNN",
-                            widths=[2.2, 0.9, 0.9, 0.6, 0.9, 0.7, 0.7, 1.3],
-                            align=["L", "L", "R", "R", "R", "R", "R", "L"], small=True,
-                            note="difference = method − DNN, mean over folds; alternative: method lower than the "
+                            widths=[1.9, 0.9, 0.9, 1.4, 0.6, 0.9, 0.7, 0.7, 1.3],
+                            align=["L", "L", "R", "R", "R", "R", "R", "R", "L"], small=True,
+                            note="difference = method − DNN, mean over folds, with its two-sided 95% confidence "
+                                 "interval from the same test's variance (for accuracy, minus the cost in points "
+                                 "/ 100); alternative: method lower than the "
                                  f"DNN; test: {comparison_test_words(doc)}; TOST q: equivalence within the margin, "
                                  "BH-adjusted."))
     sizes = s.get("fold_sizes") or []
