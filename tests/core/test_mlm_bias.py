@@ -467,6 +467,8 @@ def test_finding_3_release_test_flags_template_noise():
 
 
 @pytest.mark.slow
+@pytest.mark.full  # make test-full (≈ 25 s CPU); CI keeps the size at the law space's edge (test_mlm_skew.py) and the
+#                   whole-audit null of the real generators (test_validity.py)
 def test_template_unit_holds_its_size_under_template_noise():
     """The same null, 200 audits with the default test over templates: no category is flagged in more than α of
     the runs, and a whole audit (8 categories, BH) flags something in about α of the runs."""
