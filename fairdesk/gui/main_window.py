@@ -63,6 +63,19 @@ def warm_up_readers(progress=None, cancel=None) -> None:
     for name in ("pyqtgraph", "fairdesk.core.audits.groups", "fairdesk.core.reports.groups",
                  "fairdesk.core.reports.figures", "fairdesk.core.reports.calibration_figures"):
         importlib.import_module(name)
+    freeze_long_lived_objects()
+
+
+def freeze_long_lived_objects() -> None:
+    """Move every object the garbage collector tracks now (the modules, classes and functions imported so far: they
+    live as long as the process) out of its reach (``gc.freeze``). A full collection scans every tracked object
+    while it holds the interpreter lock, in whichever thread triggers it: with pandas, scipy, pyqtgraph and the
+    audit modules loaded that took 250–300 ms, and when a view thread's allocations triggered it the Qt thread
+    waited that long with its own CPU idle (issue 24's heartbeat: select max 301–402 ms wall, 60–84 ms CPU).
+    Frozen objects are still freed by reference counting; only cyclic garbage among them would be kept."""
+    import gc
+
+    gc.freeze()
 
 
 # ----------------------------------------------------------------------------------------------------------------

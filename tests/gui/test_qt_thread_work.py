@@ -148,3 +148,22 @@ def test_image_audit_examples_page_builds_one_panel_per_turn(image_page, monkeyp
     steps = [b for a, b in zip(seen, seen[1:]) if b != a]
     assert steps == [1, 2, 3, 4], seen  # one panel (then the colour bar) per turn
     assert len(built.examples) == 3 and built.image("difference") is not None
+
+
+def test_warm_up_moves_the_imported_modules_out_of_the_collectors_reach():
+    """The readers' warm-up ends with ``gc.freeze()``: a full collection over every imported module's objects took
+    250–300 ms with the interpreter lock held, in whichever thread triggered it (the Qt thread then waited)."""
+    import gc
+
+    from fairdesk.gui.main_window import warm_up_readers
+
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    try:
+        warm_up_readers()
+        frozen = gc.get_freeze_count()
+        assert frozen > 100_000, frozen  # pandas, pyqtgraph, jsonschema and the audit modules
+        young = [object() for _ in range(10)]
+        assert gc.get_freeze_count() == frozen and len(young) == 10  # objects made later stay collectable
+    finally:
+        gc.unfreeze()
