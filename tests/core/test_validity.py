@@ -153,6 +153,17 @@ def test_cli_contract(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "w.json").exists()
 
 
+def test_real_generators_mlm_null_holds_its_size_and_the_planted_bias_is_found_small():
+    """The merged generators (not stand-ins): whole-audit false alarms of the template-level probe near α (CI size;
+    the 60-run version below runs in `make test-full`)."""
+    res = validity.run_validity("mlm", runs=30, seed=11)
+    nulls = [r for r in res.rows if r.kind == "null"]
+    planted = next(r for r in res.rows if r.kind == "planted")
+    assert nulls and all(r.runs == 30 and r.rejections <= 5 for r in nulls)  # expected 1.5; P(≥ 6) ≈ 0.016 each
+    assert planted.rate >= 0.5                             # 0.5 nats in HIV: found in ~73% (200 runs); 18/30 here
+
+
+@pytest.mark.full
 def test_real_generators_mlm_null_holds_its_size_and_the_planted_bias_is_found():
     """The merged generators (not stand-ins): whole-audit false alarms of the template-level probe near α."""
     res = validity.run_validity("mlm", runs=60, seed=11)
