@@ -21,7 +21,7 @@ from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.widgets.panel_parts import FitLabel, fill_combo, hrow, size_combos
 from fairdesk.gui.widgets.reliability_plot import ReliabilityPlot
 from fairdesk.gui.widgets.roc_plot import RocPlot
-from fairdesk.gui.widgets.tables import DataFrameView, PandasTableModel
+from fairdesk.gui.widgets.tables import ALIGN_RIGHT, DataFrameView, PandasTableModel
 from fairdesk.gui.widgets.threshold_explorer import ThresholdExplorer
 
 CAL_COLUMNS = ["task", "attribute", "group", "n", "n_positive", "oe_ratio", "oe_ratio_ci_low", "oe_ratio_ci_high",
@@ -78,14 +78,13 @@ class VerdictTableModel(PandasTableModel):
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if index.isValid() and role == Qt.ItemDataRole.TextAlignmentRole:
-            name = str(self.frame().columns[index.column()])
+            name = self.column_name(index.column())
             if name != "group" and not name.endswith("verdict"):
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                return ALIGN_RIGHT
         if index.isValid() and role in (Qt.ItemDataRole.ForegroundRole, Qt.ItemDataRole.FontRole):
-            df = self.frame()
-            if not str(df.columns[index.column()]).endswith("verdict"):
+            if not self.column_name(index.column()).endswith("verdict"):
                 return None
-            text = str(df.iat[index.row(), index.column()])
+            text = str(self.value(index.row(), index.column()))
             if role == Qt.ItemDataRole.FontRole:
                 if not text.startswith("differs"):
                     return None

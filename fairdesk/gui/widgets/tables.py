@@ -11,6 +11,12 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
                                QListWidgetItem, QTableView, QVBoxLayout, QWidget)
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+#: right-aligned numbers (``AlignRight | AlignVCenter`` builds a new flag through Python's enum machinery each time:
+#: ~20 µs a cell when Qt paints a table)
+ALIGN_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+_DISPLAY, _TOOLTIP, _ALIGN = (int(r) for r in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole,
+                                                  Qt.ItemDataRole.TextAlignmentRole))
+_HORIZONTAL = Qt.Orientation.Horizontal
 
 
 def format_value(value) -> str:
@@ -60,6 +66,8 @@ class PandasTableModel(QAbstractTableModel):
         self._header_tips = dict(header_tips or {})
         self._keys: dict[int, list] = {}
         self._columns: dict[int, list] = {}  # a column's values as Python objects, listed when first shown
+        self._texts: dict[int, list] = {}  # their shown text, formatted when a cell is first shown
+        self._names: list[str] = []
         self._n_columns = 0
         self._tooltips: list[str] | None = None
         if df is not None:
@@ -70,12 +78,16 @@ class PandasTableModel(QAbstractTableModel):
         self.beginResetModel()
         self._df = (df if df is not None else pd.DataFrame()).reset_index(drop=True)
         self._loaded = min(len(self._df), self.CHUNK) if self._lazy else len(self._df)
-        self._keys, self._columns, self._n_columns = {}, {}, self._df.shape[1]
+        self._keys, self._columns, self._texts, self._n_columns = {}, {}, {}, self._df.shape[1]
+        self._names = [str(c) for c in self._df.columns]
         self._tooltips = tooltips
         self.endResetModel()
 
     def frame(self) -> pd.DataFrame:
         return self._df
+
+    def column_name(self, column: int) -> str:
+        return self._names[column]
 
     def value(self, row: int, column: int):
         """The cell's value (Qt asks for several roles of each cell it draws or sizes: ``iat`` on an Arrow-backed
@@ -86,7 +98,14 @@ class PandasTableModel(QAbstractTableModel):
         return values[row]
 
     def display_text(self, row: int, column: int) -> str:
-        return format_value(self.value(row, column))
+        """The cell as shown, formatted once (Qt asks again at every paint of the cell)."""
+        texts = self._texts.get(column)
+        if texts is None:
+            texts = self._texts[column] = [None] * len(self._df)
+        text = texts[row]
+        if text is None:
+            text = texts[row] = format_value(self.value(row, column))
+        return text
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt signature
         return 0 if parent.isValid() else self._loaded
@@ -108,40 +127,41 @@ class PandasTableModel(QAbstractTableModel):
         self.endInsertRows()
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
+        # Qt asks for about eight roles of every cell it paints; the ones answered here are tested first and the
+        # values they need are cached per cell, so repainting a full-screen table stays a few ms
+        if role == _DISPLAY:
+            return self.display_text(index.row(), index.column()) if index.isValid() else None
+        if role == _ALIGN:
+            if not index.isValid():
+                return None
+            value = self.value(index.row(), index.column())
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+                return ALIGN_RIGHT
             return None
-        r, c = index.row(), index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return format_value(self.value(r, c))
-        if role == SORT_ROLE:
+        if role == SORT_ROLE and index.isValid():
+            c = index.column()
             keys = self._keys.get(c)
             if keys is None:
                 keys = self._keys[c] = _sort_keys(self._df.iloc[:, c])
-            return keys[r]
-        if role == Qt.ItemDataRole.ToolTipRole:
+            return keys[index.row()]
+        if role == _TOOLTIP and index.isValid():
             if self._tooltips is not None:
-                return self._tooltips[r]
-            value = self.value(r, c)
+                return self._tooltips[index.row()]
+            value = self.value(index.row(), index.column())
             return None if value is None else str(value)
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            value = self.value(r, c)
-            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
-        if role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal:
-            if section < self._df.shape[1]:
-                return self._header_tips.get(str(self._df.columns[section]))
-            return None
-        if role != Qt.ItemDataRole.DisplayRole:
-            return None
-        if orientation == Qt.Orientation.Horizontal:
-            if section < self._df.shape[1]:
-                name = str(self._df.columns[section])
+        if role == _DISPLAY:
+            if orientation != _HORIZONTAL:
+                return str(section + 1)
+            if section < self._n_columns:
+                name = self._names[section]
                 return self._headers.get(name, name)
             return None
-        return str(section + 1)
+        if role == _TOOLTIP and orientation == _HORIZONTAL and section < self._n_columns:
+            return self._header_tips.get(self._names[section])
+        return None
 
 
 class DataFrameView(QWidget):
