@@ -7,7 +7,7 @@ falls in the region asked for), audited by the audit's own per-group path
 low regions").
 
 ``python -m benchmarks.bench_calibration_regions [--region independent-10|clustered-10|clustered-30|...]
-[--groups 400] [--seed 1]``
+[--groups 400] [--seed 1] [--null] [--by realized|expected]``
 
 Per region and AUROC band (the map's split at 0.99): coverage of each calibration interval (intercept, slope, O/E,
 Brier, ECE), with the misses split into "interval below the truth" / "above", and the groups the audit declared
@@ -26,6 +26,7 @@ import numpy as np
 REGIONS = {
     "independent-10": (False, 10, 30, (0.6, 0.999)),
     "independent-30": (False, 30, 100, (0.6, 0.999)),
+    "independent-100-high": (False, 100, 300, (0.99, 0.999)),
     "clustered-10": (True, 10, 30, (0.6, 0.99)),
     "clustered-30": (True, 30, 100, (0.6, 0.99)),
     "clustered-100": (True, 100, math.inf, (0.6, 0.99)),
@@ -34,9 +35,11 @@ REGIONS = {
     "clustered-100-high": (True, 100, math.inf, (0.99, 0.999)),
 }
 MEASURES = ("calibration_intercept", "calibration_slope", "oe_ratio", "brier", "ece")
-def draw_group(rng, region: str, max_tries: int = 2000, null: bool = False):
+def draw_group(rng, region: str, max_tries: int = 2000, null: bool = False, by: str = "realized"):
     """One group (drawn at random among the design's groups) of a design drawn from the map's space, kept when it
-    falls in ``region``: (design, group index, y, score, patient ids or None)."""
+    falls in ``region``: (design, group index, y, score, patient ids or None). ``by``: "realized" places the group
+    by the cases its sample happened to have (as the map does), "expected" by its design's expected cases (rows ×
+    prevalence of the smaller class; patients of (1 + m)/2 rows on average), which the sample cannot move."""
     from fairdesk.core.stats.verified_region import case_patients
     from fairdesk.core.synthetic import design_space as DS
 
@@ -49,8 +52,13 @@ def draw_group(rng, region: str, max_tries: int = 2000, null: bool = False):
         g = int(rng.integers(0, len(d.sizes)))
         y, latent, pid = DS._latent(d, g, d.sizes[g], rng, clustered=True)
         n, n1 = y.size, int(y.sum())
+        if by == "expected":
+            n1 = d.sizes[g] * d.prevalence[g]
+            patients = n / ((1 + d.max_rows_per_patient) / 2)
+        else:
+            patients = np.unique(pid).size
         cases = min(n1, n - n1)
-        count = case_patients("calibration", n, n1, np.unique(pid).size) if clustered else cases
+        count = case_patients("calibration", n, n1, patients) if clustered else cases
         if lo <= count < hi:
             return d, g, y.astype(float), DS._score(d, g, latent), (pid if clustered else None)
     raise RuntimeError(f"no group in region {region} after {max_tries} draws")
@@ -67,7 +75,7 @@ def audit_group(y, s, pid, seed: int = 0) -> dict:
     return group_calibration(values, pos, neg, cell, summary(pos, neg), pid, plan, np.random.default_rng(seed))
 
 
-def run_region(region: str, groups: int, seed: int, audit=None, null: bool = False):
+def run_region(region: str, groups: int, seed: int, audit=None, null: bool = False, by: str = "realized"):
     """Every calibration interval of ``groups`` groups drawn in ``region``, scored against the truth: a table with
     one row per (group, measure) — covered, below (the whole interval below the truth), above, the estimate, the
     truth, and the group's design (AUROC, prevalence, rows, cases, case patients, miscalibrated) — and one row per
@@ -82,7 +90,7 @@ def run_region(region: str, groups: int, seed: int, audit=None, null: bool = Fal
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(groups):
-        d, k, y, s, pid = draw_group(rng, region, null=null)
+        d, k, y, s, pid = draw_group(rng, region, null=null, by=by)
         n, n1 = y.size, int(y.sum())
         base = {"group": i, "auroc": d.auroc, "prevalence": d.prevalence[k], "mode": d.mode, "n": n, "cases": min(n1, n - n1),
                 "case_patients": (case_patients("calibration", n, n1, np.unique(pid).size) if pid is not None
@@ -130,11 +138,13 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--csv", help="write every scored interval to this CSV")
     ap.add_argument("--null", action="store_true", help="calibrated groups only: also the calibration test's size")
+    ap.add_argument("--by", choices=("realized", "expected"), default="realized",
+                    help="place a group by its sample's cases (as the map does) or by its design's expected cases")
     args = ap.parse_args(argv)
     print(f"{'region':<20} {'AUROC':<6} {'measure':<22} {'cover':>6} {'n':>5} {'below':>6} {'above':>6}")
     tabs = []
     for region in args.region or ("independent-10", "clustered-10", "clustered-30"):
-        tab = run_region(region, args.groups, args.seed, null=args.null)
+        tab = run_region(region, args.groups, args.seed, null=args.null, by=args.by)
         summarise(region, tab)
         tabs.append(tab.assign(region=region))
     if args.csv:
