@@ -108,6 +108,20 @@ def small_sample_factor(n_patients) -> float:
     return g / (g - 1.0) if g > 1 else 1.0
 
 
+def cluster_rate_variance(hits, rows) -> float:
+    """Whole-patient (CR1) sandwich variance of a rate ``Σ hits / Σ rows`` over the patients with a row in its
+    denominator (``rows`` > 0): ``G/(G − 1) · Σ_p (h_p − r·m_p)² / (Σ m_p)²`` — the ratio estimator's linearised
+    variance given those G patients (issue 21: the whole-patient bootstrap also redraws G, which with a handful of
+    patients inflates the variance). 0 without a row or when every patient's rate equals r."""
+    h, m = _f(hits), _f(rows)
+    keep = m > 0
+    h, m = h[keep], m[keep]
+    if not m.size:
+        return 0.0
+    r = h.sum() / m.sum()
+    return small_sample_factor(m.size) * float(((h - r * m) ** 2).sum()) / float(m.sum()) ** 2
+
+
 def score_test(x_a, n_a, x_b, n_b, deff=1.0, df=np.inf) -> tuple[np.ndarray, np.ndarray]:
     """(z, two-sided p) of "the two rates are equal" (pooled-variance score test times the design effect; p from
     Student's t with ``df`` degrees of freedom when patients repeat, else normal)."""
