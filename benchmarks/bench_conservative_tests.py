@@ -202,7 +202,8 @@ def bootstrap_t_p(rng, ya, sa, yb, sb, n_boot=400) -> float:
     return float((np.sum(np.abs(t[1:]) >= abs(t0)) + 1) / (n_boot + 1))
 
 
-AUROC_DESIGNS = {  # name: (AUROC, planted AUROC of group B, positives (A, B), negatives (A, B), shape, SDs of positives)
+# name: (AUROC, planted AUROC of group B, positives (A, B), negatives (A, B), shape, SDs of the positives)
+AUROC_DESIGNS = {
     "30/270, 0.995 vs 0.98": (0.995, 0.98, (30, 30), (270, 270), "binormal", (1, 1)),
     "100/900, 0.995 vs 0.985": (0.995, 0.985, (100, 100), (900, 900), "binormal", (1, 1)),
     "60+240 / 120+480, 0.998 vs 0.99": (0.998, 0.99, (60, 120), (240, 480), "binormal", (1, 1)),

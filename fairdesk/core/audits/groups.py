@@ -806,7 +806,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                 "significant": None if t is None else bool(t["p_value"] <= plan.alpha),
                 "significant_bh": None, "favours": favours,
                 "n_boot_valid": 0 if t is None else int(t["n_boot_valid"]), "threshold": tau, "bins": None,
-                "test": TEST_TEXT[plan.gap_rule] + ("; whole-patient bootstrap design effect" if cluster else ""),
+                "test": TEST_TEXT[plan.gap_rule] + ("; whole-patient sandwich design effect" if cluster else ""),
                 "verdict": None, "test_id": None if t is None else t["test_id"],
                 "p_equivalence": None if t is None else t["p_equivalence"], "q_equivalence": None})
     return ranks
