@@ -71,3 +71,20 @@ def test_auroc_pair_test_keeps_its_size_when_the_groups_score_shapes_differ_near
     p = replicate_p_values(make, 150, np.random.default_rng(4), "auroc", {}, calibration=True)
     assert p.size >= 110
     assert (p <= 0.05).mean() <= 0.05, (p <= 0.05).mean()
+
+
+def test_candidate_study_uses_the_audits_auroc_and_delong_variance():
+    """The candidate study's placement-value components (benchmarks) against sklearn's AUROC and the audit's DeLong
+    variance (itself checked by hand in test_discrimination), on tied and untied scores."""
+    from sklearn.metrics import roc_auc_score
+
+    from benchmarks.bench_conservative_tests import _components, score_group
+    from fairdesk.core.stats import discrimination as D
+
+    rng = np.random.default_rng(2)
+    for shape in ("binormal", "tied", "exp"):
+        y, s = score_group(rng, 0.95, 25, 60, shape)
+        a, comps, _, _ = _components(y, s)
+        auc, var = D.auroc_delong(y, s)
+        assert np.isclose(a, roc_auc_score(y, s), atol=1e-12) and np.isclose(a, auc, atol=1e-12)
+        assert np.isclose(sum(c for c, _ in comps), var, rtol=1e-10)
