@@ -1,8 +1,9 @@
 """Issue 21: the recall gap with fewer than 10 patients among the positives (whole patients) was valid but far too
 conservative — size 0.007 at 5 case patients per group, power 0.09 where the statistic at exact α reached 0.37.
-Mechanism: its design effect was the whole-patient bootstrap's variance, and the bootstrap redraws how many patients
-a rate rests on (E[1/G*] > 1/G: about 1.3× the variance at 5 patients, times G/(G − 1) once more). Now the design
-effect is the closed-form whole-patient sandwich of each rate given its patients (``gaps.cluster_rate_variance``).
+Mechanism: its design effect was the whole-patient bootstrap's variance times G/(G − 1), but the bootstrap redraws
+how many patients a rate rests on (E[1/G*] > 1/G), which already lifts its variance about as far above the plain
+sandwich as G/(G − 1) does: the correction counted twice. Now the design effect is the closed-form whole-patient
+sandwich of each rate given its patients with G/(G − 1) once (``gaps.cluster_rate_variance``).
 Fixed-seed simulations through ``run_group_audit`` (many data sets as tasks of one audit), each failing on the code
 before the fix; the full-size study is ``python -m benchmarks.bench_conservative_tests --part recall``."""
 from __future__ import annotations

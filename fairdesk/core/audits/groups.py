@@ -1206,9 +1206,9 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hi
     sandwich of the two rates (:func:`..stats.gaps.cluster_rate_variance`, with G/(G − 1)) over their binomial
     variance, and the test, interval and TOST use a t reference with :func:`..stats.gaps.cluster_df` degrees of
     freedom (issue 21: with many one-row patients and a few of 30 rows, the normal reference rejected 7–10% of null
-    gaps). Not the whole-patient bootstrap's variance: it redraws how many patients a rate rests on, and with a
-    handful of case patients that inflates the variance (E[1/G*] > 1/G; recall gaps with 5–8 case patients had a
-    size of 0.007–0.013)."""
+    gaps). Not the whole-patient bootstrap's variance times G/(G − 1): the bootstrap redraws how many patients a rate
+    rests on (E[1/G*] > 1/G), which already lifts its variance about as far above the plain sandwich as G/(G − 1)
+    does, so the factor counted twice (recall gaps with 5–8 case patients had a size of 0.007–0.020)."""
     from fairdesk.core.stats import gaps as G
 
     n_valid = int((~np.isnan(boot_diff)).sum())
