@@ -5,9 +5,14 @@ For each design, null and planted data sets go through the product's ``run_group
 size and power at α = 0.05 and its **size-calibrated power**: the share of planted p-values below the 5% quantile of
 the null p-values of the same design (the power the same statistic would have with its critical value set so that
 its size is exactly α; an oracle no audit can use, the upper bound of what a better reference law could recover).
-Numbers in docs/methods.md ("The map's unclear regions resolved").
+Numbers in docs/methods.md ("The map's unclear regions resolved" and "The two conservative tests").
 
-``python -m benchmarks.bench_conservative_tests [--runs 300] [--part auroc|recall|all]``
+* ``auroc``, ``recall``: the product's tests (run the module from an older checkout for the numbers before).
+* ``auroc-candidates``: the AUROC pair test near 1 against the alternatives measured for it (formula level, the
+  audit's own statistic reproduced exactly; binormal, tied, unequal-shape and exponential score distributions).
+* ``cost``: the P1 workload with whole patients against ``--baseline DIR`` (alternating processes, CPU seconds).
+
+``python -m benchmarks.bench_conservative_tests [--runs 300] [--part auroc|recall|auroc-candidates|cost|all]``
 """
 from __future__ import annotations
 
@@ -57,22 +62,32 @@ def recall_pair(rng, recall_a, recall_b, pos_patients=8, neg_patients=150, max_r
     return pd.concat(frames, ignore_index=True)
 
 
-def study(make, runs, seed, metric, roles_kw, calibration=False):
-    """(size, power, size-calibrated power, tests) of ``metric``'s pair test over ``runs`` null and planted sets."""
+def replicate_p_values(make, runs, rng, metric, roles_kw, seed=0, calibration=False, metrics=("recall",)):
+    """p-values of ``metric``'s pair tests over ``runs`` data sets drawn by ``make(rng)``, audited as ``runs``
+    tasks of one ``run_group_audit`` (each task its own bootstrap stream; 20–40× faster than one audit per data
+    set, which the fixed-seed tests need). Patient ids are made distinct across data sets."""
     from fairdesk.core.audits.groups import run_group_audit
     from fairdesk.core.data.schema import ColumnRoles
 
-    roles = ColumnRoles(label="y", score="s", attributes=("g",), **roles_kw)
-    p = {}
-    for kind in ("null", "planted"):
-        rng = np.random.default_rng([seed, kind == "planted"])
-        vals = []
-        for r in range(runs):
-            t = run_group_audit(make(rng, kind), _plan(roles, seed=r, metrics=("parity", "recall"),
-                                                        calibration=calibration)).tests
-            v = t.loc[(t["metric"] == metric) & (t["kind"] == "pair"), "p_value"].dropna()
-            vals += v.tolist()
-        p[kind] = np.asarray(vals)
+    frames = []
+    for r in range(runs):
+        df = make(rng).assign(rep=f"r{r:04d}")
+        if "pid" in df:
+            df["pid"] = df["pid"].astype(np.int64) + 1_000_000 * r
+        frames.append(df)
+    roles = ColumnRoles(label="y", score="s", attributes=("g",), task="rep", **roles_kw)
+    t = run_group_audit(pd.concat(frames, ignore_index=True),
+                        _plan(roles, seed=seed, metrics=metrics, calibration=calibration)).tests
+    return t.loc[(t["metric"] == metric) & (t["kind"] == "pair"), "p_value"].dropna().to_numpy()
+
+
+def study(make, runs, seed, metric, roles_kw, calibration=False):
+    """(size, power, size-calibrated power, tests) of ``metric``'s pair test over ``runs`` null and planted sets
+    (:func:`replicate_p_values`: the data sets as tasks of one audit)."""
+    p = {kind: replicate_p_values(lambda rng, kind=kind: make(rng, kind), runs,
+                                  np.random.default_rng([seed, kind == "planted"]), metric, roles_kw, seed=seed,
+                                  calibration=calibration, metrics=("parity", "recall"))
+         for kind in ("null", "planted")}
     crit = np.quantile(p["null"], ALPHA) if p["null"].size else math.nan
     return {"size": round(float((p["null"] <= ALPHA).mean()), 3),
             "power": round(float((p["planted"] <= ALPHA).mean()), 3),
@@ -80,13 +95,188 @@ def study(make, runs, seed, metric, roles_kw, calibration=False):
             "null p 5% quantile": float(f"{crit:.3g}"), "tests": (p["null"].size, p["planted"].size)}
 
 
+# ---- the AUROC pair test near 1: candidate statistics (formula level, one data set = two groups) -------------
+
+def score_group(rng, auc, n1, n0, shape="binormal", sd_pos=1.0):
+    """(labels, scores) of one group with AUROC ``auc``: ``binormal`` (negatives N(0, 1), positives N(μ, sd_pos²)),
+    ``exp`` (Hanley & McNeil's model: exponential scores, positives' mean (A/(1 − A))× the negatives'), ``tied``
+    (binormal rounded to 0.1: ties)."""
+    from scipy.special import ndtri
+
+    if shape == "exp":
+        pos, neg = rng.exponential(auc / (1 - auc), n1), rng.exponential(1.0, n0)
+    else:
+        mu = ndtri(auc) * math.sqrt(1 + sd_pos ** 2)
+        pos, neg = rng.normal(mu, sd_pos, n1), rng.normal(0, 1, n0)
+        if shape == "tied":
+            pos, neg = np.round(pos, 1), np.round(neg, 1)
+    return np.r_[np.ones(n1, bool), np.zeros(n0, bool)], np.r_[pos, neg]
+
+
+def _components(y, s):
+    """AUROC and DeLong's two variance components with each one's Satterthwaite df from the placement values'
+    kurtosis (2n/(κ − 1); n for normal placements)."""
+    from fairdesk.core.stats import discrimination as D
+
+    _, pos, neg = D.ranked(y, s)
+    n1, n0 = pos.sum(), neg.sum()
+    v10 = (np.cumsum(neg) - 0.5 * neg) / n0
+    v01 = (n1 - np.cumsum(pos) + 0.5 * pos) / n1
+    a = float(pos @ v10 / n1)
+    comps = []
+    for w, v, n in ((pos, v10, n1), (neg, v01, n0)):
+        e2, e4 = float(w @ (v - a) ** 2), float(w @ (v - a) ** 4)
+        kappa = n * e4 / e2 ** 2 if e2 > 0 else math.inf
+        comps.append((e2 / (n - 1) / n, max(2 * n / (kappa - 1), 1.0) if kappa > 1 else math.inf))
+    return a, comps, n1, n0
+
+
+def candidate_p_values(ya, sa, yb, sb) -> dict | None:
+    """Two-sided p of "equal AUROC" by each candidate (None when a group's AUROC is 0 or 1 or has no variance,
+    as the audit leaves such a pair untested). ``current``: the audit's test (score-type on the logit scale at the
+    pooled AUROC Ā, each variance max(DeLong, Hanley–McNeil at Ā))."""
+    from scipy.special import logit, ndtr, stdtr
+
+    from fairdesk.core.stats import discrimination as D
+
+    (a, ca, n1a, n0a), (b, cb, n1b, n0b) = _components(ya, sa), _components(yb, sb)
+    va, vb = ca[0][0] + ca[1][0], cb[0][0] + cb[1][0]
+    if not (0 < a < 1 and 0 < b < 1 and va > 0 and vb > 0):
+        return None
+    wa, wb = n1a * n0a, n1b * n0b
+    pooled = min((a * wa + b * wb) / (wa + wb), 1 - 0.5 / max(wa, wb))
+    k = pooled * (1 - pooled)
+    d, dl = a - b, logit(a) - logit(b)
+    hm = D.hanley_mcneil_variance
+    v0 = max(va, hm(pooled, n1a, n0a)) + max(vb, hm(pooled, n1b, n0b))
+
+    def ws(cs):  # Welch–Satterthwaite df of a sum of components
+        v = sum(c for c, _ in cs)
+        return v * v / sum(c * c / f for c, f in cs if c > 0)
+
+    df = ws(ca + cb)
+    lcs = [(c / (a * (1 - a)) ** 2, f) for c, f in ca] + [(c / (b * (1 - b)) ** 2, f) for c, f in cb]
+    lv, ldf = sum(c for c, _ in lcs), ws(lcs)
+    # the DeLong components pooled over the two groups (the working null of one ROC curve for both)
+    s10 = (ca[0][0] * n1a * (n1a - 1) + cb[0][0] * n1b * (n1b - 1)) / (n1a + n1b - 2)
+    s01 = (ca[1][0] * n0a * (n0a - 1) + cb[1][0] * n0b * (n0b - 1)) / (n0a + n0b - 2)
+    vp = s10 * (1 / n1a + 1 / n1b) + s01 * (1 / n0a + 1 / n0b)
+    two = lambda z, f=math.inf: float(2 * (ndtr(-abs(z)) if math.isinf(f) else stdtr(f, -abs(z))))  # noqa: E731
+    return {"current": two(dl * k / math.sqrt(v0)),
+            "AUROC scale, DeLong": two(d / math.sqrt(va + vb)),
+            "AUROC scale, DeLong, t(df)": two(d / math.sqrt(va + vb), df),
+            "logit Wald, DeLong": two(dl / math.sqrt(lv)),
+            "logit Wald, DeLong, t(df)": two(dl / math.sqrt(lv), ldf),
+            "score-type at A-bar, DeLong (no floor)": two(dl * k / math.sqrt(va + vb)),
+            "score-type at A-bar, DeLong, t(df)": two(dl * k / math.sqrt(va + vb), df),
+            "score-type at A-bar, pooled components": two(dl * k / math.sqrt(vp))}
+
+
+def bootstrap_t_p(rng, ya, sa, yb, sb, n_boot=400) -> float:
+    """p of the studentised (bootstrap-t) test of the logit AUROC difference, rows resampled within each group's
+    two classes (the audit's scheme with independent rows); logits of (A·n₁n₀ + ½)/(n₁n₀ + 1) so that a replicate
+    with AUROC 1 stays finite; a replicate with no variance counts as extreme."""
+    from scipy.special import logit
+
+    from fairdesk.core.stats import discrimination as D
+
+    def reps(y, s):
+        _, pos, neg = D.ranked(y, s)
+        n1, n0 = int(pos.sum()), int(neg.sum())
+        P = np.vstack([pos, rng.multinomial(n1, pos / n1, n_boot)]).astype(float)
+        N = np.vstack([neg, rng.multinomial(n0, neg / n0, n_boot)]).astype(float)
+        v10 = (np.cumsum(N, 1) - 0.5 * N) / n0
+        v01 = (n1 - np.cumsum(P, 1) + 0.5 * P) / n1
+        a = (P * v10).sum(1) / n1
+        var = ((P * (v10 - a[:, None]) ** 2).sum(1) / (n1 - 1) / n1
+               + (N * (v01 - a[:, None]) ** 2).sum(1) / (n0 - 1) / n0)
+        w = n1 * n0
+        c = (a * w + 0.5) / (w + 1)
+        return logit(c), var / (c * (1 - c)) ** 2
+
+    (la, va), (lb, vb) = reps(ya, sa), reps(yb, sb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (la - lb - (la[0] - lb[0])) / np.sqrt(va + vb)
+    t = np.where(np.isnan(t), np.inf, t)
+    t0 = (la[0] - lb[0]) / math.sqrt(va[0] + vb[0])
+    return float((np.sum(np.abs(t[1:]) >= abs(t0)) + 1) / (n_boot + 1))
+
+
+# name: (AUROC, planted AUROC of group B, positives (A, B), negatives (A, B), shape, SDs of the positives)
+AUROC_DESIGNS = {
+    "30/270, 0.995 vs 0.98": (0.995, 0.98, (30, 30), (270, 270), "binormal", (1, 1)),
+    "100/900, 0.995 vs 0.985": (0.995, 0.985, (100, 100), (900, 900), "binormal", (1, 1)),
+    "60+240 / 120+480, 0.998 vs 0.99": (0.998, 0.99, (60, 120), (240, 480), "binormal", (1, 1)),
+    "12+48 / 26+104, 0.9 vs 0.8": (0.9, 0.8, (12, 26), (48, 104), "binormal", (1, 1)),
+    "15+60 / 20+80, 0.99 vs 0.95": (0.99, 0.95, (15, 20), (60, 80), "binormal", (1, 1)),
+    "30/270, 0.99 vs 0.97, tied scores": (0.99, 0.97, (30, 30), (270, 270), "tied", (1, 1)),
+    "30/270, 0.99 vs 0.97, positives' SD 0.5 vs 2": (0.99, 0.97, (30, 30), (270, 270), "binormal", (0.5, 2)),
+    "30/270, 0.995 vs 0.98, exponential": (0.995, 0.98, (30, 30), (270, 270), "exp", (1, 1)),
+    "15+60 / 20+80, 0.99 vs 0.95, exponential": (0.99, 0.95, (15, 20), (60, 80), "exp", (1, 1)),
+}
+
+
+def auroc_candidates(runs, seed, boot_runs=0) -> dict:
+    """Size, power and size-calibrated power of every candidate over ``runs`` null and planted data sets per
+    design of :data:`AUROC_DESIGNS` (the bootstrap-t on the first ``boot_runs`` of them: it is 400× slower)."""
+    out = {}
+    for name, (auc, low, n1, n0, shape, sd) in AUROC_DESIGNS.items():
+        p = {}
+        for kind in ("null", "planted"):
+            rng = np.random.default_rng([seed, kind == "planted"])
+            rows = []
+            for r in range(runs):
+                ya, sa = score_group(rng, auc, n1[0], n0[0], shape, sd[0])
+                yb, sb = score_group(rng, auc if kind == "null" else low, n1[1], n0[1], shape, sd[1])
+                c = candidate_p_values(ya, sa, yb, sb)
+                if c is None:
+                    continue
+                if r < boot_runs:
+                    c["bootstrap-t (logit)"] = bootstrap_t_p(rng, ya, sa, yb, sb)
+                rows.append(c)
+            p[kind] = pd.DataFrame(rows)
+        res = {}
+        for cand in p["null"]:
+            p0, p1 = p["null"][cand].dropna().to_numpy(), p["planted"][cand].dropna().to_numpy()
+            crit = np.quantile(p0, ALPHA)
+            res[cand] = (round(float((p0 <= ALPHA).mean()), 3), round(float((p1 <= ALPHA).mean()), 3),
+                         round(float((p1 <= crit).mean()), 3))
+        out[name] = res
+        print(f"{name} (size, power, size-calibrated power; {len(p['null'])} null pairs):", flush=True)
+        for cand, v in res.items():
+            print(f"    {cand:45s} {v}", flush=True)
+    return out
+
+
+CLUSTERED_COST_SNIPPET = """
+import time, sys
+sys.path.insert(0, {root!r})
+from benchmarks.bench_groups import _roles, generate
+from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+data = generate(5, 20_000, patients=4_000)
+run_group_audit(generate(1, 2000, patients=400), GroupAuditPlan(roles=_roles(True), n_boot=100, threshold=0.5))
+start = time.process_time()
+run_group_audit(data, GroupAuditPlan(roles=_roles(True), threshold=0.5))
+print(time.process_time() - start)
+"""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_conservative_tests",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--part", choices=("auroc", "recall", "all"), default="all")
+    ap.add_argument("--part", choices=("auroc", "recall", "auroc-candidates", "cost", "all"), default="all")
+    ap.add_argument("--baseline", help="cost: a checkout of the code before (e.g. git worktree add DIR COMMIT)")
+    ap.add_argument("--boot-runs", type=int, default=400, help="auroc-candidates: data sets with the bootstrap-t")
     args = ap.parse_args(argv)
+    if args.part == "cost":  # the P1 workload with whole patients (5 tasks × 20,000 rows of 4,000 patients)
+        from benchmarks.bench_design_space import cost
+
+        print("P1 workload with whole patients, CPU s:", cost(args.baseline, snippet=CLUSTERED_COST_SNIPPET))
+        return 0
+    if args.part in ("auroc-candidates", "all"):
+        auroc_candidates(args.runs, args.seed, args.boot_runs)
     if args.part in ("auroc", "all"):
         for n1, n0, hi, lo in ((30, 270, 0.995, 0.98), (100, 900, 0.995, 0.985)):
             res = study(lambda rng, kind, n1=n1, n0=n0, hi=hi, lo=lo:

@@ -210,9 +210,10 @@ print(time.process_time() - start)
 """
 
 
-def cost(baseline: str, repeats: int = 5) -> dict:
+def cost(baseline: str, repeats: int = 5, snippet: str = COST_SNIPPET) -> dict:
     """CPU seconds of the P1 workload (5 tasks of the 57-task benchmark, 20,000 rows, 4 attributes, 1,000
-    replicates, calibration on) with this checkout and with ``baseline``, alternating processes, best of each."""
+    replicates, calibration on; or another ``snippet`` that prints its CPU seconds) with this checkout and with
+    ``baseline``, alternating processes, best of each."""
     import os
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -220,7 +221,7 @@ def cost(baseline: str, repeats: int = 5) -> dict:
     for _ in range(repeats):
         for name, root in (("baseline", baseline), ("this", here)):
             env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}
-            out = subprocess.run([sys.executable, "-c", COST_SNIPPET.format(root=root)], env=env, cwd=root,
+            out = subprocess.run([sys.executable, "-c", snippet.format(root=root)], env=env, cwd=root,
                                  capture_output=True, text=True, check=True)
             times[name].append(float(out.stdout.strip().splitlines()[-1]))
     best = {k: min(v) for k, v in times.items()}

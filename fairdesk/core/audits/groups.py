@@ -694,9 +694,14 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
     if cluster and patients is not None:
         _, pcode = np.unique(patients[keep], return_inverse=True)
         gk, yk = gidx[keep], y[keep]
+        hk = yhat[keep] == 1
         per_patient = {m: [np.bincount(pcode[(gk == j) & sel], minlength=pcode.max() + 1) for j in range(g)]
                        for m, sel in (("parity", np.ones(yk.size, bool)), ("recall", yk == 1),
                                       ("specificity", yk == 0))}
+        # and each patient's rows in the numerator (flagged / flagged positives / unflagged negatives)
+        per_patient_hits = {m: [np.bincount(pcode[(gk == j) & sel], minlength=pcode.max() + 1) for j in range(g)]
+                            for m, sel in (("parity", hk), ("recall", (yk == 1) & hk),
+                                           ("specificity", (yk == 0) & ~hk))}
 
     for metric in plan.metrics:
         r_shown, num, den = rate(observed, metric)
@@ -719,17 +724,21 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
             for j in testable:
                 if n_rest[0, j] < 1:
                     continue
-                rows_pp = None if per_patient is None else (
-                    per_patient[metric][j], sum(per_patient[metric][k] for k in testable if k != j))
+                rows_pp = hits_pp = None
+                if per_patient is not None:
+                    rows_pp, hits_pp = ((pp[metric][j], sum(pp[metric][k] for k in testable if k != j))
+                                        for pp in (per_patient, per_patient_hits))
                 unit[(j, -1)] = rate_gap_test(x[j], n[j], x_rest[0, j], n_rest[0, j],
-                                           r_boot[:, j] - r_rest_boot[:, j], plan, rows_pp)
+                                           r_boot[:, j] - r_rest_boot[:, j], plan, rows_pp, hits_pp)
                 unit[(j, -1)].update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[j]}|rest",
                                      kind="one-vs-rest", group=str(tnames[j]), comparison=f"not {tnames[j]}")
         else:
             for a_pos, i in enumerate(testable):
                 for j in testable[a_pos + 1:]:
                     rows_pp = None if per_patient is None else (per_patient[metric][i], per_patient[metric][j])
-                    t = rate_gap_test(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan, rows_pp)
+                    hits_pp = None if per_patient is None else (per_patient_hits[metric][i],
+                                                                per_patient_hits[metric][j])
+                    t = rate_gap_test(x[i], n[i], x[j], n[j], r_boot[:, i] - r_boot[:, j], plan, rows_pp, hits_pp)
                     t.update(base_test, test_id=f"{task}|{attr}|{metric}|{tnames[i]}|{tnames[j]}", kind="pair",
                              group=str(tnames[i]), comparison=str(tnames[j]))
                     unit[(i, j)] = t
@@ -797,7 +806,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
                 "significant": None if t is None else bool(t["p_value"] <= plan.alpha),
                 "significant_bh": None, "favours": favours,
                 "n_boot_valid": 0 if t is None else int(t["n_boot_valid"]), "threshold": tau, "bins": None,
-                "test": TEST_TEXT[plan.gap_rule] + ("; whole-patient bootstrap design effect" if cluster else ""),
+                "test": TEST_TEXT[plan.gap_rule] + ("; whole-patient sandwich design effect" if cluster else ""),
                 "verdict": None, "test_id": None if t is None else t["test_id"],
                 "p_equivalence": None if t is None else t["p_equivalence"], "q_equivalence": None})
     return ranks
@@ -1189,13 +1198,17 @@ def _curve_rows(task, attr, group, values, pos, neg, tau, plan, out):
                 "y": _points([op["precision"]], None), "threshold": [tau]})
 
 
-def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) -> dict:
+def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hits_per_patient=None) -> dict:
     """Score test, Agresti–Caffo interval and TOST of one difference of rates (see :mod:`..stats.gaps`).
 
-    ``rows_per_patient``: with whole patients, each side's rows per patient in the rate's denominator; the design
-    effect then gets the small-sample factor G/(G − 1) (G the patients of the smaller side) and the test, interval
-    and TOST a t reference with :func:`..stats.gaps.cluster_df` degrees of freedom (issue 21: with many one-row
-    patients and a few of 30 rows, the normal reference rejected 7–10% of null gaps)."""
+    ``rows_per_patient``: with whole patients, each side's rows per patient in the rate's denominator, and
+    ``hits_per_patient`` each side's rows per patient in its numerator: the design effect is then the whole-patient
+    sandwich of the two rates (:func:`..stats.gaps.cluster_rate_variance`, with G/(G − 1)) over their binomial
+    variance, and the test, interval and TOST use a t reference with :func:`..stats.gaps.cluster_df` degrees of
+    freedom (issue 21: with many one-row patients and a few of 30 rows, the normal reference rejected 7–10% of null
+    gaps). Not the whole-patient bootstrap's variance times G/(G − 1): the bootstrap redraws how many patients a rate
+    rests on (E[1/G*] > 1/G), which already lifts its variance about as far above the plain sandwich as G/(G − 1)
+    does, so the factor counted twice (recall gaps with 5–8 case patients had a size of 0.007–0.020)."""
     from fairdesk.core.stats import gaps as G
 
     n_valid = int((~np.isnan(boot_diff)).sum())
@@ -1205,7 +1218,12 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) ->
     df = np.inf
     if rows_per_patient is not None:
         m_a, m_b = (np.asarray(m, float) for m in rows_per_patient)
-        deff *= G.small_sample_factor(min((m_a > 0).sum(), (m_b > 0).sum()))
+        if hits_per_patient is None:
+            deff *= G.small_sample_factor(min((m_a > 0).sum(), (m_b > 0).sum()))
+        else:
+            h_a, h_b = (np.asarray(h, float) for h in hits_per_patient)
+            var = G.cluster_rate_variance(h_a, m_a) + G.cluster_rate_variance(h_b, m_b)
+            deff = max(1.0, float(var / G.binomial_variance(x_a, n_a, x_b, n_b)))
         pa, pb = (x_a + 0.5) / (n_a + 1), (x_b + 0.5) / (n_b + 1)
         df = G.cluster_df(m_a, m_b, pa * (1 - pa) * (m_a ** 2).sum() / max(n_a, 1) ** 2,
                           pb * (1 - pb) * (m_b ** 2).sum() / max(n_b, 1) ** 2)

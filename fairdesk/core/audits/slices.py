@@ -503,13 +503,15 @@ def _confirm(task, rank, definition, in_slice, cells, patients, cluster, plan, r
     else:
         boot = stratified_cell_counts(cell8, strata, 8, plan.n_boot, rng, pseudo=BOUNDARY_PSEUDO)
     rb = slice_rate(boot.reshape(plan.n_boot, 2, 4), plan.metric)[0]
-    rows_pp = None
+    rows_pp = hits_pp = None
     if cluster:
         _, pcode = np.unique(patients, return_inverse=True)
         den_rows = {"recall": cells >= 2, "specificity": cells < 2}.get(plan.metric, np.ones(cells.size, bool))
-        rows_pp = tuple(np.bincount(pcode[den_rows & side], minlength=pcode.max() + 1)
-                        for side in (in_slice, ~in_slice))
-    t = rate_gap_test(x[0], d[0], x[1], d[1], rb[:, 0] - rb[:, 1], plan, rows_pp)
+        num_rows = {"recall": cells == 3, "specificity": cells == 0,  # parity: flagged; error: FP or FN
+                    "error": (cells == 1) | (cells == 2)}.get(plan.metric, cells % 2 == 1)
+        rows_pp, hits_pp = (tuple(np.bincount(pcode[sel & side], minlength=pcode.max() + 1)
+                                  for side in (in_slice, ~in_slice)) for sel in (den_rows, num_rows))
+    t = rate_gap_test(x[0], d[0], x[1], d[1], rb[:, 0] - rb[:, 1], plan, rows_pp, hits_pp)
     row.update(gap=t["gap"], ci_low=t["ci_low"], ci_high=t["ci_high"], p_value=t["p_value"],
                p_equivalence=_finite(t["p_equivalence"]))
     if t["flat"]:

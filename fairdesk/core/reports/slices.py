@@ -171,7 +171,7 @@ def _methods(doc: dict, k: int) -> Section:
                   "list is fixed before any confirmation row is looked at."),
         Paragraph("Test. Each carried slice against the rest on the confirmation rows, with the group audit's test: "
                   "score test of the difference of rates with a bootstrap design effect "
-                  f"({int(plan.get('n_boot') or 0):,} replicates; whole patients when patients repeat), "
+                  f"({int(plan.get('n_boot') or 0):,} replicates; a whole-patient sandwich when patients repeat), "
                   "Agresti–Caffo "
                   f"95% interval, and two one-sided tests of equivalence within ±{num(plan.get('margin')) or 0.05:g}; "
                   f"{CORRECTION_WORDS.get(plan.get('correction'), 'corrected')} over the carried slices at α = "

@@ -7,8 +7,8 @@ Jeffreys pseudo-rows, is conservative and shifted off the estimate (see ``benchm
 
 What is used instead, for each tested pair of groups (all vectorised over pairs):
 
-* **design effect** ``deff = Var*(d) / V1``: the bootstrap variance of the difference (label-stratified rows or whole
-  patients, with the Jeffreys half pseudo-row, see :mod:`.bootstrap`) over its binomial value
+* **design effect** ``deff = Var*(d) / V1``: the bootstrap variance of the difference (rows resampled within groups,
+  with the Jeffreys half pseudo-row, see :mod:`.bootstrap`; whole patients: below) over its binomial value
   ``V1 = Σ p̃(1 − p̃)/n``, ``p̃ = (x + ½)/(n + 1)``. About 1 for independent rows; above 1 when a patient's rows are
   correlated. The bootstrap is used only for this ratio, so its p-value is not a Monte-Carlo share and has no floor.
 * **test of d = 0**: a score test with the design effect, ``z = d / sqrt(deff · V0)``, ``V0 = p̄(1 − p̄)(1/n_a + 1/n_b)``
@@ -21,8 +21,9 @@ What is used instead, for each tested pair of groups (all vectorised over pairs)
 
 **Whole patients, few or unequal** (issue 21): with repeated patients the reference law is Student's t with
 :func:`cluster_df` degrees of freedom (a Bell–McCaffrey-type count of the patients that carry the variance), and the
-whole-patient variance is multiplied by ``G/(G − 1)`` (the small-sample factor a cluster sandwich needs; the
-whole-patient bootstrap, like the plain sandwich, lacks it). ``df = inf`` (rows independent) is the normal law.
+design effect's variance is the whole-patient sandwich of each rate given its patients with ``G/(G − 1)``
+(:func:`cluster_rate_variance`; the whole-patient bootstrap also redraws how many patients a rate rests on, which
+inflates the variance of a rate on a handful of patients). ``df = inf`` (rows independent) is the normal law.
 
 Hand-written because no installed library offers these with a design effect (statsmodels, which has the
 Agresti–Caffo interval for independent rows, is not a FairDesk dependency); scipy supplies the normal law.
@@ -106,6 +107,20 @@ def small_sample_factor(n_patients) -> float:
     short of unbiased (CR1); 1 when there is at most one patient (no variance to correct)."""
     g = float(n_patients)
     return g / (g - 1.0) if g > 1 else 1.0
+
+
+def cluster_rate_variance(hits, rows) -> float:
+    """Whole-patient (CR1) sandwich variance of a rate ``Σ hits / Σ rows`` over the patients with a row in its
+    denominator (``rows`` > 0): ``G/(G − 1) · Σ_p (h_p − r·m_p)² / (Σ m_p)²`` — the ratio estimator's linearised
+    variance given those G patients (issue 21: the whole-patient bootstrap also redraws G, which with a handful of
+    patients inflates the variance). 0 without a row or when every patient's rate equals r."""
+    h, m = _f(hits), _f(rows)
+    keep = m > 0
+    h, m = h[keep], m[keep]
+    if not m.size:
+        return 0.0
+    r = h.sum() / m.sum()
+    return small_sample_factor(m.size) * float(((h - r * m) ** 2).sum()) / float(m.sum()) ** 2
 
 
 def score_test(x_a, n_a, x_b, n_b, deff=1.0, df=np.inf) -> tuple[np.ndarray, np.ndarray]:
