@@ -264,7 +264,8 @@ def run_ceiling(args, save) -> list[dict]:
 
 def run_nuisance(args, save) -> list[dict]:
     rows = []
-    jobs = [(n, i, d) for n in args.n for i in range(args.runs) for d in cit_designs(n)  # designs interleaved
+    jobs = [(n, i, d) for n in args.n for i in range(args.start, args.start + args.runs)  # designs interleaved
+            for d in cit_designs(n)
             if not args.only or any(o in d[0] for o in args.only)]
     for k, (n, i, (design, kind, params)) in enumerate(jobs):
         if k % args.shard[1] != args.shard[0]:
@@ -368,6 +369,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-confounded", dest="confounded", action="store_false")
     ap.add_argument("--n", type=int, nargs="+", default=[1000, 4000], help="nuisance designs' sample sizes")
     ap.add_argument("--runs", type=int, default=40, help="runs per nuisance design")
+    ap.add_argument("--start", type=int, default=0, help="first run index (to add runs to an earlier file)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the nuisance designs' runs")
     ap.add_argument("--only", nargs="+", help="nuisance designs whose name contains one of these")
     ap.add_argument("--columns", nargs="+", default=list(TESTS), choices=TESTS, metavar="TEST",
