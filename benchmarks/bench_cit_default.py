@@ -17,7 +17,8 @@ and ``bonferroni`` (Bonferroni instead of the joint-normal min-p) and ``weighted
 between the weighted and the plain statistic; all three read off the same fit); the default with
 another weight (``per-group weight``: one model per group, the first issue-27 default; ``joint weight``: one model
 on [z, a, a·z], the issue-9 default's weight); ``√k folds`` and ``equal folds`` (the default's fold
-statistics weighted by √(rows each fold's weight was fitted on), or equally, read off the same fit); ``kernel`` (a kernel conditional-moment
+statistics weighted by √(rows each fold's weight was fitted on) — the default since issue 27's §2e; in rows
+measured before, ``default`` is ``equal folds`` — or equally, the previous default; read off the same fit); ``kernel`` (a kernel conditional-moment
 statistic on the default's residual products instead of a learned weight: :func:`kernel_p`); ``K=10`` and ``K=10 √k`` (the default, and its
 √k fold weights, with 10 folds instead of 5); ``logistic`` (the
 default's scheme with logistic nuisances); and ``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a
@@ -157,7 +158,8 @@ def p_values(yhat, a, z, seed: int, columns=TESTS) -> dict:
         out.update({"default": res.p_value, "alone": pw, "bonferroni": min(1.0, 2.0 * min(pw, pp)), "plain": pp,
                     "correlation": comb["correlation"], "weighted Bonferroni": weighted_bonferroni(pw, pp),
                     "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()},
-                    "√k folds": fold_weighted_p(res), "equal folds": fold_weighted_p(res, "equal")})
+                    "√k folds": fold_weighted_p(res), "equal folds": fold_weighted_p(res, "equal"),
+                    "fold rule": res.details["fold_weights"]["rule"]})
     for col, weight in (("per-group weight", "difference"), ("joint weight", "joint"), ("offset weight", "offset")):
         if col in columns:
             out[col] = out["default"] if weight == cit.DEFAULT_WEIGHT and "default" in out else cit.cit_test(
@@ -187,6 +189,8 @@ def merge(rows: list[dict]) -> list[dict]:
     for r in out.values():  # a pure function of the two p-values: derivable for rows measured before it existed
         if r.get("weighted Bonferroni") is None and r.get("alone") is not None and r.get("plain") is not None:
             r["weighted Bonferroni"] = weighted_bonferroni(r["alone"], r["plain"])
+        if r.get("equal folds") is None and r.get("fold rule") is None and r.get("default") is not None:
+            r["equal folds"] = r["default"]  # rows measured before the default weighted its folds
     return list(out.values())
 
 
