@@ -16,9 +16,11 @@ Tests per classifier: ``default`` (cit_test), ``alone`` (its weighted statistic 
 and ``bonferroni`` (Bonferroni instead of the joint-normal min-p) and ``weighted Bonferroni`` (α split 0.8 / 0.2
 between the weighted and the plain statistic; all three read off the same fit); the default with
 another weight (``per-group weight``: one model per group, the first issue-27 default; ``joint weight``: one model
-on [z, a, a·z], the issue-9 default's weight); ``√k folds`` (the default's fold statistics weighted by
-√(rows each fold's weight was fitted on), read off the same fit); ``kernel`` (a kernel conditional-moment
-statistic on the default's residual products instead of a learned weight: :func:`kernel_p`); ``logistic`` (the
+on [z, a, a·z], the issue-9 default's weight); ``√k folds`` and ``equal folds`` (the default's fold
+statistics weighted by √(rows each fold's weight was fitted on), or equally — the default's sum; read off the
+same fit; docs/cit_synthetic_findings.md §2e); ``kernel`` (a kernel conditional-moment
+statistic on the default's residual products instead of a learned weight: :func:`kernel_p`); ``K=10`` and ``K=10 √k`` (the default, and its
+√k fold weights, with 10 folds instead of 5); ``logistic`` (the
 default's scheme with logistic nuisances); and ``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a
 train/test split). ``--columns`` picks the ones to
 compute; ``--table`` merges row files per classifier, so columns can be measured in separate runs. The ``issue-9
@@ -60,7 +62,7 @@ from fairdesk.core.synthetic.cit_benchmark import BenchmarkConfig, classifier_ou
 from fairdesk.core.validity import ALPHA, CIT_POWER_TARGET, SIZE_TOLERANCE, cit_designs, cit_run  # noqa: E402
 
 TESTS = ("default", "alone", "bonferroni", "weighted Bonferroni", "per-group weight", "joint weight",
-         "offset weight", "√k folds", "logistic", "kernel", "published CIT-LR", "first issue-27 default", "issue-9 default")
+         "offset weight", "equal folds", "√k folds", "K=10", "K=10 √k", "logistic", "kernel", "published CIT-LR", "first issue-27 default", "issue-9 default")
 
 
 #: The "weighted Bonferroni" column: the weighted statistic gets this share of α, the plain GCM the rest.
@@ -119,18 +121,19 @@ def kernel_p(yhat, a, z, seed: int, folds, m_hat) -> float:
     return float((1 + np.sum(np.max(draws, axis=0) >= max(observed))) / (KERNEL_DRAWS + 1))
 
 
-def fold_weighted_p(res) -> float:
-    """The ``√k folds`` column, read off the default's fit: its tested folds' statistics T_k combined as
-    Σ c_k T_k / ‖c‖ with c_k = √(rows fold k's weight was fitted on) (∝ √k for equal folds) instead of equally —
-    fold 1's weight saw a fifth of the rows, fold 4's four fifths. The c_k are fixed in advance, so the sum is
-    N(0, 1) under H0 as the equal one is; it is combined with the plain GCM by the same joint-normal min-p, with
-    the correlation Σ c_k ρ_k / ‖c‖ from the per-fold terms ρ_k the default records."""
+def fold_weighted_p(res, rule: str = "sqrt_train") -> float:
+    """The default's fit with its tested folds' statistics T_k recombined as Σ c_k T_k / ‖c‖ (``rule``: c_k = 1,
+    "equal", or c_k = √(rows fold k's weight was fitted on), "sqrt_train" — ∝ √k for equal folds; fold 1's weight
+    saw a fifth of the rows, fold 4's four fifths): the ``equal folds`` and ``√k folds`` columns. The c_k are
+    fixed in advance, so the sum is N(0, 1) under H0; it is combined with the plain GCM by the same joint-normal
+    min-p, with the correlation Σ c_k ρ_k / ‖c‖ from the per-fold terms ρ_k the default records."""
     from scipy.stats import norm
 
     comb = res.details["combined_with_plain_gcm"]
     t, sizes = np.array(res.details["fold_statistics"]), np.array(res.details["fold_sizes"])
     train = res.n - sizes.sum() + np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    c = np.sqrt(train) / np.linalg.norm(np.sqrt(train))
+    c = np.sqrt(train) if rule == "sqrt_train" else np.ones(len(t))
+    c = c / np.linalg.norm(c)
     p_weighted = 1.0 if comb["p_weighted"] >= 1.0 else float(norm.sf(c @ t))
     rho = float(np.clip(c @ np.array(comb["fold_correlations"]), -1.0, 1.0))
     return cit.gcm_min_p(p_weighted, comb["p_plain"], rho)
@@ -141,6 +144,11 @@ def p_values(yhat, a, z, seed: int, columns=TESTS) -> dict:
     each alternative in ``columns``); the nuisance fits of P(A=1|Z) are shared (same folds, same learner)."""
     folds = cit.make_folds(a, 5, seed)
     out: dict = {}
+    if "K=10" in columns or "K=10 √k" in columns:  # the default with 10 folds instead of 5: later weights see more
+        folds10 = cit.make_folds(a, 10, seed)
+        res10 = cit.cit_test(yhat, a, z, seed=seed, folds=folds10, m_hat=cit.crossfit_propensity(
+            a, z, folds10, cit.DEFAULT_REGRESSOR, seed, "crossfit"))
+        out.update({"K=10": fold_weighted_p(res10, "equal"), "K=10 √k": fold_weighted_p(res10)})
     if "default" in columns or "kernel" in columns or any(c.endswith("weight") for c in columns):
         m_hat = cit.crossfit_propensity(a, z, folds, cit.DEFAULT_REGRESSOR, seed, "crossfit")
     if "default" in columns:
@@ -150,7 +158,8 @@ def p_values(yhat, a, z, seed: int, columns=TESTS) -> dict:
         out.update({"default": res.p_value, "alone": pw, "bonferroni": min(1.0, 2.0 * min(pw, pp)), "plain": pp,
                     "correlation": comb["correlation"], "weighted Bonferroni": weighted_bonferroni(pw, pp),
                     "chosen": {k: sorted(set(v or [])) for k, v in res.details["regressors_chosen"].items()},
-                    "√k folds": fold_weighted_p(res)})
+                    "√k folds": fold_weighted_p(res), "equal folds": fold_weighted_p(res, "equal"),
+                    "fold rule": res.details["fold_weights"]["rule"]})
     for col, weight in (("per-group weight", "difference"), ("joint weight", "joint"), ("offset weight", "offset")):
         if col in columns:
             out[col] = out["default"] if weight == cit.DEFAULT_WEIGHT and "default" in out else cit.cit_test(
@@ -180,6 +189,8 @@ def merge(rows: list[dict]) -> list[dict]:
     for r in out.values():  # a pure function of the two p-values: derivable for rows measured before it existed
         if r.get("weighted Bonferroni") is None and r.get("alone") is not None and r.get("plain") is not None:
             r["weighted Bonferroni"] = weighted_bonferroni(r["alone"], r["plain"])
+        if r.get("equal folds") is None and r.get("fold rule") is None and r.get("default") is not None:
+            r["equal folds"] = r["default"]  # rows measured before the column existed (the default's equal sum)
     return list(out.values())
 
 
@@ -199,8 +210,8 @@ def run_scm(args, save) -> list[dict]:
         if j % args.shard[1] != args.shard[0]:
             continue
         for o in classifier_outputs(cfg):
-            if ("confounded" in name) != (o["variant"] == "confounded"):
-                continue
+            if ("confounded" in name) != (o["variant"] == "confounded") or (o["role"] == "base" and o["eca"] >= 0.8):
+                continue  # base classifiers with ECA ≥ 0.8 enter no measure of the table
             t = time.process_time()
             row = {"design": name, "role": o["role"], "model_type": o["model_type"], "seed": o["seed"],
                    "eca": o["eca"], **p_values(o["yhat"], o["a"], o["z"], cfg.seed, args.columns)}
@@ -257,7 +268,8 @@ def run_ceiling(args, save) -> list[dict]:
 
 def run_nuisance(args, save) -> list[dict]:
     rows = []
-    jobs = [(n, i, d) for n in args.n for i in range(args.runs) for d in cit_designs(n)  # designs interleaved
+    jobs = [(n, i, d) for n in args.n for i in range(args.start, args.start + args.runs)  # designs interleaved
+            for d in cit_designs(n)
             if not args.only or any(o in d[0] for o in args.only)]
     for k, (n, i, (design, kind, params)) in enumerate(jobs):
         if k % args.shard[1] != args.shard[0]:
@@ -361,6 +373,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-confounded", dest="confounded", action="store_false")
     ap.add_argument("--n", type=int, nargs="+", default=[1000, 4000], help="nuisance designs' sample sizes")
     ap.add_argument("--runs", type=int, default=40, help="runs per nuisance design")
+    ap.add_argument("--start", type=int, default=0, help="first run index (to add runs to an earlier file)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the nuisance designs' runs")
     ap.add_argument("--only", nargs="+", help="nuisance designs whose name contains one of these")
     ap.add_argument("--columns", nargs="+", default=list(TESTS), choices=TESTS, metavar="TEST",

@@ -498,10 +498,43 @@ def test_plain_gcm_uses_every_row_and_the_combination_keeps_its_level():
         assert comb["n_plain"] == 400 and res.details["n_tested"] < 400
         # the per-fold terms (for other fixed combinations of the T_k) add up to the correlation used
         assert len(comb["fold_correlations"]) == len(res.details["fold_statistics"]) == 4
-        assert sum(comb["fold_correlations"]) / 2.0 == pytest.approx(comb["correlation"], abs=1e-12)
+        coef = res.details["fold_weights"]["coefficients"]
+        assert np.dot(coef, comb["fold_correlations"]) == pytest.approx(comb["correlation"], abs=1e-12)
         t_w.append(res.statistic)
         t_p.append(comb["t_plain"])
         rho.append(comb["correlation"])
         p.append(res.p_value)
     assert np.mean(rho) <= np.corrcoef(t_w, t_p)[0, 1] + 0.1
     assert np.mean(np.array(p) < 0.05) <= 0.09
+
+
+def test_fold_weights_by_hand_and_their_null_law():
+    """"sqrt_train" sums the tested folds' statistics with c_k = √(rows of the earlier folds, on which fold k's
+    weight was fitted), fixed by the fold sizes before any fit: by hand from the recorded T_k and the folds, the
+    statistic is Σ c_k T_k/‖c‖ and its correlation with the plain GCM Σ c_k ρ_k/‖c‖ ("equal": c_k = 1). Under the
+    null (150 runs, A shifts Z, logistic nuisances) both sums are N(0, 1) — mean, sd and the combined test's
+    level; a coefficient that looked at the data (e.g. weighting the largest T_k) would not be."""
+    from scipy.stats import norm
+
+    stats = {"equal": [], "sqrt_train": []}
+    p = []
+    for s in range(150):
+        yhat, a, z = invariant_data(400, 7000 + s, confounded=True)
+        res = cit.gcm_test(yhat, a, z, regressor="logistic", seed=s, fold_weights="sqrt_train")
+        folds = cit.make_folds(a, 5, s)
+        train = np.array([np.sum(folds < k) for k in range(1, 5)], float)
+        assert res.details["fold_weights"]["training_rows"] == train.tolist()
+        t = np.array(res.details["fold_statistics"])
+        comb = res.details["combined_with_plain_gcm"]
+        c = np.sqrt(train) / np.linalg.norm(np.sqrt(train))
+        assert res.statistic == pytest.approx(c @ t, abs=1e-12)
+        assert comb["p_weighted"] == pytest.approx(norm.sf(c @ t), abs=1e-12)
+        assert comb["correlation"] == pytest.approx(c @ np.array(comb["fold_correlations"]), abs=1e-12)
+        stats["sqrt_train"].append(res.statistic)
+        stats["equal"].append(t.sum() / 2.0)
+        p.append(res.p_value)
+    for rule, v in stats.items():
+        assert abs(np.mean(v)) < 0.25 and 0.8 < np.std(v) < 1.2, (rule, np.mean(v), np.std(v))
+    assert np.mean(np.array(p) < 0.05) <= 0.09
+    with pytest.raises(DataError, match="fold weights"):
+        cit.gcm_test(yhat, a, z, regressor="logistic", fold_weights="largest")
