@@ -17,8 +17,8 @@ and ``bonferroni`` (Bonferroni instead of the joint-normal min-p) and ``weighted
 between the weighted and the plain statistic; all three read off the same fit); the default with
 another weight (``per-group weight``: one model per group, the first issue-27 default; ``joint weight``: one model
 on [z, a, a·z], the issue-9 default's weight); ``√k folds`` and ``equal folds`` (the default's fold
-statistics weighted by √(rows each fold's weight was fitted on), or equally — the default's sum; read off the
-same fit; docs/cit_synthetic_findings.md §2e); ``kernel`` (a kernel conditional-moment
+statistics weighted by √(rows each fold's weight was fitted on) — the default since issue 27's §2e; in rows
+measured before, ``default`` is ``equal folds`` — or equally, the previous default; read off the same fit); ``kernel`` (a kernel conditional-moment
 statistic on the default's residual products instead of a learned weight: :func:`kernel_p`); ``K=10`` and ``K=10 √k`` (the default, and its
 √k fold weights, with 10 folds instead of 5); ``logistic`` (the
 default's scheme with logistic nuisances); and ``published CIT-LR`` (004 Alg. 1 with the release's MLPs, a
@@ -190,7 +190,7 @@ def merge(rows: list[dict]) -> list[dict]:
         if r.get("weighted Bonferroni") is None and r.get("alone") is not None and r.get("plain") is not None:
             r["weighted Bonferroni"] = weighted_bonferroni(r["alone"], r["plain"])
         if r.get("equal folds") is None and r.get("fold rule") is None and r.get("default") is not None:
-            r["equal folds"] = r["default"]  # rows measured before the column existed (the default's equal sum)
+            r["equal folds"] = r["default"]  # rows measured before the default weighted its folds
     return list(out.values())
 
 

@@ -17,8 +17,9 @@ synthetic benchmark with ``z`` = the SCM's root ``Z_n``:
   ``R_i = (ŷ_i − ĥ(z_i)) · (a_i − m̂(z_i)) · ŵ(z_i)`` with ``ŵ = ĝ(1, ·) − ĝ(0, ·)``; ĥ and m̂ cross-fitted on the
   other folds, the weight (a flexible E[Ŷ|Z] shared by both groups as the offset of a logistic model of the
   effect of a) fitted on the EARLIER folds only (sequential /
-  online fitting, Luedtke & van der Laan 2016), so the per-fold statistics' standardised sum is N(0, 1) under the
-  null even though the weight is learned. One-sided: ŵ estimates the direction of the effect, so under the
+  online fitting, Luedtke & van der Laan 2016), so the per-fold statistics' sum — each weighted by the square root
+  of the rows its weight was fitted on, fixed in advance — is N(0, 1) under the null even though the weight is
+  learned. One-sided: ŵ estimates the direction of the effect, so under the
   alternative E[R] ≈ E[m(1−m)(g(1,Z) − g(0,Z))²] > 0. The reported p combines it with the plain GCM on the same
   residuals: the smaller p of the two, referred to their joint normal law (``combine="maxT"``); the out-of-fold
   fit of ĥ and m̂ is in ``details["nuisance_fit"]``.
@@ -78,16 +79,14 @@ DEFAULT_WEIGHT = "offset"
 #: default) or "none" (the weighted test alone).
 COMBINATIONS: tuple[str, ...] = ("maxT", "bonferroni", "none")
 DEFAULT_COMBINE = "maxT"
-#: How the weighted GCM sums its tested folds' statistics T_k (sequential schemes): "equal" (default,
-#: Σ T_k/√(K−1)) or "sqrt_train" (Σ c_k T_k/‖c‖ with c_k = √(rows fold k's weight was fitted on) — fold 1's
-#: weight saw 1/K of the rows, fold K−1's (K−1)/K). The c_k depend only on the fold sizes, fixed before any fit,
-#: so either sum is N(0, 1) under the null; with equal fold sizes a common finite-sample bias b of the T_k enters
-#: as b·Σc_k/‖c‖, which the equal weights maximise. Issue 27 (docs/cit_synthetic_findings.md §2e): over the 10 SCM
-#: designs "sqrt_train" flagged 6 more classifiers with ECA < 0.8 and none fewer, all at the border, but also one
-#: more false alarm in 50 null runs at n = 4,000 with both nuisances non-linear (4/50 = 0.08 against the 0.07
-#: bound; equal 3/50), so it is not the default.
+#: How the weighted GCM sums its tested folds' statistics T_k (sequential schemes): "sqrt_train" (default,
+#: issue 27: Σ c_k T_k/‖c‖ with c_k = √(rows fold k's weight was fitted on) — fold 1's weight saw 1/K of the rows,
+#: fold K−1's (K−1)/K, so later folds' weights are better aligned with the effect) or "equal" (Σ T_k/√(K−1), the
+#: default before). The c_k depend only on the fold sizes, fixed before any fit, so either sum is N(0, 1) under
+#: the null; and with equal fold sizes a common finite-sample bias b of the T_k enters as b·Σc_k/‖c‖, which the
+#: equal weights maximise. Measured over the SCM and nuisance designs: docs/cit_synthetic_findings.md §2e.
 FOLD_WEIGHTS: tuple[str, ...] = ("equal", "sqrt_train")
-DEFAULT_FOLD_WEIGHTS = "equal"
+DEFAULT_FOLD_WEIGHTS = "sqrt_train"
 
 
 # ==============================================================================================================
