@@ -189,8 +189,13 @@ def merge(rows: list[dict]) -> list[dict]:
     for r in out.values():  # a pure function of the two p-values: derivable for rows measured before it existed
         if r.get("weighted Bonferroni") is None and r.get("alone") is not None and r.get("plain") is not None:
             r["weighted Bonferroni"] = weighted_bonferroni(r["alone"], r["plain"])
-        if r.get("equal folds") is None and r.get("fold rule") is None and r.get("default") is not None:
-            r["equal folds"] = r["default"]  # rows measured before the default weighted its folds
+        if r.get("fold rule") is None and r.get("default") is not None:
+            # rows measured before the default weighted its folds: their "default" is the equal sum, and the
+            # default's value is their "√k folds" (read off the same fit)
+            if r.get("equal folds") is None:
+                r["equal folds"] = r["default"]
+            if r.get("√k folds") is not None:
+                r["default"] = r["√k folds"]
     return list(out.values())
 
 

@@ -50,9 +50,9 @@ def test_default_weights_its_folds_by_the_rows_their_weights_saw():
     """Issue 27, §2e: the default sums its tested folds' statistics with c_k = √(rows fold k's weight was fitted
     on). The SCM's interactive data set, seed 3: its depth-unlimited random forest (seed 0, ECA 0.63; its effect
     changes sign across Z) is flagged at p 0.037 by the fold-weighted sum and missed by the equal one (p 0.060) —
-    one of the five classifiers the fold weights gained over 10 SCM designs, none lost. The trade, measured on the
+    one of the six classifiers the fold weights gained over 10 SCM designs, none lost. The trade, measured on the
     same designs: one more oracle flagged of 110 (this data set's polynomial-SVC oracle, p 0.064 → 0.033), and
-    2/50 false alarms instead of 1/50 at n = 4,000 with both nuisances non-linear; the size guards are below and
+    4/100 false alarms instead of 3/100 at n = 4,000 with both nuisances non-linear; the size guards are below and
     in tests/core/test_cit.py."""
     cfg = BenchmarkConfig(datasets=("interactive",), n_classifiers=1, model_types=("random_forest",), seed=3,
                           confounded=False, n_eca=1000, oracle_types=())
