@@ -1209,7 +1209,7 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None) ->
         pa, pb = (x_a + 0.5) / (n_a + 1), (x_b + 0.5) / (n_b + 1)
         df = G.cluster_df(m_a, m_b, pa * (1 - pa) * (m_a ** 2).sum() / max(n_a, 1) ** 2,
                           pb * (1 - pb) * (m_b ** 2).sum() / max(n_b, 1) ** 2)
-    _, p = G.score_test(x_a, n_a, x_b, n_b, deff, df)
+    p = G.gap_p_value(x_a, n_a, x_b, n_b, deff, df)
     centre, se = G.agresti_caffo(x_a, n_a, x_b, n_b, deff)
     lo, hi = G.interval(centre, se, plan.ci_level, df)
     flat = no_variation(x_a, n_a, x_b, n_b)
