@@ -42,9 +42,10 @@ RULE_TEXT = {
                "table shows the pair with the highest and lowest rate",
 }
 TEST_TEXT = {
-    "max": "pairwise score test (unfloored normal p); Agresti–Caffo interval",
-    "between": "pairwise score test (unfloored normal p); Agresti–Caffo interval",
-    "one-vs-rest": "group vs rest score test (unfloored normal p); Agresti–Caffo interval",
+    "max": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval",
+    "between": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval",
+    "one-vs-rest": "group vs rest score test (unfloored normal p; exact mid-p below 10 expected events); "
+                   "Agresti–Caffo interval",
 }
 FAMILIES = ("audit", "task", "attribute-group-measure")
 FAMILY_TEXT = {
