@@ -643,7 +643,9 @@ def _methods_section(result, k) -> Section:
         f"bootstrap ({plan.n_boot:,} replicates, {mode_text}, seed {plan.seed}; with a patient id and repeated "
         "rows whole patients are resampled, so correlated rows widen the test and the interval). The p-value is "
         "a normal tail probability, not a count of bootstrap replicates, so it is not limited to 1/(B + 1) and a "
-        "clear gap survives a correction over many tests."))
+        "clear gap survives a correction over many tests. With independent rows and fewer than 10 expected events "
+        "in a group (e.g. the misses of a recall near 1 on a few cases), where the normal law fails, the p-value "
+        "is the mid-p of the conditional exact (Fisher) test instead."))
     b.append(Paragraph(
         f"Interval: {plan.ci_level:.0%} Agresti–Caffo interval (one success and one failure added to each group) "
         "with the same design effect, clipped to [−1, 1]. It was chosen by a coverage study (10–100 cases per "
