@@ -18,6 +18,7 @@ within the target) separates the cost of a wrong λ from the networks' own train
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_lambda_selection --cohort independent --seed 0 \
         --out lam_independent_0.json
     PYTHONPATH=. python -m benchmarks.bench_age_lambda_selection --evaluate lam_*.json
+    PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_lambda_selection --timing   # CPU s, now / before
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ import numpy as np
 LEARNERS = ("simple", "entropy")
 
 
-def collect(name: str, seed: int, participants: int = 200, folds: int = 3) -> dict:
-    """Held-out outcomes at every λ and the validation evidence of every inner split (see the module docstring)."""
+def collect(name: str, seed: int, participants: int = 200, folds: int = 3, out_path: str | None = None) -> dict:
+    """Held-out outcomes at every λ and the validation evidence of every inner split (see the module docstring);
+    written to ``out_path`` after every outer fold (a slow run leaves its finished folds)."""
     from dataclasses import replace
 
     from benchmarks.bench_age_fresh_cohorts import COHORTS
@@ -82,6 +84,9 @@ def collect(name: str, seed: int, participants: int = 200, folds: int = 3) -> di
                          "age_pred": {p: v.tolist() for p, v in lp["age"].items()}})
             fold["methods"][m] = entry
         out["outer"].append(fold)
+        if out_path:
+            with open(out_path, "w") as fh:
+                json.dump(out, fh)
         print(f"{name} seed {seed} fold {sp.fold + 1}/{folds}: {time.perf_counter() - t0:.0f} s", flush=True)
     out["seconds"]["total"] = time.perf_counter() - t0
     return out
@@ -125,6 +130,23 @@ def rule_one_split(points, target):
     return choose_lambda(points, target, points[0]["n"])[0]
 
 
+def _se_leakage(points, target):
+    """The one-standard-error rule applied to the leakage as well: a λ reaches the target when its pooled R² is
+    within one standard error (SD of the per-split R² / √splits) of it; among those, the accuracy rule."""
+    ok = [dict(p, leakage_r2=p["leakage_r2"] - float(np.std(p["per_split_r2"], ddof=1)) / np.sqrt(
+        len(p["per_split_r2"]))) for p in points]
+    return rule_one_split(ok, target)
+
+
+def _isotonic(points, target):
+    """Pooled R² made non-increasing in λ (isotonic regression over the grid) before the rule."""
+    from sklearn.isotonic import IsotonicRegression
+
+    lam = [p["lambda"] for p in points]
+    smooth = IsotonicRegression(increasing=False).fit_transform(lam, [p["leakage_r2"] for p in points])
+    return rule_one_split([dict(p, leakage_r2=float(v)) for p, v in zip(points, smooth)], target)
+
+
 RULES = {
     # before: one inner split (a quarter of the training participants), one-SE rule on accuracy
     "one split": (lambda e, g, t: rule_one_split(validation_points(e, g, [0]), t)),
@@ -136,6 +158,8 @@ RULES = {
     "pooled, smallest": (lambda e, g, t: next((p["lambda"] for p in validation_points(e, g)
                                                 if p["leakage_r2"] <= t), None)
                          or rule_one_split(validation_points(e, g), t)),
+    "pooled, 1-SE leakage": (lambda e, g, t: _se_leakage(validation_points(e, g), t)),
+    "pooled, isotonic R²": (lambda e, g, t: _isotonic(validation_points(e, g), t)),
 }
 
 
@@ -168,6 +192,28 @@ def heldout_numbers(data: dict, chosen: dict) -> dict:
     return out
 
 
+def fold_detail(d: dict) -> list[dict]:
+    """Per outer fold and learner, per λ: validation accuracy and R² beyond the label on split 0 (the one-split
+    rule's evidence), on each split and pooled; the held-out fold's accuracy and its probe R² (that fold's rows
+    only) — the reproduction of the instability."""
+    age = np.asarray(d["age"], float)
+    rows = []
+    for k, f in enumerate(d["outer"]):
+        idx = np.asarray(f["test"])
+        beyond = age[idx] - np.asarray(f["train_label_age"])
+        for m in LEARNERS:
+            pooled = validation_points(f["methods"][m], d["grid"])
+            for p in pooled:
+                h = f["methods"][m]["heldout"][f"{p['lambda']:g}"]
+                rows.append({"cohort": d["cohort"], "seed": d["seed"], "fold": k, "method": m, "lambda": p["lambda"],
+                             "val_split0_accuracy": p["per_split_accuracy"][0], "val_split0_r2": p["per_split_r2"][0],
+                             "val_split_r2": p["per_split_r2"], "val_pooled_accuracy": p["accuracy"],
+                             "val_pooled_r2": p["leakage_r2"], "heldout_accuracy": h["accuracy"],
+                             "heldout_fold_r2_beyond": max(_r2(beyond, h["probes"]["beyond_label"][q])
+                                                           for q in ("ridge", "gbm"))})
+    return rows
+
+
 def evaluate(paths: list[str]) -> dict:
     """Per cohort, per rule: per seed numbers and mean ± SD over seeds of cost, age R², Δ^(5) − DNN's."""
     runs = [json.load(open(p)) for p in paths]
@@ -198,7 +244,53 @@ def evaluate(paths: list[str]) -> dict:
                                                      for v in seeds.values())),
                              "lambda": [v[m]["lambda"] for v in seeds.values()]}
             summary.setdefault(cohort, {})[rule] = {"seeds": sorted(seeds), **s}
-    return {"per_seed": table, "summary": summary}
+    return {"per_seed": table, "summary": summary, "folds": [r for d in runs for r in fold_detail(d)]}
+
+
+def timing(name: str = "independent", participants: int = 200, seed: int = 0, method: str = "simple") -> dict:
+    """Run time of choosing λ for one learner on one outer fold's training rows, in one process: the selection now
+    (:func:`select_lambda`, every inner split) against the one-split selection it replaced (the same code on inner
+    split 0 only, written out here) and against the one fit that follows either; ratios."""
+    from dataclasses import replace
+
+    from benchmarks.bench_age_fresh_cohorts import COHORTS
+    from fairdesk.core.audits import age_independence as ap
+    from fairdesk.core.models.age_independent import fit_method
+    from fairdesk.core.progress import Reporter
+    from fairdesk.core.synthetic.age_cohort import make_age_cohort
+
+    cohort = make_age_cohort(n_participants=participants, n_features=100, **COHORTS[name])
+    data = ap._prepare(cohort, "label", "age", "participant_id", None)
+    sp = ap.group_folds(data["groups"], data["y"], 3, 1, seed)[0]
+    X, y, age, groups = (data[k][sp.train] for k in ("X", "y", "age", "groups"))
+    settings = ap.AgeProtocolSettings(methods=("dnn", method), folds=3, seed=seed, reference=False)
+
+    def one_split():
+        inner = ap.group_folds(groups, y, ap.SELECTION_FOLDS, 1, seed)[0]
+        tr, va = inner.train, inner.test
+        points = []
+        for i, lam in enumerate(settings.lambda_grid):
+            fitted = fit_method(method, X[tr], y[tr], age[tr], replace(settings.learner, lam=float(lam)),
+                                seed=ap._seed(seed, i))
+            lp = ap.leakage_probes(fitted.represent(X[tr]), y[tr], age[tr], fitted.represent(X[va]), y[va], age[va],
+                                   groups[va], seed=ap._seed(seed, i, 1000))
+            points.append({"lambda": float(lam), "accuracy": float(np.mean(
+                (fitted.predict_proba(X[va]) >= ap.THRESHOLD).astype(int) == y[va])), "leakage_r2": ap.best_r2(
+                lp["beyond_label"], age[va] - ap.label_age(y[tr], age[tr], y[va]))})
+        return ap.choose_lambda(points, settings.leakage_target, len(va))
+
+    seconds = {}
+    for label, fn in (("one fit", lambda: fit_method(method, X, y, age, settings.learner, seed=seed)),
+                      ("one-split selection (before)", one_split),
+                      ("pooled selection (now)", lambda: ap.select_lambda(method, X, y, age, groups, settings, seed,
+                                                                           Reporter()))):
+        t0 = time.process_time()
+        fn()
+        seconds[label] = time.process_time() - t0
+    fit, old, new = seconds.values()
+    return {"cohort": name, "participants": participants, "training_rows": int(len(y)), "cpu_seconds": seconds,
+            "selection_ratio_now_vs_before": new / old,
+            "learner_per_fold_ratio_now_vs_before": (new + fit) / (old + fit)}
 
 
 def _ms(v) -> dict:
@@ -214,9 +306,26 @@ def main(argv=None):
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--out")
     ap.add_argument("--evaluate", nargs="*")
+    ap.add_argument("--timing", action="store_true", help="CPU time of the selection now against before")
     args = ap.parse_args(argv)
+    if args.timing:
+        import torch
+
+        torch.set_num_threads(1)
+        res = timing(args.cohort or "independent", args.participants, args.seed)
+        print(json.dumps(res, indent=1))
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(res, fh, indent=1)
+        return res
     if args.evaluate:
         res = evaluate(args.evaluate)
+        for r in res["folds"]:
+            print(f"{r['cohort']:20s} seed {r['seed']} fold {r['fold']} {r['method']:7s} λ {r['lambda']:<3g} validation: "
+                  f"split 0 acc {r['val_split0_accuracy']:.3f} R² {r['val_split0_r2']:+.3f} | splits R² "
+                  + " ".join(f"{v:+.3f}" for v in r["val_split_r2"])
+                  + f" | pooled acc {r['val_pooled_accuracy']:.3f} R² {r['val_pooled_r2']:+.3f} || held-out acc "
+                  f"{r['heldout_accuracy']:.3f} R² {r['heldout_fold_r2_beyond']:+.3f}")
         for cohort, rules in res["summary"].items():
             for rule, s in rules.items():
                 print(f"{cohort:22s} {rule:38s} " + "  ".join(
@@ -232,10 +341,7 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(1)
-    res = collect(args.cohort, args.seed, args.participants, args.folds)
-    with open(args.out, "w") as fh:
-        json.dump(res, fh)
-    return res
+    return collect(args.cohort, args.seed, args.participants, args.folds, args.out)
 
 
 if __name__ == "__main__":
