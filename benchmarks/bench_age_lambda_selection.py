@@ -147,6 +147,18 @@ def _isotonic(points, target):
     return rule_one_split([dict(p, leakage_r2=float(v)) for p, v in zip(points, smooth)], target)
 
 
+def _se_fallback(points, target):
+    """Pooled; when no λ reaches the target, the smallest λ whose R² is within one standard error (SD of the
+    per-split R² / √splits, of the lowest) of the lowest R², instead of the lowest itself."""
+    lam, reached = __import__("fairdesk.core.audits.age_independence", fromlist=["x"]).choose_lambda(
+        points, target, points[0]["n"])
+    if reached:
+        return lam
+    low = min(points, key=lambda p: p["leakage_r2"])
+    se = float(np.std(low["per_split_r2"], ddof=1)) / np.sqrt(len(low["per_split_r2"]))
+    return min(p["lambda"] for p in points if p["leakage_r2"] <= low["leakage_r2"] + se)
+
+
 RULES = {
     # before: one inner split (a quarter of the training participants), one-SE rule on accuracy
     "one split": (lambda e, g, t: rule_one_split(validation_points(e, g, [0]), t)),
@@ -160,6 +172,7 @@ RULES = {
                          or rule_one_split(validation_points(e, g), t)),
     "pooled, 1-SE leakage": (lambda e, g, t: _se_leakage(validation_points(e, g), t)),
     "pooled, isotonic R²": (lambda e, g, t: _isotonic(validation_points(e, g), t)),
+    "pooled, 1-SE fallback": (lambda e, g, t: _se_fallback(validation_points(e, g), t)),
 }
 
 
