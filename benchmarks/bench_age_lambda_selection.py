@@ -150,8 +150,9 @@ def _isotonic(points, target):
 def _se_fallback(points, target):
     """Pooled; when no λ reaches the target, the smallest λ whose R² is within one standard error (SD of the
     per-split R² / √splits, of the lowest) of the lowest R², instead of the lowest itself."""
-    lam, reached = __import__("fairdesk.core.audits.age_independence", fromlist=["x"]).choose_lambda(
-        points, target, points[0]["n"])
+    from fairdesk.core.audits.age_independence import choose_lambda
+
+    lam, reached = choose_lambda(points, target, points[0]["n"])
     if reached:
         return lam
     low = min(points, key=lambda p: p["leakage_r2"])
