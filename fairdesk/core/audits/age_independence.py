@@ -352,9 +352,9 @@ def choose_lambda(points: list[dict], target: float, n_validation: int | None = 
     """(λ, reached) from validation points ``{"lambda", "accuracy", "leakage_r2"}``: among the λ whose probe R² is
     at most ``target``, the one with the least accuracy cost — by the one-standard-error rule when the number of
     validation rows ``n_validation`` is given: the smallest λ whose accuracy is within one binomial standard error
-    √(a(1 − a)/n) of the best accuracy a among them (a quarter of the training participants validates, so accuracy
-    differences of a few points are noise, and a larger λ than needed costs accuracy on new data: measured in
-    docs/methods.md §3); without it the most accurate (ties: the smaller λ). When none reaches the target, the λ
+    √(a(1 − a)/n) of the best accuracy a among them (even pooled over an outer fold's ~130 training participants,
+    accuracy differences of a few points are noise, and a larger λ than needed costs accuracy on new data: measured
+    in docs/methods.md §3); without it the most accurate (ties: the smaller λ). When none reaches the target, the λ
     with the lowest probe R² (ties: the higher accuracy), and ``reached`` False."""
     ok = [p for p in points if p["leakage_r2"] is not None and p["leakage_r2"] <= target]
     if ok:
