@@ -377,7 +377,7 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
     Accuracy and the leakage probe's R² beyond the label (:func:`leakage_probes`, trained on the inner training rows'
     representations) are pooled over the inner folds; :func:`choose_lambda` picks. *Why pooled* (issue 27, round
     4): one inner split (a quarter of the training participants, ~33 of 133) judged each λ by one fit on few
-    participants — its R² missed the held-out fold's by RMSE 0.12 (pooled: 0.095) and sent folds to λ = 3 where
+    participants — its R² missed the held-out fold's by RMSE 0.12 (pooled: 0.09) and sent folds to λ = 3 where
     λ = 0.3 reached the target (docs/methods.md §3). The outer fold's held-out rows are never used."""
     inner = group_folds(groups, y, SELECTION_FOLDS, 1, seed)
     grid = settings.lambda_grid
