@@ -134,7 +134,7 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--repeats", type=int, default=1)
     age.add_argument("--lambda", dest="lam", type=float, default=None,
                      help="a fixed adversary strength λ (default: chosen per learner and fold, see --lambda-grid)")
-    age.add_argument("--lambda-grid", help="λ values to choose from by nested participant-disjoint validation "
+    age.add_argument("--lambda-grid", help="λ values to choose from by nested participant-grouped cross-validation "
                                            "(comma-separated; default 0.3,1,3)")
     age.add_argument("--leakage-target", type=float, default=None,
                      help="the probe's R² for the age beyond the label that a learner's representation should "

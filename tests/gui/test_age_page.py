@@ -181,6 +181,6 @@ def test_the_screen_says_in_words_when_no_lambda_reached_the_target(window):
     text = " ".join(page.summary_view.toPlainText().split())
     assert "age-indep-simple still carries age: R²" in text
     missed = doc["methods"]["simple"]["lambda_selection"]
-    assert missed["reached_in_folds"] < 2  # (a validation quarter of 5 participants can fall below any target)
+    assert missed["reached_in_folds"] < 2  # (the validation of 12 participants can fall below any target)
     assert f"so its representation is not age-independent; no λ up to 0.3 reached the target in the validation " \
            f"of {2 - missed['reached_in_folds']} of 2 folds; raise λ" in text

@@ -126,7 +126,10 @@ def lambda_words(s: dict) -> str:
     L = s["learner"]
     if s.get("select_lambda"):
         grid = ", ".join(f"{num(v):g}" for v in s.get("lambda_grid") or [])
-        return (f"λ chosen per learner and fold from {{{grid}}} by nested participant-disjoint validation to reach "
+        # documents stored before issue 27's pooled selection validated on one quarter of the training participants
+        how = ("nested participant-grouped cross-validation (every training participant validates once)"
+               if "pooled" in str(s.get("lambda_selection")) else "nested participant-disjoint validation")
+        return (f"λ chosen per learner and fold from {{{grid}}} by {how} to reach "
                 f"a probe R² ≤ {num(s.get('leakage_target')):g} for the age beyond the label at the least accuracy cost (the "
                 f"smallest such λ within one standard error of the best validation accuracy), K = {L['k_adv']}")
     return f"λ = {num(L['lam']):g}, K = {L['k_adv']}"
