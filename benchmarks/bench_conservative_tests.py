@@ -10,9 +10,11 @@ Numbers in docs/methods.md ("The map's unclear regions resolved" and "The two co
 * ``auroc``, ``recall``: the product's tests (run the module from an older checkout for the numbers before).
 * ``auroc-candidates``: the AUROC pair test near 1 against the alternatives measured for it (formula level, the
   audit's own statistic reproduced exactly; binormal, tied, unequal-shape and exponential score distributions).
+* ``auroc-scale``: the AUROC pair test on the cube-root scale (now) against the logit scale (before), also with an
+  overlap gate, over the fixed designs and over ``--designs`` designs drawn near AUROC 1 with random score shapes.
 * ``cost``: the P1 workload with whole patients against ``--baseline DIR`` (alternating processes, CPU seconds).
 
-``python -m benchmarks.bench_conservative_tests [--runs 300] [--part auroc|recall|auroc-candidates|cost|all]``
+``python -m benchmarks.bench_conservative_tests [--runs 300] [--part auroc|recall|auroc-candidates|auroc-scale|cost|all]``
 """
 from __future__ import annotations
 
@@ -134,7 +136,9 @@ def _components(y, s):
 def candidate_p_values(ya, sa, yb, sb) -> dict | None:
     """Two-sided p of "equal AUROC" by each candidate (None when a group's AUROC is 0 or 1 or has no variance,
     as the audit leaves such a pair untested). ``current``: the audit's test (score-type on the logit scale at the
-    pooled AUROC Ā, each variance max(DeLong, Hanley–McNeil at Ā))."""
+    pooled AUROC Ā on the cube-root scale of 1 − AUROC, :func:`fairdesk.core.stats.discrimination.auroc_pair_z`);
+    ``logit score-type (before)``: the audit's test until then (the logit scale, each variance max(DeLong,
+    Hanley–McNeil at Ā))."""
     from scipy.special import logit, ndtr, stdtr
 
     from fairdesk.core.stats import discrimination as D
@@ -162,7 +166,9 @@ def candidate_p_values(ya, sa, yb, sb) -> dict | None:
     s01 = (ca[1][0] * n0a * (n0a - 1) + cb[1][0] * n0b * (n0b - 1)) / (n0a + n0b - 2)
     vp = s10 * (1 / n1a + 1 / n1b) + s01 * (1 / n0a + 1 / n0b)
     two = lambda z, f=math.inf: float(2 * (ndtr(-abs(z)) if math.isinf(f) else stdtr(f, -abs(z))))  # noqa: E731
-    return {"current": two(dl * k / math.sqrt(v0)),
+    parts = [(c[0][0] * n1, c[1][0] * n0) for c, n1, n0 in ((ca, n1a, n0a), (cb, n1b, n0b))]  # s²(V10), s²(V01)
+    z_now = D.auroc_pair_z(a, b, parts[0], parts[1], (n1a, n0a), (n1b, n0b))
+    return {"current": two(z_now), "logit score-type (before)": two(dl * k / math.sqrt(v0)),
             "AUROC scale, DeLong": two(d / math.sqrt(va + vb)),
             "AUROC scale, DeLong, t(df)": two(d / math.sqrt(va + vb), df),
             "logit Wald, DeLong": two(dl / math.sqrt(lv)),
@@ -248,6 +254,108 @@ def auroc_candidates(runs, seed, boot_runs=0) -> dict:
     return out
 
 
+# ---- the AUROC pair test near 1: the scale of the test (issue 21) --------------------------------------------
+
+SHAPES = ("binormal", "exp", "tied", "lehmann")
+SCALE_TESTS = ("current", "logit score-type (before)")
+GATES = (1, 3, 8)  # the logit test with each group needing this many rows overlapping the other class (rejected)
+
+
+def overlap_count(y, s) -> int:
+    """Rows of one group in a discordant or tied pair: positives at or below the highest negative and negatives at
+    or above the lowest positive (0 when the classes separate, AUROC 1)."""
+    y, s = np.asarray(y, bool), np.asarray(s, float)
+    pos, neg = s[y], s[~y]
+    return int((pos <= neg.max()).sum() + (neg >= pos.min()).sum())
+
+
+def shaped_group(rng, auc, n1, n0, shape, sd_pos=1.0):
+    """:func:`score_group` and one more shape, ``lehmann`` (negatives U(0, 1), positives with cdf F₀^k, AUROC
+    k/(k + 1)); ``tied`` here rounds the binormal scores to 0.25."""
+    if shape == "lehmann":
+        k = auc / (1 - auc)
+        return np.r_[np.ones(n1, bool), np.zeros(n0, bool)], np.r_[rng.random(n1) ** (1 / k), rng.random(n0)]
+    if shape == "tied":
+        y, s = score_group(rng, auc, n1, n0, "binormal", sd_pos)
+        return y, np.round(s * 4) / 4
+    return score_group(rng, auc, n1, n0, shape, sd_pos)
+
+
+def _rates(rows: pd.DataFrame, col: str, gate: int = 1, alpha=ALPHA) -> dict:
+    """Size among tested null pairs (and how many), power (share of all planted data sets that reject) and
+    size-calibrated power of test ``col``, a pair tested only when each group has ``gate`` overlapping rows."""
+    nul, pl = rows[~rows.planted], rows[rows.planted]
+    t0, t1 = nul[col].notna() & (nul.overlap >= gate), pl[col].notna() & (pl.overlap >= gate)
+    p0 = nul[col][t0].to_numpy()
+    crit = np.quantile(p0, alpha) if p0.size else np.nan
+    return {"size": round(float((p0 <= alpha).mean()), 3) if p0.size else None, "tested": int(t0.sum()),
+            "power": round(float(((pl[col] <= alpha) & t1).mean()), 3),
+            "size-calibrated power": round(float(((pl[col] <= crit) & t1).mean()), 3)}
+
+
+def _pair_row(rng, planted, auc, low, n1, n0, shapes, sds) -> dict:
+    ya, sa = shaped_group(rng, auc, n1[0], n0[0], shapes[0], sds[0])
+    yb, sb = shaped_group(rng, low if planted else auc, n1[1], n0[1], shapes[1], sds[1])
+    c = candidate_p_values(ya, sa, yb, sb) or {}
+    return {"planted": planted, **{k: c.get(k, np.nan) for k in SCALE_TESTS},
+            "overlap": min(overlap_count(ya, sa), overlap_count(yb, sb))}
+
+
+def draw_auroc_design(rng) -> tuple:
+    """One two-group design near AUROC 1: positives 10–150 per group (log-uniform), negatives 1–20× them, AUROC
+    0.95–0.999 (log-uniform in 1 − AUROC), each group's shape drawn from :data:`SHAPES` (so the two groups may differ
+    in shape at the same AUROC; binormal positives' SD 0.5–2); planted: group B lower by 0.7–1.5 on the logit."""
+    n1 = tuple(int(math.exp(rng.uniform(math.log(10), math.log(150)))) for _ in range(2))
+    n0 = tuple(int(n * math.exp(rng.uniform(0, math.log(20)))) for n in n1)
+    auc = 1 - math.exp(rng.uniform(math.log(0.001), math.log(0.05)))
+    low = 1 / (1 + math.exp(-(math.log(auc / (1 - auc)) - rng.uniform(0.7, 1.5))))
+    shapes = tuple(SHAPES[int(rng.integers(len(SHAPES)))] for _ in range(2))
+    sds = tuple(math.exp(rng.uniform(math.log(0.5), math.log(2))) for _ in range(2))
+    return auc, low, n1, n0, shapes, sds
+
+
+SCALE_DESIGNS = {**AUROC_DESIGNS,
+                 "60/540, 0.995 vs 0.98, exponential": (0.995, 0.98, (60, 60), (540, 540), "exp", (1, 1)),
+                 "30/270, 0.995 vs 0.98, Lehmann": (0.995, 0.98, (30, 30), (270, 270), "lehmann", (1, 1))}
+
+
+def auroc_scale(runs, seed, designs) -> dict:
+    """The AUROC pair test now (cube root of 1 − AUROC) and before (logit; also with each group needing 3 or 8
+    rows that overlap the other class, the gate measured and rejected): (1) the fixed designs of
+    :data:`SCALE_DESIGNS`, ``runs`` null and planted data sets each; (2) ``designs`` null and ``designs`` planted
+    designs from :func:`draw_auroc_design` (one data set each), overall and by the pair of shapes and AUROC band."""
+    out = {"fixed": {}, "class": {}}
+
+    def report(label, rows):
+        res = {t: _rates(rows, t) for t in SCALE_TESTS}
+        res.update({f"logit, gate {g}": _rates(rows, SCALE_TESTS[1], g) for g in GATES[1:]})
+        print(f"{label}: " + "; ".join(f"{k} {v['size']} ({v['tested']}) / {v['power']} / {v['size-calibrated power']}"
+                                       for k, v in res.items()), flush=True)
+        return res
+
+    print("size (null pairs tested) / power / size-calibrated power", flush=True)
+    for name, (auc, low, n1, n0, shape, sd) in SCALE_DESIGNS.items():
+        rows = []
+        for planted in (False, True):
+            rng = np.random.default_rng([seed, planted, 7])
+            rows += [_pair_row(rng, planted, auc, low, n1, n0, (shape, shape), sd) for _ in range(runs)]
+        out["fixed"][name] = report(name, pd.DataFrame(rows))
+    rows = []
+    for planted in (False, True):
+        rng = np.random.default_rng([seed, planted, 8])
+        for _ in range(designs):
+            auc, low, n1, n0, shapes, sds = draw_auroc_design(rng)
+            r = _pair_row(rng, planted, auc, low, n1, n0, shapes, sds)
+            r.update(shapes="/".join(sorted(shapes)), high=auc >= 0.99)
+            rows.append(r)
+    rows = pd.DataFrame(rows)
+    out["class"]["all"] = report("class, all", rows)
+    for (sh, high), r in rows.groupby(["shapes", "high"]):
+        out["class"][f"{sh}, AUROC {'≥' if high else '<'} 0.99"] = report(
+            f"class, {sh}, AUROC {'≥' if high else '<'} 0.99", r)
+    return out
+
+
 CLUSTERED_COST_SNIPPET = """
 import time, sys
 sys.path.insert(0, {root!r})
@@ -266,7 +374,9 @@ def main(argv=None) -> int:
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--part", choices=("auroc", "recall", "auroc-candidates", "cost", "all"), default="all")
+    ap.add_argument("--part", choices=("auroc", "recall", "auroc-candidates", "auroc-scale", "cost", "all"),
+                    default="all")
+    ap.add_argument("--designs", type=int, default=4000, help="auroc-scale: designs drawn for the class study")
     ap.add_argument("--baseline", help="cost: a checkout of the code before (e.g. git worktree add DIR COMMIT)")
     ap.add_argument("--boot-runs", type=int, default=400, help="auroc-candidates: data sets with the bootstrap-t")
     args = ap.parse_args(argv)
@@ -275,6 +385,8 @@ def main(argv=None) -> int:
 
         print("P1 workload with whole patients, CPU s:", cost(args.baseline, snippet=CLUSTERED_COST_SNIPPET))
         return 0
+    if args.part in ("auroc-scale", "all"):
+        auroc_scale(args.runs, args.seed, args.designs)
     if args.part in ("auroc-candidates", "all"):
         auroc_candidates(args.runs, args.seed, args.boot_runs)
     if args.part in ("auroc", "all"):

@@ -74,8 +74,9 @@ CALIBRATION_TEST_TEXT = ("joint likelihood-ratio test of calibration intercept 0
 CURVES = ("roc", "pr", "reliability", "smoothed", "operating_roc", "operating_pr")
 DISCRIMINATION_MEASURES = ("auroc", "auprc")
 DISCRIMINATION_TEST_TEXT = {
-    "auroc": "pairwise score-type z test of the logit-AUROC difference at the pooled AUROC, variances at least "
-             "Hanley–McNeil's (× whole-patient design effect, then t reference); interval of the difference",
+    "auroc": "pairwise score-type z test of the AUROC difference on the cube-root scale of 1 − AUROC at the pooled "
+             "AUROC, variances at least the pooled groups' and half Hanley–McNeil's (× whole-patient design effect, "
+             "then t reference); interval of the difference",
     "auprc": "pairwise z test of the logit-AUPRC difference, influence-function variances; interval of the "
              "difference from the groups' logit-scale intervals (variances at least binomial; MOVER)",
 }
@@ -1103,23 +1104,16 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                       else math.inf)
                 test_id = f"{task}|{attr}|{metric}|{a['group']}|{b['group']}"
                 deff = None if metric != "auroc" else (va + vb) / (va / a["deff"] + vb / b["deff"])
-                dl = math.log(a["value"] / (1 - a["value"])) - math.log(b["value"] / (1 - b["value"]))
                 if metric == "auroc":
-                    # a score-type test (issue 21): under "equal AUROC" both groups share the pooled AUROC Ā, so
-                    # the logit's derivative is taken there and each group's variance is at least Hanley–McNeil's at
-                    # Ā — the logit Wald test with each group's own DeLong variance rejected 12–19% of null pairs
-                    # with 12–26 positives or an AUROC near 1 (a group whose sample AUROC comes out near 1 gets a
-                    # tiny DeLong variance and a huge logit)
-                    w_a = a["n_positive"] * (a["n"] - a["n_positive"])
-                    w_b = b["n_positive"] * (b["n"] - b["n_positive"])
-                    pooled = min((a["value"] * w_a + b["value"] * w_b) / (w_a + w_b), 1 - 0.5 / max(w_a, w_b))
-                    v0 = [max(g_["point"]["auroc_var"], D.hanley_mcneil_variance(pooled, g_["n_positive"],
-                                                                      g_["n"] - g_["n_positive"])) * g_["deff"]
-                          for g_ in (a, b)]
-                    lz = dl * pooled * (1 - pooled) / math.sqrt(v0[0] + v0[1])
+                    # score-type, cube-root scale of 1 − AUROC, floored variances (issue 21; why:
+                    # :func:`..stats.discrimination.auroc_pair_z`)
+                    lz = D.auroc_pair_z(a["value"], b["value"], a["point"]["auroc_parts"], b["point"]["auroc_parts"],
+                                        (a["n_positive"], a["n"] - a["n_positive"]),
+                                        (b["n_positive"], b["n"] - b["n_positive"]), a["deff"], b["deff"])
                 else:
                     # logit-scale z test on the influence variances: on the AP scale the z test was liberal in
                     # small groups (8.6% of null pairs of ~50 rows; 5.5% on the logit scale, docs/methods.md §8)
+                    dl = math.log(a["value"] / (1 - a["value"])) - math.log(b["value"] / (1 - b["value"]))
                     lz = dl / math.sqrt(a["lse_test"] ** 2 + b["lse_test"] ** 2)
                 p = float(2 * G.tail(-abs(lz), df))
                 se = math.sqrt(va + vb)
