@@ -1038,8 +1038,8 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
 
     Test of a pair (the groups are disjoint rows: independent), two-sided; interval of the gap
     v_a − v_b ± q·√(se_a² + se_b²); TOST at ±``plan.margin`` on that scale. AUROC: se² = max(DeLong, Hanley–McNeil)
-    variance (× its whole-patient design effect, floored at 1), tested by a score-type z on the logit scale at the
-    pooled AUROC Ā, each group's variance at least Hanley–McNeil's at Ā (issue 21); AUPRC: z = (logit v_a −
+    variance (× its whole-patient design effect, floored at 1), tested by a score-type z on the cube-root scale of
+    1 − AUROC at the pooled AUROC Ā (:func:`..stats.discrimination.auroc_pair_z`, issue 21); AUPRC: z = (logit v_a −
     logit v_b) / √(lse_a² + lse_b²) with lse the influence SE of logit AP, while the intervals and the TOST use
     :func:`..stats.calibration.auprc_logit_se` (at least the binomial AP(1 − AP)/n₁) and the gap's interval is
     MOVER (:func:`..stats.gaps.mover`) from the two groups' intervals. Each group's interval is
