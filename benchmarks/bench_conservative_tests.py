@@ -137,8 +137,7 @@ def candidate_p_values(ya, sa, yb, sb) -> dict | None:
     """Two-sided p of "equal AUROC" by each candidate (None when a group's AUROC is 0 or 1 or has no variance,
     as the audit leaves such a pair untested). ``current``: the audit's test (score-type on the logit scale at the
     pooled AUROC Ā on the cube-root scale of 1 − AUROC, :func:`fairdesk.core.stats.discrimination.auroc_pair_z`);
-    ``logit score-type (before)``: the audit's test until then (the logit scale, each variance max(DeLong,
-    Hanley–McNeil at Ā))."""
+    ``logit score-type (before)``: the audit's test until then (the same variances on the logit scale)."""
     from scipy.special import logit, ndtr, stdtr
 
     from fairdesk.core.stats import discrimination as D
@@ -166,8 +165,7 @@ def candidate_p_values(ya, sa, yb, sb) -> dict | None:
     s01 = (ca[1][0] * n0a * (n0a - 1) + cb[1][0] * n0b * (n0b - 1)) / (n0a + n0b - 2)
     vp = s10 * (1 / n1a + 1 / n1b) + s01 * (1 / n0a + 1 / n0b)
     two = lambda z, f=math.inf: float(2 * (ndtr(-abs(z)) if math.isinf(f) else stdtr(f, -abs(z))))  # noqa: E731
-    parts = [(c[0][0] * n1, c[1][0] * n0) for c, n1, n0 in ((ca, n1a, n0a), (cb, n1b, n0b))]  # s²(V10), s²(V01)
-    z_now = D.auroc_pair_z(a, b, parts[0], parts[1], (n1a, n0a), (n1b, n0b))
+    z_now = D.auroc_pair_z(a, b, va, vb, (n1a, n0a), (n1b, n0b))
     return {"current": two(z_now), "logit score-type (before)": two(dl * k / math.sqrt(v0)),
             "AUROC scale, DeLong": two(d / math.sqrt(va + vb)),
             "AUROC scale, DeLong, t(df)": two(d / math.sqrt(va + vb), df),

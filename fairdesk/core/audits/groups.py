@@ -75,8 +75,8 @@ CURVES = ("roc", "pr", "reliability", "smoothed", "operating_roc", "operating_pr
 DISCRIMINATION_MEASURES = ("auroc", "auprc")
 DISCRIMINATION_TEST_TEXT = {
     "auroc": "pairwise score-type z test of the AUROC difference on the cube-root scale of 1 − AUROC at the pooled "
-             "AUROC, variances at least the pooled groups' and half Hanley–McNeil's (× whole-patient design effect, "
-             "then t reference); interval of the difference",
+             "AUROC, variances at least Hanley–McNeil's (× whole-patient design effect, then t reference); interval "
+             "of the difference",
     "auprc": "pairwise z test of the logit-AUPRC difference, influence-function variances; interval of the "
              "difference from the groups' logit-scale intervals (variances at least binomial; MOVER)",
 }
@@ -1107,7 +1107,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 if metric == "auroc":
                     # score-type, cube-root scale of 1 − AUROC, floored variances (issue 21; why:
                     # :func:`..stats.discrimination.auroc_pair_z`)
-                    lz = D.auroc_pair_z(a["value"], b["value"], a["point"]["auroc_parts"], b["point"]["auroc_parts"],
+                    lz = D.auroc_pair_z(a["value"], b["value"], a["point"]["auroc_var"], b["point"]["auroc_var"],
                                         (a["n_positive"], a["n"] - a["n_positive"]),
                                         (b["n_positive"], b["n"] - b["n_positive"]), a["deff"], b["deff"])
                 else:

@@ -167,8 +167,7 @@ def point_from_ranked(values, pos, neg, discrimination: dict | None = None) -> d
            "slope": math.nan, "slope_intercept": math.nan, "oe_ratio": math.nan, "brier": math.nan, "ece": math.nan,
            "lr_stat": math.nan, "p_value": math.nan, "intercept_se": math.nan, "slope_se": math.nan,
            "lr_stat_intercept": math.nan, "p_value_intercept": math.nan, "info": None, "reason": None,
-           "auroc": math.nan, "auroc_var": math.nan, "auroc_parts": (math.nan, math.nan),
-           "auprc": math.nan}
+           "auroc": math.nan, "auroc_var": math.nan, "auprc": math.nan}
     if n == 0:
         out["reason"] = "empty group"
         return out

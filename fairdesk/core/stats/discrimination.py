@@ -36,29 +36,22 @@ def ranked(y, s, return_cell: bool = False):
     return values, pos, neg
 
 
-def auroc_delong_parts(pos, neg) -> tuple[float, float, float]:
-    """(AUROC, s²(V10), s²(V01)): the AUROC and the sample variances of DeLong's placement values of the positives
-    and of the negatives, from positive and negative counts per distinct score (increasing; every row of a distinct
-    score has the same placement value, so the variances are weighted over the distinct scores). NaN without a
-    class; a variance is 0 for a class of one row."""
+def auroc_delong_counts(pos, neg) -> tuple[float, float]:
+    """(AUROC, DeLong variance) from positive and negative counts per distinct score (increasing): every row of a
+    distinct score has the same placement value, so the variances are weighted over the distinct scores."""
     pos, neg = np.asarray(pos, float), np.asarray(neg, float)
     n1, n0 = pos.sum(), neg.sum()
     if n1 == 0 or n0 == 0:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan
     v10 = (np.cumsum(neg) - 0.5 * neg) / n0  # per positive at this score: negatives below, ties ½
     v01 = (n1 - np.cumsum(pos) + 0.5 * pos) / n1  # per negative at this score: positives above, ties ½
     auc = float(pos @ v10 / n1)
-    s10 = float(pos @ (v10 - auc) ** 2) / (n1 - 1) if n1 > 1 else 0.0
-    s01 = float(neg @ (v01 - auc) ** 2) / (n0 - 1) if n0 > 1 else 0.0
-    return auc, s10, s01
-
-
-def auroc_delong_counts(pos, neg) -> tuple[float, float]:
-    """(AUROC, DeLong variance ``s²(V10)/n₁ + s²(V01)/n₀``) from counts per distinct score (:func:`auroc_delong_parts`)."""
-    auc, s10, s01 = auroc_delong_parts(pos, neg)
-    if math.isnan(auc):
-        return math.nan, math.nan
-    return auc, s10 / float(np.sum(pos)) + s01 / float(np.sum(neg))
+    var = 0.0
+    if n1 > 1:
+        var += float(pos @ (v10 - auc) ** 2) / (n1 - 1) / n1
+    if n0 > 1:
+        var += float(neg @ (v01 - auc) ** 2) / (n0 - 1) / n0
+    return auc, var
 
 
 def hanley_mcneil_variance(auc, n1, n0) -> float:
@@ -71,32 +64,29 @@ def hanley_mcneil_variance(auc, n1, n0) -> float:
     return (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0)
 
 
-def auroc_pair_z(a, b, parts_a, parts_b, counts_a, counts_b, deff_a=1.0, deff_b=1.0) -> float:
+def auroc_pair_z(a, b, delong_a, delong_b, counts_a, counts_b, deff_a=1.0, deff_b=1.0) -> float:
     """z of "the two AUROCs are equal", the group audit's pair test (issue 21): a score-type test on the cube-root
     scale of the AUROC's distance from 1 (from 0 when the pooled AUROC is below ½),
     ``z = (u_b^⅓ − u_a^⅓) / (⅓ ū^(−⅔) √(V_a + V_b))``, ``u = 1 − A``, ``ū = 1 − Ā`` at the pooled AUROC Ā (weights
-    n₁n₀, at most 1 − ½/max n₁n₀). ``parts_*``: each group's DeLong placement variances (s²(V10), s²(V01),
-    :func:`auroc_delong_parts`); ``counts_*``: its (positives, negatives); ``deff_*``: its whole-patient design
-    effect. Each group's variance is the largest of its own DeLong variance, DeLong's with the placement variances
-    pooled over both groups (the null's one ROC curve) and half Hanley–McNeil's at Ā, times its design effect.
+    n₁n₀, at most 1 − ½/max n₁n₀), each group's variance ``V = max(DeLong, Hanley–McNeil at Ā) × its whole-patient
+    design effect``. ``counts_*``: each group's (positives, negatives).
 
     Why (measured over score shapes, ``benchmarks/bench_conservative_tests.py --part auroc-scale``, docs/methods.md):
     *the cube root* — near AUROC 1 the deficit 1 − Â counts discordant pairs, a skewed, gamma-like sum decided by
     the few rows that overlap the other class, whose cube root is close to normal (Wilson & Hilferty, 1931). The
     logit (the log of the deficit, used before) over-corrects: a group whose sample misses the rare deep discordant
     rows gets a tiny deficit and a huge logit, so with exponential score tails the logit test rejected 0.06–0.14 of
-    null pairs; the AUROC scale keeps the skew. *The variance floor* — a group's own DeLong variance collapses when
-    its sample AUROC comes out near 1 (without a floor: 0.12–0.20); the pooled placement variances are right when
-    the groups' score shapes agree but not when they differ (positives' SD 0.5 vs 2: 0.20 alone); Hanley–McNeil's
-    variance is exact for exponential scores but 3–5× the binormal one near 1, so the full floor left the test
-    with power 0.03–0.07 at 0.995 vs 0.98; half of it holds the size in every shape measured (≤ 0.07)."""
+    null pairs; the AUROC scale keeps the skew. *The floor* — under "equal AUROC" both groups share Ā, and a group's
+    own DeLong variance collapses when its sample AUROC comes out near 1 (without a floor: 0.12–0.20) and is short
+    with 10–29 cases at any AUROC; Hanley–McNeil's variance is exact for exponential tails (the heaviest measured)
+    and conservative for binormal ones near 1. Smaller floors (half of it, with the placement variances pooled over
+    both groups) gave back the power near 1 but rejected 0.08–0.13 of null pairs with 10–29 cases at AUROC 0.5–0.95
+    in the design-space map."""
     (n1a, n0a), (n1b, n0b) = counts_a, counts_b
     w_a, w_b = n1a * n0a, n1b * n0b
     pooled = min((a * w_a + b * w_b) / (w_a + w_b), 1 - 0.5 / max(w_a, w_b))
-    s10 = ((n1a - 1) * parts_a[0] + (n1b - 1) * parts_b[0]) / max(n1a + n1b - 2, 1)
-    s01 = ((n0a - 1) * parts_a[1] + (n0b - 1) * parts_b[1]) / max(n0a + n0b - 2, 1)
-    var = sum(max(p[0] / n1 + p[1] / n0, s10 / n1 + s01 / n0, 0.5 * hanley_mcneil_variance(pooled, n1, n0)) * d
-              for p, (n1, n0), d in ((parts_a, counts_a, deff_a), (parts_b, counts_b, deff_b)))
+    var = (max(delong_a, hanley_mcneil_variance(pooled, *counts_a)) * deff_a
+           + max(delong_b, hanley_mcneil_variance(pooled, *counts_b)) * deff_b)
     sign = 1.0
     if pooled < 0.5:  # the same test by symmetry (AUROC ↔ 1 − AUROC: the score's sign reversed)
         a, b, pooled, sign = 1 - a, 1 - b, 1 - pooled, -1.0
@@ -104,12 +94,10 @@ def auroc_pair_z(a, b, parts_a, parts_b, counts_a, counts_b, deff_a=1.0, deff_b=
 
 
 def summary(pos, neg) -> dict:
-    """auroc, auroc_var (DeLong), its placement variances auroc_parts (s²(V10), s²(V01)) and auprc (average
-    precision) of one group from its counts per distinct score (:func:`ranked`); NaN where a class is missing."""
-    auc, s10, s01 = auroc_delong_parts(pos, neg)
-    var = math.nan if math.isnan(auc) else s10 / float(np.sum(pos)) + s01 / float(np.sum(neg))
-    return {"auroc": auc, "auroc_var": var, "auroc_parts": (s10, s01),
-            "auprc": float(grouped(pos[None], neg[None])[1][0])}
+    """auroc, auroc_var (DeLong) and auprc (average precision) of one group from its counts per distinct score
+    (:func:`ranked`); NaN where a class is missing."""
+    auc, var = auroc_delong_counts(pos, neg)
+    return {"auroc": auc, "auroc_var": var, "auprc": float(grouped(pos[None], neg[None])[1][0])}
 
 
 def auroc_delong(y, s) -> tuple[float, float]:
