@@ -168,7 +168,8 @@ def document_schema(name: str) -> dict:
 @lru_cache(maxsize=None)
 def schema_digest(name: str) -> str:
     """SHA-256 of kind ``name``'s schema as validated (canonical JSON of :func:`document_schema`): a document checked
-    against one schema is checked again when the schema changes (:meth:`fairdesk.core.project.Project.audit_document`)."""
+    against one schema is checked again when the schema changes
+    (:meth:`fairdesk.core.project.Project.audit_document`)."""
     import hashlib
 
     return hashlib.sha256(json.dumps(document_schema(name), sort_keys=True).encode("utf-8")).hexdigest()

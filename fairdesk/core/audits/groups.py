@@ -1481,14 +1481,19 @@ def findings(result: GroupAuditResult) -> pd.DataFrame:
     of the GUI's view-thread time. A result's tables are never changed in place once it is made (every result is
     built whole: :func:`run_group_audit`, :meth:`GroupAuditResult.from_dict`, ``dataclasses.replace``).
     """
+    return _kept_findings(result).copy()
+
+
+def _kept_findings(result: GroupAuditResult) -> pd.DataFrame:
+    """:func:`findings` as kept on ``result`` (shared: read it, never change it)."""
     tables = tuple(getattr(result, name, None) for name in ("records", "tests", "discrimination", "calibration"))
     memo = getattr(result, "__dict__", {}).get("_findings_memo")
     if memo is not None and memo[1] == result.plan.alpha and all(a is b for a, b in zip(memo[0], tables)):
-        return memo[2].copy()
+        return memo[2]
     out = _findings(result)
     if hasattr(result, "__dict__"):
         result.__dict__["_findings_memo"] = (tables, result.plan.alpha, out)
-    return out.copy()
+    return out
 
 
 def _findings(result: GroupAuditResult) -> pd.DataFrame:
@@ -1553,7 +1558,7 @@ def _unshown_rows(result: GroupAuditResult, tests: pd.DataFrame, values: pd.Data
     gap, lo, hi = (tests[c].astype(float).to_numpy() for c in ("gap", "ci_low", "ci_high"))
     no_gap = _is_none(tests["gap"].tolist())
     flip = gap > 0  # told from the lower group's side
-    group, comp = np.array(list(map(str, t["group"])), dtype=object), np.array(list(map(str, t["comparison"])), dtype=object)
+    group, comp = (np.array(list(map(str, t[c])), dtype=object) for c in ("group", "comparison"))
     group, comp = np.where(flip, comp, group), np.where(flip, group, comp)
     gap, lo, hi = np.where(flip, -gap, gap), np.where(flip, -hi, lo), np.where(flip, -lo, hi)
     # each group's row of ``values`` by (task, attribute, group, metric) as text, the last row of a key winning
@@ -1643,15 +1648,17 @@ def comparison_counts(result: GroupAuditResult) -> dict:
     result rows, ``records``: never comparisons) and ``families``: per kind of comparison (keys of
     :data:`COMPARISON_FAMILIES`, only those with a test) its ``label`` (what the tests are), ``tests`` and the three
     verdict counts, which add up to the totals."""
-    f = findings(result)
-    metric = f["metric"].astype(str) if not f.empty else pd.Series(dtype=str)
-    out: dict = {v: int((f["verdict"] == v).sum()) if not f.empty else 0 for v in VERDICTS}
+    f = _kept_findings(result)
+    metric = np.array(list(map(str, f["metric"])), dtype=object) if not f.empty else np.array([], dtype=object)
+    verdict = {v: (f["verdict"] == v).fillna(False).to_numpy(dtype=bool) if not f.empty
+               else np.zeros(0, dtype=bool) for v in VERDICTS}
+    out: dict = {v: int(verdict[v].sum()) for v in VERDICTS}
     out["total"] = sum(out[v] for v in VERDICTS)
     out["rows"] = int(len(result.records))
     fams = {}
     for key, (metrics, one, many) in COMPARISON_FAMILIES.items():
-        sub = f[metric.isin(metrics)] if not f.empty else f
-        c = {v: int((sub["verdict"] == v).sum()) if not sub.empty else 0 for v in VERDICTS}
+        family = np.isin(metric, list(metrics))
+        c = {v: int((verdict[v] & family).sum()) for v in VERDICTS}
         c["tests"] = sum(c.values())
         if c["tests"]:
             fams[key] = {"label": one if c["tests"] == 1 else many, **c}
