@@ -252,6 +252,22 @@ def run_group_audit(window) -> bool:
                       and pages_idle(window), timeout=1800, settle=0.5)
 
 
+def scratch_home(demo: Path | None, prefix: str) -> tuple[tempfile.TemporaryDirectory, Path, Path]:
+    """``(tmp, home, demo)``: a temporary folder ``home`` holding FairDesk's home and settings (set in the
+    environment), and the demo folder — ``demo`` when it holds a demo project, else one built there (or in ``home``)."""
+    tmp = tempfile.TemporaryDirectory(prefix=prefix)
+    home = Path(tmp.name)
+    os.environ["FAIRDESK_HOME"] = str(home / "home")
+    os.environ["FAIRDESK_SETTINGS"] = str(home / "home" / "settings.ini")
+    if demo is None or not (demo / "demo.fairdesk").exists():
+        from fairdesk.jobs.demo import run_demo
+
+        demo = demo or home / "demo"
+        print(f"building the demo in {demo} …", flush=True)
+        run_demo(demo)
+    return tmp, home, demo
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--demo", type=Path, default=None,
@@ -263,17 +279,7 @@ def main(argv=None) -> int:
                     help="also print, per phase, the N stretches of most CPU with the Qt thread's sampled stacks")
     args = ap.parse_args(argv)
 
-    tmp = tempfile.TemporaryDirectory(prefix="fairdesk-heartbeat-")
-    home = Path(tmp.name)
-    os.environ["FAIRDESK_HOME"] = str(home / "home")
-    os.environ["FAIRDESK_SETTINGS"] = str(home / "home" / "settings.ini")
-    demo = args.demo
-    if demo is None or not (demo / "demo.fairdesk").exists():
-        from fairdesk.jobs.demo import run_demo
-
-        demo = demo or home / "demo"
-        print(f"building the demo in {demo} …", flush=True)
-        run_demo(demo)
+    tmp, home, demo = scratch_home(args.demo, "fairdesk-heartbeat-")
     # work on a copy: the audit phase stores a new audit
     import shutil
 

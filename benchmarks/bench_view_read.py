@@ -18,7 +18,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -57,17 +56,9 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the N functions of most cumulative time")
     args = ap.parse_args(argv)
 
-    tmp = tempfile.TemporaryDirectory(prefix="fairdesk-viewread-")
-    home = Path(tmp.name)
-    os.environ["FAIRDESK_HOME"] = str(home / "home")
-    os.environ["FAIRDESK_SETTINGS"] = str(home / "home" / "settings.ini")
-    demo = args.demo
-    if demo is None or not (demo / "demo.fairdesk").exists():
-        from fairdesk.jobs.demo import run_demo
+    from benchmarks.bench_heartbeat import scratch_home
 
-        demo = demo or home / "demo"
-        print(f"building the demo in {demo} …", flush=True)
-        run_demo(demo)
+    tmp, home, demo = scratch_home(args.demo, "fairdesk-viewread-")
 
     from PySide6.QtWidgets import QApplication
 
