@@ -201,3 +201,19 @@ def test_the_board_summary_alone_is_the_reports_first_section():
     for k in (1, 11, 1000):
         full = report_tree(doc, ReportSettings(k)).section("summary")
         assert board_summary(GroupAuditResult.from_dict(doc), k) == full
+
+
+def test_findings_are_computed_once_per_result_and_each_caller_gets_its_own_copy(monkeypatch):
+    result = GroupAuditResult.from_dict(json.loads((DOCUMENTS / "groups.json").read_text(encoding="utf-8")))
+    calls = []
+    real = G._findings
+    monkeypatch.setattr(G, "_findings", lambda r: calls.append(1) or real(r))
+    first = findings(result)
+    first["gap"] = 99.0  # a caller changing its copy changes nobody else's
+    G.comparison_counts(result)
+    again = findings(result)
+    assert len(calls) == 1 and not (again["gap"] == 99.0).any()
+    pd.testing.assert_frame_equal(again, old_findings(result))
+    result.records = result.records.iloc[:3]  # another table: computed anew
+    pd.testing.assert_frame_equal(findings(result), old_findings(result))
+    assert len(calls) == 2
