@@ -23,7 +23,9 @@ on a machine shared with other work a gap's wall time grows with the load (at a 
 work can take 250 ms), its CPU time does not. ``others``: the CPU time of every other thread over the phase (the
 view runner reading stored audits, a running job): while another thread runs Python the Qt thread waits for the
 interpreter lock at every return from Qt, so this is the work that stretches gaps the Qt thread's own CPU does not
-explain. Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
+explain. ``>50ms``: how many gaps were longer than the p99 target — unlike the p99 it does not fall when the same
+gaps come in a longer phase (a phase shortened by less work in other threads keeps its slow gaps and loses fast
+ones, so its p99 rises). Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
 Run it at ``nice`` beside other work and the idle line moves too: read the ratios. ``--stalls N`` says where the
 longest stretches went: the N of most CPU per phase with the Qt thread's sampled Python stacks (:class:`StallSampler`).
 """
@@ -162,7 +164,7 @@ def summary(measured: tuple[list[float], list[float], float]) -> dict:
     a, c = np.asarray(gaps or [0.0]), np.asarray(cpu or [0.0])
     return {"ticks": int(a.size), "median": float(np.median(a)), "p99": float(np.percentile(a, 99)),
             "max": float(a.max()), "cpu_p99": float(np.percentile(c, 99)), "cpu_max": float(c.max()),
-            "others": others}
+            "others": others, "over": int((a > TARGET_P99_MS).sum())}
 
 
 _PAGES: dict = {}
@@ -356,13 +358,13 @@ def main(argv=None) -> int:
           f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
     print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
-          f"{'CPU p99':>9}{'CPU max':>9}{'others':>9}  targets (wall; CPU)")
+          f"{'CPU p99':>9}{'CPU max':>9}{'others':>9}{'>50ms':>7}  targets (wall; CPU)")
     for name, r in results.items():
         ok = r["max"] <= TARGET_MAX_MS and r["p99"] <= TARGET_P99_MS
         ok_cpu = r["cpu_max"] <= TARGET_MAX_MS and r["cpu_p99"] <= TARGET_P99_MS
         print(f"{name:<8}{r['ticks']:>7}{r['median']:>11.1f}{r['p99']:>9.1f}{r['max']:>9.1f}"
               f"{r['p99'] / max(base['p99'], 1e-9):>10.1f}{r['max'] / max(base['max'], 1e-9):>10.1f}"
-              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}{r['others']:>9.0f}  {'met' if ok else 'MISSED'}; "
+              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}{r['others']:>9.0f}{r['over']:>7}  {'met' if ok else 'MISSED'}; "
               f"{'met' if ok_cpu else 'MISSED'}")
     for phase, stretches in stalls:
         sampler.stretches = stretches
