@@ -264,7 +264,8 @@ def run_group_audit(window) -> bool:
 
 def scratch_home(demo: Path | None, prefix: str) -> tuple[tempfile.TemporaryDirectory, Path, Path]:
     """``(tmp, home, demo)``: a temporary folder ``home`` holding FairDesk's home and settings (set in the
-    environment), and the demo folder — ``demo`` when it holds a demo project, else one built there (or in ``home``)."""
+    environment), and the demo folder: ``demo`` when it holds a demo project, else one built there (or in
+    ``home``)."""
     tmp = tempfile.TemporaryDirectory(prefix=prefix)
     home = Path(tmp.name)
     os.environ["FAIRDESK_HOME"] = str(home / "home")
@@ -364,8 +365,8 @@ def main(argv=None) -> int:
         ok_cpu = r["cpu_max"] <= TARGET_MAX_MS and r["cpu_p99"] <= TARGET_P99_MS
         print(f"{name:<8}{r['ticks']:>7}{r['median']:>11.1f}{r['p99']:>9.1f}{r['max']:>9.1f}"
               f"{r['p99'] / max(base['p99'], 1e-9):>10.1f}{r['max'] / max(base['max'], 1e-9):>10.1f}"
-              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}{r['others']:>9.0f}{r['over']:>7}  {'met' if ok else 'MISSED'}; "
-              f"{'met' if ok_cpu else 'MISSED'}")
+              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}{r['others']:>9.0f}{r['over']:>7}  "
+              f"{'met' if ok else 'MISSED'}; {'met' if ok_cpu else 'MISSED'}")
     for phase, stretches in stalls:
         sampler.stretches = stretches
         sampler.report(phase, args.stalls)
