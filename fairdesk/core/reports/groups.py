@@ -388,7 +388,8 @@ def report_tree(doc: dict, settings: "ReportSettings") -> Report:
 def board_summary(result: "GroupAuditResult", suppress_k: int) -> Section:
     """The first section of :func:`report_tree` alone — the board summary the PDF's first page prints and the GUI's
     findings header shows — without building the rest of the report (its figures, tables, calibration and
-    methods sections were four fifths of the time the GUI's view thread spent on the header of the demo's audit)."""
+    methods sections were more than half of the time the GUI's view thread spent on the header of the demo's
+    audit)."""
     if int(suppress_k) < 1:
         raise ValueError("suppress_k must be at least 1 (1 shows every count).")
     prov = result.provenance or {}
