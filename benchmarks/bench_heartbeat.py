@@ -20,7 +20,12 @@ answer a click for that long. Measured, in one process:
 Prints, per phase, the number of ticks, the median, 99th percentile and largest gap in ms, the p99 and max as
 ratios to the idle baseline, and the p99 and largest *CPU time of the Qt thread* within one gap (``thread_time``):
 on a machine shared with other work a gap's wall time grows with the load (at a load of 10 on 2 CPUs, 50 ms of
-work can take 250 ms), its CPU time does not. Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
+work can take 250 ms), its CPU time does not. ``others``: the CPU time of every other thread over the phase (the
+view runner reading stored audits, a running job): while another thread runs Python the Qt thread waits for the
+interpreter lock at every return from Qt, so this is the work that stretches gaps the Qt thread's own CPU does not
+explain. ``>50ms``: how many gaps were longer than the p99 target — unlike the p99 it does not fall when the same
+gaps come in a longer phase (a phase shortened by less work in other threads keeps its slow gaps and loses fast
+ones, so its p99 rises). Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
 Run it at ``nice`` beside other work and the idle line moves too: read the ratios. ``--stalls N`` says where the
 longest stretches went: the N of most CPU per phase with the Qt thread's sampled Python stacks (:class:`StallSampler`).
 """
@@ -68,14 +73,18 @@ class Heartbeat:
 
     def start(self) -> None:
         self.gaps, self.cpu, self._last, self._last_cpu = [], [], time.perf_counter(), time.thread_time()
+        self._cpu0 = (time.process_time(), time.thread_time())
         self.timer.start()
         self.running = True
 
-    def stop(self) -> tuple[list[float], list[float]]:
+    def stop(self) -> tuple[list[float], list[float], float]:
+        """The gaps and the Qt thread's CPU in each (ms), and the CPU time of every other thread of the process over
+        the phase (ms: the view and job runners' work, which holds the interpreter lock the Qt thread waits for)."""
         self._tick()  # a stretch still blocking at the end counts too
         self.running = False
         self.timer.stop()
-        return self.gaps, self.cpu
+        others = (time.process_time() - self._cpu0[0]) - (time.thread_time() - self._cpu0[1])
+        return self.gaps, self.cpu, 1000.0 * others
 
 
 class StallSampler:
@@ -148,13 +157,14 @@ def pump_until(done, timeout: float = 600.0, settle: float = 0.3) -> bool:
     return True
 
 
-def summary(measured: tuple[list[float], list[float]]) -> dict:
+def summary(measured: tuple[list[float], list[float], float]) -> dict:
     import numpy as np
 
-    gaps, cpu = measured
+    gaps, cpu, others = measured
     a, c = np.asarray(gaps or [0.0]), np.asarray(cpu or [0.0])
     return {"ticks": int(a.size), "median": float(np.median(a)), "p99": float(np.percentile(a, 99)),
-            "max": float(a.max()), "cpu_p99": float(np.percentile(c, 99)), "cpu_max": float(c.max())}
+            "max": float(a.max()), "cpu_p99": float(np.percentile(c, 99)), "cpu_max": float(c.max()),
+            "others": others, "over": int((a > TARGET_P99_MS).sum())}
 
 
 _PAGES: dict = {}
@@ -252,6 +262,23 @@ def run_group_audit(window) -> bool:
                       and pages_idle(window), timeout=1800, settle=0.5)
 
 
+def scratch_home(demo: Path | None, prefix: str) -> tuple[tempfile.TemporaryDirectory, Path, Path]:
+    """``(tmp, home, demo)``: a temporary folder ``home`` holding FairDesk's home and settings (set in the
+    environment), and the demo folder: ``demo`` when it holds a demo project, else one built there (or in
+    ``home``)."""
+    tmp = tempfile.TemporaryDirectory(prefix=prefix)
+    home = Path(tmp.name)
+    os.environ["FAIRDESK_HOME"] = str(home / "home")
+    os.environ["FAIRDESK_SETTINGS"] = str(home / "home" / "settings.ini")
+    if demo is None or not (demo / "demo.fairdesk").exists():
+        from fairdesk.jobs.demo import run_demo
+
+        demo = demo or home / "demo"
+        print(f"building the demo in {demo} …", flush=True)
+        run_demo(demo)
+    return tmp, home, demo
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--demo", type=Path, default=None,
@@ -263,17 +290,7 @@ def main(argv=None) -> int:
                     help="also print, per phase, the N stretches of most CPU with the Qt thread's sampled stacks")
     args = ap.parse_args(argv)
 
-    tmp = tempfile.TemporaryDirectory(prefix="fairdesk-heartbeat-")
-    home = Path(tmp.name)
-    os.environ["FAIRDESK_HOME"] = str(home / "home")
-    os.environ["FAIRDESK_SETTINGS"] = str(home / "home" / "settings.ini")
-    demo = args.demo
-    if demo is None or not (demo / "demo.fairdesk").exists():
-        from fairdesk.jobs.demo import run_demo
-
-        demo = demo or home / "demo"
-        print(f"building the demo in {demo} …", flush=True)
-        run_demo(demo)
+    tmp, home, demo = scratch_home(args.demo, "fairdesk-heartbeat-")
     # work on a copy: the audit phase stores a new audit
     import shutil
 
@@ -342,13 +359,14 @@ def main(argv=None) -> int:
           f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
     print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
-          f"{'CPU p99':>9}{'CPU max':>9}  targets (wall; CPU)")
+          f"{'CPU p99':>9}{'CPU max':>9}{'others':>9}{'>50ms':>7}  targets (wall; CPU)")
     for name, r in results.items():
         ok = r["max"] <= TARGET_MAX_MS and r["p99"] <= TARGET_P99_MS
         ok_cpu = r["cpu_max"] <= TARGET_MAX_MS and r["cpu_p99"] <= TARGET_P99_MS
         print(f"{name:<8}{r['ticks']:>7}{r['median']:>11.1f}{r['p99']:>9.1f}{r['max']:>9.1f}"
               f"{r['p99'] / max(base['p99'], 1e-9):>10.1f}{r['max'] / max(base['max'], 1e-9):>10.1f}"
-              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}  {'met' if ok else 'MISSED'}; {'met' if ok_cpu else 'MISSED'}")
+              f"{r['cpu_p99']:>9.1f}{r['cpu_max']:>9.1f}{r['others']:>9.0f}{r['over']:>7}  "
+              f"{'met' if ok else 'MISSED'}; {'met' if ok_cpu else 'MISSED'}")
     for phase, stretches in stalls:
         sampler.stretches = stretches
         sampler.report(phase, args.stalls)

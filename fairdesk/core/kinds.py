@@ -165,6 +165,16 @@ def document_schema(name: str) -> dict:
         raise DataError(f"The document schema {path} cannot be read ({err}); reinstall FairDesk.") from err
 
 
+@lru_cache(maxsize=None)
+def schema_digest(name: str) -> str:
+    """SHA-256 of kind ``name``'s schema as validated (canonical JSON of :func:`document_schema`): a document checked
+    against one schema is checked again when the schema changes
+    (:meth:`fairdesk.core.project.Project.audit_document`)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(document_schema(name), sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def schema_problems(instance, schema: dict, limit: int = 3) -> list[str]:
     """Up to ``limit`` ways ``instance`` breaks ``schema``, each "where: what" (``/records/0/gap: 'x' is not of
     type 'number', 'null'``), shallowest first; empty when it validates. One validator (jsonschema, draft 2020-12)

@@ -23,6 +23,7 @@ Tables are stored as Parquet bytes and results as JSON: nothing is pickled.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -83,6 +84,11 @@ CREATE TABLE IF NOT EXISTS audits (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL, kind TEXT NOT NULL, dataset_id INTEGER, result TEXT NOT NULL,
     created TEXT NOT NULL);
 """
+# audit_checks is not in _TABLES: a project without it (written before it existed) is opened without a write (a
+# read-only copy stays readable) and gets the table with its next audit; until then its audits are checked on read.
+_CHECKS_TABLE = ("CREATE TABLE IF NOT EXISTS audit_checks (audit_id INTEGER PRIMARY KEY, sha256 TEXT NOT NULL, "
+                 "schema_sha256 TEXT NOT NULL)")
+_SCHEMA += _CHECKS_TABLE + ";\n"
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,28 @@ _NAMES = {"type": ["string", "null", "array"], "items": {"type": "string"}}
 ROLES_SCHEMA = {"type": "object", "additionalProperties": _NAMES}
 RECORD_SCHEMA = {"type": "object"}
 COLUMNS_SCHEMA = {"type": "array", "items": {"type": "string"}}
+
+
+def document_digest(text) -> str:
+    """SHA-256 of a stored document's bytes (its text in UTF-8). hashlib releases the interpreter lock while it hashes
+    a long document, so the check of a digest never stalls the Qt thread."""
+    data = text if isinstance(text, (bytes, bytearray)) else str(text).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()
+
+
+def validated(kind: str, text) -> tuple[str, str] | None:
+    """``(document digest, schema digest)`` when ``text`` is a document that kind ``kind``'s schema accepts (what
+    :meth:`Project.add_audit` stores beside it); ``None`` when it is not JSON, breaks the schema, or its kind has no
+    schema (reading checks such a document as it always did)."""
+    from fairdesk.core.kinds import AUDIT_KINDS, check_document, schema_digest
+
+    if kind not in AUDIT_KINDS or AUDIT_KINDS[kind].schema is None:
+        return None
+    try:
+        doc = loads_in_pieces(text)
+    except (TypeError, ValueError):
+        return None
+    return None if check_document(kind, doc) else (document_digest(text), schema_digest(kind))
 
 
 def _stored_json(text, schema: dict):
@@ -458,8 +486,36 @@ class Project:
 
     # ---- audits ----------------------------------------------------------------------------------------------
     def add_audit(self, name: str, kind: str, result_json: str, dataset_id: int | None = None) -> int:
-        return self._insert("INSERT INTO audits (name, kind, dataset_id, result, created) VALUES (?,?,?,?,?)",
-                            (name, kind, dataset_id, result_json, now_utc()), "audits")
+        """Store an audit document. It is checked against its kind's schema here, once, before the write begins;
+        a document that passes is stored with the SHA-256 of its bytes and of the schema (``audit_checks``, in the
+        same transaction), and :meth:`audit_document` skips the check while both still match. A document that
+        fails is stored as given, without a digest: reading it says what is wrong, as before."""
+        return self._store_audit(name, kind, result_json, dataset_id, validated(kind, result_json))
+
+    def _store_audit(self, name: str, kind: str, result, dataset_id: int | None, checked: tuple | None) -> int:
+        with self.transaction():
+            rid = self._insert("INSERT INTO audits (name, kind, dataset_id, result, created) VALUES (?,?,?,?,?)",
+                               (name, kind, dataset_id, result, now_utc()), "audits")
+            if checked is not None:  # (a row left by a deleted audit of the same id is replaced; its digest never
+                con = self._local.con  # matched this document's bytes anyway)
+                con.execute(_CHECKS_TABLE)
+                con.execute("INSERT OR REPLACE INTO audit_checks (audit_id, sha256, schema_sha256) VALUES (?,?,?)",
+                            (rid, *checked))
+            return rid
+
+    def _check_of(self, audit_id: int, kind: str, text) -> tuple[str, str] | None:
+        """The stored digests of audit ``audit_id`` when they still match its document's bytes ``text`` and its
+        kind's schema (the document passed the schema when it was stored and neither changed since); else None."""
+        from fairdesk.core.kinds import AUDIT_KINDS, schema_digest
+
+        if kind not in AUDIT_KINDS or AUDIT_KINDS[kind].schema is None:
+            return None
+        if not self._query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='audit_checks'"):
+            return None  # a project from before the digests: every audit is checked on read
+        rows = self._query("SELECT sha256, schema_sha256 FROM audit_checks WHERE audit_id=?", (audit_id,))
+        if not rows or rows[0][1] != schema_digest(kind) or rows[0][0] != document_digest(text):
+            return None
+        return rows[0]
 
     def copy_audit(self, other: "Project", audit_id: int) -> int:
         """Store a copy of ``other``'s audit (its document byte for byte, its name and kind) and of the dataset it
@@ -470,6 +526,7 @@ class Project:
         if not rows:
             raise ProjectError(f"Audit {audit_id} is not in project {other.name}.")
         name, kind, dataset_id, result = rows[0]
+        checked = other._check_of(audit_id, kind, result) or validated(kind, result)  # the bytes are the same
         dataset = other._query("SELECT name, kind, source, sha256, roles, n_rows, columns, origin, data FROM datasets "
                                "WHERE id=?", (dataset_id,)) if dataset_id is not None else []
         with self.transaction():
@@ -479,7 +536,7 @@ class Project:
                 new_dataset = self._insert(
                     "INSERT INTO datasets (name, kind, source, sha256, roles, n_rows, columns, created, origin, data) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?)", (*d[:7], now_utc(), *d[7:]), "datasets")
-            return self.add_audit(name, kind, result, dataset_id=new_dataset)
+            return self._store_audit(name, kind, result, new_dataset, checked)
 
     def audits(self) -> list[AuditInfo]:
         rows = self._query("SELECT id, name, kind, dataset_id, created FROM audits ORDER BY id")
@@ -494,7 +551,11 @@ class Project:
     def audit_document(self, audit_id: int) -> dict:
         """The stored document of an audit, checked against its kind's schema (:mod:`fairdesk.core.kinds`) before
         anything reads it. A damaged document raises :class:`DamagedAudit` naming the audit and the project; the
-        project's other audits are unaffected."""
+        project's other audits are unaffected. The check is skipped when the document's bytes and the schema still
+        have the digests recorded when it was stored (:meth:`add_audit`): any other document — changed by a byte,
+        stored without a digest (by an earlier FairDesk, or failing its schema), or of a kind whose schema changed
+        since — is checked in full, so a damaged one always gives the same error. (The digest is a record of a
+        check, not a seal: whoever rewrites a document and its digest together is not stopped by it.)"""
         from fairdesk.core.kinds import AUDIT_KINDS, check_document
 
         kind = self.audit_kind(audit_id)
@@ -504,7 +565,8 @@ class Project:
         except (TypeError, ValueError) as err:
             problems = [f"it is not JSON ({_one_line(err)})"]
         else:
-            problems = check_document(kind, doc) if kind in AUDIT_KINDS else []
+            checked = self._check_of(audit_id, kind, text) is not None
+            problems = check_document(kind, doc) if kind in AUDIT_KINDS and not checked else []
         if problems:
             name = next((a.name for a in self.audits() if a.id == audit_id), "")
             title = AUDIT_KINDS[kind].title if kind in AUDIT_KINDS else kind

@@ -134,7 +134,7 @@ def test_copy_audit_brings_its_dataset_in_one_transaction(tmp_path, monkeypatch)
                                                                       {"label": "y"}, {"k": 1})
     pd.testing.assert_frame_equal(target.load_dataset(d.id), df)
     # a failure while storing the audit leaves no dataset behind
-    monkeypatch.setattr(Project, "add_audit", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("disk full")))
+    monkeypatch.setattr(Project, "_store_audit", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("disk full")))
     with pytest.raises(RuntimeError, match="disk full"):
         target.copy_audit(scratch, audit)
     assert [x.id for x in target.datasets()] == [d.id]

@@ -1468,7 +1468,29 @@ def findings(result: GroupAuditResult) -> pd.DataFrame:
     with both groups' rates from their records. Order: rate gaps and error spreads, AUROC / AUPRC gaps (``metric``
     "auroc" / "auprc"), calibration tests (``metric`` "calibration", no ``gap``). An audit stored without its
     ``tests`` table counts the records with a test.
+
+    Computed once per result and kept on it while the tables it reads (records, tests, discrimination,
+    calibration) are the same objects and alpha is the same; each call returns a copy. The report and the screens
+    ask for it a dozen times per audit shown (every count and sentence of the board summary), which made it most
+    of the GUI's view-thread time. A result's tables are never changed in place once it is made (every result is
+    built whole: :func:`run_group_audit`, :meth:`GroupAuditResult.from_dict`, ``dataclasses.replace``).
     """
+    return _kept_findings(result).copy()
+
+
+def _kept_findings(result: GroupAuditResult) -> pd.DataFrame:
+    """:func:`findings` as kept on ``result`` (shared: read it, never change it)."""
+    tables = tuple(getattr(result, name, None) for name in ("records", "tests", "discrimination", "calibration"))
+    memo = getattr(result, "__dict__", {}).get("_findings_memo")
+    if memo is not None and memo[1] == result.plan.alpha and all(a is b for a, b in zip(memo[0], tables)):
+        return memo[2]
+    out = _findings(result)
+    if hasattr(result, "__dict__"):
+        result.__dict__["_findings_memo"] = (tables, result.plan.alpha, out)
+    return out
+
+
+def _findings(result: GroupAuditResult) -> pd.DataFrame:
     rec = result.records
     if "test_id" not in rec:
         return rec.iloc[0:0]
@@ -1499,79 +1521,107 @@ def _lower_side(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.drop(columns=["_up", "_i"])
 
 
+def _columns(frame: pd.DataFrame, names) -> dict[str, list]:
+    """The named columns of ``frame`` as lists of Python values (the values ``to_dict(orient="records")`` gives), read
+    a column at a time: reading pandas' Arrow-backed string columns row by row cost tens of µs a cell, and the
+    findings of the demo's audit were read that way a dozen times for every screen and report."""
+    return {c: frame[c].tolist() for c in names}
+
+
+def _is_none(values: list) -> np.ndarray:
+    """Which of ``values`` are None (a missing value stored as null; NaN is not None, as in the rows it came from)."""
+    return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+
+
+def _record_frame(columns: dict, n: int) -> pd.DataFrame:
+    """Rows shaped like ``records`` from whole columns (lists or arrays of ``n`` values; a column not given is
+    empty). Every column is given to pandas as a list of Python values, so each gets the dtype the rows built one
+    at a time got (bool, float, text, or object where a value is missing)."""
+    cols = _COLUMNS["records"]
+    return pd.DataFrame({c: np.asarray(columns[c], dtype=object).tolist() if c in columns else [None] * n
+                         for c in cols}, columns=cols)
+
+
 def _unshown_rows(result: GroupAuditResult, tests: pd.DataFrame, values: pd.DataFrame, col: str) -> pd.DataFrame:
     """Pair tests shown in no record as rows shaped like ``records``, from the side of the group with the lower
     value; each group's value (and n, numerator, denominator for rates) from ``values`` (its ``col``)."""
-    cols = _COLUMNS["records"]
     if tests.empty:
-        return pd.DataFrame(columns=cols)
-    look = {(str(r["task"]), str(r["attribute"]), str(r["group"]), str(r["metric"])): r
-            for r in values.to_dict(orient="records")}
-    alpha = result.plan.alpha
-    rows = []
-    for t in tests.to_dict(orient="records"):
-        gap, lo, hi = t["gap"], t["ci_low"], t["ci_high"]
-        group, comp = str(t["group"]), str(t["comparison"])
-        if gap is not None and gap > 0:  # told from the lower group's side
-            group, comp, gap = comp, group, -gap
-            lo, hi = (None if hi is None else -hi), (None if lo is None else -lo)
-        key = (str(t["task"]), str(t["attribute"]))
-        own, other = look.get(key + (group, str(t["metric"])), {}), look.get(key + (comp, str(t["metric"])), {})
-        row = dict.fromkeys(cols)
-        row.update({k: t[k] for k in ("task", "attribute", "metric", "p_value", "q_value", "verdict", "test_id",
-                                      "p_equivalence", "q_equivalence", "n_boot_valid")})
-        row.update(group=group, comparison=comp, gap=gap, ci_low=lo, ci_high=hi, rate=own.get(col),
-                   comparison_rate=other.get(col), n=own.get("n"), numerator=own.get("numerator"),
-                   denominator=own.get("denominator"), threshold=own.get("threshold"), test=own.get("test"),
-                   significant=bool(t["p_value"] <= alpha), significant_bh=t["verdict"] == "differs",
-                   favours=None if not gap else comp)
-        rows.append(row)
-    return pd.DataFrame.from_records(rows, columns=cols)
+        return pd.DataFrame(columns=_COLUMNS["records"])
+    t = _columns(tests, ("task", "attribute", "metric", "group", "comparison", "p_value", "q_value", "verdict",
+                         "test_id", "p_equivalence", "q_equivalence", "n_boot_valid"))
+    gap, lo, hi = (tests[c].astype(float).to_numpy() for c in ("gap", "ci_low", "ci_high"))
+    no_gap = _is_none(tests["gap"].tolist())
+    flip = gap > 0  # told from the lower group's side
+    group, comp = (np.array(list(map(str, t[c])), dtype=object) for c in ("group", "comparison"))
+    group, comp = np.where(flip, comp, group), np.where(flip, group, comp)
+    gap, lo, hi = np.where(flip, -gap, gap), np.where(flip, -hi, lo), np.where(flip, -lo, hi)
+    # each group's row of ``values`` by (task, attribute, group, metric) as text, the last row of a key winning
+    v = _columns(values, ("task", "attribute", "group", "metric"))
+    look = dict(zip(zip(map(str, v["task"]), map(str, v["attribute"]), map(str, v["group"]), map(str, v["metric"])),
+                    range(len(values))))
+    key = list(zip(map(str, t["task"]), map(str, t["attribute"])))
+    metric = list(map(str, t["metric"]))
+    own = [look.get(k + (g, m)) for k, g, m in zip(key, group, metric)]
+    other = [look.get(k + (c, m)) for k, c, m in zip(key, comp, metric)]
+    table = _columns(values, [c for c in (col, "n", "numerator", "denominator", "threshold", "test") if c in values])
+
+    def pick(c: str, rows: list) -> list:  # a group without a row (or a column not there): None
+        vals = table.get(c)
+        return [None if i is None or vals is None else vals[i] for i in rows]
+
+    n = len(tests)
+    out = {k: t[k] for k in ("task", "attribute", "metric", "p_value", "q_value", "verdict", "test_id",
+                             "p_equivalence", "q_equivalence", "n_boot_valid")}
+    out.update(group=group, comparison=comp, gap=gap, ci_low=lo, ci_high=hi,
+               rate=pick(col, own), comparison_rate=pick(col, other),
+               significant=(tests["p_value"].astype(float) <= result.plan.alpha).to_numpy(),
+               significant_bh=(tests["verdict"] == "differs").fillna(False).to_numpy(dtype=bool),
+               favours=np.where((gap == 0) | no_gap, None, comp))
+    for c in ("n", "numerator", "denominator", "threshold", "test"):
+        out[c] = pick(c, own)
+    return _record_frame(out, n)
 
 
 def discrimination_findings(result: GroupAuditResult) -> pd.DataFrame:
     """The AUROC / AUPRC pair tests as rows shaped like ``records`` (``rate`` = the group's value), each pair once,
     told from the group with the lower value."""
     disc = getattr(result, "discrimination", None)
-    cols = _COLUMNS["records"]
     if disc is None or disc.empty:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=_COLUMNS["records"])
     d = _lower_side(disc[disc["test_id"].notna()])
-    alpha = result.plan.alpha
-    rows = []
-    for r in d.to_dict(orient="records"):
-        row = dict.fromkeys(cols)
-        gap = r["gap"]
-        row.update({k: r[k] for k in ("task", "attribute", "group", "metric", "n", "comparison", "gap", "ci_low",
-                                      "ci_high", "p_value", "q_value", "verdict", "test_id", "p_equivalence",
-                                      "q_equivalence", "test", "reason")})
-        row.update(rate=r["value"], comparison_rate=r["comparison_value"],
-                   significant=None if r["p_value"] is None else bool(r["p_value"] <= alpha),
-                   significant_bh=r["verdict"] == "differs",
-                   favours=None if not gap else (r["group"] if gap > 0 else r["comparison"]))
-        rows.append(row)
-    return pd.DataFrame.from_records(rows, columns=cols)
+    r = _columns(d, ("task", "attribute", "group", "metric", "n", "comparison", "gap", "ci_low", "ci_high",
+                     "p_value", "q_value", "verdict", "test_id", "p_equivalence", "q_equivalence", "test", "reason",
+                     "value", "comparison_value"))
+    gap = d["gap"].astype(float).to_numpy()
+    p = d["p_value"].astype(float).to_numpy()
+    out = {k: r[k] for k in ("task", "attribute", "group", "metric", "n", "comparison", "gap", "ci_low", "ci_high",
+                             "p_value", "q_value", "verdict", "test_id", "p_equivalence", "q_equivalence", "test",
+                             "reason")}
+    out.update(rate=r["value"], comparison_rate=r["comparison_value"],
+               significant=np.where(_is_none(r["p_value"]), None, p <= result.plan.alpha),
+               significant_bh=(d["verdict"] == "differs").fillna(False).to_numpy(dtype=bool),
+               favours=np.where((gap == 0) | _is_none(r["gap"]), None,
+                                np.where(gap > 0, np.array(r["group"], dtype=object),
+                                         np.array(r["comparison"], dtype=object))))
+    return _record_frame(out, len(d))
 
 
 def calibration_findings(result: GroupAuditResult) -> pd.DataFrame:
     """The calibration tests as rows shaped like ``records`` (metric "calibration"; gap, rates and CI empty)."""
     cal = getattr(result, "calibration", None)
-    cols = _COLUMNS["records"]
     if cal is None or cal.empty:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=_COLUMNS["records"])
     cal = cal[cal["test_id"].notna()]
-    rows = []
-    alpha = result.plan.alpha
-    for r in cal.to_dict(orient="records"):
-        row = dict.fromkeys(cols)
-        p = r["p_value"]
-        row.update(task=r["task"], attribute=r["attribute"], group=r["group"], metric="calibration", n=r["n"],
-                   p_value=p, q_value=r["q_value"], significant=None if p is None else bool(p <= alpha),
-                   significant_bh=r["verdict"] == "differs", verdict=r["verdict"], test_id=r["test_id"],
-                   p_equivalence=r["p_equivalence"], q_equivalence=r["q_equivalence"],
-                   test=r.get("test") or CALIBRATION_TEST_TEXT, reason=r["reason"])
-        rows.append(row)
-    return pd.DataFrame.from_records(rows, columns=cols)
+    r = _columns(cal, ("task", "attribute", "group", "n", "p_value", "q_value", "verdict", "test_id",
+                       "p_equivalence", "q_equivalence", "reason"))
+    p = cal["p_value"].astype(float).to_numpy()
+    n = len(cal)
+    out = {k: r[k] for k in r}
+    out.update(metric=["calibration"] * n,
+               significant=np.where(_is_none(r["p_value"]), None, p <= result.plan.alpha),
+               significant_bh=(cal["verdict"] == "differs").fillna(False).to_numpy(dtype=bool),
+               test=[x or CALIBRATION_TEST_TEXT for x in (cal["test"].tolist() if "test" in cal else [None] * n)])
+    return _record_frame(out, n)
 
 
 COMPARISON_FAMILIES = {
@@ -1592,15 +1642,17 @@ def comparison_counts(result: GroupAuditResult) -> dict:
     result rows, ``records``: never comparisons) and ``families``: per kind of comparison (keys of
     :data:`COMPARISON_FAMILIES`, only those with a test) its ``label`` (what the tests are), ``tests`` and the three
     verdict counts, which add up to the totals."""
-    f = findings(result)
-    metric = f["metric"].astype(str) if not f.empty else pd.Series(dtype=str)
-    out: dict = {v: int((f["verdict"] == v).sum()) if not f.empty else 0 for v in VERDICTS}
+    f = _kept_findings(result)
+    metric = np.array(list(map(str, f["metric"])), dtype=object) if not f.empty else np.array([], dtype=object)
+    verdict = {v: (f["verdict"] == v).fillna(False).to_numpy(dtype=bool) if not f.empty
+               else np.zeros(0, dtype=bool) for v in VERDICTS}
+    out: dict = {v: int(verdict[v].sum()) for v in VERDICTS}
     out["total"] = sum(out[v] for v in VERDICTS)
     out["rows"] = int(len(result.records))
     fams = {}
     for key, (metrics, one, many) in COMPARISON_FAMILIES.items():
-        sub = f[metric.isin(metrics)] if not f.empty else f
-        c = {v: int((sub["verdict"] == v).sum()) if not sub.empty else 0 for v in VERDICTS}
+        family = np.isin(metric, list(metrics))
+        c = {v: int((verdict[v] & family).sum()) for v in VERDICTS}
         c["tests"] = sum(c.values())
         if c["tests"]:
             fams[key] = {"label": one if c["tests"] == 1 else many, **c}

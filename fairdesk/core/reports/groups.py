@@ -338,7 +338,10 @@ def _summary_findings(findings: list[Finding], limit: int) -> list[Finding]:
 # --------------------------------------------------------------------------------------------------------------
 # Sections
 
-def build_group_report(result: "GroupAuditResult", *, title: str = "FairDesk fairness audit", dataset_name: str = "",
+REPORT_TITLE = "FairDesk fairness audit"
+
+
+def build_group_report(result: "GroupAuditResult", *, title: str = REPORT_TITLE, dataset_name: str = "",
                  model_description: str = "", suppress_k: int = 11) -> Report:
     """The report model of a group audit. Pure: the same result and arguments give the same report."""
     if int(suppress_k) < 1:
@@ -380,6 +383,17 @@ def report_tree(doc: dict, settings: "ReportSettings") -> Report:
     result = GroupAuditResult.from_dict(doc)
     return build_group_report(result, dataset_name=result.provenance.get("dataset", ""),
                               suppress_k=settings.suppress_k)
+
+
+def board_summary(result: "GroupAuditResult", suppress_k: int) -> Section:
+    """The first section of :func:`report_tree` alone — the board summary the PDF's first page prints and the GUI's
+    findings header shows — without building the rest of the report (its figures, tables, calibration and
+    methods sections were more than half of the time the GUI's view thread spent on the header of the demo's
+    audit)."""
+    if int(suppress_k) < 1:
+        raise ValueError("suppress_k must be at least 1 (1 shows every count).")
+    prov = result.provenance or {}
+    return _summary_section(result, REPORT_TITLE, prov.get("dataset", ""), "", int(suppress_k), report_date(prov))
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings: "ReportSettings") -> Path:

@@ -18,6 +18,7 @@ from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.base import NO_PROJECT, AuditRun
 from fairdesk.gui.tabs.predictions import PredictionsPage
 from fairdesk.gui.widgets.calibration_views import CalibrationViews
+from fairdesk.gui.widgets.findings import section_html
 from fairdesk.gui.widgets.gap_plot import GapPlot
 from fairdesk.gui.widgets.panel_parts import (fill_combo, hrow, note_label, predictions_box, size_combos,
                                               threshold_choice)
@@ -604,6 +605,15 @@ class AuditTab(PredictionsPage):
         self.details_view.setHtml(prepared["details"])
         yield
         yield from self.calibration_views.show_prepared(result, prepared["calibration"])
+
+    def findings_of(self, doc: dict, suppress_k: int) -> tuple[str, dict[str, int]]:
+        """The board summary alone (``reports.groups.board_summary``: the report's first section, without building
+        the rest of the report) and the comparisons by verdict, from one parse of the document (view thread)."""
+        from fairdesk.core.audits.groups import GroupAuditResult, verdict_counts
+        from fairdesk.core.reports.groups import board_summary
+
+        result = GroupAuditResult.from_dict(doc)
+        return section_html(board_summary(result, suppress_k)), verdict_counts(result)
 
     def verdict_counts(self, doc: dict) -> dict[str, int]:
         """The comparisons by verdict, counted as the PDF counts them (``comparison_counts``: each test once)."""

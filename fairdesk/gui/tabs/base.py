@@ -449,27 +449,30 @@ class AuditPage(JobPage):
         if self.window_.views.closing:  # the window is closing
             return
         k = int(self.window_.settings.suppress_k)
-        findings = self.SHOW_FINDINGS
-
-        def read(progress, cancel):
-            raw = project.audit_document(audit_id)  # checked against the kind's schema
-            cancel.check()
-            doc = self.parse_document(raw, audit_id)
-            cancel.check()
-            prepared = self.prepare_results(doc, audit_id)
-            cancel.check()
-            if not findings:
-                return doc, prepared, None
-            try:
-                summary = self.findings_of(raw, k)
-            except Exception as err:  # noqa: BLE001 - the statistics still show; the header says what failed
-                summary = err
-            return doc, prepared, summary
-
-        if findings:
+        if self.SHOW_FINDINGS:
             self.findings.pending()
-        self._view_job = self.window_.views.submit(Job(f"Read audit #{audit_id}", read))
+        self._view_job = self.window_.views.submit(Job(
+            f"Read audit #{audit_id}", lambda progress, cancel: self.read_view(project, audit_id, k, cancel.check)))
         self._view_audit = audit_id
+
+    def read_view(self, project, audit_id: int, suppress_k: int, check=lambda: None) -> tuple:
+        """Everything :meth:`show_results` needs of stored audit ``audit_id``: ``(doc, prepared, findings)`` — read
+        and checked (:meth:`Project.audit_document`), parsed, prepared and summed up. Runs in the view runner (never
+        touch a widget here); ``check()`` raises when the read was cancelled
+        (``benchmarks/bench_view_read.py`` times these same steps)."""
+        raw = project.audit_document(audit_id)  # checked against the kind's schema
+        check()
+        doc = self.parse_document(raw, audit_id)
+        check()
+        prepared = self.prepare_results(doc, audit_id)
+        check()
+        if not self.SHOW_FINDINGS:
+            return doc, prepared, None
+        try:
+            summary = self.findings_of(raw, suppress_k)
+        except Exception as err:  # noqa: BLE001 - the statistics still show; the header says what failed
+            summary = err
+        return doc, prepared, summary
 
     def _view_finished(self, job) -> None:
         if self._view_job is None or job.id != self._view_job.id:
