@@ -69,6 +69,13 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
         row = {"accuracy": e["accuracy"]["mean"], "delta_eo_5": e["delta_eo_5"]["mean"],
                "leakage_r2": e["leakage"]["r2"], "leakage_auroc": e["leakage"]["auroc"],
                "leakage_r2_beyond_label": e["leakage"]["beyond_label"]["r2"]}
+        one = e.get("single_fit")  # the final fit alone (the model before averaging; same fits, same folds)
+        if one is not None:
+            row["single"] = {"accuracy": one["accuracy"]["mean"], "delta_eo_5": one["delta_eo_5"]["mean"],
+                             "leakage_r2": one["leakage_r2"]}
+            if m != "dnn" and "single_fit" in dnn:
+                row["single"]["accuracy_cost_points"] = 100 * (dnn["single_fit"]["accuracy"]["mean"]
+                                                               - one["accuracy"]["mean"])
         if m != "dnn":
             cost = 100 * (dnn["accuracy"]["mean"] - e["accuracy"]["mean"])
             acc_c, d5_c = e["comparison"]["accuracy"], e["comparison"]["delta_eo_5"]
@@ -101,9 +108,14 @@ def spread(results: list[dict]) -> dict:
         cost = [r["methods"][m]["accuracy_cost_points"] for r in results]
         d5 = [r["methods"][m]["delta_eo_5"] - r["methods"]["dnn"]["delta_eo_5"] for r in results]
         r2 = [r["methods"][m]["leakage_r2"] for r in results]
+        series = [("cost_points", cost), ("delta5_minus_dnn", d5), ("leakage_r2", r2)]
+        if all("accuracy_cost_points" in r["methods"][m].get("single", {}) for r in results):
+            series += [("single_cost_points", [r["methods"][m]["single"]["accuracy_cost_points"] for r in results]),
+                       ("single_delta5_minus_dnn", [r["methods"][m]["single"]["delta_eo_5"]
+                                                    - r["methods"]["dnn"]["single"]["delta_eo_5"] for r in results]),
+                       ("single_leakage_r2", [r["methods"][m]["single"]["leakage_r2"] for r in results])]
         out[m] = {name: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
-                         "values": v} for name, v in (("cost_points", cost), ("delta5_minus_dnn", d5),
-                                                      ("leakage_r2", r2))}
+                         "values": v} for name, v in series}
     return out
 
 
@@ -143,12 +155,24 @@ def main(argv=None) -> list[dict]:
                 print(f"  {m:8s} accuracy {row['accuracy']:.3f}  Δ(5) {row['delta_eo_5']:.3f}  leakage R² "
                       f"{row['leakage_r2']:.3f} (AUROC {row['leakage_auroc']:.2f}), beyond the label "
                       f"{row['leakage_r2_beyond_label']:.3f}{extra}", flush=True)
+                if "single" in row:
+                    one = row["single"]
+                    print(f"  {'':8s} final fit alone: accuracy {one['accuracy']:.3f}  Δ(5) {one['delta_eo_5']:.3f}  "
+                          f"leakage R² {one['leakage_r2']:.3f}" + (f"  cost {one['accuracy_cost_points']:+.1f} pts"
+                                                                    if "accuracy_cost_points" in one else ""),
+                          flush=True)
         if len(runs) > 1:
             for m, v in spread(runs).items():
                 print(f"  {name} over seeds {args.seeds}: {m} cost {v['cost_points']['mean']:+.1f} ± "
                       f"{v['cost_points']['sd']:.1f} pts, Δ(5) − DNN's {v['delta5_minus_dnn']['mean']:+.2f} ± "
                       f"{v['delta5_minus_dnn']['sd']:.2f}, age R² {v['leakage_r2']['mean']:.3f} ± "
                       f"{v['leakage_r2']['sd']:.3f}", flush=True)
+                if "single_cost_points" in v:
+                    print(f"  {name} over seeds {args.seeds}: {m} final fit alone: cost "
+                          f"{v['single_cost_points']['mean']:+.1f} ± {v['single_cost_points']['sd']:.1f} pts, Δ(5) − "
+                          f"DNN's {v['single_delta5_minus_dnn']['mean']:+.2f} ± "
+                          f"{v['single_delta5_minus_dnn']['sd']:.2f}, age R² {v['single_leakage_r2']['mean']:.3f}",
+                          flush=True)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(results, fh, indent=1)
