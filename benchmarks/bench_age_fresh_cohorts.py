@@ -76,6 +76,12 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
             if m != "dnn" and "single_fit" in dnn:
                 row["single"]["accuracy_cost_points"] = 100 * (dnn["single_fit"]["accuracy"]["mean"]
                                                                - one["accuracy"]["mean"])
+                if "folds" in one["accuracy"]:  # the product's comparison of the final fits alone
+                    from fairdesk.core.audits.age_independence import MARGINS, paired_comparison
+
+                    c = paired_comparison(one["accuracy"]["folds"], dnn["single_fit"]["accuracy"]["folds"],
+                                          MARGINS["accuracy"], test_train_ratio=doc["settings"]["test_train_ratio"])
+                    row["single"]["accuracy_cost_ci_points"] = [-100 * c["ci_high"], -100 * c["ci_low"]]
         if m != "dnn":
             cost = 100 * (dnn["accuracy"]["mean"] - e["accuracy"]["mean"])
             acc_c, d5_c = e["comparison"]["accuracy"], e["comparison"]["delta_eo_5"]

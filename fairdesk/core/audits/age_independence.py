@@ -720,8 +720,7 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
                                                         settings.leakage_target)
         if m in cv["single"]:  # what averaging bought: the final fit alone, same folds and probes
             one = cv["single"][m]
-            entry["single_fit"] = {**{metric: {"mean": one[metric]["mean"], "std": one[metric]["std"]}
-                                      for metric in METRICS},
+            entry["single_fit"] = {**{metric: one[metric] for metric in METRICS},
                                    "leakage_r2": (one["leakage"] or {}).get("r2"),
                                    "leakage_r2_beyond_label": ((one["leakage"] or {}).get("beyond_label") or {})
                                    .get("r2")}
