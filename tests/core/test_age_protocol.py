@@ -247,6 +247,11 @@ def test_averaged_fits_reuse_the_selections_inner_fits(tiny, light_probes, monke
     for m in ("dnn", "simple"):
         one = doc["methods"][m]["single_fit"]
         assert set(one) >= {"accuracy", "delta_eo_5", "leakage_r2"} and 0 <= one["accuracy"]["mean"] <= 1
+    from fairdesk.core.reports.age_independence import lambda_words
+
+    assert "the average of its final fit and its fits on the nested validation's inner splits" in \
+        lambda_words(doc["settings"])
+    assert "average" not in lambda_words({**doc["settings"], "average_fits": False})
     members = [ap.fit_method("simple", np.c_[np.arange(8.0), np.arange(8.0) % 3], np.arange(8) % 2,
                              np.arange(8.0), TINY_LEARNER, seed=s) for s in (1, 2)]
     avg = ap.average_fits(members)
