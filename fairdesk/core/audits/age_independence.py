@@ -49,7 +49,10 @@ cross-validation: every λ of ``lambda_grid`` (0.3, 1, 3) is fitted on each of `
 the training participants and scored on the rest, accuracy and probe R² pooled over all training participants; among
 the λ whose probe R² (the one beyond the label) is at most the target, the smallest within one standard error of the
 best accuracy is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was
-not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``.
+not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``. Inner fold j is fitted with the
+same seed at every λ (common random numbers). ``average_fits=True`` (off by default; measured to add age) makes each
+network's model the average of its final fit and its inner fits (:func:`average_fits`) and reports the final fit
+alone beside it (``single_fit``).
 """
 from __future__ import annotations
 
@@ -390,11 +393,13 @@ def inner_fits(method: str, X, y, age, groups, learner: LearnerSettings, seed: i
 def average_fits(fits: list) -> FittedMethod:
     """One model from several fits of one method: P(y = 1) is the mean of the members' probabilities, and its
     representation is the members' representations side by side (what the averaged classifier reads; the leakage
-    probe reads all of it). *Why* (issue 27, round 5): one network's held-out accuracy moves by several points
+    probe reads all of it). *Why tried* (issue 27, round 5): one network's held-out accuracy moves by several points
     between training seeds (the DNN by ~7 on the independent cohort), and the nested selection already trains
-    ``SELECTION_FOLDS`` fits at every λ — averaging them with the final fit lowers that variance for free for the
-    learners; the DNN is averaged over as many fits on its own inner splits, so the comparison stays fair
-    (measured in docs/methods.md §3)."""
+    ``SELECTION_FOLDS`` fits at every λ, so averaging them with the final fit costs the learners no training (the
+    DNN is averaged over as many fits on its own inner splits, so the comparison stays fair). *Measured*
+    (docs/methods.md §3): it moves the cost by the size of that noise, either way, and every averaged model
+    carries far more age than its members (each leaves a little along its own directions), so
+    ``AgeProtocolSettings.average_fits`` is off by default."""
     import hashlib
 
     def proba(Xn):
