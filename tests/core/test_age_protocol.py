@@ -316,8 +316,8 @@ def _assert_dnn_learns_age_and_the_learner_removes_it(res, ctrl):
 
 
 def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it_ci():
-    """CI-sized version of the test below (same cohort; 3 folds, λ = 1 fixed, one fit per model; ~16 s CPU against
-    ~107 s): the DNN's representation carries age and its Δ^(5) is above the same DNN's without the age signal;
+    """CI-sized version of the test below (same cohort; 3 folds, λ = 1 fixed, one fit per model; ~10 s CPU against
+    ~110 s): the DNN's representation carries age and its Δ^(5) is above the same DNN's without the age signal;
     age-indep-simple lowers the leakage, also beyond the label, at ≤ 5 points. (λ's selection and the averaged fits
     are tested in tests/core/test_age_lambda_selection.py, and by the full-size test below.) Measured: DNN accuracy
     0.727, age R² 0.421 (AUROC 0.79), beyond the label 0.141, Δ^(5) 2.04 (control: R² −0.087, Δ^(5) 1.59); simple
