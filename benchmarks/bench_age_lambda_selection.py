@@ -7,8 +7,9 @@ protocol and per learner:
   same training seed as the default path, whose fit seed does not depend on λ): accuracy, Δ^(5) and the leakage
   probes' held-out predictions;
 * the *validation* evidence at every λ on each of the ``SELECTION_FOLDS`` participant-disjoint inner splits of the
-  fold's training participants (split 0 is the single split the one-split rule used, with its seeds): correct
-  predictions, the probes' predictions of the age beyond the label.
+  fold's training participants (with :func:`select_lambda`'s seeds, the same at every λ since issue 27's round 5;
+  the round-4 output in ``benchmarks/results`` was made with the earlier seeds, split 0 being the one-split rule's):
+  correct predictions, the probes' predictions of the age beyond the label.
 
 Any selection rule is then a function of the validation evidence, and its held-out numbers are read off the held-out
 outcomes without refitting (:func:`evaluate`): the one-split rule (before), pooled validation over all inner splits,
@@ -46,7 +47,7 @@ def collect(name: str, seed: int, participants: int = 200, folds: int = 3, out_p
     data = ap._prepare(cohort, "label", "age", "participant_id", None)
     X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
     settings = ap.AgeProtocolSettings(methods=("dnn",) + LEARNERS, folds=folds, seed=seed, reference=False,
-                                      select_lambda=False)
+                                      select_lambda=False, average_fits=False)  # the final fit alone
     grid = settings.lambda_grid
     splits = ap.group_folds(groups, y, folds, 1, seed)
     rep = Reporter()
@@ -64,15 +65,14 @@ def collect(name: str, seed: int, participants: int = 200, folds: int = 3, out_p
             for lam in grid:
                 s = replace(settings, learner=replace(settings.learner, lam=float(lam)))
                 entry["heldout"][f"{lam:g}"] = _heldout(ap.cv_unit((sp, m, 1), (data, s), rep))
-            # the inner splits select_lambda uses (split 0 is its one split, with its seeds)
+            # the inner splits and seeds select_lambda uses
             sel_seed = ap._seed(seed, sp.repeat, sp.fold, ap._METHOD_INDEX[m], 2000)
             Xo, yo, ao, go = X[sp.train], y[sp.train], age[sp.train], groups[sp.train]
             for j, inner in enumerate(ap.group_folds(go, yo, ap.SELECTION_FOLDS, 1, sel_seed)):
                 tr, va = inner.train, inner.test
                 beyond = ao[va] - ap.label_age(yo[tr], ao[tr], yo[va])
                 for i, lam in enumerate(grid):
-                    fit_seed, probe_seed = ((ap._seed(sel_seed, i), ap._seed(sel_seed, i, 1000)) if j == 0 else
-                                            (ap._seed(sel_seed, i, j), ap._seed(sel_seed, i, 1000, j)))
+                    fit_seed, probe_seed = ap._inner_seeds(sel_seed, j)  # select_lambda's: the same at every λ
                     fitted = fit_method(m, Xo[tr], yo[tr], ao[tr], replace(settings.learner, lam=float(lam)),
                                         seed=fit_seed)
                     correct = (fitted.predict_proba(Xo[va]) >= ap.THRESHOLD).astype(int) == yo[va]

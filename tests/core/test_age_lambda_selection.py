@@ -38,7 +38,7 @@ def _fake_fit(fits: list):
         beta = scale * abs(rng.standard_normal())
         w = rng.standard_normal(X.shape[1] - 3)
         w /= np.linalg.norm(w)
-        fits.append({"lam": learner.lam, "rows": len(X)})
+        fits.append({"lam": learner.lam, "rows": len(X), "seed": seed, "rows_sum": round(float(X[:, 2].sum()), 9)})
         return SimpleNamespace(
             predict_proba=lambda Z: np.where(Z[:, 2] > err, Z[:, 1], 1 - Z[:, 1]).astype(float),
             represent=lambda Z: Z[:, 3:] + beta * Z[:, :1] * w)
@@ -82,6 +82,20 @@ def test_every_training_participant_validates_every_lambda(simulated):
     by_lam = {p["lambda"]: p for p in choice["points"]}
     for lam, (err, _) in LEARNER.items():  # pooled accuracy = the share of all training rows the learner gets right
         assert by_lam[lam]["accuracy"] == pytest.approx(np.mean(X[:, 2] > err))
+
+
+def test_every_lambda_is_judged_on_common_random_numbers(simulated):
+    """Issue 27, round 5: inner fold j is fitted with the same seed at every λ (and each fold with its own), so the λ
+    of the grid differ only by λ, not by which initial weights and minibatch orders they drew. Before, inner fold 0
+    kept the seeds of the one-split selection it replaced, which differed per λ."""
+    _select(0)
+    by_fold: dict = {}
+    for f in simulated:  # an inner fold is known by its training rows
+        by_fold.setdefault((f["rows"], f["rows_sum"]), {})[f["lam"]] = f["seed"]
+    assert len(by_fold) == ap.SELECTION_FOLDS
+    for seeds in by_fold.values():
+        assert set(seeds) == set(LEARNER) and len(set(seeds.values())) == 1, seeds
+    assert len({next(iter(v.values())) for v in by_fold.values()}) == ap.SELECTION_FOLDS
 
 
 def test_the_protocol_chooses_lambda_from_every_training_participant():
