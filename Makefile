@@ -23,7 +23,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m "not full"
 
-# the full-size regression guards too (fresh age cohorts, the full demo-cohort age test, the confounded SCM): about 8 more minutes on 2 cores
+# the full-size regression guards too (fresh age cohorts, the full demo-cohort age test, the confounded SCM); not timed on an idle machine this round
 test-full: $(STAMP)
 	QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 
