@@ -18,6 +18,9 @@ What is used instead, for each tested pair of groups (all vectorised over pairs)
   exact test's mid-p instead (:func:`gap_p_value`; issue 21).
 * **interval**: Agresti–Caffo — add one success and one failure to each group, ``c = (x_a+1)/(n_a+2) − (x_b+1)/(n_b+2)``,
   ``se = sqrt(deff · Σ p'(1 − p')/(n + 2))``, ``c ± z·se`` clipped to [−1, 1]. Chosen by the coverage study.
+  With repeated patients instead the inversion of the score test (:func:`score_interval`; the TOST likewise,
+  :func:`score_tost_p`): Agresti–Caffo's variance at the observed rates swung with the gap when the design effect
+  is large, and the interval missed 0 more often than the test rejected (issue 21).
 * **equivalence (TOST)** within ``±margin`` on the same scale: ``p_eq = max(Φ((c − m)/se), Φ((−m − c)/se))``;
   ``p_eq ≤ α`` exactly when the ``1 − 2α`` interval lies inside ``(−m, m)``.
 
