@@ -42,10 +42,12 @@ RULE_TEXT = {
                "table shows the pair with the highest and lowest rate",
 }
 TEST_TEXT = {
-    "max": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval",
-    "between": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval",
+    "max": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval "
+           "(repeated patients: the score test's inversion)",
+    "between": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo "
+               "interval (repeated patients: the score test's inversion)",
     "one-vs-rest": "group vs rest score test (unfloored normal p; exact mid-p below 10 expected events); "
-                   "Agresti–Caffo interval",
+                   "Agresti–Caffo interval (repeated patients: the score test's inversion)",
 }
 FAMILIES = ("audit", "task", "attribute-group-measure")
 FAMILY_TEXT = {
@@ -1194,7 +1196,8 @@ def _curve_rows(task, attr, group, values, pos, neg, tau, plan, out):
 
 
 def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hits_per_patient=None) -> dict:
-    """Score test, Agresti–Caffo interval and TOST of one difference of rates (see :mod:`..stats.gaps`).
+    """Score test, Agresti–Caffo interval (with whole patients: the score test's inversion) and TOST of one
+    difference of rates (see :mod:`..stats.gaps`).
 
     ``rows_per_patient``: with whole patients, each side's rows per patient in the rate's denominator, and
     ``hits_per_patient`` each side's rows per patient in its numerator: the design effect is then the whole-patient
