@@ -42,10 +42,12 @@ RULE_TEXT = {
                "table shows the pair with the highest and lowest rate",
 }
 TEST_TEXT = {
-    "max": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval",
-    "between": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval",
+    "max": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo interval "
+           "(repeated patients: the score test's inversion)",
+    "between": "pairwise score test (unfloored normal p; exact mid-p below 10 expected events); Agresti–Caffo "
+               "interval (repeated patients: the score test's inversion)",
     "one-vs-rest": "group vs rest score test (unfloored normal p; exact mid-p below 10 expected events); "
-                   "Agresti–Caffo interval",
+                   "Agresti–Caffo interval (repeated patients: the score test's inversion)",
 }
 FAMILIES = ("audit", "task", "attribute-group-measure")
 FAMILY_TEXT = {
@@ -1194,7 +1196,8 @@ def _curve_rows(task, attr, group, values, pos, neg, tau, plan, out):
 
 
 def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hits_per_patient=None) -> dict:
-    """Score test, Agresti–Caffo interval and TOST of one difference of rates (see :mod:`..stats.gaps`).
+    """Score test, Agresti–Caffo interval (with whole patients: the score test's inversion) and TOST of one
+    difference of rates (see :mod:`..stats.gaps`).
 
     ``rows_per_patient``: with whole patients, each side's rows per patient in the rate's denominator, and
     ``hits_per_patient`` each side's rows per patient in its numerator: the design effect is then the whole-patient
@@ -1223,11 +1226,16 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hi
         df = G.cluster_df(m_a, m_b, pa * (1 - pa) * (m_a ** 2).sum() / max(n_a, 1) ** 2,
                           pb * (1 - pb) * (m_b ** 2).sum() / max(n_b, 1) ** 2)
     p = G.gap_p_value(x_a, n_a, x_b, n_b, deff, df)
-    centre, se = G.agresti_caffo(x_a, n_a, x_b, n_b, deff)
-    lo, hi = G.interval(centre, se, plan.ci_level, df)
     flat = no_variation(x_a, n_a, x_b, n_b)
+    if rows_per_patient is None:  # independent rows: Agresti–Caffo (the score interval covered 0.91 at 12 vs 1,000
+        centre, se = G.agresti_caffo(x_a, n_a, x_b, n_b, deff)  # cases at recall 0.99, docs/methods.md §1)
+        lo, hi = G.interval(centre, se, plan.ci_level, df)
+        p_eq = float("nan") if flat else float(G.tost_p(centre, se, plan.margin, df))
+    else:  # whole patients: the inversion of the score test (issue 21: Agresti–Caffo missed 0 more often than the
+        lo, hi = G.score_interval(x_a, n_a, x_b, n_b, deff, plan.ci_level, df)  # test rejected)
+        p_eq = float("nan") if flat else float(G.score_tost_p(x_a, n_a, x_b, n_b, plan.margin, deff, df))
     return {"gap": float(x_a / n_a - x_b / n_b), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
-            "p_equivalence": float("nan") if flat else float(G.tost_p(centre, se, plan.margin, df)),
+            "p_equivalence": p_eq,
             "design_effect": deff, "n_boot_valid": n_valid, "flat": flat}
 
 
