@@ -606,13 +606,15 @@ class AuditTab(PredictionsPage):
         yield
         yield from self.calibration_views.show_prepared(result, prepared["calibration"])
 
-    def findings_of(self, doc: dict, suppress_k: int) -> tuple[str, dict[str, int]]:
+    def findings_of(self, doc: dict, suppress_k: int, parsed=None) -> tuple[str, dict[str, int]]:
         """The board summary alone (``reports.groups.board_summary``: the report's first section, without building
-        the rest of the report) and the comparisons by verdict, from one parse of the document (view thread)."""
+        the rest of the report) and the comparisons by verdict, from one parse of the document (view thread):
+        ``parsed``, the result :meth:`read_view` parsed and prepared the tables from (its findings, kept on it, are
+        then computed once for the header and the tables), else parsed here."""
         from fairdesk.core.audits.groups import GroupAuditResult, verdict_counts
         from fairdesk.core.reports.groups import board_summary
 
-        result = GroupAuditResult.from_dict(doc)
+        result = parsed if parsed is not None else GroupAuditResult.from_dict(doc)
         return section_html(board_summary(result, suppress_k)), verdict_counts(result)
 
     def verdict_counts(self, doc: dict) -> dict[str, int]:

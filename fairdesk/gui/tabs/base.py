@@ -345,10 +345,12 @@ class AuditPage(JobPage):
         """The buttons left of Cancel in the Run row."""
         return (self.run_button,)
 
-    def findings_of(self, doc: dict, suppress_k: int) -> tuple[str, dict[str, int] | None]:
+    def findings_of(self, doc: dict, suppress_k: int, parsed=None) -> tuple[str, dict[str, int] | None]:
         """The findings header of a stored document: ``(html, verdict counts)``. Runs in a worker thread (never touch
-        a widget here). Default: the first section of the kind's report tree — the board summary the PDF's first
-        page prints — and :meth:`verdict_counts`. A page overrides it (or sets ``SHOW_FINDINGS = False``)."""
+        a widget here). ``parsed``: :meth:`parse_document` of ``doc`` when the caller has it (:meth:`read_view`), so
+        that a page whose header needs the typed result does not parse the document again. Default: the first
+        section of the kind's report tree — the board summary the PDF's first page prints — and
+        :meth:`verdict_counts`. A page overrides it (or sets ``SHOW_FINDINGS = False``)."""
         report = report_tree_of(self.kind(), doc, suppress_k)
         try:
             section = report.section("summary")
@@ -469,7 +471,7 @@ class AuditPage(JobPage):
         if not self.SHOW_FINDINGS:
             return doc, prepared, None
         try:
-            summary = self.findings_of(raw, suppress_k)
+            summary = self.findings_of(raw, suppress_k, parsed=doc)  # the document parsed once
         except Exception as err:  # noqa: BLE001 - the statistics still show; the header says what failed
             summary = err
         return doc, prepared, summary
