@@ -25,14 +25,9 @@ def _record_threads(monkeypatch, module, names: list[str], calls: dict) -> None:
         monkeypatch.setattr(module, name, wrapper)
 
 
-def test_group_audit_figure_data_is_computed_in_the_view_thread(make_window, tmp_path, monkeypatch):
-    """Opening a project that holds a group audit with a continuous attribute and calibration tests: the gap plot's
-    rows, the error-spread rows and bins, the calibration curves and the discrimination table of the first choice
-    are all computed in the view runner — none on the Qt thread (before, the error spread, the curves (twice) and
-    the discrimination table were computed while the page was filled)."""
+def _group_audit_project(tmp_path):
+    """A project holding one group audit with a continuous attribute and calibration tests."""
     from conftest import make_predictions
-    from fairdesk.core.reports import calibration_figures, figures
-    from fairdesk.gui.widgets import calibration_views
     from fairdesk.jobs.groups import audit_groups, import_table
 
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("sex",), continuous_attributes=("age",),
@@ -42,6 +37,18 @@ def test_group_audit_figure_data_is_computed_in_the_view_thread(make_window, tmp
     project = tmp_path / "p.fairdesk"
     dataset_id = import_table(project, csv, roles=roles)
     audit_groups(project, dataset_id, GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100))
+    return project
+
+
+def test_group_audit_figure_data_is_computed_in_the_view_thread(make_window, tmp_path, monkeypatch):
+    """Opening a project that holds a group audit with a continuous attribute and calibration tests: the gap plot's
+    rows, the error-spread rows and bins, the calibration curves and the discrimination table of the first choice
+    are all computed in the view runner — none on the Qt thread (before, the error spread, the curves (twice) and
+    the discrimination table were computed while the page was filled)."""
+    from fairdesk.core.reports import calibration_figures, figures
+    from fairdesk.gui.widgets import calibration_views
+
+    project = _group_audit_project(tmp_path)
 
     calls: dict[str, list[bool]] = {}
     _record_threads(monkeypatch, figures, ["forest_data", "delta_eo_data", "delta_bins_data"], calls)
@@ -56,6 +63,39 @@ def test_group_audit_figure_data_is_computed_in_the_view_thread(make_window, tmp
     for name in ("forest_data", "delta_eo_data", "delta_bins_data", "curve_data", "discrimination_frame"):
         assert calls.get(name), f"{name} was not called"
         assert not any(calls[name]), f"{name} ran on the Qt thread"
+
+
+def test_selecting_a_group_audit_parses_its_document_once(make_window, tmp_path, monkeypatch):
+    """Selecting a stored group audit parses its document once and computes its findings once: the tables, the
+    header and the board summary all come from the result :meth:`AuditPage.read_view` parsed (before, the findings
+    header parsed the document a second time and computed every finding again: a third of the view thread's work,
+    all of it holding the interpreter lock the Qt thread waits for)."""
+    from fairdesk.core.audits import groups
+
+    project = _group_audit_project(tmp_path)
+    window = make_window()
+    window.show_page(window.audit_tab)
+    window.open_project(project)
+    tab = window.audit_tab
+    calls = {"from_dict": 0, "findings": 0}
+    from_dict, findings = groups.GroupAuditResult.__dict__["from_dict"].__func__, groups._findings
+
+    def counted_from_dict(cls, doc):
+        calls["from_dict"] += 1
+        return from_dict(cls, doc)
+
+    def counted_findings(result):
+        calls["findings"] += 1
+        return findings(result)
+
+    monkeypatch.setattr(groups.GroupAuditResult, "from_dict", classmethod(counted_from_dict))
+    monkeypatch.setattr(groups, "_findings", counted_findings)
+    for _ in range(2):
+        tab.audit_list.setCurrentRow(-1)
+        tab.audit_list.setCurrentRow(0)
+        tab.wait_view()
+    assert tab.result is not None and tab.findings.text.toPlainText().strip()
+    assert calls == {"from_dict": 2, "findings": 2}
 
 
 def _scatter_doc(n: int = 40) -> dict:
