@@ -589,7 +589,7 @@ class AuditTab(PredictionsPage):
         self.gap_plot.ensure_plot()  # (each plot widget created in a turn of its own)
         yield
         self._forest = prepared["forest"]
-        self.update_plot()
+        yield from self._plot_parts()
         yield
         for view, key in ((self.records_view, "records"), (self.summary_view, "summary"),
                           (self.groups_view, "groups"), (self.dropped_view, "dropped")):
@@ -624,6 +624,11 @@ class AuditTab(PredictionsPage):
         return verdict_counts(GroupAuditResult.from_dict(doc))
 
     def update_plot(self, *args) -> None:
+        for _ in self._plot_parts():
+            pass
+
+    def _plot_parts(self):
+        """The gap plot of the selectors' choice in parts (:meth:`GapPlot.set_data_steps`)."""
         result = self.result
         attr = self.plot_attribute.currentData()
         metric = self.plot_metric.currentData()
@@ -643,8 +648,8 @@ class AuditTab(PredictionsPage):
         what = METRIC_LABELS.get(metric, metric).split(" (")[0].lower()
         xlabel = (f"gap in {what}: highest − lowest group" if rule == "between"
                   else f"gap in {what}: group − {comparison} (positive favours the group)")
-        self.gap_plot.set_data(data, value_col="gap", title=f"{attr} · {what}", xlabel=xlabel,
-                               empty_message="No estimate for this choice.")
+        yield from self.gap_plot.set_data_steps(data, value_col="gap", title=f"{attr} · {what}", xlabel=xlabel,
+                                                empty_message="No estimate for this choice.")
 
     def update_delta(self, *args) -> None:
         for _ in self._delta_parts():
@@ -662,9 +667,9 @@ class AuditTab(PredictionsPage):
 
         data, bins = self._delta.pop(attr, None) or (figures.delta_eo_data(result, attr),
                                                      figures.delta_bins_data(result, attr))
-        self.delta_plot.set_data(data, value_col="value", title=f"Error spread Δ_eo over {attr}",
-                                 xlabel="Δ_eo (0 = equal error rates); grey bar: 95% null band",  # one line
-                                 band=True)
+        yield from self.delta_plot.set_data_steps(data, value_col="value", title=f"Error spread Δ_eo over {attr}",
+                                                  xlabel="Δ_eo (0 = equal error rates); grey bar: 95% null band",
+                                                  band=True)  # (the caption on one line)
         yield
         cols = ["task", "bins_requested", "bins_used", "value", "ci_low", "ci_high", "p_value", "q_value",
                 "verdict", "reason"]

@@ -336,7 +336,7 @@ class CalibrationViews(QObject):
         yield
         self.reliability.ensure_plot()  # (each plot widget created in a turn of its own)
         yield
-        self.update_calibration()
+        yield from self._calibration_parts()
         yield
         yield from self._curves_parts()
         yield
@@ -354,10 +354,16 @@ class CalibrationViews(QObject):
         return curve_data(self.result, task, attr, suppress_k=self.k)
 
     def update_calibration(self, *args) -> None:
+        for _ in self._calibration_parts():
+            pass
+
+    def _calibration_parts(self):
+        """The calibration tab in parts (the plot one group at a time; the table), a ``yield`` between them."""
         data = self._data(self.cal_select)
         if data is None:
             return
-        self.reliability.set_data(data)
+        yield from self.reliability.set_data_steps(data)
+        yield
         task, attr = self.cal_select.value()
         cal = self.result.calibration
         sub = cal[(cal["task"].astype(str) == task) & (cal["attribute"].astype(str) == attr)]
@@ -372,10 +378,11 @@ class CalibrationViews(QObject):
         data = self._data(self.roc_select)
         if data is None:
             return
-        if self.roc.roc_widget is None:
-            self.roc.ensure_plot()
+        if self.roc.pr_widget is None:
+            for _ in self.roc.ensure_plot_steps():
+                yield
             yield
-        self.roc.set_data(data)
+        yield from self.roc.set_data_steps(data)
         yield
         task, attr = self.roc_select.value()
         frame, tips = self.discrimination_frame(task, attr)

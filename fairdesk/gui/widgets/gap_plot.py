@@ -144,8 +144,15 @@ class GapPlot(QWidget):
         self.plot.getAxis("left").setTicks([[]])
         self.scroll.setVisible(not message)
 
-    def set_data(self, df: pd.DataFrame, *, value_col: str = "gap", title: str = "", xlabel: str = "",
-                 empty_message: str = "Nothing to plot for this choice.", band: bool = False) -> None:
+    def set_data(self, df: pd.DataFrame, **kwargs) -> None:
+        """Draw ``df`` at once (see :meth:`set_data_steps` for the arguments)."""
+        for _ in self.set_data_steps(df, **kwargs):
+            pass
+
+    def set_data_steps(self, df: pd.DataFrame, *, value_col: str = "gap", title: str = "", xlabel: str = "",
+                       empty_message: str = "Nothing to plot for this choice.", band: bool = False):
+        """Draw ``df`` in parts (a generator: a page fills it in slices): the rows' bands and intervals, the
+        estimates, then the axes, legend and ranges."""
         if df is None or df.empty:
             self.clear(empty_message)
             return
@@ -188,6 +195,7 @@ class GapPlot(QWidget):
                 self.plot.addItem(bars)
                 self.error_bars["null_band"] = bars
         tooltips = np.array(df["tooltip"].astype(str).tolist(), dtype=object)
+        yield
         for status in STATUS_ORDER:
             mask = statuses == status
             if not mask.any():
@@ -210,6 +218,7 @@ class GapPlot(QWidget):
             scatter.setZValue(10)
             self.plot.addItem(scatter)
             self.scatters[status] = scatter
+        yield
 
         glyphs = {"o": "\u25CF", "d": "\u25C6", "x": "\u2715", "s": "\u25A0"}
         parts = []

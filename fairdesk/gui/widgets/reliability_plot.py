@@ -23,9 +23,31 @@ def tip(x=None, y=None, data=None) -> str:  # noqa: ARG001 - pyqtgraph passes x,
     return str(data) if data is not None else ""
 
 
-def legend_html(data: pd.DataFrame, extra: str = "") -> str:
-    first = data.drop_duplicates("group")
-    parts = [f"<span style='color:{r.colour}'>\u25CF</span>&nbsp;{r.label}" for r in first.itertuples(index=False)]
+def curve_groups(data: pd.DataFrame) -> list[tuple[str, str, str, dict[str, np.ndarray]]]:
+    """The rows of ``data`` (:func:`curve_data`) by group, in the data's order: ``(group, colour, label, {curve:
+    row positions})``. Split once with plain arrays: selecting a group's and a curve's rows with pandas (Arrow-backed
+    text compared row by row, a frame taken per selection) cost the Qt thread tens of ms per plot."""
+    groups = data["group"].astype(str).tolist()
+    curves = data["curve"].astype(str).tolist()
+    colours, labels = data["colour"].astype(str).tolist(), data["label"].astype(str).tolist()
+    out: dict[str, tuple[str, str, dict[str, list[int]]]] = {}
+    for i, (group, curve) in enumerate(zip(groups, curves)):
+        if group not in out:
+            out[group] = (colours[i], labels[i], {})
+        out[group][2].setdefault(curve, []).append(i)
+    return [(group, colour, label, {c: np.asarray(rows) for c, rows in parts.items()})
+            for group, (colour, label, parts) in out.items()]
+
+
+def column(data: pd.DataFrame, name: str) -> np.ndarray:
+    """Column ``name`` of ``data`` as floats (missing values NaN)."""
+    return pd.to_numeric(data[name], errors="coerce").to_numpy(float)
+
+
+def legend_html(groups: list, extra: str = "") -> str:
+    """The legend under a curve plot: a dot in each group's colour and its label (``groups`` from
+    :func:`curve_groups`)."""
+    parts = [f"<span style='color:{colour}'>\u25CF</span>&nbsp;{label}" for _, colour, label, _ in groups]
     return "&nbsp;&nbsp;&nbsp;".join(parts + ([extra] if extra else []))
 
 
@@ -114,6 +136,11 @@ class ReliabilityPlot(CurvePanel):
             self.plot_widget.setVisible(not message)
 
     def set_data(self, data: pd.DataFrame) -> None:
+        for _ in self.set_data_steps(data):
+            pass
+
+    def set_data_steps(self, data: pd.DataFrame):
+        """Draw ``data`` one group per step (a generator: a page fills it in slices, one group per turn)."""
         if data is None or data.empty or not (data["curve"] == "reliability").any():
             self.clear("No reliability points for this choice.")
             return
@@ -121,27 +148,28 @@ class ReliabilityPlot(CurvePanel):
         self.clear("")
         pg = load_pyqtgraph()
         self.data = data
+        groups = curve_groups(data)
+        xs, ys, lows, highs = (column(data, c) for c in ("x", "y", "ci_low", "ci_high"))
+        tooltips = np.array(data["tooltip"].astype(str).tolist(), dtype=object)
         self.plot.addItem(pg.PlotDataItem([0, 1], [0, 1], pen=pg.mkPen("#888888", width=1, style=Qt.PenStyle.DotLine)))
-        for group, part in data.groupby("group", sort=False):
-            colour = str(part["colour"].iloc[0])
-            sm = part[part["curve"] == "smoothed"]
-            if not sm.empty:
-                self.plot.addItem(pg.PlotDataItem(sm["x"].to_numpy(float), sm["y"].to_numpy(float),
-                                                  pen=pg.mkPen(colour, width=1.5)))
-            pts = part[part["curve"] == "reliability"]
-            if pts.empty:
+        for group, colour, _, rows in groups:
+            sm = rows.get("smoothed")
+            if sm is not None:
+                self.plot.addItem(pg.PlotDataItem(xs[sm], ys[sm], pen=pg.mkPen(colour, width=1.5)))
+            pts = rows.get("reliability")
+            if pts is None:
                 continue
-            x, y = pts["x"].to_numpy(float), pts["y"].to_numpy(float)
-            lo, hi = pts["ci_low"].to_numpy(float), pts["ci_high"].to_numpy(float)
+            x, y, lo, hi = xs[pts], ys[pts], lows[pts], highs[pts]
             ok = ~(np.isnan(lo) | np.isnan(hi))
             if ok.any():
                 self.plot.addItem(pg.ErrorBarItem(x=x[ok], y=y[ok], bottom=(y - lo)[ok], top=(hi - y)[ok], beam=0.01,
                                                   pen=pg.mkPen(colour, width=1)))
-            scatter = pg.ScatterPlotItem(x=x, y=y, data=list(pts["tooltip"].astype(str)), size=8,
+            scatter = pg.ScatterPlotItem(x=x, y=y, data=list(tooltips[pts]), size=8,
                                          brush=pg.mkBrush(colour), pen=pg.mkPen("#FFFFFF", width=0.8),
                                          hoverable=True, tip=tip, hoverSize=12,
                                          hoverPen=pg.mkPen("#000000", width=1.5))
             scatter.setZValue(10)
             self.plot.addItem(scatter)
-            self.scatters[str(group)] = scatter
-        self._show_legend(legend_html(data, "<span style='color:#888888'>\u2504</span>&nbsp;perfect calibration"))
+            self.scatters[group] = scatter
+            yield
+        self._show_legend(legend_html(groups, "<span style='color:#888888'>\u2504</span>&nbsp;perfect calibration"))
