@@ -9,6 +9,7 @@ Every statistic is a function of confusion-cell counts, so the bootstrap draws t
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -1651,6 +1652,16 @@ def comparison_counts(result: GroupAuditResult) -> dict:
     :data:`COMPARISON_FAMILIES`, only those with a test) its ``label`` (what the tests are), ``tests`` and the three
     verdict counts, which add up to the totals."""
     f = _kept_findings(result)
+    memo = getattr(result, "__dict__", {}).get("_counts_memo")
+    if memo is not None and memo[0] is f:  # counted once per findings frame (the board summary asks a dozen times)
+        return copy.deepcopy(memo[1])
+    out = _counts(result, f)
+    if hasattr(result, "__dict__"):
+        result.__dict__["_counts_memo"] = (f, copy.deepcopy(out))
+    return out
+
+
+def _counts(result: GroupAuditResult, f: pd.DataFrame) -> dict:
     metric = np.array(list(map(str, f["metric"])), dtype=object) if not f.empty else np.array([], dtype=object)
     verdict = {v: (f["verdict"] == v).fillna(False).to_numpy(dtype=bool) if not f.empty
                else np.zeros(0, dtype=bool) for v in VERDICTS}
