@@ -312,7 +312,7 @@ def main(argv=None) -> int:
     # choosing a project in the file dialog does
     t0 = time.perf_counter()
     views = getattr(window, "views", None)  # (a build before issue 24 has no view runner)
-    pump_until(lambda: views is None or views.idle, timeout=300)
+    pump_until(lambda: (views is None or views.idle) and not getattr(window, "warming_up", False), timeout=300)
     warm = time.perf_counter() - t0 + 1.0
     beat = Heartbeat()
     sampler = StallSampler(beat) if args.stalls else None

@@ -59,30 +59,46 @@ def curve_data(result: "GroupAuditResult", task: str, attribute: str, *,
     sub = cv[(cv["task"].astype(str) == task) & (cv["attribute"].astype(str) == attribute)]
     sizes = group_sizes(result, task, attribute)
     order = list(dict.fromkeys(sub["group"].astype(str)))
-    rows = []
+    # built a column at a time, a stored curve (row) at a time: a dict per point cost the GUI's view thread most of
+    # the 70 ms this took for the demo's curves; a hover text is written only for the points that show one
+    cols: dict[str, list] = {c: [] for c in CURVE_COLUMNS}
     for r in sub.itertuples(index=False):
-        group = str(r.group)
+        group, curve = str(r.group), str(r.curve)
         label = f"{group} (n = {fmt_count(sizes.get(group), suppress_k)})" if group in sizes else group
         xs, ys = _listed(r.x), _listed(r.y)
-        ns, los, his, thr = _listed(r.n), _listed(r.ci_low), _listed(r.ci_high), _listed(r.threshold)
-        for i, (x, y) in enumerate(zip(xs, ys)):
-            n = ns[i] if i < len(ns) else None
-            lo, hi = (los[i] if i < len(los) else None), (his[i] if i < len(his) else None)
-            t = thr[i] if i < len(thr) else None
-            if r.curve == "reliability":
-                tip = (f"{attribute} = {group} · bin {i + 1}\nn = {fmt_count(n, suppress_k)}\n"
-                       f"predicted {_f(x):.3f}, observed {_f(y):.3f}"
-                       + (f" (95% CI {_f(lo):.3f} to {_f(hi):.3f})" if lo is not None and hi is not None else ""))
-            elif r.curve.startswith("operating"):
-                what = ("FPR {:.3f}, TPR {:.3f}" if r.curve == "operating_roc" else "recall {:.3f}, precision {:.3f}")
-                tip = f"{attribute} = {group} · operating point at threshold {_f(t):.3g}\n" + what.format(_f(x), _f(y))
-            else:
-                tip = ""
-            rows.append({"task": task, "attribute": attribute, "group": group,
-                         "colour": group_colour(order.index(group)), "curve": str(r.curve), "x": _f(x),
-                         "y": _f(y), "ci_low": _f(lo), "ci_high": _f(hi), "n": np.nan if n is None else float(n),
-                         "threshold": _f(t), "label": label, "tooltip": tip})
-    return pd.DataFrame.from_records(rows, columns=CURVE_COLUMNS)
+        m = min(len(xs), len(ys))
+        ns, los, his, thr = (_padded(_listed(v), m) for v in (r.n, r.ci_low, r.ci_high, r.threshold))
+        x, y = [_f(v) for v in xs[:m]], [_f(v) for v in ys[:m]]
+        lo, hi, t = [_f(v) for v in los], [_f(v) for v in his], [_f(v) for v in thr]
+        if curve == "reliability":
+            tips = [f"{attribute} = {group} · bin {i + 1}\nn = {fmt_count(ns[i], suppress_k)}\n"
+                    f"predicted {x[i]:.3f}, observed {y[i]:.3f}"
+                    + (f" (95% CI {lo[i]:.3f} to {hi[i]:.3f})" if los[i] is not None and his[i] is not None else "")
+                    for i in range(m)]
+        elif curve.startswith("operating"):
+            what = ("FPR {:.3f}, TPR {:.3f}" if curve == "operating_roc" else "recall {:.3f}, precision {:.3f}")
+            tips = [f"{attribute} = {group} · operating point at threshold {t[i]:.3g}\n" + what.format(x[i], y[i])
+                    for i in range(m)]
+        else:
+            tips = [""] * m
+        for c, v in (("task", task), ("attribute", attribute), ("group", group),
+                     ("colour", group_colour(order.index(group))), ("curve", curve), ("label", label)):
+            cols[c].extend([v] * m)
+        cols["x"] += x
+        cols["y"] += y
+        cols["ci_low"] += lo
+        cols["ci_high"] += hi
+        cols["n"] += [np.nan if n is None else float(n) for n in ns]
+        cols["threshold"] += t
+        cols["tooltip"] += tips
+    if not cols["x"]:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    return pd.DataFrame(cols, columns=CURVE_COLUMNS)
+
+
+def _padded(values: list, m: int) -> list:
+    """``values`` cut or padded with None to length ``m`` (a stored curve may list fewer n or bounds than points)."""
+    return values[:m] + [None] * (m - len(values))
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -515,6 +515,16 @@ class AuditTab(PredictionsPage):
             self.say(f"Audit #{audit_id} stored: {self._rerun_note}.")
             self._rerun_note = ""
 
+    def prebuild_steps(self):
+        """The gap and error-spread plots, then the calibration views' plots, one widget per step (each is kept
+        hidden until an audit fills it)."""
+        for plot in (self.gap_plot, self.delta_plot):
+            if plot.plot_widget is None:
+                plot.ensure_plot()
+                plot.clear(plot.empty_label.text())
+                yield
+        yield from self.calibration_views.prebuild_steps()
+
     def prepare_results(self, result, audit_id: int):
         """The header, the tables and the details of a stored audit, computed in the view thread."""
         from fairdesk.core.audits.groups import comparison_counts, tests_text

@@ -329,6 +329,11 @@ class AuditPage(JobPage):
     def refresh_form(self) -> None:
         """The project changed: refill the form's choices (datasets, models)."""
 
+    def prebuild_steps(self):
+        """Build what showing the first audit would build (plot widgets), one part per step (a generator): the window
+        runs the steps after start-up, one per turn of the event loop, once pyqtgraph is loaded. Default: nothing."""
+        return iter(())
+
     def form_ready(self) -> bool:
         """May Run be pressed (besides no job running)?"""
         return self.window_.project is not None

@@ -267,6 +267,17 @@ class CalibrationViews(QObject):
         if self.result is not None:
             self.set_result(self.result, self.project, self.audit_id)
 
+    def prebuild_steps(self):
+        """The reliability, ROC and precision–recall plot widgets, one per step, kept hidden until a result fills them
+        (``AuditPage.prebuild_steps``)."""
+        if self.reliability.plot_widget is None:
+            self.reliability.ensure_plot()
+            self.reliability.clear(self.reliability.empty_label.text())
+            yield
+        if self.roc.pr_widget is None:
+            yield from self.roc.ensure_plot_steps()
+            self.roc.clear(self.roc.empty_label.text())
+
     # ---- showing a result ----------------------------------------------------------------------------------
     def set_result(self, result, project=None, audit_id: int | None = None) -> None:
         """Show ``result`` (a GroupAuditResult; None: clear) at once (the explorer reads its rows when it needs them)."""

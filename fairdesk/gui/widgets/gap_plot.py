@@ -62,6 +62,9 @@ def _status(row) -> str:
     return gap_status(row.get("verdict"), estimable)
 
 
+STRIPE_REACH = 1e6  # the task bands' half-width in data units: wider than any gap the plot may be panned to
+
+
 class GapPlot(QWidget):
     """A horizontal forest plot. ``set_data(df, value_col="gap")`` with columns label, y, gap (or value),
     ci_low, ci_high, status (or verdict) and tooltip. ``band=True``: the interval is a null band (Δ_eo), drawn
@@ -152,11 +155,19 @@ class GapPlot(QWidget):
     def set_data_steps(self, df: pd.DataFrame, *, value_col: str = "gap", title: str = "", xlabel: str = "",
                        empty_message: str = "Nothing to plot for this choice.", band: bool = False):
         """Draw ``df`` in parts (a generator: a page fills it in slices): the rows' bands and intervals, the
-        estimates, then the axes, legend and ranges."""
+        estimates, then the axes, legend and ranges. The plot is repainted once, when all is drawn (each repaint of
+        a shown plot costs the Qt thread 10–40 ms: a repaint per part tripled that)."""
         if df is None or df.empty:
             self.clear(empty_message)
             return
         self.ensure_plot()
+        self.plot_widget.setUpdatesEnabled(False)
+        try:
+            yield from self._draw_steps(df, value_col, title, xlabel, band)
+        finally:  # (also when a newer audit drops the steps)
+            self.plot_widget.setUpdatesEnabled(True)
+
+    def _draw_steps(self, df: pd.DataFrame, value_col: str, title: str, xlabel: str, band: bool):
         self.clear("")
         pg = _pg()
         df = df.reset_index(drop=True).copy()
@@ -173,18 +184,19 @@ class GapPlot(QWidget):
         lows = pd.to_numeric(df["ci_low"], errors="coerce").to_numpy(float)
         highs = pd.to_numeric(df["ci_high"], errors="coerce").to_numpy(float)
 
-        # alternating bands behind the rows of each task, so that long plots stay readable
+        # alternating bands behind the rows of each task, so that long plots stay readable: one bar item for all of
+        # them (a LinearRegionItem per band was three interactive items whose bounds pyqtgraph recomputed in Python
+        # at every resize and repaint of the plot: tens of ms of the Qt thread each time the page was shown)
         if "task" in df.columns and df["task"].nunique() > 1:
-            for i, (_, part) in enumerate(df.groupby("task", sort=False)):
-                if i % 2 == 0:
-                    stripe = pg.LinearRegionItem(values=(part["y"].min() - 0.5, part["y"].max() + 0.5),
-                                               orientation="horizontal", movable=False,
-                                               brush=pg.mkBrush("#EEF2F6"), pen=pg.mkPen(None))
-                    stripe.setZValue(-10)
-                    for line in stripe.lines:
-                        line.setPen(pg.mkPen(None))
-                    self.plot.addItem(stripe)
-                    self.bands.append(stripe)
+            spans = [(part["y"].min() - 0.5, part["y"].max() + 0.5)
+                     for i, (_, part) in enumerate(df.groupby("task", sort=False)) if i % 2 == 0]
+            lows_y = np.array([lo for lo, _ in spans], dtype=float)
+            stripe = pg.BarGraphItem(x0=-STRIPE_REACH, x1=STRIPE_REACH, y0=lows_y,
+                                     height=np.array([hi - lo for lo, hi in spans], dtype=float),
+                                     brush=pg.mkBrush("#EEF2F6"), pen=pg.mkPen(None))
+            stripe.setZValue(-10)
+            self.plot.addItem(stripe, ignoreBounds=True)
+            self.bands.append(stripe)
 
         if band:  # the null band of each row: a light bar from ci_low to ci_high
             ok = ~(np.isnan(lows) | np.isnan(highs))
