@@ -207,3 +207,80 @@ def test_warm_up_moves_the_imported_modules_out_of_the_collectors_reach():
         assert gc.get_freeze_count() == frozen and len(young) == 10  # objects made later stay collectable
     finally:
         gc.unfreeze()
+
+
+def test_plot_widgets_are_built_after_start_up_not_when_a_project_opens(make_window, tmp_path, monkeypatch):
+    """After start-up (the readers loaded) the window builds the Group gaps page's five plot widgets ahead, one per
+    turn of the event loop, hidden; opening a project with a group audit then builds none (each cost the Qt thread
+    15–40 ms while the project opened: the largest stretches of that phase)."""
+    import time
+
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QApplication
+
+    project = _group_audit_project(tmp_path)
+    window = make_window()
+    tab = window.audit_tab
+    built: list[int] = []
+    init = pg.PlotWidget.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(len(built))
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(pg.PlotWidget, "__init__", counted)
+    turns: list[int] = []
+    deadline = time.monotonic() + 120
+    while window.warming_up:
+        assert time.monotonic() < deadline, "the window's warm-up did not end"
+        QApplication.processEvents()
+        turns.append(len(built))
+        time.sleep(0.002)
+    assert len(built) == 5 and max(b - a for a, b in zip([0] + turns, turns)) <= 1  # one widget per turn
+    plots = [tab.gap_plot.plot_widget, tab.delta_plot.plot_widget, tab.calibration_views.reliability.plot_widget,
+             tab.calibration_views.roc.roc_widget, tab.calibration_views.roc.pr_widget]
+    assert all(p is not None and not p.isVisibleTo(tab) for p in plots)  # built, and hidden until an audit fills them
+    window.show_page(tab)
+    window.open_project(project)
+    assert len(built) == 5  # none built while the project opened
+    assert tab.gap_plot.scatters and tab.calibration_views.reliability.scatters
+    assert [tab.gap_plot.plot_widget, tab.delta_plot.plot_widget, tab.calibration_views.reliability.plot_widget,
+            tab.calibration_views.roc.roc_widget, tab.calibration_views.roc.pr_widget] == plots
+
+
+def test_plots_are_drawn_in_steps_and_the_gap_plot_repainted_once(make_window, tmp_path):
+    """The reliability and ROC plots draw one group per step, and the gap plot keeps its repaints off while its
+    parts are drawn (also when a newer audit drops the steps half-way), so that a shown plot is repainted once per
+    audit, not once per part."""
+    from fairdesk.core.reports.calibration_figures import curve_data
+    from fairdesk.core.reports.figures import forest_data
+
+    project = _group_audit_project(tmp_path)
+    window = make_window()
+    window.show_page(window.audit_tab)
+    window.open_project(project)
+    tab = window.audit_tab
+    result, views = tab.result, tab.calibration_views
+    cal = result.calibration
+    data = curve_data(result, str(cal["task"].iloc[0]), str(cal["attribute"].iloc[0]))
+    groups = data["group"].nunique()
+    assert groups >= 2
+    for plot in (views.reliability, views.roc):
+        steps = plot.set_data_steps(data)
+        counts = []
+        for _ in steps:
+            counts.append(len(plot.scatters) if plot is views.reliability else len(plot.operating) // 2)
+        assert counts == list(range(1, groups + 1))  # one group per step
+    rows = forest_data(result, tab.plot_attribute.currentData(), tab.plot_metric.currentData())
+    assert not rows.empty
+    gap = tab.gap_plot
+    steps = gap.set_data_steps(rows, title="t")
+    next(steps)
+    assert not gap.plot_widget.updatesEnabled()
+    for _ in steps:
+        assert not gap.plot_widget.updatesEnabled()
+    assert gap.plot_widget.updatesEnabled() and gap.scatters
+    steps = gap.set_data_steps(rows, title="t")
+    next(steps)
+    steps.close()  # dropped half-way
+    assert gap.plot_widget.updatesEnabled()
