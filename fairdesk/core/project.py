@@ -180,16 +180,17 @@ def document_digest(text) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def validated(kind: str, text) -> tuple[str, str] | None:
+def validated(kind: str, text, document=None) -> tuple[str, str] | None:
     """``(document digest, schema digest)`` when ``text`` is a document that kind ``kind``'s schema accepts (what
     :meth:`Project.add_audit` stores beside it); ``None`` when it is not JSON, breaks the schema, or its kind has no
-    schema (reading checks such a document as it always did)."""
+    schema (reading checks such a document as it always did). ``document``: the plain values ``text`` was written
+    from, when the caller has them (checked as they are, instead of parsing the text just written)."""
     from fairdesk.core.kinds import AUDIT_KINDS, check_document, schema_digest
 
     if kind not in AUDIT_KINDS or AUDIT_KINDS[kind].schema is None:
         return None
     try:
-        doc = loads_in_pieces(text)
+        doc = loads_in_pieces(text) if document is None else document
     except (TypeError, ValueError):
         return None
     return None if check_document(kind, doc) else (document_digest(text), schema_digest(kind))
@@ -485,12 +486,15 @@ class Project:
         return out
 
     # ---- audits ----------------------------------------------------------------------------------------------
-    def add_audit(self, name: str, kind: str, result_json: str, dataset_id: int | None = None) -> int:
+    def add_audit(self, name: str, kind: str, result_json: str, dataset_id: int | None = None, *,
+                  document: dict | None = None) -> int:
         """Store an audit document. It is checked against its kind's schema here, once, before the write begins;
         a document that passes is stored with the SHA-256 of its bytes and of the schema (``audit_checks``, in the
         same transaction), and :meth:`audit_document` skips the check while both still match. A document that
-        fails is stored as given, without a digest: reading it says what is wrong, as before."""
-        return self._store_audit(name, kind, result_json, dataset_id, validated(kind, result_json))
+        fails is stored as given, without a digest: reading it says what is wrong, as before. ``document``: the
+        plain JSON values ``result_json`` was written from (``json.dumps(document)``), when the caller has them:
+        checked as they are rather than parsed again from the text."""
+        return self._store_audit(name, kind, result_json, dataset_id, validated(kind, result_json, document))
 
     def _store_audit(self, name: str, kind: str, result, dataset_id: int | None, checked: tuple | None) -> int:
         with self.transaction():
