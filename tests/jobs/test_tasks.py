@@ -104,3 +104,26 @@ def test_imaging_demo_flags_the_shortcut_reader_and_clears_the_central_reader(tm
     assert out["pdf"].read_bytes().startswith(b"%PDF")
     images = project.dataset(out["images_id"])
     assert images.kind == "images" and images.n_rows == 400 and images.roles["attributes"] == ["sex"]
+
+
+def test_the_group_audit_job_stores_its_document_without_parsing_it_again(tmp_path, monkeypatch):
+    """The job hands ``add_audit`` the values it wrote the document from: nothing decodes the text just written,
+    and the stored audit is recorded as checked (read back without a schema check) and equals its result."""
+    import json
+
+    from fairdesk.core import kinds
+    from fairdesk.core import project as project_module
+
+    path = tmp_path / "p.fairdesk"
+    csv = tmp_path / "good.csv"
+    _table().to_csv(csv, index=False)
+    ds = tasks.import_table(path, csv, roles=ROLES)
+    decoded: list[int] = []
+    real = project_module.loads_in_pieces
+    monkeypatch.setattr(project_module, "loads_in_pieces", lambda text, *a: decoded.append(1) or real(text, *a))
+    audit = tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, threshold=0.5, n_boot=100))
+    assert not decoded
+    checked: list[str] = []
+    monkeypatch.setattr(kinds, "check_document", lambda name, doc: checked.append(name) or [])
+    project = Project(path)
+    assert project.audit_document(audit) == json.loads(project.audit_json(audit)) and not checked
