@@ -344,9 +344,7 @@ REPORT_TITLE = "FairDesk fairness audit"
 def build_group_report(result: "GroupAuditResult", *, title: str = REPORT_TITLE, dataset_name: str = "",
                  model_description: str = "", suppress_k: int = 11) -> Report:
     """The report model of a group audit. Pure: the same result and arguments give the same report."""
-    if int(suppress_k) < 1:
-        raise ValueError("suppress_k must be at least 1 (1 shows every count).")
-    k = int(suppress_k)
+    k = _checked_k(suppress_k)
     prov = result.provenance or {}
     date = report_date(prov)
     sections = [
@@ -390,10 +388,16 @@ def board_summary(result: "GroupAuditResult", suppress_k: int) -> Section:
     findings header shows — without building the rest of the report (its figures, tables, calibration and
     methods sections were more than half of the time the GUI's view thread spent on the header of the demo's
     audit)."""
+    k = _checked_k(suppress_k)
+    prov = result.provenance or {}
+    return _summary_section(result, REPORT_TITLE, prov.get("dataset", ""), "", k, report_date(prov))
+
+
+def _checked_k(suppress_k) -> int:
+    """The small-cell threshold k as an int; a ValueError when it is below 1."""
     if int(suppress_k) < 1:
         raise ValueError("suppress_k must be at least 1 (1 shows every count).")
-    prov = result.provenance or {}
-    return _summary_section(result, REPORT_TITLE, prov.get("dataset", ""), "", int(suppress_k), report_date(prov))
+    return int(suppress_k)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings: "ReportSettings") -> Path:
