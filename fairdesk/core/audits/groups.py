@@ -1525,10 +1525,15 @@ def _findings(result: GroupAuditResult) -> pd.DataFrame:
 
 
 def _lower_side(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with one row per ``test_id``: the one with gap ≤ 0 when a test is shown from both sides."""
-    rows = rows.assign(_up=(rows["gap"].astype(float) > 0).astype(int), _i=np.arange(len(rows)))
-    rows = rows.sort_values(["_up", "_i"], kind="stable").drop_duplicates("test_id").sort_values("_i")
-    return rows.drop(columns=["_up", "_i"])
+    """``rows`` with one row per ``test_id``: the one with gap ≤ 0 when a test is shown from both sides (else the
+    first), in the rows' order. The rows to keep are found on two columns and taken once (sorting and
+    de-duplicating the whole wide frame took three copies of it)."""
+    up = (rows["gap"].astype(float) > 0).to_numpy()
+    ids = rows["test_id"].tolist()
+    keep: dict = {}  # test_id -> position of its row kept
+    for i in np.lexsort((np.arange(len(rows)), up)):  # gap ≤ 0 first, then in the rows' order
+        keep.setdefault(ids[i], int(i))
+    return rows.iloc[sorted(keep.values())]
 
 
 def _columns(frame: pd.DataFrame, names) -> dict[str, list]:
