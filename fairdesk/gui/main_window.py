@@ -60,8 +60,14 @@ def warm_up_readers(progress=None, cancel=None) -> None:
     from fairdesk.core.kinds import schema_problems
 
     schema_problems({}, {"type": "object"})  # jsonschema's first import compiles grammars: seconds
+    # what opening a project imported besides (about 150 ms of imports, each holding the interpreter lock while its
+    # module ran, in the middle of the pages filling): the image audit's reader and report, the image data pages'
+    # jobs module, Parquet and PIL
     for name in ("pyqtgraph", "fairdesk.core.audits.groups", "fairdesk.core.reports.groups",
-                 "fairdesk.core.reports.figures", "fairdesk.core.reports.calibration_figures"):
+                 "fairdesk.core.reports.figures", "fairdesk.core.reports.calibration_figures",
+                 "fairdesk.core.audits.cit_images", "fairdesk.core.reports.cit_images", "fairdesk.core.reports.pdf",
+                 "fairdesk.jobs.images", "fairdesk.jobs.text", "pyarrow.parquet", "pyarrow.dataset", "PIL.Image",
+                 "PIL.PngImagePlugin"):
         importlib.import_module(name)
     freeze_long_lived_objects()
 
