@@ -265,15 +265,15 @@ def test_synthetic_benchmark_view(window, run_and_wait, qtbot, tmp_path):
     assert not panel.setup_panel.isVisible()
     view = panel.benchmark
     view.datasets_list.set_checked(["linear"])
-    view.n_classifiers.setValue(3)
+    view.n_classifiers.setValue(4)
     view.confounded.setChecked(False)
     view.config_overrides = dict(n_train=200, n_audit=200, n_eca=300, gap_units=20, gap_reps=2,
-                                 oracle_types=("bayes",))
+                                 oracle_types=("bayes", "logistic"))
     job = run_and_wait(window, view.run)
     assert job.state == JobState.DONE, job.error
     res = view.result
-    assert len(res["classifiers"]) == 4
-    assert [view.point_count(t) for t in ("cit_p", "wgcm_p", "dp_p", "eo_p")] == [4, 4, 4, 4]
+    assert len(res["classifiers"]) == 6
+    assert [view.point_count(t) for t in ("cit_p", "wgcm_p", "dp_p", "eo_p")] == [6, 6, 6, 6]
     summary = view.summary_view.frame()
     linear = summary[(summary["dataset"] == "linear") & (summary["variant"] == "paper")]
     assert len(linear) == 4 and "Spearman ρ (log p, ECA)" in summary.columns
