@@ -61,14 +61,16 @@ def test_quality_thresholds(trained):
     diff = np.abs(cf - null)
     centre = morpho.central_mask(32)
     assert diff[:, ~centre].mean() > 2 * diff[:, centre].mean()
-    comp = gi.composition(gen, test.images[:48], test.a[:48], cycles=(1, 10), steps=STEPS)
-    vae_only = test.images[:48].copy()
+    # composition and reversibility on 24 images (ten DDIM cycles each cost the most here); on 48 they measured
+    # l1_1 0.048, l1_10 / VAE-only drift 1.03, reversibility 0.078; on these 24: 0.047, 1.00, 0.078
+    comp = gi.composition(gen, test.images[:24], test.a[:24], cycles=(1, 10), steps=STEPS)
+    vae_only = test.images[:24].copy()
     for _ in range(10):
         vae_only = gen.decode(gen.encode(vae_only))
-    vae_drift = np.abs(vae_only - test.images[:48]).mean()
+    vae_drift = np.abs(vae_only - test.images[:24]).mean()
     assert comp["l1_1"] <= 0.07 and comp["l1_10"] <= 1.25 * vae_drift + 0.005, (comp, vae_drift)
     assert comp["l1_10"] >= comp["l1_1"] - 1e-3
-    rev = gi.reversibility(gen, test.images[:48], test.a[:48], steps=STEPS)
+    rev = gi.reversibility(gen, test.images[:24], test.a[:24], steps=STEPS)
     assert rev <= 0.12, rev
     feats = gi.PCAFeatures(train.images[:400], n_components=16)
     fd_cf = gi.frechet_distance(feats, test.images, cf)

@@ -23,7 +23,7 @@ def _one_blas_thread():
 
 
 def test_cit_family_small_run_is_deterministic_and_its_intervals_are_scipys():
-    res = validity.run_validity("cit", runs=4, seed=3, n=500)
+    res = validity.run_validity("cit", runs=2, seed=3, n=500)
     assert validity._run_seed(3, "cit", "x", 1) == validity._run_seed(3, "cit", "x", 1)
     assert [r.kind for r in res.rows] == ["null"] * 4 + ["planted"] * 2
     for r in res.rows:
@@ -31,7 +31,7 @@ def test_cit_family_small_run_is_deterministic_and_its_intervals_are_scipys():
         assert (r.ci_low, r.ci_high) == pytest.approx((ci.low, ci.high))
         assert r.rate == r.rejections / r.runs and r.level == "single test"
     nulls = [r for r in res.rows if r.kind == "null"]
-    assert sum(r.rejections for r in nulls) <= 2  # 16 invariant classifiers, non-linear nuisances included
+    assert sum(r.rejections for r in nulls) <= 1  # 8 invariant classifiers, non-linear nuisances included (0 here)
     assert all(r.target == "≤ 0.07" for r in nulls)
     for planted in res.rows[-2:]:  # the power target is stated at n=4000 (and for the constant effect only)
         assert planted.target == "reported (power)" and planted.meets is None
@@ -156,11 +156,13 @@ def test_cli_contract(tmp_path, monkeypatch, capsys):
 def test_real_generators_mlm_null_holds_its_size_and_the_planted_bias_is_found_small():
     """The merged generators (not stand-ins): whole-audit false alarms of the template-level probe near α (CI size;
     the 60-run version below runs in `make test-full`)."""
-    res = validity.run_validity("mlm", runs=30, seed=11)
+    res = validity.run_validity("mlm", runs=20, seed=11)
     nulls = [r for r in res.rows if r.kind == "null"]
     planted = next(r for r in res.rows if r.kind == "planted")
-    assert nulls and all(r.runs == 30 and r.rejections <= 5 for r in nulls)  # expected 1.5; P(≥ 6) ≈ 0.016 each
-    assert planted.rate >= 0.5                             # 0.5 nats in HIV: found in ~73% (200 runs); 18/30 here
+    # expected 1 a law; P(≥ 5) ≈ 0.003 each. Measured 1, 1, 0, 1, 1; the release's per-sentence signed-rank test
+    # in place of the default: 11–18 of 20 in every law
+    assert nulls and all(r.runs == 20 and r.rejections <= 4 for r in nulls)
+    assert planted.rate >= 0.5                             # 0.5 nats in HIV: found in ~73% (200 runs); 13/20 here
 
 
 @pytest.mark.full
