@@ -695,6 +695,9 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         "folds_order": "repeat, then fold", "leakage_probes": ["ridge", "gbm"], "probe_folds": PROBE_FOLDS,
         "probe_training": "the training rows' representations plus the other inner folds of the held-out rows",
         "age_r2_from_label": cv["age_r2_from_label"],
+        "pairing": ("each learner's interpreter and classifier are the DNN's hidden layers and output layer, and in "
+                    "each fold its fit shares the DNN's seed (the DNN's initial weights and minibatches): at λ = 0 "
+                    "age-indep-simple is the DNN, so the accuracy cost is the adversary's"),
         "leakage_measure": ("the probe's held-out R² of the age beyond the label (age minus its label's mean "
                             "training age); the age R² itself is reported beside it"),
         "lambda_selection": ("per learner and outer fold, nested participant-grouped cross-validation ("
