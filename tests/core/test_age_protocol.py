@@ -226,31 +226,6 @@ def test_bad_input_and_cancel(tiny):
     assert all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
 
 
-def test_learners_are_paired_with_the_dnn(tiny, light_probes, monkeypatch):
-    """Issue 27, round 6: in every fold the learners' fit has the DNN's seed (common random numbers: the DNN's
-    initial weights and minibatches), other methods their own; so at λ = 0 age-indep-simple's per-fold numbers are
-    the DNN's exactly and the accuracy cost is 0, not the difference of two training runs (before: −0.2 to 11.7
-    points over four seeds at one λ on the independent cohort, docs/methods.md §3)."""
-    seeds = []
-    fit = ap.fit_method
-
-    def recording(method, *a, seed=0, **kw):
-        seeds.append((method, seed))
-        return fit(method, *a, seed=seed, **kw)
-
-    monkeypatch.setattr(ap, "fit_method", recording)
-    doc = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=_tiny_settings(
-        methods=("dnn", "rf", "simple", "entropy"), repeats=1, select_lambda=False,
-        learner=LearnerSettings(lam=0.0, epochs=2, device="cpu"))).document["methods"]
-    by = {m: [s for k, s in seeds if k == m] for m in ("dnn", "rf", "simple", "entropy")}
-    assert by["simple"] == by["dnn"] == by["entropy"] and len(set(by["dnn"])) == 3
-    assert not set(by["rf"]) & set(by["dnn"])
-    for metric in ap.METRICS:
-        assert doc["simple"][metric]["folds"] == doc["dnn"][metric]["folds"]
-    assert doc["simple"]["comparison"]["accuracy"]["mean_difference"] == 0.0
-    assert doc["simple"]["leakage"]["r2"] == doc["dnn"]["leakage"]["r2"]
-
-
 def test_frontier_points(tiny, light_probes):
     pts = ap.accuracy_fairness_frontier(tiny, "label", "age", "participant_id", methods=("simple",),
                                         lambdas=(0.0, 2.0), settings=_tiny_settings(repeats=1))

@@ -12,9 +12,7 @@ Entry points (plain functions ``f(inputs, progress=None, cancel=None) -> result`
 
 Folds: ``StratifiedGroupKFold(k, shuffle=True)`` (sklearn) per repeat, seeded from (seed, repeat), stratified by
 label so every held-out fold holds both classes; no participant is in two folds. Each (repeat, fold, method) fit
-gets its seed from (seed, repeat, fold, method), so a method's numbers do not depend on which other methods run;
-the DNN and the learners share their fit seed (:func:`fit_seed`): a learner starts from the DNN's initial weights and
-sees its minibatches, so its accuracy cost measures its adversary rather than two training runs' noise.
+gets its own seed from (seed, repeat, fold, method), so a method's numbers do not depend on which other methods run.
 
 Verdicts per (method, metric), against the DNN over the R·k paired per-fold differences d_j:
 
@@ -68,8 +66,8 @@ from fairdesk.core.audits.groups import assign_bins, delta_eo, equal_frequency_b
 from fairdesk.core.data.loaders import table_sha256
 from fairdesk.core.errors import DataError
 from fairdesk.core.models.age_independent import (LEARNERS, METHOD_LABELS, METHODS, REFERENCE_METHOD,
-                                                  TORCH_METHODS, WITH_REPRESENTATION, LearnerSettings,
-                                                  fairlearn_available, fit_method)
+                                                  WITH_REPRESENTATION, LearnerSettings, fairlearn_available,
+                                                  fit_method)
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 METRICS: tuple[str, ...] = ("accuracy", "delta_eo_2", "delta_eo_5")
@@ -463,17 +461,6 @@ def _prepare(table: pd.DataFrame, label: str, attribute: str, group_id: str, fea
 # Cross-validation
 
 
-def fit_seed(seed: int, sp: FoldSplit, method: str) -> int:
-    """The seed of ``method``'s fit on split ``sp``. The DNN and the learners share one per (repeat, fold): a learner
-    starts from the DNN's initial weights and draws its minibatches (``build_nets``), so the per-fold accuracy
-    difference against the DNN is the adversary's effect, not two independent training runs' noise (common random
-    numbers; issue 27, round 6: on the independent cohort at λ = 0.3 the cost over four seeds went from 0.2–11.7
-    points to … — docs/methods.md §3). Other methods: a seed of their own."""
-    if method in TORCH_METHODS:
-        return _seed(seed, sp.repeat, sp.fold, _METHOD_INDEX[BASELINE])
-    return _seed(seed, sp.repeat, sp.fold, _METHOD_INDEX[method])
-
-
 def _held_out(fitted, sp: FoldSplit, data: dict, probe_seed: int) -> tuple[dict, dict | None, np.ndarray]:
     """(metrics, leakage probes' predictions, scores) of one fitted model on the split's held-out rows."""
     X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
@@ -501,7 +488,8 @@ def cv_unit(item: tuple, shared: tuple, rep: Reporter) -> dict:
                                _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000), rep.sub(0.0, share))
         learner = replace(learner, lam=choice["lambda"])
     rep = rep.sub(share, 1.0)
-    fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner, seed=fit_seed(settings.seed, sp, m),
+    fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner,
+                        seed=_seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m]),
                         progress=rep.sub(0.0, 0.9), cancel=rep.cancel)
     probe_seed = _seed(settings.seed, sp.repeat, sp.fold, 1000)
     metrics, probes, score = _held_out(fitted, sp, data, probe_seed)
@@ -695,9 +683,6 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         "folds_order": "repeat, then fold", "leakage_probes": ["ridge", "gbm"], "probe_folds": PROBE_FOLDS,
         "probe_training": "the training rows' representations plus the other inner folds of the held-out rows",
         "age_r2_from_label": cv["age_r2_from_label"],
-        "pairing": ("each learner's interpreter and classifier are the DNN's hidden layers and output layer, and in "
-                    "each fold its fit shares the DNN's seed (the DNN's initial weights and minibatches): at λ = 0 "
-                    "age-indep-simple is the DNN, so the accuracy cost is the adversary's"),
         "leakage_measure": ("the probe's held-out R² of the age beyond the label (age minus its label's mean "
                             "training age); the age R² itself is reported beside it"),
         "lambda_selection": ("per learner and outer fold, nested participant-grouped cross-validation ("

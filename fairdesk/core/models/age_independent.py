@@ -93,7 +93,7 @@ class LearnerSettings:
     reconstruct_with_age: bool = True  # R reads [z, age] (False: 000's R(z), which rewards age in z)
     z_dim: int = 8          # size of z (per modality for consensus); 8 = the DNN's last hidden layer
     hidden: tuple[int, ...] = (64, 32)  # interpreter hidden layers (the DNN's 64-32 before its 8)
-    head_hidden: int = 16   # hidden units of A, D (C is the DNN's output layer: batch norm and z → 2)
+    head_hidden: int = 16   # hidden units of C, A, D
     epochs: int = 40
     batch_size: int = 64
     lr: float = 3e-4
@@ -174,24 +174,6 @@ def mlp(sizes: list[int]):
     return nn.Sequential(*layers)
 
 
-def body(sizes: list[int]) -> list:
-    """Fully connected layers ``sizes[0] → … → sizes[-1]``, each followed by ReLU: the DNN's hidden layers, and every
-    learner's interpreter (issue 27, round 6: the learner is the DNN plus an adversary, :func:`build_nets`)."""
-    import torch.nn as nn
-
-    layers: list = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    return layers
-
-
-def output_layer(width: int, classes: int = 2) -> list:
-    """Batch norm, then the linear output layer: the DNN's, and every learner's classifier C."""
-    import torch.nn as nn
-
-    return [nn.BatchNorm1d(width), nn.Linear(width, classes)]
-
-
 def modality_split(n_features: int, n_modalities: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Features split at random into ``n_modalities`` disjoint sets whose sizes differ by at most one."""
     if n_features < n_modalities:
@@ -201,33 +183,25 @@ def modality_split(n_features: int, n_modalities: int, rng: np.random.Generator)
 
 def build_nets(method: str, n_features: int, settings: LearnerSettings,
                split: list[np.ndarray] | None = None) -> dict[str, Any]:
-    """The networks of ``method`` (call ``torch.manual_seed`` first for reproducible weights).
-
-    The DNN is :func:`body` ``[n, 64, 32, 8]`` then :func:`output_layer`. A learner's interpreter I is
-    ``body([n, *hidden, z_dim])`` and its classifier C ``output_layer(z_dim)``, built first and in the DNN's
-    order, so with the default sizes and the same seed a learner starts from the DNN's initial weights (and
-    :func:`fit_method` gives it the DNN's minibatches): at λ = 0 age-indep-simple *is* the DNN, and its accuracy
-    cost measures what the adversary does, not two independent training runs. *Why* (issue 27, round 6): with I
-    (64-32, batch norm, linear z) and C (z → 16 → 2) of their own and their own seeds, the learners' cost against
-    the DNN on one run was the difference of two networks' training noise — 0.2 to 11.7 points over four seeds
-    on the independent cohort at the same λ (docs/methods.md §3). A, R and D are built after I and C."""
+    """The networks of ``method`` (call ``torch.manual_seed`` first for reproducible weights)."""
     import torch.nn as nn
 
     s = settings
     zc = s.z_dim
     if method == "dnn":
         # hidden 64-32-8 with ReLU, batch norm before the output layer; [:6] is the representation (8 units)
-        return {"net": nn.Sequential(*body([n_features, 64, 32, 8]), *output_layer(8))}
+        return {"net": nn.Sequential(nn.Linear(n_features, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(),
+                                     nn.Linear(32, 8), nn.ReLU(), nn.BatchNorm1d(8), nn.Linear(8, 2))}
     if method == "consensus":
         assert split is not None
-        nets = {f"I{m}": nn.Sequential(*body([len(idx), *s.hidden, s.z_dim])) for m, idx in enumerate(split)}
-        nets["C"] = nn.Sequential(*output_layer(s.z_dim * len(split)))
+        nets = {f"I{m}": mlp([len(idx), *s.hidden, s.z_dim]) for m, idx in enumerate(split)}
+        nets["C"] = mlp([s.z_dim * len(split), s.head_hidden, 2])
         nets["A"] = mlp([s.z_dim + int(s.conditional), s.head_hidden, 1])
         nets["D"] = mlp([s.z_dim, s.head_hidden, len(split)])
         return nets
     if method not in LEARNERS:
         raise ModelError(f"Unknown learner '{method}'.")
-    nets = {"I": nn.Sequential(*body([n_features, *s.hidden, zc])), "C": nn.Sequential(*output_layer(zc)),
+    nets = {"I": mlp([n_features, *s.hidden, zc]), "C": mlp([zc, s.head_hidden, 2]),
             "A": mlp([zc + int(s.conditional), s.head_hidden, s.age_bins if method.startswith("entropy") else 1])}
     if method.startswith("entropy"):
         import torch

@@ -47,10 +47,6 @@ LOSSES = [
     ["entropy-binary", "as entropy", "Lc − λ·La + Lr", "CE term only"],
     ["entropy-h", "as entropy", "Lc − λ·La + Lr", "λ_H·H[P] only"],
 ]
-#: The networks column for documents of issue 27's round 6 on (``settings.pairing``): I and C are the DNN's layers.
-PAIRED_NETS = {"simple": "I: x→64→32→z (the DNN's hidden layers); C: batch norm, z→2 (its output layer); A: z→16→1",
-               "consensus": "M interpreters (the DNN's hidden layers) on a random feature split; C: batch norm, "
-                            "[z_1 … z_M]→2; D: z_m→16→M"}
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 FRONTIER_COLUMNS = ["method", "label", "role", "lambda", "accuracy", "delta_eo_5", "leakage_r2"]
 TABLE2_TESTS = {"corrected": "corrected resampled t-tests", "plain": "plain paired t-tests (anti-conservative)"}
@@ -273,24 +269,16 @@ def _methods_blocks(doc: dict) -> list:
     s = doc["settings"]
     L = s["learner"]
     run = s.get("methods_run") or list(doc["methods"])
-    # documents stored before issue 27's round 6 had an interpreter and classifier of their own and their own seeds
-    paired = bool(s.get("pairing"))
-    nets = (f"interpreter I: x → z (the DNN's hidden layers: {'-'.join(map(str, L['hidden']))}, z of dimension "
-            f"{L['z_dim']}, ReLU), classifier C (the DNN's output layer: batch norm, z → 2), adversary A (hidden "
-            f"{L['head_hidden']}); each learner's fit in a fold starts from the DNN's initial weights and sees its "
-            "minibatches, so at λ = 0 age-indep-simple is the DNN and its accuracy cost is the adversary's"
-            if paired else
-            f"interpreter I: x → z (hidden {'-'.join(map(str, L['hidden']))}, z of dimension {L['z_dim']}), "
-            f"classifier C, adversary A (hidden {L['head_hidden']})")
     blocks = [Paragraph(
-        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): {nets}; batch norm before each output "
-        f"layer; Adam, lr {num(L['lr']):g}, minibatches of "
+        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): interpreter I: x → z (hidden "
+        f"{'-'.join(map(str, L['hidden']))}, z of dimension {L['z_dim']}), classifier C, adversary A (hidden "
+        f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}, minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
         f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
         f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
         "The regression adversary predicts standardised age." + _adversary_words(L))]
-    rows = [[r[0], PAIRED_NETS.get(r[0], r[1]) if paired else r[1], *r[2:]] for r in LOSSES if r[0] in run]
+    rows = [r for r in LOSSES if r[0] in run]
     blocks.append(Table(["method", "networks", "interpreter side minimises", "adversary minimises"], rows,
                         title="Architectures and losses", widths=[1.1, 2.6, 1.6, 2.2], small=True))
     base = [m for m in ("svm", "rf", "adaboost") if m in run]
