@@ -22,8 +22,6 @@ docs/methods.md §3.
         [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--epochs E] [--seeds 0,1,2]
         [--out results.json]
 
-``--average-fits`` (issue 27, round 5; docs/methods.md §3) makes each network's model the average of its final fit and
-its fits on the nested validation's inner splits and prints the final fit alone beside it: both from the same fits.
 With several ``--seeds`` (each seed draws other folds and other training seeds) it also prints each learner's cost
 and Δ^(5) against the DNN as mean ± SD over the seeds: one run's cost is dominated by the networks its seed drew.
 Each run prints the product's own comparison too: the cost's 95% CI and the verdicts of accuracy and Δ^(5).
@@ -49,10 +47,9 @@ METHODS = ("dnn", "simple", "entropy")
 
 
 def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS, lam: float | None = None,
-        epochs: int | None = None, average_fits: bool = False) -> dict:
+        epochs: int | None = None) -> dict:
     """One cohort through the protocol; ``lam`` fixes λ (else it is chosen per learner and fold); ``epochs`` sets
-    the training epochs of every network (the DNN's too; default 40); ``average_fits``: each network's model the
-    average of its inner fits and its final fit, with the final fit alone reported beside it (``single``)."""
+    the training epochs of every network (the DNN's too; default 40)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.models.age_independent import LearnerSettings
     from fairdesk.core.synthetic.age_cohort import make_age_cohort, oracle_age_r2
@@ -63,8 +60,7 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
     learner = LearnerSettings(**({} if lam is None else {"lam": lam}), **({} if epochs is None else {"epochs": epochs}))
     fixed = {"learner": learner} if lam is None else {"select_lambda": False, "learner": learner}
     doc = run_age_independence(cohort, "label", "age", "participant_id", settings=AgeProtocolSettings(
-        methods=tuple(methods), folds=folds, seed=seed, reference=False, average_fits=average_fits,
-        **fixed)).document
+        methods=tuple(methods), folds=folds, seed=seed, reference=False, **fixed)).document
     out = {"cohort": name, "rows": len(cohort), "participants": participants, "folds": folds,
            "oracle_age_r2": oracle_age_r2(kw["age_signal"], 100), "age_r2_from_label":
            doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0, "methods": {}}
@@ -73,20 +69,6 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
         row = {"accuracy": e["accuracy"]["mean"], "delta_eo_5": e["delta_eo_5"]["mean"],
                "leakage_r2": e["leakage"]["r2"], "leakage_auroc": e["leakage"]["auroc"],
                "leakage_r2_beyond_label": e["leakage"]["beyond_label"]["r2"]}
-        one = e.get("single_fit")  # the final fit alone (the model before averaging; same fits, same folds)
-        if one is not None:
-            row["single"] = {"accuracy": one["accuracy"]["mean"], "delta_eo_5": one["delta_eo_5"]["mean"],
-                             "leakage_r2": one["leakage_r2"],
-                             "leakage_r2_beyond_label": one["leakage_r2_beyond_label"]}
-            if m != "dnn" and "single_fit" in dnn:
-                row["single"]["accuracy_cost_points"] = 100 * (dnn["single_fit"]["accuracy"]["mean"]
-                                                               - one["accuracy"]["mean"])
-                if "folds" in one["accuracy"]:  # the product's comparison of the final fits alone
-                    from fairdesk.core.audits.age_independence import MARGINS, paired_comparison
-
-                    c = paired_comparison(one["accuracy"]["folds"], dnn["single_fit"]["accuracy"]["folds"],
-                                          MARGINS["accuracy"], test_train_ratio=doc["settings"]["test_train_ratio"])
-                    row["single"]["accuracy_cost_ci_points"] = [-100 * c["ci_high"], -100 * c["ci_low"]]
         if m != "dnn":
             cost = 100 * (dnn["accuracy"]["mean"] - e["accuracy"]["mean"])
             acc_c, d5_c = e["comparison"]["accuracy"], e["comparison"]["delta_eo_5"]
@@ -120,11 +102,6 @@ def spread(results: list[dict]) -> dict:
         d5 = [r["methods"][m]["delta_eo_5"] - r["methods"]["dnn"]["delta_eo_5"] for r in results]
         r2 = [r["methods"][m]["leakage_r2"] for r in results]
         series = [("cost_points", cost), ("delta5_minus_dnn", d5), ("leakage_r2", r2)]
-        if all("accuracy_cost_points" in r["methods"][m].get("single", {}) for r in results):
-            series += [("single_cost_points", [r["methods"][m]["single"]["accuracy_cost_points"] for r in results]),
-                       ("single_delta5_minus_dnn", [r["methods"][m]["single"]["delta_eo_5"]
-                                                    - r["methods"]["dnn"]["single"]["delta_eo_5"] for r in results]),
-                       ("single_leakage_r2", [r["methods"][m]["single"]["leakage_r2"] for r in results])]
         out[m] = {name: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
                          "values": v} for name, v in series}
     return out
@@ -142,8 +119,6 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--epochs", type=int, default=None, help="epochs of every network (default 40)")
     ap.add_argument("--seeds", default="0", help="comma-separated protocol seeds (folds and training seeds); with "
                                                      "more than one, the cost's mean ± SD over them")
-    ap.add_argument("--average-fits", action="store_true", help="average each network with its inner fits and "
-                    "report the final fit alone beside it (issue 27, round 5)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -152,7 +127,7 @@ def main(argv=None) -> list[dict]:
         runs = []
         for seed in (int(v) for v in args.seeds.split(",")):
             r = run(name, args.participants, args.folds, seed=seed, methods=args.methods.split(","), lam=args.lam,
-                    epochs=args.epochs, average_fits=args.average_fits)
+                    epochs=args.epochs)
             r["seed"] = seed
             runs.append(r)
             results.append(r)
@@ -168,24 +143,12 @@ def main(argv=None) -> list[dict]:
                 print(f"  {m:8s} accuracy {row['accuracy']:.3f}  Δ(5) {row['delta_eo_5']:.3f}  leakage R² "
                       f"{row['leakage_r2']:.3f} (AUROC {row['leakage_auroc']:.2f}), beyond the label "
                       f"{row['leakage_r2_beyond_label']:.3f}{extra}", flush=True)
-                if "single" in row:
-                    one = row["single"]
-                    print(f"  {'':8s} final fit alone: accuracy {one['accuracy']:.3f}  Δ(5) {one['delta_eo_5']:.3f}  "
-                          f"leakage R² {one['leakage_r2']:.3f}" + (f"  cost {one['accuracy_cost_points']:+.1f} pts"
-                                                                    if "accuracy_cost_points" in one else ""),
-                          flush=True)
         if len(runs) > 1:
             for m, v in spread(runs).items():
                 print(f"  {name} over seeds {args.seeds}: {m} cost {v['cost_points']['mean']:+.1f} ± "
                       f"{v['cost_points']['sd']:.1f} pts, Δ(5) − DNN's {v['delta5_minus_dnn']['mean']:+.2f} ± "
                       f"{v['delta5_minus_dnn']['sd']:.2f}, age R² {v['leakage_r2']['mean']:.3f} ± "
                       f"{v['leakage_r2']['sd']:.3f}", flush=True)
-                if "single_cost_points" in v:
-                    print(f"  {name} over seeds {args.seeds}: {m} final fit alone: cost "
-                          f"{v['single_cost_points']['mean']:+.1f} ± {v['single_cost_points']['sd']:.1f} pts, Δ(5) − "
-                          f"DNN's {v['single_delta5_minus_dnn']['mean']:+.2f} ± "
-                          f"{v['single_delta5_minus_dnn']['sd']:.2f}, age R² {v['single_leakage_r2']['mean']:.3f}",
-                          flush=True)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(results, fh, indent=1)

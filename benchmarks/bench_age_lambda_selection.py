@@ -47,7 +47,7 @@ def collect(name: str, seed: int, participants: int = 200, folds: int = 3, out_p
     data = ap._prepare(cohort, "label", "age", "participant_id", None)
     X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
     settings = ap.AgeProtocolSettings(methods=("dnn",) + LEARNERS, folds=folds, seed=seed, reference=False,
-                                      select_lambda=False, average_fits=False)  # the final fit alone
+                                      select_lambda=False)
     grid = settings.lambda_grid
     splits = ap.group_folds(groups, y, folds, 1, seed)
     rep = Reporter()

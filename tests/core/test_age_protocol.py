@@ -226,40 +226,6 @@ def test_bad_input_and_cancel(tiny):
     assert all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
 
 
-def test_averaged_fits_reuse_the_selections_inner_fits(tiny, light_probes, monkeypatch):
-    """``average_fits`` (off by default; docs/methods.md §3, round 5): a learner's model is its final fit averaged with
-    the nested selection's inner fits at the chosen λ — no fit is made twice —, the DNN's with as many fits on its
-    own inner splits; the final fit alone is reported beside it, and the averaged model's representation is its
-    members' side by side."""
-    calls = []
-    fit = ap.fit_method
-
-    def counting(method, *a, **kw):
-        calls.append(method)
-        return fit(method, *a, **kw)
-
-    monkeypatch.setattr(ap, "fit_method", counting)
-    doc = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=_tiny_settings(
-        methods=("dnn", "svm", "simple"), repeats=1, average_fits=True)).document
-    k = ap.SELECTION_FOLDS
-    assert calls.count("dnn") == 3 * (k + 1) and calls.count("simple") == 3 * (2 * k + 1)
-    assert calls.count("svm") == 3 and "single_fit" not in doc["methods"]["svm"]
-    for m in ("dnn", "simple"):
-        one = doc["methods"][m]["single_fit"]
-        assert set(one) >= {"accuracy", "delta_eo_5", "leakage_r2"} and 0 <= one["accuracy"]["mean"] <= 1
-    from fairdesk.core.reports.age_independence import lambda_words
-
-    assert "the average of its final fit and its fits on the nested validation's inner splits" in \
-        lambda_words(doc["settings"])
-    assert "average" not in lambda_words({**doc["settings"], "average_fits": False})
-    members = [ap.fit_method("simple", np.c_[np.arange(8.0), np.arange(8.0) % 3], np.arange(8) % 2,
-                             np.arange(8.0), TINY_LEARNER, seed=s) for s in (1, 2)]
-    avg = ap.average_fits(members)
-    X = np.c_[np.arange(4.0), np.ones(4)]
-    assert np.allclose(avg.predict_proba(X), (members[0].predict_proba(X) + members[1].predict_proba(X)) / 2)
-    assert avg.represent(X).shape == (4, 2 * TINY_LEARNER.z_dim)
-
-
 def test_frontier_points(tiny, light_probes):
     pts = ap.accuracy_fairness_frontier(tiny, "label", "age", "participant_id", methods=("simple",),
                                         lambdas=(0.0, 2.0), settings=_tiny_settings(repeats=1))
@@ -318,11 +284,11 @@ def _assert_dnn_learns_age_and_the_learner_removes_it(res, ctrl):
 def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it_ci():
     """CI-sized version of the test below (same cohort; 3 folds, λ = 1 fixed, one fit per model; ~10 s CPU against
     ~110 s): the DNN's representation carries age and its Δ^(5) is above the same DNN's without the age signal;
-    age-indep-simple lowers the leakage, also beyond the label, at ≤ 5 points. (λ's selection and the averaged fits
-    are tested in tests/core/test_age_lambda_selection.py, and by the full-size test below.) Measured: DNN accuracy
+    age-indep-simple lowers the leakage, also beyond the label, at ≤ 5 points. (λ's selection is tested in
+    tests/core/test_age_lambda_selection.py, and by the full-size test below.) Measured: DNN accuracy
     0.727, age R² 0.421 (AUROC 0.79), beyond the label 0.141, Δ^(5) 2.04 (control: R² −0.087, Δ^(5) 1.59); simple
     0.706, 0.278, 0.065. At λ = 0.3 simple kept age R² 0.328 (not 0.10 below the DNN's), so λ = 1 here."""
-    res, ctrl = _demo_cohort_runs(folds=3, select_lambda=False, average_fits=False,
+    res, ctrl = _demo_cohort_runs(folds=3, select_lambda=False,
                                   learner=LearnerSettings(lam=1.0, epochs=30, device="cpu"))
     _assert_dnn_learns_age_and_the_learner_removes_it(res, ctrl)
 

@@ -50,9 +50,7 @@ the training participants and scored on the rest, accuracy and probe R² pooled 
 the λ whose probe R² (the one beyond the label) is at most the target, the smallest within one standard error of the
 best accuracy is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was
 not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``. Inner fold j is fitted with the
-same seed at every λ (common random numbers). ``average_fits=True`` (off by default; measured to add age) makes each
-network's model the average of its final fit and its inner fits (:func:`average_fits`) and reports the final fit
-alone beside it (``single_fit``).
+same seed at every λ (common random numbers).
 """
 from __future__ import annotations
 
@@ -68,8 +66,8 @@ from fairdesk.core.audits.groups import assign_bins, delta_eo, equal_frequency_b
 from fairdesk.core.data.loaders import table_sha256
 from fairdesk.core.errors import DataError
 from fairdesk.core.models.age_independent import (LEARNERS, METHOD_LABELS, METHODS, REFERENCE_METHOD,
-                                                  TORCH_METHODS, WITH_REPRESENTATION, FittedMethod, LearnerSettings,
-                                                  fairlearn_available, fit_method)
+                                                  WITH_REPRESENTATION, LearnerSettings, fairlearn_available,
+                                                  fit_method)
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 
 METRICS: tuple[str, ...] = ("accuracy", "delta_eo_2", "delta_eo_5")
@@ -117,9 +115,6 @@ class AgeProtocolSettings:
     lambda_grid: tuple[float, ...] = LAMBDA_GRID
     leakage_target: float = LEAKAGE_TARGET
     test: str = "corrected"  # TESTS: the comparison against the DNN ("plain": the anti-conservative paired t)
-    # each network method's model the average of its inner fits and its final fit (off: measured, the averaged
-    # model's representation — its members' side by side — carries far more age; docs/methods.md §3, round 5)
-    average_fits: bool = False
 
     def __post_init__(self) -> None:
         self.methods = tuple(self.methods)
@@ -375,44 +370,8 @@ def choose_lambda(points: list[dict], target: float, n_validation: int | None = 
 
 def _inner_seeds(seed: int, j: int) -> tuple[int, int]:
     """(fit seed, probe seed) of inner fold ``j``: the same for every λ, so the λ of the grid are compared on common
-    random numbers (the same inner splits, initial weights and minibatch orders), and the averaged model
-    (:func:`inner_fits`) holds the very fits the selection made at the λ it chose."""
+    random numbers (the same inner splits, initial weights and minibatch orders)."""
     return _seed(seed, j), _seed(seed, 1000, j)
-
-
-def inner_fits(method: str, X, y, age, groups, learner: LearnerSettings, seed: int, rep: Reporter) -> list:
-    """``method`` fitted on each of the ``SELECTION_FOLDS`` participant-disjoint inner folds' training participants
-    of one outer fold's training rows (the splits and seeds :func:`select_lambda` uses): the members of the
-    averaged model besides the final fit (:func:`average_fits`)."""
-    inner = group_folds(groups, y, SELECTION_FOLDS, 1, seed)
-    return [fit_method(method, X[sp.train], y[sp.train], age[sp.train], learner, seed=_inner_seeds(seed, j)[0],
-                       progress=rep.sub(j / len(inner), (j + 1) / len(inner)), cancel=rep.cancel)
-            for j, sp in enumerate(inner)]
-
-
-def average_fits(fits: list) -> FittedMethod:
-    """One model from several fits of one method: P(y = 1) is the mean of the members' probabilities, and its
-    representation is the members' representations side by side (what the averaged classifier reads; the leakage
-    probe reads all of it). *Why tried* (issue 27, round 5): one network's held-out accuracy moves by several points
-    between training seeds (the DNN by ~7 on the independent cohort), and the nested selection already trains
-    ``SELECTION_FOLDS`` fits at every λ, so averaging them with the final fit costs the learners no training (the
-    DNN is averaged over as many fits on its own inner splits, so the comparison stays fair). *Measured*
-    (docs/methods.md §3): it moves the cost by the size of that noise, either way, and every averaged model
-    carries far more age than its members (each leaves a little along its own directions), so
-    ``AgeProtocolSettings.average_fits`` is off by default."""
-    import hashlib
-
-    def proba(Xn):
-        return np.mean([f.predict_proba(Xn) for f in fits], axis=0)
-
-    represent = None
-    if all(f.represent is not None for f in fits):
-        def represent(Xn):
-            return np.hstack([f.represent(Xn) for f in fits])
-
-    digest = hashlib.sha256("".join(f.model_hash for f in fits).encode()).hexdigest()
-    return FittedMethod(fits[0].method, proba, represent, digest, fits[0].device,
-                        {"members": [f.model_hash for f in fits]})
 
 
 def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings, seed: int,
@@ -427,11 +386,10 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
     4): one inner split (a quarter of the training participants, ~33 of 133) judged each λ by one fit on few
     participants — its R² missed the held-out fold's by RMSE 0.12 (pooled: 0.09) and sent folds to λ = 3 where
     λ = 0.3 reached the target (docs/methods.md §3). The outer fold's held-out rows are never used. Inner fold j's
-    fit and probe seeds are the same at every λ (:func:`_inner_seeds`). ``"fits"`` in the result (not stored in the
-    document): the inner fits per λ."""
+    fit and probe seeds are the same at every λ (:func:`_inner_seeds`)."""
     inner = group_folds(groups, y, SELECTION_FOLDS, 1, seed)
     grid = settings.lambda_grid
-    points, fits = [], {}
+    points = []
     steps = len(grid) * len(inner)
     for i, lam in enumerate(grid):
         learner = replace(settings.learner, lam=float(lam))
@@ -444,7 +402,6 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
             fit_seed, probe_seed = _inner_seeds(seed, j)
             fitted = fit_method(method, X[tr], y[tr], age[tr], learner, seed=fit_seed, progress=sub,
                                 cancel=rep.cancel)
-            fits.setdefault(float(lam), []).append(fitted)
             correct.append((fitted.predict_proba(X[va]) >= THRESHOLD).astype(int) == y[va])
             lp = leakage_probes(fitted.represent(X[tr]), y[tr], age[tr], fitted.represent(X[va]), y[va], age[va],
                                 groups[va], seed=probe_seed)
@@ -459,7 +416,7 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
                        "age_r2": best_r2(pooled["age"], np.concatenate(ages))})
     lam, reached = choose_lambda(points, settings.leakage_target, int(len(y)))
     return {"lambda": lam, "reached": reached, "points": points, "validation_rows": int(len(y)),
-            "validation_participants": int(len(pd.unique(groups))), "inner_folds": len(inner), "fits": fits}
+            "validation_participants": int(len(pd.unique(groups))), "inner_folds": len(inner)}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -504,11 +461,6 @@ def _prepare(table: pd.DataFrame, label: str, attribute: str, group_id: str, fea
 # Cross-validation
 
 
-def averaged(method: str, settings: AgeProtocolSettings) -> bool:
-    """Whether ``method``'s model is the average of its inner fits and its final fit (:func:`average_fits`)."""
-    return settings.average_fits and method in TORCH_METHODS
-
-
 def _held_out(fitted, sp: FoldSplit, data: dict, probe_seed: int) -> tuple[dict, dict | None, np.ndarray]:
     """(metrics, leakage probes' predictions, scores) of one fitted model on the split's held-out rows."""
     X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
@@ -523,38 +475,25 @@ def _held_out(fitted, sp: FoldSplit, data: dict, probe_seed: int) -> tuple[dict,
 
 def cv_unit(item: tuple, shared: tuple, rep: Reporter) -> dict:
     """One task of the executor: one method on one (repeat, fold) split — λ chosen by nested validation where
-    asked, the fit (seeded by (seed, repeat, fold, method)), with ``average_fits`` averaged with the inner fits
-    (the selection's at the chosen λ, else fitted here on the same inner splits), the held-out metrics and
-    predictions, and the leakage probe's held-out predictions; with averaging also the final fit's alone
-    (``single``)."""
+    asked, the fit (seeded by (seed, repeat, fold, method)), the held-out metrics and predictions, and the leakage
+    probe's held-out predictions."""
     sp, m, weight = item
     data, settings = shared
     X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
     rep(0.0, f"repeat {sp.repeat + 1}, fold {sp.fold + 1}/{settings.folds}: {m}")
-    learner, choice, members = settings.learner, None, None
-    inner_seed = _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000)
+    learner, choice = settings.learner, None
     share = 1 - 1 / weight
     if m in LEARNERS and settings.select_lambda:
-        choice = select_lambda(m, X[sp.train], y[sp.train], age[sp.train], groups[sp.train], settings, inner_seed,
-                               rep.sub(0.0, share))
-        fits = choice.pop("fits")
+        choice = select_lambda(m, X[sp.train], y[sp.train], age[sp.train], groups[sp.train], settings,
+                               _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000), rep.sub(0.0, share))
         learner = replace(learner, lam=choice["lambda"])
-        members = fits[float(choice["lambda"])] if averaged(m, settings) else None
-    elif averaged(m, settings):
-        members = inner_fits(m, X[sp.train], y[sp.train], age[sp.train], groups[sp.train], learner, inner_seed,
-                             rep.sub(0.0, share))
     rep = rep.sub(share, 1.0)
     fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner,
                         seed=_seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m]),
                         progress=rep.sub(0.0, 0.9), cancel=rep.cancel)
     probe_seed = _seed(settings.seed, sp.repeat, sp.fold, 1000)
-    single = None
-    if members is not None:
-        metrics, probes, _ = _held_out(fitted, sp, data, probe_seed)
-        single = {"metrics": metrics, "probes": probes}
-        fitted = average_fits(members + [fitted])
     metrics, probes, score = _held_out(fitted, sp, data, probe_seed)
-    return {"metrics": metrics, "hash": fitted.model_hash, "choice": choice, "probes": probes, "single": single,
+    return {"metrics": metrics, "hash": fitted.model_hash, "choice": choice, "probes": probes,
             "predictions": pd.DataFrame({"row": sp.test, "group_id": groups[sp.test], "method": m,
                                          "repeat": sp.repeat, "fold": sp.fold, "label": y[sp.test],
                                          "attribute": age[sp.test], "score": score,
@@ -574,15 +513,11 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
     for sp in splits:
         beyond[sp.repeat][sp.test] = age[sp.test] - label_age(y[sp.train], age[sp.train], y[sp.test])
     per_fold = {m: [] for m in methods}
-    single_fold: dict[str, list] = {m: [] for m in methods}
     probe_pred = {m: {} for m in methods if m in WITH_REPRESENTATION}
-    single_pred: dict[str, dict] = {m: {} for m in methods if m in WITH_REPRESENTATION}
     selections: dict[str, list] = {m: [] for m in methods if m in LEARNERS and settings.select_lambda}
     preds, hashes = [], {}
-    # a learner whose λ is chosen costs (grid × inner folds + 1) fits of one; an averaged method without the
-    # selection (inner folds + 1)
-    weight = {m: 1 + len(settings.lambda_grid) * SELECTION_FOLDS * 0.75 if m in selections
-              else 1 + SELECTION_FOLDS * 0.75 if averaged(m, settings) else 1 for m in methods}
+    # a learner whose λ is chosen costs (grid × inner folds + 1) fits of one
+    weight = {m: 1 + len(settings.lambda_grid) * SELECTION_FOLDS * 0.75 if m in selections else 1 for m in methods}
     items = [(sp, m, weight[m]) for sp in splits for m in methods]
     with open_executor(executor) as ex:
         done = ex.map(cv_unit, items, rep, lambda it: f"repeat {it[0].repeat + 1}, fold {it[0].fold + 1}/"
@@ -594,19 +529,12 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
         per_fold[m].append(out["metrics"])
         hashes[f"{m}/repeat{sp.repeat}/fold{sp.fold}"] = out["hash"]
         preds.append(out["predictions"])
-        for into, res in ((probe_pred, out), (single_pred, out["single"])):
-            for target, by_probe in ((res or {}).get("probes") or {}).items():
-                for probe, p in by_probe.items():
-                    full = into[m].setdefault((sp.repeat, target, probe), np.full(len(y), np.nan))
-                    full[sp.test] = p
-        if out["single"] is not None:
-            single_fold[m].append(out["single"]["metrics"])
+        for target, by_probe in (out["probes"] or {}).items():
+            for probe, p in by_probe.items():
+                full = probe_pred[m].setdefault((sp.repeat, target, probe), np.full(len(y), np.nan))
+                full[sp.test] = p
     leakage = {m: _leakage(probe_pred[m], age, beyond, settings.repeats, age_threshold) if m in probe_pred else None
                for m in methods}
-    single = {m: {**{metric: _summary([f[metric] for f in single_fold[m]]) for metric in METRICS},
-                  "leakage": _leakage(single_pred[m], age, beyond, settings.repeats, age_threshold)
-                  if single_pred.get(m) else None}
-              for m in methods if single_fold[m]}
     order = {m: i for i, m in enumerate(methods)}
     table = pd.concat(preds, ignore_index=True)
     label_floor = _mean_or_none([label_age_r2(y, age, [sp for sp in splits if sp.repeat == r])
@@ -615,7 +543,7 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
                               kind="stable").reset_index(drop=True)
     return {"per_fold": per_fold, "leakage": leakage, "predictions": table[list(PREDICTION_COLUMNS)],
             "hashes": hashes, "splits": splits, "selections": selections, "age_r2_from_label": label_floor,
-            "executor": executor_record, "single": single}
+            "executor": executor_record}
 
 
 def _leakage(pred: dict, age, beyond: dict, repeats: int, age_threshold: float) -> dict:
@@ -723,12 +651,6 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
         if entry["leakage"] is not None:
             entry["age_independence"] = leakage_verdict(entry["leakage"]["beyond_label"].get("r2"),
                                                         settings.leakage_target)
-        if m in cv["single"]:  # what averaging bought: the final fit alone, same folds and probes
-            one = cv["single"][m]
-            entry["single_fit"] = {**{metric: one[metric] for metric in METRICS},
-                                   "leakage_r2": (one["leakage"] or {}).get("r2"),
-                                   "leakage_r2_beyond_label": ((one["leakage"] or {}).get("beyond_label") or {})
-                                   .get("r2")}
         if m in cv["selections"]:
             chosen = cv["selections"][m]
             entry["lambda_selection"] = {"target": settings.leakage_target, "grid": list(settings.lambda_grid),

@@ -122,13 +122,7 @@ def _compared(doc: dict) -> list[str]:
 
 
 def lambda_words(s: dict) -> str:
-    """How λ was set: "λ chosen per learner and fold …" or "λ = 1" (and, when the fits were averaged, that)."""
-    averaged = ("; each network's model the average of its final fit and its fits on the nested validation's "
-                "inner splits (its representation: theirs side by side)" if s.get("average_fits") else "")
-    return _lambda_words(s) + averaged
-
-
-def _lambda_words(s: dict) -> str:
+    """How λ was set: "λ chosen per learner and fold …" or "λ = 1"."""
     L = s["learner"]
     if s.get("select_lambda"):
         grid = ", ".join(f"{num(v):g}" for v in s.get("lambda_grid") or [])
