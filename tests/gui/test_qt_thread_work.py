@@ -284,3 +284,42 @@ def test_plots_are_drawn_in_steps_and_the_gap_plot_repainted_once(make_window, t
     next(steps)
     steps.close()  # dropped half-way
     assert gap.plot_widget.updatesEnabled()
+
+
+def test_the_shown_gap_plot_is_repainted_only_once_its_audit_is_filled_in(make_window, tmp_path):
+    """Choosing a stored group audit while its gap plot is in front: the plot is not repainted while the audit is
+    read and the page filled in (the findings header, the result header and the legend settling around it resized it,
+    and each resize repainted the whole pyqtgraph plot: 2–20 ms of the Qt thread each, four to six per audit shown),
+    and it is repainted once the page is filled."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    project = _group_audit_project(tmp_path)
+    window = make_window()
+    window.resize(1366, 768)
+    window.show_page(window.audit_tab)
+    window.open_project(project)
+    tab = window.audit_tab
+    tab.results_tabs.setCurrentIndex(0)  # the gap plot in front
+    viewport = tab.gap_plot.plot_widget.viewport()
+    paints: list[bool] = []  # per paint of the plot: whether the page was still reading or filling in the audit
+
+    class Paints(QObject):
+        def eventFilter(self, obj, event):  # noqa: N802 - Qt override
+            if obj is viewport and event.type() == QEvent.Type.Paint:
+                paints.append(not tab.view_ready)
+            return False
+
+    watcher = Paints()
+    viewport.installEventFilter(watcher)
+    for _ in range(2):
+        tab.audit_list.setCurrentRow(-1)
+        QApplication.processEvents()
+        paints.clear()
+        tab.audit_list.setCurrentRow(0)
+        tab.wait_view()
+        for _ in range(5):
+            QApplication.processEvents()
+        assert tab.gap_plot.scatters and tab.gap_plot.plot_widget.isVisible()
+        assert paints and not any(paints), paints  # painted, and only once the page was filled in
+    viewport.removeEventFilter(watcher)

@@ -586,8 +586,34 @@ class AuditTab(PredictionsPage):
             return None
         return self._fill_results(result, prepared)
 
+    def show_audit(self, audit_id: int | None) -> None:
+        """The gap plot's repaints are held off while the chosen audit is read (the findings header above it says
+        so and shrinks), shown and filled in (:meth:`show_document`), so that the page settling around the shown
+        plot repaints it once."""
+        super().show_audit(audit_id)
+        if self._view_job is not None:  # being read (the layout and the repaints it asks for come later)
+            self.gap_plot.hold_repaints(True)
+
+    def show_document(self, doc, audit_id: int | None, *, prepared=None, findings=None) -> None:
+        """The gap plot's repaints are held off from here (the findings header set above it) to the fill's last
+        step (:meth:`_fill_results`)."""
+        self._slices = None  # a fill under way ends first (its end releases the plot)
+        self.gap_plot.hold_repaints(True)
+        try:
+            super().show_document(doc, audit_id, prepared=prepared, findings=findings)
+        finally:
+            if self._slices is None:  # nothing to fill in steps (no audit, or it failed)
+                self.gap_plot.hold_repaints(False)
+
     def _fill_results(self, result, prepared):
-        """Fill the result tabs part by part (each ``yield`` lets the window paint)."""
+        """Fill the result tabs part by part (each ``yield`` lets the window paint; the gap plot is repainted once,
+        at the end, see :meth:`show_document`)."""
+        try:
+            yield from self._fill_steps(result, prepared)
+        finally:  # (also when a newer audit drops the steps)
+            self.gap_plot.hold_repaints(False)
+
+    def _fill_steps(self, result, prepared):
         from fairdesk.core.reports.figures import STATUS_STYLE
 
         self.result_header.setText(prepared["header"])

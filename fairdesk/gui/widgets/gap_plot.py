@@ -96,6 +96,7 @@ class GapPlot(QWidget):
         self.empty_label.setStyleSheet("color: palette(mid); padding: 16px;")
         self._layout.addWidget(self.empty_label)
         self.data = pd.DataFrame()
+        self.held = False  # repaints held off by the page (:meth:`hold_repaints`)
         self.clear("Run an audit, or choose one from the list, to see its gaps.")
 
     def ensure_plot(self) -> None:
@@ -131,11 +132,21 @@ class GapPlot(QWidget):
         self._layout.addWidget(self.legend)
 
     # ---- API -----------------------------------------------------------------------------------------------
+    def hold_repaints(self, held: bool) -> None:
+        """Hold the plot's repaints off (``True``) while the page around it is filled, and repaint it once when
+        released: each resize of a shown pyqtgraph plot (the header, the summary and the tables above and beside it
+        settling) repainted it in full, axes laid out anew, 2–20 ms of the Qt thread each, several per audit shown."""
+        self.held = held
+        if self.plot_widget is not None:
+            self.plot_widget.setUpdatesEnabled(not held)
+
     def clear(self, message: str = "") -> None:
         self.data = pd.DataFrame()
         self.empty_label.setText(message)
         self.empty_label.setVisible(bool(message))
-        self.legend.setVisible(False)
+        if message:  # (a plot being redrawn keeps its legend until the new one is set: no resize in between)
+            self.legend.setVisible(False)
+            self.legend.setText("")
         if self.plot_widget is None:
             return
         for item in [*self.scatters.values(), *self.error_bars.values(), *self.bands]:
@@ -143,7 +154,6 @@ class GapPlot(QWidget):
         self.scatters.clear()
         self.error_bars.clear()
         self.bands.clear()
-        self.legend.setText("")
         self.plot.getAxis("left").setTicks([[]])
         self.scroll.setVisible(not message)
 
@@ -165,7 +175,7 @@ class GapPlot(QWidget):
         try:
             yield from self._draw_steps(df, value_col, title, xlabel, band)
         finally:  # (also when a newer audit drops the steps)
-            self.plot_widget.setUpdatesEnabled(True)
+            self.plot_widget.setUpdatesEnabled(not self.held)
 
     def _draw_steps(self, df: pd.DataFrame, value_col: str, title: str, xlabel: str, band: bool):
         self.clear("")
