@@ -520,8 +520,12 @@ class MainWindow(QMainWindow):
 
     def _warm_up(self) -> None:
         if not self.views.closing:
-            self._readers_job = self.views.submit(Job("Load the readers of results", warm_up_readers))
+            # the job is known and the slot connected before it is queued: the worker may finish it (the readers
+            # already imported, e.g. a second window in one process) before submit returns, and a signal emitted
+            # with no receiver yet is lost (the window then stayed "warming up" for ever)
+            self._readers_job = Job("Load the readers of results", warm_up_readers)
             self.views.finished.connect(self._readers_loaded)
+            self.views.submit(self._readers_job)
         else:
             self._warming = False
         self._to_polish = [pages.widget(i) for pages in self.pages.values() for i in range(pages.count())]

@@ -323,3 +323,32 @@ def test_the_shown_gap_plot_is_repainted_only_once_its_audit_is_filled_in(make_w
         assert tab.gap_plot.scatters and tab.gap_plot.plot_widget.isVisible()
         assert paints and not any(paints), paints  # painted, and only once the page was filled in
     viewport.removeEventFilter(watcher)
+
+
+def test_warm_up_ends_when_the_readers_load_before_submit_returns(make_window, monkeypatch):
+    """A window made when the readers are already imported (a second window in one process, every GUI test after
+    the first) finishes its warm-up job at once; the worker may then emit its end before the Qt thread, still inside
+    ``submit``, has connected the slot — a signal with no receiver yet is lost, and the window stayed "warming up"
+    for ever (seen as a flaky "the window's warm-up did not end" under load). Forced here: submit returns only once
+    the worker has finished the job."""
+    import time
+
+    from PySide6.QtWidgets import QApplication
+
+    from fairdesk.jobs.qt_bridge import JobRunner
+
+    submit = JobRunner.submit
+
+    def finished_before_return(self, job_or_name, fn=None):
+        job = submit(self, job_or_name, fn)
+        if job.name == "Load the readers of results":
+            assert self.wait_idle(60000)
+        return job
+
+    monkeypatch.setattr(JobRunner, "submit", finished_before_return)
+    window = make_window()
+    deadline = time.monotonic() + 60
+    while window.warming_up:
+        assert time.monotonic() < deadline, "the window's warm-up did not end"
+        QApplication.processEvents()
+        time.sleep(0.002)
