@@ -17,7 +17,7 @@ below ``gaps.MIN_EXPECTED_CELL``). Small versions: ``tests/core/test_rate_gap_si
     correlation 0.3–0.9), ``--reps`` data sets each, every pair of groups through ``groups.rate_gap_test`` from the
     groups' per-patient counts (the audit's own numbers: the first data set of a map design gives the map's
     intervals): coverage of parity, recall and specificity intervals, size of the null gaps, mean width, by the map's
-    case-patient bands. ``--map-seed S``: replay the designs of the map's first pass with seed S (``--designs 200``)
+    case-patient bands (``--region``, repeatable: designs drawn to reach those regions). ``--map-seed S``: replay the designs of the map's first pass with seed S (``--designs 200``)
     instead of fresh ones — more data sets of the same designs tell a design's mechanism from one data set's chance.
 """
 from __future__ import annotations
@@ -157,8 +157,9 @@ def cluster_pairs(d, df: pd.DataFrame, design: int, rep: int, truth=None) -> lis
 
 
 def cluster_designs(designs: int, reps: int, seed: int = 0, max_rows: int = 30, map_seed: int | None = None,
-                    space: dict | None = None) -> pd.DataFrame:
-    """Rate gaps with repeated patients over drawn designs (see the module's ``--part cluster``)."""
+                    space: dict | None = None, regions: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Rate gaps with repeated patients over drawn designs (see the module's ``--part cluster``); ``regions``: drawn
+    to reach one of them (``design_space.draw_targeted``)."""
     from fairdesk.core.synthetic import design_space as DS
 
     if map_seed is not None:  # the map's first pass: run_design_space's own stream (a design, then its data seed)
@@ -167,7 +168,9 @@ def cluster_designs(designs: int, reps: int, seed: int = 0, max_rows: int = 30, 
     else:
         rng = np.random.default_rng([seed, 2122])
         sp = {"share_clustered": 1.0, "rows_per_patient": (1, max_rows), **(space or {})}
-        drawn = [(DS.draw_design(rng, sp), int(rng.integers(0, 2**31 - 1))) for _ in range(designs)]
+        regions = DS.parse_regions(regions) if regions else ()
+        drawn = [(DS.draw_targeted(rng, regions, sp) if regions else DS.draw_design(rng, sp),
+                  int(rng.integers(0, 2**31 - 1))) for _ in range(designs)]
     rows = []
     for i, (d, s) in enumerate(drawn):
         if not d.clustered:
@@ -201,7 +204,9 @@ def main(argv=None) -> int:
     ap.add_argument("--part", choices=("exact", "map", "cluster"), default="exact")
     ap.add_argument("--tables", type=int, default=400)
     ap.add_argument("--designs", type=int, default=60)
-    ap.add_argument("--region", default="recall gap | independent, 10–29 cases")
+    ap.add_argument("--region", action="append", default=None,
+                    help="--part map: the region (default 'recall gap | independent, 10–29 cases'); --part cluster: "
+                         "draw designs to reach it (repeatable)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--csv", default=None, help="with --part map or cluster: every test's row here")
     ap.add_argument("--reps", type=int, default=5, help="--part cluster: data sets per design")
@@ -212,10 +217,10 @@ def main(argv=None) -> int:
         print(json.dumps(exact_tables(a.tables, a.seed), indent=1, ensure_ascii=False))
         return 0
     if a.part == "cluster":
-        df = cluster_designs(a.designs, a.reps, a.seed, a.max_rows, a.map_seed)
+        df = cluster_designs(a.designs, a.reps, a.seed, a.max_rows, a.map_seed, regions=tuple(a.region or ()))
         table = cluster_summary(df)
     else:
-        df = map_region(a.designs, a.region, a.seed)
+        df = map_region(a.designs, (a.region or ["recall gap | independent, 10–29 cases"])[0], a.seed)
         table = summarise(df)
     if a.csv:
         df.to_csv(a.csv, index=False)
