@@ -1238,7 +1238,7 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hi
         p_eq = float("nan") if flat else float(G.score_tost_p(x_a, n_a, x_b, n_b, plan.margin, deff, df))
     return {"gap": float(x_a / n_a - x_b / n_b), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
             "p_equivalence": p_eq,
-            "design_effect": deff, "n_boot_valid": n_valid, "flat": flat}
+            "design_effect": deff, "df": float(df), "n_boot_valid": n_valid, "flat": flat}
 
 
 # --------------------------------------------------------------------------------------------------------------
