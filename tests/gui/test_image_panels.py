@@ -400,3 +400,21 @@ def test_opening_a_project_refreshes_the_page_in_front_at_once_and_the_others_la
     assert "disease" in window.image_model_panel.labels_list.items()
     assert window.image_audit_panel.attribute_combo.findData("attribute") >= 0
     assert readers and threading.current_thread().name not in readers
+
+
+def test_the_image_data_page_opens_its_dataset_only_when_shown(window, image_project, qtbot):
+    """Opening a project behind another page does not open the image dataset (a job resolving every file, then 240
+    thumbnails read in a thread, then tables filled on the Qt thread); bringing the page to the front does."""
+    project_path, dataset_id = image_project
+    panel = window.image_data_panel
+    window.show_page(window.audit_tab)
+    jobs: list[str] = []
+    window.runner.started.connect(lambda job: jobs.append(job.name))
+    window.open_project(project_path)  # waits for every page's refresh and read
+    assert panel.dataset_combo.currentData() == dataset_id  # the page's choices are refreshed
+    assert panel.dataset is None and panel.thumbnails.count() == 0
+    assert not any(title.startswith("Open image dataset") for title in jobs)
+    window.show_page(panel)
+    qtbot.waitUntil(lambda: panel.dataset is not None, timeout=30000)
+    assert len(panel.dataset) == 119 and panel.thumbnails.count() == 119
+    qtbot.waitUntil(lambda: not panel.thumbnails.loading, timeout=20000)

@@ -352,3 +352,30 @@ def test_warm_up_ends_when_the_readers_load_before_submit_returns(make_window, m
         assert time.monotonic() < deadline, "the window's warm-up did not end"
         QApplication.processEvents()
         time.sleep(0.002)
+
+
+def test_column_sizing_reads_a_sample_of_rows_not_every_cell(qtbot):
+    """Sizing a table's columns reads only the sampled rows (one row selection of the frame): no whole column is
+    turned into Python objects or formatted until the table paints it; the widths still hold the header and the
+    widest sampled text."""
+    import pandas as pd
+    from PySide6.QtGui import QFontMetrics
+
+    from fairdesk.gui.widgets.tables import DataFrameView, format_value
+
+    n = 3000
+    df = pd.DataFrame({"group": pd.array([f"g{i % 7}" for i in range(n)], dtype="string[pyarrow]"),
+                       "a rather long column header": np.linspace(0, 1, n),
+                       "note": ["short"] * (n - 1) + ["a much longer note in the last row of the table"]})
+    view = DataFrameView(None)
+    qtbot.addWidget(view)
+    view.set_frame(df)  # not shown: nothing painted
+    model = view.model
+    assert model._columns == {} and model._texts == {}
+    header = view.view.horizontalHeader()
+    titles = header.fontMetrics()
+    for c, name in enumerate(df.columns):
+        assert header.sectionSize(c) >= titles.horizontalAdvance(name) + 16  # the header and its sort arrow
+    cells = QFontMetrics(view.view.font())
+    longest = format_value(df["note"].iloc[-1])  # the last row is always in the sample
+    assert header.sectionSize(2) >= min(cells.horizontalAdvance(longest), DataFrameView.MAX_WIDTH)

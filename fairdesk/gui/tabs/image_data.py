@@ -221,6 +221,7 @@ class ImageDataPanel(QWidget):
         rv.addWidget(self.views, 1)
 
         split_page(self, scroll, right, [560, 700])
+        self._open_pending = False  # the chosen dataset waits for the page to be shown (_open_when_shown)
         window.refresh_on_project(self, self.refresh_project)
         window.runner.progress.connect(self._on_progress)
         self._set_header(None)
@@ -343,9 +344,25 @@ class ImageDataPanel(QWidget):
         fill_combo(self.dataset_combo, items, keep=True, default=items[-1][1] if items else None)
         self._update_buttons()
         if self.dataset_combo.currentData() != before or (items and self.dataset is None):
-            self.show_dataset()
+            self._open_when_shown()
         elif not items:
+            self._open_pending = False
             self._show(None)
+
+    def _open_when_shown(self) -> None:
+        """Open the chosen dataset now if the page is on screen, else the next time it is shown: opening resolves
+        every file (a job) and reads 240 thumbnails in a thread, and done while a project opened behind another page
+        it competed with that page's reads for the interpreter lock and filled this page's tables on the Qt thread
+        (the open phase's longest gap in ``benchmarks/bench_heartbeat.py``)."""
+        self._open_pending = not self.isVisible()
+        if not self._open_pending:
+            self.show_dataset()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if self._open_pending:
+            self._open_pending = False
+            self.show_dataset()
 
     def show_dataset(self, dataset_id: int | None = None):
         """Re-open a stored image dataset (a job: it resolves every file) and show thumbnails and counts."""
