@@ -3,8 +3,8 @@
 Recreates commit 381f336's paired age-indep-simple learner *in this script only* (I = the DNN's body
 x → 64 → 32 → 8 with ReLU after each layer, C = batch norm + 8 → 2, built first from the DNN's fit seed, so the
 same initial weights and minibatches as the DNN; A as in the product), trains it on one outer fold (of 3, seed-0
-splits) of a fresh cohort and logs every ``--log-every`` epochs: the accuracy on the held-out fold; the in-training adversary's loss over its
-no-information prior (``La/prior``, on all training rows); a fresh adversary of the same shape trained to
+splits) of a fresh cohort and logs every ``--log-every`` epochs: the accuracy on the held-out fold; the
+in-training adversary's loss over its no-information prior (``La/prior``, on all training rows); a fresh adversary of the same shape trained to
 convergence on the training rows' z (``fresh/prior``, in-sample); the product's held-out probes
 (:func:`leakage_probes`) — R² of the age beyond the label (ridge alone and the better of ridge and boosting), of age,
 and of the age beyond the label from the units active on ≥ 10% of rows only (``R2dense``); each unit's correlation
