@@ -1,22 +1,23 @@
 """Diagnosis of the paired age learner (issue 27, round 6b, docs/methods.md §3): why pairing with the DNN keeps age.
 
-Recreates commit 381f336's paired age-indep-simple learner *in this script only* (I = the DNN's body
-x → 64 → 32 → 8 with ReLU after each layer, C = batch norm + 8 → 2, built first from the DNN's fit seed, so the
-same initial weights and minibatches as the DNN; A as in the product), trains it on one outer fold (of 3, seed-0
-splits) of a fresh cohort and logs every ``--log-every`` epochs: the accuracy on the held-out fold; the
-in-training adversary's loss over its no-information prior (``La/prior``, on all training rows); a fresh adversary of the same shape trained to
+Recreates commit 381f336's paired age-indep-simple learner *in this script only* (I = the DNN's body x → 64 → 32 → 8
+with ReLU after each layer, C = batch norm + 8 → 2, built first from the DNN's fit seed, so the same initial weights
+and minibatches as the DNN; A as in the product), trains it on one outer fold (of 3, seed-0 splits) of a fresh
+cohort and logs every ``--log-every`` epochs: the accuracy on the held-out fold; the in-training adversary's loss
+over its no-information prior (``La/prior``, on all training rows); a fresh adversary of the same shape trained to
 convergence on the training rows' z (``fresh/prior``, in-sample); the product's held-out probes
-(:func:`leakage_probes`) — R² of the age beyond the label (ridge alone and the better of ridge and boosting), of age,
-and of the age beyond the label from the units active on ≥ 10% of rows only (``R2dense``); each unit's correlation
-with the age beyond the label on the held-out rows; z's per-unit SD and active share (dead ReLU units); the norm of
-the encoder's gradient from the classifier (``gc``) and from λ·La (``ga``, 0 when the bounded term is capped).
+(:func:`leakage_probes`) — R² of the age beyond the label (ridge alone and the better of ridge and boosting), of
+age, and of the age beyond the label from the units active on ≥ 10% of rows only (``R2dense``); each unit's
+correlation with the age beyond the label on the held-out rows; z's per-unit SD and active share (dead ReLU units);
+the norm of the encoder's gradient from the classifier (``gc``) and from λ·La (``ga``, 0 when the bounded term is
+capped).
 
 Variants (``--variants``, comma-separated): ``paired`` (381f336), ``dnn`` (the DNN itself; = paired at λ = 0),
-``kept`` (the product's learner: its own I and C, with the DNN's seed), ``random-init`` (paired minibatches only,
-I and C initialised at random), ``bn-adv`` (A's input standardised by batch norm), ``lr-adv`` (A's learning rate
-×10), ``bn-lr-adv`` (both), ``k20`` (20 adversary steps per minibatch), ``fresh-adv`` (A re-initialised every
-epoch), ``unbounded`` (000's −λ·La), ``calibrated`` (:func:`calibrated_terms`). Example (the numbers in
-docs/methods.md, round 6b)::
+``kept`` (the product's learner: its own I and C, with the DNN's seed), ``random-init`` (paired minibatches only, I
+and C initialised at random), ``bn-adv`` (A's input standardised by batch norm), ``lr-adv`` (A's learning rate ×10),
+``bn-lr-adv`` (both), ``k20`` (20 adversary steps per minibatch), ``fresh-adv`` (A re-initialised every epoch),
+``unbounded`` (000's −λ·La), ``calibrated`` (:func:`calibrated_terms`). Example (the numbers in docs/methods.md,
+round 6b)::
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_paired_diagnosis --cohort independent \\
         --lams 0.3,1,3 --variants paired,lr-adv --log-every 2 --out paired.json
