@@ -346,3 +346,71 @@ def test_the_reconstructor_reads_age_so_it_does_not_reward_age_in_z():
     z0 = nets0["I"](x)
     assert float(ai.reconstruction_loss(nets0, z0, x, a, old)) == pytest.approx(float(ai.reconstruction_loss(
         nets0, z0, x, -a, old)))
+
+
+@pytest.mark.parametrize("method", ["dnn", "simple", "consensus"])
+def test_the_fit_is_the_weight_average_of_its_last_epochs_with_batch_norm_from_the_training_rows(method):
+    """Issue 27, round 7: a fitted network is the equal-weight average of its weights at the end of each of its last
+    quarter of epochs (8 epochs: the last 2), not the last iterate, and its batch-norm statistics are the training
+    rows' (mean and unbiased variance of each batch-norm layer's input over all training rows, the averaged layers
+    before it in train mode) — rebuilt here by hand from snapshots taken during the fit and compared through the
+    fitted model's predictions and representation. The adversary, discriminator and reconstructor are not averaged.
+    Same seed, same model."""
+    import copy
+
+    X, y, age = _data(n=80)
+    settings = ai.LearnerSettings(z_dim=3, hidden=(8,), head_hidden=4, epochs=8, batch_size=40, lam=0.3,
+                                  device="cpu")  # 2 minibatches per epoch
+    predicting = ["net"] if method == "dnn" else (["I0", "I1", "I2", "C"] if method == "consensus" else ["I", "C"])
+    snapshots, calls, seen = [], [0], {}
+    original = ai.train_step
+
+    def observed(m, nets, opts, *args):
+        parts = original(m, nets, opts, *args)
+        calls[0] += 1
+        if calls[0] % 2 == 0:  # end of an epoch
+            snapshots.append({k: copy.deepcopy(nets[k].state_dict()) for k in predicting})
+            seen.update(nets=copy.deepcopy(nets), split=args[4] if len(args) > 4 else None)
+        return parts
+
+    ai.train_step = observed
+    try:
+        fitted = ai.fit_method(method, X, y, age, settings, seed=4)
+    finally:
+        ai.train_step = original
+    assert len(snapshots) == 8
+    nets = seen["nets"]  # the networks as they stood after the last epoch
+    for k in predicting:  # the mean of the last 2 epochs' weights
+        state = nets[k].state_dict()
+        for name, _ in nets[k].named_parameters():
+            state[name] = (snapshots[-2][k][name] + snapshots[-1][k][name]) / 2
+        nets[k].load_state_dict(state)
+    mean, sd = X.mean(0), X.std(0)
+    xs = torch.as_tensor((X - mean) / sd, dtype=torch.float32)
+    bns = [mod for k in predicting for mod in nets[k].modules() if isinstance(mod, torch.nn.BatchNorm1d)]
+    inputs = {}
+    hooks = [bn.register_forward_hook(lambda mod, inp, out: inputs.__setitem__(mod, inp[0].detach())) for bn in bns]
+    for net in nets.values():
+        net.train()
+    with torch.no_grad():  # train mode: each batch-norm layer normalises by the full batch's own statistics
+        z = nets["net"](xs) if method == "dnn" else nets["C"](ai.encode(method, nets, xs, seen["split"])[0])
+    for h in hooks:
+        h.remove()
+    for bn in bns:
+        bn.running_mean.copy_(inputs[bn].mean(0))
+        bn.running_var.copy_(inputs[bn].var(0, unbiased=True))
+    for net in nets.values():
+        net.eval()
+    with torch.no_grad():
+        if method == "dnn":
+            logits, rep = nets["net"](xs), nets["net"][:6](xs)
+        else:
+            rep = ai.encode(method, nets, xs, seen["split"])[0]
+            logits = nets["C"](rep)
+    np.testing.assert_allclose(fitted.predict_proba(X), torch.softmax(logits, 1)[:, 1].numpy(), atol=1e-5)
+    np.testing.assert_allclose(fitted.represent(X), rep.numpy(), atol=1e-5)
+    assert any(not torch.equal(p, snapshots[-1][k][n]) for k in predicting  # not the last iterate
+               for n, p in nets[k].named_parameters())
+    again = ai.fit_method(method, X, y, age, settings, seed=4)
+    assert again.model_hash == fitted.model_hash
+    np.testing.assert_array_equal(again.predict_proba(X), fitted.predict_proba(X))

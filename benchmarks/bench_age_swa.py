@@ -1,0 +1,133 @@
+"""The last epochs of one fit against their weight average (issue 27, round 7, docs/methods.md §3).
+
+On one outer fold (of 3, the protocol's seed-0 splits) of a fresh cohort, fits the DNN and the age learners exactly
+as the protocol does (``fit_method`` with the protocol's fit seed for that fold and method) and, at the end of each
+of the last epochs, evaluates the network as it stands (the *last iterate*, its own running batch-norm
+statistics): accuracy on the held-out participants and the product's leakage probes' held-out R² of age and of the
+age beyond the label (:func:`leakage_probes`, the fold's probe seed). The fit's returned model — the weights
+averaged over the last quarter of epochs, batch norm recomputed on the training rows (round 7) — is evaluated the
+same way, as is the last iterate with its batch norm recomputed (which separates the two parts of the change).
+The epochs are observed by wrapping the module's ``train_step`` for the run (it sees the networks after each
+minibatch), so the training is the product's own, bit for bit.
+
+    PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_swa --cohort independent --lams 0.3,1 \\
+        [--methods dnn,simple,entropy] [--fold 0] [--log-from 31] [--out swa.json]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+
+import numpy as np
+
+
+def _evaluate(method, nets, split, Xtr, Xte, ytr, yte, age_tr, age_te, groups_te, probe_seed, recompute_bn=False):
+    import torch
+    from torch.optim.swa_utils import update_bn
+
+    from fairdesk.core.audits.age_independence import best_r2, label_age, leakage_probes
+    from fairdesk.core.models import age_independent as ai
+
+    nets = copy.deepcopy(nets)
+    xtr, xte = (torch.as_tensor(v, dtype=torch.float32) for v in (Xtr, Xte))
+    if recompute_bn:
+        update_bn([xtr], ai.predictor(method, nets, split))
+    for v in nets.values():
+        v.eval()
+    with torch.no_grad():
+        if method == "dnn":
+            logits, ztr, zte = nets["net"](xte), nets["net"][:6](xtr), nets["net"][:6](xte)
+        else:
+            logits = nets["C"](ai.encode(method, nets, xte, split)[0])
+            ztr, zte = (ai.encode(method, nets, v, split)[0] for v in (xtr, xte))
+    lp = leakage_probes(ztr.numpy().astype(float), ytr, age_tr, zte.numpy().astype(float), yte, age_te, groups_te,
+                        seed=probe_seed)
+    beyond = np.asarray(age_te, float) - label_age(ytr, age_tr, yte)
+    return {"accuracy": float((logits.argmax(1).numpy() == yte).mean()), "age_r2": best_r2(lp["age"], age_te),
+            "beyond_r2": best_r2(lp["beyond_label"], beyond)}
+
+
+def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_from: int = 31,
+        seed: int = 0) -> list[dict]:
+    from benchmarks.bench_age_fresh_cohorts import COHORTS
+    from fairdesk.core.audits import age_independence as ap
+    from fairdesk.core.models import age_independent as ai
+    from fairdesk.core.synthetic.age_cohort import make_age_cohort
+
+    df = make_age_cohort(n_participants=participants, n_features=100, **COHORTS[cohort])
+    data = ap._prepare(df, "label", "age", "participant_id", None)
+    X, y, age, groups = data["X"], data["y"], data["age"], data["groups"]
+    sp = ap.group_folds(groups, y, 3, 1, seed)[fold]
+    tr, te = sp.train, sp.test
+    mean, sd = X[tr].mean(0), X[tr].std(0)
+    sd[sd == 0] = 1.0
+    Xtr, Xte = (X[tr] - mean) / sd, (X[te] - mean) / sd
+    probe_seed = ap._seed(seed, 0, fold, 1000)
+    n_batches = len(ai._batches(len(tr), ai.LearnerSettings().batch_size, np.random.default_rng(0)))
+    out = []
+    for method in methods:
+        for lam in ([0.0] if method == "dnn" else lams):
+            settings = ai.LearnerSettings(lam=lam, device="cpu")
+            log, calls = [], [0]
+            original = ai.train_step
+
+            def observed(m, nets, opts, x, yb, ab, s, split=None, prior=None):
+                parts = original(m, nets, opts, x, yb, ab, s, split, prior)
+                calls[0] += 1
+                epoch = calls[0] // n_batches
+                if calls[0] % n_batches == 0 and epoch >= log_from:
+                    log.append({"epoch": epoch, **_evaluate(m, nets, split, Xtr, Xte, y[tr], y[te], age[tr],
+                                                            age[te], groups[te], probe_seed)})
+                    if epoch == s.epochs:
+                        log.append({"epoch": "last, batch norm recomputed",
+                                    **_evaluate(m, nets, split, Xtr, Xte, y[tr], y[te], age[tr], age[te],
+                                                groups[te], probe_seed, recompute_bn=True)})
+                return parts
+
+            ai.train_step = observed
+            try:
+                fitted = ai.fit_method(method, X[tr], y[tr], age[tr], settings,
+                                       seed=ap._seed(seed, 0, fold, ap._METHOD_INDEX[method]))
+            finally:
+                ai.train_step = original
+            lp = ap.leakage_probes(fitted.represent(X[tr]), y[tr], age[tr], fitted.represent(X[te]), y[te], age[te],
+                                   groups[te], seed=probe_seed)
+            beyond = age[te] - ap.label_age(y[tr], age[tr], y[te])
+            averaged = {"accuracy": float(((fitted.predict_proba(X[te]) >= 0.5) == y[te]).mean()),
+                        "age_r2": ap.best_r2(lp["age"], age[te]), "beyond_r2": ap.best_r2(lp["beyond_label"], beyond)}
+            iterates = [r for r in log if isinstance(r["epoch"], int)]
+            summary = {k: {"min": min(r[k] for r in iterates), "max": max(r[k] for r in iterates),
+                           "mean": float(np.mean([r[k] for r in iterates]))} for k in ("accuracy", "age_r2",
+                                                                                        "beyond_r2")}
+            out.append({"cohort": cohort, "fold": fold, "method": method, "lambda": lam, "epochs": log,
+                        "last_iterates": summary, "averaged": averaged})
+            print(f"{cohort} fold {fold} {method:8s} λ={lam:<4g} last iterates (epochs {log_from}–40): "
+                  + ", ".join(f"{k} {v['min']:.3f} … {v['max']:.3f} (mean {v['mean']:.3f})" for k, v in summary.items())
+                  + f"; epoch 40 {', '.join(f'{k} {iterates[-1][k]:.3f}' for k in summary)}"
+                  + f"; averaged {', '.join(f'{k} {v:.3f}' for k, v in averaged.items())}", flush=True)
+    return out
+
+
+def main(argv=None):
+    import torch
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cohort", default="independent")
+    p.add_argument("--methods", default="dnn,simple,entropy")
+    p.add_argument("--lams", default="0.3,1")
+    p.add_argument("--fold", type=int, default=0)
+    p.add_argument("--participants", type=int, default=200)
+    p.add_argument("--log-from", type=int, default=31)
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    res = run(a.cohort, a.methods.split(","), [float(v) for v in a.lams.split(",")], a.fold, a.participants,
+              a.log_from)
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
