@@ -2,15 +2,17 @@
 
 On one outer fold (of 3, the protocol's seed-0 splits) of a fresh cohort, fits the DNN and the age learners exactly
 as the protocol does (``fit_method`` with the protocol's fit seed for that fold and method) and, at the end of each
-of the last epochs, evaluates the network as it stands (the *last iterate*, its own running batch-norm
-statistics): accuracy on the held-out participants and the product's leakage probes' held-out R² of age and of the
-age beyond the label (:func:`leakage_probes`, the fold's probe seed). The fit's returned model — the weights
-averaged over the last quarter of epochs, batch norm recomputed on the training rows (round 7) — is evaluated the
-same way, as is the last iterate with its batch norm recomputed (which separates the two parts of the change).
-The epochs are observed by wrapping the module's ``train_step`` for the run (it sees the networks after each
-minibatch), so the training is the product's own, bit for bit.
+of the last epochs, evaluates the network as it stands (the *last iterate*, its own running batch-norm statistics;
+the product's model is the one at epoch 40): accuracy on the held-out participants and the product's leakage probes'
+held-out R² of age and of the age beyond the label (:func:`leakage_probes`, the fold's probe seed). It also builds
+round 7's candidate, not adopted (commit 9be0d53 of branch wt-age5 built it into the module): each predicting
+network (the DNN; a learner's I and C) averaged over its weights at the end of each of the last quarter of epochs
+(``torch.optim.swa_utils.AveragedModel``), batch norm recomputed on the training rows (``update_bn``, one full
+batch) — and evaluates it and the last iterate with its batch norm recomputed the same way (which separates the two
+parts of the candidate). The epochs are observed by wrapping the module's ``train_step`` for the run (it sees the
+networks after each minibatch), so the training is the product's own, bit for bit.
 
-    PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_swa --cohort independent --lams 0.3,1 \\
+    PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_swa --cohort independent --lams 0.3,1,3 \\
         [--methods dnn,simple,entropy] [--fold 0] [--log-from 31] [--out swa.json]
 """
 from __future__ import annotations
@@ -20,6 +22,30 @@ import copy
 import json
 
 import numpy as np
+
+
+def _predicting(method, nets):
+    return ["net"] if method == "dnn" else [k for k in nets if k[0] in "IC"]
+
+
+def _predictor(method, nets, split):
+    """The module x → logits over a method's networks (for ``update_bn``)."""
+    import torch.nn as nn
+
+    from fairdesk.core.models import age_independent as ai
+
+    if method == "dnn":
+        return nets["net"]
+
+    class Predictor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.parts = nn.ModuleDict({k: nets[k] for k in _predicting(method, nets)})
+
+        def forward(self, x):
+            return self.parts["C"](ai.encode(method, self.parts, x, split)[0])
+
+    return Predictor()
 
 
 def _evaluate(method, nets, split, Xtr, Xte, ytr, yte, age_tr, age_te, groups_te, probe_seed, recompute_bn=False):
@@ -32,7 +58,7 @@ def _evaluate(method, nets, split, Xtr, Xte, ytr, yte, age_tr, age_te, groups_te
     nets = copy.deepcopy(nets)
     xtr, xte = (torch.as_tensor(v, dtype=torch.float32) for v in (Xtr, Xte))
     if recompute_bn:
-        update_bn([xtr], ai.predictor(method, nets, split))
+        update_bn([xtr], _predictor(method, nets, split))
     for v in nets.values():
         v.eval()
     with torch.no_grad():
@@ -69,33 +95,37 @@ def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_
     for method in methods:
         for lam in ([0.0] if method == "dnn" else lams):
             settings = ai.LearnerSettings(lam=lam, device="cpu")
-            log, calls = [], [0]
+            log, calls, averaged, final = [], [0], {}, {}
             original = ai.train_step
 
             def observed(m, nets, opts, x, yb, ab, s, split=None, prior=None):
                 parts = original(m, nets, opts, x, yb, ab, s, split, prior)
                 calls[0] += 1
                 epoch = calls[0] // n_batches
-                if calls[0] % n_batches == 0 and epoch >= log_from:
-                    log.append({"epoch": epoch, **_evaluate(m, nets, split, Xtr, Xte, y[tr], y[te], age[tr],
-                                                            age[te], groups[te], probe_seed)})
-                    if epoch == s.epochs:
-                        log.append({"epoch": "last, batch norm recomputed",
-                                    **_evaluate(m, nets, split, Xtr, Xte, y[tr], y[te], age[tr], age[te],
-                                                groups[te], probe_seed, recompute_bn=True)})
+                if calls[0] % n_batches:
+                    return parts
+                if epoch > s.epochs - max(1, s.epochs // 4):  # the candidate: the last quarter's weights averaged
+                    from torch.optim.swa_utils import AveragedModel
+
+                    for k in _predicting(m, nets):
+                        averaged.setdefault(k, AveragedModel(nets[k])).update_parameters(nets[k])
+                ev = (m, nets, split, Xtr, Xte, y[tr], y[te], age[tr], age[te], groups[te], probe_seed)
+                if epoch >= log_from:
+                    log.append({"epoch": epoch, **_evaluate(*ev)})
+                if epoch == s.epochs:
+                    log.append({"epoch": "last, batch norm recomputed", **_evaluate(*ev, recompute_bn=True)})
+                    final.update(nets=nets, split=split)
                 return parts
 
             ai.train_step = observed
             try:
-                fitted = ai.fit_method(method, X[tr], y[tr], age[tr], settings,
-                                       seed=ap._seed(seed, 0, fold, ap._METHOD_INDEX[method]))
+                ai.fit_method(method, X[tr], y[tr], age[tr], settings,
+                              seed=ap._seed(seed, 0, fold, ap._METHOD_INDEX[method]))
             finally:
                 ai.train_step = original
-            lp = ap.leakage_probes(fitted.represent(X[tr]), y[tr], age[tr], fitted.represent(X[te]), y[te], age[te],
-                                   groups[te], seed=probe_seed)
-            beyond = age[te] - ap.label_age(y[tr], age[tr], y[te])
-            averaged = {"accuracy": float(((fitted.predict_proba(X[te]) >= 0.5) == y[te]).mean()),
-                        "age_r2": ap.best_r2(lp["age"], age[te]), "beyond_r2": ap.best_r2(lp["beyond_label"], beyond)}
+            nets = dict(final["nets"]) | {k: avg.module for k, avg in averaged.items()}
+            averaged = _evaluate(method, nets, final["split"], Xtr, Xte, y[tr], y[te], age[tr], age[te], groups[te],
+                                 probe_seed, recompute_bn=True)
             iterates = [r for r in log if isinstance(r["epoch"], int)]
             summary = {k: {"min": min(r[k] for r in iterates), "max": max(r[k] for r in iterates),
                            "mean": float(np.mean([r[k] for r in iterates]))} for k in ("accuracy", "age_r2",
