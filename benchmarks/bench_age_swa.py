@@ -4,8 +4,9 @@ On one outer fold (of 3, the protocol's seed-0 splits) of a fresh cohort, fits t
 as the protocol does (``fit_method`` with the protocol's fit seed for that fold and method) and, at the end of each
 of the last epochs, evaluates the network as it stands (the *last iterate*, its own running batch-norm statistics;
 the product's model is the one at epoch 40): accuracy on the held-out participants and the product's leakage probes'
-held-out R² of age and of the age beyond the label (:func:`leakage_probes`, the fold's probe seed). It also builds
-round 7's candidate, not adopted (commit 9be0d53 of branch wt-age5 built it into the module): each predicting
+held-out R² of age and of the age beyond the label (:func:`leakage_probes`, the fold's probe seed), and the
+accuracy on the training rows. It also builds
+round 7's candidate, not adopted (commit 36b1d74 of branch wt-age5 built it into the module): each predicting
 network (the DNN; a learner's I and C) averaged over its weights at the end of each of the last quarter of epochs
 (``torch.optim.swa_utils.AveragedModel``), batch norm recomputed on the training rows (``update_bn``, one full
 batch) — and evaluates it and the last iterate with its batch norm recomputed the same way (which separates the two
@@ -63,14 +64,16 @@ def _evaluate(method, nets, split, Xtr, Xte, ytr, yte, age_tr, age_te, groups_te
         v.eval()
     with torch.no_grad():
         if method == "dnn":
-            logits, ztr, zte = nets["net"](xte), nets["net"][:6](xtr), nets["net"][:6](xte)
+            logits, fit_logits = nets["net"](xte), nets["net"](xtr)
+            ztr, zte = nets["net"][:6](xtr), nets["net"][:6](xte)
         else:
-            logits = nets["C"](ai.encode(method, nets, xte, split)[0])
             ztr, zte = (ai.encode(method, nets, v, split)[0] for v in (xtr, xte))
+            logits, fit_logits = nets["C"](zte), nets["C"](ztr)
     lp = leakage_probes(ztr.numpy().astype(float), ytr, age_tr, zte.numpy().astype(float), yte, age_te, groups_te,
                         seed=probe_seed)
     beyond = np.asarray(age_te, float) - label_age(ytr, age_tr, yte)
-    return {"accuracy": float((logits.argmax(1).numpy() == yte).mean()), "age_r2": best_r2(lp["age"], age_te),
+    return {"accuracy": float((logits.argmax(1).numpy() == yte).mean()),
+            "training_accuracy": float((fit_logits.argmax(1).numpy() == ytr).mean()), "age_r2": best_r2(lp["age"], age_te),
             "beyond_r2": best_r2(lp["beyond_label"], beyond)}
 
 
@@ -129,7 +132,8 @@ def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_
             iterates = [r for r in log if isinstance(r["epoch"], int)]
             summary = {k: {"min": min(r[k] for r in iterates), "max": max(r[k] for r in iterates),
                            "mean": float(np.mean([r[k] for r in iterates]))} for k in ("accuracy", "age_r2",
-                                                                                        "beyond_r2")}
+                                                                                        "beyond_r2",
+                                                                                        "training_accuracy")}
             out.append({"cohort": cohort, "fold": fold, "method": method, "lambda": lam, "epochs": log,
                         "last_iterates": summary, "averaged": averaged})
             print(f"{cohort} fold {fold} {method:8s} λ={lam:<4g} last iterates (epochs {log_from}–40): "

@@ -42,12 +42,6 @@ Two departures from 000 (issue 27; both settings, defaults shown; docs/methods.m
   often impaired) — which no classifier of the diagnosis can shed without losing accuracy, and which 000's own
   fairness score (equalized odds, Δ_eo) does not count. ``conditional=False`` is 000's adversary.
 
-Every network that predicts (the DNN; a learner's I and C) is, after training, the average of its weights at the end
-of each of its last quarter of epochs (stochastic weight averaging, Izmailov et al. 2018; 10 of 40), with its
-batch-norm statistics recomputed on the training rows (:func:`averaged_epochs`, :func:`predicting_nets`): the
-adversarial game does not converge but cycles, and the last epoch's weights are a random phase of that cycle (issue
-27, docs/methods.md §3, rounds 6b and 7).
-
 Baselines: ``dnn`` (hidden 64-32-8, ReLU, batch norm before the output layer; its representation is the last hidden
 layer, 8 units), ``svm`` (RBF SVC with Platt scores), ``rf`` (random forest, 200 trees), ``adaboost`` (100 stumps) —
 scikit-learn. ``fairlearn-adversarial`` (:data:`REFERENCE_METHOD`) is fairlearn's ``AdversarialFairnessClassifier``
@@ -513,39 +507,8 @@ def _batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarr
     return out
 
 
-def averaged_epochs(epochs: int) -> int:
-    """How many of the last epochs each predicting network's weights are averaged over: the last quarter (10 of
-    40), at least the last epoch."""
-    return max(1, epochs // 4)
-
-
-def predicting_nets(method: str, nets: dict) -> list[str]:
-    """The networks that make the prediction and the representation (averaged over the last epochs): the DNN;
-    the learners' interpreter(s) and classifier — not the adversary, discriminator or reconstructor."""
-    return ["net"] if method == "dnn" else [k for k in nets if k[0] in "IC"]
-
-
-def predictor(method: str, nets: dict, split: list | None = None):
-    """The module x → logits of a fitted method's networks (to recompute their batch-norm statistics)."""
-    import torch.nn as nn
-
-    if method == "dnn":
-        return nets["net"]
-
-    class Predictor(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.parts = nn.ModuleDict({k: nets[k] for k in predicting_nets(method, nets)})
-
-        def forward(self, x):
-            return self.parts["C"](encode(method, self.parts, x, split)[0])
-
-    return Predictor()
-
-
 def _fit_torch(method, Xs, y, age_std, mean, sd, settings, seed, rep) -> FittedMethod:
     import torch
-    from torch.optim.swa_utils import AveragedModel, update_bn
 
     from fairdesk.core.models.tabular import model_hash
 
@@ -571,7 +534,6 @@ def _fit_torch(method, Xs, y, age_std, mean, sd, settings, seed, rep) -> FittedM
         net.train()
     parts: dict = {}
     prior = adversary_prior(method, y, age_std, settings, edges) if method != "dnn" else None
-    averaged = {k: AveragedModel(nets[k]) for k in predicting_nets(method, nets)}
     for epoch in range(settings.epochs):
         for idx in _batches(len(y), settings.batch_size, rng):
             b = torch.as_tensor(idx, device=device)
@@ -579,12 +541,6 @@ def _fit_torch(method, Xs, y, age_std, mean, sd, settings, seed, rep) -> FittedM
         rep((epoch + 1) / settings.epochs, f"{method}: epoch {epoch + 1}/{settings.epochs}")
         if not all(np.isfinite(v) for v in parts.values()):
             raise ModelError(f"Training of '{method}' diverged (a loss became infinite); lower λ.")
-        if epoch >= settings.epochs - averaged_epochs(settings.epochs):
-            for k, avg in averaged.items():
-                avg.update_parameters(nets[k])
-    nets |= {k: avg.module for k, avg in averaged.items()}
-    # the averaged weights never ran together: their batch-norm statistics are the training rows' (one full batch)
-    update_bn([xt], predictor(method, nets, split_t))
     for net in nets.values():
         net.eval()
 
