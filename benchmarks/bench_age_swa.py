@@ -73,8 +73,8 @@ def _evaluate(method, nets, split, Xtr, Xte, ytr, yte, age_tr, age_te, groups_te
                         seed=probe_seed)
     beyond = np.asarray(age_te, float) - label_age(ytr, age_tr, yte)
     return {"accuracy": float((logits.argmax(1).numpy() == yte).mean()),
-            "training_accuracy": float((fit_logits.argmax(1).numpy() == ytr).mean()), "age_r2": best_r2(lp["age"], age_te),
-            "beyond_r2": best_r2(lp["beyond_label"], beyond)}
+            "training_accuracy": float((fit_logits.argmax(1).numpy() == ytr).mean()),
+            "age_r2": best_r2(lp["age"], age_te), "beyond_r2": best_r2(lp["beyond_label"], beyond)}
 
 
 def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_from: int = 31,
@@ -136,9 +136,10 @@ def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_
                                                                                         "training_accuracy")}
             out.append({"cohort": cohort, "fold": fold, "method": method, "lambda": lam, "epochs": log,
                         "last_iterates": summary, "averaged": averaged})
-            print(f"{cohort} fold {fold} {method:8s} λ={lam:<4g} last iterates (epochs {log_from}–40): "
-                  + ", ".join(f"{k} {v['min']:.3f} … {v['max']:.3f} (mean {v['mean']:.3f})" for k, v in summary.items())
-                  + f"; epoch 40 {', '.join(f'{k} {iterates[-1][k]:.3f}' for k in summary)}"
+            ranges = (f"{k} {v['min']:.3f} … {v['max']:.3f} (mean {v['mean']:.3f})" for k, v in summary.items())
+            print(f"{cohort} fold {fold} {method:8s} λ={lam:<4g} last iterates (epochs {log_from}–"
+                  f"{settings.epochs}): " + ", ".join(ranges)
+                  + f"; epoch {settings.epochs} {', '.join(f'{k} {iterates[-1][k]:.3f}' for k in summary)}"
                   + f"; averaged {', '.join(f'{k} {v:.3f}' for k, v in averaged.items())}", flush=True)
     return out
 
