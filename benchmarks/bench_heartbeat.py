@@ -288,6 +288,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-audit", action="store_true", help="skip the audit run")
     ap.add_argument("--stalls", type=int, default=0, metavar="N",
                     help="also print, per phase, the N stretches of most CPU with the Qt thread's sampled stacks")
+    ap.add_argument("--switch-interval", type=float, default=None, metavar="S",
+                    help="the interpreter's switch interval in seconds, set after the window's own (for A/B runs)")
     args = ap.parse_args(argv)
 
     tmp, home, demo = scratch_home(args.demo, "fairdesk-heartbeat-")
@@ -304,6 +306,8 @@ def main(argv=None) -> int:
     from fairdesk.gui.settings import Settings
 
     window = MainWindow(settings=Settings(home / "home" / "settings.ini"))
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     w, h = (int(v) for v in args.size.lower().split("x"))
     window.resize(w, h)
     window.show()
@@ -357,7 +361,7 @@ def main(argv=None) -> int:
     base = results["idle"]
     print(f"heartbeat every {TICK_MS} ms, window {w}×{h}, {n_states} states walked, {n_audits} stored audits "
           f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} CPUs; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
+          f"{os.cpu_count()} CPUs; switch interval {1000 * sys.getswitchinterval():g} ms; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
     print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
           f"{'CPU p99':>9}{'CPU max':>9}{'others':>9}{'>50ms':>7}  targets (wall; CPU)")
     for name, r in results.items():
