@@ -105,6 +105,7 @@ class StallSampler:
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
+        import threading
         import traceback
 
         while True:
@@ -120,6 +121,13 @@ class StallSampler:
             if self._open is None:
                 self._open = self._counter()
             self._open[" <- ".join(reversed(stack[-self.depth:]))] += 1
+            for ident, other in sys._current_frames().items():  # what the other threads were running meanwhile
+                if ident in (self.main, threading.get_ident()):
+                    continue
+                inner = [f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}"
+                         for f in traceback.extract_stack(other)][-4:]
+                if not any("threading.py" in f and ":wait" in f for f in inner[-1:]):
+                    self._open["  (other) " + " <- ".join(reversed(inner))] += 1
 
     def tick(self, gap_ms: float, cpu_ms: float) -> None:
         if self._open is not None:
@@ -132,7 +140,7 @@ class StallSampler:
         print(f"--- {phase}: {len(self.stretches)} stretches over 40 ms; those of most CPU:")
         for gap, cpu, stacks in worst:
             print(f"  {gap:.0f} ms wall, {cpu:.0f} ms CPU")
-            for stack, n in stacks.most_common(3):
+            for stack, n in stacks.most_common(6):
                 print(f"    {n:3d} × {stack}")
         self.stretches = []
 
