@@ -30,6 +30,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+from collections import OrderedDict
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -221,6 +222,30 @@ def _json_problem(text, which: str) -> str | None:
         return f"not JSON ({_one_line(err)})"
     problems = schema_problems(value, STORED_SCHEMAS[which], limit=1)
     return problems[0] if problems else None
+
+
+# The last datasets decoded, by the SHA-256 of their stored Parquet bytes: the GUI's pages read the same dataset
+# while a project opens (the group form, the calibration views of an audit of it), each decode 50-100 ms of Arrow
+# threads and of the interpreter lock the Qt thread waits for. Keyed by content, so a changed byte is decoded anew.
+_FRAMES: OrderedDict[str, pd.DataFrame] = OrderedDict()
+_FRAMES_LOCK = threading.Lock()
+_FRAMES_KEPT, _FRAMES_BYTES = 4, 256 * 2 ** 20
+
+
+def _decoded(data: bytes) -> pd.DataFrame:
+    key = document_digest(data)
+    with _FRAMES_LOCK:
+        df = _FRAMES.get(key)
+        if df is not None:
+            _FRAMES.move_to_end(key)
+            return df
+    df = pd.read_parquet(io.BytesIO(data))
+    with _FRAMES_LOCK:
+        _FRAMES[key] = df
+        while _FRAMES and (len(_FRAMES) > _FRAMES_KEPT or sum(
+                int(f.memory_usage(deep=False).sum()) for f in _FRAMES.values()) > _FRAMES_BYTES):
+            _FRAMES.popitem(last=False)
+    return df
 
 
 class Project:
@@ -472,7 +497,7 @@ class Project:
         rows = self._query("SELECT data FROM datasets WHERE id=?", (dataset_id,))
         if not rows:
             raise ProjectError(f"Dataset {dataset_id} is not in project {self.name}.")
-        return pd.read_parquet(io.BytesIO(rows[0][0]))
+        return _decoded(rows[0][0]).copy(deep=False)  # (copy-on-write: a change to it stays the caller's)
 
     # ---- models ----------------------------------------------------------------------------------------------
     def add_model(self, name: str, kind: str, info: dict, *, dataset_id: int | None = None,
