@@ -1,6 +1,7 @@
 """Heartbeat of the Qt thread (issue 24): how long the window stops answering while it shows results.
 
-``python -m benchmarks.bench_heartbeat [--demo DIR] [--size 1366x768] [--n-boot 1000] [--no-audit] [--stalls N]``
+``python -m benchmarks.bench_heartbeat [--demo DIR] [--size 1366x768] [--n-boot 1000] [--no-audit] [--stalls N]
+[--switch-interval S]``
 (offscreen; about two minutes with an existing demo project, plus about a minute to build one).
 
 A ``QTimer`` ticks every 5 ms on the main thread and records the time between its ticks: a tick that comes late
@@ -27,7 +28,9 @@ explain. ``>50ms``: how many gaps were longer than the p99 target — unlike the
 gaps come in a longer phase (a phase shortened by less work in other threads keeps its slow gaps and loses fast
 ones, so its p99 rises). Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
 Run it at ``nice`` beside other work and the idle line moves too: read the ratios. ``--stalls N`` says where the
-longest stretches went: the N of most CPU per phase with the Qt thread's sampled Python stacks (:class:`StallSampler`).
+longest stretches went: the N of most CPU per phase with the Qt thread's sampled Python stacks (:class:`StallSampler`),
+and what the other threads ran meanwhile. ``--switch-interval S`` sets the interpreter's switch interval after the
+window set its own (A/B runs of that setting).
 """
 from __future__ import annotations
 
@@ -90,7 +93,8 @@ class Heartbeat:
 class StallSampler:
     """Where the Qt thread spends a long stretch (``--stalls``): a thread samples the Qt thread's Python stack every
     10 ms while the heartbeat's tick is over 40 ms late; each late tick closes a stretch with its wall and CPU time.
-    Time inside Qt's C++ code (layout, painting) shows as the Python frame that called into Qt."""
+    Time inside Qt's C++ code (layout, painting) shows as the Python frame that called into Qt. The other threads'
+    innermost frames are counted too (``(other)``; a thread waiting on a lock or queue is left out)."""
 
     def __init__(self, beat: Heartbeat, depth: int = 12) -> None:
         import collections
