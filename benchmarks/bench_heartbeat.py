@@ -1,6 +1,7 @@
 """Heartbeat of the Qt thread (issue 24): how long the window stops answering while it shows results.
 
-``python -m benchmarks.bench_heartbeat [--demo DIR] [--size 1366x768] [--n-boot 1000] [--no-audit] [--stalls N]``
+``python -m benchmarks.bench_heartbeat [--demo DIR] [--size 1366x768] [--n-boot 1000] [--no-audit] [--stalls N]
+[--switch-interval S]``
 (offscreen; about two minutes with an existing demo project, plus about a minute to build one).
 
 A ``QTimer`` ticks every 5 ms on the main thread and records the time between its ticks: a tick that comes late
@@ -27,7 +28,9 @@ explain. ``>50ms``: how many gaps were longer than the p99 target — unlike the
 gaps come in a longer phase (a phase shortened by less work in other threads keeps its slow gaps and loses fast
 ones, so its p99 rises). Issue 24's targets: no gap above 250 ms and a p99 gap of at most 50 ms.
 Run it at ``nice`` beside other work and the idle line moves too: read the ratios. ``--stalls N`` says where the
-longest stretches went: the N of most CPU per phase with the Qt thread's sampled Python stacks (:class:`StallSampler`).
+longest stretches went: the N of most CPU per phase with the Qt thread's sampled Python stacks (:class:`StallSampler`),
+and what the other threads ran meanwhile. ``--switch-interval S`` sets the interpreter's switch interval after the
+window set its own (A/B runs of that setting).
 """
 from __future__ import annotations
 
@@ -90,7 +93,8 @@ class Heartbeat:
 class StallSampler:
     """Where the Qt thread spends a long stretch (``--stalls``): a thread samples the Qt thread's Python stack every
     10 ms while the heartbeat's tick is over 40 ms late; each late tick closes a stretch with its wall and CPU time.
-    Time inside Qt's C++ code (layout, painting) shows as the Python frame that called into Qt."""
+    Time inside Qt's C++ code (layout, painting) shows as the Python frame that called into Qt. The other threads'
+    innermost frames are counted too (``(other)``; a thread waiting on a lock or queue is left out)."""
 
     def __init__(self, beat: Heartbeat, depth: int = 12) -> None:
         import collections
@@ -105,6 +109,7 @@ class StallSampler:
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
+        import threading
         import traceback
 
         while True:
@@ -120,6 +125,13 @@ class StallSampler:
             if self._open is None:
                 self._open = self._counter()
             self._open[" <- ".join(reversed(stack[-self.depth:]))] += 1
+            for ident, other in sys._current_frames().items():  # what the other threads were running meanwhile
+                if ident in (self.main, threading.get_ident()):
+                    continue
+                inner = [f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}"
+                         for f in traceback.extract_stack(other)][-4:]
+                if not any("threading.py" in f and ":wait" in f for f in inner[-1:]):
+                    self._open["  (other) " + " <- ".join(reversed(inner))] += 1
 
     def tick(self, gap_ms: float, cpu_ms: float) -> None:
         if self._open is not None:
@@ -132,7 +144,7 @@ class StallSampler:
         print(f"--- {phase}: {len(self.stretches)} stretches over 40 ms; those of most CPU:")
         for gap, cpu, stacks in worst:
             print(f"  {gap:.0f} ms wall, {cpu:.0f} ms CPU")
-            for stack, n in stacks.most_common(3):
+            for stack, n in stacks.most_common(6):
                 print(f"    {n:3d} × {stack}")
         self.stretches = []
 
@@ -288,6 +300,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-audit", action="store_true", help="skip the audit run")
     ap.add_argument("--stalls", type=int, default=0, metavar="N",
                     help="also print, per phase, the N stretches of most CPU with the Qt thread's sampled stacks")
+    ap.add_argument("--switch-interval", type=float, default=None, metavar="S",
+                    help="the interpreter's switch interval in seconds, set after the window's own (for A/B runs)")
     args = ap.parse_args(argv)
 
     tmp, home, demo = scratch_home(args.demo, "fairdesk-heartbeat-")
@@ -304,6 +318,8 @@ def main(argv=None) -> int:
     from fairdesk.gui.settings import Settings
 
     window = MainWindow(settings=Settings(home / "home" / "settings.ini"))
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     w, h = (int(v) for v in args.size.lower().split("x"))
     window.resize(w, h)
     window.show()
@@ -357,7 +373,7 @@ def main(argv=None) -> int:
     base = results["idle"]
     print(f"heartbeat every {TICK_MS} ms, window {w}×{h}, {n_states} states walked, {n_audits} stored audits "
           f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} CPUs; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
+          f"{os.cpu_count()} CPUs; switch interval {1000 * sys.getswitchinterval():g} ms; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
     print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
           f"{'CPU p99':>9}{'CPU max':>9}{'others':>9}{'>50ms':>7}  targets (wall; CPU)")
     for name, r in results.items():

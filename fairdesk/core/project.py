@@ -30,8 +30,10 @@ import os
 import sqlite3
 import tempfile
 import threading
+from collections import OrderedDict
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -171,6 +173,7 @@ _NAMES = {"type": ["string", "null", "array"], "items": {"type": "string"}}
 ROLES_SCHEMA = {"type": "object", "additionalProperties": _NAMES}
 RECORD_SCHEMA = {"type": "object"}
 COLUMNS_SCHEMA = {"type": "array", "items": {"type": "string"}}
+STORED_SCHEMAS = {"roles": ROLES_SCHEMA, "record": RECORD_SCHEMA, "columns": COLUMNS_SCHEMA}
 
 
 def document_digest(text) -> str:
@@ -196,18 +199,53 @@ def validated(kind: str, text, document=None) -> tuple[str, str] | None:
     return None if check_document(kind, doc) else (document_digest(text), schema_digest(kind))
 
 
-def _stored_json(text, schema: dict):
-    """``(value, problem)``: a stored JSON field parsed and checked against ``schema``; ``(None, why)`` when damaged."""
-    from fairdesk.core.kinds import schema_problems
-
+def _stored_json(text, which: str):
+    """``(value, problem)``: a stored JSON field parsed and checked against its schema (``which``: a key of
+    ``STORED_SCHEMAS``); ``(None, why)`` when damaged. The value is parsed anew for each caller (callers change it)."""
     if text is None:
         return None, None
+    problem = _json_problem(text, which)
+    return (None, problem) if problem else (json.loads(text), None)
+
+
+@lru_cache(maxsize=1024)
+def _json_problem(text, which: str) -> str | None:
+    """Why the stored JSON field ``text`` breaks schema ``which`` (None: it holds). Checked once per distinct text in
+    a process: the pages list the project's datasets and models on every refresh (opening a project refreshed each
+    page, on the Qt thread), and jsonschema's check of every field of every dataset each time cost up to 40 ms there.
+    Keyed by the text itself, so any change to a stored field (a byte) is checked anew, whoever wrote it."""
+    from fairdesk.core.kinds import schema_problems
+
     try:
         value = json.loads(text)
     except (TypeError, ValueError) as err:
-        return None, f"not JSON ({_one_line(err)})"
-    problems = schema_problems(value, schema, limit=1)
-    return (None, problems[0]) if problems else (value, None)
+        return f"not JSON ({_one_line(err)})"
+    problems = schema_problems(value, STORED_SCHEMAS[which], limit=1)
+    return problems[0] if problems else None
+
+
+# The last datasets decoded, by the SHA-256 of their stored Parquet bytes: the GUI's pages read the same dataset
+# while a project opens (the group form, the calibration views of an audit of it), each decode 50-100 ms of Arrow
+# threads and of the interpreter lock the Qt thread waits for. Keyed by content, so a changed byte is decoded anew.
+_FRAMES: OrderedDict[str, pd.DataFrame] = OrderedDict()
+_FRAMES_LOCK = threading.Lock()
+_FRAMES_KEPT, _FRAMES_BYTES = 4, 256 * 2 ** 20
+
+
+def _decoded(data: bytes) -> pd.DataFrame:
+    key = document_digest(data)
+    with _FRAMES_LOCK:
+        df = _FRAMES.get(key)
+        if df is not None:
+            _FRAMES.move_to_end(key)
+            return df
+    df = pd.read_parquet(io.BytesIO(data))
+    with _FRAMES_LOCK:
+        _FRAMES[key] = df
+        while _FRAMES and (len(_FRAMES) > _FRAMES_KEPT or sum(
+                int(f.memory_usage(deep=False).sum()) for f in _FRAMES.values()) > _FRAMES_BYTES):
+            _FRAMES.popitem(last=False)
+    return df
 
 
 class Project:
@@ -438,9 +476,9 @@ class Project:
     def _dataset_info(self, r: tuple) -> DatasetInfo:
         """One dataset row, its JSON fields checked: damaged roles or origin are set aside (None) and said in
         ``damaged``, so the dataset's table and every other dataset stay usable."""
-        roles, bad_roles = _stored_json(r[5] or None, ROLES_SCHEMA)
-        columns, bad_columns = _stored_json(r[7], COLUMNS_SCHEMA)
-        origin, bad_origin = _stored_json(r[9] or None, RECORD_SCHEMA)
+        roles, bad_roles = _stored_json(r[5] or None, "roles")
+        columns, bad_columns = _stored_json(r[7], "columns")
+        origin, bad_origin = _stored_json(r[9] or None, "record")
         problems = [f"its {what} {why}" for what, why in (("roles", bad_roles), ("column list", bad_columns),
                                                            ("origin", bad_origin)) if why]
         damaged = None
@@ -459,7 +497,7 @@ class Project:
         rows = self._query("SELECT data FROM datasets WHERE id=?", (dataset_id,))
         if not rows:
             raise ProjectError(f"Dataset {dataset_id} is not in project {self.name}.")
-        return pd.read_parquet(io.BytesIO(rows[0][0]))
+        return _decoded(rows[0][0]).copy(deep=False)  # (copy-on-write: a change to it stays the caller's)
 
     # ---- models ----------------------------------------------------------------------------------------------
     def add_model(self, name: str, kind: str, info: dict, *, dataset_id: int | None = None,
@@ -477,7 +515,7 @@ class Project:
         rows = self._query("SELECT id, name, kind, dataset_id, predictions_id, info, created FROM models ORDER BY id")
         out = []
         for r in rows:
-            info, problem = _stored_json(r[5], RECORD_SCHEMA)
+            info, problem = _stored_json(r[5], "record")
             damaged = (f"Model {r[0]} of project {self.name} has a damaged record ({problem}); it was set aside (the "
                        "other models are unaffected).") if problem or info is None else None
             if info and isinstance(info.get("path"), str) and info["path"]:

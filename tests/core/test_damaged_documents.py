@@ -164,3 +164,40 @@ def test_damaged_records_beside_the_audits_are_set_aside(tmp_path):
     models = {m.name: m for m in p.models()}
     assert models["m1"].info == {"a": 1} and models["m2"].info == {} and "Model 2" in models["m2"].damaged
     assert len(p.load_dataset(bad)) == 2
+
+
+def test_dataset_and_model_records_are_checked_once_not_on_every_listing(tmp_path, monkeypatch):
+    """The pages list the datasets and models on every refresh (on the Qt thread): each stored roles, column list,
+    origin and model record is checked against its schema once, not at every ``datasets()`` / ``models()`` — by any
+    handle on the project — and a field changed afterwards (by a byte) is checked anew, a damaged one still set
+    aside every time."""
+    import uuid
+
+    import pandas as pd
+
+    from fairdesk.core import kinds
+
+    calls: list = []
+    real = kinds.schema_problems
+    monkeypatch.setattr(kinds, "schema_problems", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    tag = uuid.uuid4().hex  # texts no earlier test stored
+    p = Project(tmp_path / "p.fairdesk")
+    ids = [p.add_dataset(f"d{i}", pd.DataFrame({f"y{tag}{i}": [0, 1]}), "0" * 64, roles={"label": f"y{tag}{i}"},
+                         origin={"tag": tag, "i": i}) for i in range(3)]
+    p.add_model("m", "mlp", {"tag": tag})
+    first = p.datasets(), p.models()
+    assert len(calls) == 3 * 3 + 1  # roles, column list and origin of each dataset, and the model's record
+    calls.clear()
+    for _ in range(3):
+        assert (p.datasets(), p.models()) == first
+    assert (Project(p.path, create=False).datasets(), Project(p.path, create=False).models()) == first
+    assert calls == []
+    assert p.datasets()[0].roles is not first[0][0].roles  # each caller gets its own values to change
+    p.set_roles(ids[1], {"label": f"y{tag}1", "attributes": ["s"]})
+    with p.transaction():
+        p._local.con.execute("UPDATE datasets SET origin=? WHERE id=?", (f'["{tag}"]', ids[2]))  # a list, not an object
+    for _ in range(2):
+        infos = {d.id: d for d in p.datasets()}
+        assert infos[ids[1]].roles == {"label": f"y{tag}1", "attributes": ["s"]} and infos[ids[1]].damaged is None
+        assert infos[ids[2]].origin is None and "origin" in infos[ids[2]].damaged
+    assert len(calls) == 2  # the changed roles and the changed origin, once each

@@ -232,3 +232,32 @@ def test_a_model_recorded_in_a_project_is_found_after_the_project_moves_with_it(
     moved.joinpath(*model_dirs, model.name).rename(base / "elsewhere")
     (info,) = [m.info for m in Project(new_project, create=False).models()]
     assert info["path"] == recorded
+
+
+def test_a_dataset_read_again_is_decoded_once_and_each_reader_gets_its_own_frame(tmp_path, monkeypatch):
+    """The GUI's pages read the same stored dataset while a project opens (the group form, the calibration views):
+    its Parquet bytes are decoded once (kept by their content's digest), each reader still gets a frame whose changes
+    stay its own, a changed dataset is decoded anew, and every frame equals the stored one."""
+    import numpy as np
+
+    decoded: list = []
+    real = pd.read_parquet
+    monkeypatch.setattr(pd, "read_parquet", lambda *a, **k: decoded.append(1) or real(*a, **k))
+    rng = np.random.default_rng(7)
+    df = pd.DataFrame({"y": rng.integers(0, 2, 50), "s": rng.random(50), "g": rng.choice(["a", "b"], 50)})
+    p = Project(tmp_path / "p.fairdesk")
+    first = p.add_dataset("d", df, "0" * 64)
+    other = p.add_dataset("e", df.assign(s=df["s"] + 1), "1" * 64)
+    a = p.load_dataset(first)
+    b = Project(p.path, create=False).load_dataset(first)
+    assert len(decoded) == 1
+    pd.testing.assert_frame_equal(a, df)
+    pd.testing.assert_frame_equal(b, df)
+    a.loc[0, "s"] = -5.0
+    a["new"] = 1
+    a.pop("g")
+    c = p.load_dataset(first)
+    pd.testing.assert_frame_equal(b, df)
+    pd.testing.assert_frame_equal(c, df)
+    pd.testing.assert_frame_equal(p.load_dataset(other), df.assign(s=df["s"] + 1))
+    assert len(decoded) == 2

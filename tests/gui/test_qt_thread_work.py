@@ -209,6 +209,29 @@ def test_warm_up_moves_the_imported_modules_out_of_the_collectors_reach():
         gc.unfreeze()
 
 
+def test_warm_up_computes_every_kinds_schema_digest(monkeypatch):
+    """The digest of each kind's schema (compared with the one stored beside each checked audit) is computed once
+    per process: by the readers' warm-up, not by the first read of a kind's audit while a project opens (reading and
+    hashing the group audit's schema held the interpreter lock ~35 ms in the view thread there)."""
+    import gc
+
+    from fairdesk.core import kinds
+    from fairdesk.gui.main_window import warm_up_readers
+
+    kinds.schema_digest.cache_clear()
+    try:
+        warm_up_readers()
+    finally:
+        gc.unfreeze()
+    read: list = []
+    real = kinds.document_schema
+    monkeypatch.setattr(kinds, "document_schema", lambda name: read.append(name) or real(name))
+    with_schema = [name for name, kind in kinds.AUDIT_KINDS.items() if kind.schema is not None]
+    assert "groups" in with_schema
+    digests = {name: kinds.schema_digest(name) for name in with_schema}
+    assert read == [] and all(len(d) == 64 for d in digests.values())
+
+
 def test_plot_widgets_are_built_after_start_up_not_when_a_project_opens(make_window, tmp_path, monkeypatch):
     """After start-up (the readers loaded) the window builds the Group gaps page's five plot widgets ahead, one per
     turn of the event loop, hidden; opening a project with a group audit then builds none (each cost the Qt thread

@@ -176,3 +176,21 @@ def test_closing_the_window_mid_job_stores_nothing_half_done(make_window, projec
         assert project_path.read_bytes() == before
     assert sorted(p.name for p in project_path.parent.glob("audit.fairdesk*")) == ["audit.fairdesk"]
     assert _project_state(project_path)[0] == "ok"
+
+
+def test_opening_a_project_writes_the_settings_file_in_the_event_loop_not_in_the_slot(window, settings,
+                                                                                      project_path, qtbot):
+    """Remembering an opened project (recent list, last folder) must not write and fsync the INI file on the Qt
+    thread in the slot (10–16 ms a write, twice per project opened): the values are seen at once by every Settings
+    of the file, and Qt's event loop writes them to disk soon after, in one write."""
+    from fairdesk.core.project import Project
+    from fairdesk.gui.settings import Settings
+
+    Project(project_path)
+    syncs = []
+    real = settings._qs.sync
+    settings._qs.sync = lambda: syncs.append(1) or real()
+    window.open_project(project_path)
+    assert syncs == []
+    assert Settings(settings.path).recent_projects()[0] == str(project_path.resolve())
+    qtbot.waitUntil(lambda: settings.path.exists() and project_path.name in settings.path.read_text(), timeout=5000)

@@ -68,9 +68,18 @@ def is_numeric(s: pd.Series) -> bool:
 
 
 def is_binary(s: pd.Series) -> bool:
-    """True when every non-missing value is 0 or 1 (and there is one)."""
-    v = pd.to_numeric(s.dropna(), errors="coerce")
-    return len(v) > 0 and not v.isna().any() and bool(v.isin([0, 1]).all())
+    """True when every non-missing value is 0 or 1 (and there is one). Decided on the distinct values, the first
+    few first: converting every cell of a text column (an id, a language) with ``to_numeric`` cost 5–50 ms a
+    column, each in one call holding the interpreter lock, and the forms ask this of every column of a table."""
+    s = s.dropna()
+    if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):  # no conversion: compared as they are
+        return len(s) > 0 and bool(s.isin([0, 1]).all())
+    values = pd.Series(pd.unique(s), dtype=object)
+    for part in (values[:16], values):  # a text column is refused on its first distinct values
+        v = pd.to_numeric(part, errors="coerce")
+        if v.isna().any() or not bool(v.isin([0, 1]).all()):
+            return False
+    return len(values) > 0
 
 
 def guess_roles(df: pd.DataFrame) -> dict:
