@@ -85,7 +85,9 @@ def cmd_bench_design_space(args: argparse.Namespace) -> int:
     progress = TerminalProgress(args.quiet)
     regions = parse_regions(args.region) if args.region else ()  # a bad region fails before any design runs
     result = run_design_space(designs, seed=args.seed, n_boot=args.n_boot, progress=progress, regions=regions)
-    if args.resolve:
+    if args.resolve:  # its own bar: the first pass's ended at 100%
+        progress.done()
+        progress = TerminalProgress(args.quiet)
         result = resolve_unclear(result, args.resolve, progress=progress)
     progress.done()
     atomic.write_text(args.json, result.to_json())

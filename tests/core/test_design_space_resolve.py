@@ -66,7 +66,7 @@ def test_a_planted_liberal_test_and_a_shrunken_interval_come_out_failing(monkeyp
     first = _first_pass(1, 6, lambda i: [i == 0, False])
     first.rows.loc[0, "covered"] = False
     assert _verdict(first).startswith("unclear")
-    _planted(monkeypatch, 0.15)
+    _planted(monkeypatch, 0.20)  # a deliberately liberal test (size 0.20 in every design)
     assert _verdict(DS.resolve_unclear(first, 400)) == "fails"
     _planted(monkeypatch, 0.04, coverage=0.80)
     out = DS.resolve_unclear(first, 400)

@@ -476,6 +476,7 @@ def _verdict(rate: float, lo: float, hi: float, target: float, upper: bool, deci
 RESOLVE_LOOKS = 4
 RESOLVE_LEVEL = 1 - ALPHA / RESOLVE_LOOKS
 RESOLVE_NEW_DESIGNS = 2
+RESOLVE_SETS = (1, 1, 2, 2)  # new data sets of each own design at each look (the same for every design of a look)
 
 
 def _needed(rate: float, target: float, level: float, n: int, n_eff: float) -> float:
@@ -543,7 +544,8 @@ def _unclear_reason(row: dict, res: dict | None) -> str:
                      f"; about {need:,.0f} would decide it at this estimate")
         parts.append(text)
     if not res:
-        where = "point estimate misses, interval reaches the target (first pass; --resolve decides it)"
+        where = ("point estimate misses, interval reaches the target (first pass rule; --resolve decides the first "
+                 "pass's unclear regions, not one that only the second pass's rows made unclear)")
     elif res.get("status") == "not reached":
         where = "no targeted design reaches it and its designs' replicates did not decide it"
     else:
@@ -762,13 +764,15 @@ def resolve_unclear(result: DesignSpaceResult, datasets: int, progress: Progress
 
     Why not only new designs (as before): a region made unclear by a few unlucky data sets of its designs stays
     unclear when new designs are added beside them — their data sets are never redrawn. At each look every open
-    region gets (a) one more data set of **each of its own designs** (every design with a null test or an interval
-    in it; the same design and truths, a new sample — all open regions share these, one data set per design) and (b)
+    region gets (a) more data sets of **each of its own designs** (every design with a null test or an interval in
+    it; the same design and truths, a new sample; :data:`RESOLVE_SETS` per design at a look, the same for every
+    design so that none weighs more than another; the open regions share them) and (b)
     :data:`RESOLVE_NEW_DESIGNS` new designs targeted to it (:func:`draw_targeted`). Then each open region is judged
     on every row so far with its interval at level :data:`RESOLVE_LEVEL`: "meets" when the whole interval is within
     the target, "fails" when it is wholly beyond (:func:`_verdict` with ``decided``), else it stays open. A decided
-    region keeps the verdict of its deciding look and is shown on the rows up to it. A region that the new rows make
-    unclear by the first pass's rule joins at the next look. At most :data:`RESOLVE_LOOKS` looks, each only when
+    region keeps the verdict of its deciding look and is shown on the rows up to it. Only the first pass's unclear
+    regions take part: the others keep the first pass's rule on every row (the new rows are by-products for them;
+    one that they make unclear says so — it is not resolved). At most :data:`RESOLVE_LOOKS` looks, each only when
     the budget left pays for all of it; regions still open then are "unclear" with the reason (``config
     ["resolution"]``, the map's ``reason`` column). Error: at most 0.025 per region that a look's interval lies
     wholly on the wrong side (Bonferroni over its ≤ :data:`RESOLVE_LOOKS` looks, given the Korn–Graubard intervals'
@@ -780,7 +784,7 @@ def resolve_unclear(result: DesignSpaceResult, datasets: int, progress: Progress
     seed = int(cfg["seed"])
     rep = Reporter(progress, cancel)
     rows = result.rows.assign(look=0) if "look" not in result.rows else result.rows
-    rows = rows.assign(dataset=0) if "dataset" not in rows else rows
+    rows = rows.assign(dataset="0") if "dataset" not in rows else rows
     drawn, spent = list(result.designs), result.elapsed_s
     narrowed = {k: v for k, v in cfg["space"].items() if k not in SPACE or v != SPACE[k]}
     resolution: dict[str, dict] = {}
@@ -788,39 +792,37 @@ def resolve_unclear(result: DesignSpaceResult, datasets: int, progress: Progress
     audited, look, stop = 0, 0, "looks"
     t0 = time.monotonic()
 
-    def open_regions(table: pd.DataFrame) -> list[str]:
-        keys = [f"{m} | {r}" for m, r, v in zip(table["measure"], table["region"], table["verdict"])
-                if v.startswith("unclear")]
-        for k in keys:
-            resolution.setdefault(k, {"entered": look, "look": look, "status": "open"})
-        return [k for k in keys if resolution[k]["status"] == "open"]
 
     def own_designs(keys: list[str]) -> list[int]:
         tagged = rows.assign(key=rows["measure"] + " | " + _region_of(rows))
         scored = tagged[((tagged["kind"] == "test") & (tagged["null"] == True)) | tagged["covered"].notna()]  # noqa
         return sorted(int(d) for d in scored.loc[scored["key"].isin(keys), "design"].unique())
 
-    current = open_regions(region_table(rows, resolution))
+    table = region_table(rows)
+    current = [f"{m} | {r}" for m, r, v in zip(table["measure"], table["region"], table["verdict"])
+               if v.startswith("unclear")]
     if not current or datasets < 1:
         return result
+    resolution.update({k: {"look": 0, "status": "open"} for k in current})
     while current and look < RESOLVE_LOOKS:
         mine = own_designs(current)
-        cost = len(mine) + RESOLVE_NEW_DESIGNS * len(current)
+        sets = RESOLVE_SETS[look]
+        cost = sets * len(mine) + RESOLVE_NEW_DESIGNS * len(current)
         if audited + cost > datasets:
             stop = "cap"
             break
         look += 1
         new = []
         for j, i in enumerate(mine):
-            rep(min(0.99, audited / datasets), f"design space, look {look}: data set {look + 1} of design {i + 1} "
-                                               f"({j + 1}/{len(mine)})")
             d = Design(**drawn[i])
             if i not in truth_cache:
                 truth_cache[i] = truths(d, np.random.default_rng(_seed(seed, 22, i)), cfg["truth_rows"])
-            new += [{**r, "look": look, "dataset": look} for r in
-                    evaluate(d, i, _seed(seed, 21, look, i), cfg["n_boot"], cancel=rep.cancel,
-                             truth_rows=cfg["truth_rows"], truth=truth_cache[i])]
-            audited += 1
+            for r in range(sets):
+                rep(min(0.99, audited / datasets), f"design space, look {look}: design {i + 1} ({j + 1}/{len(mine)})")
+                new += [{**row, "look": look, "dataset": f"{look}.{r}"} for row in
+                        evaluate(d, i, _seed(seed, 21, look, i, r), cfg["n_boot"], cancel=rep.cancel,
+                                 truth_rows=cfg["truth_rows"], truth=truth_cache[i])]
+                audited += 1
         for k in current:
             rep(min(0.99, audited / datasets), f"design space, look {look}: new designs for {k}")
             try:
@@ -830,7 +832,7 @@ def resolve_unclear(result: DesignSpaceResult, datasets: int, progress: Progress
             except DataError:
                 resolution[k]["not_reached"] = True
                 continue
-            new += [{**r, "design": r["design"] + len(drawn), "look": look, "dataset": 0}
+            new += [{**r, "design": r["design"] + len(drawn), "look": look, "dataset": "0"}
                     for r in extra.rows.to_dict(orient="records")]
             drawn += extra.designs
             audited += RESOLVE_NEW_DESIGNS
@@ -842,7 +844,7 @@ def resolve_unclear(result: DesignSpaceResult, datasets: int, progress: Progress
         for k in current:
             if not verdicts[k].startswith("unclear"):
                 resolution[k]["status"] = "decided"
-        current = open_regions(table)
+        current = [k for k in current if resolution[k]["status"] == "open"]
     for k in current:
         resolution[k]["status"] = "not reached" if resolution[k].get("not_reached") else stop
         resolution[k]["look"] = look
@@ -940,8 +942,10 @@ def plot_regions(result: DesignSpaceResult, path) -> None:
         ax.set_ylim(len(tab) - 0.5, -0.5)
         ax.set_title(title, fontsize=9)
         ax.tick_params(axis="x", labelsize=7)
+    second = (f" + second pass: {result.config['resolve_audited']} data sets in {result.config['resolve_looks']} "
+              "look(s)") if result.config.get("resolution") else ""
     fig.suptitle(f"Validity over the design space: {result.config['designs']} random designs (seed "
-                 f"{result.config['seed']}); red: the region misses its target", fontsize=9)
+                 f"{result.config['seed']}){second}; red: the region misses its target", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / height))
     fig.savefig(path, dpi=120)
     plt.close(fig)
