@@ -31,7 +31,8 @@ Entry point: :func:`run_design_space` ``(designs, seed, n_boot, progress, cancel
 by region is :meth:`DesignSpaceResult.regions` (each region's verdict meets / fails / unclear(n),
 :func:`region_verdict`) and the figure :func:`plot_regions`. A region left "unclear" (too few tests to tell) gets
 designs drawn to reach it: ``run_design_space(..., regions=("MEASURE | REGION",))`` (:func:`draw_targeted`) or a
-second pass over every unclear region, :func:`resolve_unclear`.
+second pass over every unclear region, :func:`resolve_unclear` (more data sets of its own designs and new designs,
+decided by a sequential rule).
 """
 from __future__ import annotations
 
@@ -887,8 +888,9 @@ def format_regions(result: DesignSpaceResult) -> str:
         status = pd.Series([v["status"] for v in res.values()]).value_counts()
         lines.append(f"second pass (--resolve {result.config['resolve_datasets']}): {len(res)} unclear region(s), "
                      f"{result.config['resolve_looks']} look(s), {result.config['resolve_audited']} data sets audited "
-                     f"(one more of each open region's own designs per look, {RESOLVE_NEW_DESIGNS} new designs "
-                     f"targeted to each; {result.config['designs_total']} designs in all): "
+                     f"({', '.join(map(str, RESOLVE_SETS))} more data sets of each open region's own designs at "
+                     f"looks 1–{RESOLVE_LOOKS}, {RESOLVE_NEW_DESIGNS} new designs targeted to it at each; "
+                     f"{result.config['designs_total']} designs in all): "
                      + ", ".join(f"{n} {k}" for k, n in status.items()))
     counts = reg["verdict"].map(lambda v: v.split("(")[0]).value_counts()
     lines.append(f"{len(reg)} regions: {counts.get('meets', 0)} meet, {counts.get('fails', 0)} fail, "
