@@ -13,6 +13,9 @@ The design-space map (issue 21; docs/methods.md "Validity over a design space"):
 size of every test and the coverage of every interval by region, a table and a figure:
 
     nice .venv/bin/python benchmarks/bench_validity.py --design-space --designs 300 --out /tmp/ds.json --png /tmp/ds.png
+
+``--resolve DATASETS`` adds the second pass that decides the unclear regions (as ``fairdesk-cli bench validity
+--design-space --resolve``; docs/methods.md "The second pass: a sequential rule").
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairdesk.core.validity import (FAMILIES, format_regions, format_table, plot_regions,  # noqa: E402
-                                    run_design_space, run_validity)
+                                    resolve_unclear, run_design_space, run_validity)
 
 
 def main(argv=None) -> int:
@@ -44,6 +47,7 @@ def main(argv=None) -> int:
     ap.add_argument("--designs", type=int, default=300)
     ap.add_argument("--n-boot", type=int, default=200)
     ap.add_argument("--png")
+    ap.add_argument("--resolve", type=int, metavar="DATASETS", help="with --design-space: the second pass's cap")
     args = ap.parse_args(argv)
     t_cpu, t_wall = time.process_time(), time.monotonic()
     last = [-1]
@@ -56,12 +60,14 @@ def main(argv=None) -> int:
 
     if args.design_space:
         ds = run_design_space(args.designs, seed=args.seed, n_boot=args.n_boot, progress=progress)
+        if args.resolve:
+            ds = resolve_unclear(ds, args.resolve, progress=progress)
         Path(args.out).write_text(ds.to_json())
         print(format_regions(ds))
         if args.png:
             plot_regions(ds, args.png)
         rows = ds.rows
-        print(f"{args.designs} designs, {len(rows)} tests and intervals scored; "
+        print(f"{ds.config.get('designs_total', args.designs)} designs, {len(rows)} tests and intervals scored; "
               f"{time.monotonic() - t_wall:.0f} s wall, {time.process_time() - t_cpu:.0f} s CPU -> {args.out}")
         return 0
     result = run_validity(args.family, runs=args.runs, seed=args.seed, n=args.n, progress=progress)

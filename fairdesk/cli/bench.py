@@ -80,19 +80,22 @@ def cmd_bench_design_space(args: argparse.Namespace) -> int:
     if args.n_boot < 100:
         raise FairDeskError("--n-boot must be at least 100.")
     if args.resolve is not None and args.resolve < 1:
-        raise FairDeskError("--resolve must be at least 1 (designs shared among the unclear regions).")
+        raise FairDeskError("--resolve must be at least 1 (the most data sets the second pass audits).")
     guard_outputs([("--json", args.json), ("--png", args.png)])
     progress = TerminalProgress(args.quiet)
     regions = parse_regions(args.region) if args.region else ()  # a bad region fails before any design runs
     result = run_design_space(designs, seed=args.seed, n_boot=args.n_boot, progress=progress, regions=regions)
-    if args.resolve:
+    if args.resolve:  # its own bar: the first pass's ended at 100%
+        progress.done()
+        progress = TerminalProgress(args.quiet)
         result = resolve_unclear(result, args.resolve, progress=progress)
     progress.done()
     atomic.write_text(args.json, result.to_json())
     print(format_regions(result))
     if args.png:
         plot_regions(result, args.png)
-    print(f"{result.config.get('designs_total', designs)} designs in {result.elapsed_s:.0f} s -> {args.json}"
+    print(f"{result.config.get('designs_total', designs)} designs, "
+          f"{designs + result.config.get('resolve_audited', 0)} data sets in {result.elapsed_s:.0f} s -> {args.json}"
           + (f", {args.png}" if args.png else ""))
     return 0
 
@@ -129,9 +132,11 @@ def add_bench_commands(sub) -> None:
                     help="with --design-space: draw every design so that it reaches this region of the map (as the "
                          "map prints it, e.g. 'parity gap | independent, >=300 cases'; repeatable) — to resolve "
                          "an unclear region")
-    va.add_argument("--resolve", type=int, metavar="DESIGNS",
-                    help="with --design-space: then draw DESIGNS more designs shared among the regions the map "
-                         "leaves unclear, each targeted to its region, and print the map of both passes")
+    va.add_argument("--resolve", type=int, metavar="DATASETS",
+                    help="with --design-space: then decide the regions the map leaves unclear, auditing at most "
+                         "DATASETS more data sets: at each of up to 4 looks one more data set of each open region's "
+                         "own designs and 2 new designs targeted to it, until its interval lies wholly on one side "
+                         "of its target; print the map of both passes")
     va.add_argument("--json", required=True, help="write every row (rates, CIs, targets, settings) here")
     va.add_argument("--quiet", action="store_true")
     add_executor(va)

@@ -74,7 +74,7 @@ LIMITS: dict[str, tuple] = {
     "--participants": (10, 1_000_000, True, "participants generated"),
     "--preview-every": (0, _MANY, True, "training steps between previews (0: none)"),
     "--repeats": (1, 100, True, "repeats of the cross-validation"),
-    "--resolve": (1, 100_000, True, "designs shared among the map's unclear regions"),
+    "--resolve": (1, 100_000, True, "data sets the second pass may audit to decide the map's unclear regions"),
     "--runs": (1, 100_000, True, "simulated runs per design"),
     "--save-every": (1, _MANY, True, "training steps between saves"),
     "--seed": _SEED,

@@ -1,6 +1,7 @@
 """Issue 21, the map's "unclear" regions: designs targeted to a region (``bench validity --design-space --region``)
 and each region's verdict on both targets (meets / fails / unclear(n)) with whether it lies inside VERIFIED."""
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -112,23 +113,25 @@ def test_every_drawn_design_keeps_its_null_exactly(mode):
             assert np.ptp(true[m]) < 1e-9, (m, d)
 
 
-def test_resolve_gives_unclear_regions_targeted_designs():
+def test_resolve_gives_unclear_regions_their_designs_data_sets_and_targeted_designs():
     region = ("parity gap", "independent, ≥300 cases")
+    space = {**DS.SPACE, "groups": (2, 3), "rows_per_group": (300, 600), "modes": ("parity",),
+             "share_clustered": 0.0}
+    design = asdict(DS.draw_design(np.random.default_rng(5), space))
     rows = pd.DataFrame({"design": 0, "mode": "parity", "measure": region[0], "kind": "test", "null": True,
                          "rejected": [True] * 6 + [False] * 34, "covered": True, "cases": 500, "clustered": False,
                          "patients": 500, "auroc": 0.8, "max_rows_per_patient": 1})
-    space = {**DS.SPACE, "groups": (2, 3), "rows_per_group": (300, 600)}
-    first = DS.DesignSpaceResult(rows, [{}], {"seed": 5, "n_boot": 100, "space": space, "truth_rows": 5000}, 1.0)
+    first = DS.DesignSpaceResult(rows, [design], {"seed": 5, "n_boot": 100, "space": space, "truth_rows": 5000}, 1.0)
     assert first.regions()["verdict"].tolist() == ["unclear(40)"]
-    second = DS.resolve_unclear(first, designs=1)
-    assert second.config["resolved"] == {" | ".join(region): 1} and second.config["designs_total"] == 2
-    assert second.config["not_resolved"] == []
-    new = second.rows[second.rows["design"] == 1]
-    assert len(new) and (new["measure"] == region[0]).any() and (new["cases"] >= 300).any()
-    assert DS.resolve_unclear(second.__class__(rows.assign(rejected=False), [{}], first.config, 1.0), 5).config \
+    second = DS.resolve_unclear(first, datasets=3)  # one look: a second data set of design 0 and 2 new designs
+    assert second.config["resolution"][" | ".join(region)]["look"] == 1 and second.config["designs_total"] == 3
+    assert second.config["resolve_audited"] == 3 and second.config["resolve_looks"] == 1
+    new = second.rows[second.rows["look"] == 1]
+    assert set(new["design"]) == {0, 1, 2} and (new["measure"] == region[0]).any() and (new["cases"] >= 300).any()
+    assert DS.resolve_unclear(second.__class__(rows.assign(rejected=False), [design], first.config, 1.0), 5).config \
         == first.config  # nothing unclear: nothing drawn
     text = DS.format_regions(second)
-    assert "second pass (--resolve): 1 unclear region(s)" in text
+    assert "second pass (--resolve 3): 1 unclear region(s), 1 look(s), 3 data sets audited" in text
 
 
 def test_region_interval_counts_designs_not_correlated_tests():

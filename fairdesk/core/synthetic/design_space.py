@@ -31,7 +31,8 @@ Entry point: :func:`run_design_space` ``(designs, seed, n_boot, progress, cancel
 by region is :meth:`DesignSpaceResult.regions` (each region's verdict meets / fails / unclear(n),
 :func:`region_verdict`) and the figure :func:`plot_regions`. A region left "unclear" (too few tests to tell) gets
 designs drawn to reach it: ``run_design_space(..., regions=("MEASURE | REGION",))`` (:func:`draw_targeted`) or a
-second pass over every unclear region, :func:`resolve_unclear`.
+second pass over every unclear region, :func:`resolve_unclear` (more data sets of its own designs and new designs,
+decided by a sequential rule).
 """
 from __future__ import annotations
 
@@ -263,15 +264,19 @@ def band(cases: float) -> str:
 
 
 def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
-             cancel: CancelToken | None = None, truth_rows: int = TRUTH_ROWS) -> list[dict]:
+             cancel: CancelToken | None = None, truth_rows: int = TRUTH_ROWS,
+             truth: dict[str, np.ndarray] | None = None) -> list[dict]:
     """Simulate one data set of ``d``, audit it as a user would, and score every test and interval against the
-    truth: one row per (test or interval) with measure, kind, null, rejected, covered, cases, clustered, AUROC."""
+    truth: one row per (test or interval) with measure, kind, null, rejected, covered, cases, clustered, AUROC.
+    ``truth``: the design's truths (:func:`truths`) when already known — the replicate data sets of a design in
+    :func:`resolve_unclear` share them."""
     from fairdesk.core.audits.groups import TOO_FEW_CASES, GroupAuditPlan, run_group_audit
     from fairdesk.core.data.schema import ColumnRoles
 
     rng = np.random.default_rng(seed)
     df = simulate(d, rng)
-    truth = truths(d, rng, truth_rows)
+    if truth is None:
+        truth = truths(d, rng, truth_rows)
     roles = ColumnRoles(label="y", score="p", attributes=("group",), patient_id="pid")
     plan = GroupAuditPlan(roles, threshold=d.threshold, n_boot=n_boot, seed=seed, min_group_size=30)
     res = run_group_audit(df, plan, cancel=cancel)
@@ -369,7 +374,7 @@ class DesignSpaceResult:
     def regions(self) -> pd.DataFrame:
         """Size and coverage by measure × region (cases band × independent/clustered × AUROC band for AUROC and
         AUPRC), with Clopper–Pearson 95% CIs, the targets and whether each is met."""
-        return region_table(self.rows)
+        return region_table(self.rows, self.config.get("resolution"))
 
     def to_dict(self) -> dict:
         return jsonable({"config": self.config, "designs": self.designs, "elapsed_s": self.elapsed_s,
@@ -419,8 +424,8 @@ def _region_of(rows: pd.DataFrame) -> pd.Series:
                      index=rows.index)
 
 
-def _rate(hits: pd.Series, designs: pd.Series | None = None) -> tuple[float, float, float]:
-    """A rate with its 95% interval: Clopper–Pearson at the Korn–Graubard effective sample size (Korn & Graubard
+def _rate(hits: pd.Series, designs: pd.Series | None = None, level: float = 0.95) -> tuple[float, float, float]:
+    """A rate with its ``level`` (95%) interval: Clopper–Pearson at the Korn–Graubard effective sample size (Korn & Graubard
     1998: the exact binomial interval with n/deff trials and the same rate, deff the design effect of the rate over
     designs, at least 1). The tests of one design are not independent — the 28 pairs of an 8-group design share
     its groups, one unlucky group makes 7 of them reject — so the plain interval, which counts every test as one
@@ -444,48 +449,126 @@ def _rate(hits: pd.Series, designs: pd.Series | None = None) -> tuple[float, flo
             deff = max(1.0, var / (rate * (1 - rate) / n))
     n_eff = n / deff
     k_eff = rate * n_eff
-    lo = float(beta.ppf(0.025, k_eff, n_eff - k_eff + 1)) if k_eff > 0 else 0.0
-    hi = float(beta.ppf(0.975, k_eff + 1, n_eff - k_eff)) if k_eff < n_eff else 1.0
+    tail = (1 - level) / 2
+    lo = float(beta.ppf(tail, k_eff, n_eff - k_eff + 1)) if k_eff > 0 else 0.0
+    hi = float(beta.ppf(1 - tail, k_eff + 1, n_eff - k_eff)) if k_eff < n_eff else 1.0
     return rate, lo, hi
 
 
-def _verdict(rate: float, lo: float, hi: float, target: float, upper: bool) -> str:
+def _verdict(rate: float, lo: float, hi: float, target: float, upper: bool, decided: bool = False) -> str:
+    """One rate against its target. First pass (``decided`` False): "meets" when the point estimate is within the
+    target, "misses" when the whole interval is beyond it, else "unclear". A region in the second pass
+    (:func:`resolve_unclear`, ``decided`` True) meets only when its whole interval is within the target — the
+    sequential rule: adding data until a point estimate dips below the target would turn a real failure into
+    "meets" about as often as the estimate wanders below it."""
     if math.isnan(rate):
         return "—"
-    if (rate <= target + 1e-12) if upper else (rate >= target - 1e-12):
+    within = (hi <= target + 1e-12 if upper else lo >= target - 1e-12) if decided else \
+        ((rate <= target + 1e-12) if upper else (rate >= target - 1e-12))
+    if within:
         return "meets"
     beyond = lo > target if upper else hi < target
     return "misses" if beyond else "unclear"
 
 
-def region_table(rows: pd.DataFrame) -> pd.DataFrame:
+#: The second pass (:func:`resolve_unclear`): at most this many looks per region, each region's interval at level
+#: 1 − 0.05/RESOLVE_LOOKS (Bonferroni over the looks: a region's verdict is wrong with probability at most 0.025 in
+#: either direction, whichever look decides it), and this many new designs targeted to each open region per look.
+RESOLVE_LOOKS = 4
+RESOLVE_LEVEL = 1 - ALPHA / RESOLVE_LOOKS
+RESOLVE_NEW_DESIGNS = 2
+RESOLVE_SETS = (1, 1, 2, 2)  # new data sets of each own design at each look (the same for every design of a look)
+
+
+def _needed(rate: float, target: float, level: float, n: int, n_eff: float) -> float:
+    """About how many tests or intervals (at the region's design effect n/n_eff) would put the interval of a rate of
+    ``rate`` wholly on one side of ``target`` (normal approximation; inf at the target)."""
+    from scipy.stats import norm
+
+    if not n or math.isclose(rate, target):
+        return math.inf
+    z = norm.ppf(1 - (1 - level) / 2)
+    return z ** 2 * max(rate * (1 - rate), 1 / max(n, 1)) / (rate - target) ** 2 * (n / max(n_eff, 1e-9))
+
+
+def region_table(rows: pd.DataFrame, resolution: dict[str, dict] | None = None) -> pd.DataFrame:
+    """Size and coverage by measure × region with their intervals and verdicts (:func:`_verdict`,
+    :func:`region_verdict`). ``resolution`` (``config["resolution"]`` of :func:`resolve_unclear`): the regions of
+    the second pass, each judged on the rows up to its deciding look (column ``look`` of ``rows``) at level
+    :data:`RESOLVE_LEVEL`, by the sequential rule; the others by the first pass's rule on every row."""
     cols = ["measure", "region", "n_not_tested", "n_null_tests", "size", "size_ci_low", "size_ci_high", "size_verdict",
-            "n_intervals", "coverage", "coverage_ci_low", "coverage_ci_high", "coverage_verdict"]
+            "n_intervals", "coverage", "coverage_ci_low", "coverage_ci_high", "coverage_verdict", "level", "look",
+            "reason"]
     if rows.empty:
         return pd.DataFrame(columns=cols + ["verdict"])
+    resolution = resolution or {}
     rows = rows.assign(region=_region_of(rows))
+    if "look" not in rows:
+        rows = rows.assign(look=0)
     out = []
-    keys = sorted(rows.groupby(["measure", "region"]).groups, key=lambda k: (k[0], _region_key(k[1])))
-    for m, reg in keys:
-        sub = rows[(rows["measure"] == m) & (rows["region"] == reg)]
+    groups = rows.groupby(["measure", "region"], sort=False)
+    for m, reg in sorted(groups.groups, key=lambda k: (k[0], _region_key(k[1]))):
+        sub = groups.get_group((m, reg))
+        res = resolution.get(f"{m} | {reg}")
+        if res:
+            sub = sub[sub["look"] <= res["look"]]
+        level = RESOLVE_LEVEL if res else 0.95
         nul = sub[(sub["kind"] == "test") & (sub["null"] == True)]  # noqa: E712 (object column)
         cov = sub[sub["covered"].notna()]
-        s, slo, shi = _rate(nul["rejected"], nul["design"] if "design" in nul else None)
-        c, clo, chi = _rate(cov["covered"], cov["design"] if "design" in cov else None)
-        out.append({"measure": m, "region": reg, "n_not_tested": int((sub["kind"] == "not tested").sum()),
-                    "n_null_tests": len(nul), "size": s, "size_ci_low": slo,
-                    "size_ci_high": shi, "size_verdict": _verdict(s, slo, shi, SIZE_TARGET, True),
-                    "n_intervals": len(cov), "coverage": c, "coverage_ci_low": clo, "coverage_ci_high": chi,
-                    "coverage_verdict": _verdict(c, clo, chi, COVERAGE_TARGET, False)})
-    table = pd.DataFrame.from_records(out, columns=cols)
-    table["verdict"] = [region_verdict(r) for r in table.to_dict(orient="records")]
-    return table
+        s, slo, shi = _rate(nul["rejected"], nul["design"] if "design" in nul else None, level)
+        c, clo, chi = _rate(cov["covered"], cov["design"] if "design" in cov else None, level)
+        row = {"measure": m, "region": reg, "n_not_tested": int((sub["kind"] == "not tested").sum()),
+               "n_null_tests": len(nul), "size": s, "size_ci_low": slo, "size_ci_high": shi,
+               "size_verdict": _verdict(s, slo, shi, SIZE_TARGET, True, bool(res)),
+               "n_intervals": len(cov), "coverage": c, "coverage_ci_low": clo, "coverage_ci_high": chi,
+               "coverage_verdict": _verdict(c, clo, chi, COVERAGE_TARGET, False, bool(res)), "level": level,
+               "look": res["look"] if res else 0, "reason": ""}
+        row["verdict"] = region_verdict(row)
+        if row["verdict"].startswith("unclear"):
+            row["reason"] = _unclear_reason(row, res)
+        out.append(row)
+    return pd.DataFrame.from_records(out, columns=cols + ["verdict"])
+
+
+def _unclear_reason(row: dict, res: dict | None) -> str:
+    """Why a region is unclear: which rate's interval still reaches across its target, and (second pass) how far
+    the sequential rule got and about how many more tests or intervals its estimate would need."""
+    parts = []
+    for key, n_key, target in (("size", "n_null_tests", SIZE_TARGET), ("coverage", "n_intervals", COVERAGE_TARGET)):
+        if row[f"{key}_verdict"] != "unclear":
+            continue
+        rate, lo, hi, n = row[key], row[f"{key}_ci_low"], row[f"{key}_ci_high"], row[n_key]
+        text = f"{key} {rate:.3f} of {n}, {row['level']:.4g} CI {lo:.3f}–{hi:.3f} reaches {target:.2f}"
+        if res:
+            need = _needed(rate, target, row["level"], n, _n_eff(rate, lo, hi, row["level"]))
+            text += ("; its estimate is at the target" if math.isinf(need) else
+                     f"; about {need:,.0f} would decide it at this estimate")
+        parts.append(text)
+    if not res:
+        where = ("point estimate misses, interval reaches the target (first pass rule; --resolve decides the first "
+                 "pass's unclear regions, not one that only the second pass's rows made unclear)")
+    elif res.get("status") == "not reached":
+        where = "no targeted design reaches it and its designs' replicates did not decide it"
+    else:
+        where = f"undecided after look {res['look']} of {RESOLVE_LOOKS} ({res.get('status', 'open')})"
+    return f"{where}: " + "; ".join(parts)
+
+
+def _n_eff(rate: float, lo: float, hi: float, level: float) -> float:
+    """The effective number of trials behind an interval (its half-width against the binomial one)."""
+    from scipy.stats import norm
+
+    half = (hi - lo) / 2
+    if half <= 0:
+        return math.inf
+    z = norm.ppf(1 - (1 - level) / 2)
+    return max(rate * (1 - rate), 1e-6) * (z / half) ** 2
 
 
 def region_verdict(row: dict) -> str:
-    """One region's verdict on both targets: "fails" when either misses (its whole 95% CI beyond the target),
-    "unclear(n)" when either is unclear (n: the null tests or intervals it rests on — draw more designs there,
-    ``--region``), else "meets" ("—" when the region holds neither)."""
+    """One region's verdict on both targets: "fails" when either misses (its whole interval beyond the target),
+    "unclear(n)" when either is unclear (n: the null tests or intervals it rests on — ``--resolve`` adds data
+    there), else "meets" ("—" when the region holds neither)."""
     parts = (("size_verdict", "n_null_tests"), ("coverage_verdict", "n_intervals"))
     verdicts = [row[v] for v, _ in parts]
     if "misses" in verdicts:
@@ -671,39 +754,105 @@ def run_design_space(designs: int = 200, seed: int = 0, n_boot: int = DEFAULT_N_
     return DesignSpaceResult(pd.DataFrame.from_records(rows), drawn, config, time.monotonic() - t0)
 
 
-def resolve_unclear(result: DesignSpaceResult, designs: int, progress: ProgressFn | None = None,
+def _seed(*parts: int) -> int:
+    return int(np.random.SeedSequence([int(x) for x in parts]).generate_state(1)[0])
+
+
+def resolve_unclear(result: DesignSpaceResult, datasets: int, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None) -> DesignSpaceResult:
-    """A second pass over the regions ``result`` leaves "unclear" (:func:`region_verdict`): ``designs`` more designs
-    shared among them, each region's drawn to reach it (:func:`draw_targeted`), their rows added to the map's. A
-    region the space almost never reaches at its expected counts (e.g. one filled only by a sample's chance cases)
-    stays as it was and is named in ``config["not_resolved"]``. Deterministic from the first pass's seed."""
+    """The second pass: decide the regions ``result`` leaves "unclear" by a sequential rule, auditing at most
+    ``datasets`` more data sets.
+
+    Why not only new designs (as before): a region made unclear by a few unlucky data sets of its designs stays
+    unclear when new designs are added beside them — their data sets are never redrawn. At each look every open
+    region gets (a) more data sets of **each of its own designs** (every design with a null test or an interval in
+    it; the same design and truths, a new sample; :data:`RESOLVE_SETS` per design at a look, the same for every
+    design so that none weighs more than another; the open regions share them) and (b)
+    :data:`RESOLVE_NEW_DESIGNS` new designs targeted to it (:func:`draw_targeted`). Then each open region is judged
+    on every row so far with its interval at level :data:`RESOLVE_LEVEL`: "meets" when the whole interval is within
+    the target, "fails" when it is wholly beyond (:func:`_verdict` with ``decided``), else it stays open. A decided
+    region keeps the verdict of its deciding look and is shown on the rows up to it. Only the first pass's unclear
+    regions take part: the others keep the first pass's rule on every row (the new rows are by-products for them;
+    one that they make unclear says so — it is not resolved). At most :data:`RESOLVE_LOOKS` looks, each only when
+    the budget left pays for all of it; regions still open then are "unclear" with the reason (``config
+    ["resolution"]``, the map's ``reason`` column). Error: at most 0.025 per region that a look's interval lies
+    wholly on the wrong side (Bonferroni over its ≤ :data:`RESOLVE_LOOKS` looks, given the Korn–Graubard intervals'
+    coverage); over R regions decided, at most 0.025·R wrong verdicts are expected — and far fewer where the truth
+    is not at the target. Deterministic from the first pass's seed."""
     from fairdesk.core.errors import DataError
 
-    reg = result.regions()
-    unclear = [f"{m} | {r}" for m, r, v in zip(reg["measure"], reg["region"], reg["verdict"])
-               if v.startswith("unclear")]
-    if not unclear or designs < 1:
-        return result
-    rep = Reporter(progress, cancel)
-    per = max(1, designs // len(unclear))
     cfg = result.config
-    rows, drawn, spent, skipped = [result.rows], list(result.designs), result.elapsed_s, []
-    for j, region in enumerate(unclear):
-        sub = rep.sub(j / len(unclear), (j + 1) / len(unclear))
-        try:
-            extra = run_design_space(per, seed=int(cfg["seed"]) + 1_000_003 * (j + 1), n_boot=cfg["n_boot"],
-                                     progress=sub, cancel=rep.cancel, space={k: v for k, v in cfg["space"].items()
-                                                                             if k not in SPACE or v != SPACE[k]},
-                                     truth_rows=cfg["truth_rows"], regions=(region,))
-        except DataError:
-            skipped.append(region)
-            continue
-        rows.append(extra.rows.assign(design=extra.rows["design"] + len(drawn)) if len(extra.rows) else extra.rows)
-        drawn += extra.designs
-        spent += extra.elapsed_s
-    config = {**cfg, "resolved": {r: per for r in unclear if r not in skipped}, "not_resolved": skipped,
-              "designs_total": len(drawn)}
-    return DesignSpaceResult(pd.concat(rows, ignore_index=True), drawn, config, spent)
+    seed = int(cfg["seed"])
+    rep = Reporter(progress, cancel)
+    rows = result.rows.assign(look=0) if "look" not in result.rows else result.rows
+    rows = rows.assign(dataset="0") if "dataset" not in rows else rows
+    drawn, spent = list(result.designs), result.elapsed_s
+    narrowed = {k: v for k, v in cfg["space"].items() if k not in SPACE or v != SPACE[k]}
+    resolution: dict[str, dict] = {}
+    truth_cache: dict[int, dict] = {}
+    audited, look, stop = 0, 0, "looks"
+    t0 = time.monotonic()
+
+
+    def own_designs(keys: list[str]) -> list[int]:
+        tagged = rows.assign(key=rows["measure"] + " | " + _region_of(rows))
+        scored = tagged[((tagged["kind"] == "test") & (tagged["null"] == True)) | tagged["covered"].notna()]  # noqa
+        return sorted(int(d) for d in scored.loc[scored["key"].isin(keys), "design"].unique())
+
+    table = region_table(rows)
+    current = [f"{m} | {r}" for m, r, v in zip(table["measure"], table["region"], table["verdict"])
+               if v.startswith("unclear")]
+    if not current or datasets < 1:
+        return result
+    resolution.update({k: {"look": 0, "status": "open"} for k in current})
+    while current and look < RESOLVE_LOOKS:
+        mine = own_designs(current)
+        sets = RESOLVE_SETS[look]
+        cost = sets * len(mine) + RESOLVE_NEW_DESIGNS * len(current)
+        if audited + cost > datasets:
+            stop = "cap"
+            break
+        look += 1
+        new = []
+        for j, i in enumerate(mine):
+            d = Design(**drawn[i])
+            if i not in truth_cache:
+                truth_cache[i] = truths(d, np.random.default_rng(_seed(seed, 22, i)), cfg["truth_rows"])
+            for r in range(sets):
+                rep(min(0.99, audited / datasets), f"design space, look {look}: design {i + 1} ({j + 1}/{len(mine)})")
+                new += [{**row, "look": look, "dataset": f"{look}.{r}"} for row in
+                        evaluate(d, i, _seed(seed, 21, look, i, r), cfg["n_boot"], cancel=rep.cancel,
+                                 truth_rows=cfg["truth_rows"], truth=truth_cache[i])]
+                audited += 1
+        for k in current:
+            rep(min(0.99, audited / datasets), f"design space, look {look}: new designs for {k}")
+            try:
+                extra = run_design_space(RESOLVE_NEW_DESIGNS, seed=_seed(seed, 23, look, len(drawn)),
+                                         n_boot=cfg["n_boot"], cancel=rep.cancel, space=narrowed,
+                                         truth_rows=cfg["truth_rows"], regions=(k,))
+            except DataError:
+                resolution[k]["not_reached"] = True
+                continue
+            new += [{**r, "design": r["design"] + len(drawn), "look": look, "dataset": "0"}
+                    for r in extra.rows.to_dict(orient="records")]
+            drawn += extra.designs
+            audited += RESOLVE_NEW_DESIGNS
+        rows = pd.concat([rows, pd.DataFrame.from_records(new)], ignore_index=True) if new else rows
+        for k in current:
+            resolution[k]["look"] = look
+        table = region_table(rows, resolution)
+        verdicts = dict(zip(table["measure"] + " | " + table["region"], table["verdict"]))
+        for k in current:
+            if not verdicts[k].startswith("unclear"):
+                resolution[k]["status"] = "decided"
+        current = [k for k in current if resolution[k]["status"] == "open"]
+    for k in current:
+        resolution[k]["status"] = "not reached" if resolution[k].get("not_reached") else stop
+        resolution[k]["look"] = look
+    rep(1.0, "done")
+    config = {**cfg, "resolution": resolution, "resolve_datasets": datasets, "resolve_audited": audited,
+              "resolve_looks": look, "designs_total": len(drawn)}
+    return DesignSpaceResult(rows, drawn, config, spent + time.monotonic() - t0)
 
 
 def format_regions(result: DesignSpaceResult) -> str:
@@ -714,29 +863,35 @@ def format_regions(result: DesignSpaceResult) -> str:
     reg = result.regions()
     mark = {"meets": "ok", "misses": "FAILS", "unclear": "unclear", "—": "—"}
     head = (f"{'measure':<22} {'region':<46} {'untested':>8} {'null':>5} {'size':>6} {'':>7} {'intervals':>9} {'cover':>6} "
-            f"{'':>7} {'verdict':>12} {'VERIFIED':>8}")
+            f"{'':>7} {'verdict':>12} {'look':>4} {'VERIFIED':>8}")
     lines = [head, "-" * len(head)]
     for r in reg.itertuples(index=False):
         size = f"{r.size:6.3f}" if r.n_null_tests else f"{'—':>6}"
         cover = f"{r.coverage:6.3f}" if r.n_intervals else f"{'—':>6}"
         within = "inside" if inside(r.measure, r.region, VERIFIED) else "outside"
+        look = f"{r.look}" if r.level < 0.95 else ""
         lines.append(f"{r.measure:<22} {r.region:<46} {r.n_not_tested:>8} {r.n_null_tests:>5} {size} {mark[r.size_verdict]:>7} "
-                     f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7} {r.verdict:>12} {within:>8}")
+                     f"{r.n_intervals:>9} {cover} {mark[r.coverage_verdict]:>7} {r.verdict:>12} {look:>4} {within:>8}")
     failing = result.failing
-    lines.append(f"targets: size ≤ {SIZE_TARGET:.2f}, coverage ≥ {COVERAGE_TARGET:.2f}; FAILS = the whole 95% "
-                 "CI is beyond the target, unclear = the point estimate misses but the CI reaches it; verdict: fails, "
-                 "unclear(n) (n null tests or intervals: too few to tell — draw designs there with --region "
-                 "'MEASURE | REGION') or meets; untested = "
-                 "tests and intervals the audit declared \"inconclusive: too few cases\" (none shown, none scored).")
+    lines.append(f"targets: size ≤ {SIZE_TARGET:.2f}, coverage ≥ {COVERAGE_TARGET:.2f}. First pass (no look): FAILS = "
+                 "the whole 95% CI is beyond the target, ok = the point estimate is within it, unclear = the point "
+                 "estimate misses but the CI reaches it. Second pass (--resolve; look = the look that decided it): "
+                 f"ok / FAILS = the whole {RESOLVE_LEVEL:.4g} CI (95% over ≤ {RESOLVE_LOOKS} looks) is within / "
+                 "beyond the target, shown on the rows up to that look; unclear(n): n null tests or intervals, reason "
+                 "below. untested = tests and intervals the audit declared \"inconclusive: too few cases\" (none "
+                 "shown, none scored).")
     if result.config.get("regions"):
         lines.append("designs drawn targeted to: " + "; ".join(result.config["regions"]) + " (the space conditioned "
                      "on reaching them; the other regions' rows are by-products of those designs)")
-    if result.config.get("resolved") or result.config.get("not_resolved"):
-        lines.append(f"second pass (--resolve): {len(result.config['resolved'])} unclear region(s) of the first "
-                     f"pass given {next(iter(result.config['resolved'].values()), 0)} targeted designs each "
-                     f"({result.config['designs_total']} designs in all)"
-                     + (f"; not reached by targeted draws: {'; '.join(result.config['not_resolved'])}"
-                        if result.config.get("not_resolved") else ""))
+    res = result.config.get("resolution") or {}
+    if res:
+        status = pd.Series([v["status"] for v in res.values()]).value_counts()
+        lines.append(f"second pass (--resolve {result.config['resolve_datasets']}): {len(res)} unclear region(s), "
+                     f"{result.config['resolve_looks']} look(s), {result.config['resolve_audited']} data sets audited "
+                     f"({', '.join(map(str, RESOLVE_SETS))} more data sets of each open region's own designs at "
+                     f"looks 1–{RESOLVE_LOOKS}, {RESOLVE_NEW_DESIGNS} new designs targeted to it at each; "
+                     f"{result.config['designs_total']} designs in all): "
+                     + ", ".join(f"{n} {k}" for k, n in status.items()))
     counts = reg["verdict"].map(lambda v: v.split("(")[0]).value_counts()
     lines.append(f"{len(reg)} regions: {counts.get('meets', 0)} meet, {counts.get('fails', 0)} fail, "
                  f"{counts.get('unclear', 0)} unclear.")
@@ -748,7 +903,10 @@ def format_regions(result: DesignSpaceResult) -> str:
     unsure = [f"{r.measure} | {r.region} {r.verdict}" for r in reg.itertuples(index=False)
               if r.verdict.startswith("unclear") and inside(r.measure, r.region, VERIFIED)]
     if unsure:
-        lines.append(f"{len(unsure)} unclear region(s) inside VERIFIED (resolve with --region): " + "; ".join(unsure))
+        lines.append(f"{len(unsure)} unclear region(s) inside VERIFIED: " + "; ".join(unsure))
+    for r in reg.itertuples(index=False):
+        if r.verdict.startswith("unclear"):
+            lines.append(f"  unclear: {r.measure} | {r.region}: {r.reason}")
     rules = verified_region(reg)
     lines.append("verified region (every band from there up meets both targets):")
     for key, rule in rules.items():
@@ -786,8 +944,10 @@ def plot_regions(result: DesignSpaceResult, path) -> None:
         ax.set_ylim(len(tab) - 0.5, -0.5)
         ax.set_title(title, fontsize=9)
         ax.tick_params(axis="x", labelsize=7)
+    second = (f" + second pass: {result.config['resolve_audited']} data sets in {result.config['resolve_looks']} "
+              "look(s)") if result.config.get("resolution") else ""
     fig.suptitle(f"Validity over the design space: {result.config['designs']} random designs (seed "
-                 f"{result.config['seed']}); red: the region misses its target", fontsize=9)
+                 f"{result.config['seed']}){second}; red: the region misses its target", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / height))
     fig.savefig(path, dpi=120)
     plt.close(fig)
