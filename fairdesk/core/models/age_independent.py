@@ -97,6 +97,7 @@ class LearnerSettings:
     epochs: int = 40
     batch_size: int = 64
     lr: float = 3e-4
+    weight_decay: float = 0.0  # decoupled (AdamW) weight decay of the predicting networks (DNN; I and C)
     n_modalities: int = 3
     device: str = "auto"
     adversary_term: str = "bounded"  # ADVERSARY_TERMS: the interpreter's adversary term (000's is "unbounded")
@@ -107,6 +108,8 @@ class LearnerSettings:
             raise DataError("The adversary strength λ must be ≥ 0.")
         if self.k_adv < 1 or self.k_disc < 1:
             raise DataError("The adversary and discriminator need at least one step per minibatch (K ≥ 1).")
+        if self.weight_decay < 0:
+            raise DataError("The weight decay must be ≥ 0.")
         if self.epochs < 1 or self.batch_size < 2:
             raise DataError("Training needs at least one epoch and minibatches of at least 2 rows.")
         if self.n_modalities < 2:
@@ -384,16 +387,31 @@ def reconstruction_loss(nets: dict, z, x, age_std, settings: LearnerSettings):
 
 
 def make_optimisers(method: str, nets: dict, settings: LearnerSettings) -> dict:
+    """Adam (lr 3·10⁻⁴) per side. The weight matrices of the predicting networks' linear layers (the DNN; a
+    learner's I and C) get decoupled weight decay ``settings.weight_decay`` (AdamW, which at 0 is Adam step for
+    step); biases, batch norm and the other networks (A, D, R) none."""
     import torch
+    import torch.nn as nn
 
-    def adam(names):
-        return torch.optim.Adam([p for n in names for p in nets[n].parameters()], lr=settings.lr)
+    def groups(names, decay=0.0):
+        params = [p for n in names for p in nets[n].parameters()]
+        decayed = {id(m.weight) for n in names for m in nets[n].modules() if isinstance(m, nn.Linear)} if decay \
+            else set()
+        return [g for g in ({"params": [p for p in params if id(p) in decayed], "weight_decay": decay},
+                            {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0})
+                if g["params"]]
+
+    def adamw(param_groups):
+        return torch.optim.AdamW(param_groups, lr=settings.lr)
 
     if method == "dnn":
-        return {"main": adam(["net"])}
-    opts = {"main": adam(interpreter_side(method, nets)), "A": adam(["A"])}
+        return {"main": adamw(groups(["net"], settings.weight_decay))}
+    side = interpreter_side(method, nets)
+    predicting = [n for n in side if n[0] in "IC"]
+    opts = {"main": adamw(groups(predicting, settings.weight_decay) + groups([n for n in side if n not in predicting])),
+            "A": adamw(groups(["A"]))}
     if method == "consensus":
-        opts["D"] = adam(["D"])
+        opts["D"] = adamw(groups(["D"]))
     return opts
 
 
