@@ -305,13 +305,10 @@ def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
 
 #: Measured by this test (= `benchmarks/bench_age_fresh_cohorts.py --participants 200 --folds 3 --lambda 1`, seed 0,
 #: one thread): per learner the accuracy cost against the DNN (points), the R² of the age beyond the label, Δ^(5)
-#: minus the DNN's. Re-measured with issue 27 round 8's weight decay 3 of the predicting networks (before: strong
-#: simple −1.7, 0.059, −0.928, entropy 2.3, 0.094, −0.697; sessions simple 5.8, 0.037, −0.019, entropy 6.4, 0.063,
-#: −0.326 — the decay lowered every cost and entropy's Δ^(5) gain over the DNN, docs/methods.md §3 round 8).
-#: Before issue 27's five age groups and age-reading reconstructor, entropy: strong 3.8, 0.151, −0.268; sessions
-#: 6.0, 0.066, −0.362.
-GUARD = {"strong": {"simple": (-0.6, 0.071, -0.841), "entropy": (1.3, 0.109, -0.448)},
-         "sessions": {"simple": (4.6, 0.018, 0.019), "entropy": (4.3, 0.080, -0.141)}}
+#: minus the DNN's. Entropy re-measured with issue 27's five age groups and age-reading reconstructor (before: strong
+#: 3.8, 0.151, −0.268; sessions 6.0, 0.066, −0.362).
+GUARD = {"strong": {"simple": (-1.7, 0.059, -0.928), "entropy": (2.3, 0.094, -0.697)},
+         "sessions": {"simple": (5.8, 0.037, -0.019), "entropy": (6.4, 0.063, -0.326)}}
 
 
 @pytest.mark.slow
@@ -345,14 +342,12 @@ def test_fresh_cohorts_regression_guard(cohort):
 #: numbers, one fit per model), per protocol seed (each draws other folds and other training seeds): accuracy cost
 #: against the DNN (points), the probe's age R² (the label carries no age here, so it is the R² beyond the label
 #: too), Δ^(5) minus the DNN's. One seed's cost is one draw (the DNN alone moves 4 points between these seeds: 0.688,
-#: 0.649), so the done criterion is read over the seeds. Round 8 (weight decay 3 of the predicting networks, the
-#: default now); before it (round 5): seed 0 simple (11.7, 0.013, −0.102), entropy (6.7, 0.049, −0.220); seed 1
-#: simple (4.4, 0.029, −0.106), entropy (7.2, 0.044, −0.235). Round 4 (inner fold 0 with per-λ seeds): entropy seed 0
+#: 0.649), so the done criterion is read over the seeds. Round 4 (inner fold 0 with per-λ seeds): entropy seed 0
 #: (10.9, 0.056, −0.146), seed 1 (5.0, 0.078, −0.277); simple as now. Before round 4 (one validation quarter):
 #: seed 0 simple (12.7, −0.002, −0.053), entropy (6.7, 0.049, −0.220); seed 1 simple (4.8, 0.087, −0.236), entropy
 #: (4.6, 0.091, −0.315).
-INDEPENDENT_GUARD = {0: {"simple": (9.1, 0.019, -0.182), "entropy": (6.3, 0.028, -0.117)},
-                     1: {"simple": (5.4, 0.052, 0.087), "entropy": (9.1, 0.085, -0.220)}}
+INDEPENDENT_GUARD = {0: {"simple": (11.7, 0.013, -0.102), "entropy": (6.7, 0.049, -0.220)},
+                     1: {"simple": (4.4, 0.029, -0.106), "entropy": (7.2, 0.044, -0.235)}}
 
 
 @pytest.mark.slow
@@ -361,9 +356,8 @@ INDEPENDENT_GUARD = {0: {"simple": (9.1, 0.019, -0.182), "entropy": (6.3, 0.028,
 def test_independent_cohort_default_path_guard():
     """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
     ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold by pooled nested validation), over two
-    seeds: over the seeds both learners' Δ^(5) is no larger than the DNN's and their representations carry little
-    age (mean probe R² ≤ 0.10, the done criterion; per seed Δ^(5) was below the DNN's before round 8's weight decay,
-    simple's is now 0.09 above it on seed 1); cost, age and Δ^(5) may improve, not get worse
+    seeds: in every seed both learners' Δ^(5) is no larger than the DNN's; over the seeds their representations
+    carry little age (mean probe R² ≤ 0.10, the done criterion); cost, age and Δ^(5) may improve, not get worse
     unseen (per seed and in the mean; the mean cost is above 5 points: docs/methods.md §3, rounds 4–5 — on these
     seeds the best λ in every fold would cost simple as much, so the rest is the learner's fits, not the choice).
     Before issue 27's changes (2 age groups for the entropy adversary, its reconstructor reading z only, λ from 1,
@@ -378,29 +372,28 @@ def test_independent_cohort_default_path_guard():
         for m, (cost, r2, d5) in guard.items():
             row = r["methods"][m]
             assert row["leakage_r2"] <= r2 + 0.05
-            assert row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
+            assert row["delta_eo_5"] <= dnn["delta_eo_5"] and row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
             assert row["accuracy_cost_points"] <= cost + 3.0
             ci = row["accuracy_cost_ci_points"]  # the product's own comparison says how uncertain the cost is
             assert ci[0] <= row["accuracy_cost_points"] <= ci[1]
-            seen[m].append((row["accuracy_cost_points"], row["leakage_r2"], row["delta_eo_5"] - dnn["delta_eo_5"]))
+            seen[m].append((row["accuracy_cost_points"], row["leakage_r2"]))
     for m, values in seen.items():
-        cost, r2, d5 = np.mean(values, axis=0)
-        assert r2 <= 0.10 and d5 <= 0
+        cost, r2 = np.mean(values, axis=0)
+        assert r2 <= 0.10
         assert cost <= np.mean([g[m][0] for g in INDEPENDENT_GUARD.values()]) + 2.0
 
 
 def test_independent_cohort_ci_guard():
     """The CI-sized guard of the independent cohort (60 participants, 3 folds, λ = 0.3 fixed, fixed seeds): the
     simple learner's representation holds less age than the DNN's and at most the target; the entropy learner's
-    age, both costs and Δ^(5) held at their measured values (with round 8's weight decay 3: DNN 0.669 accuracy, age
-    R² 0.034, Δ^(5) 1.748; simple 0.581, −0.007, 1.790; entropy 0.611, 0.188, 2.303; before it: DNN 0.654, 0.071,
-    1.696; simple 0.588, −0.020, 1.896; entropy 0.618, 0.169, 2.153 — at this size the learners train on ~100 rows
-    and Δ^(5) is noise; the full-size guard above reads the done criterion)."""
+    age, both costs and Δ^(5) held at their measured values (DNN 0.654 accuracy, age R² 0.071, Δ^(5) 1.696; simple
+    0.588, −0.020, 1.896; entropy 0.618, 0.169, 2.153 — at this size the learners train on ~100 rows and Δ^(5) is
+    noise; the full-size guard above reads the done criterion)."""
     from benchmarks.bench_age_fresh_cohorts import run
 
     r = run("independent", participants=60, folds=3, lam=0.3)
     dnn, simple, entropy = (r["methods"][m] for m in ("dnn", "simple", "entropy"))
     assert simple["leakage_r2"] <= min(ap.LEAKAGE_TARGET, dnn["leakage_r2"])
-    assert entropy["leakage_r2"] <= 0.188 + 0.05
-    assert simple["accuracy_cost_points"] <= 8.8 + 3.0 and entropy["accuracy_cost_points"] <= 5.8 + 3.0
-    assert simple["delta_eo_5"] <= 1.790 + 0.15 and entropy["delta_eo_5"] <= 2.303 + 0.15
+    assert entropy["leakage_r2"] <= 0.169 + 0.05
+    assert simple["accuracy_cost_points"] <= 6.6 + 3.0 and entropy["accuracy_cost_points"] <= 3.7 + 3.0
+    assert simple["delta_eo_5"] <= 1.896 + 0.15 and entropy["delta_eo_5"] <= 2.153 + 0.15

@@ -6,9 +6,9 @@ without one). Features are standardised with the training rows' mean and SD insi
 
 Learners (PyTorch; a GPU when ``torch.cuda.is_available()`` and ``device="auto"``): interpreter ``I: x → z``,
 classifier ``C: z → 2 logits``, adversary ``A: z → age``. Every network is fully connected with ReLU and batch
-normalisation before its output layer (:func:`mlp`); Adam, lr 3·10⁻⁴, with decoupled weight decay
-(``weight_decay``, default 3; AdamW) on the weight matrices of the predicting networks — the DNN's, a learner's I
-and C — alike (issue 27, round 8; :func:`make_optimisers`). Per minibatch the interpreter side (I, C and,
+normalisation before its output layer (:func:`mlp`); Adam, lr 3·10⁻⁴, optionally with decoupled weight
+decay (``weight_decay``, default 0; AdamW) on the weight matrices of the predicting networks — the DNN's, a
+learner's I and C — alike (issue 27, round 8; :func:`make_optimisers`). Per minibatch the interpreter side (I, C and,
 where present, R) takes ONE step on its loss, then the adversary (and discriminator) take K steps on theirs with
 ``z`` held fixed (000 Algorithms 1–4):
 
@@ -100,8 +100,8 @@ class LearnerSettings:
     batch_size: int = 64
     lr: float = 3e-4
     # decoupled (AdamW) weight decay of the predicting networks' weight matrices (the DNN; I and C), the same for
-    # the DNN and the learners (issue 27, round 8: 0 let both interpolate their training rows)
-    weight_decay: float = 3.0
+    # the DNN and the learners; 0 = none (issue 27, round 8 measured 3: not made the default, docs/methods.md §3)
+    weight_decay: float = 0.0
     n_modalities: int = 3
     device: str = "auto"
     adversary_term: str = "bounded"  # ADVERSARY_TERMS: the interpreter's adversary term (000's is "unbounded")
