@@ -20,7 +20,7 @@ docs/methods.md §3.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
         [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--epochs E] [--seeds 0,1,2]
-        [--out results.json]
+        [--weight-decay W] [--out results.json]
 
 With several ``--seeds`` (each seed draws other folds and other training seeds) it also prints each learner's cost
 and Δ^(5) against the DNN as mean ± SD over the seeds: one run's cost is dominated by the networks its seed drew.

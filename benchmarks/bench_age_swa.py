@@ -14,7 +14,7 @@ parts of the candidate). The epochs are observed by wrapping the module's ``trai
 networks after each minibatch), so the training is the product's own, bit for bit.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_swa --cohort independent --lams 0.3,1,3 \\
-        [--methods dnn,simple,entropy] [--fold 0] [--log-from 31] [--out swa.json]
+        [--methods dnn,simple,entropy] [--fold 0] [--log-from 31] [--weight-decay W] [--out swa.json]
 """
 from __future__ import annotations
 
