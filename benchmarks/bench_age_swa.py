@@ -14,7 +14,7 @@ parts of the candidate). The epochs are observed by wrapping the module's ``trai
 networks after each minibatch), so the training is the product's own, bit for bit.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_swa --cohort independent --lams 0.3,1,3 \\
-        [--methods dnn,simple,entropy] [--fold 0] [--log-from 31] [--out swa.json]
+        [--methods dnn,simple,entropy] [--fold 0] [--log-from 31] [--weight-decay W] [--out swa.json]
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _evaluate(method, nets, split, Xtr, Xte, ytr, yte, age_tr, age_te, groups_te
 
 
 def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_from: int = 31,
-        seed: int = 0) -> list[dict]:
+        seed: int = 0, weight_decay: float = 0.0) -> list[dict]:
     from benchmarks.bench_age_fresh_cohorts import COHORTS
     from fairdesk.core.audits import age_independence as ap
     from fairdesk.core.models import age_independent as ai
@@ -97,7 +97,7 @@ def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_
     out = []
     for method in methods:
         for lam in ([0.0] if method == "dnn" else lams):
-            settings = ai.LearnerSettings(lam=lam, device="cpu")
+            settings = ai.LearnerSettings(lam=lam, device="cpu", weight_decay=weight_decay)
             log, calls, averaged, final = [], [0], {}, {}
             original = ai.train_step
 
@@ -134,7 +134,8 @@ def run(cohort: str, methods, lams, fold: int = 0, participants: int = 200, log_
                            "mean": float(np.mean([r[k] for r in iterates]))} for k in ("accuracy", "age_r2",
                                                                                         "beyond_r2",
                                                                                         "training_accuracy")}
-            out.append({"cohort": cohort, "fold": fold, "method": method, "lambda": lam, "epochs": log,
+            out.append({"cohort": cohort, "fold": fold, "method": method, "lambda": lam, "weight_decay": weight_decay,
+                        "epochs": log,
                         "last_iterates": summary, "averaged": averaged})
             ranges = (f"{k} {v['min']:.3f} … {v['max']:.3f} (mean {v['mean']:.3f})" for k, v in summary.items())
             print(f"{cohort} fold {fold} {method:8s} λ={lam:<4g} last iterates (epochs {log_from}–"
@@ -154,11 +155,12 @@ def main(argv=None):
     p.add_argument("--fold", type=int, default=0)
     p.add_argument("--participants", type=int, default=200)
     p.add_argument("--log-from", type=int, default=31)
+    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW decay of the predicting networks")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     res = run(a.cohort, a.methods.split(","), [float(v) for v in a.lams.split(",")], a.fold, a.participants,
-              a.log_from)
+              a.log_from, weight_decay=a.weight_decay)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(res, fh, indent=1)

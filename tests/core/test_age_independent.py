@@ -346,3 +346,33 @@ def test_the_reconstructor_reads_age_so_it_does_not_reward_age_in_z():
     z0 = nets0["I"](x)
     assert float(ai.reconstruction_loss(nets0, z0, x, a, old)) == pytest.approx(float(ai.reconstruction_loss(
         nets0, z0, x, -a, old)))
+
+
+@pytest.mark.parametrize("method", ["dnn", "simple", "entropy", "consensus"])
+def test_weight_decay_reaches_the_predicting_networks_of_the_dnn_and_the_learners_alike(method):
+    """Issue 27, round 8: decoupled weight decay (AdamW) on the weight matrices of the predicting networks' linear
+    layers — the DNN's, a learner's I and C — and on nothing else (biases, batch norm, the adversary,
+    discriminator and reconstructor), at the same strength for the DNN and the learners; the fit moves the
+    decayed weights towards 0 against the same fit without decay."""
+    import torch.nn as nn
+
+    s = ai.LearnerSettings(z_dim=3, hidden=(8,), head_hidden=4, epochs=2, batch_size=16, device="cpu",
+                           weight_decay=50.0)
+    nets, _ = _nets(method, s)
+    opts = ai.make_optimisers(method, nets, s)
+    decay = {id(p): g["weight_decay"] for o in opts.values() for g in o.param_groups for p in g["params"]}
+    assert len(decay) == sum(1 for net in nets.values() for _ in net.parameters())  # every parameter, once
+    for name, net in nets.items():
+        predicting = name == "net" or name[0] in "IC"
+        linear = {id(m.weight) for m in net.modules() if isinstance(m, nn.Linear)}
+        for p in net.parameters():
+            assert decay[id(p)] == (50.0 if predicting and id(p) in linear else 0.0), (name, p.shape)
+    X, y, age = _data()
+    norms = {}
+    for wd in (0.0, 50.0):
+        fitted = ai.fit_method(method, X, y, age, ai.LearnerSettings(**{**s.to_dict(), "weight_decay": wd}), seed=1)
+        first = fitted.represent(X)
+        norms[wd] = float(np.abs(first).mean())
+    assert norms[50.0] < norms[0.0]
+    with pytest.raises(Exception, match="weight decay"):
+        ai.LearnerSettings(weight_decay=-1.0)

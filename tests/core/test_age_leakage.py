@@ -223,3 +223,16 @@ def test_bad_selection_settings_are_refused():
         ap.AgeProtocolSettings(lambda_grid=(-1.0,))
     with pytest.raises(ap.DataError, match="leakage target"):
         ap.AgeProtocolSettings(leakage_target=2.0)
+
+
+def test_the_report_names_the_weight_decay_the_networks_were_trained_with():
+    """Issue 27, round 8 (reproducibility): the methods section says which weight decay the DNN and the learners
+    were trained with; a document stored before the setting existed trained without it."""
+    def methods_text(doc):
+        return " ".join(b.text for b in build_age_report(doc).section("methods").blocks if hasattr(b, "text"))
+
+    doc = _doc(0.55, reached=2)
+    assert ", no weight decay, minibatches of 64" in methods_text(doc)
+    doc["settings"]["learner"]["weight_decay"] = 3.0
+    assert ("decoupled weight decay 3 (AdamW) on the weight matrices of the DNN's and the learners' predicting "
+            "networks (I, C) alike") in methods_text(doc)

@@ -6,7 +6,9 @@ without one). Features are standardised with the training rows' mean and SD insi
 
 Learners (PyTorch; a GPU when ``torch.cuda.is_available()`` and ``device="auto"``): interpreter ``I: x → z``,
 classifier ``C: z → 2 logits``, adversary ``A: z → age``. Every network is fully connected with ReLU and batch
-normalisation before its output layer (:func:`mlp`); Adam, lr 3·10⁻⁴. Per minibatch the interpreter side (I, C and,
+normalisation before its output layer (:func:`mlp`); Adam, lr 3·10⁻⁴, optionally with decoupled weight
+decay (``weight_decay``, default 0; AdamW) on the weight matrices of the predicting networks — the DNN's, a
+learner's I and C — alike (issue 27, round 8; :func:`make_optimisers`). Per minibatch the interpreter side (I, C and,
 where present, R) takes ONE step on its loss, then the adversary (and discriminator) take K steps on theirs with
 ``z`` held fixed (000 Algorithms 1–4):
 
@@ -97,6 +99,9 @@ class LearnerSettings:
     epochs: int = 40
     batch_size: int = 64
     lr: float = 3e-4
+    # decoupled (AdamW) weight decay of the predicting networks' weight matrices (the DNN; I and C), the same for
+    # the DNN and the learners; 0 = none (issue 27, round 8 measured 3: not made the default, docs/methods.md §3)
+    weight_decay: float = 0.0
     n_modalities: int = 3
     device: str = "auto"
     adversary_term: str = "bounded"  # ADVERSARY_TERMS: the interpreter's adversary term (000's is "unbounded")
@@ -107,6 +112,8 @@ class LearnerSettings:
             raise DataError("The adversary strength λ must be ≥ 0.")
         if self.k_adv < 1 or self.k_disc < 1:
             raise DataError("The adversary and discriminator need at least one step per minibatch (K ≥ 1).")
+        if self.weight_decay < 0:
+            raise DataError("The weight decay must be ≥ 0.")
         if self.epochs < 1 or self.batch_size < 2:
             raise DataError("Training needs at least one epoch and minibatches of at least 2 rows.")
         if self.n_modalities < 2:
@@ -384,16 +391,31 @@ def reconstruction_loss(nets: dict, z, x, age_std, settings: LearnerSettings):
 
 
 def make_optimisers(method: str, nets: dict, settings: LearnerSettings) -> dict:
+    """Adam (lr 3·10⁻⁴) per side. The weight matrices of the predicting networks' linear layers (the DNN; a
+    learner's I and C) get decoupled weight decay ``settings.weight_decay`` (AdamW, which at 0 is Adam step for
+    step); biases, batch norm and the other networks (A, D, R) none."""
     import torch
+    import torch.nn as nn
 
-    def adam(names):
-        return torch.optim.Adam([p for n in names for p in nets[n].parameters()], lr=settings.lr)
+    def groups(names, decay=0.0):
+        params = [p for n in names for p in nets[n].parameters()]
+        decayed = {id(m.weight) for n in names for m in nets[n].modules() if isinstance(m, nn.Linear)} if decay \
+            else set()
+        return [g for g in ({"params": [p for p in params if id(p) in decayed], "weight_decay": decay},
+                            {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0})
+                if g["params"]]
+
+    def adamw(param_groups):
+        return torch.optim.AdamW(param_groups, lr=settings.lr)
 
     if method == "dnn":
-        return {"main": adam(["net"])}
-    opts = {"main": adam(interpreter_side(method, nets)), "A": adam(["A"])}
+        return {"main": adamw(groups(["net"], settings.weight_decay))}
+    side = interpreter_side(method, nets)
+    predicting = [n for n in side if n[0] in "IC"]
+    opts = {"main": adamw(groups(predicting, settings.weight_decay) + groups([n for n in side if n not in predicting])),
+            "A": adamw(groups(["A"]))}
     if method == "consensus":
-        opts["D"] = adam(["D"])
+        opts["D"] = adamw(groups(["D"]))
     return opts
 
 

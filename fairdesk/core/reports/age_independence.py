@@ -265,6 +265,13 @@ def _summary_blocks(doc: dict, k: int) -> list:
     return blocks
 
 
+def _decay_words(learner: dict) -> str:
+    """The weight decay of the predicting networks (documents stored before it existed trained without)."""
+    wd = float(learner.get("weight_decay", 0.0))
+    return (f", decoupled weight decay {num(wd):g} (AdamW) on the weight matrices of the DNN's and the learners' "
+            "predicting networks (I, C) alike" if wd else ", no weight decay")
+
+
 def _methods_blocks(doc: dict) -> list:
     s = doc["settings"]
     L = s["learner"]
@@ -272,7 +279,8 @@ def _methods_blocks(doc: dict) -> list:
     blocks = [Paragraph(
         f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): interpreter I: x → z (hidden "
         f"{'-'.join(map(str, L['hidden']))}, z of dimension {L['z_dim']}), classifier C, adversary A (hidden "
-        f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}, minibatches of "
+        f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
+        f"minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
         f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
