@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 import pandas as pd
 
-from fairdesk.core.reports.figures import fmt_count, new_figure, save_figure
+from fairdesk.core.reports.figures import as_text, fmt_count, new_figure, save_figure, table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -44,8 +44,9 @@ def group_sizes(result: "GroupAuditResult", task: str, attribute: str) -> dict[s
     cal = result.calibration
     if cal.empty:
         return {}
-    sub = cal[(cal["task"].astype(str) == task) & (cal["attribute"].astype(str) == attribute)]
-    return {str(r.group): int(r.n) for r in sub.itertuples(index=False)}
+    where = [as_text(t) == task and as_text(a) == attribute
+             for t, a in zip(cal["task"].tolist(), cal["attribute"].tolist())]
+    return {str(r.group): int(r.n) for r in table_rows(cal, ("group", "n"), where)}
 
 
 def curve_data(result: "GroupAuditResult", task: str, attribute: str, *,
@@ -56,13 +57,15 @@ def curve_data(result: "GroupAuditResult", task: str, attribute: str, *,
     cv = result.curves
     if cv.empty:
         return pd.DataFrame(columns=CURVE_COLUMNS)
-    sub = cv[(cv["task"].astype(str) == task) & (cv["attribute"].astype(str) == attribute)]
+    sub = table_rows(cv, ("group", "curve", "x", "y", "n", "ci_low", "ci_high", "threshold"),
+                     [as_text(t) == task and as_text(a) == attribute
+                      for t, a in zip(cv["task"].tolist(), cv["attribute"].tolist())])
     sizes = group_sizes(result, task, attribute)
-    order = list(dict.fromkeys(sub["group"].astype(str)))
+    order = list(dict.fromkeys(as_text(r.group) for r in sub))
     # built a column at a time, a stored curve (row) at a time: a dict per point cost the GUI's view thread most of
     # the 70 ms this took for the demo's curves; a hover text is written only for the points that show one
     cols: dict[str, list] = {c: [] for c in CURVE_COLUMNS}
-    for r in sub.itertuples(index=False):
+    for r in sub:
         group, curve = str(r.group), str(r.curve)
         label = f"{group} (n = {fmt_count(sizes.get(group), suppress_k)})" if group in sizes else group
         xs, ys = _listed(r.x), _listed(r.y)

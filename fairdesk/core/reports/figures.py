@@ -10,6 +10,8 @@ Pass ``suppress_k`` to show every count below k as ``"<k"`` (the report does; th
 """
 from __future__ import annotations
 
+import collections
+import functools
 import math
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -54,6 +56,34 @@ MINUS = "\u2212"
 
 # --------------------------------------------------------------------------------------------------------------
 # Formatting helpers (also used by the report model)
+
+def table_rows(frame: pd.DataFrame, names, where=None) -> list:
+    """The rows of ``frame`` as named tuples of the named columns (a name the frame lacks is left out, so
+    ``getattr(row, name, None)`` gives None), only those where ``where`` (booleans, one per row) is true when given.
+    The values are those ``itertuples`` gives; the columns are read whole, one at a time, and only the named ones:
+    ``itertuples`` takes every column of the wide records tables through pandas, and a boolean selection copies every
+    one of them (Arrow-backed text included), for the few a sentence or a plot row reads — most of the CPU the
+    GUI's view thread spent on a stored audit's board summary and plots (issue 24, round 13c)."""
+    names = tuple(c for c in names if c in frame.columns)
+    cols = [frame[c].tolist() for c in names]
+    if where is not None:
+        keep = np.flatnonzero(np.asarray(where, dtype=bool))
+        cols = [[col[i] for i in keep] for col in cols]
+    make = _row_type(names)._make
+    return [make(values) for values in zip(*cols)]
+
+
+@functools.lru_cache(maxsize=64)
+def _row_type(names: tuple[str, ...]):
+    return collections.namedtuple("Row", names, rename=True)
+
+
+def as_text(value) -> str | None:
+    """A cell as ``Series.astype(str)`` gives it: text, a missing value (None, NaN, pd.NA) left missing (None)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return str(value)
+
 
 def num(value) -> float | None:
     """A float, or None for None / NaN / pd.NA / anything not numeric."""
@@ -183,13 +213,14 @@ def forest_data(result: "GroupAuditResult", attribute: str, metric: str, task: s
     up = twice & (sel["gap"].astype(float) > 0)
     keep_up = up & ~tid.isin(set(tid[twice & ~up]))  # both sides positive (a tie at 0 has none): keep the first
     drop = (up & ~keep_up) | (keep_up & tid.duplicated(keep="first"))
-    mirrors = {str(r.test_id): f"{r.group} vs {r.comparison}" for r in sel[drop].itertuples(index=False)}
+    mirrors = {str(r.test_id): f"{r.group} vs {r.comparison}"
+               for r in table_rows(sel, ("test_id", "group", "comparison"), drop.to_numpy(dtype=bool))}
     sel = sel[~drop]
     rule = result.plan.gap_rule
     counts = _group_counts(result, attribute)
     several_tasks = sel["task"].nunique() > 1
     rows = []
-    for y, r in enumerate(sel.itertuples(index=False)):
+    for y, r in enumerate(table_rows(sel, FOREST_FIELDS)):
         t, group, comp = str(r.task), str(r.group), r.comparison
         comp = None if comp is None or (isinstance(comp, float) and math.isnan(comp)) else str(comp)
         gap = num(r.gap)
@@ -219,6 +250,11 @@ def forest_data(result: "GroupAuditResult", attribute: str, metric: str, task: s
     return pd.DataFrame.from_records(rows, columns=FOREST_COLUMNS)
 
 
+FOREST_FIELDS = ("task", "group", "comparison", "gap", "verdict", "ci_low", "ci_high", "significant", "significant_bh",
+                 "n", "numerator", "denominator", "rate", "comparison_rate", "p_value", "q_value", "favours", "reason",
+                 "test_id")  # what a gap plot's row reads of a record
+
+
 def _nan(value) -> float:
     f = num(value)
     return np.nan if f is None else f
@@ -228,9 +264,9 @@ def _group_counts(result: "GroupAuditResult", attribute: str) -> dict[tuple[str,
     g = result.groups
     if g.empty:
         return {}
-    g = g[g["attribute"] == attribute]
     out = {}
-    for r in g.itertuples(index=False):
+    for r in table_rows(g, ("task", "group", "tn", "fp", "fn", "tp", "tested"),
+                        [a == attribute for a in g["attribute"].tolist()]):
         out[(str(r.task), str(r.group))] = (float(r.tn), float(r.fp), float(r.fn), float(r.tp),
                                            1.0 if is_true(r.tested) else 0.0)
     return out
@@ -323,7 +359,8 @@ def delta_eo_data(result: "GroupAuditResult", attribute: str, *, suppress_k: int
     sel = sel.assign(_t=sel["task"].astype(str).map(order), _i=np.arange(len(sel))).sort_values(["_t", "_i"],
                                                                                                    kind="stable")
     rows = []
-    for y, r in enumerate(sel.itertuples(index=False)):
+    for y, r in enumerate(table_rows(sel, ("task", "group", "gap", "bins", "ci_low", "ci_high", "significant",
+                                           "significant_bh", "verdict", "n", "p_value", "q_value", "reason"))):
         value = num(r.gap)
         estimable = value is not None
         n_req = str(r.group).removeprefix("N=")
@@ -372,7 +409,8 @@ def delta_bins_data(result: "GroupAuditResult", attribute: str, bins_requested: 
     sel = sel.assign(_t=sel["task"].astype(str).map(order), _i=np.arange(len(sel))).sort_values(
         ["_t", "bins_requested", "bin", "_i"], kind="stable")
     rows = []
-    for r in sel.itertuples(index=False):
+    for r in table_rows(sel, ("task", "bins_requested", "bins_used", "bin", "lower", "upper", "n", "n_positive", "fpr",
+                              "fnr")):
         lo, hi = float(r.lower), float(r.upper)
         label = f"{_short(lo)}–{_short(hi)}"
         row = {"task": str(r.task), "attribute": attribute, "bins_requested": int(r.bins_requested),

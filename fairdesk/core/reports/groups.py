@@ -22,7 +22,7 @@ import pandas as pd
 
 from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
                                          FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, comparison_counts,
-                                         findings, tests_text, verdict_counts)
+                                         findings, kept_findings, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
@@ -102,13 +102,14 @@ OUTSIDE_MARK = "outside verified region"
 def outside_region_note(result, k: int) -> str | None:
     """Page 1's note on the comparisons outside the region where their test was verified (issue 21), or None;
     counts below ``k`` suppressed."""
-    f = findings(result)
+    f = kept_findings(result)  # read only
     if f.empty or "outside_region" not in f:
         return None
-    out = f[f["outside_region"].map(lambda v: isinstance(v, str) and bool(v))]
-    if out.empty:
+    out = F.table_rows(f, ("metric", "group", "task", "outside_region"),
+                       [isinstance(v, str) and bool(v) for v in f["outside_region"].tolist()])
+    if not out:
         return None
-    example = out.iloc[0]
+    example = out[0]._asdict()
     return (f"{plural(len(out), 'comparison')} (marked “{OUTSIDE_MARK}” in the tables) "
             f"{'rests' if len(out) == 1 else 'rest'} on data outside the region where FairDesk's simulations "
             "verified the test's error rate and interval coverage, so {'its verdict' if len(out) == 1 else 'their verdicts'} may be less reliable than stated; "
@@ -177,10 +178,11 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
     if rec.empty:
         return []
     # one row per tested comparison (a pair shown from both sides is one test: the lower group's row is kept)
-    shown = findings(result)
-    gaps = shown[~shown["metric"].isin(("delta_eo", "calibration", *DISCRIMINATION_MEASURES))
-                 & shown[significant_col].map(is_true)]
-    chosen = {row.test_id: row for row in gaps.itertuples(index=False) if num(row.gap) is not None}
+    shown = kept_findings(result)  # read only
+    other = {"delta_eo", "calibration", *DISCRIMINATION_MEASURES}
+    gaps = F.table_rows(shown, GAP_FIELDS, [m not in other and is_true(s) for m, s in
+                                             zip(shown["metric"].tolist(), shown[significant_col].tolist())])
+    chosen = {row.test_id: row for row in gaps if num(row.gap) is not None}
     few = max(int(result.plan.min_group_size), int(k or 0))
     cache: dict = {}
     grouped: dict[tuple, list[tuple]] = {}
@@ -222,6 +224,10 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
     return out
 
 
+GAP_FIELDS = ("test_id", "task", "attribute", "group", "comparison", "metric", "gap", "ci_low", "ci_high", "rate",
+              "comparison_rate", "denominator")  # what a finding sentence reads of a findings row
+
+
 def _other_phrase(rule: str, row) -> str:
     if rule == "one-vs-rest":
         return "all other groups together"
@@ -235,10 +241,12 @@ def _delta_findings(result: "GroupAuditResult", significant_col: str = "signific
     rec = result.records
     if rec.empty:
         return []
-    d = rec[(rec["metric"] == "delta_eo") & rec[significant_col].map(is_true)]  # Δ_eo records are unique tests
+    d = F.table_rows(rec, ("task", "attribute", "group", "gap", "ci_high", "bins"),  # Δ_eo records: unique tests
+                     [m == "delta_eo" and is_true(s) for m, s in
+                      zip(rec["metric"].tolist(), rec[significant_col].tolist())])
     task_order = {t: i for i, t in enumerate(dict.fromkeys(rec["task"].astype(str)))}
     grouped: dict[tuple, list] = {}
-    for row in d.itertuples(index=False):
+    for row in d:
         grouped.setdefault((str(row.task), str(row.attribute)), []).append(row)
     out = []
     for (task, attr), rows in grouped.items():
@@ -261,20 +269,22 @@ def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
     """AUROC / AUPRC gaps that differ as plain sentences, one per (task, attribute, measure, group named first),
     told from the side of the group with the lower value (the pair tests of ``findings``; METHODS §8). An AUPRC
     sentence says that part of the gap can come from a difference in prevalence, with both prevalences."""
-    shown = findings(result)
+    shown = kept_findings(result)  # read only
     if shown.empty:
         return []
-    rows = shown[shown["metric"].isin(DISCRIMINATION_MEASURES) & shown[significant_col].map(is_true)]
+    rows = F.table_rows(shown, GAP_FIELDS, [m in DISCRIMINATION_MEASURES and is_true(s) for m, s in
+                                            zip(shown["metric"].tolist(), shown[significant_col].tolist())])
     disc = result.discrimination
     info: dict[tuple, dict] = {}  # (task, attribute, group) -> n, positives, prevalence
-    for r in disc.drop_duplicates(["task", "attribute", "group"]).itertuples(index=False):
+    firsts = disc[["task", "attribute", "group", "n", "n_positive"]].drop_duplicates(["task", "attribute", "group"])
+    for r in F.table_rows(firsts, firsts.columns):
         n, pos = num(r.n), num(r.n_positive)
         info[(str(r.task), str(r.attribute), str(r.group))] = {
             "n": n, "pos": pos, "prev": pos / n if n and pos is not None else None}
     few = max(int(result.plan.min_group_size), int(k or 0))
     task_order = {t: i for i, t in enumerate(_tasks(result))}
     grouped: dict[tuple, list[tuple]] = {}
-    for row in rows.itertuples(index=False):
+    for row in rows:
         gap, lo, hi = num(row.gap), num(row.ci_low), num(row.ci_high)
         if gap is None:
             continue
@@ -432,7 +442,7 @@ def _task_sizes(result) -> dict[str, int]:
                 sizes[str(task)] = sizes.get(str(task), 0) + int(num(n) or 0)
     rec = result.records
     if not rec.empty:
-        for r in rec[rec["metric"] == "delta_eo"].itertuples(index=False):
+        for r in F.table_rows(rec, ("task", "n"), [m == "delta_eo" for m in rec["metric"].tolist()]):
             sizes.setdefault(str(r.task), int(num(r.n) or 0))
     return sizes
 
@@ -993,8 +1003,8 @@ def calibration_findings_text(result, k: int | None = None) -> list[str]:
     cal = result.calibration
     if cal.empty:
         return []
-    bad = cal[cal["verdict"] == "differs"]
-    rows = sorted(bad.itertuples(index=False),
+    bad = F.table_rows(cal, cal.columns, [v == "differs" for v in cal["verdict"].tolist()])
+    rows = sorted(bad,
                   key=lambda r: -abs(math.log(num(r.oe_ratio))) if (num(r.oe_ratio) or 0) > 0 else 0.0)
     return [calibration_sentence(r, k) for r in rows]
 
