@@ -27,7 +27,7 @@ from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, plural, report_date, suppress_text)
-from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
+from fairdesk.core.reports.figures import (as_text, fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
                                            verdict_text)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -1023,9 +1023,9 @@ def _operating_points(result, task: str, attr: str) -> dict[str, dict[str, float
     out: dict[str, dict[str, float]] = {}
     if cv.empty:
         return out
-    sub = cv[(cv["task"].astype(str) == task) & (cv["attribute"].astype(str) == attr)
-             & cv["curve"].isin(["operating_roc", "operating_pr"])]
-    for r in sub.itertuples(index=False):
+    where = [as_text(t) == task and as_text(a) == attr and c in ("operating_roc", "operating_pr")
+             for t, a, c in zip(cv["task"].tolist(), cv["attribute"].tolist(), cv["curve"].tolist())]
+    for r in F.table_rows(cv, ("group", "x", "y", "curve"), where):
         d = out.setdefault(str(r.group), {})
         x, y = (r.x or [None])[0], (r.y or [None])[0]
         if r.curve == "operating_roc":
@@ -1100,12 +1100,12 @@ def discrimination_table(result, attr: str, k: int | None, task: str | None = No
     and the GUI."""
     disc = result.discrimination
     margin = float(getattr(result.plan, "margin", 0.05))
-    sub = disc[disc["attribute"].astype(str) == attr]
-    if task is not None:
-        sub = sub[sub["task"].astype(str) == str(task)]
+    names = [str(c) for c in disc.columns]
+    where = [as_text(a) == attr and (task is None or as_text(t) == str(task))
+             for a, t in zip(disc["attribute"].tolist(), disc["task"].tolist())]
     task_order = {t: i for i, t in enumerate(_tasks(result))}
     cells: dict[tuple[str, str], dict] = {}
-    for r in sub.to_dict(orient="records"):
+    for r in (dict(zip(names, values)) for values in F.table_rows(disc, names, where)):
         cells.setdefault((str(r["task"]), str(r["group"])), {})[str(r["metric"])] = r
     keys = sorted(cells, key=lambda key: task_order.get(key[0], len(task_order)))  # stable: groups keep their order
     ops: dict[str, dict] = {}
