@@ -998,12 +998,17 @@ def calibration_sentence(row, k: int | None = None) -> str:
             "Meaning: for this group the score should not be read as a risk without recalibration.")
 
 
+CALIBRATION_FIELDS = ("task", "attribute", "group", "oe_ratio", "oe_ratio_ci_low", "oe_ratio_ci_high",
+                      "calibration_slope", "calibration_slope_ci_low", "calibration_slope_ci_high",
+                      "calibration_intercept")  # what :func:`calibration_sentence` reads of a calibration row
+
+
 def calibration_findings_text(result, k: int | None = None) -> list[str]:
     """One sentence per group whose calibration test says "differs", largest |log O/E| first."""
     cal = result.calibration
     if cal.empty:
         return []
-    bad = F.table_rows(cal, cal.columns, [v == "differs" for v in cal["verdict"].tolist()])
+    bad = F.table_rows(cal, CALIBRATION_FIELDS, [v == "differs" for v in cal["verdict"].tolist()])
     rows = sorted(bad,
                   key=lambda r: -abs(math.log(num(r.oe_ratio))) if (num(r.oe_ratio) or 0) > 0 else 0.0)
     return [calibration_sentence(r, k) for r in rows]
