@@ -1,12 +1,13 @@
 """What the GUI's read of a stored group audit prepares, and the report it prints, stay the same while that read is
 made cheaper (issue 24, round 13c: the view thread's CPU per read of the demo's audit). The digests of the expected
-outputs in ``tests/data/read_view/expected.json`` were computed by the code before round 13c (``python -m
-tests.core.test_read_outputs`` writes them again) from stored documents: the project's stored group audit and
-generated audits of every gap rule, with and without calibration, intersections, continuous attributes and small
-groups (their documents are stored beside it, so the outputs depend on nothing but the code). Compared: the
-findings frame (values, dtypes, index) and the comparison counts, the board summary at k = 1, 5 and 50, the whole
-report tree (every paragraph, table and figure's data), and the page's views — every gap plot's rows, every
-error-spread plot and bins table, every calibration curve, discrimination table and calibration sentence."""
+outputs in ``tests/data/read_view/expected.json`` were computed by the code before round 13c from stored documents
+(``python -m tests.core.test_read_outputs`` writes them again, after a deliberate change of what the report or the
+page says): the project's stored group audit and generated audits of every gap rule, with and without calibration,
+intersections, continuous attributes and small groups (their documents are stored beside it, so the outputs depend
+on nothing but the code). Compared: the findings frame (values, dtypes, index) and the comparison counts, the board
+summary at k = 1, 5 and 50, the whole report tree (every paragraph, table and figure's data), and the page's views —
+every gap plot's rows, every error-spread plot and bins table, every calibration curve, discrimination table and
+calibration sentence."""
 from __future__ import annotations
 
 import dataclasses
@@ -161,9 +162,11 @@ def test_the_generated_audits_cover_the_cases():
     assert seen == {"auroc", "auprc", "calibration", "delta_eo", "differs", "unshown", "tasks", "no calibration"}
 
 
-def main() -> None:  # writes the stored documents and the expected outputs (run on the code before a change)
+def main() -> None:
+    """Writes the digests of the expected outputs (run on the code before a change, or after a deliberate change of
+    what the report or the page says); ``--documents`` also generates the stored documents anew."""
     STORE.mkdir(parents=True, exist_ok=True)
-    for name in DESIGNS:
+    for name in DESIGNS if "--documents" in sys.argv else ():
         doc = generated_document(name)
         (STORE / f"{name.replace(' ', '_')}.json").write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
     exp = {name: digests(_document(name)) for name in NAMES}
