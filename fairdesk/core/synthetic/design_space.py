@@ -488,7 +488,7 @@ def _needed(rate: float, target: float, level: float, n: int, n_eff: float) -> f
     if not n or math.isclose(rate, target):
         return math.inf
     z = norm.ppf(1 - (1 - level) / 2)
-    return z ** 2 * max(rate * (1 - rate), 1 / max(n, 1)) / (rate - target) ** 2 * (n / max(n_eff, 1e-9))
+    return z ** 2 * _variance(rate, n) / (rate - target) ** 2 * (n / max(n_eff, 1e-9))
 
 
 def region_table(rows: pd.DataFrame, resolution: dict[str, dict] | None = None) -> pd.DataFrame:
@@ -540,7 +540,7 @@ def _unclear_reason(row: dict, res: dict | None) -> str:
         rate, lo, hi, n = row[key], row[f"{key}_ci_low"], row[f"{key}_ci_high"], row[n_key]
         text = f"{key} {rate:.3f} of {n}, {row['level']:.4g} CI {lo:.3f}–{hi:.3f} reaches {target:.2f}"
         if res:
-            need = _needed(rate, target, row["level"], n, _n_eff(rate, lo, hi, row["level"]))
+            need = _needed(rate, target, row["level"], n, _n_eff(rate, lo, hi, row["level"], n))
             text += ("; its estimate is at the target" if math.isinf(need) else
                      f"; about {need:,.0f} would decide it at this estimate")
         parts.append(text)
@@ -554,15 +554,22 @@ def _unclear_reason(row: dict, res: dict | None) -> str:
     return f"{where}: " + "; ".join(parts)
 
 
-def _n_eff(rate: float, lo: float, hi: float, level: float) -> float:
-    """The effective number of trials behind an interval (its half-width against the binomial one)."""
+def _variance(rate: float, n: int) -> float:
+    """A rate's per-trial variance for the normal approximations below, floored at 1/n: at an estimate of 0 or 1
+    ``rate(1 − rate)`` is 0, and an effective n and a count needed computed from it are meaningless (a size of 0 of
+    24 tests once read "about 1,853,543 would decide it")."""
+    return max(rate * (1 - rate), 1 / max(n, 1))
+
+
+def _n_eff(rate: float, lo: float, hi: float, level: float, n: int) -> float:
+    """The effective number of trials behind an interval of ``n`` (its half-width against the binomial one)."""
     from scipy.stats import norm
 
     half = (hi - lo) / 2
     if half <= 0:
         return math.inf
     z = norm.ppf(1 - (1 - level) / 2)
-    return max(rate * (1 - rate), 1e-6) * (z / half) ** 2
+    return _variance(rate, n) * (z / half) ** 2
 
 
 def region_verdict(row: dict) -> str:
@@ -910,8 +917,9 @@ def format_regions(result: DesignSpaceResult) -> str:
     rules = verified_region(reg)
     lines.append("verified region (every band from there up meets both targets):")
     for key, rule in rules.items():
-        cases = "not verified" if rule["min_cases"] is None else f"from {rule['min_cases']} cases"
-        pats = "not verified" if rule["min_patients"] is None else f"from {rule['min_patients']} patients"
+        c, p = rule["min_cases"], rule["min_patients"]
+        cases = "not verified" if c is None else f"from {c} case{'s' * (c != 1)}"
+        pats = "not verified" if p is None else f"from {p} patient{'s' * (p != 1)}"
         top = f"; AUROC below {rule['max_auroc']:g}" if rule.get("max_auroc") else ""
         lines.append(f"  {key:<12} independent rows {cases}; repeated patients {pats}{top}")
     return "\n".join(lines)
