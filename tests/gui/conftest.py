@@ -131,16 +131,22 @@ def run_and_wait(qtbot):
 
     def run(window, trigger, timeout: int = 120000):
         ids: dict[str, int] = {}
+        early: list[int] = []  # jobs that finished while ``trigger`` ran, before its job's id was known
 
         def check(job) -> bool:
-            return job.id == ids.get("id")
+            if "id" not in ids:
+                # a job cancelled while still queued emits ``finished`` at once, inside ``trigger``
+                early.append(job.id)
+                return False
+            return job.id == ids["id"]
 
         blocker = qtbot.waitSignal(window.runner.finished, timeout=timeout, check_params_cb=check)
         keep.append((blocker, check))
-        with blocker:
-            job = trigger()
-            assert job is not None, "the action did not start a job"
-            ids["id"] = job.id
+        job = trigger()
+        assert job is not None, "the action did not start a job"
+        ids["id"] = job.id
+        if job.id not in early:
+            blocker.wait()
         wait_views(window)
         return job
 
