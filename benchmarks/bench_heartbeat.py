@@ -77,6 +77,8 @@ class Heartbeat:
     def start(self) -> None:
         self.gaps, self.cpu, self._last, self._last_cpu = [], [], time.perf_counter(), time.thread_time()
         self._cpu0 = (time.process_time(), time.thread_time())
+        if self.sampler is not None:
+            self.sampler.restart()
         self.timer.start()
         self.running = True
 
@@ -92,9 +94,14 @@ class Heartbeat:
 
 class StallSampler:
     """Where the Qt thread spends a long stretch (``--stalls``): a thread samples the Qt thread's Python stack every
-    10 ms while the heartbeat's tick is over 40 ms late; each late tick closes a stretch with its wall and CPU time.
-    Time inside Qt's C++ code (layout, painting) shows as the Python frame that called into Qt. The other threads'
-    innermost frames are counted too (``(other)``; a thread waiting on a lock or queue is left out)."""
+    3 ms while the heartbeat's tick is over 12 ms late; each tick after a gap of at least ``SHORTEST`` ms closes a
+    stretch with its wall time, the Qt thread's CPU time and the other threads' CPU time within it (so a stretch
+    whose wall time the Qt thread's CPU does not explain shows whom it waited for). Time inside Qt's C++ code
+    (layout, painting) shows as the Python frame that called into Qt. The other threads' innermost frames are
+    counted too (``(other)``; a thread waiting on a lock or queue is left out). Frames are read from the frame
+    objects (no source lines), so a sample holds the interpreter lock for well under a millisecond."""
+
+    SHORTEST = 20.0
 
     def __init__(self, beat: Heartbeat, depth: int = 12) -> None:
         import collections
@@ -102,50 +109,73 @@ class StallSampler:
 
         self.beat, self.depth = beat, depth
         self.main = threading.main_thread().ident
-        self.stretches: list[tuple[float, float, collections.Counter]] = []
+        self.stretches: list[tuple[float, float, float, collections.Counter]] = []
         self._open: collections.Counter | None = None
         self._counter = collections.Counter
+        self._process_cpu = time.process_time()
         beat.sampler = self
         threading.Thread(target=self._watch, daemon=True).start()
 
+    @staticmethod
+    def _frames(frame, depth: int) -> list[str]:
+        out = []
+        while frame is not None and len(out) < depth:
+            name = frame.f_code.co_filename
+            if not any(k in name for k in ("importlib._bootstrap", "jsonschema", "referencing")):
+                out.append(f"{os.path.basename(name)}:{frame.f_lineno}:{frame.f_code.co_name}")
+            frame = frame.f_back
+        return out
+
     def _watch(self) -> None:
         import threading
-        import traceback
 
+        me = threading.get_ident()
         while True:
-            time.sleep(0.01)
+            time.sleep(0.003)
             last = self.beat._last
-            if not self.beat.running or last is None or time.perf_counter() - last < 0.04:
+            if not self.beat.running or last is None or time.perf_counter() - last < 0.012:
                 continue
-            frame = sys._current_frames().get(self.main)
+            frames = sys._current_frames()
+            frame = frames.get(self.main)
             if frame is None:
                 continue
-            stack = [f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}" for f in traceback.extract_stack(frame)
-                     if not any(k in f.filename for k in ("importlib._bootstrap", "jsonschema", "referencing"))]
             if self._open is None:
                 self._open = self._counter()
-            self._open[" <- ".join(reversed(stack[-self.depth:]))] += 1
-            for ident, other in sys._current_frames().items():  # what the other threads were running meanwhile
-                if ident in (self.main, threading.get_ident()):
+            self._open[" <- ".join(self._frames(frame, self.depth))] += 1
+            for ident, other in frames.items():  # what the other threads were running meanwhile
+                if ident in (self.main, me):
                     continue
-                inner = [f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}"
-                         for f in traceback.extract_stack(other)][-4:]
-                if not any("threading.py" in f and ":wait" in f for f in inner[-1:]):
-                    self._open["  (other) " + " <- ".join(reversed(inner))] += 1
+                inner = self._frames(other, 5)
+                if inner and not ("threading.py" in inner[0] and ":wait" in inner[0]):
+                    self._open["  (other) " + " <- ".join(inner)] += 1
+
+    def restart(self) -> None:
+        self._process_cpu, self._open = time.process_time(), None
 
     def tick(self, gap_ms: float, cpu_ms: float) -> None:
-        if self._open is not None:
-            self.stretches.append((gap_ms, cpu_ms, self._open))
-            self._open = None
+        process = time.process_time()
+        others = 1000.0 * (process - self._process_cpu) - cpu_ms
+        self._process_cpu = process
+        if gap_ms >= self.SHORTEST:
+            self.stretches.append((gap_ms, cpu_ms, others, self._open or self._counter()))
+        self._open = None
 
     def report(self, phase: str, top: int) -> None:
-        """Print the ``top`` stretches of most CPU since the last report, with their most sampled stacks."""
-        worst = sorted(self.stretches, key=lambda r: -r[1])[:top]
-        print(f"--- {phase}: {len(self.stretches)} stretches over 40 ms; those of most CPU:")
-        for gap, cpu, stacks in worst:
-            print(f"  {gap:.0f} ms wall, {cpu:.0f} ms CPU")
-            for stack, n in stacks.most_common(6):
-                print(f"    {n:3d} × {stack}")
+        """Print the ``top`` stretches of most wall time and of most CPU since the last report, with their most
+        sampled stacks."""
+        print(f"--- {phase}: {len(self.stretches)} stretches of at least {self.SHORTEST:g} ms")
+        shown = set()
+        for key, what in ((0, "wall time"), (1, "the Qt thread's CPU")):
+            print(f"  those of most {what}:")
+            for stretch in sorted(self.stretches, key=lambda r: -r[key])[:top]:
+                gap, cpu, others, stacks = stretch
+                print(f"  {gap:.0f} ms wall, {cpu:.0f} ms Qt-thread CPU, {others:.0f} ms other threads' CPU")
+                if id(stretch) in shown:
+                    print("    (above)")
+                    continue
+                shown.add(id(stretch))
+                for stack, n in stacks.most_common(10):
+                    print(f"    {n:3d} × {stack}")
         self.stretches = []
 
 
