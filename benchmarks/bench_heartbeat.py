@@ -1,7 +1,7 @@
 """Heartbeat of the Qt thread (issue 24): how long the window stops answering while it shows results.
 
 ``python -m benchmarks.bench_heartbeat [--demo DIR] [--size 1366x768] [--n-boot 1000] [--no-audit] [--stalls N]
-[--switch-interval S]``
+[--opens N] [--switch-interval S]``
 (offscreen; about two minutes with an existing demo project, plus about a minute to build one).
 
 A ``QTimer`` ticks every 5 ms on the main thread and records the time between its ticks: a tick that comes late
@@ -16,7 +16,11 @@ answer a click for that long. Measured, in one process:
 * ``form``: filling the Group gaps form from the demo audit's plan (choosing its dataset reads the table and
   guesses its columns: form work, not results);
 * ``audit``: that group audit (``--n-boot`` replicates) run through the page, from Run until the new audit is
-  shown.
+  shown;
+* ``opens`` (``--opens N``, N > 1): the gaps of the first open and of N − 1 more, each after the project was
+  closed (an empty project opened) and the decoded datasets forgotten. The open phase has only 100–170 ticks, so
+  its p99 is its second-largest gap; pooled over N opens it rests on N times as many (the first open alone stays
+  the ``open`` row). The opens after the first find the modules imported and the plots' first paint done.
 
 Prints, per phase, the number of ticks, the median, 99th percentile and largest gap in ms, the p99 and max as
 ratios to the idle baseline, and the p99 and largest *CPU time of the Qt thread* within one gap (``thread_time``):
@@ -139,15 +143,16 @@ class StallSampler:
             frame = frames.get(self.main)
             if frame is None:
                 continue
-            if self._open is None:
-                self._open = self._counter()
-            self._open[" <- ".join(self._frames(frame, self.depth))] += 1
+            counter = self._open
+            if counter is None:
+                counter = self._open = self._counter()
+            counter[" <- ".join(self._frames(frame, self.depth))] += 1
             for ident, other in frames.items():  # what the other threads were running meanwhile
                 if ident in (self.main, me):
                     continue
                 inner = self._frames(other, 5)
                 if inner and not ("threading.py" in inner[0] and ":wait" in inner[0]):
-                    self._open["  (other) " + " <- ".join(inner)] += 1
+                    counter["  (other) " + " <- ".join(inner)] += 1
 
     def restart(self) -> None:
         self._process_cpu, self._open = time.process_time(), None
@@ -304,6 +309,40 @@ def run_group_audit(window) -> bool:
                       and pages_idle(window), timeout=1800, settle=0.5)
 
 
+def reopen(window, project_file: Path, empty_file: Path, times: int, beat: Heartbeat, first: tuple, stalls: list,
+           sampler) -> dict:
+    """Open ``project_file`` ``times`` more times, each after closing it (opening an empty project, which clears
+    every page; not measured) with the first tab's first page in front and the decoded datasets forgotten, as when
+    the project was first opened; returns the summary of the gaps of the first open (``first``) and of these."""
+    import fairdesk.core.project as project_module
+    from fairdesk.core.project import Project
+    from PySide6.QtWidgets import QTabWidget
+
+    Project(empty_file)  # created once
+    gaps, cpu, others = list(first[0]), list(first[1]), first[2]
+    pooled = [s for phase, stretches in stalls if phase == "open" for s in stretches]
+    for _ in range(times):
+        window.open_project(empty_file)
+        window.tabs.setCurrentIndex(0)
+        if isinstance(window.tabs.widget(0), QTabWidget):
+            window.tabs.widget(0).setCurrentIndex(0)
+        pump_until(lambda: pages_idle(window), settle=0.5)
+        # the app keeps the last datasets decoded (by content) for the process: a first open decodes them
+        with project_module._FRAMES_LOCK:
+            project_module._FRAMES.clear()
+        beat.start()
+        window.open_project(project_file)
+        pump_until(lambda: pages_idle(window))
+        g, c, o = beat.stop()
+        gaps, cpu, others = gaps + g, cpu + c, others + o
+        if sampler is not None:
+            pooled += sampler.stretches
+            sampler.stretches = []
+    if sampler is not None:
+        stalls.append(("opens", pooled))
+    return summary((gaps, cpu, others))
+
+
 def scratch_home(demo: Path | None, prefix: str) -> tuple[tempfile.TemporaryDirectory, Path, Path]:
     """``(tmp, home, demo)``: a temporary folder ``home`` holding FairDesk's home and settings (set in the
     environment), and the demo folder: ``demo`` when it holds a demo project, else one built there (or in
@@ -330,6 +369,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-audit", action="store_true", help="skip the audit run")
     ap.add_argument("--stalls", type=int, default=0, metavar="N",
                     help="also print, per phase, the N stretches of most CPU with the Qt thread's sampled stacks")
+    ap.add_argument("--opens", type=int, default=1, metavar="N",
+                    help="after the other phases, close the project and open it again until it was opened N times "
+                         "in all, and add a row 'opens' pooling the gaps of all N opens (default 1: no such row)")
     ap.add_argument("--switch-interval", type=float, default=None, metavar="S",
                     help="the interpreter's switch interval in seconds, set after the window's own (for A/B runs)")
     args = ap.parse_args(argv)
@@ -365,12 +407,14 @@ def main(argv=None) -> int:
     results: dict[str, dict] = {}
     stalls: list[tuple[str, list]] = []
 
+    raw: dict[str, tuple] = {}
+
     def measured(phase: str) -> dict:
-        out = summary(beat.stop())
+        raw[phase] = beat.stop()
         if sampler is not None:
             stalls.append((phase, sampler.stretches))
             sampler.stretches = []
-        return out
+        return summary(raw[phase])
 
     beat.start()
     pump(2.0)
@@ -400,9 +444,13 @@ def main(argv=None) -> int:
         if not ok:
             print("the audit run did not finish", file=sys.stderr)
 
+    if args.opens > 1:
+        results["opens"] = reopen(window, project_file, home / "closed.fairdesk", args.opens - 1, beat, raw["open"],
+                                  stalls, sampler)
+
     base = results["idle"]
     print(f"heartbeat every {TICK_MS} ms, window {w}×{h}, {n_states} states walked, {n_audits} stored audits "
-          f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
+          f"selected; project opened {args.opens} time(s) ('opens': the gaps of all); readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; switch interval {1000 * sys.getswitchinterval():g} ms; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
     print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
           f"{'CPU p99':>9}{'CPU max':>9}{'others':>9}{'>50ms':>7}  targets (wall; CPU)")
