@@ -151,7 +151,7 @@ class StallSampler:
                 if ident in (self.main, me):
                     continue
                 inner = self._frames(other, 5)
-                if inner and not ("threading.py" in inner[0] and ":wait" in inner[0]):
+                if inner and not (("threading.py" in inner[0] and ":wait" in inner[0]) or ":_write_loop" in inner[0]):
                     counter["  (other) " + " <- ".join(inner)] += 1
 
     def restart(self) -> None:
