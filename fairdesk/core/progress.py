@@ -133,10 +133,6 @@ class Foreground:
             if self._depth == 0:
                 self._free.set()
 
-    @property
-    def is_busy(self) -> bool:
-        return not self._free.is_set()
-
     def wait(self) -> None:
         """Wait (at most ``max_wait``) while the foreground thread is busy."""
         if not self._free.is_set():

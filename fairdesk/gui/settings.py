@@ -38,43 +38,28 @@ class _WrittenByTheWriter(QSettings):
 
 _TO_WRITE: queue.SimpleQueue[str] = queue.SimpleQueue()
 _WRITER: list[threading.Thread] = []
-_WRITTEN = threading.Condition()
-_COUNTS = {"asked": 0, "written": 0}
+_WRITER_LOCK = threading.Lock()
 
 
 def write_soon(path: Path) -> None:
     """Have the settings file ``path`` written, with every value set in the process, by the settings writer thread
-    (started on first use): its own ``QSettings`` of the file writes what the others set (Qt shares the values of a
-    file between the ``QSettings`` of a process, and ``sync`` releases the interpreter lock while it writes)."""
-    with _WRITTEN:
+    (started on first use): a new ``QSettings`` of the file there writes what the others set (Qt shares the values
+    of a file between the ``QSettings`` of a process, and releases the interpreter lock while it writes)."""
+    with _WRITER_LOCK:
         if not _WRITER or not _WRITER[0].is_alive():
             _WRITER[:] = [threading.Thread(target=_write_loop, name="fairdesk-settings-writer", daemon=True)]
             _WRITER[0].start()
-        _COUNTS["asked"] += 1
     _TO_WRITE.put(str(path))
 
 
 def _write_loop() -> None:
     while True:
-        path = _TO_WRITE.get()
-        try:
-            _write(path)
-        finally:
-            with _WRITTEN:
-                _COUNTS["written"] += 1
-                _WRITTEN.notify_all()
+        _write(_TO_WRITE.get())
 
 
 def _write(path: str) -> None:
     # a new QSettings of the file writes the values set since the last write as it opens (Qt's initial sync)
     QSettings(path, QSettings.Format.IniFormat).sync()
-
-
-def wait_written(timeout: float = 10.0) -> bool:
-    """Block until the writer thread has written every file asked for so far; False after ``timeout`` seconds."""
-    with _WRITTEN:
-        asked = _COUNTS["asked"]
-        return _WRITTEN.wait_for(lambda: _COUNTS["written"] >= asked, timeout)
 
 
 class Settings:
