@@ -54,7 +54,8 @@ def write_soon(path: Path) -> None:
 
 def _write_loop() -> None:
     while True:
-        _write(_TO_WRITE.get())
+        path = _TO_WRITE.get()
+        _write(path)
 
 
 def _write(path: str) -> None:
