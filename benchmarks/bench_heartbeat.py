@@ -1,7 +1,7 @@
 """Heartbeat of the Qt thread (issue 24): how long the window stops answering while it shows results.
 
 ``python -m benchmarks.bench_heartbeat [--demo DIR] [--size 1366x768] [--n-boot 1000] [--no-audit] [--stalls N]
-[--switch-interval S]``
+[--opens N] [--switch-interval S]``
 (offscreen; about two minutes with an existing demo project, plus about a minute to build one).
 
 A ``QTimer`` ticks every 5 ms on the main thread and records the time between its ticks: a tick that comes late
@@ -16,7 +16,11 @@ answer a click for that long. Measured, in one process:
 * ``form``: filling the Group gaps form from the demo audit's plan (choosing its dataset reads the table and
   guesses its columns: form work, not results);
 * ``audit``: that group audit (``--n-boot`` replicates) run through the page, from Run until the new audit is
-  shown.
+  shown;
+* ``opens`` (``--opens N``, N > 1): the gaps of the first open and of N − 1 more, each after the project was
+  closed (an empty project opened) and the decoded datasets forgotten. The open phase has only 100–170 ticks, so
+  its p99 is its second-largest gap; pooled over N opens it rests on N times as many (the first open alone stays
+  the ``open`` row). The opens after the first find the modules imported and the plots' first paint done.
 
 Prints, per phase, the number of ticks, the median, 99th percentile and largest gap in ms, the p99 and max as
 ratios to the idle baseline, and the p99 and largest *CPU time of the Qt thread* within one gap (``thread_time``):
@@ -77,6 +81,8 @@ class Heartbeat:
     def start(self) -> None:
         self.gaps, self.cpu, self._last, self._last_cpu = [], [], time.perf_counter(), time.thread_time()
         self._cpu0 = (time.process_time(), time.thread_time())
+        if self.sampler is not None:
+            self.sampler.restart()
         self.timer.start()
         self.running = True
 
@@ -92,9 +98,14 @@ class Heartbeat:
 
 class StallSampler:
     """Where the Qt thread spends a long stretch (``--stalls``): a thread samples the Qt thread's Python stack every
-    10 ms while the heartbeat's tick is over 40 ms late; each late tick closes a stretch with its wall and CPU time.
-    Time inside Qt's C++ code (layout, painting) shows as the Python frame that called into Qt. The other threads'
-    innermost frames are counted too (``(other)``; a thread waiting on a lock or queue is left out)."""
+    3 ms while the heartbeat's tick is over 12 ms late; each tick after a gap of at least ``SHORTEST`` ms closes a
+    stretch with its wall time, the Qt thread's CPU time and the other threads' CPU time within it (so a stretch
+    whose wall time the Qt thread's CPU does not explain shows whom it waited for). Time inside Qt's C++ code
+    (layout, painting) shows as the Python frame that called into Qt. The other threads' innermost frames are
+    counted too (``(other)``; a thread waiting on a lock or queue is left out). Frames are read from the frame
+    objects (no source lines), so a sample holds the interpreter lock for well under a millisecond."""
+
+    SHORTEST = 20.0
 
     def __init__(self, beat: Heartbeat, depth: int = 12) -> None:
         import collections
@@ -102,50 +113,74 @@ class StallSampler:
 
         self.beat, self.depth = beat, depth
         self.main = threading.main_thread().ident
-        self.stretches: list[tuple[float, float, collections.Counter]] = []
+        self.stretches: list[tuple[float, float, float, collections.Counter]] = []
         self._open: collections.Counter | None = None
         self._counter = collections.Counter
+        self._process_cpu = time.process_time()
         beat.sampler = self
         threading.Thread(target=self._watch, daemon=True).start()
 
+    @staticmethod
+    def _frames(frame, depth: int) -> list[str]:
+        out = []
+        while frame is not None and len(out) < depth:
+            name = frame.f_code.co_filename
+            if not any(k in name for k in ("importlib._bootstrap", "jsonschema", "referencing")):
+                out.append(f"{os.path.basename(name)}:{frame.f_lineno}:{frame.f_code.co_name}")
+            frame = frame.f_back
+        return out
+
     def _watch(self) -> None:
         import threading
-        import traceback
 
+        me = threading.get_ident()
         while True:
-            time.sleep(0.01)
+            time.sleep(0.003)
             last = self.beat._last
-            if not self.beat.running or last is None or time.perf_counter() - last < 0.04:
+            if not self.beat.running or last is None or time.perf_counter() - last < 0.012:
                 continue
-            frame = sys._current_frames().get(self.main)
+            frames = sys._current_frames()
+            frame = frames.get(self.main)
             if frame is None:
                 continue
-            stack = [f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}" for f in traceback.extract_stack(frame)
-                     if not any(k in f.filename for k in ("importlib._bootstrap", "jsonschema", "referencing"))]
-            if self._open is None:
-                self._open = self._counter()
-            self._open[" <- ".join(reversed(stack[-self.depth:]))] += 1
-            for ident, other in sys._current_frames().items():  # what the other threads were running meanwhile
-                if ident in (self.main, threading.get_ident()):
+            counter = self._open
+            if counter is None:
+                counter = self._open = self._counter()
+            counter[" <- ".join(self._frames(frame, self.depth))] += 1
+            for ident, other in frames.items():  # what the other threads were running meanwhile
+                if ident in (self.main, me):
                     continue
-                inner = [f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}"
-                         for f in traceback.extract_stack(other)][-4:]
-                if not any("threading.py" in f and ":wait" in f for f in inner[-1:]):
-                    self._open["  (other) " + " <- ".join(reversed(inner))] += 1
+                inner = self._frames(other, 5)
+                if inner and not (("threading.py" in inner[0] and ":wait" in inner[0]) or ":_write_loop" in inner[0]):
+                    counter["  (other) " + " <- ".join(inner)] += 1
+
+    def restart(self) -> None:
+        self._process_cpu, self._open = time.process_time(), None
 
     def tick(self, gap_ms: float, cpu_ms: float) -> None:
-        if self._open is not None:
-            self.stretches.append((gap_ms, cpu_ms, self._open))
-            self._open = None
+        process = time.process_time()
+        others = 1000.0 * (process - self._process_cpu) - cpu_ms
+        self._process_cpu = process
+        if gap_ms >= self.SHORTEST:
+            self.stretches.append((gap_ms, cpu_ms, others, self._open or self._counter()))
+        self._open = None
 
     def report(self, phase: str, top: int) -> None:
-        """Print the ``top`` stretches of most CPU since the last report, with their most sampled stacks."""
-        worst = sorted(self.stretches, key=lambda r: -r[1])[:top]
-        print(f"--- {phase}: {len(self.stretches)} stretches over 40 ms; those of most CPU:")
-        for gap, cpu, stacks in worst:
-            print(f"  {gap:.0f} ms wall, {cpu:.0f} ms CPU")
-            for stack, n in stacks.most_common(6):
-                print(f"    {n:3d} × {stack}")
+        """Print the ``top`` stretches of most wall time and of most CPU since the last report, with their most
+        sampled stacks."""
+        print(f"--- {phase}: {len(self.stretches)} stretches of at least {self.SHORTEST:g} ms")
+        shown = set()
+        for key, what in ((0, "wall time"), (1, "the Qt thread's CPU")):
+            print(f"  those of most {what}:")
+            for stretch in sorted(self.stretches, key=lambda r: -r[key])[:top]:
+                gap, cpu, others, stacks = stretch
+                print(f"  {gap:.0f} ms wall, {cpu:.0f} ms Qt-thread CPU, {others:.0f} ms other threads' CPU")
+                if id(stretch) in shown:
+                    print("    (above)")
+                    continue
+                shown.add(id(stretch))
+                for stack, n in stacks.most_common(10):
+                    print(f"    {n:3d} × {stack}")
         self.stretches = []
 
 
@@ -274,6 +309,40 @@ def run_group_audit(window) -> bool:
                       and pages_idle(window), timeout=1800, settle=0.5)
 
 
+def reopen(window, project_file: Path, empty_file: Path, times: int, beat: Heartbeat, first: tuple, stalls: list,
+           sampler) -> dict:
+    """Open ``project_file`` ``times`` more times, each after closing it (opening an empty project, which clears
+    every page; not measured) with the first tab's first page in front and the decoded datasets forgotten, as when
+    the project was first opened; returns the summary of the gaps of the first open (``first``) and of these."""
+    import fairdesk.core.project as project_module
+    from fairdesk.core.project import Project
+    from PySide6.QtWidgets import QTabWidget
+
+    Project(empty_file)  # created once
+    gaps, cpu, others = list(first[0]), list(first[1]), first[2]
+    pooled = [s for phase, stretches in stalls if phase == "open" for s in stretches]
+    for _ in range(times):
+        window.open_project(empty_file)
+        window.tabs.setCurrentIndex(0)
+        if isinstance(window.tabs.widget(0), QTabWidget):
+            window.tabs.widget(0).setCurrentIndex(0)
+        pump_until(lambda: pages_idle(window), settle=0.5)
+        # the app keeps the last datasets decoded (by content) for the process: a first open decodes them
+        with project_module._FRAMES_LOCK:
+            project_module._FRAMES.clear()
+        beat.start()
+        window.open_project(project_file)
+        pump_until(lambda: pages_idle(window))
+        g, c, o = beat.stop()
+        gaps, cpu, others = gaps + g, cpu + c, others + o
+        if sampler is not None:
+            pooled += sampler.stretches
+            sampler.stretches = []
+    if sampler is not None:
+        stalls.append(("opens", pooled))
+    return summary((gaps, cpu, others))
+
+
 def scratch_home(demo: Path | None, prefix: str) -> tuple[tempfile.TemporaryDirectory, Path, Path]:
     """``(tmp, home, demo)``: a temporary folder ``home`` holding FairDesk's home and settings (set in the
     environment), and the demo folder: ``demo`` when it holds a demo project, else one built there (or in
@@ -300,6 +369,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-audit", action="store_true", help="skip the audit run")
     ap.add_argument("--stalls", type=int, default=0, metavar="N",
                     help="also print, per phase, the N stretches of most CPU with the Qt thread's sampled stacks")
+    ap.add_argument("--opens", type=int, default=1, metavar="N",
+                    help="after the other phases, close the project and open it again until it was opened N times "
+                         "in all, and add a row 'opens' pooling the gaps of all N opens (default 1: no such row)")
     ap.add_argument("--switch-interval", type=float, default=None, metavar="S",
                     help="the interpreter's switch interval in seconds, set after the window's own (for A/B runs)")
     args = ap.parse_args(argv)
@@ -335,12 +407,14 @@ def main(argv=None) -> int:
     results: dict[str, dict] = {}
     stalls: list[tuple[str, list]] = []
 
+    raw: dict[str, tuple] = {}
+
     def measured(phase: str) -> dict:
-        out = summary(beat.stop())
+        raw[phase] = beat.stop()
         if sampler is not None:
             stalls.append((phase, sampler.stretches))
             sampler.stretches = []
-        return out
+        return summary(raw[phase])
 
     beat.start()
     pump(2.0)
@@ -370,9 +444,13 @@ def main(argv=None) -> int:
         if not ok:
             print("the audit run did not finish", file=sys.stderr)
 
+    if args.opens > 1:
+        results["opens"] = reopen(window, project_file, home / "closed.fairdesk", args.opens - 1, beat, raw["open"],
+                                  stalls, sampler)
+
     base = results["idle"]
     print(f"heartbeat every {TICK_MS} ms, window {w}×{h}, {n_states} states walked, {n_audits} stored audits "
-          f"selected; readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
+          f"selected; project opened {args.opens} time(s) ('opens': the gaps of all); readers loaded {warm:.1f} s after start-up; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; switch interval {1000 * sys.getswitchinterval():g} ms; targets: max ≤ {TARGET_MAX_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms")
     print(f"{'phase':<8}{'ticks':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'p99/idle':>10}{'max/idle':>10}"
           f"{'CPU p99':>9}{'CPU max':>9}{'others':>9}{'>50ms':>7}  targets (wall; CPU)")

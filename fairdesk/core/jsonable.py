@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairdesk.core.progress import yield_point
+
 
 def jsonable(obj: Any) -> Any:
     """``obj`` as plain Python values that ``json.dumps(..., allow_nan=False)`` writes: dicts (keys as ``str``),
@@ -68,6 +70,7 @@ def _piece(text: str, i: int, depth: int) -> tuple[Any, int]:
     if text[i] == closer:
         return out, i + 1
     while True:
+        yield_point()  # (each member: a GUI reader lets the Qt thread go first, see core.progress.Foreground)
         if is_object:
             if text[i] != '"':
                 raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, i)

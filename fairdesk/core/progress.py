@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 
 ProgressFn = Callable[[float, str], None]
 
@@ -102,3 +103,53 @@ def format_duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+class Foreground:
+    """Lets one thread's work go first over another's (the GUI's: the Qt thread's over the view thread's reads).
+
+    While the foreground thread is inside :meth:`busy`, a background thread that calls :func:`yield_point` (with
+    :meth:`wait` set as its hook by :func:`set_yield_hook`) waits there, up to ``max_wait`` seconds each time,
+    holding no lock. Python threads share one interpreter lock: a background thread running Python while the
+    foreground thread works makes the foreground wait for the lock at each of its returns from C code (CPython
+    hands the lock over only after the switch interval), so a 14 ms slice of the Qt thread took 50 ms of wall time
+    beside the view thread's reading (measured, ``benchmarks/bench_heartbeat.py --stalls``)."""
+
+    def __init__(self, max_wait: float = 0.25) -> None:
+        self.max_wait = max_wait
+        self._depth = 0
+        self._free = threading.Event()
+        self._free.set()
+
+    @contextmanager
+    def busy(self):
+        """The foreground thread's work inside this block goes first (nests)."""
+        self._depth += 1
+        self._free.clear()
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._free.set()
+
+    def wait(self) -> None:
+        """Wait (at most ``max_wait``) while the foreground thread is busy."""
+        if not self._free.is_set():
+            self._free.wait(self.max_wait)
+
+
+_HOOKS = threading.local()
+
+
+def set_yield_hook(hook: Callable[[], None] | None) -> None:
+    """Make :func:`yield_point` call ``hook()`` in the calling thread (None: nothing)."""
+    _HOOKS.hook = hook
+
+
+def yield_point() -> None:
+    """A point where long work lets more urgent work of the process go first (see :class:`Foreground`); nothing
+    in a thread without a hook (the CLI, the job runner). Cheap enough to call every millisecond of work."""
+    hook = getattr(_HOOKS, "hook", None)
+    if hook is not None:
+        hook()

@@ -29,6 +29,7 @@ from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.project import SUFFIX, Project
 from fairdesk.gui.settings import Settings
+from fairdesk.core.progress import Foreground, set_yield_hook
 from fairdesk.jobs.engine import Job, JobState
 from fairdesk.jobs.qt_bridge import JobRunner
 
@@ -412,7 +413,13 @@ class MainWindow(QMainWindow):
         #: a second runner of the same kind for reading stored results: the pages read, check and parse an audit's
         #: document and prepare their views' data there, so showing an audit never waits for a running job (and the
         #: Qt thread only fills widgets); its jobs do not appear in the Jobs dock
-        self.views = JobRunner(self, log_level=logging.DEBUG)
+        #: the Qt thread's work goes first: while it fills a page (``foreground.busy()``: a refresh, a slice of a
+        #: results view, a form's fill, opening a project) the view thread's reads wait at their next
+        #: ``yield_point`` (each member of a document decoded, each table parsed, each step of a read) instead of
+        #: making it wait for the interpreter lock at every return from Qt
+        self.foreground = Foreground()
+        self.views = JobRunner(self, log_level=logging.DEBUG,
+                               thread_init=lambda: set_yield_hook(self.foreground.wait))
         self._callbacks: dict[int, tuple[Callable | None, Callable | None]] = {}
         #: the pages' refreshes on a project change (see refresh_on_project), those still to run, and the pages'
         #: reads in the view runner (``ViewRead``): ``refreshing`` is true while any of these is pending
@@ -701,13 +708,14 @@ class MainWindow(QMainWindow):
         except FairDeskError as err:
             self.show_error("Could not open the project", str(err))
             return None
-        self.project = project
-        self.settings.add_recent_project(project.path)
-        self.settings.set_last_dir(project.path)
-        log.info("opened project %s", project.path)
-        self.statusBar().showMessage(f"Opened project {project.path}", 6000)
-        self._update_project_state()
-        self.project_changed.emit()
+        with self.foreground.busy():
+            self.project = project
+            self.settings.add_recent_project(project.path)
+            self.settings.set_last_dir(project.path)
+            log.info("opened project %s", project.path)
+            self.statusBar().showMessage(f"Opened project {project.path}", 6000)
+            self._update_project_state()
+            self.project_changed.emit()
         return project
 
     def _update_project_state(self) -> None:
@@ -760,13 +768,15 @@ class MainWindow(QMainWindow):
         for entry in [e for e in self._pending_refreshes if e[0].isVisible()]:
             if entry in self._pending_refreshes:  # (a refresh may change the project again)
                 self._pending_refreshes.remove(entry)
-                entry[1]()
+                with self.foreground.busy():
+                    entry[1]()
 
     def _refresh_next(self) -> None:
         if not self._pending_refreshes:
             return
         try:
-            self._pending_refreshes.pop(0)[1]()
+            with self.foreground.busy():
+                self._pending_refreshes.pop(0)[1]()
         finally:
             if self._pending_refreshes:
                 self._refresh_timer.start()

@@ -41,6 +41,8 @@ class _WorkerThread(QThread):
 
     def run(self) -> None:  # noqa: D401 - Qt override
         runner = self._runner
+        if runner._thread_init is not None:
+            runner._thread_init()
         while True:
             job = runner._next_job()
             if job is None:
@@ -60,9 +62,11 @@ class JobRunner(QObject):
 
     MAX_RATE = 10.0  # progress signals per second, at most (each repaints a bar, a line and the status bar)
 
-    def __init__(self, parent: QObject | None = None, *, log_level: int = logging.INFO) -> None:
+    def __init__(self, parent: QObject | None = None, *, log_level: int = logging.INFO,
+                 thread_init: Callable[[], None] | None = None) -> None:
         super().__init__(parent)
         self._log_level = log_level  # of the "job started / done" lines (a runner of many small jobs logs less)
+        self._thread_init = thread_init  # called first in the worker thread (e.g. its yield hook)
         self._lock = threading.Condition()
         self._queue: collections.deque[Job] = collections.deque()
         self._jobs: dict[int, Job] = {}

@@ -402,3 +402,51 @@ def test_column_sizing_reads_a_sample_of_rows_not_every_cell(qtbot):
     cells = QFontMetrics(view.view.font())
     longest = format_value(df["note"].iloc[-1])  # the last row is always in the sample
     assert header.sectionSize(2) >= min(cells.horizontalAdvance(longest), DataFrameView.MAX_WIDTH)
+
+
+def test_the_view_threads_read_waits_while_the_qt_thread_fills_a_slice(make_window):
+    """While a page fills a slice of its results on the Qt thread, the view thread's read (here the decoding of a
+    long stored document, in pieces) waits at its next yield point instead of running Python beside it: before,
+    the two shared the interpreter lock and a 14 ms slice took 50 ms of wall time while the view thread read
+    (``bench_heartbeat --stalls``). Asserted on the view thread's own CPU time during a 150 ms slice."""
+    import json
+    import time
+
+    from fairdesk.core.jsonable import loads_in_pieces
+    from fairdesk.jobs.engine import Job
+
+    window = make_window()
+    page = window.audit_tab
+    text = json.dumps({"rows": [{"a": i, "b": "x" * 20, "c": [i, i + 1]} for i in range(300_000)]})
+    started, reader = threading.Event(), {}
+
+    def read(progress, cancel):
+        reader["ident"] = threading.get_ident()
+        started.set()
+        return len(loads_in_pieces(text)["rows"])
+
+    job = window.views.submit(Job("read a long document", read))
+    assert started.wait(10)
+    clock = time.pthread_getcpuclockid(reader["ident"])
+    measured = {}
+
+    def busy_slice():
+        before = time.clock_gettime(clock)
+        end = time.perf_counter() + 0.15
+        while time.perf_counter() < end:  # the Qt thread's own work (Python and calls into Qt)
+            page.status.text()
+        measured["view_cpu"] = time.clock_gettime(clock) - before
+        measured["still_reading"] = not job.state.finished
+        yield
+
+    page.run_in_slices(busy_slice())
+    deadline = time.monotonic() + 30
+    while "view_cpu" not in measured or not job.state.finished:
+        assert time.monotonic() < deadline
+        window.views.wait_idle(50)
+        from PySide6.QtWidgets import QApplication
+
+        QApplication.processEvents()
+    assert measured["still_reading"], "the read ended before the slice: make the document longer"
+    assert measured["view_cpu"] < 0.03, f"the view thread ran {measured['view_cpu'] * 1000:.0f} ms beside the slice"
+    assert job.result == 300_000

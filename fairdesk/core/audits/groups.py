@@ -19,6 +19,7 @@ import pandas as pd
 
 from fairdesk.core import provenance as _prov
 from fairdesk.core.data.loaders import table_sha256
+from fairdesk.core.progress import yield_point
 from fairdesk.core.data.schema import (INTERSECTION_SEP, ColumnRoles, as_group_labels, column_names, prepare,
                                        validate)
 from fairdesk.core.errors import DataError
@@ -265,7 +266,10 @@ class GroupAuditResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "GroupAuditResult":
-        tables = {name: pd.DataFrame.from_records(d.get(name) or [], columns=_COLUMNS[name]) for name in TABLES}
+        tables = {}
+        for name in TABLES:  # (a GUI reader lets the Qt thread go first between tables)
+            tables[name] = pd.DataFrame.from_records(d.get(name) or [], columns=_COLUMNS[name])
+            yield_point()
         rec = tables["records"]
         if d.get("records") and "verdict" not in d["records"][0]:
             # stored before issue 9: no equivalence test was run, so a gap not significant is inconclusive

@@ -15,6 +15,7 @@ from fairdesk.core.escape import html_text
 from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, RULES, GroupAuditPlan
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
+from fairdesk.core.progress import yield_point
 from fairdesk.gui.tabs.base import NO_PROJECT, AuditRun
 from fairdesk.gui.tabs.predictions import PredictionsPage
 from fairdesk.gui.widgets.calibration_views import CalibrationViews
@@ -551,11 +552,15 @@ class AuditTab(PredictionsPage):
         # the first plot's rows (the plot's first choices), so that drawing it is all the Qt thread does
         forest = {(attrs[0], metrics[0], None): figures.forest_data(result, attrs[0], metrics[0])} \
             if attrs and metrics else {}
+        yield_point()  # (the Qt thread's work goes first: core.progress.Foreground)
         continuous = list(dict.fromkeys(rec.loc[rec["metric"] == "delta_eo", "attribute"].astype(str))) \
             if not rec.empty else []
         # the error-spread plot and tables of the first continuous attribute (its selector's first choice)
         delta = {continuous[0]: (figures.delta_eo_data(result, continuous[0]),
                                  figures.delta_bins_data(result, continuous[0]))} if continuous else {}
+        yield_point()
+        calibration = self.calibration_views.prepare(result, self.window_.project, audit_id)
+        yield_point()
         return {
             "forest": forest,
             "delta": delta,
@@ -569,7 +574,7 @@ class AuditTab(PredictionsPage):
             "dropped": result.dropped if not result.dropped.empty else None,
             "continuous": continuous,
             "details": self._details_html(result),
-            "calibration": self.calibration_views.prepare(result, self.window_.project, audit_id),
+            "calibration": calibration,
         }
 
     def show_results(self, result):

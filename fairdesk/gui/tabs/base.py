@@ -40,7 +40,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QListWidget, QVBoxLayout, QWidget
 
-from fairdesk.core.progress import Eta
+from fairdesk.core.progress import Eta, yield_point
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, ReportSettings, parse_document, resolve
 from fairdesk.gui.widgets.findings import FindingsPanel, count_verdicts, section_html
@@ -185,10 +185,11 @@ class ViewRead:
         if self.job is None or job.id != self.job.id:
             return
         self.job = None
-        if job.state.value == "done":
-            self.on_done(job.result)
-        elif job.state.value == "failed":
-            self.on_fail(job.error or "It could not be read.")
+        with self.window.foreground.busy():  # (the view thread's reads wait meanwhile)
+            if job.state.value == "done":
+                self.on_done(job.result)
+            elif job.state.value == "failed":
+                self.on_fail(job.error or "It could not be read.")
 
 
 @dataclass
@@ -469,10 +470,13 @@ class AuditPage(JobPage):
         (``benchmarks/bench_view_read.py`` times these same steps)."""
         raw = project.audit_document(audit_id)  # checked against the kind's schema
         check()
+        yield_point()  # (the Qt thread's work goes first: core.progress.Foreground)
         doc = self.parse_document(raw, audit_id)
         check()
+        yield_point()
         prepared = self.prepare_results(doc, audit_id)
         check()
+        yield_point()
         if not self.SHOW_FINDINGS:
             return doc, prepared, None
         try:
@@ -487,7 +491,8 @@ class AuditPage(JobPage):
         self._view_job, audit_id = None, self._view_audit
         if job.state.value == "done":
             doc, prepared, findings = job.result
-            self.show_document(doc, audit_id, prepared=prepared, findings=findings)
+            with self.window_.foreground.busy():  # (the view thread's reads wait meanwhile)
+                self.show_document(doc, audit_id, prepared=prepared, findings=findings)
         elif job.state.value == "failed":
             self.show_document(None, None)
             self.say(f"Audit #{audit_id} could not be read: {job.error}", error=True)
@@ -539,7 +544,8 @@ class AuditPage(JobPage):
         if steps is None:
             return
         try:
-            next(steps)
+            with self.window_.foreground.busy():  # (the view thread's reads wait meanwhile)
+                next(steps)
         except StopIteration:
             if self._slices is steps:
                 self._slices = None
