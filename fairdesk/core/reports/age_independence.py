@@ -272,14 +272,26 @@ def _decay_words(learner: dict) -> str:
             "predicting networks (I, C) alike" if wd else ", no weight decay")
 
 
+def _networks_words(learner: dict) -> str:
+    """The learners' interpreter and classifier: their own, or the DNN's layers fitted with the DNN's seed
+    (``dnn_body``; documents stored before it existed used their own)."""
+    hidden = '-'.join(map(str, learner['hidden']))
+    if learner.get("dnn_body"):
+        return (f"interpreter I: x → z = the DNN's hidden layers (hidden {hidden}, z the post-ReLU layer of "
+                f"dimension {learner['z_dim']}), classifier C = the DNN's output layer (batch norm, z → 2), each "
+                "learner fitted with the DNN's seed of the fold (its initial weights and minibatches: at λ = 0 "
+                f"age-indep-simple is the DNN), adversary A (hidden {learner['head_hidden']})")
+    return (f"interpreter I: x → z (hidden {hidden}, z of dimension {learner['z_dim']}), classifier C, adversary A "
+            f"(hidden {learner['head_hidden']})")
+
+
 def _methods_blocks(doc: dict) -> list:
     s = doc["settings"]
     L = s["learner"]
     run = s.get("methods_run") or list(doc["methods"])
     blocks = [Paragraph(
-        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): interpreter I: x → z (hidden "
-        f"{'-'.join(map(str, L['hidden']))}, z of dimension {L['z_dim']}), classifier C, adversary A (hidden "
-        f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
+        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): {_networks_words(L)}; batch norm "
+        f"before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
         f"minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
