@@ -12,7 +12,8 @@ Entry points (plain functions ``f(inputs, progress=None, cancel=None) -> result`
 
 Folds: ``StratifiedGroupKFold(k, shuffle=True)`` (sklearn) per repeat, seeded from (seed, repeat), stratified by
 label so every held-out fold holds both classes; no participant is in two folds. Each (repeat, fold, method) fit
-gets its own seed from (seed, repeat, fold, method), so a method's numbers do not depend on which other methods run.
+gets its own seed from (seed, repeat, fold, method), so a method's numbers do not depend on which other methods run;
+with ``learner.dnn_body`` the learners take the DNN's (:func:`fit_seed`: common random numbers with the DNN).
 
 Verdicts per (method, metric), against the DNN over the R·k paired per-fold differences d_j:
 
