@@ -250,3 +250,6 @@ def test_the_report_says_when_the_learners_are_the_dnn_plus_an_adversary():
     doc["settings"]["learner"]["dnn_body"] = True
     text = methods_text(doc)
     assert "I: x → z = the DNN's hidden layers" in text and "fitted with the DNN's seed of the fold" in text
+    table = next(b for b in build_age_report(doc).section("methods").blocks if getattr(b, "title", "") ==
+                 "Architectures and losses")
+    assert any(row[1].startswith("I: the DNN's x→64→32→z") for row in table.rows)

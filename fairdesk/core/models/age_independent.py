@@ -242,15 +242,15 @@ def build_nets(method: str, n_features: int, settings: LearnerSettings,
     def classifier(width: int):
         return nn.Sequential(*dnn_output_layer(width)) if s.dnn_body else mlp([width, s.head_hidden, 2])
 
-    if method == "dnn":
-        # hidden 64-32-8 with ReLU, batch norm before the output layer; [:6] is the representation (8 units)
-        return {"net": nn.Sequential(*dnn_body([n_features, 64, 32, 8]), *dnn_output_layer(8))}
     def adversary(outputs: int):
         # with the DNN's body z is not normalised (post-ReLU, unit SDs ~0.01–0.1): A reads its input standardised
         # over the minibatch, else it is blind to a shrunken z that still carries age (issue 27, round 9)
         a = mlp([zc + int(s.conditional), s.head_hidden, outputs])
         return nn.Sequential(nn.BatchNorm1d(zc + int(s.conditional), affine=False), *a) if s.dnn_body else a
 
+    if method == "dnn":
+        # hidden 64-32-8 with ReLU, batch norm before the output layer; [:6] is the representation (8 units)
+        return {"net": nn.Sequential(*dnn_body([n_features, 64, 32, 8]), *dnn_output_layer(8))}
     if method == "consensus":
         assert split is not None
         nets = {f"I{m}": interpreter(len(idx)) for m, idx in enumerate(split)}
