@@ -20,7 +20,7 @@ docs/methods.md §3.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
         [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--epochs E] [--seeds 0,1,2]
-        [--weight-decay W] [--out results.json]
+        [--weight-decay W] [--dnn-body] [--out results.json]
 
 With several ``--seeds`` (each seed draws other folds and other training seeds) it also prints each learner's cost
 and Δ^(5) against the DNN as mean ± SD over the seeds: one run's cost is dominated by the networks its seed drew.
@@ -47,7 +47,7 @@ METHODS = ("dnn", "simple", "entropy")
 
 
 def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS, lam: float | None = None,
-        epochs: int | None = None, weight_decay: float | None = None) -> dict:
+        epochs: int | None = None, weight_decay: float | None = None, dnn_body: bool | None = None) -> dict:
     """One cohort through the protocol; ``lam`` fixes λ (else it is chosen per learner and fold); ``epochs`` sets
     the training epochs of every network (the DNN's too; default 40)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
@@ -58,13 +58,15 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
     cohort = make_age_cohort(n_participants=participants, n_features=100, **kw)
     t0 = time.perf_counter()
     learner = LearnerSettings(**({} if lam is None else {"lam": lam}), **({} if epochs is None else {"epochs": epochs}),
-                              **({} if weight_decay is None else {"weight_decay": weight_decay}))
+                              **({} if weight_decay is None else {"weight_decay": weight_decay}),
+                              **({} if dnn_body is None else {"dnn_body": dnn_body}))
     fixed = {"learner": learner} if lam is None else {"select_lambda": False, "learner": learner}
     doc = run_age_independence(cohort, "label", "age", "participant_id", settings=AgeProtocolSettings(
         methods=tuple(methods), folds=folds, seed=seed, reference=False, **fixed)).document
     out = {"cohort": name, "rows": len(cohort), "participants": participants, "folds": folds,
            "oracle_age_r2": oracle_age_r2(kw["age_signal"], 100), "age_r2_from_label":
-           doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0, "methods": {}}
+           doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0,
+           "dnn_body": doc["settings"]["learner"]["dnn_body"], "methods": {}}
     dnn = doc["methods"]["dnn"]
     for m, e in doc["methods"].items():
         row = {"accuracy": e["accuracy"]["mean"], "delta_eo_5": e["delta_eo_5"]["mean"],
@@ -120,6 +122,8 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--epochs", type=int, default=None, help="epochs of every network (default 40)")
     ap.add_argument("--weight-decay", type=float, default=None,
                     help="AdamW weight decay of every predicting network (the DNN's too; default: the module's)")
+    ap.add_argument("--dnn-body", action=argparse.BooleanOptionalAction, default=None,
+                    help="the learners are the DNN plus an adversary (its layers and fit seed; default: the module's)")
     ap.add_argument("--seeds", default="0", help="comma-separated protocol seeds (folds and training seeds); with "
                                                      "more than one, the cost's mean ± SD over them")
     ap.add_argument("--out", default=None)
@@ -130,7 +134,7 @@ def main(argv=None) -> list[dict]:
         runs = []
         for seed in (int(v) for v in args.seeds.split(",")):
             r = run(name, args.participants, args.folds, seed=seed, methods=args.methods.split(","), lam=args.lam,
-                    epochs=args.epochs, weight_decay=args.weight_decay)
+                    epochs=args.epochs, weight_decay=args.weight_decay, dnn_body=args.dnn_body)
             r["seed"] = seed
             r["weight_decay"] = args.weight_decay
             runs.append(r)

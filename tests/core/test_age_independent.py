@@ -376,3 +376,36 @@ def test_weight_decay_reaches_the_predicting_networks_of_the_dnn_and_the_learner
     assert norms[50.0] < norms[0.0]
     with pytest.raises(Exception, match="weight decay"):
         ai.LearnerSettings(weight_decay=-1.0)
+
+
+DNN_SIZED = ai.LearnerSettings(epochs=3, batch_size=16, device="cpu", dnn_body=True)
+
+
+def test_with_the_dnn_body_a_learner_starts_from_the_dnns_weights_and_its_adversary_draws_after():
+    """``dnn_body``: with the same torch seed I and C hold exactly the DNN's initial weights (its six hidden modules
+    and its batch norm + output layer), for every learner; A (and R) are built after them."""
+    for method in ("simple", "entropy", "autoencoder"):
+        torch.manual_seed(11)
+        dnn = ai.build_nets("dnn", 9, DNN_SIZED)["net"]
+        torch.manual_seed(11)
+        nets = ai.build_nets(method, 9, DNN_SIZED)
+        assert list(nets)[:2] == ["I", "C"]
+        for a, b in zip(list(dnn[:6].state_dict().values()) + list(dnn[6:].state_dict().values()),
+                        list(nets["I"].state_dict().values()) + list(nets["C"].state_dict().values()), strict=True):
+            assert torch.equal(a, b)
+
+
+def test_at_lambda_0_the_simple_learner_with_the_dnn_body_is_the_dnn():
+    """Issue 27, round 9: at λ = 0 and the same seed, age-indep-simple with ``dnn_body`` makes the DNN's predictions
+    and representation (same initial weights, same minibatches, the adversary's steps leave I and C alone); with an
+    adversary (λ > 0) it departs from them; entropy at λ = 0 differs by its reconstruction term Lr. With the
+    learner's own layers (the default) it is another network."""
+    X, y, age = _data(n=80)
+    dnn = ai.fit_method("dnn", X, y, age, DNN_SIZED, seed=5)
+    simple = ai.fit_method("simple", X, y, age, ai.LearnerSettings(**{**DNN_SIZED.to_dict(), "lam": 0.0}), seed=5)
+    np.testing.assert_allclose(simple.predict_proba(X), dnn.predict_proba(X), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(simple.represent(X), dnn.represent(X), rtol=0, atol=1e-6)
+    for method, lam, body in (("simple", 1.0, True), ("entropy", 0.0, True), ("simple", 0.0, False)):
+        other = ai.fit_method(method, X, y, age,
+                              ai.LearnerSettings(**{**DNN_SIZED.to_dict(), "lam": lam, "dnn_body": body}), seed=5)
+        assert np.abs(other.predict_proba(X) - dnn.predict_proba(X)).max() > 1e-4

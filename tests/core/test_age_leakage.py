@@ -236,3 +236,20 @@ def test_the_report_names_the_weight_decay_the_networks_were_trained_with():
     doc["settings"]["learner"]["weight_decay"] = 3.0
     assert ("decoupled weight decay 3 (AdamW) on the weight matrices of the DNN's and the learners' predicting "
             "networks (I, C) alike") in methods_text(doc)
+
+
+def test_the_report_says_when_the_learners_are_the_dnn_plus_an_adversary():
+    """Issue 27, round 9: with ``dnn_body`` the methods section says the learners' I and C are the DNN's layers,
+    fitted with the DNN's seed; documents stored before the setting existed describe the learners' own networks."""
+    def methods_text(doc):
+        return " ".join(b.text for b in build_age_report(doc).section("methods").blocks if hasattr(b, "text"))
+
+    doc = _doc(0.55, reached=2)
+    doc["settings"]["learner"].pop("dnn_body", None)
+    assert "interpreter I: x → z (hidden 64-32, z of dimension 8), classifier C, adversary A" in methods_text(doc)
+    doc["settings"]["learner"]["dnn_body"] = True
+    text = methods_text(doc)
+    assert "I: x → z = the DNN's hidden layers" in text and "fitted with the DNN's seed of the fold" in text
+    table = next(b for b in build_age_report(doc).section("methods").blocks if getattr(b, "title", "") ==
+                 "Architectures and losses")
+    assert any(row[1].startswith("I: the DNN's x→64→32→z") for row in table.rows)

@@ -226,6 +226,20 @@ def test_bad_input_and_cancel(tiny):
     assert all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
 
 
+def test_with_the_dnn_body_the_protocol_fits_each_learner_with_the_dnns_seed(tiny, light_probes):
+    """Issue 27, round 9: with ``dnn_body`` the protocol gives age-indep-simple the DNN's fit seed in every (repeat,
+    fold), so at λ = 0 its held-out predictions are the DNN's (its cost is what the adversary does); with the
+    learners' own layers (the default) each method keeps a seed of its own."""
+    paired = _tiny_settings(methods=("dnn", "simple"), select_lambda=False,
+                            learner=LearnerSettings(lam=0.0, epochs=3, batch_size=16, device="cpu", dnn_body=True))
+    sp = ap.FoldSplit(1, 2, np.arange(3), np.arange(3))
+    assert ap.fit_seed(paired, sp, "simple") == ap.fit_seed(paired, sp, "dnn")
+    assert ap.fit_seed(_tiny_settings(), sp, "simple") != ap.fit_seed(_tiny_settings(), sp, "dnn")
+    pred = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=paired).predictions
+    by = {m: g.sort_values(["repeat", "fold", "row"])["score"].to_numpy() for m, g in pred.groupby("method")}
+    np.testing.assert_allclose(by["simple"], by["dnn"], rtol=0, atol=1e-6)
+
+
 def test_frontier_points(tiny, light_probes):
     pts = ap.accuracy_fairness_frontier(tiny, "label", "age", "participant_id", methods=("simple",),
                                         lambdas=(0.0, 2.0), settings=_tiny_settings(repeats=1))

@@ -12,7 +12,8 @@ Entry points (plain functions ``f(inputs, progress=None, cancel=None) -> result`
 
 Folds: ``StratifiedGroupKFold(k, shuffle=True)`` (sklearn) per repeat, seeded from (seed, repeat), stratified by
 label so every held-out fold holds both classes; no participant is in two folds. Each (repeat, fold, method) fit
-gets its own seed from (seed, repeat, fold, method), so a method's numbers do not depend on which other methods run.
+gets its own seed from (seed, repeat, fold, method), so a method's numbers do not depend on which other methods run;
+with ``learner.dnn_body`` the learners take the DNN's (:func:`fit_seed`: common random numbers with the DNN).
 
 Verdicts per (method, metric), against the DNN over the R·k paired per-fold differences d_j:
 
@@ -473,6 +474,15 @@ def _held_out(fitted, sp: FoldSplit, data: dict, probe_seed: int) -> tuple[dict,
     return fold_metrics(y[sp.test], (score >= THRESHOLD).astype(int), age[sp.test]), probes, score
 
 
+def fit_seed(settings: AgeProtocolSettings, sp: FoldSplit, method: str) -> int:
+    """The seed of ``method``'s final fit on split ``sp``: (seed, repeat, fold, method). With
+    ``settings.learner.dnn_body`` the learners take the DNN's, so a learner starts from the DNN's initial weights and
+    sees its minibatches (common random numbers): its per-fold accuracy difference against the DNN is what its
+    adversary does, not the noise of two independent training runs (issue 27, rounds 6 and 9)."""
+    shared = settings.learner.dnn_body and method in LEARNERS
+    return _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[BASELINE if shared else method])
+
+
 def cv_unit(item: tuple, shared: tuple, rep: Reporter) -> dict:
     """One task of the executor: one method on one (repeat, fold) split — λ chosen by nested validation where
     asked, the fit (seeded by (seed, repeat, fold, method)), the held-out metrics and predictions, and the leakage
@@ -488,8 +498,7 @@ def cv_unit(item: tuple, shared: tuple, rep: Reporter) -> dict:
                                _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000), rep.sub(0.0, share))
         learner = replace(learner, lam=choice["lambda"])
     rep = rep.sub(share, 1.0)
-    fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner,
-                        seed=_seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m]),
+    fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner, seed=fit_seed(settings, sp, m),
                         progress=rep.sub(0.0, 0.9), cancel=rep.cancel)
     probe_seed = _seed(settings.seed, sp.repeat, sp.fold, 1000)
     metrics, probes, score = _held_out(fitted, sp, data, probe_seed)

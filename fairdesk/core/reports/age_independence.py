@@ -47,6 +47,8 @@ LOSSES = [
     ["entropy-binary", "as entropy", "Lc − λ·La + Lr", "CE term only"],
     ["entropy-h", "as entropy", "Lc − λ·La + Lr", "λ_H·H[P] only"],
 ]
+#: the simple learner's networks with ``LearnerSettings.dnn_body`` (issue 27, round 9)
+DNN_BODY_NETWORKS = "I: the DNN's x→64→32→z (ReLU); C: the DNN's batch norm, z→2; A: standardised [z, label]→16→1"
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 FRONTIER_COLUMNS = ["method", "label", "role", "lambda", "accuracy", "delta_eo_5", "leakage_r2"]
 TABLE2_TESTS = {"corrected": "corrected resampled t-tests", "plain": "plain paired t-tests (anti-conservative)"}
@@ -272,21 +274,35 @@ def _decay_words(learner: dict) -> str:
             "predicting networks (I, C) alike" if wd else ", no weight decay")
 
 
+def _networks_words(learner: dict) -> str:
+    """The learners' interpreter and classifier: their own, or the DNN's layers fitted with the DNN's seed
+    (``dnn_body``; documents stored before it existed used their own)."""
+    hidden = '-'.join(map(str, learner['hidden']))
+    if learner.get("dnn_body"):
+        return (f"interpreter I: x → z = the DNN's hidden layers (hidden {hidden}, z the post-ReLU layer of "
+                f"dimension {learner['z_dim']}), classifier C = the DNN's output layer (batch norm, z → 2), each "
+                "learner fitted with the DNN's seed of the fold (its initial weights and minibatches: at λ = 0 "
+                f"age-indep-simple is the DNN), adversary A (hidden {learner['head_hidden']}, reading its input "
+                "standardised over the minibatch)")
+    return (f"interpreter I: x → z (hidden {hidden}, z of dimension {learner['z_dim']}), classifier C, adversary A "
+            f"(hidden {learner['head_hidden']})")
+
+
 def _methods_blocks(doc: dict) -> list:
     s = doc["settings"]
     L = s["learner"]
     run = s.get("methods_run") or list(doc["methods"])
     blocks = [Paragraph(
-        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): interpreter I: x → z (hidden "
-        f"{'-'.join(map(str, L['hidden']))}, z of dimension {L['z_dim']}), classifier C, adversary A (hidden "
-        f"{L['head_hidden']}); batch norm before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
+        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): {_networks_words(L)}; batch norm "
+        f"before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
         f"minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
         f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
         f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
         "The regression adversary predicts standardised age." + _adversary_words(L))]
-    rows = [r for r in LOSSES if r[0] in run]
+    rows = [[r[0], DNN_BODY_NETWORKS, *r[2:]] if r[0] == "simple" and L.get("dnn_body") else r
+            for r in LOSSES if r[0] in run]
     blocks.append(Table(["method", "networks", "interpreter side minimises", "adversary minimises"], rows,
                         title="Architectures and losses", widths=[1.1, 2.6, 1.6, 2.2], small=True))
     base = [m for m in ("svm", "rf", "adaboost") if m in run]
