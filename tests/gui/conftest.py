@@ -131,16 +131,21 @@ def run_and_wait(qtbot):
 
     def run(window, trigger, timeout: int = 120000):
         ids: dict[str, int] = {}
+        early: list[int] = []  # jobs finished while trigger() ran: a job cancelled while still queued finishes at once
 
         def check(job) -> bool:
-            return job.id == ids.get("id")
+            if "id" not in ids:
+                early.append(job.id)
+                return False
+            return job.id == ids["id"]
 
         blocker = qtbot.waitSignal(window.runner.finished, timeout=timeout, check_params_cb=check)
         keep.append((blocker, check))
-        with blocker:
-            job = trigger()
-            assert job is not None, "the action did not start a job"
-            ids["id"] = job.id
+        job = trigger()
+        assert job is not None, "the action did not start a job"
+        ids["id"] = job.id
+        if job.id not in early:  # (waiting for it then would wait out the whole timeout)
+            blocker.wait()
         wait_views(window)
         return job
 

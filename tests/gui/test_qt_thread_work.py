@@ -402,3 +402,24 @@ def test_column_sizing_reads_a_sample_of_rows_not_every_cell(qtbot):
     cells = QFontMetrics(view.view.font())
     longest = format_value(df["note"].iloc[-1])  # the last row is always in the sample
     assert header.sectionSize(2) >= min(cells.horizontalAdvance(longest), DataFrameView.MAX_WIDTH)
+
+
+def test_run_and_wait_returns_for_a_job_cancelled_while_still_queued(window, run_and_wait):
+    """A job cancelled before it started finishes inside the trigger (the runner emits ``finished`` at once, in the
+    calling thread). The helper waited for that signal after it had come, until its timeout: the age page's cancel
+    test hung 300 s and failed whenever a busy machine left its job queued. Here the job is always queued: another
+    job holds the runner until the trigger has returned."""
+    gate = threading.Event()
+    busy = window.runner.submit("busy", lambda *a, **k: gate.wait(30))
+
+    def queue_and_cancel():
+        job = window.runner.submit("queued", lambda *a, **k: None)
+        assert window.runner.cancel(job.id)
+        return job
+
+    try:
+        job = run_and_wait(window, queue_and_cancel, timeout=5000)
+    finally:
+        gate.set()
+    assert job.state.value == "cancelled" and "before it started" in job.error
+    assert window.runner.wait_idle(10000) and busy.state.value == "done"
