@@ -348,7 +348,7 @@ def test_propensity_is_shared_by_calls_with_the_same_inputs_only():
     """The out-of-fold m̂ is kept for the next classifier on the same (A, Z, folds, learner, seed, scheme): a repeat
     equals a fresh fit, a caller changing its copy does not change the next one, and any other input is refitted
     (a key that left one out would return the cached m̂ for it). Boosting, whose fit depends on the seed."""
-    _, a, z = sign_changing_data(600, 5)
+    _, a, z = sign_changing_data(300, 5)
     base = {"a": a, "z": z, "folds": cit.make_folds(a, 5, 0), "kind": "hgb"}
 
     def fresh(**kw):
@@ -370,7 +370,7 @@ def test_propensity_is_shared_by_calls_with_the_same_inputs_only():
         got = cit.crossfit_propensity(**{**base, **kw})
         assert np.array_equal(got, expected, equal_nan=True), kw
     # a whole test: the second classifier on the same data gives the same result as with a cleared cache
-    yhat = (np.random.default_rng(3).random(600) < 0.4).astype(int)
+    yhat = (np.random.default_rng(3).random(300) < 0.4).astype(int)
     cit._PROPENSITY_CACHE.clear()
     cold = cit.cit_test(yhat, a, z, seed=2)
     warm = cit.cit_test(yhat, a, z, seed=2)
