@@ -344,6 +344,39 @@ def test_invariance_table_per_output_with_bh():
         cit.invariance_table({"logits": np.linspace(-3, 3, 800)}, a, z)
 
 
+def test_propensity_is_shared_by_calls_with_the_same_inputs_only():
+    """The out-of-fold m̂ is kept for the next classifier on the same (A, Z, folds, learner, seed, scheme): a repeat
+    equals a fresh fit, a caller changing its copy does not change the next one, and any other input is refitted
+    (a key that left one out would return the cached m̂ for it). Boosting, whose fit depends on the seed."""
+    _, a, z = sign_changing_data(300, 5)
+    base = {"a": a, "z": z, "folds": cit.make_folds(a, 5, 0), "kind": "hgb"}
+
+    def fresh(**kw):
+        cit._PROPENSITY_CACHE.clear()
+        return cit.crossfit_propensity(**{**base, "return_kinds": True, **kw})
+
+    m, kinds = fresh()
+    again, kinds_again = cit.crossfit_propensity(**base, return_kinds=True)
+    assert np.array_equal(again, m) and kinds_again == kinds
+    again[:] = -1.0
+    assert np.array_equal(cit.crossfit_propensity(**base), m)
+    z2 = z + np.random.default_rng(0).normal(0, 0.5, z.shape)
+    for kw in ({"z": z2}, {"a": 1 - a}, {"folds": cit.make_folds(a, 5, 1)}, {"kind": "logistic"}, {"seed": 1},
+               {"scheme": "sequential"}):
+        expected = fresh(**kw)[0]
+        assert not np.array_equal(expected, m, equal_nan=True), kw
+        cit._PROPENSITY_CACHE.clear()
+        cit.crossfit_propensity(**base)             # the cache now holds the first inputs' m̂
+        got = cit.crossfit_propensity(**{**base, **kw})
+        assert np.array_equal(got, expected, equal_nan=True), kw
+    # a whole test: the second classifier on the same data gives the same result as with a cleared cache
+    yhat = (np.random.default_rng(3).random(300) < 0.4).astype(int)
+    cit._PROPENSITY_CACHE.clear()
+    cold = cit.cit_test(yhat, a, z, seed=2)
+    warm = cit.cit_test(yhat, a, z, seed=2)
+    assert warm.p_value == cold.p_value and warm.details == cold.details
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Issue 9, finding 4: the default's size under non-linear nuisances, and its nuisance diagnostics
 

@@ -552,25 +552,57 @@ def _training_mask(folds: np.ndarray, k: int, scheme: str) -> np.ndarray:
     return folds < k if scheme == "sequential" else folds != k
 
 
+#: The last few out-of-fold propensities by a digest of everything they depend on (a, z, folds, learner, seed,
+#: scheme): every classifier audited on the same attribute and Z (the outputs of one image audit, the classifiers
+#: of one SCM data set, a classifier and its negative control) needs the same m̂, and its fits are deterministic,
+#: so a repeat is read here instead of refitted (in the SCM guard test, 11 of 13 s of propensity fits were repeats).
+_PROPENSITY_CACHE: dict[bytes, tuple[np.ndarray, list[str]]] = {}
+_PROPENSITY_CACHE_SIZE = 8
+_PROPENSITY_LOCK = threading.Lock()
+
+
+def _propensity_key(a: np.ndarray, z: np.ndarray, folds: np.ndarray, kind: str, seed: int, scheme: str) -> bytes:
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=20)
+    for arr in (a, z, folds):
+        arr = np.ascontiguousarray(arr)
+        h.update(f"{arr.dtype.str}{arr.shape};".encode())
+        h.update(arr.data)
+    h.update(repr((kind, int(seed), scheme)).encode())
+    return h.digest()
+
+
 @_one_thread
 def crossfit_propensity(a, z, folds, kind: str = DEFAULT_REGRESSOR, seed: int = 0,
                         scheme: str = "crossfit", return_kinds: bool = False):
     """Out-of-fold m̂(z) = P(A = 1 | Z = z), fitted on the other folds (``scheme="crossfit"``) or on the earlier
-    folds only (``"sequential"``; fold 0 gets NaN). Depends on (A, Z) only, so all classifiers can share it.
+    folds only (``"sequential"``; fold 0 gets NaN). Depends on (A, Z) only, so all classifiers share it: a call
+    with the same inputs as one of the last few returns a copy of that result (:data:`_PROPENSITY_CACHE`).
     ``return_kinds=True`` also returns the regressor used per tested fold (what ``"auto"`` chose)."""
     a = _binary_attr(a)
     z = _as_2d(z)
     folds = np.asarray(folds)
-    m_hat = np.full(len(a), np.nan)
-    kinds: list[str] = []
-    for k in np.unique(folds):
-        train = _training_mask(folds, int(k), scheme)
-        if not train.any():
-            continue
-        test = folds == k
-        model = fit_prob_model(z[train], a[train], kind, seed + 101 + int(k))
-        m_hat[test] = model(z[test])
-        kinds.append(model_kind(model, kind))
+    key = _propensity_key(a, z, folds, kind, seed, scheme)
+    with _PROPENSITY_LOCK:
+        hit = _PROPENSITY_CACHE.get(key)
+    if hit is None:
+        m_hat = np.full(len(a), np.nan)
+        kinds: list[str] = []
+        for k in np.unique(folds):
+            train = _training_mask(folds, int(k), scheme)
+            if not train.any():
+                continue
+            test = folds == k
+            model = fit_prob_model(z[train], a[train], kind, seed + 101 + int(k))
+            m_hat[test] = model(z[test])
+            kinds.append(model_kind(model, kind))
+        hit = (m_hat, kinds)
+        with _PROPENSITY_LOCK:
+            _PROPENSITY_CACHE[key] = hit
+            while len(_PROPENSITY_CACHE) > _PROPENSITY_CACHE_SIZE:
+                del _PROPENSITY_CACHE[next(iter(_PROPENSITY_CACHE))]
+    m_hat, kinds = hit[0].copy(), list(hit[1])
     return (m_hat, kinds) if return_kinds else m_hat
 
 
