@@ -12,8 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QStyle, QVBoxLayout,
-                               QWidget)
+                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
 PROGRESS_STEPS = 1000  # the progress bars run 0..1000; job progress comes as a fraction 0..1
 NOTE_STYLE = "color: palette(mid);"
@@ -275,7 +274,6 @@ class ResultsScrollArea(QScrollArea):
         self.setObjectName("results_scroll")
         self.setWidgetResizable(False)
         self.setFrameShape(QScrollArea.Shape.NoFrame)
-        self._hint: QSize | None = None
         self.setWidget(inner)
         inner.installEventFilter(self)
 
@@ -283,45 +281,21 @@ class ResultsScrollArea(QScrollArea):
         """The results' minimum height at ``width``: their minimum size, plus what each shown word-wrapped label
         needs beyond its own minimum at its width (a tab or a splitter holding wrapped text would report its
         preferred height for the width instead, and the layout squeezes the other parts below their minimum to
-        give a wrapped label its lines). A label laid out while the results had another width is taken as that much
-        wider or narrower (on a first show the labels still have the widths of an earlier layout)."""
+        give a wrapped label its lines)."""
         inner = self.widget()
-        grow = width - inner.width()
         extra = 0
         for label in inner.findChildren(QLabel):
             if label.wordWrap() and label.isVisibleTo(inner) and label.text():
-                at = min(max(1, label.width() + grow), width) if label.width() else width
-                extra += max(0, label.heightForWidth(at) - label.minimumSizeHint().height())
+                extra += max(0, label.heightForWidth(min(label.width() or width, width))
+                             - label.minimumSizeHint().height())
         return inner.minimumSizeHint().height() + extra
 
     def fit(self) -> None:
-        """Size the results to the view they will have, scroll bars decided here (not by a resize that shows or
-        hides a bar and so narrows or widens the view and lays the results out again), and again at once while
-        their wrapped labels, laid out at the new width, need another height: on a page's first show the labels
-        still have the widths of an earlier layout, and Qt's own round of scroll bars and layout requests laid the
-        Group gaps results out four times in one turn (round 14b)."""
-        inner = self.widget()
-        for _ in range(3):  # a fixed point after one or two resizes; the bound only guards against oscillation
-            size = self._fitted_size(inner)
-            if inner.size() == size:
-                return
+        inner, view = self.widget(), self.viewport().size()
+        width = max(view.width(), inner.minimumSizeHint().width())
+        size = QSize(width, max(view.height(), self.minimum_height(width)))
+        if inner.size() != size:
             inner.resize(size)
-
-    def _fitted_size(self, inner: QWidget) -> QSize:
-        room = self.maximumViewportSize()  # the view without scroll bars
-        least = inner.minimumSizeHint().width()
-        width = max(room.width(), least)
-        height = self.minimum_height(width)
-        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
-        view_w, view_h = room.width(), room.height()
-        if height > view_h and self.verticalScrollBarPolicy() != Qt.ScrollBarPolicy.ScrollBarAlwaysOff:
-            view_w -= bar
-        if least > view_w and self.horizontalScrollBarPolicy() != Qt.ScrollBarPolicy.ScrollBarAlwaysOff:
-            view_h -= bar
-        if max(view_w, least) != width:
-            width = max(view_w, least)
-            height = self.minimum_height(width)
-        return QSize(width, max(view_h, height))
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
@@ -329,14 +303,11 @@ class ResultsScrollArea(QScrollArea):
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
         if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
-            self._hint = None
             self.fit()
         return super().eventFilter(obj, event)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override (as a resizable scroll area: the widget's own hint)
-        if self._hint is None:
-            self._hint = self.widget().sizeHint()
-        return QSize(self._hint)
+        return self.widget().sizeHint()
 
 
 def results_scroll(parent: QWidget, inner: QWidget) -> QScrollArea:
