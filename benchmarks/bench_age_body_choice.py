@@ -31,9 +31,7 @@ def demo(seed: int, body: str, lam: float | None = None, folds: int = 3, partici
     kw = dict(n_participants=participants, n_features=100, dx_signal=0.12 * scale, seed=0)
     learner = LearnerSettings(epochs=30, device="cpu", **({} if lam is None else {"lam": lam}),
                               **({} if body == "choose" else {"dnn_body": BODIES[body]}))
-    extra = {} if lam is None else {"select_lambda": False}
-    if body == "choose":
-        extra["select_body"] = True
+    extra = {"select_body": body == "choose"} if lam is None else {"select_lambda": False}
     s = ap.AgeProtocolSettings(methods=("dnn", "simple"), reference=False, seed=seed, folds=folds, learner=learner,
                                **extra)
     t0 = time.perf_counter()
@@ -93,8 +91,8 @@ def main(argv=None) -> list[dict]:
             else:
                 from benchmarks.bench_age_fresh_cohorts import run
 
-                r = run(args.cohort, args.participants or 200, args.folds, seed=seed, lam=args.lam,
-                        **({"select_body": True} if body == "choose" else {"dnn_body": BODIES[body]}))
+                body_kw = {"select_body": True} if body == "choose" else {"dnn_body": BODIES[body], "select_body": False}
+                r = run(args.cohort, args.participants or 200, args.folds, seed=seed, lam=args.lam, **body_kw)
                 r["seed"], r["body"] = seed, body
                 for m, row in r["methods"].items():
                     extra = (f" cost {row['accuracy_cost_points']:+.1f} λ {row['lambda_chosen']} body "
