@@ -51,7 +51,11 @@ the training participants and scored on the rest, accuracy and probe R² pooled 
 the λ whose probe R² (the one beyond the label) is at most the target, the smallest within one standard error of the
 best accuracy is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was
 not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``. Inner fold j is fitted with the
-same seed at every λ (common random numbers).
+same seed at every λ (common random numbers). ``select_body`` (off; issue 27, round 10) lets the same validation
+choose the learner's body too: every (body, λ) of {its own layers, the DNN's layers (``LearnerSettings.dnn_body``)}
+× the grid, one rule (:func:`choose_point`: the own layers unless only the DNN's reach the target within one
+standard error of the best accuracy); the final fit uses the chosen body (the DNN's with the DNN's fit seed), and
+the document records it per fold (``lambda_selection.folds[].body``, ``dnn_body_in_folds``).
 """
 from __future__ import annotations
 
