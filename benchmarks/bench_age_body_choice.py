@@ -52,7 +52,8 @@ def demo(seed: int, body: str, lam: float | None = None, folds: int = 3, partici
                       "cost_points": 100 * (d["accuracy"]["mean"] - m["accuracy"]["mean"]),
                       "lambda_chosen": [c["lambda"] for c in sel["folds"]] if sel else [lam] * folds,
                       "body_chosen": ([c.get("body") for c in sel["folds"]] if sel else None),
-                      "reached_in_folds": sel["reached_in_folds"] if sel else None}}
+                      "reached_in_folds": sel["reached_in_folds"] if sel else None,
+                      "validation": _validation(sel)}}
     sm = row["simple"]
     row["guard"] = {"dnn_learns_age": d["leakage"]["r2"] > 0.15 and d["leakage"]["auroc"] > 0.65,
                     "control": ctrl["leakage"]["r2"] < 0.05,
@@ -62,6 +63,15 @@ def demo(seed: int, body: str, lam: float | None = None, folds: int = 3, partici
                     "cost<=5": sm["cost_points"] <= 5.0}
     row["guard_holds"] = all(row["guard"].values())
     return row
+
+
+def _validation(sel: dict | None) -> list | None:
+    """Per fold the chosen (body, λ), whether it reached the target, and every validated point."""
+    if not sel:
+        return None
+    return [{"lambda": c["lambda"], "body": c.get("body"), "reached": c["reached"],
+             "points": [{k: p.get(k) for k in ("dnn_body", "lambda", "accuracy", "leakage_r2")} for p in c["points"]]}
+            for c in sel["folds"]]
 
 
 def main(argv=None) -> list[dict]:
@@ -94,6 +104,7 @@ def main(argv=None) -> list[dict]:
                 body_kw = {"select_body": True} if body == "choose" else {"dnn_body": BODIES[body], "select_body": False}
                 r = run(args.cohort, args.participants or 200, args.folds, seed=seed, lam=args.lam, **body_kw)
                 r["seed"], r["body"] = seed, body
+                r["validation"] = {m: _validation(v.get("selection")) for m, v in r["methods"].items() if m != "dnn"}
                 for m, row in r["methods"].items():
                     extra = (f" cost {row['accuracy_cost_points']:+.1f} λ {row['lambda_chosen']} body "
                              f"{row.get('body_chosen')}" if m != "dnn" else "")

@@ -88,6 +88,8 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
             row |= {"accuracy_cost_points": cost,
                     "lambda_chosen": [c["lambda"] for c in sel["folds"]],
                     "body_chosen": [c.get("body") for c in sel["folds"]],
+                    "selection": {"folds": [{k: c.get(k) for k in ("lambda", "body", "reached", "points")}
+                                            for c in sel["folds"]]} if e.get("lambda_selection") else None,
                     "reached_in_folds": sel["reached_in_folds"],
                     "verdict": e["age_independence"]["verdict"],
                     "targets": {"r2<=0.10": row["leakage_r2"] <= 0.10,
