@@ -20,7 +20,7 @@ docs/methods.md §3.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
         [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--epochs E] [--seeds 0,1,2]
-        [--weight-decay W] [--dnn-body] [--out results.json]
+        [--weight-decay W] [--dnn-body] [--select-body] [--out results.json]
 
 With several ``--seeds`` (each seed draws other folds and other training seeds) it also prints each learner's cost
 and Δ^(5) against the DNN as mean ± SD over the seeds: one run's cost is dominated by the networks its seed drew.
@@ -47,9 +47,11 @@ METHODS = ("dnn", "simple", "entropy")
 
 
 def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS, lam: float | None = None,
-        epochs: int | None = None, weight_decay: float | None = None, dnn_body: bool | None = None) -> dict:
+        epochs: int | None = None, weight_decay: float | None = None, dnn_body: bool | None = None,
+        select_body: bool | None = None) -> dict:
     """One cohort through the protocol; ``lam`` fixes λ (else it is chosen per learner and fold); ``epochs`` sets
-    the training epochs of every network (the DNN's too; default 40)."""
+    the training epochs of every network (the DNN's too; default 40); ``select_body`` chooses the learner's body with
+    λ (issue 27, round 10; default: the protocol's)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.models.age_independent import LearnerSettings
     from fairdesk.core.synthetic.age_cohort import make_age_cohort, oracle_age_r2
@@ -61,12 +63,15 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
                               **({} if weight_decay is None else {"weight_decay": weight_decay}),
                               **({} if dnn_body is None else {"dnn_body": dnn_body}))
     fixed = {"learner": learner} if lam is None else {"select_lambda": False, "learner": learner}
+    if select_body is not None:
+        fixed["select_body"] = select_body
     doc = run_age_independence(cohort, "label", "age", "participant_id", settings=AgeProtocolSettings(
         methods=tuple(methods), folds=folds, seed=seed, reference=False, **fixed)).document
     out = {"cohort": name, "rows": len(cohort), "participants": participants, "folds": folds,
            "oracle_age_r2": oracle_age_r2(kw["age_signal"], 100), "age_r2_from_label":
            doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0,
-           "dnn_body": doc["settings"]["learner"]["dnn_body"], "methods": {}}
+           "dnn_body": doc["settings"]["learner"]["dnn_body"],
+           "select_body": doc["settings"].get("select_body", False), "methods": {}}
     dnn = doc["methods"]["dnn"]
     for m, e in doc["methods"].items():
         row = {"accuracy": e["accuracy"]["mean"], "delta_eo_5": e["delta_eo_5"]["mean"],
@@ -82,6 +87,9 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
             sel = e.get("lambda_selection") or {"folds": [{"lambda": lam}] * folds, "reached_in_folds": None}
             row |= {"accuracy_cost_points": cost,
                     "lambda_chosen": [c["lambda"] for c in sel["folds"]],
+                    "body_chosen": [c.get("body") for c in sel["folds"]],
+                    "selection": {"folds": [{k: c.get(k) for k in ("lambda", "body", "reached", "points")}
+                                            for c in sel["folds"]]} if e.get("lambda_selection") else None,
                     "reached_in_folds": sel["reached_in_folds"],
                     "verdict": e["age_independence"]["verdict"],
                     "targets": {"r2<=0.10": row["leakage_r2"] <= 0.10,
@@ -124,6 +132,8 @@ def main(argv=None) -> list[dict]:
                     help="AdamW weight decay of every predicting network (the DNN's too; default: the module's)")
     ap.add_argument("--dnn-body", action=argparse.BooleanOptionalAction, default=None,
                     help="the learners are the DNN plus an adversary (its layers and fit seed; default: the module's)")
+    ap.add_argument("--select-body", action=argparse.BooleanOptionalAction, default=None,
+                    help="choose the learners' body (own layers or the DNN's) with λ by the nested validation")
     ap.add_argument("--seeds", default="0", help="comma-separated protocol seeds (folds and training seeds); with "
                                                      "more than one, the cost's mean ± SD over them")
     ap.add_argument("--out", default=None)
@@ -134,7 +144,8 @@ def main(argv=None) -> list[dict]:
         runs = []
         for seed in (int(v) for v in args.seeds.split(",")):
             r = run(name, args.participants, args.folds, seed=seed, methods=args.methods.split(","), lam=args.lam,
-                    epochs=args.epochs, weight_decay=args.weight_decay, dnn_body=args.dnn_body)
+                    epochs=args.epochs, weight_decay=args.weight_decay, dnn_body=args.dnn_body,
+                    select_body=args.select_body)
             r["seed"] = seed
             r["weight_decay"] = args.weight_decay
             runs.append(r)
@@ -146,6 +157,7 @@ def main(argv=None) -> list[dict]:
                 extra = (f"  cost {row['accuracy_cost_points']:+.1f} pts (95% CI "
                          f"{row['accuracy_cost_ci_points'][0]:+.1f} to {row['accuracy_cost_ci_points'][1]:+.1f}: "
                          f"{row['accuracy_verdict']}), Δ(5) {row['delta_eo_5_verdict']}, λ {row['lambda_chosen']}, "
+                         f"body {row['body_chosen']}, "
                          f"reached {row['reached_in_folds']}/{r['folds']}, targets {row['targets']}"
                          ) if m != "dnn" else ""
                 print(f"  {m:8s} accuracy {row['accuracy']:.3f}  Δ(5) {row['delta_eo_5']:.3f}  leakage R² "

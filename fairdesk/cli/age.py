@@ -64,8 +64,9 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     methods = _methods(args.methods)
     lambdas = _lambdas(args.frontier)
     grid = _lambdas(args.lambda_grid, "--lambda-grid") or None
-    if args.lam is not None and (grid or args.leakage_target is not None):
-        raise DataError("--lambda fixes λ; --lambda-grid and --leakage-target choose it: give one or the other.")
+    if args.lam is not None and (grid or args.leakage_target is not None or args.choose_body):
+        raise DataError("--lambda fixes λ; --lambda-grid, --leakage-target and --choose-body choose it: give one or "
+                        "the other.")
     learner = LearnerSettings(lam=1.0 if args.lam is None else args.lam, k_adv=args.k_adv, epochs=args.epochs,
                               device=args.device)
     set_torch_threads(args.threads)
@@ -78,7 +79,8 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
                                          methods=methods, folds=args.folds, repeats=args.repeats, lam=args.lam,
                                          seed=args.seed, learner=learner, reference=not args.no_reference,
                                          frontier_lambdas=lambdas, leakage_target=args.leakage_target,
-                                         lambda_grid=grid, test=args.test, progress=progress,
+                                         lambda_grid=grid, select_body=True if args.choose_body else None,
+                                         test=args.test, progress=progress,
                                          executor=executor)
         progress.done()
         doc = write_json(project_path, audit_id, args.json)
@@ -139,6 +141,9 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--leakage-target", type=float, default=None,
                      help="the probe's R² for the age beyond the label that a learner's representation should "
                           "stay under (default 0.05)")
+    age.add_argument("--choose-body", action="store_true",
+                     help="also choose each learner's body, its own layers or the DNN's (fitted with the DNN's seed), "
+                          "by the same nested validation as λ")
     age.add_argument("--seed", type=int, default=0)
     age.add_argument("--k-adv", type=int, default=5, help="adversary steps K per minibatch (default 5)")
     age.add_argument("--epochs", type=int, default=40)

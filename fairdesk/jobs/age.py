@@ -44,13 +44,14 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
                           features: list[str] | None = None, reference: bool = True,
                           frontier_lambdas: tuple[float, ...] = (), name: str | None = None, test: str = "corrected",
                           leakage_target: float | None = None, lambda_grid: tuple[float, ...] | None = None,
-                          progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                          select_body: bool | None = None, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
                           executor=None) -> int:
     """Train and compare the baselines and learners by participant-disjoint CV; store everything. Returns the
     audit id. ``lam``: a fixed adversary strength λ; None (the default) chooses λ per learner and fold from
     ``lambda_grid`` by nested validation to reach ``leakage_target`` (the protocol's defaults when None).
     ``learner``: a :class:`~fairdesk.core.models.age_independent.LearnerSettings` (its λ is replaced by ``lam``);
-    ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed; ``test``: the
+    ``select_body``: also choose the learner's body (its own layers or the DNN's) with λ (None: the protocol's
+    default); ``reference``: add fairlearn's AdversarialFairnessClassifier when fairlearn is installed; ``test``: the
     comparison against the DNN, "corrected" (Nadeau–Bengio corrected resampled t, default) or "plain" (the paired t, anti-conservative).
     ``executor``: an :class:`~fairdesk.core.executor.ExecutorSpec` for the method × fold fits (None: this process)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
@@ -71,7 +72,8 @@ def train_age_independent(project_path: str | Path, dataset_id_or_csv: int | str
     learner = learner or LearnerSettings()
     if lam is not None:
         learner = replace(learner, lam=float(lam))
-    choice = {k: v for k, v in (("leakage_target", leakage_target), ("lambda_grid", lambda_grid)) if v is not None}
+    choice = {k: v for k, v in (("leakage_target", leakage_target), ("lambda_grid", lambda_grid),
+                                ("select_body", select_body)) if v is not None}
     settings = AgeProtocolSettings(methods=tuple(methods or METHODS), folds=folds, repeats=repeats, seed=seed,
                                    learner=learner, reference=reference, select_lambda=lam is None, test=test,
                                    **choice)

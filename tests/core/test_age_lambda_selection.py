@@ -2,6 +2,7 @@
 cross-validation), not from one quarter of the training participants. No torch: the learner is simulated (each fit
 draws how much age its representation keeps, as a trained network does), and the probe is the ridge probe only, so
 the simulation runs in seconds."""
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -121,3 +122,98 @@ def test_the_protocol_chooses_lambda_from_every_training_participant():
         assert [p["lambda"] for p in c["points"]] == [0.3, 1.0] and c["lambda"] in (0.3, 1.0)
     methods = " ".join(b.text for b in build_age_report(doc).section("methods").blocks if hasattr(b, "text"))
     assert "by nested participant-grouped cross-validation (every training participant validates once)" in methods
+
+
+#: Simulated bodies (issue 27, round 10), per (dnn_body, λ): (error rate, age scale). The learner's own layers keep
+#: age at every λ but the largest, where they lose accuracy; the DNN's layers shed it at λ = 0.3 at little cost.
+BODIES_HARD = {(False, 0.3): (0.25, 0.8), (False, 1.0): (0.30, 0.8), (False, 3.0): (0.45, 0.0),
+               (True, 0.3): (0.27, 0.0), (True, 1.0): (0.30, 0.0), (True, 3.0): (0.45, 0.0)}
+#: ... and a cohort where the own layers reach the target as cheaply as the DNN's.
+BODIES_EASY = {(False, 0.3): (0.25, 0.0), (False, 1.0): (0.30, 0.0), (False, 3.0): (0.45, 0.0),
+               (True, 0.3): (0.25, 0.0), (True, 1.0): (0.30, 0.0), (True, 3.0): (0.45, 0.0)}
+
+
+def _fake_body_fit(fits: list, table: dict):
+    """``fit_method`` stand-in whose error and age depend on the body and λ (no draw: the age it keeps is fixed)."""
+
+    def fit(method, X, y, age, learner, seed=0, progress=None, cancel=None):
+        err, scale = table[(bool(learner.dnn_body), learner.lam)]
+        w = np.random.default_rng(0).standard_normal(X.shape[1] - 3)
+        w /= np.linalg.norm(w)
+        fits.append({"body": bool(learner.dnn_body), "lam": learner.lam, "seed": seed,
+                     "rows": (len(X), round(float(X[:, 2].sum()), 9))})
+        return SimpleNamespace(
+            predict_proba=lambda Z: np.where(Z[:, 2] > err, Z[:, 1], 1 - Z[:, 1]).astype(float),
+            represent=lambda Z: Z[:, 3:] + scale * Z[:, :1] * w)
+
+    return fit
+
+
+@pytest.mark.parametrize("table, body", [(BODIES_HARD, True), (BODIES_EASY, False)])
+def test_the_body_is_chosen_by_the_same_validation(monkeypatch, table, body):
+    """With ``select_body`` every (body, λ) is validated on the same inner folds with the same seeds and the same
+    rule picks: the DNN's layers where the learner's own cannot reach the target cheaply (their λ = 3 costs 20
+    points), its own layers where they reach it as cheaply; without ``select_body`` only ``learner.dnn_body`` is
+    validated (λ alone, as before)."""
+    fits = []
+    monkeypatch.setattr(ap, "fit_method", _fake_body_fit(fits, table))
+    monkeypatch.setattr(ap, "_probes", _ridge_only)
+    X, y, age, pid = _cohort(np.random.default_rng(0), 60)
+    settings = ap.AgeProtocolSettings(methods=("dnn", "simple"), lambda_grid=(0.3, 1.0, 3.0), reference=False,
+                                      select_body=True)
+    choice = ap.select_lambda("simple", X, y, age, pid, settings, 7, Reporter())
+    assert choice["reached"] and choice["dnn_body"] is body and choice["lambda"] == 0.3
+    assert choice["body"] == ("dnn" if body else "own")
+    assert [(p["dnn_body"], p["lambda"]) for p in choice["points"]] == list(table)
+    assert ap.choose_point(choice["points"], settings.leakage_target, choice["validation_rows"])[0]["dnn_body"] is body
+    seeds = {}
+    for f in fits:  # inner fold j: one seed for every (body, λ)
+        seeds.setdefault(f["rows"], set()).add(f["seed"])
+    assert len(fits) == 6 * ap.SELECTION_FOLDS and len(seeds) == ap.SELECTION_FOLDS
+    assert all(len(s) == 1 for s in seeds.values())
+    fits.clear()
+    kept = ap.select_lambda("simple", X, y, age, pid, replace(settings, select_body=False), 7, Reporter())
+    assert {f["body"] for f in fits} == {False} and len(fits) == 3 * ap.SELECTION_FOLDS
+    assert kept["dnn_body"] is False and kept["lambda"] == (3.0 if body else 0.3)
+
+
+def test_with_the_body_chosen_the_document_records_it_and_the_fit_uses_it():
+    """The protocol with ``select_body`` (tiny real learner, fixed seeds): each fold records the body and λ that
+    :func:`choose_point` takes from its recorded validation points, the words name them, and a fold that took the
+    DNN's layers was fitted with them and the DNN's seed (refitting so reproduces its held-out scores); on this
+    tiny cohort (one λ, so the choice is the body's) the DNN's layers are taken in 1 of 3 folds (fold 3)."""
+    torch = pytest.importorskip("torch")
+    from fairdesk.core.models.age_independent import LearnerSettings
+    from fairdesk.core.reports.age_independence import age_left_words, build_age_report
+    from fairdesk.core.synthetic.age_cohort import make_age_cohort
+
+    torch.set_num_threads(1)
+    table = make_age_cohort(n_participants=30, n_features=12, seed=2)
+    settings = ap.AgeProtocolSettings(methods=("dnn", "simple"), folds=3, seed=5, reference=False,
+                                      lambda_grid=(0.3,), select_body=True, learner=LearnerSettings(
+                                          z_dim=3, hidden=(8,), head_hidden=4, epochs=3, batch_size=16, device="cpu"))
+    res = ap.run_age_independence(table, "label", "age", "participant_id", settings=settings)
+    sel = res.document["methods"]["simple"]["lambda_selection"]
+    assert sel["bodies"] == ["own", "dnn"] and sel["dnn_body_in_folds"] == 1
+    for c in sel["folds"]:
+        assert [(p["dnn_body"], p["lambda"]) for p in c["points"]] == [(False, 0.3), (True, 0.3)]
+        point, reached = ap.choose_point(c["points"], 0.05, c["validation_rows"])
+        assert (c["dnn_body"], c["lambda"], c["reached"]) == (point["dnn_body"], point["lambda"], reached)
+        assert c["body"] == ("dnn" if c["dnn_body"] else "own")
+    assert [c["body"] for c in sel["folds"]] == ["own", "own", "dnn"]
+    words = age_left_words(res.document, "simple")
+    assert "λ and body chosen per fold: 0.3 (own layers), 0.3 (own layers), 0.3 (DNN's layers); the DNN's layers " \
+           "in 1 of 3 folds" in words
+    methods = " ".join(b.text for b in build_age_report(res.document).section("methods").blocks
+                       if hasattr(b, "text"))
+    assert "the learner's body chosen the same way from its own layers and the DNN's" in methods
+    # the fold that took the DNN's layers: refit them with the DNN's seed → the recorded held-out scores
+    data = ap._prepare(table, "label", "age", "participant_id", None)
+    sp = ap.group_folds(data["groups"], data["y"], 3, 1, 5)[2]
+    c = sel["folds"][2]
+    fitted = ap.fit_method("simple", data["X"][sp.train], data["y"][sp.train], data["age"][sp.train],
+                           replace(settings.learner, lam=c["lambda"], dnn_body=True),
+                           seed=ap.fit_seed(settings, sp, "dnn"))
+    pred = res.predictions
+    got = pred[(pred["method"] == "simple") & (pred["fold"] == 2)].sort_values("row")["score"].to_numpy()
+    np.testing.assert_allclose(got, fitted.predict_proba(data["X"][sp.test]), rtol=0, atol=1e-6)

@@ -253,3 +253,26 @@ def test_the_report_says_when_the_learners_are_the_dnn_plus_an_adversary():
     table = next(b for b in build_age_report(doc).section("methods").blocks if getattr(b, "title", "") ==
                  "Architectures and losses")
     assert any(row[1].startswith("I: the DNN's x→64→32→z") for row in table.rows)
+
+
+def test_choose_point_keeps_the_learners_own_body_unless_only_the_dnns_reaches_the_target_as_cheaply():
+    """Issue 27, round 10: with the body chosen too, the one-standard-error set is formed over every (body, λ);
+    from it the learner's own layers are taken before the DNN's (then the smallest λ), so the DNN's layers are
+    used only where the own layers miss the target or are worse by more than the noise. Without ``dnn_body`` in
+    the points the rule is choose_lambda's (above)."""
+    own = [{"lambda": 0.3, "dnn_body": False, "accuracy": 0.70, "leakage_r2": 0.12},
+           {"lambda": 1.0, "dnn_body": False, "accuracy": 0.66, "leakage_r2": 0.04}]
+    dnn = [{"lambda": 0.3, "dnn_body": True, "accuracy": 0.75, "leakage_r2": 0.03},
+           {"lambda": 1.0, "dnn_body": True, "accuracy": 0.74, "leakage_r2": 0.01}]
+    # 400 rows: one SE at 0.75 is 0.022; own λ = 1 (0.66) is not within it, so the DNN's λ = 0.3
+    assert ap.choose_point(own + dnn, 0.05, n_validation=400) == (dnn[0], True)
+    # 100 rows: one SE is 0.043, own λ = 1 at 0.66 is still outside; at 0.71 it is inside and the own body wins
+    own[1]["accuracy"] = 0.71
+    assert ap.choose_point(own + dnn, 0.05, n_validation=100) == (own[1], True)
+    assert ap.choose_point(dnn + own, 0.05, n_validation=100) == (own[1], True)  # order of the points is irrelevant
+    assert ap.choose_lambda(own + dnn, 0.05, n_validation=100) == (1.0, True)
+    # equal accuracy, no SE: the own body
+    tie = [dict(dnn[0], accuracy=0.7), dict(own[1], accuracy=0.7)]
+    assert ap.choose_point(tie, 0.05)[0]["dnn_body"] is False
+    # none reaches: the least age, whichever body holds it
+    assert ap.choose_point(own + dnn, -0.5) == (dnn[1], False)

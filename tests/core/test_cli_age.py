@@ -210,3 +210,24 @@ def test_command_line_prints_each_difference_with_its_interval(run, capsys):
     out = capsys.readouterr().out
     acc = doc["methods"]["simple"]["comparison"]["accuracy"]
     assert f"accuracy {acc['verdict']} ({difference_words(acc)})" in out and "95% CI" in out
+
+
+def test_choose_body_chooses_each_learners_body_with_lambda_and_says_so(demo, tmp_path, capsys):
+    """Issue 27, round 10: ``--choose-body`` has the nested validation choose each learner's body (its own layers or
+    the DNN's) with λ; the document records it per fold and the printed words name it. With ``--lambda`` (nothing
+    is chosen) it is refused before training."""
+    argv = _train_argv(demo, "--json", str(tmp_path / "b.json"), "--choose-body")
+    assert main(argv) == 2
+    assert "--choose-body" in capsys.readouterr().err and not (tmp_path / "b.json").exists()
+    i = argv.index("--lambda")
+    del argv[i:i + 2]
+    argv[argv.index("dnn,svm,simple")] = "dnn,simple"
+    argv[argv.index("--repeats") + 1] = "1"
+    assert main(argv + ["--lambda-grid", "0.3,1"]) == 0
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["settings"]["select_body"] is True
+    sel = doc["methods"]["simple"]["lambda_selection"]
+    assert sel["bodies"] == ["own", "dnn"] and len(sel["folds"]) == 2
+    assert all(c["body"] in ("own", "dnn") and len(c["points"]) == 4 for c in sel["folds"])
+    assert sel["dnn_body_in_folds"] == sum(c["body"] == "dnn" for c in sel["folds"])
+    assert "λ and body chosen per fold: " in capsys.readouterr().out

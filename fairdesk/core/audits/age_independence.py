@@ -51,7 +51,11 @@ the training participants and scored on the rest, accuracy and probe R² pooled 
 the λ whose probe R² (the one beyond the label) is at most the target, the smallest within one standard error of the
 best accuracy is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was
 not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``. Inner fold j is fitted with the
-same seed at every λ (common random numbers).
+same seed at every λ (common random numbers). ``select_body`` (off; issue 27, round 10) lets the same validation
+choose the learner's body too: every (body, λ) of {its own layers, the DNN's layers (``LearnerSettings.dnn_body``)}
+× the grid, one rule (:func:`choose_point`: the own layers unless only the DNN's reach the target within one
+standard error of the best accuracy); the final fit uses the chosen body (the DNN's with the DNN's fit seed), and
+the document records it per fold (``lambda_selection.folds[].body``, ``dnn_body_in_folds``).
 """
 from __future__ import annotations
 
@@ -95,6 +99,10 @@ LEAKAGE_TARGET = 0.05
 #: (issue 27): with the bounded term a larger λ did not remove more age (λ = 10 left more than λ = 1) and cost
 #: 5–12 points, while λ = 0.3 already reached the target at no cost on the independent cohort (docs/methods.md §3).
 LAMBDA_GRID: tuple[float, ...] = (0.3, 1.0, 3.0)
+#: The learner bodies :func:`select_lambda` validates when ``select_body`` is on (``LearnerSettings.dnn_body``),
+#: in the order of preference among candidates of equal standing: the learner's own layers first.
+BODIES: tuple[bool, ...] = (False, True)
+BODY_NAMES = {False: "own", True: "dnn"}
 #: Inner participant-disjoint folds of an outer fold's training participants over which each λ is validated (pooled).
 SELECTION_FOLDS = 4
 _METHOD_INDEX = {m: i for i, m in enumerate(METHODS + (REFERENCE_METHOD,))}
@@ -113,6 +121,10 @@ class AgeProtocolSettings:
     margins: dict[str, float] = field(default_factory=lambda: dict(MARGINS))
     reference: bool = True  # add fairlearn's AdversarialFairnessClassifier when it is importable
     select_lambda: bool = True  # choose λ per learner and outer fold by nested validation (else learner.lam)
+    # with select_lambda, also choose the learner's body per learner and outer fold by the same validation: its own
+    # layers or the DNN's (LearnerSettings.dnn_body), :data:`BODIES` × lambda_grid (issue 27, round 10); False:
+    # learner.dnn_body
+    select_body: bool = False
     lambda_grid: tuple[float, ...] = LAMBDA_GRID
     leakage_target: float = LEAKAGE_TARGET
     test: str = "corrected"  # TESTS: the comparison against the DNN ("plain": the anti-conservative paired t)
@@ -350,23 +362,35 @@ def best_r2(predictions: dict[str, np.ndarray], age) -> float | None:
     return max(values) if values else None
 
 
-def choose_lambda(points: list[dict], target: float, n_validation: int | None = None) -> tuple[float, bool]:
-    """(λ, reached) from validation points ``{"lambda", "accuracy", "leakage_r2"}``: among the λ whose probe R² is
-    at most ``target``, the one with the least accuracy cost — by the one-standard-error rule when the number of
-    validation rows ``n_validation`` is given: the smallest λ whose accuracy is within one binomial standard error
-    √(a(1 − a)/n) of the best accuracy a among them (even pooled over an outer fold's ~130 training participants,
-    accuracy differences of a few points are noise, and a larger λ than needed costs accuracy on new data: measured
-    in docs/methods.md §3); without it the most accurate (ties: the smaller λ). When none reaches the target, the λ
-    with the lowest probe R² (ties: the higher accuracy), and ``reached`` False."""
+def choose_point(points: list[dict], target: float, n_validation: int | None = None) -> tuple[dict, bool]:
+    """(point, reached) from validation points ``{"lambda", "accuracy", "leakage_r2"}`` (optionally ``"dnn_body"``,
+    the learner's body, :data:`BODIES`): among the points whose probe R² is at most ``target``, the one with the
+    least accuracy cost — by the one-standard-error rule when the number of validation rows ``n_validation`` is
+    given: the points whose accuracy is within one binomial standard error √(a(1 − a)/n) of the best accuracy a among
+    them (even pooled over an outer fold's ~130 training participants, accuracy differences of a few points are
+    noise, and a larger λ than needed costs accuracy on new data: measured in docs/methods.md §3), and of these the
+    learner's own body before the DNN's (the DNN's body is taken only when the own body is worse by more than the
+    noise; issue 27, round 10), then the smallest λ; without ``n_validation`` the most accurate (ties: the own body,
+    the smaller λ). When none reaches the target, the point with the lowest probe R² (ties: the higher accuracy,
+    the own body, the smaller λ), and ``reached`` False."""
+    def body(p):
+        return bool(p.get("dnn_body", False))
+
     ok = [p for p in points if p["leakage_r2"] is not None and p["leakage_r2"] <= target]
     if ok:
         best = max(p["accuracy"] for p in ok)
         se = math.sqrt(best * (1 - best) / n_validation) if n_validation else 0.0
-        return min(p["lambda"] for p in ok if p["accuracy"] >= best - se - 1e-12), True
+        return min((p for p in ok if p["accuracy"] >= best - se - 1e-12), key=lambda p: (body(p), p["lambda"])), True
     scored = [p for p in points if p["leakage_r2"] is not None] or points
     best = min(scored, key=lambda p: (p["leakage_r2"] if p["leakage_r2"] is not None else 0.0, -p["accuracy"],
-                                      p["lambda"]))
-    return best["lambda"], False
+                                      body(p), p["lambda"]))
+    return best, False
+
+
+def choose_lambda(points: list[dict], target: float, n_validation: int | None = None) -> tuple[float, bool]:
+    """(λ, reached) of :func:`choose_point` (the same rule)."""
+    point, reached = choose_point(points, target, n_validation)
+    return point["lambda"], reached
 
 
 def _inner_seeds(seed: int, j: int) -> tuple[int, int]:
@@ -377,7 +401,8 @@ def _inner_seeds(seed: int, j: int) -> tuple[int, int]:
 
 def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings, seed: int,
                   rep: Reporter) -> dict:
-    """Nested participant-grouped cross-validation of λ for one learner on one outer fold's training rows.
+    """Nested participant-grouped cross-validation of λ (with ``settings.select_body`` also of the learner's body,
+    :data:`BODIES` × the grid, on the same inner splits and seeds) for one learner on one outer fold's training rows.
 
     The training participants are split into ``SELECTION_FOLDS`` participant-disjoint inner folds
     (``StratifiedGroupKFold``); at every λ of ``settings.lambda_grid`` the learner is fitted on each inner fold's
@@ -389,17 +414,19 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
     λ = 0.3 reached the target (docs/methods.md §3). The outer fold's held-out rows are never used. Inner fold j's
     fit and probe seeds are the same at every λ (:func:`_inner_seeds`)."""
     inner = group_folds(groups, y, SELECTION_FOLDS, 1, seed)
-    grid = settings.lambda_grid
+    bodies = BODIES if settings.select_body else (bool(settings.learner.dnn_body),)
+    candidates = [(b, lam) for b in bodies for lam in settings.lambda_grid]
     points = []
-    steps = len(grid) * len(inner)
-    for i, lam in enumerate(grid):
-        learner = replace(settings.learner, lam=float(lam))
+    steps = len(candidates) * len(inner)
+    for i, (body, lam) in enumerate(candidates):
+        learner = replace(settings.learner, lam=float(lam), dnn_body=body)
         correct, beyond, ages = [], [], []
         pred: dict[str, dict[str, list]] = {"age": {}, "beyond_label": {}}
         for j, sp in enumerate(inner):
             tr, va = sp.train, sp.test
             sub = rep.sub((i * len(inner) + j) / steps, (i * len(inner) + j + 1) / steps)
-            sub(0.0, f"{method}: validating λ = {lam:g} ({j + 1}/{len(inner)})")
+            sub(0.0, f"{method}: validating λ = {lam:g}{', the DNN body' if body and settings.select_body else ''} "
+                     f"({j + 1}/{len(inner)})")
             fit_seed, probe_seed = _inner_seeds(seed, j)
             fitted = fit_method(method, X[tr], y[tr], age[tr], learner, seed=fit_seed, progress=sub,
                                 cancel=rep.cancel)
@@ -412,11 +439,12 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
                 for probe, p in by_probe.items():
                     pred[target].setdefault(probe, []).append(p)
         pooled = {t: {probe: np.concatenate(v) for probe, v in by.items()} for t, by in pred.items()}
-        points.append({"lambda": float(lam), "accuracy": float(np.mean(np.concatenate(correct))),
+        points.append({"lambda": float(lam), "dnn_body": body, "accuracy": float(np.mean(np.concatenate(correct))),
                        "leakage_r2": best_r2(pooled["beyond_label"], np.concatenate(beyond)),
                        "age_r2": best_r2(pooled["age"], np.concatenate(ages))})
-    lam, reached = choose_lambda(points, settings.leakage_target, int(len(y)))
-    return {"lambda": lam, "reached": reached, "points": points, "validation_rows": int(len(y)),
+    point, reached = choose_point(points, settings.leakage_target, int(len(y)))
+    return {"lambda": point["lambda"], "dnn_body": point["dnn_body"], "body": BODY_NAMES[point["dnn_body"]],
+            "reached": reached, "points": points, "validation_rows": int(len(y)),
             "validation_participants": int(len(pd.unique(groups))), "inner_folds": len(inner)}
 
 
@@ -474,12 +502,13 @@ def _held_out(fitted, sp: FoldSplit, data: dict, probe_seed: int) -> tuple[dict,
     return fold_metrics(y[sp.test], (score >= THRESHOLD).astype(int), age[sp.test]), probes, score
 
 
-def fit_seed(settings: AgeProtocolSettings, sp: FoldSplit, method: str) -> int:
+def fit_seed(settings: AgeProtocolSettings, sp: FoldSplit, method: str, dnn_body: bool | None = None) -> int:
     """The seed of ``method``'s final fit on split ``sp``: (seed, repeat, fold, method). With
     ``settings.learner.dnn_body`` the learners take the DNN's, so a learner starts from the DNN's initial weights and
     sees its minibatches (common random numbers): its per-fold accuracy difference against the DNN is what its
-    adversary does, not the noise of two independent training runs (issue 27, rounds 6 and 9)."""
-    shared = settings.learner.dnn_body and method in LEARNERS
+    adversary does, not the noise of two independent training runs (issue 27, rounds 6 and 9). ``dnn_body``: the
+    body chosen for this fit (``select_body``), else the settings'."""
+    shared = (settings.learner.dnn_body if dnn_body is None else dnn_body) and method in LEARNERS
     return _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[BASELINE if shared else method])
 
 
@@ -496,9 +525,10 @@ def cv_unit(item: tuple, shared: tuple, rep: Reporter) -> dict:
     if m in LEARNERS and settings.select_lambda:
         choice = select_lambda(m, X[sp.train], y[sp.train], age[sp.train], groups[sp.train], settings,
                                _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[m], 2000), rep.sub(0.0, share))
-        learner = replace(learner, lam=choice["lambda"])
+        learner = replace(learner, lam=choice["lambda"], dnn_body=choice["dnn_body"])
     rep = rep.sub(share, 1.0)
-    fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner, seed=fit_seed(settings, sp, m),
+    fitted = fit_method(m, X[sp.train], y[sp.train], age[sp.train], learner,
+                        seed=fit_seed(settings, sp, m, learner.dnn_body),
                         progress=rep.sub(0.0, 0.9), cancel=rep.cancel)
     probe_seed = _seed(settings.seed, sp.repeat, sp.fold, 1000)
     metrics, probes, score = _held_out(fitted, sp, data, probe_seed)
@@ -526,7 +556,9 @@ def _cross_validate(data: dict, methods: tuple[str, ...], settings: AgeProtocolS
     selections: dict[str, list] = {m: [] for m in methods if m in LEARNERS and settings.select_lambda}
     preds, hashes = [], {}
     # a learner whose λ is chosen costs (grid × inner folds + 1) fits of one
-    weight = {m: 1 + len(settings.lambda_grid) * SELECTION_FOLDS * 0.75 if m in selections else 1 for m in methods}
+    n_bodies = len(BODIES) if settings.select_body else 1
+    weight = {m: 1 + n_bodies * len(settings.lambda_grid) * SELECTION_FOLDS * 0.75 if m in selections else 1
+              for m in methods}
     items = [(sp, m, weight[m]) for sp in splits for m in methods]
     with open_executor(executor) as ex:
         done = ex.map(cv_unit, items, rep, lambda it: f"repeat {it[0].repeat + 1}, fold {it[0].fold + 1}/"
@@ -665,6 +697,9 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
             entry["lambda_selection"] = {"target": settings.leakage_target, "grid": list(settings.lambda_grid),
                                          "reached_in_folds": int(sum(c["reached"] for c in chosen)),
                                          "folds": chosen}
+            if settings.select_body:  # which body each fold took (issue 27, round 10)
+                entry["lambda_selection"]["bodies"] = [BODY_NAMES[b] for b in BODIES]
+                entry["lambda_selection"]["dnn_body_in_folds"] = int(sum(c["dnn_body"] for c in chosen))
         doc_methods[m] = entry
     if tests:
         p = np.array([np.nan if doc_methods[m]["t_test"][k]["p"] is None else doc_methods[m]["t_test"][k]["p"]
@@ -698,7 +733,10 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
                              f"{SELECTION_FOLDS} inner folds of the training participants, accuracy and probe R² pooled "
                              "over them): among the λ whose probe R² beyond the "
                              "label ≤ the target, the smallest within one standard error of the best accuracy, else "
-                             "the λ with the lowest R²") if settings.select_lambda
+                             "the λ with the lowest R²" + (
+                                 "; the body too: every (body, λ) of {own layers, the DNN's layers} × the grid "
+                                 "validated alike, the own layers taken when within one standard error of the best "
+                                 "accuracy, else the DNN's" if settings.select_body else "")) if settings.select_lambda
         else "fixed",
     }
     from fairdesk.core.models.age_independent import resolve_device

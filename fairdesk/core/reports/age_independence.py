@@ -49,6 +49,8 @@ LOSSES = [
 ]
 #: the simple learner's networks with ``LearnerSettings.dnn_body`` (issue 27, round 9)
 DNN_BODY_NETWORKS = "I: the DNN's x→64→32→z (ReLU); C: the DNN's batch norm, z→2; A: standardised [z, label]→16→1"
+#: how the chosen body of a fold is named in the words (``lambda_selection.folds[].body``; issue 27, round 10)
+BODY_WORDS = {"own": "own layers", "dnn": "DNN's layers"}
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 FRONTIER_COLUMNS = ["method", "label", "role", "lambda", "accuracy", "delta_eo_5", "leakage_r2"]
 TABLE2_TESTS = {"corrected": "corrected resampled t-tests", "plain": "plain paired t-tests (anti-conservative)"}
@@ -133,13 +135,25 @@ def lambda_words(s: dict) -> str:
                if "pooled" in str(s.get("lambda_selection")) else "nested participant-disjoint validation")
         return (f"λ chosen per learner and fold from {{{grid}}} by {how} to reach "
                 f"a probe R² ≤ {num(s.get('leakage_target')):g} for the age beyond the label at the least accuracy cost (the "
-                f"smallest such λ within one standard error of the best validation accuracy), K = {L['k_adv']}")
+                f"smallest such λ within one standard error of the best validation accuracy){_body_choice_words(s)}, "
+                f"K = {L['k_adv']}")
     return f"λ = {num(L['lam']):g}, K = {L['k_adv']}"
 
 
+def _body_choice_words(s: dict) -> str:
+    """With ``select_body`` (issue 27, round 10): how the learner's body was chosen alongside λ."""
+    if not s.get("select_body"):
+        return ""
+    return ("; the learner's body chosen the same way from its own layers and the DNN's (the DNN's hidden and output "
+            "layers, fitted with the DNN's seed of the fold): every (body, λ) validated alike, its own layers kept "
+            "unless only the DNN's reach the target within one standard error of the best validation accuracy")
+
+
 def _chosen(e: dict) -> str:
+    """The λ chosen per fold ("0.3, 1, 0.3"); with the body chosen too, each with its body ("0.3 (DNN's layers)")."""
     sel = e.get("lambda_selection") or {}
-    return ", ".join(f"{num(c['lambda']):g}" for c in sel.get("folds") or [])
+    return ", ".join(f"{num(c['lambda']):g}" + (f" ({BODY_WORDS[c['body']]})" if c.get("body") and
+                                                  "bodies" in sel else "") for c in sel.get("folds") or [])
 
 
 def beyond_label_r2(leak: dict | None) -> float | None:
@@ -178,6 +192,11 @@ def age_left_words(doc: dict, m: str) -> str | None:
     target = num(e["age_independence"].get("target"))
     sel = e.get("lambda_selection")
     chosen = f" (λ chosen per fold: {_chosen(e)})" if sel else ""
+    if sel and "bodies" in sel:  # the body chosen with λ (issue 27, round 10): which, and why
+        chosen = (f" (λ and body chosen per fold: {_chosen(e)}; the DNN's layers in "
+                  f"{int(sel.get('dnn_body_in_folds', 0))} of {len(sel.get('folds') or [])} folds: taken where in validation "
+                  "the learner's own layers reached the target less accurately by more than one standard error, or "
+                  "held more age when no candidate reached it)")
     if verdict == "age-independent":
         return (f"{_label(doc, m)} removes age by the probe: held-out {_age_r2_words(leak)}, ≤ the target "
                 f"{target:g}{chosen}.")
@@ -274,10 +293,15 @@ def _decay_words(learner: dict) -> str:
             "predicting networks (I, C) alike" if wd else ", no weight decay")
 
 
-def _networks_words(learner: dict) -> str:
+def _networks_words(learner: dict, select_body: bool = False) -> str:
     """The learners' interpreter and classifier: their own, or the DNN's layers fitted with the DNN's seed
-    (``dnn_body``; documents stored before it existed used their own)."""
+    (``dnn_body``; documents stored before it existed used their own), or per fold one of the two (``select_body``)."""
     hidden = '-'.join(map(str, learner['hidden']))
+    if select_body:
+        return ("per learner and fold one of two bodies, chosen with λ (below): its own interpreter I: x → z (hidden "
+                f"{hidden}, z of dimension {learner['z_dim']}) and classifier C, or the DNN's hidden layers as I and "
+                "its output layer as C, fitted with the DNN's seed of the fold (the adversary then reads its input "
+                f"standardised); adversary A (hidden {learner['head_hidden']})")
     if learner.get("dnn_body"):
         return (f"interpreter I: x → z = the DNN's hidden layers (hidden {hidden}, z the post-ReLU layer of "
                 f"dimension {learner['z_dim']}), classifier C = the DNN's output layer (batch norm, z → 2), each "
@@ -293,7 +317,8 @@ def _methods_blocks(doc: dict) -> list:
     L = s["learner"]
     run = s.get("methods_run") or list(doc["methods"])
     blocks = [Paragraph(
-        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): {_networks_words(L)}; batch norm "
+        f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): "
+        f"{_networks_words(L, bool(s.get('select_lambda') and s.get('select_body')))}; batch norm "
         f"before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
         f"minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
