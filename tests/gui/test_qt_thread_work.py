@@ -450,3 +450,37 @@ def test_the_view_threads_read_waits_while_the_qt_thread_fills_a_slice(make_wind
     assert measured["still_reading"], "the read ended before the slice: make the document longer"
     assert measured["view_cpu"] < 0.03, f"the view thread ran {measured['view_cpu'] * 1000:.0f} ms beside the slice"
     assert job.result == 300_000
+
+
+def _pooled_threads() -> list[str]:
+    """The process's threads that Qt's thread pools started (Linux names them ``Thread (pooled)``)."""
+    from pathlib import Path
+
+    names = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:  # (a thread that ended meanwhile)
+            pass
+    return [n for n in names if n.startswith("Thread (pooled")]
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/task"), reason="reads the threads from Linux's /proc")
+def test_painting_the_window_hands_no_fill_to_a_thread_pool(make_window):
+    """Round 15: Qt's raster engine splits every fill of 96 or more pixel rows (a tab frame, a scroll bar's groove,
+    a page's background) over its GUI thread pool and blocks the Qt thread until the pool's threads ran — on two
+    CPUs shared with other work the Qt thread waited for them. The GUI keeps fills on the Qt thread: painting the
+    window at 1920×1080, every page shown, starts no pooled thread (before: two, at the window's first paint)."""
+    from PySide6.QtWidgets import QApplication, QTabWidget
+
+    window = make_window()
+    window.resize(1920, 1080)
+    for ti in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(ti)
+        pages = window.tabs.widget(ti)
+        for pi in range(pages.count() if isinstance(pages, QTabWidget) else 1):
+            if isinstance(pages, QTabWidget):
+                pages.setCurrentIndex(pi)
+            window.repaint()
+            QApplication.processEvents()
+    assert _pooled_threads() == []
