@@ -484,3 +484,40 @@ def test_painting_the_window_hands_no_fill_to_a_thread_pool(make_window):
             window.repaint()
             QApplication.processEvents()
     assert _pooled_threads() == []
+
+
+def test_a_page_brought_back_to_the_front_repaints_the_tabs_around_it_once(make_window):
+    """Round 15: Qt's ``QTabWidget`` repaints everything it holds at every layout request, and the layout requests
+    of a page brought to the front climb to the window, so the main tabs and the Audit tab were painted in full in
+    three or four passes each time the Group gaps page came back (its whole form and results once more each time).
+    With the window's ``TabRepaintGate`` the tab widgets still place their tab bars and pages and pass their size
+    hints up, but repaint only when those places changed: each is painted in the page's first pass only."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    window = make_window()
+    window.resize(1366, 768)
+    tab, other = window.audit_tab, window.slices_page if hasattr(window, "slices_page") else None
+    pages = window.pages["audit"]
+    other = other or next(pages.widget(i) for i in range(pages.count()) if pages.widget(i) is not tab)
+
+    def settle():
+        for _ in range(30):
+            QApplication.processEvents()
+
+    window.show_page(other)
+    settle()
+    painted = {"main": 0, "audit": 0}
+
+    class Count(QObject):
+        def eventFilter(self, obj, event):  # noqa: N802 - Qt override
+            if event.type() == QEvent.Type.Paint:
+                painted["main" if obj is window.tabs else "audit"] += 1
+            return False
+
+    counter = Count()
+    window.tabs.installEventFilter(counter)
+    pages.installEventFilter(counter)
+    window.show_page(tab)
+    settle()
+    assert painted == {"main": 1, "audit": 1}
