@@ -12,8 +12,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QTabWidget, QVBoxLayout,
-                               QWidget)
+                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 PROGRESS_STEPS = 1000  # the progress bars run 0..1000; job progress comes as a fraction 0..1
 NOTE_STYLE = "color: palette(mid);"
@@ -353,7 +353,7 @@ class TabRepaintGate(QObject):
     everything it holds (``setUpLayout`` ends in ``update()``), and ``QLayout::activate`` ends in
     ``updateGeometry()``, so one layout request deep in a page climbs to the window and each tab widget on the way
     (a page's result tabs, the Audit tab, the main tabs) repaints its whole area: a page brought back to the front
-    was painted twice in its first pass and twice more after it (round 15). The gate lets the tab widget handle the
+    repainted the Audit tab and the main tabs in full three times (round 15). The gate lets the tab widget handle the
     request as before — its tab bar and pages placed, its size hints passed up — with its own repaint held, and
     repaints it when the places of its tab bar, its pages or its corner widgets changed (a child that moved or
     changed size repaints itself as before)."""
