@@ -29,6 +29,7 @@ from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.project import SUFFIX, Project
 from fairdesk.gui.settings import Settings
+from fairdesk.gui.widgets.panel_parts import gate_tab_repaints
 from fairdesk.core.progress import Foreground, set_yield_hook
 from fairdesk.jobs.engine import Job, JobState
 from fairdesk.jobs.qt_bridge import JobRunner
@@ -478,6 +479,8 @@ class MainWindow(QMainWindow):
             self._add_page(key, title, resolve(ref)(self), attr, after=after)
         self.setCentralWidget(self.tabs)
         self.tabs.currentChanged.connect(self._refresh_visible)
+        # a layout request that changes nothing of a tab widget's own no longer repaints all it holds (round 15)
+        self.tab_gate = gate_tab_repaints(self)
 
         self.jobs_panel = JobsPanel(self.runner, self)
         self.jobs_dock = QDockWidget("Jobs", self)

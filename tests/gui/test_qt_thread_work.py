@@ -450,3 +450,74 @@ def test_the_view_threads_read_waits_while_the_qt_thread_fills_a_slice(make_wind
     assert measured["still_reading"], "the read ended before the slice: make the document longer"
     assert measured["view_cpu"] < 0.03, f"the view thread ran {measured['view_cpu'] * 1000:.0f} ms beside the slice"
     assert job.result == 300_000
+
+
+def _pooled_threads() -> list[str]:
+    """The process's threads that Qt's thread pools started (Linux names them ``Thread (pooled)``)."""
+    from pathlib import Path
+
+    names = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:  # (a thread that ended meanwhile)
+            pass
+    return [n for n in names if n.startswith("Thread (pooled")]
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/task"), reason="reads the threads from Linux's /proc")
+def test_painting_the_window_hands_no_fill_to_a_thread_pool(make_window):
+    """Round 15: Qt's raster engine splits every fill of 96 or more pixel rows (a tab frame, a scroll bar's groove,
+    a page's background) over its GUI thread pool and blocks the Qt thread until the pool's threads ran — on two
+    CPUs shared with other work the Qt thread waited for them. The GUI keeps fills on the Qt thread: painting the
+    window at 1920×1080, every page shown, starts no pooled thread (before: two, at the window's first paint)."""
+    from PySide6.QtWidgets import QApplication, QTabWidget
+
+    window = make_window()
+    window.resize(1920, 1080)
+    for ti in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(ti)
+        pages = window.tabs.widget(ti)
+        for pi in range(pages.count() if isinstance(pages, QTabWidget) else 1):
+            if isinstance(pages, QTabWidget):
+                pages.setCurrentIndex(pi)
+            window.repaint()
+            QApplication.processEvents()
+    assert _pooled_threads() == []
+
+
+def test_a_page_brought_back_to_the_front_repaints_the_tabs_around_it_once(make_window):
+    """Round 15: Qt's ``QTabWidget`` repaints everything it holds at every layout request, and the layout requests
+    of a page brought to the front climb to the window, so the main tabs and the Audit tab were painted in full in
+    three or four passes each time the Group gaps page came back (its whole form and results once more each time).
+    With the window's ``TabRepaintGate`` the tab widgets still place their tab bars and pages and pass their size
+    hints up, but repaint only when those places changed: each is painted in the page's first pass only."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    window = make_window()
+    window.resize(1366, 768)
+    tab, other = window.audit_tab, window.slices_page if hasattr(window, "slices_page") else None
+    pages = window.pages["audit"]
+    other = other or next(pages.widget(i) for i in range(pages.count()) if pages.widget(i) is not tab)
+
+    def settle():
+        for _ in range(30):
+            QApplication.processEvents()
+
+    window.show_page(other)
+    settle()
+    painted = {"main": 0, "audit": 0}
+
+    class Count(QObject):
+        def eventFilter(self, obj, event):  # noqa: N802 - Qt override
+            if event.type() == QEvent.Type.Paint:
+                painted["main" if obj is window.tabs else "audit"] += 1
+            return False
+
+    counter = Count()
+    window.tabs.installEventFilter(counter)
+    pages.installEventFilter(counter)
+    window.show_page(tab)
+    settle()
+    assert painted == {"main": 1, "audit": 1}

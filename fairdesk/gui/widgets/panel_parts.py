@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtCore import QEvent, QObject, QSize, Qt
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
+                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 PROGRESS_STEPS = 1000  # the progress bars run 0..1000; job progress comes as a fraction 0..1
 NOTE_STYLE = "color: palette(mid);"
@@ -343,6 +344,44 @@ def split_page(page: QWidget, left: QWidget, right: QWidget, sizes: list[int],
     split.setSizes(sizes)
     QVBoxLayout(page).addWidget(split)
     return split
+
+
+class TabRepaintGate(QObject):
+    """Keeps a ``QTabWidget`` from repainting its whole area when a layout request changes nothing of its own.
+
+    Qt's ``QTabWidget`` answers every ``LayoutRequest`` by placing its tab bar and pages again and then repainting
+    everything it holds (``setUpLayout`` ends in ``update()``), and ``QLayout::activate`` ends in
+    ``updateGeometry()``, so one layout request deep in a page climbs to the window and each tab widget on the way
+    (a page's result tabs, the Audit tab, the main tabs) repaints its whole area: a page brought back to the front
+    repainted the Audit tab and the main tabs in full three times (round 15). The gate lets the tab widget handle the
+    request as before — its tab bar and pages placed, its size hints passed up — with its own repaint held, and
+    repaints it when the places of its tab bar, its pages or its corner widgets changed (a child that moved or
+    changed size repaints itself as before)."""
+
+    def _places(self, tabs: QTabWidget) -> tuple:
+        return tuple((w.geometry().getRect(), w.isVisible()) for w in tabs.children() if isinstance(w, QWidget))
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        if event.type() != QEvent.Type.LayoutRequest or not isinstance(obj, QTabWidget) or not obj.updatesEnabled():
+            return False
+        before = self._places(obj)
+        obj.setAttribute(Qt.WidgetAttribute.WA_UpdatesDisabled, True)  # (its own update() only; children are not)
+        try:
+            QTabWidget.event(obj, event)
+        finally:
+            obj.setAttribute(Qt.WidgetAttribute.WA_UpdatesDisabled, False)
+        if self._places(obj) != before:
+            obj.update()
+        return True
+
+
+def gate_tab_repaints(root: QWidget) -> TabRepaintGate:
+    """Install a :class:`TabRepaintGate` on every ``QTabWidget`` under ``root`` (the main window, once its pages are
+    built); returns it."""
+    gate = TabRepaintGate(root)
+    for tabs in root.findChildren(QTabWidget):
+        tabs.installEventFilter(gate)
+    return gate
 
 
 # ---- jobs ------------------------------------------------------------------------------------------------------
