@@ -6,12 +6,13 @@ INI file directly.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QEvent, QSettings
+from PySide6.QtCore import QByteArray, QCoreApplication, QEvent, QSettings
 
 from fairdesk import paths
 
@@ -36,26 +37,91 @@ class _WrittenByTheWriter(QSettings):
         return super().event(event)
 
 
-_TO_WRITE: queue.SimpleQueue[str] = queue.SimpleQueue()
+_TO_WRITE: queue.SimpleQueue = queue.SimpleQueue()  # paths to write; a threading.Event: "set me when done"
 _WRITER: list[threading.Thread] = []
 _WRITER_LOCK = threading.Lock()
+_AT_EXIT: list[bool] = []  # set once the interpreter's exit has flushed the writer: later writes are made at once
 
 
 def write_soon(path: Path) -> None:
     """Have the settings file ``path`` written, with every value set in the process, by the settings writer thread
     (started on first use): a new ``QSettings`` of the file there writes what the others set (Qt shares the values
-    of a file between the ``QSettings`` of a process, and releases the interpreter lock while it writes)."""
+    of a file between the ``QSettings`` of a process, and releases the interpreter lock while it writes).
+
+    Nothing set is lost when the process ends: the writer is a daemon thread (it never holds the process up), so
+    :func:`flush` waits for it to write everything asked of it, at the interpreter's exit (``atexit``: a normal
+    end, ``sys.exit``, an uncaught exception) and when the Qt application is about to quit (``aboutToQuit``: the
+    first thing of a quit, before ``exec`` returns). A value set after the exit's flush is written at once."""
+    if _AT_EXIT:
+        _write(str(path))
+        return
     with _WRITER_LOCK:
         if not _WRITER or not _WRITER[0].is_alive():
             _WRITER[:] = [threading.Thread(target=_write_loop, name="fairdesk-settings-writer", daemon=True)]
             _WRITER[0].start()
+        _flush_on_quit()
     _TO_WRITE.put(str(path))
+
+
+def flush() -> None:
+    """Return once every write asked of the writer thread so far is made (made here when there is no writer)."""
+    done = threading.Event()
+    _TO_WRITE.put(done)
+    with _WRITER_LOCK:
+        writer = _WRITER[0] if _WRITER else None
+    while not done.is_set():
+        if writer is None or not writer.is_alive():  # (no writer, or it ended): write what is left here
+            _write_queued()
+        done.wait(0.05)
+
+
+def _flush_at_exit() -> None:
+    _AT_EXIT.append(True)
+    flush()
+
+
+atexit.register(_flush_at_exit)  # runs before daemon threads are frozen: the writer can still finish
+
+
+def _flush_on_quit() -> None:
+    """Connect :func:`flush` to the running Qt application's ``aboutToQuit`` (once per application)."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # (the application's thread connects it: FairDesk's Qt thread is the main thread)
+    app = QCoreApplication.instance()
+    if app is not None and not app.property(_FLUSH_CONNECTED):
+        app.aboutToQuit.connect(flush)
+        app.setProperty(_FLUSH_CONNECTED, True)
+
+
+_FLUSH_CONNECTED = "fairdesk-settings-flush-on-quit"
 
 
 def _write_loop() -> None:
     while True:
-        path = _TO_WRITE.get()
-        _write(path)
+        _write_queued(block=True)
+
+
+def _write_queued(block: bool = False) -> None:
+    """Write every file queued, each once however often it was asked for (one write holds every value set
+    before it), then set the events queued with them."""
+    paths: dict[str, None] = {}
+    events: list[threading.Event] = []
+    try:
+        item = _TO_WRITE.get(block=block)
+        while True:
+            if isinstance(item, threading.Event):
+                events.append(item)
+            else:
+                paths[item] = None
+            item = _TO_WRITE.get_nowait()
+    except queue.Empty:
+        pass
+    try:
+        for path in paths:
+            _write(path)
+    finally:
+        for event in events:
+            event.set()
 
 
 def _write(path: str) -> None:
@@ -84,10 +150,10 @@ class Settings:
 
     def _set(self, key: str, value) -> None:
         """Every ``QSettings`` of this file in the process sees the value at once; the settings writer thread
-        writes the file soon after (:func:`write_soon`), and closing the window writes it too. An explicit
-        ``sync()`` here wrote and fsynced the file on the Qt thread holding the interpreter lock, 10–16 ms each,
-        twice in every project opened (its recent list and folder); Qt's own deferred write did the same in the
-        event loop's next turn."""
+        writes the file soon after (:func:`write_soon`: before the process ends, unless it is killed or ends by
+        ``os._exit``), and closing the window writes it too. An explicit ``sync()`` here wrote and fsynced the file
+        on the Qt thread holding the interpreter lock, 10–16 ms each, twice in every project opened (its recent
+        list and folder); Qt's own deferred write did the same in the event loop's next turn."""
         self._qs.setValue(key, value)
         write_soon(self.path)
 

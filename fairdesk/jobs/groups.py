@@ -98,6 +98,5 @@ def audit_groups(project_path: str | Path, dataset_id: int, plan, *, name: str |
                              model_hashes=model_hashes_for(project, dataset_id), executor=executor)
     result.provenance["dataset"] = info.name
     attrs = ", ".join(list(plan.roles.attributes) + list(plan.roles.continuous_attributes))
-    doc = result.to_dict()  # (checked as it is when stored: the text is not parsed again)
-    return project.add_audit(name or f"Group gaps: {attrs}", "groups", result.to_json(document=doc),
-                             dataset_id=dataset_id, document=doc)
+    # the values, not their text: the project writes the text from them and checks them without parsing it again
+    return project.add_audit(name or f"Group gaps: {attrs}", "groups", result.to_dict(), dataset_id=dataset_id)

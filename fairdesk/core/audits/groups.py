@@ -260,9 +260,8 @@ class GroupAuditResult:
         out["comparisons"] = comparison_counts(self)  # the counts every screen and report tells (read, never stored back)
         return jsonable(out)
 
-    def to_json(self, indent: int | None = 1, document: dict | None = None) -> str:
-        """The stored document's text; ``document``: :meth:`to_dict` of this result when the caller has it."""
-        return json.dumps(self.to_dict() if document is None else document, indent=indent, allow_nan=False)
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: dict) -> "GroupAuditResult":
