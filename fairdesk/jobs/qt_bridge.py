@@ -10,17 +10,27 @@ worker thread calls it and reports back through *queued* signals, so slots alway
 * ``cancel(job_id)`` sets the job's cancel token (a running job stops at its next checkpoint; a pending job is
   marked cancelled at once); ``cancel_all()`` does it for every job; ``shutdown(timeout_ms)`` cancels everything
   and waits for the worker (called from ``MainWindow.closeEvent`` and from test teardown).
+* No exit leaves a worker running (which would abort the process: "QThread: Destroyed while thread … is still
+  running", exit status 134, later exit handlers not run): every live runner is shut down — its jobs cancelled,
+  its worker waited for up to :data:`EXIT_TIMEOUT_MS` — when the Qt application is about to quit
+  (``aboutToQuit``) and at the interpreter's exit (``atexit``: a normal end, ``sys.exit``, an uncaught
+  exception), also when the window that owns it was never closed. A job that ignores its cancel token for longer
+  is not waited for again: the process then still aborts in PySide's teardown (which deletes the QThread), killing
+  the job mid-step — results are written atomically, so nothing is half-stored, but later exit handlers do not run.
+  ``os._exit`` and kills run nothing and are out of scope.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal
 
 from fairdesk.jobs.engine import Job, JobState
 
@@ -29,6 +39,40 @@ log = logging.getLogger(__name__)
 # Runners that could not be stopped within their timeout are kept alive here, so that Python never destroys a
 # QThread that is still running (which would abort the process).
 _ZOMBIES: list["JobRunner"] = []
+#: every runner not shut down yet (see shutdown_all)
+_LIVE: "weakref.WeakSet[JobRunner]" = weakref.WeakSet()
+#: how long an exit waits for each runner's running job to stop after its cancel
+EXIT_TIMEOUT_MS = 10000
+_QUIT_CONNECTED = "fairdesk-jobs-shutdown-on-quit"
+
+
+def shutdown_all(timeout_ms: int | None = None) -> bool:
+    """Shut down every live runner (cancel its jobs, wait for its worker up to ``timeout_ms`` each).
+
+    Connected to ``aboutToQuit`` and registered with ``atexit``: no exit path that runs Python's exit leaves a
+    running QThread for the interpreter's teardown to destroy. Each runner is waited for once (a runner whose job
+    did not stop in time is not waited for again). Returns False if some job did not stop in time."""
+    timeout = EXIT_TIMEOUT_MS if timeout_ms is None else int(timeout_ms)
+    ok = True
+    for runner in list(_LIVE):
+        try:
+            ok = runner.shutdown(timeout) and ok
+        except RuntimeError:  # its Qt object is already deleted (the worker ended with it)
+            continue
+    return ok
+
+
+atexit.register(shutdown_all)  # registered after PySide's own exit handlers, so run before them
+
+
+def _shutdown_on_quit() -> None:
+    """Connect :func:`shutdown_all` to the running Qt application's ``aboutToQuit`` (once per application)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    app = QCoreApplication.instance()
+    if app is not None and not app.property(_QUIT_CONNECTED):
+        app.aboutToQuit.connect(shutdown_all)
+        app.setProperty(_QUIT_CONNECTED, True)
 
 
 class _WorkerThread(QThread):
@@ -77,6 +121,8 @@ class JobRunner(QObject):
         self._min_interval = 1.0 / self.MAX_RATE
         self._thread = _WorkerThread(self)
         self._thread.start()
+        _LIVE.add(self)
+        _shutdown_on_quit()
 
     # ---- public API (GUI thread) ---------------------------------------------------------------------------
     def submit(self, job_or_name: Job | str, fn: Callable[..., Any] | None = None) -> Job:
@@ -151,8 +197,10 @@ class JobRunner(QObject):
             with self._lock:
                 self._lock.notify_all()
         if not self._thread.isRunning():
+            _LIVE.discard(self)
             return True
         stopped = bool(self._thread.wait(int(timeout_ms)))
+        _LIVE.discard(self)  # (a runner that did not stop is kept in _ZOMBIES)
         if not stopped:
             log.warning("a job did not stop within %d ms of being cancelled", timeout_ms)
             if self not in _ZOMBIES:
