@@ -14,7 +14,8 @@ worker thread calls it and reports back through *queued* signals, so slots alway
   running", exit status 134, later exit handlers not run): every live runner is shut down — its jobs cancelled,
   its worker waited for up to :data:`EXIT_TIMEOUT_MS` — when the Qt application is about to quit
   (``aboutToQuit``) and at the interpreter's exit (``atexit``: a normal end, ``sys.exit``, an uncaught
-  exception), also when the window that owns it was never closed. A job that ignores its cancel token for longer
+  exception), also when the window that owns it was never closed; and when the runner's owner is deleted without
+  closing (``destroyed``: cancelled and waited for the same way, without signals). A job that ignores its cancel token for longer
   is not waited for again: the process then still aborts in PySide's teardown (which deletes the QThread), killing
   the job mid-step — results are written atomically, so nothing is half-stored, but later exit handlers do not run.
   ``os._exit`` and kills run nothing and are out of scope.
@@ -123,6 +124,9 @@ class JobRunner(QObject):
         self._thread.start()
         _LIVE.add(self)
         _shutdown_on_quit()
+        # the owner deleted without closing (``deleteLater``, a parent's end): stop the worker too; a plain function
+        # of the runner's state, since the runner's Qt side is going
+        self.destroyed.connect(lambda *_, runner=self: runner._stop_unowned())
 
     # ---- public API (GUI thread) ---------------------------------------------------------------------------
     def submit(self, job_or_name: Job | str, fn: Callable[..., Any] | None = None) -> Job:
@@ -207,6 +211,35 @@ class JobRunner(QObject):
                 _ZOMBIES.append(self)
         return stopped
 
+    def _stop_unowned(self, timeout_ms: int | None = None) -> None:
+        """:meth:`shutdown` without signals, for when the runner's Qt object is being deleted."""
+        if self not in _LIVE:  # already shut down (e.g. at exit, before PySide's teardown deletes everything)
+            return
+        with self._lock:
+            self._closing = True
+            for job in self._queue:
+                job.cancel()
+                job.state, job.error = JobState.CANCELLED, "Cancelled before it started; earlier results are kept."
+            self._queue.clear()
+            if self._current is not None:
+                self._current.cancel()
+            self._lock.notify_all()
+        timeout = EXIT_TIMEOUT_MS if timeout_ms is None else int(timeout_ms)
+        _LIVE.discard(self)
+        try:
+            stopped = self._thread.wait(timeout)
+        except RuntimeError:  # the thread's Qt object is gone already (so it was not running)
+            return
+        if not stopped and self not in _ZOMBIES:
+            log.warning("a job did not stop within %d ms of being cancelled", timeout)
+            _ZOMBIES.append(self)
+
+    def _emit(self, signal, *args) -> None:
+        try:
+            signal.emit(*args)
+        except RuntimeError:  # the runner's Qt object is deleted (its owner went): no one is left to tell
+            pass
+
     @property
     def closing(self) -> bool:
         """True once :meth:`shutdown` was called (``submit`` then refuses new jobs)."""
@@ -230,7 +263,7 @@ class JobRunner(QObject):
     def _run_one(self, job: Job) -> None:
         self._last_emit, self._last_shown = 0.0, None
         job.state = JobState.RUNNING
-        self.started.emit(job)
+        self._emit(self.started, job)
         t0 = time.monotonic()
         log.log(self._log_level, "job %d '%s' started", job.id, job.name)
         try:
@@ -241,7 +274,7 @@ class JobRunner(QObject):
                 self._lock.notify_all()
         log.log(logging.INFO if job.state == JobState.FAILED else self._log_level, "job %d '%s' %s in %.1f s%s",
                 job.id, job.name, job.state.value, time.monotonic() - t0, f": {job.error}" if job.error else "")
-        self.finished.emit(job)
+        self._emit(self.finished, job)
 
     def _on_progress(self, job: Job) -> None:
         now = time.monotonic()
@@ -250,4 +283,4 @@ class JobRunner(QObject):
             if shown == self._last_shown:  # nothing a user could see changed: no repaint
                 return
             self._last_emit, self._last_shown = now, shown
-            self.progress.emit(job.id, float(job.fraction), str(job.message))
+            self._emit(self.progress, job.id, float(job.fraction), str(job.message))

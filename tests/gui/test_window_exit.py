@@ -6,7 +6,9 @@ The window's job runners each own a worker ``QThread`` (``jobs/qt_bridge.py``). 
 ``sys.exit`` — also from a slot —, an uncaught exception) aborted in the interpreter's teardown — "QThread: Destroyed while thread 'fairdesk-job-worker' is still running", exit status 134 — killing a
 running job mid-step and skipping the exit handlers after it. Now every live runner is shut down (jobs cancelled,
 worker waited for) on ``aboutToQuit`` and at ``atexit``. (``QApplication.quit`` then return did not abort: Qt 6's
-quit closes the windows first, so ``closeEvent`` runs; it stays here as a control.)
+quit closes the windows first, so ``closeEvent`` runs; it stays here as a control.) A window deleted without
+closing (``deleteLater``) left its workers running, emitting to a deleted runner ("Signal source has been
+deleted" from the worker): now a runner's ``destroyed`` cancels and waits for its worker.
 
 Each way a Python process ends × (idle worker, a long job running): run in a child process with ``FAIRDESK_HOME``
 in a temporary folder; the exit status is the expected one, nothing says "QThread: Destroyed", an exit handler
@@ -62,7 +64,15 @@ if job == "running":
     window.run_job("long", long_job)
     while not (out / "started").exists():
         time.sleep(0.01)
-if mode == "sys_exit":
+if mode == "deleted":  # the window deleted without closing, the application goes on
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    threads = [window.runner._thread, window.views._thread]
+    window.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    if not any(t.isRunning() for t in threads) and (job == "idle" or (out / "cancelled").exists()):
+        (out / "stopped_on_delete").write_text("1")
+elif mode == "sys_exit":
     sys.exit(3)
 elif mode == "raise":
     raise RuntimeError("an uncaught error")
@@ -77,7 +87,7 @@ elif mode in ("quit", "slot_exit"):
 """
 
 #: each way a process ends with the window open, and its exit status
-MODES = {"return": 0, "sys_exit": 3, "raise": 1, "quit": 0, "slot_exit": 4}
+MODES = {"return": 0, "sys_exit": 3, "raise": 1, "quit": 0, "slot_exit": 4, "deleted": 0}
 
 
 def _run(tmp_path: Path, mode: str, job: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -99,6 +109,9 @@ def test_exit_with_the_window_open(tmp_path, mode, job):
     assert "QThread: Destroyed" not in proc.stderr, proc.stderr[-2000:]
     assert proc.returncode == MODES[mode], proc.stderr[-2000:]
     assert (home / "last_exit_handler_ran").exists(), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr or mode in ("raise", "slot_exit"), proc.stderr[-2000:]
+    if mode == "deleted":
+        assert (home / "stopped_on_delete").exists(), proc.stderr[-2000:]
     if job == "running":
         assert (home / "cancelled").exists() and not (home / "finished").exists(), proc.stderr[-2000:]
         text = (home / "result.txt").read_text()
