@@ -76,6 +76,11 @@ def _shutdown_on_quit() -> None:
         app.setProperty(_QUIT_CONNECTED, True)
 
 
+def _stop_unowned(runner: "JobRunner | None") -> None:
+    if runner is not None:
+        runner._stop_unowned()
+
+
 class _WorkerThread(QThread):
     """Pops jobs from the runner's queue and runs them; emits the runner's signals from this thread."""
 
@@ -126,7 +131,8 @@ class JobRunner(QObject):
         _shutdown_on_quit()
         # the owner deleted without closing (``deleteLater``, a parent's end): stop the worker too; a plain function
         # of the runner's state, since the runner's Qt side is going
-        self.destroyed.connect(lambda *_, runner=self: runner._stop_unowned())
+        # (a weak reference: no cycle keeps the runner alive; a running worker holds it anyway)
+        self.destroyed.connect(lambda *_, ref=weakref.ref(self): _stop_unowned(ref()))
 
     # ---- public API (GUI thread) ---------------------------------------------------------------------------
     def submit(self, job_or_name: Job | str, fn: Callable[..., Any] | None = None) -> Job:
