@@ -37,8 +37,9 @@ from fairdesk.jobs.engine import Job, JobState
 
 log = logging.getLogger(__name__)
 
-# Runners that could not be stopped within their timeout are kept alive here, so that Python never destroys a
-# QThread that is still running (which would abort the process).
+# Runners that could not be stopped within their timeout are kept alive here, so that Python's garbage collector
+# never destroys a QThread that is still running (which would abort the process). At exit PySide's teardown deletes
+# them anyway (see the module docstring: a job that ignores its cancel still aborts the exit).
 _ZOMBIES: list["JobRunner"] = []
 #: every runner not shut down yet (see shutdown_all)
 _LIVE: "weakref.WeakSet[JobRunner]" = weakref.WeakSet()
