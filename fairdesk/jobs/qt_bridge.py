@@ -10,25 +10,76 @@ worker thread calls it and reports back through *queued* signals, so slots alway
 * ``cancel(job_id)`` sets the job's cancel token (a running job stops at its next checkpoint; a pending job is
   marked cancelled at once); ``cancel_all()`` does it for every job; ``shutdown(timeout_ms)`` cancels everything
   and waits for the worker (called from ``MainWindow.closeEvent`` and from test teardown).
+* No exit leaves a worker running (which would abort the process: "QThread: Destroyed while thread … is still
+  running", exit status 134, later exit handlers not run): every live runner is shut down — its jobs cancelled,
+  its worker waited for up to :data:`EXIT_TIMEOUT_MS` — when the Qt application is about to quit
+  (``aboutToQuit``) and at the interpreter's exit (``atexit``: a normal end, ``sys.exit``, an uncaught
+  exception), also when the window that owns it was never closed; and when the runner's owner is deleted without
+  closing (``destroyed``: cancelled and waited for the same way, without signals). A job that ignores its cancel token for longer
+  is not waited for again: the process then still aborts in PySide's teardown (which deletes the QThread), killing
+  the job mid-step — results are written atomically, so nothing is half-stored, but later exit handlers do not run.
+  ``os._exit`` and kills run nothing and are out of scope.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal
 
 from fairdesk.jobs.engine import Job, JobState
 
 log = logging.getLogger(__name__)
 
-# Runners that could not be stopped within their timeout are kept alive here, so that Python never destroys a
-# QThread that is still running (which would abort the process).
+# Runners that could not be stopped within their timeout are kept alive here, so that Python's garbage collector
+# never destroys a QThread that is still running (which would abort the process). At exit PySide's teardown deletes
+# them anyway (see the module docstring: a job that ignores its cancel still aborts the exit).
 _ZOMBIES: list["JobRunner"] = []
+#: every runner not shut down yet (see shutdown_all)
+_LIVE: "weakref.WeakSet[JobRunner]" = weakref.WeakSet()
+#: how long an exit waits for each runner's running job to stop after its cancel
+EXIT_TIMEOUT_MS = 10000
+_QUIT_CONNECTED = "fairdesk-jobs-shutdown-on-quit"
+
+
+def shutdown_all(timeout_ms: int | None = None) -> bool:
+    """Shut down every live runner (cancel its jobs, wait for its worker up to ``timeout_ms`` each).
+
+    Connected to ``aboutToQuit`` and registered with ``atexit``: no exit path that runs Python's exit leaves a
+    running QThread for the interpreter's teardown to destroy. Each runner is waited for once (a runner whose job
+    did not stop in time is not waited for again). Returns False if some job did not stop in time."""
+    timeout = EXIT_TIMEOUT_MS if timeout_ms is None else int(timeout_ms)
+    ok = True
+    for runner in list(_LIVE):
+        try:
+            ok = runner.shutdown(timeout) and ok
+        except RuntimeError:  # its Qt object is already deleted (the worker ended with it)
+            continue
+    return ok
+
+
+atexit.register(shutdown_all)  # registered after PySide's own exit handlers, so run before them
+
+
+def _shutdown_on_quit() -> None:
+    """Connect :func:`shutdown_all` to the running Qt application's ``aboutToQuit`` (once per application)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    app = QCoreApplication.instance()
+    if app is not None and not app.property(_QUIT_CONNECTED):
+        app.aboutToQuit.connect(shutdown_all)
+        app.setProperty(_QUIT_CONNECTED, True)
+
+
+def _stop_unowned(runner: "JobRunner | None") -> None:
+    if runner is not None:
+        runner._stop_unowned()
 
 
 class _WorkerThread(QThread):
@@ -77,6 +128,12 @@ class JobRunner(QObject):
         self._min_interval = 1.0 / self.MAX_RATE
         self._thread = _WorkerThread(self)
         self._thread.start()
+        _LIVE.add(self)
+        _shutdown_on_quit()
+        # the owner deleted without closing (``deleteLater``, a parent's end): stop the worker too; a plain function
+        # of the runner's state, since the runner's Qt side is going
+        # (a weak reference: no cycle keeps the runner alive; a running worker holds it anyway)
+        self.destroyed.connect(lambda *_, ref=weakref.ref(self): _stop_unowned(ref()))
 
     # ---- public API (GUI thread) ---------------------------------------------------------------------------
     def submit(self, job_or_name: Job | str, fn: Callable[..., Any] | None = None) -> Job:
@@ -151,13 +208,44 @@ class JobRunner(QObject):
             with self._lock:
                 self._lock.notify_all()
         if not self._thread.isRunning():
+            _LIVE.discard(self)
             return True
         stopped = bool(self._thread.wait(int(timeout_ms)))
+        _LIVE.discard(self)  # (a runner that did not stop is kept in _ZOMBIES)
         if not stopped:
             log.warning("a job did not stop within %d ms of being cancelled", timeout_ms)
             if self not in _ZOMBIES:
                 _ZOMBIES.append(self)
         return stopped
+
+    def _stop_unowned(self, timeout_ms: int | None = None) -> None:
+        """:meth:`shutdown` without signals, for when the runner's Qt object is being deleted."""
+        if self not in _LIVE:  # already shut down (e.g. at exit, before PySide's teardown deletes everything)
+            return
+        with self._lock:
+            self._closing = True
+            for job in self._queue:
+                job.cancel()
+                job.state, job.error = JobState.CANCELLED, "Cancelled before it started; earlier results are kept."
+            self._queue.clear()
+            if self._current is not None:
+                self._current.cancel()
+            self._lock.notify_all()
+        timeout = EXIT_TIMEOUT_MS if timeout_ms is None else int(timeout_ms)
+        _LIVE.discard(self)
+        try:
+            stopped = self._thread.wait(timeout)
+        except RuntimeError:  # the thread's Qt object is gone already (so it was not running)
+            return
+        if not stopped and self not in _ZOMBIES:
+            log.warning("a job did not stop within %d ms of being cancelled", timeout)
+            _ZOMBIES.append(self)
+
+    def _emit(self, signal, *args) -> None:
+        try:
+            signal.emit(*args)
+        except RuntimeError:  # the runner's Qt object is deleted (its owner went): no one is left to tell
+            pass
 
     @property
     def closing(self) -> bool:
@@ -182,7 +270,7 @@ class JobRunner(QObject):
     def _run_one(self, job: Job) -> None:
         self._last_emit, self._last_shown = 0.0, None
         job.state = JobState.RUNNING
-        self.started.emit(job)
+        self._emit(self.started, job)
         t0 = time.monotonic()
         log.log(self._log_level, "job %d '%s' started", job.id, job.name)
         try:
@@ -193,7 +281,7 @@ class JobRunner(QObject):
                 self._lock.notify_all()
         log.log(logging.INFO if job.state == JobState.FAILED else self._log_level, "job %d '%s' %s in %.1f s%s",
                 job.id, job.name, job.state.value, time.monotonic() - t0, f": {job.error}" if job.error else "")
-        self.finished.emit(job)
+        self._emit(self.finished, job)
 
     def _on_progress(self, job: Job) -> None:
         now = time.monotonic()
@@ -202,4 +290,4 @@ class JobRunner(QObject):
             if shown == self._last_shown:  # nothing a user could see changed: no repaint
                 return
             self._last_emit, self._last_shown = now, shown
-            self.progress.emit(job.id, float(job.fraction), str(job.message))
+            self._emit(self.progress, job.id, float(job.fraction), str(job.message))
