@@ -48,7 +48,7 @@ METHODS = ("dnn", "simple", "entropy")
 
 def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS, lam: float | None = None,
         epochs: int | None = None, weight_decay: float | None = None, dnn_body: bool | None = None,
-        select_body: bool | None = None) -> dict:
+        select_body: bool | None = None, k_adv: int | None = None) -> dict:
     """One cohort through the protocol; ``lam`` fixes λ (else it is chosen per learner and fold); ``epochs`` sets
     the training epochs of every network (the DNN's too; default 40); ``select_body`` chooses the learner's body with
     λ (issue 27, round 10; default: the protocol's)."""
@@ -61,7 +61,8 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
     t0 = time.perf_counter()
     learner = LearnerSettings(**({} if lam is None else {"lam": lam}), **({} if epochs is None else {"epochs": epochs}),
                               **({} if weight_decay is None else {"weight_decay": weight_decay}),
-                              **({} if dnn_body is None else {"dnn_body": dnn_body}))
+                              **({} if dnn_body is None else {"dnn_body": dnn_body}),
+                              **({} if k_adv is None else {"k_adv": k_adv}))
     fixed = {"learner": learner} if lam is None else {"select_lambda": False, "learner": learner}
     if select_body is not None:
         fixed["select_body"] = select_body
@@ -70,7 +71,7 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
     out = {"cohort": name, "rows": len(cohort), "participants": participants, "folds": folds,
            "oracle_age_r2": oracle_age_r2(kw["age_signal"], 100), "age_r2_from_label":
            doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0,
-           "dnn_body": doc["settings"]["learner"]["dnn_body"],
+           "dnn_body": doc["settings"]["learner"]["dnn_body"], "k_adv": doc["settings"]["learner"]["k_adv"],
            "select_body": doc["settings"].get("select_body", False), "methods": {}}
     dnn = doc["methods"]["dnn"]
     for m, e in doc["methods"].items():
@@ -134,6 +135,7 @@ def main(argv=None) -> list[dict]:
                     help="the learners are the DNN plus an adversary (its layers and fit seed; default: the module's)")
     ap.add_argument("--select-body", action=argparse.BooleanOptionalAction, default=None,
                     help="choose the learners' body (own layers or the DNN's) with λ by the nested validation")
+    ap.add_argument("--k-adv", type=int, default=None, help="adversary steps K per minibatch (default: the module's)")
     ap.add_argument("--seeds", default="0", help="comma-separated protocol seeds (folds and training seeds); with "
                                                      "more than one, the cost's mean ± SD over them")
     ap.add_argument("--out", default=None)
@@ -145,7 +147,7 @@ def main(argv=None) -> list[dict]:
         for seed in (int(v) for v in args.seeds.split(",")):
             r = run(name, args.participants, args.folds, seed=seed, methods=args.methods.split(","), lam=args.lam,
                     epochs=args.epochs, weight_decay=args.weight_decay, dnn_body=args.dnn_body,
-                    select_body=args.select_body)
+                    select_body=args.select_body, k_adv=args.k_adv)
             r["seed"] = seed
             r["weight_decay"] = args.weight_decay
             runs.append(r)

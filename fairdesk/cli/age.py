@@ -16,6 +16,7 @@ from fairdesk.core.compute import set_torch_threads
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import DataError
 from fairdesk.core.guard import guard_outputs
+from fairdesk.core.models.age_independent import LearnerSettings  # numpy only; the parser names its K
 
 
 def cmd_data_age_demo(args: argparse.Namespace) -> int:
@@ -51,7 +52,6 @@ def _lambdas(value, option: str = "--frontier") -> tuple[float, ...]:
 def cmd_train_age_independent(args: argparse.Namespace) -> int:
     from fairdesk.cli.outputs import write_json
     from fairdesk.core.export import write_table
-    from fairdesk.core.models.age_independent import LearnerSettings
     from fairdesk.jobs.age import predictions_csv_table, train_age_independent
     from fairdesk.jobs.reports import export_report
 
@@ -67,7 +67,8 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
     if args.lam is not None and (grid or args.leakage_target is not None or args.choose_body):
         raise DataError("--lambda fixes λ; --lambda-grid, --leakage-target and --choose-body choose it: give one or "
                         "the other.")
-    learner = LearnerSettings(lam=1.0 if args.lam is None else args.lam, k_adv=args.k_adv, epochs=args.epochs,
+    k_adv = LearnerSettings.k_adv if args.k_adv is None else args.k_adv
+    learner = LearnerSettings(lam=1.0 if args.lam is None else args.lam, k_adv=k_adv, epochs=args.epochs,
                               device=args.device)
     set_torch_threads(args.threads)
     executor = executor_spec(args)
@@ -145,7 +146,8 @@ def add_age_commands(data, train) -> None:
                      help="also choose each learner's body, its own layers or the DNN's (fitted with the DNN's seed), "
                           "by the same nested validation as λ")
     age.add_argument("--seed", type=int, default=0)
-    age.add_argument("--k-adv", type=int, default=5, help="adversary steps K per minibatch (default 5)")
+    age.add_argument("--k-adv", type=int, default=None,
+                     help=f"adversary steps K per minibatch (default {LearnerSettings.k_adv})")
     age.add_argument("--epochs", type=int, default=40)
     age.add_argument("--device", default="auto", help="auto, cpu or cuda")
     age.add_argument("--test", default="corrected", choices=["corrected", "plain"],

@@ -1,4 +1,6 @@
 """The age-independent learners of 000 (METHODS §3) on tiny nets: losses, signs, update order, splits, cancel."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,13 @@ def _data(n=48, d=9, seed=0):
 def _batch(n=16, d=9):
     X, y, age = _data(n, d)
     return (torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor((age - 70) / 9, dtype=torch.float32))
+
+
+def _in_width(net) -> int:
+    """The width of a network's input: its first linear layer's, or the batch norm's before it (the DNN's body
+    standardises the adversary's input)."""
+    first = net[0]
+    return first.num_features if isinstance(first, torch.nn.BatchNorm1d) else first.in_features
 
 
 def _nets(method, settings=TINY, d=9, seed=0):
@@ -52,10 +61,11 @@ def test_modality_split_is_a_random_partition_of_equal_size():
         ai.modality_split(2, 3, np.random.default_rng(0))
 
 
-def test_consensus_interpreters_read_only_their_modality():
-    nets, split = _nets("consensus")
+@pytest.mark.parametrize("body", [True, False], ids=["dnn-body", "own-layers"])
+def test_consensus_interpreters_read_only_their_modality(body):
+    nets, split = _nets("consensus", replace(TINY, dnn_body=body))
     for m, idx in enumerate(split):
-        assert nets[f"I{m}"][0].in_features == len(idx)
+        assert _in_width(nets[f"I{m}"]) == len(idx)
     x, _, _ = _batch()
     for n in nets.values():
         n.eval()
@@ -65,7 +75,7 @@ def test_consensus_interpreters_read_only_their_modality():
     x2[:, split[1]] += 5.0  # change only modality 1
     _, zs2 = ai.encode("consensus", nets, x2, split)
     assert torch.allclose(zs[0], zs2[0]) and torch.allclose(zs[2], zs2[2]) and not torch.allclose(zs[1], zs2[1])
-    assert nets["C"][0].in_features == 3 * TINY.z_dim  # C reads the concatenation
+    assert _in_width(nets["C"]) == 3 * TINY.z_dim  # C reads the concatenation
 
 
 @pytest.mark.parametrize("method", ["simple", "autoencoder", "consensus", "entropy", "entropy-binary", "entropy-h"])
@@ -181,9 +191,10 @@ def test_entropy_adversary_classifies_equal_frequency_age_groups():
         ai.LearnerSettings(age_bins=1)
 
 
-def test_conditional_adversary_reads_the_label():
-    nets, _ = _nets("simple")
-    assert nets["A"][0].in_features == TINY.z_dim + 1
+@pytest.mark.parametrize("body", [True, False], ids=["dnn-body", "own-layers"])
+def test_conditional_adversary_reads_the_label(body):
+    nets, _ = _nets("simple", replace(TINY, dnn_body=body))
+    assert _in_width(nets["A"]) == TINY.z_dim + 1
     for n in nets.values():
         n.eval()
     x, y, a = _batch()
@@ -194,7 +205,7 @@ def test_conditional_adversary_reads_the_label():
     with pytest.raises(ai.ModelError):
         ai.adversary_terms("simple", nets, [z], a, TINY, None)
     marg = ai.LearnerSettings(**{**TINY.to_dict(), "conditional": False})
-    assert _nets("entropy", marg)[0]["A"][0].in_features == TINY.z_dim
+    assert _in_width(_nets("entropy", marg)[0]["A"]) == TINY.z_dim
 
 
 def test_entropy_term_is_maximised_by_the_interpreter_and_minimised_by_the_adversary():

@@ -30,7 +30,7 @@ from fairdesk.core.escape import html_text
 from fairdesk.core.data.roles import PATIENT_NAMES, first_named, guess_roles, is_binary, is_id_name, is_numeric
 from fairdesk.core.errors import DataError
 from fairdesk.core.kinds import DATASET_KINDS, ReportSettings
-from fairdesk.core.models.age_independent import LEARNERS, METHOD_LABELS, METHODS
+from fairdesk.core.models.age_independent import LEARNERS, METHOD_LABELS, METHODS, LearnerSettings
 from fairdesk.gui.tabs.base import AuditPage, AuditRun
 from fairdesk.gui.widgets.frontier_plot import FrontierPlot
 from fairdesk.gui.widgets.panel_parts import fill_combo, note_label, push_button, size_combos, wrapped_label
@@ -40,7 +40,7 @@ FEATURES = DATASET_KINDS["features"].name
 BASELINE = "dnn"
 NO_COLUMN = "(choose)"
 METHOD_WIDTH = 210  # widest the method column of a result table starts
-DEFAULT_K = 5  # LearnerSettings.k_adv (kept here so the form is built without creating settings)
+DEFAULT_K: int = LearnerSettings.k_adv  # the class attribute is the dataclass field's default: one source for K
 LEAKAGE_TARGET = 0.05  # age_independence.LEAKAGE_TARGET (the audit module loads scikit-learn's helpers lazily)
 
 
@@ -339,8 +339,6 @@ class AgeLearnersPage(AuditPage):
         lambdas = parse_lambdas(self.frontier_edit.text())
         if lambdas and not any(m in LEARNERS for m in methods):
             raise DataError("The frontier varies λ, which only the learners have: check at least one learner.")
-        from fairdesk.core.models.age_independent import LearnerSettings
-
         learner = replace(self.learner_base or LearnerSettings(), k_adv=self.k_spin.value())
         kwargs = dict(methods=methods, folds=self.folds_spin.value(), repeats=self.repeats_spin.value(),
                       lam=None if self.auto_lambda_check.isChecked() else self.lambda_spin.value(),
