@@ -2,6 +2,9 @@
 from dataclasses import replace
 
 import numpy as np
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -420,3 +423,15 @@ def test_at_lambda_0_the_simple_learner_with_the_dnn_body_is_the_dnn():
         other = ai.fit_method(method, X, y, age,
                               ai.LearnerSettings(**{**DNN_SIZED.to_dict(), "lam": lam, "dnn_body": body}), seed=5)
         assert np.abs(other.predict_proba(X) - dnn.predict_proba(X)).max() > 1e-4
+
+
+@hypothesis_settings(max_examples=200, deadline=None, derandomize=True)
+@given(n=st.integers(2, 400), batch_size=st.integers(2, 80), seed=st.integers(0, 2**16))
+def test_minibatches_partition_the_rows_and_none_has_fewer_than_two(n, batch_size, seed):
+    """Every epoch's minibatches hold each training row exactly once and at least two rows each (batch norm), for
+    every number of rows and batch size — before, when n = k·batch_size + 1 the lone last row was merged wrongly:
+    an IndexError with two batches (the command line on a 40-participant demo with 3 folds), and with more a batch
+    lost that epoch and another trained twice."""
+    batches = ai._batches(n, batch_size, np.random.default_rng(seed))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(n))
+    assert all(b.size >= 2 for b in batches)

@@ -577,9 +577,10 @@ def _sklearn_estimator(method: str, seed: int):
 def _batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
     order = rng.permutation(n)
     out = [order[i:i + batch_size] for i in range(0, n, batch_size)]
-    if len(out) > 1 and out[-1].size < 2:  # batch norm needs two rows
-        out[-2] = np.concatenate([out[-2], out.pop()])
-    return out
+    if len(out) > 1 and out[-1].size < 2:  # batch norm needs two rows: the last row joins the batch before it
+        last = out.pop()  # (popped first: ``out[-2] = concatenate([out[-2], out.pop()])`` indexes the list after the
+        out[-1] = np.concatenate([out[-1], last])  # pop — an IndexError with 2 batches, and with more it overwrote
+    return out  # the third-to-last batch, so its rows went untrained that epoch and the second-to-last's trained twice)
 
 
 def _fit_torch(method, Xs, y, age_std, mean, sd, settings, seed, rep) -> FittedMethod:
