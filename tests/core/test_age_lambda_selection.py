@@ -154,7 +154,7 @@ def test_the_body_is_chosen_by_the_same_validation(monkeypatch, table, body):
     """With ``select_body`` every (body, λ) is validated on the same inner folds with the same seeds and the same
     rule picks: the DNN's layers where the learner's own cannot reach the target cheaply (their λ = 3 costs 20
     points), its own layers where they reach it as cheaply; without ``select_body`` only ``learner.dnn_body`` is
-    validated (λ alone, as before; the DNN's layers by default since round 11)."""
+    validated (λ alone, as before; the DNN's layers by default since round 12)."""
     fits = []
     monkeypatch.setattr(ap, "fit_method", _fake_body_fit(fits, table))
     monkeypatch.setattr(ap, "_probes", _ridge_only)
