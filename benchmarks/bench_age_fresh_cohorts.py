@@ -15,12 +15,12 @@ validation, leakage target R² ≤ 0.05 for the age beyond the label; ``--lambda
 accuracy cost against the DNN in points (000: 2–3 points) and whether the issue's targets hold (R² ≤ 0.10, cost ≤ 5
 points, Δ^(5) ≤ the DNN's); and the age R² the label alone carries. ``--participants 200 --folds 3 --lambda 1`` is
 the regression guard ``tests/core/test_age_protocol.py::test_fresh_cohorts_regression_guard``; ``--participants 200
---folds 3 --seeds 0,1,2`` (λ chosen) is ``test_independent_cohort_default_path_guard`` for ``independent``; numbers in
+--folds 3 --seeds 0,1,2,3`` (λ chosen) is ``test_independent_cohort_default_path_guard`` for ``independent``; numbers in
 docs/methods.md §3.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python -m benchmarks.bench_age_fresh_cohorts [--cohort strong|sessions]
         [--folds 5] [--participants 200] [--methods dnn,simple,entropy] [--lambda L] [--epochs E] [--seeds 0,1,2]
-        [--weight-decay W] [--dnn-body] [--select-body] [--out results.json]
+        [--weight-decay W] [--dnn-body] [--select-body] [--k-adv K] [--fresh-data] [--out results.json]
 
 With several ``--seeds`` (each seed draws other folds and other training seeds) it also prints each learner's cost
 and Δ^(5) against the DNN as mean ± SD over the seeds: one run's cost is dominated by the networks its seed drew.
@@ -44,19 +44,31 @@ COHORTS = {
                                  seed=404),
 }
 METHODS = ("dnn", "simple", "entropy")
+#: ``--fresh-data``: the cohort's data are drawn with seed FRESH_DATA[cohort] + the protocol seed, so every seed is a
+#: new draw of the design, not new folds of the one fixed draw (issue 27, round 12: held-back data)
+FRESH_DATA = {"strong": 30_000, "sessions": 40_000, "independent": 10_000, "independent-sessions": 20_000}
+
+
+def cohort_settings(name: str, seed: int = 0, fresh_data: bool = False) -> dict:
+    """``make_age_cohort``'s keywords for a cohort: its fixed draw, or with ``fresh_data`` a draw per protocol seed."""
+    kw = dict(COHORTS[name])
+    if fresh_data:
+        kw["seed"] = FRESH_DATA[name] + seed
+    return kw
 
 
 def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS, lam: float | None = None,
         epochs: int | None = None, weight_decay: float | None = None, dnn_body: bool | None = None,
-        select_body: bool | None = None, k_adv: int | None = None) -> dict:
+        select_body: bool | None = None, k_adv: int | None = None, fresh_data: bool = False) -> dict:
     """One cohort through the protocol; ``lam`` fixes λ (else it is chosen per learner and fold); ``epochs`` sets
     the training epochs of every network (the DNN's too; default 40); ``select_body`` chooses the learner's body with
-    λ (issue 27, round 10; default: the protocol's)."""
+    λ (issue 27, round 10; default: the protocol's); ``fresh_data`` draws the cohort anew for the seed
+    (:func:`cohort_settings`)."""
     from fairdesk.core.audits.age_independence import AgeProtocolSettings, run_age_independence
     from fairdesk.core.models.age_independent import LearnerSettings
     from fairdesk.core.synthetic.age_cohort import make_age_cohort, oracle_age_r2
 
-    kw = COHORTS[name]
+    kw = cohort_settings(name, seed, fresh_data)
     cohort = make_age_cohort(n_participants=participants, n_features=100, **kw)
     t0 = time.perf_counter()
     learner = LearnerSettings(**({} if lam is None else {"lam": lam}), **({} if epochs is None else {"epochs": epochs}),
@@ -72,7 +84,7 @@ def run(name: str, participants: int, folds: int, seed: int = 0, methods=METHODS
            "oracle_age_r2": oracle_age_r2(kw["age_signal"], 100), "age_r2_from_label":
            doc["settings"]["age_r2_from_label"], "seconds": time.perf_counter() - t0,
            "dnn_body": doc["settings"]["learner"]["dnn_body"], "k_adv": doc["settings"]["learner"]["k_adv"],
-           "select_body": doc["settings"].get("select_body", False), "methods": {}}
+           "select_body": doc["settings"].get("select_body", False), "data_seed": kw["seed"], "methods": {}}
     dnn = doc["methods"]["dnn"]
     for m, e in doc["methods"].items():
         row = {"accuracy": e["accuracy"]["mean"], "delta_eo_5": e["delta_eo_5"]["mean"],
@@ -138,6 +150,8 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--k-adv", type=int, default=None, help="adversary steps K per minibatch (default: the module's)")
     ap.add_argument("--seeds", default="0", help="comma-separated protocol seeds (folds and training seeds); with "
                                                      "more than one, the cost's mean ± SD over them")
+    ap.add_argument("--fresh-data", action="store_true",
+                    help="draw each seed's cohort anew (data seed = a per-cohort offset + the seed; default: one draw)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -147,7 +161,7 @@ def main(argv=None) -> list[dict]:
         for seed in (int(v) for v in args.seeds.split(",")):
             r = run(name, args.participants, args.folds, seed=seed, methods=args.methods.split(","), lam=args.lam,
                     epochs=args.epochs, weight_decay=args.weight_decay, dnn_body=args.dnn_body,
-                    select_body=args.select_body, k_adv=args.k_adv)
+                    select_body=args.select_body, k_adv=args.k_adv, fresh_data=args.fresh_data)
             r["seed"] = seed
             r["weight_decay"] = args.weight_decay
             runs.append(r)

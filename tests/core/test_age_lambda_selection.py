@@ -154,7 +154,7 @@ def test_the_body_is_chosen_by_the_same_validation(monkeypatch, table, body):
     """With ``select_body`` every (body, λ) is validated on the same inner folds with the same seeds and the same
     rule picks: the DNN's layers where the learner's own cannot reach the target cheaply (their λ = 3 costs 20
     points), its own layers where they reach it as cheaply; without ``select_body`` only ``learner.dnn_body`` is
-    validated (λ alone, as before)."""
+    validated (λ alone, as before; the DNN's layers by default since round 12)."""
     fits = []
     monkeypatch.setattr(ap, "fit_method", _fake_body_fit(fits, table))
     monkeypatch.setattr(ap, "_probes", _ridge_only)
@@ -171,10 +171,15 @@ def test_the_body_is_chosen_by_the_same_validation(monkeypatch, table, body):
         seeds.setdefault(f["rows"], set()).add(f["seed"])
     assert len(fits) == 6 * ap.SELECTION_FOLDS and len(seeds) == ap.SELECTION_FOLDS
     assert all(len(s) == 1 for s in seeds.values())
-    fits.clear()
-    kept = ap.select_lambda("simple", X, y, age, pid, replace(settings, select_body=False), 7, Reporter())
-    assert {f["body"] for f in fits} == {False} and len(fits) == 3 * ap.SELECTION_FOLDS
-    assert kept["dnn_body"] is False and kept["lambda"] == (3.0 if body else 0.3)
+    from fairdesk.core.models.age_independent import LearnerSettings
+
+    for fixed in (False, True):  # without select_body: the learner's own body only (the DNN's layers by default)
+        fits.clear()
+        kept = ap.select_lambda("simple", X, y, age, pid, replace(
+            settings, select_body=False, learner=LearnerSettings(dnn_body=fixed)), 7, Reporter())
+        assert {f["body"] for f in fits} == {fixed} and len(fits) == 3 * ap.SELECTION_FOLDS
+        assert kept["dnn_body"] is fixed and kept["lambda"] == (3.0 if body and not fixed else 0.3)
+    assert LearnerSettings().dnn_body is True
 
 
 def test_with_the_body_chosen_the_document_records_it_and_the_fit_uses_it():

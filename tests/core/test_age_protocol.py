@@ -229,12 +229,14 @@ def test_bad_input_and_cancel(tiny):
 def test_with_the_dnn_body_the_protocol_fits_each_learner_with_the_dnns_seed(tiny, light_probes):
     """Issue 27, round 9: with ``dnn_body`` the protocol gives age-indep-simple the DNN's fit seed in every (repeat,
     fold), so at λ = 0 its held-out predictions are the DNN's (its cost is what the adversary does); with the
-    learners' own layers (the default) each method keeps a seed of its own."""
+    learners' own layers (the default before round 12) each method keeps a seed of its own."""
     paired = _tiny_settings(methods=("dnn", "simple"), select_lambda=False,
                             learner=LearnerSettings(lam=0.0, epochs=3, batch_size=16, device="cpu", dnn_body=True))
     sp = ap.FoldSplit(1, 2, np.arange(3), np.arange(3))
     assert ap.fit_seed(paired, sp, "simple") == ap.fit_seed(paired, sp, "dnn")
-    assert ap.fit_seed(_tiny_settings(), sp, "simple") != ap.fit_seed(_tiny_settings(), sp, "dnn")
+    own = _tiny_settings(learner=replace(paired.learner, dnn_body=False))
+    assert ap.fit_seed(own, sp, "simple") != ap.fit_seed(own, sp, "dnn")
+    assert ap.fit_seed(_tiny_settings(), sp, "simple") == ap.fit_seed(_tiny_settings(), sp, "dnn")  # the default
     pred = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=paired).predictions
     by = {m: g.sort_values(["repeat", "fold", "row"])["score"].to_numpy() for m, g in pred.groupby("method")}
     np.testing.assert_allclose(by["simple"], by["dnn"], rtol=0, atol=1e-6)
@@ -288,118 +290,168 @@ def _assert_dnn_learns_age_and_the_learner_removes_it(res, ctrl):
 
 
 def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it_ci():
-    """CI-sized version of the test below (same cohort; 3 folds, λ = 1 fixed, one fit per model; ~10 s CPU against
-    ~110 s): the DNN's representation carries age and its Δ^(5) is above the same DNN's without the age signal;
-    age-indep-simple lowers the leakage, also beyond the label, at ≤ 5 points. (λ's selection is tested in
-    tests/core/test_age_lambda_selection.py, and by the full-size test below.) Measured: DNN accuracy
-    0.727, age R² 0.421 (AUROC 0.79), beyond the label 0.141, Δ^(5) 2.04 (control: R² −0.087, Δ^(5) 1.59); simple
-    0.706, 0.278, 0.065. At λ = 0.3 simple kept age R² 0.328 (not 0.10 below the DNN's), so λ = 1 here."""
+    """CI-sized version of the test below (same cohort; 3 folds, one fit per model, λ fixed at 0.3, the λ the
+    default path takes in 20 of 24 folds of round 11's seeds 0–7; ~10 s CPU against ~150 s), with the default
+    learner (the DNN's layers, K = 10): the DNN's representation carries age and its Δ^(5) is above the same DNN's
+    without the age signal; age-indep-simple lowers the leakage, also beyond the label, at ≤ 5 points. Measured: DNN
+    0.727 accuracy, age R² 0.421 (AUROC 0.79), beyond the label 0.141, Δ^(5) 2.04 (control: R² −0.087); simple
+    cost 3.8 points, R² 0.303, beyond 0.087. At this one point the guard's own bounds (0.10 and 0.05 below the DNN's)
+    hold by 0.018 and 0.004, too close for a guard that runs on other CPUs (round 10: one seed's numbers move
+    between machines), so here they are 0.05 and 0.03; the full guard over seeds is
+    `benchmarks/bench_age_body_choice.py --cohort demo` (round 11: the default path holds the full bounds in 4 of 8
+    seeds, the own layers' in 1 of 8)."""
+    from benchmarks.bench_age_body_choice import demo_guard
+
     res, ctrl = _demo_cohort_runs(folds=3, select_lambda=False,
-                                  learner=LearnerSettings(lam=1.0, epochs=30, device="cpu"))
+                                  learner=LearnerSettings(lam=0.3, epochs=30, device="cpu"))
+    guard = demo_guard(res, ctrl)
+    assert guard["dnn_learns_age"] and guard["control"] and guard["delta5_above_control"] and guard["cost<=5"]
+    dnn, simple = res["dnn"]["leakage"], res["simple"]["leakage"]
+    assert simple["r2"] < dnn["r2"] - 0.05
+    assert simple["beyond_label"]["r2"] < dnn["beyond_label"]["r2"] - 0.03
+
+
+def test_demo_cohort_own_layers_remove_age_ci():
+    """The learners' own layers (the default until issue 27's round 12; K = 5, λ = 1 fixed, 3 folds): the demo
+    guard's full conditions, as measured then — simple 0.706 accuracy, age R² 0.278, beyond the label 0.065 (the
+    DNN's 0.421 and 0.141). At λ = 0.3 the own layers kept age R² 0.328 (not 0.10 below the DNN's)."""
+    res, ctrl = _demo_cohort_runs(folds=3, select_lambda=False,
+                                  learner=LearnerSettings(lam=1.0, epochs=30, device="cpu", dnn_body=False, k_adv=5))
     _assert_dnn_learns_age_and_the_learner_removes_it(res, ctrl)
 
 
 @pytest.mark.slow
 @pytest.mark.full  # make test-full; CI runs the _ci version above
 def test_demo_cohort_dnn_learns_age_and_the_learner_removes_it():
-    """Small demo cohort by the defaults (5 folds, λ chosen per learner and fold): the DNN's representation carries
-    age (held-out probe R² well above 0) and its Δ^(5) is above the same DNN on the same cohort without the age
-    signal; age-indep-simple lowers the leakage, also beyond the label, at ≤ 5 points."""
+    """Small demo cohort by the defaults (5 folds, λ chosen per learner and fold; the DNN's layers and K = 10 since
+    round 12 — passed with them in round 11, 150 s): the DNN's representation carries age (held-out probe R² well
+    above 0) and its Δ^(5) is above the same DNN on the same cohort without the age signal; age-indep-simple lowers
+    the leakage, also beyond the label, at ≤ 5 points."""
     res, ctrl = _demo_cohort_runs(learner=LearnerSettings(epochs=30, device="cpu"))
     _assert_dnn_learns_age_and_the_learner_removes_it(res, ctrl)
 
 
-#: Measured by this test (= `benchmarks/bench_age_fresh_cohorts.py --participants 200 --folds 3 --lambda 1`, seed 0,
-#: one thread): per learner the accuracy cost against the DNN (points), the R² of the age beyond the label, Δ^(5)
-#: minus the DNN's. Entropy re-measured with issue 27's five age groups and age-reading reconstructor (before: strong
-#: 3.8, 0.151, −0.268; sessions 6.0, 0.066, −0.362).
-GUARD = {"strong": {"simple": (-1.7, 0.059, -0.928), "entropy": (2.3, 0.094, -0.697)},
-         "sessions": {"simple": (5.8, 0.037, -0.019), "entropy": (6.4, 0.063, -0.326)}}
+#: Measured for this test (= `benchmarks/bench_age_fresh_cohorts.py --participants 200 --folds 3 --lambda 1 --seeds
+#: 0,1,2,3`, one thread, the default learners: the DNN's layers, K = 10; measured in issue 27's round 11): per
+#: learner the MEAN over protocol seeds 0–3 of the accuracy cost against the DNN (points), the R² of the age beyond
+#: the label, Δ^(5) minus the DNN's. Means, not seed 0's values: one seed's fit moves between CPUs (round 10), the
+#: mean of four much less.
+#: Before round 12 (own layers, K = 5, seed 0): strong simple (−1.7, 0.059, −0.928), entropy (2.3, 0.094, −0.697);
+#: sessions simple (5.8, 0.037, −0.019), entropy (6.4, 0.063, −0.326).
+GUARD = {"strong": {"simple": (2.99, 0.051, -0.448), "entropy": (3.67, 0.096, -0.204)},
+         "sessions": {"simple": (1.93, 0.021, -0.057), "entropy": (2.85, 0.064, 0.081)}}
+GUARD_SEEDS = (0, 1, 2, 3)
 
 
 @pytest.mark.slow
-@pytest.mark.full  # make test-full; CI runs test_independent_cohort_ci_guard and the small learner tests
+@pytest.mark.full  # make test-full (~2 min a cohort); CI runs test_independent_cohort_ci_guard and the small tests
 @pytest.mark.parametrize("cohort", ["strong", "sessions"])
 def test_fresh_cohorts_regression_guard(cohort):
     """Issue 27's two cohorts unlike the demo (strong age signal, 1–4 sessions; weaker signal, ≤ 8 sessions), full
-    size (200 participants), 3 folds, λ = 1, for age-indep-simple and age-indep-entropy: the accuracy cost, the age
-    left beyond the label and Δ^(5) may improve, not get worse unseen (each guarded at its measured value plus a
-    tolerance, so a change cannot buy one with another); no learner's representation holds more age than the DNN's;
-    the verdict reads the R² beyond the label. With 000's unbounded term and z-only adversary (before issue 27) the
-    same learners cost 9–16 points and carried 0.13–0.36 beyond the label on the strong cohort (docs/methods.md §3).
-    The choice of λ is guarded by the unit tests of `choose_lambda`; the benchmark runs it on these cohorts."""
-    from benchmarks.bench_age_fresh_cohorts import run
-
-    r = run(cohort, participants=200, folds=3, lam=1.0)
-    dnn = r["methods"]["dnn"]
-    for m in ("simple", "entropy"):
-        row = r["methods"][m]
-        assert row["verdict"] == ("age-independent" if row["leakage_r2_beyond_label"] <= 0.05
-                                  else "not age-independent")
-        cost, beyond, d5 = GUARD[cohort][m]
-        assert row["accuracy_cost_points"] <= cost + 3.0
-        assert row["leakage_r2_beyond_label"] <= beyond + 0.05
-        assert row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
-        assert row["leakage_r2"] <= dnn["leakage_r2"] + 0.05
-
-
-#: Measured for the test below (= `benchmarks/bench_age_fresh_cohorts.py --cohort independent --participants 200
-#: --folds 3 --seeds 0,1`, one thread, the defaults: λ chosen per fold by pooled nested validation on common random
-#: numbers, one fit per model), per protocol seed (each draws other folds and other training seeds): accuracy cost
-#: against the DNN (points), the probe's age R² (the label carries no age here, so it is the R² beyond the label
-#: too), Δ^(5) minus the DNN's. One seed's cost is one draw (the DNN alone moves 4 points between these seeds: 0.688,
-#: 0.649), so the done criterion is read over the seeds. Round 4 (inner fold 0 with per-λ seeds): entropy seed 0
-#: (10.9, 0.056, −0.146), seed 1 (5.0, 0.078, −0.277); simple as now. Before round 4 (one validation quarter):
-#: seed 0 simple (12.7, −0.002, −0.053), entropy (6.7, 0.049, −0.220); seed 1 simple (4.8, 0.087, −0.236), entropy
-#: (4.6, 0.091, −0.315).
-INDEPENDENT_GUARD = {0: {"simple": (11.7, 0.013, -0.102), "entropy": (6.7, 0.049, -0.220)},
-                     1: {"simple": (4.4, 0.029, -0.106), "entropy": (7.2, 0.044, -0.235)}}
-
-
-@pytest.mark.slow
-@pytest.mark.full  # make test-full (~6 min CPU for the two seeds); CI runs test_independent_cohort_ci_guard
-@pytest.mark.timeout(2400)  # two full-size runs with pooled λ selection: ~6 min on an idle core
-def test_independent_cohort_default_path_guard():
-    """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
-    ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold by pooled nested validation), over two
-    seeds: in every seed both learners' Δ^(5) is no larger than the DNN's; over the seeds their representations
-    carry little age (mean probe R² ≤ 0.10, the done criterion); cost, age and Δ^(5) may improve, not get worse
-    unseen (per seed and in the mean; the mean cost is above 5 points: docs/methods.md §3, rounds 4–5 — on these
-    seeds the best λ in every fold would cost simple as much, so the rest is the learner's fits, not the choice).
-    Before issue 27's changes (2 age groups for the entropy adversary, its reconstructor reading z only, λ from 1,
-    3, 10), seed 0: cost 16.7 and 10.1 points, Δ^(5) of simple above the DNN's."""
+    size (200 participants), 3 folds, λ = 1, for age-indep-simple and age-indep-entropy, over protocol seeds 0–3:
+    the mean accuracy cost, age left beyond the label and Δ^(5) may improve, not get worse unseen (each guarded at
+    its measured mean plus a tolerance, so a change cannot buy one with another); in every seed the verdict reads
+    the R² beyond the label and no learner's representation holds more age than the DNN's (+0.05). With 000's
+    unbounded term and z-only adversary (before issue 27) the same learners cost 9–16 points and carried 0.13–0.36
+    beyond the label on the strong cohort (docs/methods.md §3). The choice of λ is guarded by the unit tests of
+    `choose_lambda`; the benchmark runs it on these cohorts."""
     from benchmarks.bench_age_fresh_cohorts import run
 
     seen = {m: [] for m in ("simple", "entropy")}
-    for seed, guard in INDEPENDENT_GUARD.items():
+    for seed in GUARD_SEEDS:
+        r = run(cohort, participants=200, folds=3, lam=1.0, seed=seed)
+        dnn = r["methods"]["dnn"]
+        for m in seen:
+            row = r["methods"][m]
+            assert row["verdict"] == ("age-independent" if row["leakage_r2_beyond_label"] <= 0.05
+                                      else "not age-independent")
+            assert row["leakage_r2"] <= dnn["leakage_r2"] + 0.05
+            seen[m].append((row["accuracy_cost_points"], row["leakage_r2_beyond_label"],
+                            row["delta_eo_5"] - dnn["delta_eo_5"]))
+    for m, values in seen.items():
+        cost, beyond, d5 = np.mean(values, axis=0)
+        guard_cost, guard_beyond, guard_d5 = GUARD[cohort][m]
+        assert cost <= guard_cost + 2.0 and beyond <= guard_beyond + 0.03 and d5 <= guard_d5 + 0.10
+
+
+#: Measured for the test below (= `benchmarks/bench_age_fresh_cohorts.py --cohort independent --participants 200
+#: --folds 3 --seeds 0,1,2,3`, one thread, the defaults: λ chosen per fold by pooled nested validation on common
+#: random numbers, the DNN's layers, K = 10; measured in issue 27's round 11), the MEAN over protocol seeds 0–3 of
+#: the accuracy cost against the DNN (points), the probe's age R² (the label carries no age here, so it is the R²
+#: beyond the label too), Δ^(5) minus the DNN's. Per seed (round 11): simple cost 1.0, 1.6, 2.0, −0.2, entropy
+#: 0.4, 3.0, 0.2, 0.4. Before round 12 (own layers, K = 5; round 10 on these seeds): simple (4.3, 0.044, −0.10)
+#: with 11.7 points and Δ^(5) above the DNN's at seed 1 on one machine, below on another; entropy (5.1, 0.050,
+#: −0.16).
+INDEPENDENT_GUARD = {"simple": (1.11, 0.022, -0.186), "entropy": (1.01, 0.052, -0.155)}
+
+
+@pytest.mark.slow
+@pytest.mark.full  # make test-full (~12 min CPU for the four seeds); CI runs test_independent_cohort_ci_guard
+@pytest.mark.timeout(3600)  # four full-size runs with pooled λ selection: ~3–4 min each on an idle core
+def test_independent_cohort_default_path_guard():
+    """Issue 27's cohort in which age and diagnosis are independent causes of the features (raw-feature age R²
+    ≈ 0.95), by the protocol's defaults (λ chosen per learner and fold by pooled nested validation), over protocol
+    seeds 0–3 — the done criterion read over seeds: both learners' representations carry little age (mean probe
+    R² ≤ 0.10) at ≤ 5 points (mean cost) with Δ^(5) no larger than the DNN's (mean difference ≤ 0); and cost, age
+    and Δ^(5) may improve, not get worse unseen (mean + 2 points, + 0.05, + 0.10). Per-seed bounds were dropped
+    in round 12: the learners' fits are chaotic in floating point, and one seed's Δ^(5) difference changed sign
+    between two CPUs with the same code (round 10, docs/methods.md §3). Before issue 27's changes (2 age groups for
+    the entropy adversary, its reconstructor reading z only, λ from 1, 3, 10), seed 0: cost 16.7 and 10.1 points."""
+    from benchmarks.bench_age_fresh_cohorts import run
+
+    seen = {m: [] for m in INDEPENDENT_GUARD}
+    for seed in GUARD_SEEDS:
         r = run("independent", participants=200, folds=3, seed=seed)
         dnn = r["methods"]["dnn"]
         assert r["age_r2_from_label"] < 0.02  # the label carries no age (held-out R² −0.05 … 0.00 over the seeds)
-        for m, (cost, r2, d5) in guard.items():
+        for m in seen:
             row = r["methods"][m]
-            assert row["leakage_r2"] <= r2 + 0.05
-            assert row["delta_eo_5"] <= dnn["delta_eo_5"] and row["delta_eo_5"] - dnn["delta_eo_5"] <= d5 + 0.15
-            assert row["accuracy_cost_points"] <= cost + 3.0
             ci = row["accuracy_cost_ci_points"]  # the product's own comparison says how uncertain the cost is
             assert ci[0] <= row["accuracy_cost_points"] <= ci[1]
-            seen[m].append((row["accuracy_cost_points"], row["leakage_r2"]))
+            seen[m].append((row["accuracy_cost_points"], row["leakage_r2"], row["delta_eo_5"] - dnn["delta_eo_5"]))
     for m, values in seen.items():
-        cost, r2 = np.mean(values, axis=0)
-        assert r2 <= 0.10
-        assert cost <= np.mean([g[m][0] for g in INDEPENDENT_GUARD.values()]) + 2.0
+        cost, r2, d5 = np.mean(values, axis=0)
+        guard_cost, guard_r2, guard_d5 = INDEPENDENT_GUARD[m]
+        assert r2 <= 0.10 and cost <= 5.0 and d5 <= 0.0
+        assert cost <= guard_cost + 2.0 and r2 <= guard_r2 + 0.05 and d5 <= guard_d5 + 0.10
+
+
+def test_fresh_data_draws_each_seed_anew():
+    """``--fresh-data`` (issue 27, round 12): each protocol seed draws its own cohort of the same design — a seed of
+    its own per cohort and protocol seed, never one of the fixed draws — and without it every seed reuses the one
+    fixed draw."""
+    from benchmarks.bench_age_fresh_cohorts import COHORTS, cohort_settings
+
+    fixed = {c["seed"] for c in COHORTS.values()}
+    seen = set()
+    for name, design in COHORTS.items():
+        for seed in range(30):
+            assert cohort_settings(name, seed) == design
+            fresh = cohort_settings(name, seed, fresh_data=True)
+            assert {k: v for k, v in fresh.items() if k != "seed"} == {k: v for k, v in design.items() if k != "seed"}
+            assert fresh["seed"] not in fixed | seen
+            seen.add(fresh["seed"])
 
 
 def test_independent_cohort_ci_guard():
-    """The CI-sized guard of the independent cohort (60 participants, 3 folds, λ = 0.3 fixed, fixed seeds): the
-    simple learner's representation holds less age than the DNN's and at most the target; the entropy learner's
-    age, both costs and Δ^(5) held at their measured values (DNN 0.654 accuracy, age R² 0.071, Δ^(5) 1.696; simple
-    0.588, −0.020, 1.896; entropy 0.618, 0.169, 2.153 — at this size the learners train on ~100 rows and Δ^(5) is
-    noise; the full-size guard above reads the done criterion)."""
+    """The CI-sized guard of the independent cohort (60 participants, 3 folds, λ = 0.3 fixed, fixed seeds), for the
+    default learners (the DNN's layers, K = 10; issue 27, round 12) and the own layers (the default before it): the
+    default learners' representations hold less age than the DNN's and at most the target, at no more cost and Δ^(5)
+    than measured (+3 points, +0.15); the own layers' values held as measured. Measured: DNN 0.662 accuracy, age R²
+    0.071, Δ^(5) 1.730; default simple 0.676, 0.015, 1.602, entropy 0.662, 0.000, 1.693; own layers (K = 5) simple
+    0.588, −0.020, 1.896, entropy 0.618, 0.171, 2.153 — at this size the learners train on ~100 rows and Δ^(5) is
+    noise; the full-size guard above reads the done criterion."""
     from benchmarks.bench_age_fresh_cohorts import run
 
     r = run("independent", participants=60, folds=3, lam=0.3)
+    dnn = r["methods"]["dnn"]
+    for m, (cost, d5) in {"simple": (-1.5, 1.602), "entropy": (0.0, 1.693)}.items():
+        row = r["methods"][m]
+        assert row["leakage_r2"] <= min(ap.LEAKAGE_TARGET, dnn["leakage_r2"])
+        assert row["accuracy_cost_points"] <= cost + 3.0 and row["delta_eo_5"] <= d5 + 0.15
+    r = run("independent", participants=60, folds=3, lam=0.3, dnn_body=False, k_adv=5)
     dnn, simple, entropy = (r["methods"][m] for m in ("dnn", "simple", "entropy"))
     assert simple["leakage_r2"] <= min(ap.LEAKAGE_TARGET, dnn["leakage_r2"])
-    assert entropy["leakage_r2"] <= 0.169 + 0.05
-    assert simple["accuracy_cost_points"] <= 6.6 + 3.0 and entropy["accuracy_cost_points"] <= 3.7 + 3.0
+    assert entropy["leakage_r2"] <= 0.171 + 0.05
+    assert simple["accuracy_cost_points"] <= 7.3 + 3.0 and entropy["accuracy_cost_points"] <= 4.4 + 3.0
     assert simple["delta_eo_5"] <= 1.896 + 0.15 and entropy["delta_eo_5"] <= 2.153 + 0.15

@@ -44,11 +44,12 @@ Two departures from 000 (issue 27; both settings, defaults shown; docs/methods.m
   often impaired) — which no classifier of the diagnosis can shed without losing accuracy, and which 000's own
   fairness score (equalized odds, Δ_eo) does not count. ``conditional=False`` is 000's adversary.
 
-Option ``dnn_body`` (off; issue 27, rounds 6 and 9): the learner is the DNN plus an adversary — I is the DNN's hidden
-layers (z = their post-ReLU 8-unit output), C the DNN's output layer (batch norm, z → 2), built first so that with the
-DNN's seed (which the protocol then gives every learner) I and C start from the DNN's weights and see its minibatches;
-A reads [z, label] standardised over the minibatch. At λ = 0 simple *is* the DNN (entropy differs by its
-reconstruction term Lr, which also trains I).
+The learners' body (``dnn_body``; the default since issue 27, round 12, with K = 10): the learner is the DNN plus an
+adversary — I is the DNN's hidden layers (z = their post-ReLU 8-unit output), C the DNN's output layer (batch norm,
+z → 2), built first so that with the DNN's seed (which the protocol then gives every learner) I and C start from the
+DNN's weights and see its minibatches; A reads [z, label] standardised over the minibatch. At λ = 0 simple *is* the
+DNN (entropy differs by its reconstruction term Lr, which also trains I). ``dnn_body=False``: the learner's own
+layers (I an :func:`mlp` with a linear z, C z → 16 → 2) and seeds of its own, the default before round 12.
 
 Baselines: ``dnn`` (hidden 64-32-8, ReLU, batch norm before the output layer; its representation is the last hidden
 layer, 8 units), ``svm`` (RBF SVC with Platt scores), ``rf`` (random forest, 200 trees), ``adaboost`` (100 stumps) —
@@ -94,7 +95,10 @@ class LearnerSettings:
     """Training settings shared by the neural methods (000 "Implementation" and METHODS §3)."""
 
     lam: float = 1.0        # λ: weight of the adversary (and discriminator) term in the interpreter's loss
-    k_adv: int = 5          # K: adversary steps per minibatch (000 leaves K open; 1 let z keep age)
+    # K: adversary steps per minibatch (000 leaves K open; 1 let z keep age; 5 until issue 27 round 12: with the
+    # DNN's layers a K = 5 adversary lags the interpreter and leaves age beyond the label, round 11 in
+    # docs/methods.md §3)
+    k_adv: int = 10
     k_disc: int = 1         # K_D: discriminator steps per minibatch (consensus)
     lambda_h: float = 1.0   # λ_H: weight of the entropy term (entropy)
     age_bins: int = 5       # B: age groups the entropy family's adversary classifies (2 = 000's above/below the mean)
@@ -102,12 +106,13 @@ class LearnerSettings:
     z_dim: int = 8          # size of z (per modality for consensus); 8 = the DNN's last hidden layer
     hidden: tuple[int, ...] = (64, 32)  # interpreter hidden layers (the DNN's 64-32 before its 8)
     head_hidden: int = 16   # hidden units of C, A, D (C: only with dnn_body=False)
-    # the learner is the DNN plus an adversary (issue 27, rounds 6 and 9; docs/methods.md §3): I = the DNN's hidden
-    # layers (z = its 8-unit post-ReLU last hidden layer), C = its output layer (batch norm, z → 2), A reads its
-    # input standardised, and the protocol fits it with the DNN's seed (initial weights of I and C, minibatch
-    # order), so at λ = 0 simple is the DNN. False (default; round 9 measured True and did not adopt it): the
-    # learner's own I (64-32, batch norm, linear z) and C (z → 16 → 2) with seeds of their own.
-    dnn_body: bool = False
+    # the learner is the DNN plus an adversary (issue 27, rounds 6, 9, 11, 12; docs/methods.md §3): I = the DNN's
+    # hidden layers (z = its 8-unit post-ReLU last hidden layer), C = its output layer (batch norm, z → 2), A reads
+    # its input standardised, and the protocol fits it with the DNN's seed (initial weights of I and C, minibatch
+    # order), so at λ = 0 simple is the DNN and a learner's cost is its adversary's, not a second network's
+    # training noise. The default since round 12 (with K = 10). False: the learner's own I (64-32, batch norm,
+    # linear z) and C (z → 16 → 2) with seeds of their own (the default until round 12).
+    dnn_body: bool = True
     epochs: int = 40
     batch_size: int = 64
     lr: float = 3e-4
