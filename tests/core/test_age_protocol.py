@@ -237,9 +237,36 @@ def test_with_the_dnn_body_the_protocol_fits_each_learner_with_the_dnns_seed(tin
     own = _tiny_settings(learner=replace(paired.learner, dnn_body=False))
     assert ap.fit_seed(own, sp, "simple") != ap.fit_seed(own, sp, "dnn")
     assert ap.fit_seed(_tiny_settings(), sp, "simple") == ap.fit_seed(_tiny_settings(), sp, "dnn")  # the default
-    pred = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=paired).predictions
+    res = ap.run_age_independence(tiny, "label", "age", "participant_id", settings=paired)
+    pred = res.predictions
     by = {m: g.sort_values(["repeat", "fold", "row"])["score"].to_numpy() for m, g in pred.groupby("method")}
     np.testing.assert_allclose(by["simple"], by["dnn"], rtol=0, atol=1e-6)
+    _results_equal_to_the_dnns_are_explained(res.document)
+
+
+def _results_equal_to_the_dnns_are_explained(doc):
+    """The words say why a learner's held-out results are the DNN's in every fold (round 12: with the DNN's layers
+    the default, a learner whose adversary never beats its prior is the DNN, and "0.000, CI 0.000 to 0.000" must not
+    read as a learner that did not run) — and only then."""
+    from copy import deepcopy
+
+    from fairdesk.core.reports.age_independence import age_left_words, same_as_dnn_words
+
+    assert doc["methods"]["simple"]["accuracy"]["folds"] == doc["methods"]["dnn"]["accuracy"]["folds"]
+    assert "at λ = 0 the adversary has no weight" in same_as_dnn_words(doc, "simple")
+    assert same_as_dnn_words(doc, "simple") in (age_left_words(doc, "simple") or "")
+    assert same_as_dnn_words(doc, "dnn") is None
+    at = deepcopy(doc)
+    at["settings"]["learner"]["lam"] = 0.3
+    assert "never predicted age better than a guess" in same_as_dnn_words(at, "simple")
+    own = deepcopy(doc)
+    own["settings"]["learner"]["dnn_body"] = False  # its own layers: equal results would be a coincidence
+    assert same_as_dnn_words(own, "simple") is None
+    for metric in ("accuracy", "delta_eo_2", "delta_eo_5"):  # one fold's value apart: not the DNN's results
+        apart = deepcopy(doc)
+        apart["methods"]["simple"][metric]["folds"][-1] += 1e-9
+        assert same_as_dnn_words(apart, "simple") is None and "results are the DNN's" not in (
+            age_left_words(apart, "simple") or "")
 
 
 def test_frontier_points(tiny, light_probes):

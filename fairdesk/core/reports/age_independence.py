@@ -181,9 +181,45 @@ def difference_words(c: dict) -> str:
     return f"{text}, {100 * level:g}% CI {fmt_signed(lo)} to {fmt_signed(hi)}"
 
 
+def same_as_dnn_words(doc: dict, m: str) -> str | None:
+    """Why a learner's held-out results are the DNN's, when they are in every fold (every metric of every fold equal
+    to the DNN's) and the learner is the DNN plus an adversary (the DNN's layers and fit seed): at λ = 0 it *is* the
+    DNN; otherwise its adversary never predicted age better than a guess that ignores the representation, and the
+    bounded term pulls only while it does (docs/methods.md §3) — so "0.000, CI 0.000 to 0.000" does not read as a
+    learner that was not run. None otherwise."""
+    methods, s = doc["methods"], doc["settings"]
+    base = methods.get(s.get("baseline", "dnn"))
+    e = methods[m]
+    if base is None or m == s.get("baseline", "dnn"):
+        return None
+    sel = e.get("lambda_selection") or {}
+    folds = sel.get("folds") or []
+    bodies = {c.get("body") for c in folds} if "bodies" in sel else {"dnn" if s["learner"].get("dnn_body") else "own"}
+    if bodies != {"dnn"}:
+        return None
+    for metric in ("accuracy", "delta_eo_2", "delta_eo_5"):
+        mine, theirs = (e.get(metric) or {}).get("folds"), (base.get(metric) or {}).get("folds")
+        if not mine or mine != theirs:
+            return None
+    lams = [num(c["lambda"]) for c in folds] if folds else [num(s["learner"]["lam"])]
+    if all(v == 0 for v in lams):
+        return (f"{_label(doc, m)}'s held-out results are the DNN's in every fold: it is the DNN plus an adversary, "
+                "and at λ = 0 the adversary has no weight.")
+    return (f"{_label(doc, m)}'s held-out results are the DNN's in every fold: it is the DNN plus an adversary "
+            "(the DNN's layers, fitted with its seed), and its adversary never predicted age better than a guess "
+            "that ignores the representation, so the bounded adversary term never moved the network.")
+
+
 def age_left_words(doc: dict, m: str) -> str | None:
     """In words, whether a learner's representation is age-independent by the leakage probe, and what to do if
-    not ("age-indep-simple still carries age: R² 0.55 …; raise λ or …"). None for methods without a verdict."""
+    not ("age-indep-simple still carries age: R² 0.55 …; raise λ or …"), and why its results are the DNN's when they
+    are (:func:`same_as_dnn_words`). None for methods without a verdict."""
+    words = _age_left(doc, m)
+    same = same_as_dnn_words(doc, m) if words else None
+    return f"{words} {same}" if same else words
+
+
+def _age_left(doc: dict, m: str) -> str | None:
     e = doc["methods"][m]
     verdict = (e.get("age_independence") or {}).get("verdict")
     if verdict is None or m == doc["settings"].get("baseline", "dnn"):
