@@ -259,6 +259,8 @@ def _results_equal_to_the_dnns_are_explained(doc):
     at = deepcopy(doc)
     at["settings"]["learner"]["lam"] = 0.3
     assert "never predicted age better than a guess" in same_as_dnn_words(at, "simple")
+    at["settings"]["learner"]["adversary_term"] = "unbounded"  # 000's term pulls always: the reason would be false
+    assert same_as_dnn_words(at, "simple") is None
     own = deepcopy(doc)
     own["settings"]["learner"]["dnn_body"] = False  # its own layers: equal results would be a coincidence
     assert same_as_dnn_words(own, "simple") is None

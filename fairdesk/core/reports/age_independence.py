@@ -205,6 +205,8 @@ def same_as_dnn_words(doc: dict, m: str) -> str | None:
     if all(v == 0 for v in lams):
         return (f"{_label(doc, m)}'s held-out results are the DNN's in every fold: it is the DNN plus an adversary, "
                 "and at λ = 0 the adversary has no weight.")
+    if s["learner"].get("adversary_term", "bounded") != "bounded":  # 000's unbounded term always pulls: no reason
+        return None
     return (f"{_label(doc, m)}'s held-out results are the DNN's in every fold: it is the DNN plus an adversary "
             "(the DNN's layers, fitted with its seed), and its adversary never predicted age better than a guess "
             "that ignores the representation, so the bounded adversary term never moved the network.")
