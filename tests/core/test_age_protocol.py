@@ -5,6 +5,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -484,3 +486,45 @@ def test_independent_cohort_ci_guard():
     assert entropy["leakage_r2"] <= 0.171 + 0.05
     assert simple["accuracy_cost_points"] <= 7.3 + 3.0 and entropy["accuracy_cost_points"] <= 4.4 + 3.0
     assert simple["delta_eo_5"] <= 1.896 + 0.15 and entropy["delta_eo_5"] <= 2.153 + 0.15
+
+
+def _words_doc(dnn_folds, mine, body, lams, term, chosen_bodies):
+    """A minimal stored document for :func:`same_as_dnn_words`: the DNN and one learner's per-fold metrics, the
+    learner settings, and per fold the λ (and, when the body was chosen, the body) its selection took."""
+    folds = [{"lambda": lam, **({"body": b} if chosen_bodies else {})} for lam, b in zip(lams, chosen_bodies or lams)]
+    sel = {"folds": folds, **({"bodies": ["own", "dnn"]} if chosen_bodies else {})}
+    return {"settings": {"baseline": "dnn", "learner": {"dnn_body": body, "lam": 1.0, "adversary_term": term}},
+            "methods": {"dnn": {m: {"folds": list(v)} for m, v in dnn_folds.items()},
+                        "simple": {"label": "age-indep-simple", "lambda_selection": sel,
+                                   **{m: {"folds": list(v)} for m, v in mine.items()}}}}
+
+
+@given(data=st.data(), n=st.integers(1, 6))
+@settings(max_examples=300, deadline=None)
+def test_the_same_as_dnn_words_appear_exactly_when_the_learner_is_the_dnn(data, n):
+    """Over generated documents — fold counts, per-fold metrics equal to the DNN's or one value apart, the learner's
+    body fixed or chosen per fold, λ per fold (0 or not), 000's unbounded term or the bounded one — the words say the
+    results are the DNN's exactly when every metric of every fold equals the DNN's and every fold used the DNN's
+    layers, and give the bounded-term reason only where it is true (λ > 0 in some fold and the bounded term)."""
+    from fairdesk.core.reports.age_independence import same_as_dnn_words
+
+    value = st.floats(0, 3, allow_nan=False)
+    dnn = {m: data.draw(st.lists(value, min_size=n, max_size=n)) for m in ("accuracy", "delta_eo_2", "delta_eo_5")}
+    mine = {m: list(v) for m, v in dnn.items()}
+    apart = data.draw(st.one_of(st.none(), st.tuples(st.sampled_from(sorted(dnn)), st.integers(0, n - 1))))
+    if apart:
+        mine[apart[0]][apart[1]] += data.draw(st.sampled_from([1e-9, -0.5, 1.0]))
+    body = data.draw(st.booleans())
+    chosen = data.draw(st.one_of(st.none(), st.lists(st.sampled_from(["own", "dnn"]), min_size=n, max_size=n)))
+    lams = data.draw(st.lists(st.sampled_from([0.0, 0.3, 1.0]), min_size=n, max_size=n))
+    term = data.draw(st.sampled_from(["bounded", "unbounded"]))
+    words = same_as_dnn_words(_words_doc(dnn, mine, body, lams, term, chosen), "simple")
+    is_dnn = not apart and (set(chosen) == {"dnn"} if chosen else body)
+    if not is_dnn:
+        assert words is None
+    elif all(v == 0 for v in lams):
+        assert words and "at λ = 0 the adversary has no weight" in words
+    elif term == "bounded":
+        assert words and "never predicted age better than a guess" in words
+    else:
+        assert words is None
