@@ -1,4 +1,4 @@
-"""Jobs of the age-independent learners (issue 13, METHODS §2–3): train and compare them, store the result.
+"""Jobs of the age-independent learners (METHODS §2–3): train and compare them, store the result.
 
 :func:`train_age_independent` runs :func:`fairdesk.core.audits.age_independence.run_age_independence` on a features
 table (a stored dataset or a CSV/Parquet file) and stores, in ONE project transaction:

@@ -1,4 +1,4 @@
-"""Job functions of counterfactual token fairness (issue 12, METHODS §5): train a text classifier with a remedy,
+"""Job functions of counterfactual token fairness (METHODS §5): train a text classifier with a remedy,
 audit one, and the export / import path for models FairDesk cannot run.
 
 Each job is ``job(project_path, ..., name=None, progress=None, cancel=None) -> id``, called by the CLI (on a

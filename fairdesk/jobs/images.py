@@ -1,4 +1,4 @@
-"""Job functions of the imaging audit (issue 4): what the GUI's Dataset / Model / Audit tabs and the CLI run.
+"""Job functions of the imaging audit: what the GUI's Dataset / Model / Audit tabs and the CLI run.
 
 Every function is ``f(inputs..., progress=None, cancel=None) -> result`` and runs on a worker thread; heavy modules
 (torch, diffusers, sklearn, PIL) are imported inside. Records stored in the project:
@@ -53,7 +53,7 @@ def import_image_dataset(project_path: str | Path, csv_path: str | Path, images_
         raise DataError(f"The table '{csv_path}' does not exist.")
     from fairdesk.core.data.loaders import load_table
 
-    df = load_table(csv_path)  # BOM, quoted headers, duplicate names, binary files: one sentence (issue 10)
+    df = load_table(csv_path)  # BOM, quoted headers, duplicate names, binary files: one sentence
     ds = open_image_folder(df, images_dir, roles, check=True, progress=rep.sub(0.0, 0.8), cancel=rep.cancel)
     if len(ds) == 0:
         raise DataError(f"None of the {len(df)} images listed in '{csv_path.name}' could be read under "

@@ -1,4 +1,4 @@
-"""Job functions for note-level classifiers on frozen clinical-BERT features (issue 3, point 4).
+"""Job functions for note-level classifiers on frozen clinical-BERT features.
 
 ``f(inputs..., progress, cancel) -> result``, run by the GUI's worker thread and by the CLI alike. Everything is
 computed before anything is stored, and nothing checks for cancellation between the writes, so a cancelled or

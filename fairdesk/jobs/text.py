@@ -1,4 +1,4 @@
-"""Job functions of the language-model audits (issue 3): register or train a masked LM, run the bias probe.
+"""Job functions of the language-model audits: register or train a masked LM, run the bias probe.
 
 Each is ``f(inputs..., progress, cancel) -> id`` like :mod:`fairdesk.jobs`; the GUI runs them on the worker
 thread and the CLI could call them too. torch and transformers are imported inside the core functions they call.

@@ -1,1 +1,4 @@
-"""Audit families: groups (gaps, error spread), and later mlm_bias, ctf, cit."""
+"""The audits, one module per family: group gaps and the error spread (``groups``), slices nobody named
+(``slices``), the masked-LM bias probe (``mlm_bias``) and encoder comparison (``encoders``), counterfactual token
+fairness (``ctf``, ``ctf_compare``), counterfactual invariance of image classifiers (``cit``, ``cit_images``) and
+the age-independent learners' protocol (``age_independence``). Each returns a document the project stores."""

@@ -45,13 +45,13 @@ carries the age the label implies (``settings.age_r2_from_label``: the held-out 
 no accurate classifier can shed and which 000's equalized-odds score Δ_eo does not count; the age R² itself is
 reported beside it.
 
-λ (issue 27): by default chosen per learner and outer fold (:func:`select_lambda`) by nested participant-grouped
+λ: by default chosen per learner and outer fold (:func:`select_lambda`) by nested participant-grouped
 cross-validation: every λ of ``lambda_grid`` (0.3, 1, 3) is fitted on each of ``SELECTION_FOLDS`` inner splits of
 the training participants and scored on the rest, accuracy and probe R² pooled over all training participants; among
 the λ whose probe R² (the one beyond the label) is at most the target, the smallest within one standard error of the
 best accuracy is used (:func:`choose_lambda`), else the λ with the least age, and the document says the target was
 not reached (``lambda_selection``). ``select_lambda=False`` uses ``learner.lam``. Inner fold j is fitted with the
-same seed at every λ (common random numbers). ``select_body`` (off; issue 27, round 10) lets the same validation
+same seed at every λ (common random numbers). ``select_body`` (off) lets the same validation
 choose the learner's body too: every (body, λ) of {its own layers, the DNN's layers (``LearnerSettings.dnn_body``)}
 × the grid, one rule (:func:`choose_point`: the own layers unless only the DNN's reach the target within one
 standard error of the best accuracy); the final fit uses the chosen body (the DNN's with the DNN's fit seed), and
@@ -93,10 +93,10 @@ PREDICTION_COLUMNS = ("row", "group_id", "method", "repeat", "fold", "label", "a
 THRESHOLD = 0.5
 PROBE_FOLDS = 3
 #: Leakage target: a representation is called age-independent when the probe's R² for the age beyond the label on
-#: held-out participants is at most this (issue 27).
+#: held-out participants is at most this.
 LEAKAGE_TARGET = 0.05
-#: λ values the nested selection tries per learner and outer fold (000's λ = 1 among them). 0.3 rather than 10
-#: (issue 27): with the bounded term a larger λ did not remove more age (λ = 10 left more than λ = 1) and cost
+#: λ values the nested selection tries per learner and outer fold (000's λ = 1 among them). 0.3 rather than 10:
+#: with the bounded term a larger λ did not remove more age (λ = 10 left more than λ = 1) and cost
 #: 5–12 points, while λ = 0.3 already reached the target at no cost on the independent cohort (docs/methods.md §3).
 LAMBDA_GRID: tuple[float, ...] = (0.3, 1.0, 3.0)
 #: The learner bodies :func:`select_lambda` validates when ``select_body`` is on (``LearnerSettings.dnn_body``),
@@ -110,7 +110,7 @@ _METHOD_INDEX = {m: i for i, m in enumerate(METHODS + (REFERENCE_METHOD,))}
 
 @dataclass
 class AgeProtocolSettings:
-    """What to run. Mirrors ``fairdesk-cli train age-independent`` (issue 13)."""
+    """What to run. Mirrors ``fairdesk-cli train age-independent``."""
 
     methods: tuple[str, ...] = METHODS
     folds: int = 5
@@ -122,7 +122,7 @@ class AgeProtocolSettings:
     reference: bool = True  # add fairlearn's AdversarialFairnessClassifier when it is importable
     select_lambda: bool = True  # choose λ per learner and outer fold by nested validation (else learner.lam)
     # with select_lambda, also choose the learner's body per learner and outer fold by the same validation: its own
-    # layers or the DNN's (LearnerSettings.dnn_body), :data:`BODIES` × lambda_grid (issue 27, round 10); False:
+    # layers or the DNN's (LearnerSettings.dnn_body), :data:`BODIES` × lambda_grid; False:
     # learner.dnn_body
     select_body: bool = False
     lambda_grid: tuple[float, ...] = LAMBDA_GRID
@@ -370,7 +370,7 @@ def choose_point(points: list[dict], target: float, n_validation: int | None = N
     them (even pooled over an outer fold's ~130 training participants, accuracy differences of a few points are
     noise, and a larger λ than needed costs accuracy on new data: measured in docs/methods.md §3), and of these the
     learner's own body before the DNN's (the DNN's body is taken only when the own body is worse by more than the
-    noise; issue 27, round 10), then the smallest λ; without ``n_validation`` the most accurate (ties: the own body,
+    noise), then the smallest λ; without ``n_validation`` the most accurate (ties: the own body,
     the smaller λ). When none reaches the target, the point with the lowest probe R² (ties: the higher accuracy,
     the own body, the smaller λ), and ``reached`` False."""
     def body(p):
@@ -408,10 +408,9 @@ def select_lambda(method: str, X, y, age, groups, settings: AgeProtocolSettings,
     (``StratifiedGroupKFold``); at every λ of ``settings.lambda_grid`` the learner is fitted on each inner fold's
     training participants and scored on its validation participants, so every training participant validates once.
     Accuracy and the leakage probe's R² beyond the label (:func:`leakage_probes`, trained on the inner training rows'
-    representations) are pooled over the inner folds; :func:`choose_lambda` picks. *Why pooled* (issue 27, round
-    4): one inner split (a quarter of the training participants, ~33 of 133) judged each λ by one fit on few
-    participants — its R² missed the held-out fold's by RMSE 0.12 (pooled: 0.09) and sent folds to λ = 3 where
-    λ = 0.3 reached the target (docs/methods.md §3). The outer fold's held-out rows are never used. Inner fold j's
+    representations) are pooled over the inner folds; :func:`choose_lambda` picks. *Why pooled*: one inner split (a
+    quarter of the training participants, ~33 of 133) judged each λ by one fit on few participants — its R² missed
+    the held-out fold's by RMSE 0.12 (pooled: 0.09) and sent folds to λ = 3 where λ = 0.3 reached the target (docs/methods.md §3). The outer fold's held-out rows are never used. Inner fold j's
     fit and probe seeds are the same at every λ (:func:`_inner_seeds`)."""
     inner = group_folds(groups, y, SELECTION_FOLDS, 1, seed)
     bodies = BODIES if settings.select_body else (bool(settings.learner.dnn_body),)
@@ -506,7 +505,7 @@ def fit_seed(settings: AgeProtocolSettings, sp: FoldSplit, method: str, dnn_body
     """The seed of ``method``'s final fit on split ``sp``: (seed, repeat, fold, method). With
     ``settings.learner.dnn_body`` the learners take the DNN's, so a learner starts from the DNN's initial weights and
     sees its minibatches (common random numbers): its per-fold accuracy difference against the DNN is what its
-    adversary does, not the noise of two independent training runs (issue 27, rounds 6 and 9). ``dnn_body``: the
+    adversary does, not the noise of two independent training runs. ``dnn_body``: the
     body chosen for this fit (``select_body``), else the settings'."""
     shared = (settings.learner.dnn_body if dnn_body is None else dnn_body) and method in LEARNERS
     return _seed(settings.seed, sp.repeat, sp.fold, _METHOD_INDEX[BASELINE if shared else method])
@@ -697,7 +696,7 @@ def run_age_independence(table: pd.DataFrame, label: str, attribute: str, group_
             entry["lambda_selection"] = {"target": settings.leakage_target, "grid": list(settings.lambda_grid),
                                          "reached_in_folds": int(sum(c["reached"] for c in chosen)),
                                          "folds": chosen}
-            if settings.select_body:  # which body each fold took (issue 27, round 10)
+            if settings.select_body:  # which body each fold took
                 entry["lambda_selection"]["bodies"] = [BODY_NAMES[b] for b in BODIES]
                 entry["lambda_selection"]["dnn_body_in_folds"] = int(sum(c["dnn_body"] for c in chosen))
         doc_methods[m] = entry

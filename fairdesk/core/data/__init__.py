@@ -1,1 +1,1 @@
-"""Datasets: column roles, loaders and validation."""
+"""Datasets: column roles and their guessing, table loaders and validation, patient-disjoint splits, image folders."""

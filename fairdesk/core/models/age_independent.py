@@ -8,13 +8,13 @@ Learners (PyTorch; a GPU when ``torch.cuda.is_available()`` and ``device="auto"`
 classifier ``C: z → 2 logits``, adversary ``A: z → age``. Every network is fully connected with ReLU and batch
 normalisation before its output layer (:func:`mlp`); Adam, lr 3·10⁻⁴, optionally with decoupled weight
 decay (``weight_decay``, default 0; AdamW) on the weight matrices of the predicting networks — the DNN's, a
-learner's I and C — alike (issue 27, round 8; :func:`make_optimisers`). Per minibatch the interpreter side (I, C and,
+learner's I and C — alike (:func:`make_optimisers`). Per minibatch the interpreter side (I, C and,
 where present, R) takes ONE step on its loss, then the adversary (and discriminator) take K steps on theirs with
 ``z`` held fixed (000 Algorithms 1–4):
 
 * ``simple``       — I, C minimise ``Lc − λ·La``; A minimises ``La = mean (A(z) − age)²``.
 * ``autoencoder``  — adds R: z → x̂; I, C, R minimise ``Lc − λ·La + Lr`` with ``Lr = mean (x̂ − x)²``. By default
-  (``reconstruct_with_age``, issue 27) R also reads standardised age, so the reconstruction does not reward age in
+  (``reconstruct_with_age``) R also reads standardised age, so the reconstruction does not reward age in
   z (:func:`reconstruction_loss`); 000's R reads z only.
 * ``consensus``    — features split at random into M = 3 modalities of equal (±1) size (:func:`modality_split`);
   one interpreter per modality, D predicts the modality from each ``z_m`` (``Ld`` = CE), A predicts age from each
@@ -25,13 +25,13 @@ where present, R) takes ONE step on its loss, then the adversary (and discrimina
   ``La = CE(P, g) + λ_H·H[P]`` with ``H[P] = −Σ P log P`` (batch mean); A minimises La, I maximises it
   (I, C, R minimise ``Lc − λ·La + Lr``). ``entropy-binary`` keeps the CE term only, ``entropy-h`` the H term only.
   ``age_bins=2`` is 000's adversary (age above or below the mean: the edge of standardised age is 0); the default
-  5 groups (issue 27) — with two, age within each half is never penalised and a regression probe still reads it.
+  5 groups — with two, age within each half is never penalised and a regression probe still reads it.
 
 λ (``lam``) is FairDesk's adversary strength: 000's algorithms are λ = 1 (the default); λ = 0 trains the same
 networks with no adversarial pressure. The regression adversary sees age standardised with the training rows'
 mean and SD (000 regresses raw years; on that scale the squared error is ~100× the CE and swamps it).
 
-Two departures from 000 (issue 27; both settings, defaults shown; docs/methods.md §3 has the measurements):
+Two departures from 000 (both settings, defaults shown; docs/methods.md §3 has the measurements):
 
 * ``adversary_term="bounded"``: in the interpreter's loss the adversary's error part (squared error, or the
   entropy adversary's CE; consensus's Ld) is capped at its no-information value :func:`adversary_prior` — the
@@ -44,12 +44,12 @@ Two departures from 000 (issue 27; both settings, defaults shown; docs/methods.m
   often impaired) — which no classifier of the diagnosis can shed without losing accuracy, and which 000's own
   fairness score (equalized odds, Δ_eo) does not count. ``conditional=False`` is 000's adversary.
 
-The learners' body (``dnn_body``; the default since issue 27, round 12, with K = 10): the learner is the DNN plus an
+The learners' body (``dnn_body``, the default, with K = 10): the learner is the DNN plus an
 adversary — I is the DNN's hidden layers (z = their post-ReLU 8-unit output), C the DNN's output layer (batch norm,
 z → 2), built first so that with the DNN's seed (which the protocol then gives every learner) I and C start from the
 DNN's weights and see its minibatches; A reads [z, label] standardised over the minibatch. At λ = 0 simple *is* the
 DNN (entropy differs by its reconstruction term Lr, which also trains I). ``dnn_body=False``: the learner's own
-layers (I an :func:`mlp` with a linear z, C z → 16 → 2) and seeds of its own, the default before round 12.
+layers (I an :func:`mlp` with a linear z, C z → 16 → 2) and seeds of its own.
 
 Baselines: ``dnn`` (hidden 64-32-8, ReLU, batch norm before the output layer; its representation is the last hidden
 layer, 8 units), ``svm`` (RBF SVC with Platt scores), ``rf`` (random forest, 200 trees), ``adaboost`` (100 stumps) —
@@ -95,9 +95,9 @@ class LearnerSettings:
     """Training settings shared by the neural methods (000 "Implementation" and METHODS §3)."""
 
     lam: float = 1.0        # λ: weight of the adversary (and discriminator) term in the interpreter's loss
-    # K: adversary steps per minibatch (000 leaves K open; 1 let z keep age; 5 until issue 27 round 12: with the
-    # DNN's layers a K = 5 adversary lags the interpreter and leaves age beyond the label, round 11 in
-    # docs/methods.md §3)
+    # K: adversary steps per minibatch (000 leaves K open; 1 let z keep age; with the
+    # DNN's layers a K = 5 adversary lags the interpreter and leaves age beyond the label:
+    # docs/validation/age-learners.md)
     k_adv: int = 10
     k_disc: int = 1         # K_D: discriminator steps per minibatch (consensus)
     lambda_h: float = 1.0   # λ_H: weight of the entropy term (entropy)
@@ -106,18 +106,18 @@ class LearnerSettings:
     z_dim: int = 8          # size of z (per modality for consensus); 8 = the DNN's last hidden layer
     hidden: tuple[int, ...] = (64, 32)  # interpreter hidden layers (the DNN's 64-32 before its 8)
     head_hidden: int = 16   # hidden units of C, A, D (C: only with dnn_body=False)
-    # the learner is the DNN plus an adversary (issue 27, rounds 6, 9, 11, 12; docs/methods.md §3): I = the DNN's
+    # the learner is the DNN plus an adversary (docs/methods.md §3): I = the DNN's
     # hidden layers (z = its 8-unit post-ReLU last hidden layer), C = its output layer (batch norm, z → 2), A reads
     # its input standardised, and the protocol fits it with the DNN's seed (initial weights of I and C, minibatch
     # order), so at λ = 0 simple is the DNN and a learner's cost is its adversary's, not a second network's
-    # training noise. The default since round 12 (with K = 10). False: the learner's own I (64-32, batch norm,
-    # linear z) and C (z → 16 → 2) with seeds of their own (the default until round 12).
+    # training noise. The default (with K = 10). False: the learner's own I (64-32, batch norm,
+    # linear z) and C (z → 16 → 2) with seeds of their own.
     dnn_body: bool = True
     epochs: int = 40
     batch_size: int = 64
     lr: float = 3e-4
     # decoupled (AdamW) weight decay of the predicting networks' weight matrices (the DNN; I and C), the same for
-    # the DNN and the learners; 0 = none (issue 27, round 8 measured 3: not made the default, docs/methods.md §3)
+    # the DNN and the learners; 0 = none (3 was measured and not made the default: docs/validation/age-learners.md)
     weight_decay: float = 0.0
     n_modalities: int = 3
     device: str = "auto"
@@ -233,7 +233,7 @@ def build_nets(method: str, n_features: int, settings: LearnerSettings,
     modality, C on their concatenation), built first and in the DNN's order, and A, D, R after them: with the
     default sizes and the DNN's seed a learner starts from the DNN's initial weights, and the adversary's networks
     take no draws before them; A then reads [z, label] standardised over the minibatch (batch norm without affine
-    parameters). *Why*: the pairing alone (round 6's) left age in z at λ = 1 on the strong cohort (R² beyond the
+    parameters). *Why*: the pairing alone left age in z at λ = 1 on the strong cohort (R² beyond the
     label 0.13 and 0.18 for simple and entropy over four seeds against the own layers' 0.07 and 0.12): the DNN's
     post-ReLU z is small and A, reading it raw, lagged where I moved age (docs/methods.md §3, rounds 6b and 9)."""
     import torch.nn as nn
@@ -249,7 +249,7 @@ def build_nets(method: str, n_features: int, settings: LearnerSettings,
 
     def adversary(outputs: int):
         # with the DNN's body z is not normalised (post-ReLU, unit SDs ~0.01–0.1): A reads its input standardised
-        # over the minibatch, else it is blind to a shrunken z that still carries age (issue 27, round 9)
+        # over the minibatch, else it is blind to a shrunken z that still carries age
         a = mlp([zc + int(s.conditional), s.head_hidden, outputs])
         return nn.Sequential(nn.BatchNorm1d(zc + int(s.conditional), affine=False), *a) if s.dnn_body else a
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairdesk.core.audits.groups import GroupAuditResult
 
 #: How each verdict is drawn (matplotlib marker codes; the GUI maps them to pyqtgraph symbols). The status of a
-#: plotted row is its verdict (issue 9): differs / equivalent within ±margin / inconclusive, or not estimable.
+#: plotted row is its verdict: differs / equivalent within ±margin / inconclusive, or not estimable.
 STATUS_STYLE: dict[str, dict[str, Any]] = {
     "differs": {"label": "differs (after correction)", "color": "#C03A00", "marker": "o", "filled": True,
                 "size": 7.0},
@@ -63,7 +63,7 @@ def table_rows(frame: pd.DataFrame, names, where=None) -> list:
     The values are those ``itertuples`` gives; the columns are read whole, one at a time, and only the named ones:
     ``itertuples`` takes every column of the wide records tables through pandas, and a boolean selection copies every
     one of them (Arrow-backed text included), for the few a sentence or a plot row reads — most of the CPU the
-    GUI's view thread spent on a stored audit's board summary and plots (issue 24, round 13c)."""
+    GUI's view thread spent on a stored audit's board summary and plots."""
     names = tuple(c for c in names if c in frame.columns)
     cols = [frame[c].tolist() for c in names]
     if where is not None:

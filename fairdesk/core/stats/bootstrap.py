@@ -13,7 +13,7 @@ Boundary smoothing (``pseudo > 0``) is *not* row resampling any more: it is a sm
 moves under plain resampling, so its bootstrap distribution is a point mass. With ``pseudo = 0.5`` each present
 pair gets half a pseudo-row in each of its two cells when the resampling shares are formed (a Jeffreys prior on the
 pair's split); estimates are never smoothed. The replicates then come from the smoothed shares, not the observed
-ones: a KS test against row resampling rejects (issue 9: p 5e-9 smoothed vs 0.98 unsmoothed), and a percentile
+ones: a KS test against row resampling rejects (p 5e-9 smoothed vs 0.98 unsmoothed), and a percentile
 interval drawn from them is conservative and shifted off the estimate at small denominators (10/10 vs 700/1000:
 gap 0.300, percentile CI 0.085 to 0.324). The group audit therefore uses the smoothed replicates only for a
 *variance* — the design effect of :mod:`fairdesk.core.stats.gaps` — never for a percentile interval or a tail share

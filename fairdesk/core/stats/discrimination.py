@@ -1,5 +1,5 @@
 """Discrimination of a score in one group: AUROC with its DeLong variance, average precision (AUPRC), and both
-from grouped counts for the bootstrap (METHODS §8, issue 14).
+from grouped counts for the bootstrap (METHODS §8).
 
 Why by hand: no installed library gives DeLong's variance (sklearn and scipy give the AUROC only), and the points
 themselves are a few lines from one sort. sklearn's ``roc_auc_score`` / ``average_precision_score`` validate their
@@ -58,14 +58,14 @@ def hanley_mcneil_variance(auc, n1, n0) -> float:
     """Hanley & McNeil's (1982) variance of an AUROC ``auc`` estimated from ``n1`` positives and ``n0`` negatives:
     ``[A(1 − A) + (n₁ − 1)(Q₁ − A²) + (n₀ − 1)(Q₂ − A²)] / (n₁n₀)``, ``Q₁ = A/(2 − A)``, ``Q₂ = 2A²/(1 + A)``. A
     function of A and the counts alone, so at a common AUROC it does not collapse with one sample's placement values
-    (the AUROC pair test uses it as a floor under DeLong's, issue 21)."""
+    (the AUROC pair test uses it as a floor under DeLong's)."""
     a = float(auc)
     q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
     return (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0)
 
 
 def auroc_pair_z(a, b, delong_a, delong_b, counts_a, counts_b, deff_a=1.0, deff_b=1.0) -> float:
-    """z of "the two AUROCs are equal", the group audit's pair test (issue 21): a score-type test on the cube-root
+    """z of "the two AUROCs are equal", the group audit's pair test: a score-type test on the cube-root
     scale of the AUROC's distance from 1 (from 0 when the pooled AUROC is below ½),
     ``z = (u_b^⅓ − u_a^⅓) / (⅓ ū^(−⅔) √(V_a + V_b))``, ``u = 1 − A``, ``ū = 1 − Ā`` at the pooled AUROC Ā (weights
     n₁n₀, at most 1 − ½/max n₁n₀), each group's variance ``V = max(DeLong, Hanley–McNeil at Ā) × its whole-patient

@@ -1,4 +1,4 @@
-"""Each group's confusion counts at any threshold, after one sort (the threshold explorer, issue 14).
+"""Each group's confusion counts at any threshold, after one sort (the threshold explorer).
 
 :class:`GroupRates` sorts the scores once per (group, label) cell, offset so that one ``np.searchsorted`` call over
 all cells gives every group's TP, FP, FN and TN at a threshold: an update costs O(groups · log rows), not a pass

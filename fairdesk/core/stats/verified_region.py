@@ -1,4 +1,4 @@
-"""The region of designs in which each test's size and interval coverage were verified (issue 21, item 3).
+"""The region of designs in which each test's size and interval coverage were verified.
 
 The design-space map (:mod:`fairdesk.core.synthetic.design_space`, ``fairdesk-cli bench validity --design-space``;
 its table is in docs/methods.md "Validity over a design space") draws group audits at random from a stated space
@@ -22,34 +22,34 @@ import math
 #: (None: not verified there at all) and, for AUROC and AUPRC, the AUROC below which it was (for calibration with
 #: repeated patients ``max_auroc_clustered``, from the single-group studies below). Copied from
 #: ``verified_region()`` of the map in docs/methods.md ("Validity over a design space").
-VERIFIED: dict[str, dict] = {  # the map of 2026-11-25 on wt-stats (main 9316ae6 + this branch): 300 designs, seed 0,
+VERIFIED: dict[str, dict] = {  # the design-space map: 300 designs, seed 0,
     # clustered regions by the patients among the cases; min_patients counts those patients (:func:`case_patients`)
-    "parity": {"min_cases": 30, "min_patients": 10},  # from 10 case patients: wt-clus3 (below)
-    "recall": {"min_cases": 10, "min_patients": 10},  # from 10 cases: wt-rate; from 10 case patients: wt-clust
-    "specificity": {"min_cases": 10, "min_patients": 10},  # from 10 case patients: wt-clus3 (below)
+    "parity": {"min_cases": 30, "min_patients": 10},  # from 10 case patients (below)
+    "recall": {"min_cases": 10, "min_patients": 10},  # from 10 cases; from 10 case patients (below)
+    "specificity": {"min_cases": 10, "min_patients": 10},  # from 10 case patients (below)
     "auroc": {"min_cases": 10, "min_patients": 10, "max_auroc": 0.99},
-    "auprc": {"min_cases": 10, "min_patients": 1, "max_auroc": None},  # the map of wt-auprc (AUPRC intervals, below)
+    "auprc": {"min_cases": 10, "min_patients": 1, "max_auroc": None},  # the AUPRC intervals' map (docs/validation/)
     "calibration": {"min_cases": 10, "min_patients": 10, "max_auroc_clustered": 0.99},
 }
-# calibration (issue 21, wt-cal): from 10 cases (independent rows) and 10 patients among them (repeated patients),
+# calibration: from 10 cases (independent rows) and 10 patients among them (repeated patients),
 # measured on 375–600 single groups per band drawn from the map's space (benchmarks/bench_calibration_regions.py,
 # docs/methods.md "Calibration intervals in the map's low regions"): every interval ≥ 0.934, the test's size with
 # repeated patients 0.021–0.058 (below AUROC 0.99). At AUROC ≥ 0.99 with repeated patients the drawn groups' intervals
 # cover 0.95–0.98 but the test's size there was not measured and two single designs' slope intervals covered
 # 0.90–0.92 (bench_cluster_calibration --part boot): still excluded; ``max_auroc_clustered`` applies to repeated
 # patients only
-# recall with independent rows (issue 21, wt-rate): from 10 cases since the conditional mid-p at few expected events
+# recall with independent rows: from 10 cases since the conditional mid-p at few expected events
 # (stats.gaps.gap_p_value): size 0.016 / 0.030 (307 / 230 null tests) at 10–29 cases and 0.049 / 0.032 (142 / 187) at
 # 30–99 in designs targeted to those bands (benchmarks/bench_rate_gaps.py --part map), 0.021–0.030 at 100–299;
 # coverage 0.969 / 0.958 (522 / 333) at 10–29 / 30–99 (docs/methods.md "The rate gaps' sizes in the map")
-# recall with repeated patients (issue 21, wt-clust): from 10 patients among the cases, on 600 designs targeted to the
+# recall with repeated patients: from 10 patients among the cases, on 600 designs targeted to the
 # band (`bench validity --design-space --designs 300 --region 'recall gap | clustered, 10-29 case patients' …`, seeds
 # 101 and 202): size 0.027 (480 null tests), coverage 0.962 (1,109). Parity with repeated patients stays from 100:
 # in those designs its size is 0.042 at 10–29 and 30–99 case patients (1,796 and 1,614 tests) but its interval covers
 # only 0.936 and 0.943, and the map's first-pass designs 0.915 and 0.898 (docs/methods.md "The clustered rate gaps'
 # unclear regions settled")
-# parity and specificity with repeated patients (issue 21, wt-clus3): from 10 patients among the cases, on the score
-# interval (wt-pcov). Coverage / size at 10–29, 30–99 and ≥ 100 case patients in the 74 clustered designs of the
+# parity and specificity with repeated patients: from 10 patients among the cases, on the score
+# interval. Coverage / size at 10–29, 30–99 and ≥ 100 case patients in the 74 clustered designs of the
 # map's first pass with a parity pair at 30–99 case patients, 20 data sets each: parity 0.953 / 0.955 / 0.953
 # (7,111 / 6,398 / 2,341 intervals), size 0.039 / 0.048 / 0.037; specificity 0.961 / 0.956 / 0.963, size 0.032 /
 # 0.033 / 0.039; 400 fresh clustered designs (1–5 and 1–30 rows per patient, 4 data sets each): parity ≥ 0.949,

@@ -1,4 +1,4 @@
-"""Two learners compared over repeated participant-disjoint cross-validation, with known truth (METHODS §3, issue 22).
+"""Two learners compared over repeated participant-disjoint cross-validation, with known truth (METHODS §3).
 
 The age protocol compares every method with the DNN over the R·k per-fold values
 (:func:`fairdesk.core.audits.age_independence.paired_comparison`). The folds share training rows (and, with R > 1

@@ -1,4 +1,4 @@
-"""Validity over a design space (issue 21, item 3): group audits of designs drawn at random from a stated space,
+"""Validity over a design space: group audits of designs drawn at random from a stated space,
 with the size of every test and the coverage of every interval, by region.
 
 The space (:data:`SPACE`): 2–8 groups of 30–5,000 rows, prevalence 0.01–0.5 drawn for each group (unequal),
@@ -49,8 +49,8 @@ from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.stats.verified_region import case_patients, cases_of
 
 ALPHA = 0.05
-SIZE_TARGET = ALPHA + 0.02  # issue 21: per-test size ≤ α + 0.02
-COVERAGE_TARGET = 0.93      # issue 21: 95% intervals cover at least 0.93
+SIZE_TARGET = ALPHA + 0.02  # the promise: per-test size ≤ α + 0.02
+COVERAGE_TARGET = 0.93      # the promise: 95% intervals cover at least 0.93
 TRUTH_ROWS = 100_000        # rows per group of the large sample behind the Monte-Carlo truths
 DEFAULT_N_BOOT = 200
 
@@ -193,7 +193,7 @@ def calibration_truths(d: Design, g: int) -> dict[str, float]:
     trapezoid rule on a fine latent grid: the population fits of the calibration intercept (offset model) and slope,
     O/E, Brier and ECE (10 equal-width bins of the score).
 
-    Why not ``1/β`` for the slope, nor a large sample for the rest (issue 21): where the clipping binds — a group
+    Why not ``1/β`` for the slope, nor a large sample for the rest: where the clipping binds — a group
     whose latent scores are shifted far out (mode ``parity``) at AUROC near 1 — the clipped scores' slope is not
     ``1/β`` (1.56 for one group of the 2026-11-25 map, whose truth was taken as 1), and 100,000 rows at prevalence
     0.01 leave the intercept and O/E truths ±3% off."""

@@ -1,4 +1,4 @@
-"""A controlled image benchmark with EXACT counterfactuals (Morpho-MNIST-like synthetic "scans"; issue 4, METHODS §6).
+"""A controlled image benchmark with EXACT counterfactuals (Morpho-MNIST-like synthetic "scans", METHODS §6).
 
 Each image is a grey "organ" disc whose outer RIM is a bright ring; a lesion blob sits near the centre::
 

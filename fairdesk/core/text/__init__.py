@@ -1,4 +1,6 @@
-"""Text resources for the masked-LM audits: template lists (``templates``). No torch at import time."""
+"""Text resources and text transforms: the masked-LM probe's template lists (``templates``), the counterfactual
+substitution engine for identity terms (``counterfactual``) and the madlibs sentence set (``madlibs``). No torch at
+import time."""
 from fairdesk.core.text.templates import (
     ATTR_SLOT,
     BiasTemplates,

@@ -1,4 +1,4 @@
-"""Model › Representation learners (issue 13): the page of the ``age_independence`` audit kind.
+"""Model › Representation learners: the page of the ``age_independence`` audit kind.
 
 Form: a features dataset of the project, its label, protected continuous attribute (numeric columns only) and
 participant-id columns (first guesses from :mod:`fairdesk.core.data.roles`), the methods (the DNN baseline always

@@ -466,8 +466,8 @@ class AuditPage(JobPage):
     def read_view(self, project, audit_id: int, suppress_k: int, check=lambda: None) -> tuple:
         """Everything :meth:`show_results` needs of stored audit ``audit_id``: ``(doc, prepared, findings)`` — read
         and checked (:meth:`Project.audit_document`), parsed, prepared and summed up. Runs in the view runner (never
-        touch a widget here); ``check()`` raises when the read was cancelled
-        (``benchmarks/bench_view_read.py`` times these same steps)."""
+        touch a widget here); ``check()`` raises when the read was cancelled (``benchmarks/bench_heartbeat.py``
+        measures what these steps cost the window)."""
         raw = project.audit_document(audit_id)  # checked against the kind's schema
         check()
         yield_point()  # (the Qt thread's work goes first: core.progress.Foreground)

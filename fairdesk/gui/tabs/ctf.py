@@ -1,4 +1,4 @@
-"""Counterfactual token fairness (issue 12, METHODS §5): the Audit-tab page of audit kind ``ctf``.
+"""Counterfactual token fairness (METHODS §5): the Audit-tab page of audit kind ``ctf``.
 
 Would a text classifier's score on a note change if "he" were "she", with nothing else changed? The form chooses a
 model (a text classifier stored in the project, or a local folder: a FairDesk text CNN or a Hugging Face

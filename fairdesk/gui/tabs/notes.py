@@ -1,5 +1,5 @@
 """Note classifiers (Model tab sub-page): note-level downstream classifiers on a frozen encoder's features, and the
-baseline-vs-debiased encoder comparison (issue 3 point 4; 001 §4.1, Tables 5, A2 and D4).
+baseline-vs-debiased encoder comparison (001 §4.1, Tables 5, A2 and D4).
 
 The form reads only the notes file's header (and, for CSV, its first rows) to offer columns with sensible guesses;
 everything else runs as jobs through ``window.run_job`` with the job functions the CLI calls too

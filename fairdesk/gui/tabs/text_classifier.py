@@ -1,5 +1,4 @@
-"""Model tab — Text classifiers: train the small CNN text classifier of 002 with a counterfactual remedy (issue 12
-point 3), watch its loss per epoch, cancel, resume, and see the project's stored text classifiers.
+"""Model tab — Text classifiers: train the small CNN text classifier of 002 with a counterfactual remedy, watch its loss per epoch, cancel, resume, and see the project's stored text classifiers.
 
 The training runs as a job through :func:`fairdesk.jobs.ctf.train_text_classifier_job` — the function
 ``fairdesk-cli train text-classifier`` calls. The job's ``on_epoch`` hook runs in the worker thread and only appends

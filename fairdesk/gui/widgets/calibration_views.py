@@ -1,4 +1,4 @@
-"""The group audit's calibration result tabs (issue 14): "Calibration" (the findings in words, the reliability
+"""The group audit's calibration result tabs: "Calibration" (the findings in words, the reliability
 diagram and the table), "ROC & PR" (curves per group with the operating point, and the discrimination table: AUROC
 and AUPRC per group with intervals, their largest gaps with q and verdict, the operating point) and "Threshold
 explorer".

@@ -1,4 +1,4 @@
-"""The accuracy–fairness frontier of an age-independence audit, interactive (issue 13).
+"""The accuracy–fairness frontier of an age-independence audit, interactive.
 
 It draws the rows of :func:`fairdesk.core.reports.age_independence.frontier_data` — the same table the PDF's
 frontier figure is drawn from — as two pyqtgraph panels side by side: Δ_eo^(5) against accuracy and leakage (age R²

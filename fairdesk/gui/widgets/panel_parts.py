@@ -155,7 +155,7 @@ def load_pyqtgraph():
 def cache_axis_drawings(axis_class) -> None:
     """Every pyqtgraph axis keeps its drawing (ticks, labels and the grid it draws across the plot) as a pixmap in
     device coordinates. pyqtgraph replays the axis's recorded drawing at every paint of its view: 20–40 % of a
-    results tab's repaint at 1920×1080 (issue 24); Qt redraws the pixmap whenever the axis calls ``update()`` (new
+    results tab's repaint at 1920×1080; Qt redraws the pixmap whenever the axis calls ``update()`` (new
     range, resize, new labels) or the view's transform changes."""
     if getattr(axis_class, "_fairdesk_cached", False):
         return
@@ -182,7 +182,7 @@ def push_button(text: str, parent: QWidget | None, slot, tooltip: str | None = N
 
 def threshold_choice(owner: QWidget, parent: QWidget, best_text: str, fixed_tip: str = ""):
     """The threshold inputs of an audit form: a "Fixed" radio with its spin box (0.001–0.999, enabled only when
-    chosen) and a best-F1 radio labelled ``best_text``, exclusive, neither chosen (issue 21: no silent default).
+    chosen) and a best-F1 radio labelled ``best_text``, exclusive, neither chosen (no silent default).
     Returns ``(fixed_radio, best_radio, spin, button_group, layout)``."""
     from PySide6.QtWidgets import QButtonGroup, QDoubleSpinBox, QGridLayout, QRadioButton
 
@@ -353,7 +353,7 @@ class TabRepaintGate(QObject):
     everything it holds (``setUpLayout`` ends in ``update()``), and ``QLayout::activate`` ends in
     ``updateGeometry()``, so one layout request deep in a page climbs to the window and each tab widget on the way
     (a page's result tabs, the Audit tab, the main tabs) repaints its whole area: a page brought back to the front
-    repainted the Audit tab and the main tabs in full three times (round 15). The gate lets the tab widget handle the
+    repainted the Audit tab and the main tabs in full three times. The gate lets the tab widget handle the
     request as before — its tab bar and pages placed, its size hints passed up — with its own repaint held, and
     repaints it when the places of its tab bar, its pages or its corner widgets changed (a child that moved or
     changed size repaints itself as before)."""

@@ -1,4 +1,4 @@
-"""A text diff viewer for counterfactual pairs (issue 12 point 4): the original text and its counterfactual side by
+"""A text diff viewer for counterfactual pairs : the original text and its counterfactual side by
 side with the substituted words highlighted, both scores and the change; browse by the largest |change| first;
 filter by term pair and by label.
 

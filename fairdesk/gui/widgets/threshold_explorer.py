@@ -1,5 +1,5 @@
 """Threshold explorer: a slider and a typed value over thresholds showing, live, each group's TPR, FPR and PPV and
-the gaps between groups (issue 14).
+the gaps between groups.
 
 The counts come from :class:`fairdesk.core.stats.operating.GroupRates` built once from the audited rows (label,
 score and group of the dataset stored with the audit): one ``searchsorted`` per update, fast enough for every
