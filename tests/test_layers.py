@@ -149,8 +149,8 @@ FORBIDDEN = {"core": {"jobs", "cli", "gui"}, "jobs": {"cli", "gui"}, "cli": {"gu
 
 # Layers inside core, highest first: a module may import its own layer and the ones below, never one above.
 CORE_LAYERS = [
-    {"validity", "demo", "synthetic", "reports", "model_card"},  # built on audits: benchmarks, the demo cohort, the PDF
-    # reports and the model card
+    {"validity", "demo", "synthetic", "reports", "model_card", "compare"},  # built on audits: benchmarks, the demo
+    # cohort, the PDF reports, the model card and the comparison of two audits
     {"audits"},  # the audit families
     {"models", "generation"},  # classifiers, language models, the counterfactual image generator
     {"data", "text", "project"},  # tables, images, notes, templates, the project file
