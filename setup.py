@@ -16,6 +16,9 @@ class BuildWithResources(build_py):
             return
         shutil.copytree(Path(__file__).resolve().parent / "resources", Path(self.build_lib) / "fairdesk" / "resources",
                         dirs_exist_ok=True)
+        # the user guide (Help › User guide) is written in docs/guide and ships beside the other resources
+        shutil.copytree(Path(__file__).resolve().parent / "docs" / "guide",
+                        Path(self.build_lib) / "fairdesk" / "resources" / "guide", dirs_exist_ok=True)
 
 
 setup(cmdclass={"build_py": BuildWithResources})

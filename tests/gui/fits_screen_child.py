@@ -1,0 +1,59 @@
+"""Child process of test_fits_screen.py: a main window on an offscreen screen of the size (and Qt scale factor)
+the parent chose, with a stored group audit; prints JSON: the geometry facts and the layout walk's problems."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from layout_walk import settle, wait_views, walk  # noqa: E402
+
+
+def main(project_dir: str) -> None:
+    app = QApplication([])
+    from conftest import make_predictions  # (after the app: conftest sets QT_QPA_PLATFORM for in-process tests)
+    from fairdesk.core.audits.groups import GroupAuditPlan
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.gui.main_window import MainWindow
+    from fairdesk.jobs.groups import audit_groups, import_table
+
+    csv = Path(project_dir) / "predictions.csv"
+    make_predictions().to_csv(csv, index=False)
+    project = Path(project_dir) / "fit.fairdesk"
+    roles = ColumnRoles(label="label", score="score", task="task", attributes=("sex", "ethnicity"),
+                        continuous_attributes=("age",), patient_id="patient_id", split="split")
+    ds = import_table(project, csv, roles=roles)
+    audit_groups(project, ds, GroupAuditPlan(roles=roles, threshold=0.5, n_boot=200, n_permutations=200),
+                 name="fit")
+    window = MainWindow()
+    window.show()
+    settle(app)
+    window.open_project(project)
+    wait_views(window)
+    settle(app)
+    area = window.screen().availableGeometry()
+    frame = window.frameGeometry()
+    status = window.statusBar()
+    top_left = status.mapTo(window, status.rect().topLeft())
+    facts = {"area": [area.x(), area.y(), area.width(), area.height()],
+             "frame": [frame.x(), frame.y(), frame.width(), frame.height()],
+             "inside": area.contains(frame),
+             "status_visible": status.isVisible() and top_left.y() + status.height() <= window.height(),
+             "scale": window.devicePixelRatio()}
+    window.show_page(window.audit_tab)
+    window.audit_tab.results_tabs.setCurrentIndex(0)
+    settle(app)
+    facts["group_gaps"] = window.audit_tab.plot_above_fold() if hasattr(window.audit_tab, "plot_above_fold") \
+        else None
+    facts["problems"] = walk(window, (window.width(), window.height()))
+    print(json.dumps(facts))
+    window.runner.shutdown(10000)
+    window.views.shutdown(10000)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
