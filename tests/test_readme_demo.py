@@ -1,6 +1,7 @@
 """The demo writes its predictions table, and the README's command-line examples run on it."""
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -38,6 +39,7 @@ def test_demo_writes_the_table_the_readme_commands_run_on(tmp_path, monkeypatch)
     assert len(table) > 1200 and set(table["split"]) >= {"train", "test", "val"}
     for argv in readme_demo_commands():
         argv = [sys.executable, "-m", "fairdesk", *argv[1:], "--n-boot", "100", "--quiet"]
-        run = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        run = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT)))  # this checkout's fairdesk
         assert run.returncode == 0, (argv, run.stderr)
         assert (tmp_path / argv[argv.index("--pdf") + 1]).read_bytes()[:5] == b"%PDF-"

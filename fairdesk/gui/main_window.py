@@ -716,7 +716,7 @@ class MainWindow(QMainWindow):
     #: the window's size when the screen has room for it
     PREFERRED_SIZE = (1360, 880)
     #: room kept for the window manager's title bar and frame, which Qt only knows once the window is shown
-    FRAME_ALLOWANCE = (16, 40)
+    FRAME_ALLOWANCE = (6, 40)
 
     def fit_to_screen(self, restored: bool = False) -> None:
         """Open inside the screen's available area (task bars and docks excluded): the preferred size or less, so

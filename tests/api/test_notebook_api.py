@@ -3,8 +3,10 @@ cover, gaps, summary, warnings, PDF/HTML)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,6 +17,8 @@ from hypothesis import strategies as st
 import fairdesk as fd
 from fairdesk.core.errors import DataError
 from fairdesk.core.stats.rates import rate_interval, wilson
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _table(n=600, seed=1, patients=None):
@@ -115,7 +119,8 @@ def test_same_document_from_a_path_and_the_cli(tmp_path, groups_result):
     out = subprocess.run([sys.executable, "-m", "fairdesk", "audit", "groups", str(csv), "--label", "y", "--score",
                           "p", "--attribute", "sex", "--attribute", "eth", "--threshold", "0.4", "--patient-id",
                           "pid", "--n-boot", "200", "--json", str(tmp_path / "cli.json"), "--quiet"],
-                         capture_output=True, text=True, cwd=tmp_path.parent)
+                         capture_output=True, text=True, cwd=tmp_path.parent,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))  # this checkout's fairdesk
     assert out.returncode == 0, out.stderr
     cli = json.loads((tmp_path / "cli.json").read_text())
     for key in ("records", "tests", "groups", "thresholds"):
@@ -172,6 +177,7 @@ def test_slices_have_the_same_shape():
 def test_import_fairdesk_stays_light():
     code = ("import sys, fairdesk; assert 'audit_groups' in dir(fairdesk); "
             "print(sorted(m for m in ('pandas', 'fairdesk.api', 'fairdesk.jobs') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -40,11 +40,12 @@ def test_a_machine_without_them_gets_the_sentence(tmp_path):
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
     if not syslibs.missing_libraries():
         pytest.skip("every xcb library is installed here; the sentence is checked with a stand-in loader above")
     env = dict(os.environ, QT_QPA_PLATFORM="xcb", DISPLAY=":99", FAIRDESK_HOME=str(tmp_path / "home"),
-               FAIRDESK_SETTINGS=str(tmp_path / "s.ini"))
+               FAIRDESK_SETTINGS=str(tmp_path / "s.ini"), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     out = subprocess.run([sys.executable, "-c", "import sys; from fairdesk.gui.app import main; sys.exit(main([]))"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 3, out.stderr
