@@ -60,3 +60,13 @@ def test_main_says_which_package_instead_of_aborting(monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("fairdesk: the window needs system libraries") and "libxcb-cursor0" in err
     assert "xcb-util-cursor" in err and len(err.splitlines()) == 1
+
+
+def test_readme_and_the_kit_list_every_package():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for doc in ("README.md", "packaging/README.md"):
+        text = (root / doc).read_text(encoding="utf-8")
+        missing = [p for pair in syslibs.XCB_LIBRARIES.values() for p in pair if p not in text]
+        assert not missing, (doc, missing)
