@@ -178,6 +178,10 @@ class AuditResult:
 
         rows = []
         level = float(self.document["plan"].get("ci_level", 0.95))
+        # the confirmation rows' patients are not in the document, so a patient's rows count as independent here
+        # (the slice's gap test does account for them); say so rather than imply a whole-patient interval
+        patients = bool((self.document["plan"].get("roles") or {}).get("patient_id"))
+        how = "Wilson (confirmation rows" + ("; a patient's rows counted as independent)" if patients else ")")
         for s in self.document.get("slices") or []:
             n, value = s.get("cases"), s.get("value")
             if n is None or value is None:
@@ -186,7 +190,7 @@ class AuditResult:
             lo, hi = wilson(x, int(n), level)
             rows.append({"task": s["task"], "attribute": "slice", "group": s["description"], "metric": s["metric"],
                          "n": int(n), "numerator": x, "rate": float(value), "ci_low": float(lo),
-                         "ci_high": float(hi), "design_effect": 1.0, "interval": "Wilson (confirmation rows)"})
+                         "ci_high": float(hi), "design_effect": 1.0, "interval": how})
         return pd.DataFrame.from_records(rows, columns=RATE_COLUMNS)
 
 

@@ -87,7 +87,9 @@ def _cell_xml(ref: str, v) -> str:
         return f'<c r="{ref}" t="b"><v>{int(v)}</v></c>'
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return f'<c r="{ref}"><v>{repr(float(v)) if isinstance(v, float) else int(v)}</v></c>'
-    text = escape(re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", " ", str(v)))
+    # characters XML 1.0 cannot hold become spaces; a carriage return is written as a reference (an XML reader
+    # would turn a literal one into a line feed)
+    text = escape(re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", " ", str(v)), {"\r": "&#13;"})
     return f'<c r="{ref}" t="inlineStr"><is><t xml:space="preserve">{text}</t></is></c>'
 
 
