@@ -75,6 +75,7 @@ class AuditResult:
     kind: str
     document: dict
     table: Any = field(repr=False)  # the imported table the audit ran on (for rates())
+    source: Path | None = None  # the table's file when a path was given (never written over)
     _rates: Any = field(default=None, repr=False)
 
     # ---- what a notebook reads -----------------------------------------------------------------------------
@@ -128,7 +129,7 @@ class AuditResult:
         from fairdesk.core.guard import guard_outputs
         from fairdesk.core.kinds import ReportSettings, build_report
 
-        guard_outputs([("The report file", path)])
+        guard_outputs([("The report file", path)], inputs=self._inputs())
         return Path(build_report(self.kind, self.document, path, ReportSettings(suppress_k=suppress_k)))
 
     def to_html(self, path, suppress_k: int = 11) -> Path:
@@ -139,7 +140,7 @@ class AuditResult:
         build_html = getattr(kinds, "build_html", None)
         if build_html is None:
             raise FairDeskError("This FairDesk cannot write HTML reports yet; use to_pdf(path).")
-        guard_outputs([("The report file", path)])
+        guard_outputs([("The report file", path)], inputs=self._inputs())
         return Path(build_html(self.kind, self.document, path, kinds.ReportSettings(suppress_k=suppress_k)))
 
     def _repr_html_(self) -> str:
@@ -160,6 +161,9 @@ class AuditResult:
         return f"<fairdesk AuditResult {self.kind}: {self.summary}>"
 
     # ---- helpers -----------------------------------------------------------------------------------------------
+    def _inputs(self) -> list:
+        return [("the data table", self.source)] if self.source is not None else []
+
     def _group_rates(self):
         import pandas as pd
 
@@ -229,7 +233,7 @@ def audit_groups(data, *, label: str, score: str, attributes: Sequence[str] = ()
     _table(data, "audit_groups")  # refuse a wrong input before any work
     doc, kind, table = _run(data, "audit_groups", roles, job, plan,
                             extra_columns=[c for combo in plan.intersections for c in combo])
-    return AuditResult(kind, doc, table)
+    return AuditResult(kind, doc, table, source=_table(data, "audit_groups")[1])
 
 
 def audit_slices(data, *, label: str, score: str, attributes: Sequence[str] = (), threshold,
@@ -249,4 +253,4 @@ def audit_slices(data, *, label: str, score: str, attributes: Sequence[str] = ()
         raise DataError(f"audit_slices: {err}.") from None
     _table(data, "audit_slices")
     doc, kind, table = _run(data, "audit_slices", roles, job, plan)
-    return AuditResult(kind, doc, table)
+    return AuditResult(kind, doc, table, source=_table(data, "audit_slices")[1])

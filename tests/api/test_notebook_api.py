@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fairdesk as fd
-from fairdesk.core.errors import DataError
+from fairdesk.core.errors import DataError, FairDeskError
 from fairdesk.core.stats.rates import rate_interval, wilson
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,6 +123,9 @@ def test_same_document_from_a_path_and_the_cli(tmp_path, groups_result):
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))  # this checkout's fairdesk
     assert out.returncode == 0, out.stderr
     cli = json.loads((tmp_path / "cli.json").read_text())
+    with pytest.raises(FairDeskError, match="preds.csv"):
+        from_path.to_pdf(csv)  # never over the table it was given
+    assert csv.read_text().startswith("y,")
     for key in ("records", "tests", "groups", "thresholds"):
         assert from_path.document[key] == cli[key] == groups_result.document[key]
 
