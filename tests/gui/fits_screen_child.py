@@ -47,8 +47,16 @@ def main(project_dir: str) -> None:
     window.show_page(window.audit_tab)
     window.audit_tab.results_tabs.setCurrentIndex(0)
     settle(app)
-    facts["group_gaps"] = window.audit_tab.plot_above_fold() if hasattr(window.audit_tab, "plot_above_fold") \
-        else None
+    # how much of the gap plot shows without scrolling: its part inside the page's scrolled viewport and the window
+    plot = window.audit_tab.gap_plot
+    viewport = plot.parentWidget()
+    while viewport is not None and viewport.objectName() != "qt_scrollarea_viewport":
+        viewport = viewport.parentWidget()
+    top = plot.mapTo(window, plot.rect().topLeft()).y()
+    bottom = min(top + plot.height(), window.statusBar().mapTo(window, window.statusBar().rect().topLeft()).y())
+    if viewport is not None:
+        bottom = min(bottom, viewport.mapTo(window, viewport.rect().bottomLeft()).y())
+    facts["gap_plot_visible_px"] = max(0, bottom - top) if plot.isVisible() else 0
     facts["problems"] = walk(window, (window.width(), window.height()))
     print(json.dumps(facts))
     window.runner.shutdown(10000)

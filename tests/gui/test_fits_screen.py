@@ -45,6 +45,8 @@ def test_window_opens_inside_the_screen_with_its_status_bar(which, request):
     assert facts["area"] == expected
     assert facts["inside"], facts  # was 1360×880 on a 768-pixel screen: the status bar off-screen
     assert facts["status_visible"], facts
+    if which == "at_100":  # Group gaps: the gap plot starts above the fold (at least 120 px of it without scrolling)
+        assert facts["gap_plot_visible_px"] >= 120, facts
 
 
 @pytest.mark.xfail(strict=True, reason="at 150% (a logical 911×512 screen) result tab bars of several audit pages "
