@@ -59,7 +59,8 @@ def run_demo(out_dir: str | Path, *, n_boot: int = 1000, seed: int = 0, n_stays:
     predictions = write_table(Project(project_path).load_dataset(pred_id), out / DEMO_PREDICTIONS)
     imaging = imaging_demo(out, project_path, seed=seed, progress=rep.sub(0.9, 1.0), cancel=rep.cancel)
     rep(1.0, "Done")
-    return {"project": project_path, "pdf": pdf, "json": json_path, "predictions": predictions, "audit_id": audit_id, "model_id": model_id,
+    return {"project": project_path, "pdf": pdf, "json": json_path, "predictions": predictions, "audit_id": audit_id,
+            "model_id": model_id,
             "predictions_id": pred_id, "features_id": features_id, "cit_pdf": imaging["pdf"],
             "cit_audit_id": imaging["audit_id"], "images_id": imaging["images_id"]}
 

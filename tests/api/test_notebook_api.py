@@ -58,8 +58,8 @@ def test_rate_intervals_cover_independent_rows():
 
 
 def test_rate_intervals_cover_whole_patients():
-    """60 patients of 8 rows each whose own rates vary (beta 1, 3: mean 0.25, intra-patient correlation 0.2): rows-as-independent Wilson covers far
-    below 95%; the whole-patient interval covers at least 92%."""
+    """60 patients of 8 rows each whose own rates vary (beta 1, 3: mean 0.25, intra-patient correlation 0.2):
+    rows-as-independent Wilson covers far below 95%; the whole-patient interval covers at least 92%."""
     rng = np.random.default_rng(11)
     naive = patients_cover = 0
     reps = 300
