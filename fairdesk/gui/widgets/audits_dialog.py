@@ -49,8 +49,12 @@ class ManageAuditsDialog(QDialog):
         self.list.clear()
         if self.project is None:
             return
+        from fairdesk.core.kinds import AUDIT_KINDS
+
         for a in self.project.audits():
-            item = QListWidgetItem(f"{a.id}: {a.name}  ({a.kind}, {str(a.created)[:16]})", self.list)
+            kind = AUDIT_KINDS[a.kind].title if a.kind in AUDIT_KINDS else a.kind
+            when = str(a.created)[:16].replace("T", " ")
+            item = QListWidgetItem(f"{a.id}: {a.name}  ({kind}, {when})", self.list)
             item.setData(Qt.ItemDataRole.UserRole, (a.id, a.kind, a.name))
         self._update_buttons()
 
