@@ -175,27 +175,9 @@ class AuditResult:
         return group_rates(self.table, plan, self.document["thresholds"], stored)
 
     def _slice_rates(self):
-        import pandas as pd
+        from fairdesk.core.audits.rates import slice_rates
 
-        from fairdesk.core.audits.rates import RATE_COLUMNS
-        from fairdesk.core.stats.rates import wilson
-
-        rows = []
-        level = float(self.document["plan"].get("ci_level", 0.95))
-        # the confirmation rows' patients are not in the document, so a patient's rows count as independent here
-        # (the slice's gap test does account for them); say so rather than imply a whole-patient interval
-        patients = bool((self.document["plan"].get("roles") or {}).get("patient_id"))
-        how = "Wilson (confirmation rows" + ("; a patient's rows counted as independent)" if patients else ")")
-        for s in self.document.get("slices") or []:
-            n, value = s.get("cases"), s.get("value")
-            if n is None or value is None:
-                continue
-            x = round(float(value) * int(n))
-            lo, hi = wilson(x, int(n), level)
-            rows.append({"task": s["task"], "attribute": "slice", "group": s["description"], "metric": s["metric"],
-                         "n": int(n), "numerator": x, "rate": float(value), "ci_low": float(lo),
-                         "ci_high": float(hi), "design_effect": 1.0, "interval": how})
-        return pd.DataFrame.from_records(rows, columns=RATE_COLUMNS)
+        return slice_rates(self.table, self.document)
 
 
 def _roles(label, score, attributes, task, continuous_attributes, patient_id, what):

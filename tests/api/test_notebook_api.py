@@ -165,15 +165,20 @@ def test_missing_column_is_named():
 
 
 def test_slices_have_the_same_shape():
-    df = _table(n=2000, seed=3)
+    """Each confirmed slice's rate (found again on the confirmation rows, continuous bins included) is the stored
+    one, with a whole-patient interval when patients repeat."""
+    df = _table(n=2000, seed=3, patients=700)
+    df["age"] = np.random.default_rng(5).uniform(20, 90, len(df))
     bad = (df["sex"] == "F") & (df["eth"] == "a") & (df["y"] == 1)
     df.loc[bad, "p"] = df.loc[bad, "p"] * 0.3  # a slice the model misses
-    res = fd.audit_slices(df, label="y", score="p", attributes=["sex", "eth"], threshold=0.4, n_boot=200,
-                          min_size=30)
+    res = fd.audit_slices(df, label="y", score="p", attributes=["sex", "eth"], continuous_attributes=["age"],
+                          threshold=0.4, n_boot=200, min_size=30, patient_id="pid")
     rates, gaps = res.rates(), res.gaps()
     assert len(rates) == len(gaps) > 0
     assert {"rate", "ci_low", "ci_high"} <= set(rates.columns) and "verdict" in gaps.columns
+    assert np.allclose(rates["rate"], gaps["value"]) and list(rates["group"]) == list(gaps["description"])
     assert ((rates["ci_low"] <= rates["rate"]) & (rates["rate"] <= rates["ci_high"])).all()
+    assert rates["interval"].str.contains("whole patients").any()
     assert "slices searched" in res.summary
 
 

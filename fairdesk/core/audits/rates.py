@@ -101,3 +101,60 @@ def two_valued_scores_warning(scores) -> str | None:
     if len(values) > 2:
         return None
     return TWO_VALUED_SCORES.format(values=" and ".join(f"{v:g}" for v in sorted(values)) or "none")
+
+
+def slice_rates(table: pd.DataFrame, document: dict) -> pd.DataFrame:
+    """Each confirmed slice's rate on the confirmation rows of a slice audit ``document`` with its interval
+    (:func:`fairdesk.core.stats.rates.rate_interval`: whole patients when the patient id repeats there). The
+    confirmation rows are drawn again with the audit's own split (:func:`fairdesk.core.audits.slices.split_rows`,
+    same seed and fraction) and each slice's rows found from its stored definition (continuous attributes by the
+    stored bin edges); the counts must equal the stored ones (else DataError)."""
+    from fairdesk.core.audits.groups import assign_bins
+    from fairdesk.core.audits.slices import SliceAuditPlan, bin_names, split_rows
+
+    plan = SliceAuditPlan(**{**document["plan"], "roles": _roles_of(document["plan"]["roles"])})
+    roles = plan.roles
+    df = prepare(table, roles)
+    task_col = task_column(df, roles)
+    edges_of = {t["task"]: t.get("bins") or {} for t in document.get("tasks") or []}
+    level = float(plan.ci_level)
+    rows = []
+    by_task: dict[str, list[dict]] = {}
+    for s in document.get("slices") or []:
+        by_task.setdefault(str(s["task"]), []).append(s)
+    for task, slices in by_task.items():
+        sub = df[df[task_col] == task].reset_index(drop=True)
+        y = sub[roles.label].to_numpy(int)
+        patients = sub[roles.patient_id].astype(str).to_numpy() if roles.patient_id else None
+        conf = ~split_rows(y, patients, plan.discovery_fraction, plan.seed)
+        yhat = (sub[roles.score].to_numpy(float) >= float(document["thresholds"][task])).astype(int)
+        for s in slices:
+            in_slice = conf.copy()
+            for col, value in (s.get("definition") or {}).items():
+                if col in roles.continuous_attributes:
+                    edges = np.asarray(edges_of[task][col], float)
+                    v = pd.to_numeric(sub[col], errors="coerce").to_numpy(float)
+                    names = np.asarray(bin_names(edges), dtype=object)[assign_bins(np.nan_to_num(v, nan=edges[0]),
+                                                                                 edges)]
+                    in_slice &= ~np.isnan(v) & (names == value)
+                else:
+                    in_slice &= (sub[col].astype("string") == value).fillna(False).to_numpy(bool)
+            metric = s["metric"]
+            if metric == "error":
+                hits, den = yhat != y, np.ones_like(y, dtype=bool)
+            else:
+                hits, den = _hits_rows(y, yhat, metric)
+            r = rate_interval(hits[in_slice], den[in_slice], None if patients is None else patients[in_slice],
+                              level)
+            if s.get("cases") is not None and r["n"] != int(s["cases"]):
+                raise DataError(f"The rate of slice '{s.get('description')}' does not match the stored audit's "
+                                "counts; the table is not the one this audit was run on.")
+            rows.append({"task": task, "attribute": "slice", "group": s.get("description"), "metric": metric,
+                         **{k: r[k] for k in RATE_COLUMNS[4:]}})
+    return pd.DataFrame.from_records(rows, columns=RATE_COLUMNS)
+
+
+def _roles_of(d: dict):
+    from fairdesk.core.data.schema import ColumnRoles
+
+    return ColumnRoles(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
