@@ -10,7 +10,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from layout_walk import settle, wait_views, walk  # noqa: E402
+from layout_walk import settle, states, wait_views, walk  # noqa: E402
+
+
+def legend_overlaps(window) -> list[str]:
+    """Every visible legend (a widget's ``legend`` label) whose area on screen meets a visible table's, on every
+    page and result tab."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QAbstractItemView, QLabel, QWidget
+
+    def rect(w) -> QRect:
+        return QRect(w.mapToGlobal(w.rect().topLeft()), w.size())
+
+    found = []
+    for name, _page in states(window):
+        legends = [w.legend for w in window.findChildren(QWidget)
+                   if isinstance(getattr(w, "legend", None), QLabel) and w.legend.isVisible()]
+        tables = [t for t in window.findChildren(QAbstractItemView) if t.isVisible()]
+        found += [f"{name}: a legend covers a table" for lg in legends for t in tables
+                  if rect(lg).intersects(rect(t))]
+    return found
 
 
 def main(project_dir: str) -> None:
@@ -58,6 +77,7 @@ def main(project_dir: str) -> None:
         bottom = min(bottom, viewport.mapTo(window, viewport.rect().bottomLeft()).y())
     facts["gap_plot_visible_px"] = max(0, bottom - top) if plot.isVisible() else 0
     facts["problems"] = walk(window, (window.width(), window.height()))
+    facts["legend_overlaps"] = legend_overlaps(window)
     print(json.dumps(facts))
     window.runner.shutdown(10000)
     window.views.shutdown(10000)

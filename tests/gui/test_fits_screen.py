@@ -55,3 +55,11 @@ def test_window_opens_inside_the_screen_with_its_status_bar(which, request):
                                        "are narrower than their longest choice; strict: this fails once they fit")
 def test_every_page_readable_at_150_percent(at_150):
     assert at_150["problems"] == [], "\n".join(at_150["problems"][:40])
+
+
+@pytest.mark.xfail(strict=True, reason="at 1366×768 the reliability plot's panel (Group gaps › Calibration) raises its "
+                                       "minimum height for its legend after its splitter was laid out; the splitter "
+                                       "(373 px) stays below its parts' minima (260 + 130) and the table under the "
+                                       "plot covers the legend's line; strict: this fails once it is fixed")
+def test_legends_never_cover_tables(at_100):
+    assert at_100["legend_overlaps"] == [], at_100["legend_overlaps"][:10]
