@@ -16,6 +16,11 @@ class BuildWithResources(build_py):
             return
         shutil.copytree(Path(__file__).resolve().parent / "resources", Path(self.build_lib) / "fairdesk" / "resources",
                         dirs_exist_ok=True)
+        # the user guide (Help › User guide) is written in docs/guide and ships beside the other resources (a source
+        # tree without it, e.g. a bare sdist, builds without the guide; the window then says it is not installed)
+        guide = Path(__file__).resolve().parent / "docs" / "guide"
+        if guide.is_dir():
+            shutil.copytree(guide, Path(self.build_lib) / "fairdesk" / "resources" / "guide", dirs_exist_ok=True)
 
 
 setup(cmdclass={"build_py": BuildWithResources})

@@ -17,3 +17,23 @@ def version() -> str:
         return metadata.version("fairdesk")
     except metadata.PackageNotFoundError:
         return __version__
+
+
+#: the notebook API (``fd.audit_groups``, ``fd.audit_slices``), loaded on first use so that ``import fairdesk``
+#: stays light: the window's start-up and the CLI's parser import this package and must not pay for pandas' jobs
+_API = ("audit_groups", "audit_slices", "AuditResult")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        # by module name, not an import statement: fairdesk.api sits on the jobs, which read version() from here
+        # at run time; a statement would make this package and the jobs import each other (a cycle, in the layer
+        # test's graph) although neither needs the other to load
+        import importlib
+
+        return getattr(importlib.import_module("fairdesk.api"), name)
+    raise AttributeError(f"module 'fairdesk' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_API))

@@ -149,14 +149,14 @@ FORBIDDEN = {"core": {"jobs", "cli", "gui"}, "jobs": {"cli", "gui"}, "cli": {"gu
 
 # Layers inside core, highest first: a module may import its own layer and the ones below, never one above.
 CORE_LAYERS = [
-    {"validity", "demo", "synthetic", "reports", "model_card"},  # built on audits: benchmarks, the demo cohort, the PDF
-    # reports and the model card
+    {"validity", "demo", "synthetic", "reports", "model_card", "compare"},  # built on audits: benchmarks, the demo
+    # cohort, the PDF reports, the model card and the comparison of two audits
     {"audits"},  # the audit families
     {"models", "generation"},  # classifiers, language models, the counterfactual image generator
     {"data", "text", "project"},  # tables, images, notes, templates, the project file
     # the base every layer uses; kinds imports only errors (it names the other layers' functions by string)
     {"stats", "progress", "provenance", "errors", "atomic", "export", "jsonable", "kinds", "compute", "guard",
-     "scratch", "escape", "limits", "executor"},
+     "scratch", "escape", "limits", "executor", "table_export"},
 ]
 
 # Known back-edges inside core (importer -> imported): none. (Issue 11 moved the encoder comparison to

@@ -59,6 +59,7 @@ def test_installed_wheel_finds_its_resources(tmp_path):
         shutil.copy(ROOT / name, src / name)
     for name in ("fairdesk", "resources"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(ROOT / "docs" / "guide", src / "docs" / "guide")  # Help › User guide ships as resources/guide
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
                     "-q", "-w", str(dist)], check=True, capture_output=True, cwd=tmp_path, timeout=300)
@@ -66,6 +67,7 @@ def test_installed_wheel_finds_its_resources(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "resources").rglob("*") if p.is_file()}
     assert shipped and {f"fairdesk/{p}" for p in shipped} <= names  # every resource file, none left behind
+    assert {f"fairdesk/resources/guide/{p.name}" for p in (ROOT / "docs" / "guide").glob("*.md")} <= names
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", str(wheel), "--no-deps", "--no-index", "-q", "--target",
                     str(site)], check=True, capture_output=True, cwd=tmp_path, timeout=300)

@@ -16,7 +16,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = run_demo(args.out, n_boot=args.n_boot, seed=args.seed, progress=progress)
     progress.done()
     print(f"demo report: {out['pdf']}\nimaging report: {out['cit_pdf']}\naudit JSON: {out['json']}\n"
-          f"project: {out['project']}")
+          f"project: {out['project']}\npredictions table: {out.get('predictions')}")
     if args.gui:  # the desktop app as its own program: the CLI never imports the GUI
         from fairdesk.paths import run_program
 

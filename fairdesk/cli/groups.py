@@ -57,6 +57,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``report --pdf`` (the PDF of a stored audit) or ``report model-card --out`` (its model card)."""
+    if args.what == "compare":
+        return cmd_report_compare(args)
+    if len(args.audit) != 1:
+        raise FairDeskError(f"Give one --audit ID (it was given {len(args.audit)}); two are for 'report compare'.")
+    args.audit = args.audit[0]
     if args.what == "model-card":
         return cmd_model_card(args)
     for option in ("out", "markdown", "intended_use", "intended_use_file", "limitation"):
@@ -71,6 +76,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     guard_outputs([("--pdf", args.pdf)], project=("the project (--project)", args.project))
     path = export_report(args.project, args.audit, args.pdf, suppress_k=args.suppress_k)
     print(f"report written to {path}")
+    return 0
+
+
+def cmd_report_compare(args: argparse.Namespace) -> int:
+    """``report compare --project P --audit A --audit B --pdf OUT``: what changed between two stored group audits."""
+    from fairdesk.core.compare import comparison_sentences
+    from fairdesk.jobs.compare import compare_stored, export_comparison
+
+    for option in ("out", "markdown", "intended_use", "intended_use_file", "limitation"):
+        if getattr(args, option):
+            raise FairDeskError(f"--{option.replace('_', '-')} belongs to 'report model-card'; 'report compare' "
+                                "takes --pdf.")
+    if len(args.audit) != 2:
+        raise FairDeskError(f"'report compare' needs two audits: --audit A --audit B (it was given "
+                            f"{len(args.audit)}).")
+    if args.pdf:
+        guard_outputs([("--pdf", args.pdf)], project=("the project (--project)", args.project))
+    cmp = compare_stored(args.project, *args.audit)
+    for line in comparison_sentences(cmp):
+        print(line)
+    if args.pdf:
+        path = export_comparison(args.project, *args.audit, args.pdf, suppress_k=args.suppress_k)
+        print(f"comparison written to {path}")
     return 0
 
 
@@ -183,12 +211,15 @@ def add_validate_and_report(sub) -> None:
     rep = sub.add_parser("report", help="write the PDF report (--pdf) or the model card (model-card --out) of an "
                                         "audit stored in a project",
                          usage="%(prog)s --project P --audit ID --pdf OUT.pdf [--suppress-k K]\n"
+                               "       %(prog)s compare --project P --audit A --audit B [--pdf OUT.pdf]\n"
                                "       %(prog)s model-card --project P --audit ID --out CARD.json [--markdown CARD.md] "
                                "[--intended-use TEXT | --intended-use-file FILE] [--limitation TEXT] [--suppress-k K]")
-    rep.add_argument("what", nargs="?", choices=["model-card"],
-                     help="model-card: the fairness and equity part of an applied model card (JSON, and Markdown)")
+    rep.add_argument("what", nargs="?", choices=["model-card", "compare"],
+                     help="model-card: the fairness and equity part of an applied model card (JSON, and Markdown); "
+                          "compare: which verdicts changed between two group audits (--audit A --audit B)")
     rep.add_argument("--project", required=True)
-    rep.add_argument("--audit", type=int, required=True)
+    rep.add_argument("--audit", type=int, required=True, action="append",
+                     help="the stored audit's id (twice for compare)")
     rep.add_argument("--pdf", help="the PDF report")
     rep.add_argument("--out", help="model-card: the card as JSON (validates against resources/model_card.schema.json)")
     rep.add_argument("--markdown", help="model-card: also write the card as Markdown here")

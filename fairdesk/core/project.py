@@ -129,6 +129,18 @@ class AuditInfo:
     created: str
 
 
+@dataclass(frozen=True)
+class DeletedAudit:
+    """A deleted audit as it was stored (:meth:`Project.delete_audit`), enough to restore it exactly."""
+    id: int
+    name: str
+    kind: str
+    dataset_id: int | None
+    result: str
+    created: str
+    check: tuple[str, str] | None = None
+
+
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
@@ -631,6 +643,54 @@ class Project:
                     "INSERT INTO datasets (name, kind, source, sha256, roles, n_rows, columns, created, origin, data) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?)", (*d[:7], now_utc(), *d[7:]), "datasets")
             return self._store_audit(name, kind, result, new_dataset, checked)
+
+    def rename_audit(self, audit_id: int, name: str) -> None:
+        """Give a stored audit another name (its document and everything else stay as they are)."""
+        name = " ".join(str(name).split())
+        if not name:
+            raise ProjectError("An audit's name cannot be empty; type a name.")
+        self.audit_kind(audit_id)  # says so when the audit is not there
+        with self.transaction():
+            self._local.con.execute("UPDATE audits SET name=? WHERE id=?", (name, audit_id))
+            self._local.written.append(("audits", audit_id))
+
+    def delete_audit(self, audit_id: int) -> "DeletedAudit":
+        """Remove a stored audit (only it: its dataset, models and other audits stay) and return everything needed
+        to put it back (:meth:`restore_audit`): the GUI keeps these until the project closes, so a delete can be
+        undone until then."""
+        rows = self._query("SELECT id, name, kind, dataset_id, result, created FROM audits WHERE id=?", (audit_id,))
+        if not rows:
+            raise ProjectError(f"Audit {audit_id} is not in project {self.name}.")
+        has_checks = bool(self._query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='audit_checks'"))
+        check = self._query("SELECT sha256, schema_sha256 FROM audit_checks WHERE audit_id=?", (audit_id,)) \
+            if has_checks else []
+        with self.transaction():
+            self._local.con.execute("DELETE FROM audits WHERE id=?", (audit_id,))
+            if has_checks:
+                self._local.con.execute("DELETE FROM audit_checks WHERE audit_id=?", (audit_id,))
+        return DeletedAudit(*rows[0], check=tuple(check[0]) if check else None)
+
+    def restore_audit(self, deleted: "DeletedAudit") -> int:
+        """Put a deleted audit back, byte for byte with its name and date, under its old id when that is still free
+        (else a new one). Returns its id."""
+        free = not self._query("SELECT 1 FROM audits WHERE id=?", (deleted.id,))
+        with self.transaction():
+            con = self._local.con
+            if free:
+                con.execute("INSERT INTO audits (id, name, kind, dataset_id, result, created) VALUES (?,?,?,?,?,?)",
+                            (deleted.id, deleted.name, deleted.kind, deleted.dataset_id, deleted.result,
+                             deleted.created))
+                rid = deleted.id
+            else:
+                rid = int(con.execute("INSERT INTO audits (name, kind, dataset_id, result, created) VALUES "
+                                      "(?,?,?,?,?)", (deleted.name, deleted.kind, deleted.dataset_id, deleted.result,
+                                                      deleted.created)).lastrowid)
+            self._local.written.append(("audits", rid))
+            if deleted.check is not None:
+                con.execute(_CHECKS_TABLE)
+                con.execute("INSERT OR REPLACE INTO audit_checks (audit_id, sha256, schema_sha256) VALUES (?,?,?)",
+                            (rid, *deleted.check))
+        return rid
 
     def audits(self) -> list[AuditInfo]:
         rows = self._query("SELECT id, name, kind, dataset_id, created FROM audits ORDER BY id")

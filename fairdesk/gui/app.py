@@ -100,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         # fairdesk-cli as its own program, so that the GUI and the CLI never import each other
         return paths.run_program("fairdesk-cli", ["demo", "--out", out])
 
+    from fairdesk.gui import syslibs
+
+    if syslibs.platform_is_xcb():  # Qt aborts (exit 134) without one of its xcb libraries: say which to install
+        missing = syslibs.missing_libraries()
+        if missing:
+            print(syslibs.missing_sentence(missing), file=sys.stderr)
+            return 3
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from PySide6.QtWidgets import QApplication
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QApplication, QComboBox, QDialog, QDialogButtonBox, QDockWidget, QFileDialog,
                                QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMainWindow, QMessageBox, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QTabWidget, QTreeWidget, QTreeWidgetItem,
@@ -407,6 +407,8 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(APP_NAME)
         self.settings = settings or Settings()
         self.project: Project | None = None
+        #: audits deleted from the open project (File › Manage audits…), restorable until another project opens
+        self.deleted_audits: list = []
         # the job and view threads run Python too: let the Qt thread take the interpreter back within 1 ms instead
         # of CPython's 5 ms, each time it returns from Qt (a repaint makes hundreds of such returns)
         sys.setswitchinterval(min(sys.getswitchinterval(), self.SWITCH_INTERVAL_S))
@@ -521,10 +523,10 @@ class MainWindow(QMainWindow):
         # once the window is up, the view thread loads what reading and drawing stored results needs (the schema
         # validator, the audit and report modules, pyqtgraph), so the Qt thread never waits for those imports
         QTimer.singleShot(self.WARM_UP_MS, self._warm_up)
-        self.resize(1360, 880)
         geometry = self.settings.geometry()
         if geometry is not None:
             self.restoreGeometry(geometry)
+        self.fit_to_screen(restored=geometry is not None)
         self.statusBar().showMessage("Create or open a project (File menu), then load a dataset.", 8000)
         if project is not None:
             self.open_project(project)
@@ -622,6 +624,9 @@ class MainWindow(QMainWindow):
         menu.addSeparator()
         menu.addAction(self.action_open_data)
         menu.addAction(self.action_export)
+        self.action_manage = QAction("&Manage audits (rename, delete, compare)…", self,
+                                     triggered=lambda: self.manage_audits())
+        menu.addAction(self.action_manage)
         menu.addAction(self.action_demo)
         menu.addSeparator()
         menu.addAction(self.action_quit)
@@ -632,6 +637,9 @@ class MainWindow(QMainWindow):
         view.addAction(self.jobs_dock.toggleViewAction())
         view.addAction(self.log_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
+        self.action_guide = QAction("&User guide", self, shortcut=QKeySequence.StandardKey.HelpContents,
+                                    triggered=lambda: self.show_guide())
+        help_menu.addAction(self.action_guide)
         self.action_about = QAction("&About FairDesk", self, triggered=self.show_about)
         help_menu.addAction(self.action_about)
 
@@ -687,6 +695,47 @@ class MainWindow(QMainWindow):
         box.setText(self.about_text())
         box.open()
 
+    def show_guide(self):
+        """Help › User guide: the guide shipped with the app, offline."""
+        from fairdesk.gui.widgets.guide import GuideDialog
+
+        dialog = GuideDialog(self)
+        dialog.open()
+        return dialog
+
+    def manage_audits(self):
+        """File › Manage audits…: rename, delete (undo until the project closes) and compare stored audits."""
+        from fairdesk.gui.widgets.audits_dialog import ManageAuditsDialog
+
+        if self.require_project() is None:
+            return None
+        dialog = ManageAuditsDialog(self)
+        dialog.open()
+        return dialog
+
+    #: the window's size when the screen has room for it
+    PREFERRED_SIZE = (1360, 880)
+    #: room kept for the window manager's title bar and frame, which Qt only knows once the window is shown
+    FRAME_ALLOWANCE = (6, 40)
+
+    def fit_to_screen(self, restored: bool = False) -> None:
+        """Open inside the screen's available area (task bars and docks excluded): the preferred size or less, so
+        the status bar is on screen at 1366×768; a restored geometry from a larger screen is brought inside too."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            self.resize(*self.PREFERRED_SIZE)
+            return
+        area = screen.availableGeometry()
+        fw, fh = self.FRAME_ALLOWANCE
+        width = min(self.width() if restored else self.PREFERRED_SIZE[0], area.width() - fw)
+        height = min(self.height() if restored else self.PREFERRED_SIZE[1], area.height() - fh)
+        self.resize(max(width, 640), max(height, 480))
+        x = min(max(self.x(), area.left()), area.right() - self.width() - fw) if restored else \
+            area.left() + (area.width() - self.width() - fw) // 2
+        y = min(max(self.y(), area.top()), area.bottom() - self.height() - fh) if restored else \
+            area.top() + (area.height() - self.height() - fh) // 2
+        self.move(max(x, area.left()), max(y, area.top()))
+
     # ---- projects ------------------------------------------------------------------------------------------
     def new_project(self, path: str | Path | None = None) -> Project | None:
         if path is None:
@@ -712,6 +761,8 @@ class MainWindow(QMainWindow):
             self.show_error("Could not open the project", str(err))
             return None
         with self.foreground.busy():
+            if self.project is None or self.project.path != project.path:
+                self.deleted_audits = []  # the project they belonged to is closed: their undo ends here
             self.project = project
             self.settings.add_recent_project(project.path)
             self.settings.set_last_dir(project.path)
@@ -729,6 +780,7 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(f"{self.project.name} — {APP_NAME}")
             self.project_label.setText(f"Project: {self.project.path}")
         self.action_export.setEnabled(self.project is not None)
+        self.action_manage.setEnabled(self.project is not None)
 
     def require_project(self) -> Project | None:
         """The open project; asks the user to create one when none is open."""

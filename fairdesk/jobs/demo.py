@@ -11,6 +11,7 @@ from fairdesk.jobs.reports import export_report
 
 
 DEMO_PROJECT = "demo.fairdesk"
+DEMO_PREDICTIONS = "demo-predictions.csv"  # the table the README's `audit groups` / `audit slices` examples run on
 
 
 def demo_plan(n_boot: int = 1000, seed: int = 0):
@@ -28,10 +29,13 @@ def run_demo(out_dir: str | Path, *, n_boot: int = 1000, seed: int = 0, n_stays:
              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> dict:
     """Generate the demo ICU cohort, train logistic regression, audit it and write the PDF and JSON reports.
 
-    Everything lands in ``out_dir``: ``demo.fairdesk`` (the project), ``demo-audit.pdf`` and ``demo-audit.json``.
+    Everything lands in ``out_dir``: ``demo.fairdesk`` (the project), ``demo-audit.pdf``, ``demo-audit.json`` and
+    ``demo-predictions.csv`` (the audited predictions, long format: one row per stay and task, with the label,
+    score, task, split, patient id and protected attributes), so the command-line examples have a table to run on.
     """
     from fairdesk.core import atomic
     from fairdesk.core.data.loaders import table_sha256
+    from fairdesk.core.export import write_table
     from fairdesk.core.demo import DEMO_ATTRIBUTES, DEMO_CONTINUOUS, DEMO_FEATURES, generate_icu_cohort
     from fairdesk.core.models.tabular import TrainSpec
 
@@ -52,9 +56,11 @@ def run_demo(out_dir: str | Path, *, n_boot: int = 1000, seed: int = 0, n_stays:
     rep(0.85, "Writing the report")
     pdf = export_report(project_path, audit_id, out / "demo-audit.pdf")
     json_path = atomic.write_text(out / "demo-audit.json", Project(project_path).audit_json(audit_id))
+    predictions = write_table(Project(project_path).load_dataset(pred_id), out / DEMO_PREDICTIONS)
     imaging = imaging_demo(out, project_path, seed=seed, progress=rep.sub(0.9, 1.0), cancel=rep.cancel)
     rep(1.0, "Done")
-    return {"project": project_path, "pdf": pdf, "json": json_path, "audit_id": audit_id, "model_id": model_id,
+    return {"project": project_path, "pdf": pdf, "json": json_path, "predictions": predictions, "audit_id": audit_id,
+            "model_id": model_id,
             "predictions_id": pred_id, "features_id": features_id, "cit_pdf": imaging["pdf"],
             "cit_audit_id": imaging["audit_id"], "images_id": imaging["images_id"]}
 

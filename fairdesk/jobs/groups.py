@@ -90,6 +90,7 @@ def audit_groups(project_path: str | Path, dataset_id: int, plan, *, name: str |
     """Run the group audit on a stored dataset and store the result. Returns the audit id. ``executor``: an
     :class:`~fairdesk.core.executor.ExecutorSpec` (None: this process); nothing is stored on cancel or failure."""
     from fairdesk.core.audits.groups import run_group_audit
+    from fairdesk.core.audits.rates import two_valued_scores_warning
 
     project = Project(project_path)
     info = project.dataset(dataset_id)
@@ -97,6 +98,9 @@ def audit_groups(project_path: str | Path, dataset_id: int, plan, *, name: str |
     result = run_group_audit(df, plan, progress, cancel, data_sha256=info.sha256,
                              model_hashes=model_hashes_for(project, dataset_id), executor=executor)
     result.provenance["dataset"] = info.name
+    two_valued = two_valued_scores_warning(df[plan.roles.score])
+    if two_valued:  # 0/1 predictions passed as scores: the document (and so every report and screen) says so
+        result.warnings.append(two_valued)
     attrs = ", ".join(list(plan.roles.attributes) + list(plan.roles.continuous_attributes))
     # the values, not their text: the project writes the text from them and checks them without parsing it again
     return project.add_audit(name or f"Group gaps: {attrs}", "groups", result.to_dict(), dataset_id=dataset_id)

@@ -12,6 +12,7 @@ def audit_slices(project_path: str | Path, dataset_id: int, plan, *, name: str |
                  progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
     """Run the slice audit (:func:`fairdesk.core.audits.slices.run_slice_audit`) on a stored dataset and store the
     document (kind ``slices``). Returns the audit id."""
+    from fairdesk.core.audits.rates import two_valued_scores_warning
     from fairdesk.core.audits.slices import run_slice_audit
     from fairdesk.jobs.groups import model_hashes_for
 
@@ -21,6 +22,9 @@ def audit_slices(project_path: str | Path, dataset_id: int, plan, *, name: str |
     result = run_slice_audit(df, plan, progress, cancel, data_sha256=info.sha256,
                              model_hashes=model_hashes_for(project, dataset_id))
     result.provenance["dataset"] = info.name
+    two_valued = two_valued_scores_warning(df[plan.roles.score])
+    if two_valued:  # 0/1 predictions passed as scores: the document says so
+        result.warnings.append(two_valued)
     attrs = ", ".join(list(plan.roles.attributes) + list(plan.roles.continuous_attributes))
     return project.add_audit(name or f"Slices ({plan.metric}): {attrs}", "slices", result.to_json(),
                              dataset_id=dataset_id)

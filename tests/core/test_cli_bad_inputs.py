@@ -42,6 +42,8 @@ COMMANDS = {
     ("validate",): lambda d, o, m: ["validate", d, "--label", "y", "--score", "p", "--attribute", "sex"],
     ("report",): lambda d, o, m: ["report", "--project", d, "--audit", "1", "--pdf", o],
     ("report", "model-card"): lambda d, o, m: ["report", "model-card", "--project", d, "--audit", "1", "--out", o],
+    ("report", "compare"): lambda d, o, m: ["report", "compare", "--project", d, "--audit", "1", "--audit", "2",
+                                            "--pdf", o],
     ("train", "tabular"): lambda d, o, m: ["train", "tabular", d, "--out", o, "--quiet"],
     ("train", "notes"): lambda d, o, m: ["train", "notes", "--model", m, "--notes", d, "--tasks", "y", "--out", o,
                                          "--quiet"],
@@ -80,7 +82,7 @@ COMMANDS = {
 }
 #: the commands whose main input is a model folder, a project, or nothing (no table cases)
 MODEL_INPUT = {("audit", "mlm-bias")}
-PROJECT_INPUT = {("report",), ("report", "model-card")}
+PROJECT_INPUT = {("report",), ("report", "model-card"), ("report", "compare")}
 NO_INPUT = {("bench", "cit-synthetic"), ("bench", "validity"), ("demo",), ("data", "age-demo"), ("data", "madlibs"),
             ("data", "ctf-demo")}
 FOLDER_OUTPUT = {("train", "mlm"), ("train", "generator"), ("demo",), ("train", "text-classifier")}

@@ -229,6 +229,9 @@ class DataFrameView(QWidget):
         self.proxy.rowsRemoved.connect(self._update_count)
         self.proxy.modelReset.connect(self._update_count)
         self.proxy.layoutChanged.connect(self._update_count)
+        from fairdesk.gui.widgets.table_export import install
+
+        install(self)  # every result table: copy, export CSV and Excel (small-cell rule applied)
         self.set_frame(None)
 
     def set_frame(self, df: pd.DataFrame | None, tooltips: list[str] | None = None) -> None:
