@@ -22,7 +22,8 @@ specificity or the positive prediction rate, "parity"):
 3. **A gap that opens mid-stream**: a sequence is started at every period j (window j..t), with the share
    1/(j(j+1)) of the comparison's level (they sum to 1 over every j, so the union over start times keeps the level
    for any number of periods). The record at period t shows the window whose sequence is furthest from 0 when any
-   excludes 0 (the alarm; its start, ``since``, estimates when the gap opened), and the window of the whole stream
+   excludes 0 (the alarm; its start, ``since``, is where the strongest evidence begins, not an estimate of
+   when the gap opened), and the window of the whole stream
    otherwise.
 4. **Multiplicity**: α is split equally (Bonferroni) over every comparison watched. Bonferroni over sequences that
    are each anytime-valid is anytime-valid: the chance of any false alarm, at any period, in a stream whose gaps
@@ -502,9 +503,9 @@ def what_changed(records: pd.DataFrame, periods: list[str]) -> dict:
                 "moves": []}
     last, prev = periods[-1], periods[-2]
     key = ["task", "attribute", "group", "comparison", "metric"]
-    a = records[records["period"] == last].set_index(key)
-    b = records[records["period"] == prev].set_index(key)
-    both = a.join(b, rsuffix="_prev", how="inner")
+    a = records[records["period"] == last]
+    b = records[records["period"] == prev]
+    both = a.merge(b, on=key, how="inner", suffixes=("", "_prev")).set_index(key)
     raised = [dict(zip(key, k)) for k, r in both.iterrows() if r["alarm"] and not r["alarm_prev"]]
     cleared = [dict(zip(key, k)) for k, r in both.iterrows() if r["alarm_prev"] and not r["alarm"]]
     moves = []

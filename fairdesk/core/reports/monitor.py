@@ -106,15 +106,16 @@ def _summary(doc: dict, k: int) -> Section:
     s.blocks.append(Paragraph(promise(doc)))
     sentences = alarm_sentences(doc, k)
     if sentences:
-        s.blocks.append(Paragraph(f"{len(doc.get('alarms') or [])} alarms (a gap whose confidence sequence "
-                                  "excludes 0):", "subheading"))
+        n = len(doc.get("alarms") or [])
+        s.blocks.append(Paragraph(f"{n} alarm{'s' if n != 1 else ''} (a gap whose confidence sequence excludes 0; "
+                                  "'since': where the window of its strongest evidence begins):", "subheading"))
         for text in sentences:
             s.blocks.append(Paragraph(text, "finding"))
     else:
         s.blocks.append(Paragraph("No alarm: no gap's confidence sequence has excluded 0 in any period. That is not "
                                   "proof that the groups are served alike: small groups give wide sequences (see "
                                   "the table of the latest period).", "finding"))
-    s.blocks.append(Paragraph(f"What changed since the previous period", "subheading"))
+    s.blocks.append(Paragraph("What changed since the previous period", "subheading"))
     for text in change_sentences(doc, k):
         s.blocks.append(Paragraph(suppress_text(text, k), "bullet"))
     for w in doc.get("warnings") or []:
@@ -138,7 +139,7 @@ def trend_data(doc: dict, key: tuple, k: int) -> pd.DataFrame:
 
 
 def _trends(doc: dict, k: int) -> Section:
-    s = Section("trends", "The gaps over time")
+    s = Section("trends", "The gaps over time", new_page=False)
     alarms = doc.get("alarms") or []
     keys = [_key(a) for a in alarms][:MAX_CHARTS]
     if not keys:
