@@ -25,7 +25,7 @@ ONSET = 13
 GAP = 0.15
 PER_MONTH = 3000  # predictions a month (about; patients have 1–3 each)
 DETECT_WITHIN = 6  # months after onset
-DEFAULT_RUNS = 200
+DEFAULT_RUNS = 100
 
 
 def month_name(t: int) -> str:
@@ -85,8 +85,9 @@ def snapshot_alarms(records: pd.DataFrame, level: float) -> pd.Series:
 
 
 def one_stream(seed: int, gap: float, months: int = MONTHS, per_month: int = PER_MONTH, onset: int = ONSET) -> dict:
-    """Run the monitor and the two comparators on one stream: the first month each alarms anywhere (None: never),
-    and the first month each alarms on the planted comparison (group A, recall)."""
+    """Run the monitor and the two comparators on one stream. Per method: (the first month it alarms on any
+    comparison, the first month from the onset on that it alarms on the planted comparison (group A, recall), the
+    first month before the onset that it alarms on any comparison); None: never."""
     from fairdesk.core.audits.monitor import period_z, run_monitor
 
     df = simulate_stream(seed, months, per_month, gap, onset)
@@ -102,8 +103,8 @@ def one_stream(seed: int, gap: float, months: int = MONTHS, per_month: int = PER
                         ("naive", snapshot_alarms(rec, plan.alpha)),
                         ("fixed", snapshot_alarms(rec, plan.alpha / (K * months)))):
         any_t = rec.loc[flags, "t"]
-        hit_t = rec.loc[flags & planted, "t"]
-        other_t = rec.loc[flags & ~planted, "t"]
+        hit_t = rec.loc[flags & planted & (rec["t"] >= onset), "t"]
+        other_t = rec.loc[flags & (rec["t"] < onset), "t"]
         out[name] = (int(any_t.min()) if len(any_t) else None, int(hit_t.min()) if len(hit_t) else None,
                      int(other_t.min()) if len(other_t) else None)
     return out
@@ -126,11 +127,11 @@ def validity_runs(runs: int | None, seed: int, rep, notes: list[str], months: in
         results[kind].append(one_stream(s, 0.0 if kind == "null" else GAP, months, per_month))
     secs = time.monotonic() - t0
     design = f"{months} monthly looks, ~{per_month:,} predictions a month, drifting prevalence and calibration"
-    names = {"monitor": "monitor (confidence sequences, Bonferroni over comparisons)",
-             "naive": "naive monthly test at α", "fixed": f"fixed horizon: monthly test at α/(comparisons × {months})"}
+    names = {"monitor": "monitor (confidence sequences)", "naive": "naive monthly test at α",
+             "fixed": f"fixed horizon, α/(K·{months})"}
     for name, label in names.items():
         flags = [r[name][0] is not None for r in results["null"]]
-        rows.append(dict(design=f"null: {label}; {design}", kind="null", flags=flags,
+        rows.append(dict(design=f"null, {months} months: {label}; {design}", kind="null", flags=flags,
                          target_max=0.05 if name != "naive" else None,
                          meaning=f"share of null streams with any false alarm in {months} months ({label})",
                          seconds=secs / 2))
@@ -139,12 +140,16 @@ def validity_runs(runs: int | None, seed: int, rep, notes: list[str], months: in
         flags = [f is not None and f <= ONSET + DETECT_WITHIN - 1 for f in first]
         delays = [f - ONSET + 1 for f in first if f is not None]
         med = float(np.median(delays)) if delays else float("nan")
-        false_elsewhere = sum(r[name][2] is not None for r in results["planted"])
-        rows.append(dict(design=f"planted: recall gap {GAP} in group A (a fifth) from month {ONSET}; {label}",
+        early = sum(r[name][2] is not None for r in results["planted"])
+        notes.append(f"monitor, planted, {label}: {sum(flags)} of {len(flags)} streams alarmed within "
+                     f"{DETECT_WITHIN} months of the onset; median delay {med:g} months; {early} with a false alarm "
+                     "before the onset.")
+        rows.append(dict(design=f"gap {GAP} from month {ONSET} in A (1/5): {label}; recall gap in group A (a fifth "
+                                f"of the patients), alarmed within {DETECT_WITHIN} months",
                          kind="planted", flags=flags, target_min=0.5 if name == "monitor" else None,
                          meaning=(f"share alarmed within {DETECT_WITHIN} months of the onset; median delay "
                                   f"{med:g} months over the {len(delays)} streams alarmed; "
-                                  f"{false_elsewhere} streams with an alarm on another comparison ({label})"),
+                                  f"{early} streams with a (false) alarm before the onset ({label})"),
                          seconds=secs / 2))
     notes.append(f"monitor: {runs} null and {runs} planted streams of {months} months, {secs:.0f} s.")
     return rows
