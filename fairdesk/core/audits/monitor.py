@@ -299,16 +299,17 @@ def cluster_sums(period_idx: np.ndarray, group_idx: np.ndarray, cluster: np.ndar
 
 def rate_and_variance(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rate Y/M and its cluster-robust variance C/(C−1)·Σ(y − r·m)²/M² from sums [M, Y, YY, YM, MM, C] (last
-    axis). When every cluster agrees (a variance of 0) or there is one cluster, the binomial variance of the rate
-    shifted by half a case, r̃(1 − r̃)/M with r̃ = (Y + ½)/(M + 1), so a period with a rate of 0 or 1 still has a
-    width."""
+    axis). When every cluster agrees (a variance of 0) or there is one cluster, the binomial variance over the C
+    clusters of the rate shifted by half a cluster, r̃(1 − r̃)/C with r̃ = (r·C + ½)/(C + 1), so a period with a
+    rate of 0 or 1 still has a width (with one row per patient: (Y + ½)/(M + 1) over M)."""
     m, y, yy, ym, mm, c = (s[..., i] for i in range(6))
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.where(m > 0, y / np.where(m > 0, m, 1.0), np.nan)
         ss = yy - 2 * r * ym + r ** 2 * mm
         v = np.where(c > 1, c / np.where(c > 1, c - 1, 1.0) * np.maximum(ss, 0.0) / np.where(m > 0, m, 1.0) ** 2, 0.0)
-        rt = (y + 0.5) / (m + 1.0)
-        v = np.where((v <= 0) & (m > 0), rt * (1 - rt) / np.where(m > 0, m, 1.0), v)
+        cs = np.maximum(c, 1.0)
+        rt = (r * cs + 0.5) / (cs + 1.0)  # half a patient's shift: rows of one patient add no information
+        v = np.where((v <= 0) & (m > 0), rt * (1 - rt) / cs, v)
     return r, np.where(m > 0, v, np.nan)
 
 
