@@ -38,11 +38,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                        threshold=threshold, period=args.period, task=args.task, patient_id=args.patient_id,
                        metrics=tuple(args.metric or ()) or None, margin=args.margin, alpha=args.alpha,
                        suppress_k=args.suppress_k)
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf), ("--html", args.html)],
+                  inputs=[("the data table", args.data)], project=("the project (--project)", args.project))
     if args.html and html_builder() is None:
         raise FairDeskError("HTML reports are not available in this version of FairDesk; leave out --html (the PDF "
                             "report, --pdf, says the same).")
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf), ("--html", args.html)],
-                  inputs=[("the data table", args.data)], project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
     with scratch_project() as scratch:
         if args.project and Path(args.project).exists():
