@@ -250,3 +250,18 @@ def test_null_streams_rarely_alarm_and_a_planted_gap_is_found():
         hit = [a for a in res.alarms if a["group"] == "A" and a["metric"] == "recall"]
         assert hit and hit[0]["first_period"] >= "2025-04" and hit[0]["gap"] < 0
         assert hit[0]["cs_high"] < 0
+
+
+def test_bench_validity_family_monitor_is_wired():
+    """``bench validity --family monitor`` (one stream per design here; 100 in the bench): the monitor's rows, the
+    naive and the fixed-horizon comparators, null and planted, with the monitor's targets."""
+    from fairdesk.core.validity import FAMILIES, run_validity
+
+    assert "monitor" in FAMILIES
+    res = run_validity("monitor", runs=1, seed=3)
+    rows = res.rows
+    assert [r.kind for r in rows] == ["null"] * 3 + ["planted"] * 3 and {r.family for r in rows} == {"monitor"}
+    assert rows[0].target == "≤ 0.05" and rows[3].target == "≥ 0.50"
+    assert rows[0].rejections == 0  # the monitor on a null stream
+    assert rows[1].rejections == 1  # the naive monthly test on the same stream
+    assert any("median delay" in n for n in res.notes)
