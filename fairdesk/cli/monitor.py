@@ -19,6 +19,7 @@ def html_builder():
 def cmd_monitor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from fairdesk.cli.args import split_list
     from fairdesk.cli.outputs import copy_into, scratch_project, stored_where, write_json, write_pdf
     from fairdesk.cli.progress import TerminalProgress
     from fairdesk.core.audits.monitor import MonitorPlan
@@ -36,7 +37,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         raise FairDeskError(f"--threshold must be a number between 0 and 1, not {args.threshold!r}.") from None
     plan = MonitorPlan(label=args.label, score=args.score, attributes=tuple(args.attribute or ()),
                        threshold=threshold, period=args.period, task=args.task, patient_id=args.patient_id,
-                       metrics=tuple(args.metric or ()) or None, margin=args.margin, alpha=args.alpha,
+                       metrics=tuple(split_list(args.metric)) or None, margin=args.margin, alpha=args.alpha,
                        suppress_k=args.suppress_k)
     guard_outputs([("--json", args.json), ("--pdf", args.pdf), ("--html", args.html)],
                   inputs=[("the data table", args.data)], project=("the project (--project)", args.project))
@@ -89,8 +90,8 @@ def add_monitor_command(sub) -> None:
     p.add_argument("--threshold", required=True, help="the score at which the model flags a patient (e.g. 0.3)")
     p.add_argument("--period", required=True, help="period column, sortable as text (e.g. 2026-01)")
     p.add_argument("--patient-id", help="patient id column: a patient's rows in one period count as one cluster")
-    p.add_argument("--metric", action="append", choices=["recall", "specificity", "parity"],
-                   help="rate watched (repeatable; default recall and specificity)")
+    p.add_argument("--metric", action="extend", nargs="+", metavar="recall|specificity|parity",
+                   help="rates watched: one or more, repeatable or comma-separated (default recall specificity)")
     p.add_argument("--margin", type=float, default=0.05,
                    help="a gap within ±margin does not matter: a sequence inside it says so (default 0.05)")
     p.add_argument("--alpha", type=float, default=0.05,

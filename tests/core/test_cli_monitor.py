@@ -36,7 +36,7 @@ def test_contract_fields_and_alarm_words(stream, tmp_path, capsys):
     csv = tmp_path / "s.csv"
     stream.to_csv(csv, index=False)
     out, pdf = tmp_path / "m.json", tmp_path / "m.pdf"
-    code = main(_argv(csv, out, "--metric", "recall", "--metric", "parity", "--margin", "0.05", "--alpha", "0.05",
+    code = main(_argv(csv, out, "--metric", "recall", "parity", "--margin", "0.05", "--alpha", "0.05",
                       "--pdf", str(pdf)))
     assert code == 0, capsys.readouterr().err
     doc = json.loads(out.read_text())
@@ -82,6 +82,22 @@ def test_project_appends_periods_and_refuses_a_changed_one(stream, tmp_path, cap
     assert err.startswith("fairdesk-cli: error: Period 2025-02 is already stored with other rows") and \
         err.count("\n") == 0
     assert len(Project(project, create=False).audits()) == audits and (tmp_path / "b.json").read_bytes() == before
+
+
+def test_metric_spellings_and_an_unknown_metric(stream, tmp_path, capsys):
+    from fairdesk.cli import build_parser
+
+    for extra in (["--metric", "recall", "--metric", "parity"], ["--metric", "recall,parity"],
+                  ["--metric", "recall", "parity"]):
+        args = build_parser().parse_args(_argv("d.csv", "o.json", *extra))
+        from fairdesk.cli.args import split_list
+
+        assert split_list(args.metric) == ["recall", "parity"]
+    csv = tmp_path / "s.csv"
+    stream[stream["month"] <= "2025-02"].to_csv(csv, index=False)
+    assert main(_argv(csv, tmp_path / "m.json", "--metric", "error")) == 2
+    err = capsys.readouterr().err
+    assert "--metric 'error' is not known; choose from recall, specificity, parity." in err and err.count("\n") == 1
 
 
 def test_html_through_build_html_when_present(stream, tmp_path, capsys, monkeypatch):
