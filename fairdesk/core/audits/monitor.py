@@ -46,7 +46,7 @@ from fairdesk.core import provenance as _prov
 from fairdesk.core.errors import DataError
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
-from fairdesk.core.stats.sequential import confidence_sequence, normal_mixture_radius, start_weights, tuned_rho
+from fairdesk.core.stats.sequential import confidence_sequence, start_weights, tuned_rho
 
 METRICS = ("recall", "specificity", "parity")
 DEFAULT_METRICS = ("recall", "specificity")
@@ -528,4 +528,4 @@ def period_z(records: pd.DataFrame) -> pd.Series:
 
 
 __all__ = ["MonitorPlan", "MonitorResult", "prepare_stream", "merge_stream", "run_monitor", "comparison_path",
-           "cluster_sums", "rate_and_variance", "normal_mixture_radius", "what_changed", "METRICS"]
+           "cluster_sums", "rate_and_variance", "what_changed", "period_z", "METRICS"]
