@@ -231,6 +231,22 @@ def _age_independence(tmp):
     return argv, job
 
 
+def _monitor(tmp):
+    from fairdesk.core.synthetic.monitor_sim import simulate_stream, stream_plan
+    from fairdesk.jobs.groups import import_table
+    from fairdesk.jobs.monitor import watch_model
+
+    csv = tmp / "stream.csv"
+    simulate_stream(4, months=4, per_month=300).to_csv(csv, index=False)
+    argv = ["monitor", str(csv), "--label", "y", "--score", "p", "--attribute", "eth", "--threshold", "0.3",
+            "--period", "month", "--patient-id", "pid", "--quiet"]
+
+    def job(project):
+        return watch_model(project, import_table(project, csv), stream_plan())
+
+    return argv, job
+
+
 JOBS = {"cit_images (predictions table)": "fairdesk.jobs.images:audit_cit_predictions"}
 CASES = {
     "groups": _groups,
@@ -241,6 +257,7 @@ CASES = {
     "cit_images (predictions table)": _cit_predictions,
     "ctf": _ctf,
     "age_independence": _age_independence,
+    "monitor": _monitor,
 }
 
 
@@ -256,7 +273,7 @@ def test_cli_and_job_store_the_same_document_and_print_the_same_pdf(case, tmp_pa
     kind = case.split(" ")[0]
     if kind not in AUDIT_KINDS:
         pytest.skip(f"'{kind}' is not in this version's registry")
-    if kind not in ("groups", "slices"):
+    if kind not in ("groups", "slices", "monitor"):
         pytest.importorskip("torch")
     argv, job = CASES[case](tmp_path)
     p1, p2 = tmp_path / "cli.fairdesk", tmp_path / "job.fairdesk"

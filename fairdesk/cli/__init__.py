@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fairdesk.cli.demo import add_demo_command
     from fairdesk.cli.groups import add_audit_groups, add_train_tabular, add_validate_and_report
     from fairdesk.cli.images import add_image_commands
+    from fairdesk.cli.monitor import add_monitor_command
     from fairdesk.cli.notes import add_note_commands
     from fairdesk.cli.slices import add_audit_slices
     from fairdesk.cli.text import add_text_commands
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_commands(sub)  # bench cit-synthetic, bench validity (bench.py)
     add_demo_command(sub)  # demo (demo.py)
     add_age_commands(data, train)  # data age-demo, train age-independent (age.py)
+    add_monitor_command(sub)  # monitor (monitor.py)
     return parser
 
 

@@ -104,6 +104,11 @@ AUDIT_KINDS: dict[str, AuditKind] = {k.name: k for k in (
               report="fairdesk.core.reports.ctf:build_report",
               page="fairdesk.gui.tabs.ctf:CTFAuditPage",
               schema="ctf.schema.json"),
+    AuditKind("monitor", "Fairness over time (monitor)",
+              job="fairdesk.jobs.monitor:watch_model",
+              report="fairdesk.core.reports.monitor:build_report",
+              page="fairdesk.gui.tabs.monitor:MonitorPage",
+              schema="monitor.schema.json"),
 )}
 
 DATASET_KINDS: dict[str, DatasetKind] = {k.name: k for k in (

@@ -547,8 +547,43 @@ def _slices(doc: dict, k: int) -> _Parts:
     return parts
 
 
+def _monitor(doc: dict, k: int) -> _Parts:
+    """Each comparison of a fairness monitor in its latest period: alarmed ("differs"), its whole confidence
+    sequence within ±margin ("equivalent"), else inconclusive."""
+    from fairdesk.core.reports.monitor import METRIC_WORDS, gap_words, promise
+
+    parts = _Parts()
+    plan = doc.get("plan") or {}
+    margin = plan.get("margin") or 0.05
+    last = ((doc.get("periods") or [{}])[-1]).get("period")
+    for r in doc.get("monitor") or []:
+        if r.get("period") != last:
+            continue
+        verdict = "differs" if r.get("alarm") else "equivalent" if r.get("within_margin") else "inconclusive"
+        metric = METRIC_WORDS.get(r.get("metric"), str(r.get("metric")))
+        task = "" if r.get("task") in (None, "(all)") else f" in {r.get('task')}"
+        sentence = (f"In {last}, since {r.get('since')}, {metric} for {r.get('attribute')} {r.get('group')}{task} is "
+                    f"{gap_words(r.get('gap'), r.get('cs_low'), r.get('cs_high'))} than for the rest.")
+        fid = f"{r.get('task')}/{r.get('attribute')}={r.get('group')}/{r.get('metric')}"
+        parts.findings.append(_finding(fid, verdict, margin, f"{metric} against the rest, monitored over periods",
+                                       sentence, k, task=r.get("task"), subgroup=f"{r.get('attribute')}="
+                                       f"{r.get('group')}", compared_with="the rest", estimate=r.get("gap"),
+                                       interval_low=r.get("cs_low"), interval_high=r.get("cs_high")))
+        parts.groups.append(_subgroup(r.get("attribute"), r.get("group"), r.get("n"), k, task=r.get("task"),
+                                      unit=CASES_UNIT.get(r.get("metric"), "rows")))
+    parts.size_note = "Sizes are the group's cases of each rate in the latest period."
+    parts.limitations.append(promise(doc))
+    parts.limitations += [str(w) for w in doc.get("warnings") or []]
+    parts.not_tested.append("Gaps between two named groups (each group is watched against the rest); periods "
+                            "before the first one stored.")
+    return parts
+
+
+CASES_UNIT = {"recall": "positive cases", "specificity": "negative cases", "parity": "rows"}
+
 KIND_PARTS = {"groups": _groups, "note_classifiers": _note_classifiers, "mlm_bias": _mlm_bias,
-              "cit_images": _cit_images, "age_independence": _age_independence, "ctf": _ctf, "slices": _slices}
+              "cit_images": _cit_images, "age_independence": _age_independence, "ctf": _ctf, "slices": _slices,
+              "monitor": _monitor}
 
 
 # ---- the card -------------------------------------------------------------------------------------------------------

@@ -22,6 +22,9 @@ Families and what one simulated run is:
 * ``slices`` — a whole slice audit (issue 26): :func:`fairdesk.core.synthetic.slice_sim.validity_runs`, the null (any
   "differs" slice after search on discovery rows and confirmation on the others) and planted slices of order 1–3
   by size and gap (power).
+* ``monitor`` — a whole fairness monitor over 24 monthly looks (:func:`fairdesk.core.synthetic.monitor_sim.validity_runs`):
+  false alarms on null streams with drifting prevalence and calibration, and detection of a recall gap of 0.15 from
+  month 13 in a group with a fifth of the patients, against a naive monthly test and a fixed-horizon correction.
 * ``cit`` — one counterfactual-invariance test (:func:`fairdesk.core.audits.cit.cit_test`, the default) on
   :func:`fairdesk.core.synthetic.cit_benchmark.nuisance_scenario`: Ŷ ⟂ A | Z with E[Ŷ|Z] and P(A|Z) each linear or
   non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β, constant or
@@ -54,12 +57,12 @@ from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.synthetic.design_space import (format_regions, parse_regions, plot_regions,  # noqa: E402,F401
                                                   resolve_unclear, run_design_space)
 
-FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age", "slices")
+FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age", "slices", "monitor")
 ALPHA = 0.05
 #: A null design passes when its rejection rate is at most α + this (issue 9: "size ≤ α + 0.02").
 SIZE_TOLERANCE = 0.02
 #: Default runs per design (the CLI's --runs overrides all three); whole audits cost more than single tests.
-DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "slices": 40}
+DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "slices": 40, "monitor": 100}
 GROUP_N_BOOT = 200
 GROUP_PLANTED_GAP = 0.2
 MLM_PLANTED = {"HIV": 0.5}
@@ -418,6 +421,10 @@ def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = 
                     from fairdesk.core.synthetic.slice_sim import validity_runs as slice_runs
 
                     rows += [_row("slices", **row) for row in slice_runs(r, seed, sub, notes)]
+                elif fam == "monitor":  # the monitor's streams live in core/synthetic/monitor_sim.py
+                    from fairdesk.core.synthetic.monitor_sim import validity_runs as monitor_runs
+
+                    rows += [_row("monitor", **row) for row in monitor_runs(r, seed, sub, notes)]
                 else:
                     rows += _cit_family(r, seed, sub, notes, n, ex)
             except ImportError as err:

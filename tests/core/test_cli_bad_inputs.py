@@ -39,6 +39,8 @@ COMMANDS = {
                                           "--n-boot", "100", "--json", o, "--quiet"],
     ("audit", "slices"): lambda d, o, m: ["audit", "slices", "--threshold", "0.5", d, "--label", "y", "--score", "p",
                                           "--attribute", "sex", "--n-boot", "100", "--json", o, "--quiet"],
+    ("monitor",): lambda d, o, m: ["monitor", d, "--label", "y", "--score", "p", "--attribute", "sex", "--threshold",
+                                   "0.5", "--period", "month", "--json", o, "--quiet"],
     ("validate",): lambda d, o, m: ["validate", d, "--label", "y", "--score", "p", "--attribute", "sex"],
     ("report",): lambda d, o, m: ["report", "--project", d, "--audit", "1", "--pdf", o],
     ("report", "model-card"): lambda d, o, m: ["report", "model-card", "--project", d, "--audit", "1", "--out", o],

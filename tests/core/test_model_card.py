@@ -88,6 +88,10 @@ def kind_counts(name: str, doc: dict) -> dict[str, int]:
         return tally(c["verdict"] for e in doc["methods"].values() for c in (e.get("comparison") or {}).values())
     if name == "slices":
         return tally(r["verdict"] for r in doc["slices"])
+    if name == "monitor":  # each comparison in the latest period: alarm, within ±margin, else inconclusive
+        last = doc["periods"][-1]["period"]
+        return tally("differs" if r["alarm"] else "equivalent" if r["within_margin"] else "inconclusive"
+                     for r in doc["monitor"] if r["period"] == last)
     if name == "ctf":  # issue 22: the averaged records and, named, every term that differs
         return tally([r["verdict"] for r in doc["ctf_gap"]]
                      + [t["verdict"] for t in doc.get("term_gaps") or [] if t["verdict"] == "differs"])

@@ -210,6 +210,8 @@ SPECS = {
                            "--threshold", "0.5", "--n-boot", "100"], [("--json", "file"), ("--pdf", "file")], "--project"),
     ("audit", "slices"): (["audit", "slices", "{T}", "--label", "y", "--score", "p", "--attribute", "sex",
                            "--threshold", "0.5", "--n-boot", "100"], [("--json", "file"), ("--pdf", "file")], "--project"),
+    ("monitor",): (["monitor", "{T}", "--label", "y", "--score", "p", "--attribute", "sex", "--threshold", "0.5",
+                    "--period", "month"], [("--json", "file"), ("--pdf", "file"), ("--html", "file")], "--project"),
     ("validate",): (["validate", "{T}", "--label", "y", "--score", "p", "--attribute", "sex"], [], None),
     ("report",): (["report", "--project", "{P}", "--audit", "1"], [("--pdf", "file")], None),
     ("report", "model-card"): (["report", "model-card", "--project", "{P}", "--audit", "1",

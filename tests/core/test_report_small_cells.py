@@ -206,7 +206,15 @@ def _slices_doc(group_result) -> dict:  # noqa: ARG001
     return run_slice_audit(df, plan).to_dict()
 
 
-DOCUMENTS = {"ctf": _ctf_doc, "slices": _slices_doc, "groups": _groups_doc, "mlm_bias": _mlm_doc, "note_classifiers": _encoders_doc,
+def _monitor_doc(group_result) -> dict:  # noqa: ARG001
+    """A monitor of 3 small months: groups with a few cases a month."""
+    from fairdesk.core.audits.monitor import run_monitor
+    from fairdesk.core.synthetic.monitor_sim import simulate_stream, stream_plan
+
+    return run_monitor(simulate_stream(2, months=3, per_month=120), stream_plan()).to_dict()
+
+
+DOCUMENTS = {"monitor": _monitor_doc, "ctf": _ctf_doc, "slices": _slices_doc, "groups": _groups_doc, "mlm_bias": _mlm_doc, "note_classifiers": _encoders_doc,
              "cit_images": _cit_doc, "age_independence": _age_doc}
 
 
