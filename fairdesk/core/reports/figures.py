@@ -267,7 +267,7 @@ def _group_counts(result: "GroupAuditResult", attribute: str) -> dict[tuple[str,
     out = {}
     for r in table_rows(g, ("task", "group", "tn", "fp", "fn", "tp", "tested"),
                         [a == attribute for a in g["attribute"].tolist()]):
-        out[(str(r.task), str(r.group))] = (float(r.tn), float(r.fp), float(r.fn), float(r.tp),
+        out[(str(r.task), str(r.group))] = (_nan(r.tn), _nan(r.fp), _nan(r.fn), _nan(r.tp),
                                            1.0 if is_true(r.tested) else 0.0)
     return out
 

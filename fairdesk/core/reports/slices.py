@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
+from fairdesk.core.reports.document import (with_disclosure, CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
                                             report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count as count  # counts below k print as "<k"
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
@@ -216,12 +216,12 @@ def report_tree(doc: dict, settings) -> Report:
     """The report tree of a stored slice audit (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
     k = int(settings.suppress_k)
     metric = METRIC_WORDS.get((doc.get("plan") or {}).get("metric"), "rate")
-    return Report(title="Slices nobody named", subtitle=f"Worst-served subgroups by {metric}, "
+    return with_disclosure(Report(title="Slices nobody named", subtitle=f"Worst-served subgroups by {metric}, "
                                                         f"{(doc.get('provenance') or {}).get('dataset') or 'data'}",
                   date=report_date(doc.get("provenance") or {}), suppress_k=k,
                   sections=[_summary(doc, k), _table(doc, k), _methods(doc, k), _provenance(doc, k)],
                   footer=f"FairDesk · slices nobody named · counts below {k} shown as <{k}",
-                  metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit (issue 26)"})
+                  metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit (issue 26)"}), doc)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
