@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections import defaultdict
 
 #: keys whose values count patients, rows, cases or other people-level units (suppressed when small)
@@ -256,8 +257,31 @@ def _release_groups(doc: dict, k: int) -> list[str]:
                      "bins resting on a count from 1 to k − 1 are blank.")
         doc["curves"] = kept
     rules += _release_bins(doc, k)
-    doc["warnings"] = [w for w in doc.get("warnings") or []]
+    # the words about a withheld group (warnings, reasons) must not carry its counts either
+    for key in hidden:
+        task, attr, group = (str(x) for x in key)
+        doc["warnings"] = [_scrub(w) if f"'{task}'" in w and f"{attr} = '{group}'" in w else w
+                           for w in doc.get("warnings") or []]
+    for table in ("records", "groups", "dropped", "discrimination", "calibration"):
+        for r in doc.get(table) or []:
+            if is_hidden(r.get("task"), r.get("attribute"), r.get("group")) and isinstance(r.get("reason"), str):
+                r["reason"] = _scrub(r["reason"])
     return rules
+
+
+_COUNT_WORDS = re.compile(r"(?<![\w.<])(?:only )?\d[\d,]*(?= (?:rows?|patients?|cases?|positives?|negatives?|"
+                          r"positive cases?|negative cases?|people)\b)")
+_THRESHOLD = re.compile(r"(?:fewer than|at least|more than|less than|< ?)\s*$")
+
+
+def _scrub(text: str) -> str:
+    """``text`` with every count of rows, patients or cases withheld ("only 25 rows" → "a withheld number of
+    rows"); thresholds ("fewer than 30 rows") are settings and stay."""
+    def repl(m: re.Match) -> str:
+        if _THRESHOLD.search(m.string, 0, m.start()):
+            return m.group(0)
+        return "a withheld number of"
+    return _COUNT_WORDS.sub(repl, text)
 
 
 def _release_bins(doc: dict, k: int) -> list[str]:

@@ -118,6 +118,13 @@ def _signed(value, digits: int = 3) -> str:
     return "–" if v is None else f"{v:+.{digits}f}"
 
 
+def _band(band, value) -> str:
+    """A rate a released document withholds, as its band ("0.025 to 0.257"); else the value."""
+    if isinstance(band, (list, tuple)) and len(band) == 2:
+        return f"{_f(band[0])} to {_f(band[1])}"
+    return _f(value)
+
+
 def _interval(low, high) -> str:
     return f"{_f(low)} to {_f(high)}"
 
@@ -213,6 +220,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
     from fairdesk.core.reports.groups import METRIC_TITLE, in_task
 
     result = GroupAuditResult.from_dict(doc)
+    bands = {r.get("test_id"): r for r in doc.get("records") or [] if r.get("gap_band")}  # a released document's
     margin = result.plan.margin
     level = f"{100 * result.plan.ci_level:g}%"
     prefix = f"{variant}: " if variant else ""
@@ -247,10 +255,20 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
         else:
             gap = _num(r.get("gap"))
             side = "lower" if gap is not None and gap < 0 else "higher"
-            sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is {_f(r.get('rate'))} against "
-                        f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
-                        f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
-                        f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
+            banded = bands.get(r.get("test_id"))
+            if banded is not None:  # rates resting on withheld counts: their bands, the gap's range, no interval
+                lo, hi = banded["gap_band"]
+                size = f"{_f(max(-hi, 0.0))} to {_f(-lo)}" if side == "lower" else f"{_f(max(lo, 0.0))} to {_f(hi)}"
+                sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is "
+                            f"{_band(banded.get('rate_band'), r.get('rate'))} against "
+                            f"{_band(banded.get('comparison_rate_band'), r.get('comparison_rate'))} for "
+                            f"{_text(r.get('comparison'))}: {size} {side} (counts withheld{q}): {words}.")
+                r = {**r, "gap": None, "ci_low": None, "ci_high": None}
+            else:
+                sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is {_f(r.get('rate'))} against "
+                            f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
+                            f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
+                            f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
             if metric == "auprc":
                 sentence += (" Part of an AUPRC gap can come from a difference in prevalence alone (a random score's "
                              "AUPRC equals the prevalence).")
@@ -576,7 +594,7 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
                limitations: list[str] | tuple[str, ...] = (), suppress_k: int = 11) -> dict:
     """The card of a stored audit (see the module docstring); validated against the shipped schema."""
     from fairdesk import __version__
-    from fairdesk.core.kinds import ReportSettings, audit_kind
+    from fairdesk.core.kinds import ReportSettings, audit_kind, releasable
     from fairdesk.core.provenance import now_utc
     from fairdesk.core.reports.document import suppress_text
 
@@ -586,7 +604,8 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
     if info is None:
         project.audit_kind(audit_id)  # raises the project's own sentence
     kind = audit_kind(info.kind)
-    doc = project.audit_document(audit_id)
+    # a card leaves the workstation: it is written from the document's releasable copy, as every report is
+    doc = releasable(info.kind, project.audit_document(audit_id), ReportSettings(suppress_k=k))
     if info.kind not in KIND_PARTS:
         raise DataError(f"Model cards of '{info.kind}' audits are not supported by this version of FairDesk.")
     parts = KIND_PARTS[info.kind](doc, k)
@@ -640,7 +659,8 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
     standard = [INCONCLUSIVE_READING,
                 "The audit measures the model on the data given; it says nothing about data from other sites, "
                 "periods or populations.",
-                f"Counts below {k} are written \"<{k}\" (small-cell suppression)."]
+                f"Counts below {k} are written \"<{k}\" (small-cell suppression)."] + \
+        [str(r) for r in (doc.get("disclosure") or {}).get("rules") or []]
     if not parts.sizes_given:
         standard.append(parts.size_note)
     card = {

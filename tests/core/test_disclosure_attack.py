@@ -313,3 +313,32 @@ def test_the_demo_released_recovers_nothing_and_still_names_its_harms():
     assert not attack_text(text)
     assert "0.025 to 0.257 (counts withheld)" in text  # sepsis, language = Other, recall: 1 to 10 of 39
     assert f"k = {K}" in text
+
+
+def test_cli_writes_a_working_and_a_releasable_json(tmp_path):
+    """``audit groups --json W --release-json R --suppress-k 11``: W keeps the exact counts and says it is not for
+    release; R is the releasable copy, and the attacker recovers nothing from it."""
+    from fairdesk.cli import main
+
+    rng = np.random.default_rng(2)
+    group = np.repeat(["small", "large", "mid"], [37, 150, 60])
+    n = len(group)
+    y = (rng.random(n) < 0.3).astype(int)
+    s = np.clip(np.where(y == 1, rng.normal(0.65, 0.2, n), rng.normal(0.35, 0.2, n)), 0, 1)
+    data = tmp_path / "preds.csv"
+    pd.DataFrame({"label": y, "score": s, "site": group}).to_csv(data, index=False)
+    code = main(["audit", "groups", str(data), "--label", "label", "--score", "score", "--attribute", "site",
+                 "--threshold", "0.5", "--n-boot", "100", "--min-group-size", "5", "--json", str(tmp_path / "w.json"),
+                 "--release-json", str(tmp_path / "r.json"), "--suppress-k", str(K), "--quiet"])
+    assert code == 0
+    working = json.loads((tmp_path / "w.json").read_text())
+    header = working.pop("disclosure")
+    assert header["for_release"] is False and "not for release" in header["note"]
+    released = json.loads((tmp_path / "r.json").read_text())
+    assert released["disclosure"]["for_release"] is True and released["disclosure"]["k"] == K
+    assert attack_groups(working, working)  # the working document holds small cells
+    assert not attack_groups(released, working)
+    # the release path may not be the working path (the one output guard)
+    assert main(["audit", "groups", str(data), "--label", "label", "--score", "score", "--attribute", "site",
+                 "--threshold", "0.5", "--json", str(tmp_path / "x.json"), "--release-json", str(tmp_path / "x.json"),
+                 "--quiet"]) == 2
