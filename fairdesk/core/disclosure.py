@@ -468,12 +468,12 @@ def release_table(df, k: int):
         rest = num[by["n"]] - num[by["positives"]]
         small |= (rest >= 1) & (rest < k)
     hidden = small.copy()
-    if counts and 0 < int(hidden.sum()) and counts:
+    # the column totals are known to a reader: hide the smallest shown rows until no small one follows from them
+    while counts and not all(partition_safe(list(num[c][hidden].fillna(0)), k) for c in counts):
         size = num[counts[0]].where(~hidden)
-        for c in counts:
-            shown = hidden.copy()
-            if not partition_safe(list(num[c][shown].fillna(0)), k) and size.notna().any():
-                hidden.loc[size.idxmin()] = True
+        if not size.notna().any():
+            break
+        hidden.loc[size.idxmin()] = True
     for c in counts + rates + intervals:
         out[c] = out[c].astype(object)
         out.loc[hidden, c] = None

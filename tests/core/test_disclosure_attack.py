@@ -342,3 +342,12 @@ def test_cli_writes_a_working_and_a_releasable_json(tmp_path):
     assert main(["audit", "groups", str(data), "--label", "label", "--score", "score", "--attribute", "site",
                  "--threshold", "0.5", "--json", str(tmp_path / "x.json"), "--release-json", str(tmp_path / "x.json"),
                  "--quiet"]) == 2
+
+
+def test_an_exported_summary_table_states_its_rule(tmp_path):
+    from fairdesk.core.export import write_table
+
+    df = pd.DataFrame({"group": ["a", "b", "c"], "n": [120, 80, 4], "rate": [0.5, 0.25, 0.75]})
+    back = pd.read_csv(write_table(df, tmp_path / "t.csv", release_k=K))
+    assert back["n"].isna().tolist() == [False, True, True]  # the small row and the next smallest
+    assert f"k = {K}" in back.loc[0, "disclosure"]
