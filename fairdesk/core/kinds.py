@@ -34,8 +34,9 @@ from fairdesk.core.errors import DataError
 
 @dataclass(frozen=True)
 class ReportSettings:
-    """Every setting a report builder takes. ``suppress_k``: counts below k print as "<k" everywhere (tables,
-    figure labels, lists of dropped groups)."""
+    """Every setting a report builder takes. ``suppress_k``: the small-cell threshold k — counts below k print as
+    "<k" everywhere (tables, figure labels, lists of dropped groups), and :func:`releasable` withholds every count
+    that would give one back."""
 
     suppress_k: int = 11
 

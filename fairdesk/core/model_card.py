@@ -7,9 +7,11 @@ it, the data and its provenance, the subgroups audited with their sizes, every f
 tested, plus FairDesk's version, the audit's kind, id and date, its seed and the small-cell k. :func:`card_markdown`
 writes the same card for people; :func:`validate_card` checks a card against the schema and the small-cell rule.
 
-Small cells: every count in the card (rows, subgroup sizes, counts inside sentences) below ``suppress_k`` is written
-"<k", as in the PDF reports; the schema's count type allows only a whole number or "<k", and :func:`validate_card`
-refuses a card whose numbers are below its own k.
+Small cells: the card is written from the document's releasable copy (:func:`fairdesk.core.kinds.releasable`), as
+every report is: sizes it withholds are null, rates and gaps resting on withheld counts appear as bands in the
+sentences (no estimate), and its disclosure rules are listed among the limitations. Any other count below
+``suppress_k`` is written "<k"; the schema's count type allows only a whole number or "<k", and
+:func:`validate_card` refuses a card whose numbers are below its own k.
 
 Findings come from each kind's stored document: for ``groups`` (and the group audits inside ``note_classifiers``)
 :func:`fairdesk.core.audits.groups.findings`, so the card counts what the GUI header, the board summary and the PDF
