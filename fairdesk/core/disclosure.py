@@ -335,34 +335,36 @@ def _release_slices(doc: dict, k: int) -> list[str]:
     doc["slices"] = keep
     banded = False
     for s in keep:
+        # the rest's denominator (the discovery half's rest is about as large as the confirmation half's)
+        rest = {"n": _int(s.get("rest_n")), "cases": _int(s.get("rest_cases"))}
+        rest["negatives"] = None if None in (rest["n"], rest["cases"]) else rest["n"] - rest["cases"]
+        rest_den = rest.get(_SLICE_DENOMINATOR.get(s.get("metric"), "n"), rest["n"])
         for prefix in ("", "discovery_"):
             counts = _slice_counts(s, prefix)
             if not any(_small(v, k) for v in counts.values()):
                 continue
             banded = True
-            mid = s.get(prefix + "value")
-            if mid is not None:
-                lo, hi = band(counts["numerator"], counts["denominator"], k)
-                s[prefix + "value"] = round((lo + hi) / 2, 3)
-                s[prefix + "value_band"] = [lo, hi]
-                rest = s.get(prefix + "rest_value")
-                if s.get(prefix + "gap") is not None and rest is not None:
-                    s[prefix + "gap_band"] = [round(lo - rest, 3), round(hi - rest, 3)]
-                    s[prefix + "gap"] = round(s[prefix + "value"] - rest, 3)
-            for c in ("cases", "rest_cases", "rest_n"):
+            if s.get(prefix + "value") is not None:
+                lo, hi = (primary_band(counts["numerator"], counts["denominator"], k) or
+                          band(counts["numerator"], counts["denominator"], k))
+                s[prefix + "value"], s[prefix + "value_band"] = round((lo + hi) / 2, 3), [lo, hi]
+                # the rest's rate over a known total gives the slice's numerator back: a grid band too
+                r = s.get(prefix + "rest_value")
+                if r is not None:
+                    w = band_width(rest_den, k)
+                    j = min(int(math.floor(r / w + 1e-12)), int(round(1 / w)) - 1)
+                    rlo, rhi = round(j * w, 2), round((j + 1) * w, 2)
+                    s[prefix + "rest_value"], s[prefix + "rest_value_band"] = round((rlo + rhi) / 2, 3), [rlo, rhi]
+                    if s.get(prefix + "gap") is not None:
+                        s[prefix + "gap_band"] = [round(lo - rhi, 3), round(hi - rlo, 3)]
+                        s[prefix + "gap"] = round((s[prefix + "gap_band"][0] + s[prefix + "gap_band"][1]) / 2, 3)
+            for c in ("cases", "rest_cases", "rest_n", "ci_low", "ci_high"):
                 if prefix + c in s:
                     s[prefix + c] = None
-            for c in ("ci_low", "ci_high"):
-                if prefix + c in s:
-                    s[prefix + c] = None
-            # the rest's rate over a known total gives the slice's numerator back: show it on the same grid
-            rest = s.get(prefix + "rest_value")
-            if rest is not None:
-                w = 0.1
-                s[prefix + "rest_value"] = round(math.floor(rest / w) * w + w / 2, 3)
     if banded:
-        rules.append(f"A slice resting on a count from 1 to {k - 1} shows its cases as withheld and its rate as a "
-                     f"band at least 2 × {k} cases wide; the rest's rate is rounded to the same grid.")
+        rules.append(f"A slice resting on a count from 1 to {k - 1} shows its cases as withheld, its rate as the band "
+                     f"“<{k}” allows (or a band at least 2 × {k} cases wide), the rest's rate as a band at least "
+                     f"2 × {k} cases wide and its gap as the difference of the two bands, without its interval.")
     return rules
 
 

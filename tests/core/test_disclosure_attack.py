@@ -351,3 +351,73 @@ def test_an_exported_summary_table_states_its_rule(tmp_path):
     back = pd.read_csv(write_table(df, tmp_path / "t.csv", release_k=K))
     assert back["n"].isna().tolist() == [False, True, True]  # the small row and the next smallest
     assert f"k = {K}" in back.loc[0, "disclosure"]
+
+
+def attack_slices(released: dict, working: dict, k: int = K) -> list[str]:
+    """Counts from 1 to k − 1 a reader recovers from a released slice audit: the slice's found (or flagged) cases
+    and their complement from its rate, and from the total minus the rest's, given every true denominator."""
+    leaks = []
+    truth = {s["test_id"]: s for s in working.get("slices") or []}
+    for s in released.get("slices") or []:
+        t = truth[s["test_id"]]
+        if (t.get("n") or 0) < k:
+            leaks.append(f"{s['test_id']}: a slice of {t['n']} rows is described")
+        den = {"recall": t["cases"], "specificity": t["n"] - t["cases"]}.get(t["metric"], t["n"])
+        rest_den = {"recall": t["rest_cases"], "specificity": t["rest_n"] - t["rest_cases"]}.get(t["metric"],
+                                                                                                t["rest_n"])
+        if not den or t.get("value") is None:
+            continue
+        num = round(t["value"] * den)
+        ivs = [_interval(s.get("value"), s.get("value_band"))]
+        r_iv = _interval(s.get("rest_value"), s.get("rest_value_band"))
+        if s.get("gap") is not None and r_iv is not None:
+            g = _interval(s["gap"], s.get("gap_band"))
+            ivs.append((g[0] + r_iv[0], g[1] + r_iv[1]))
+        for iv in ivs:
+            if iv is None:
+                continue
+            cands = _candidates(iv[0] * den, iv[1] * den, den)
+            if _recovered(cands, num, k) or _recovered([den - c for c in cands], den - num, k):
+                leaks.append(f"{s['test_id']}: {num} of {den} from its rate")
+        if r_iv is not None and rest_den:  # the total's found cases (known) minus the rest's
+            rest_num = round(t["rest_value"] * rest_den)
+            total = num + rest_num
+            cands = _candidates(total - r_iv[1] * rest_den, total - r_iv[0] * rest_den, den)
+            if _recovered(cands, num, k) or _recovered([den - c for c in cands], den - num, k):
+                leaks.append(f"{s['test_id']}: {num} of {den} from the total minus the rest")
+        for c in ("n", "cases", "rest_n", "rest_cases"):
+            if s.get(c) is not None and _small(s[c], k):
+                leaks.append(f"{s['test_id']}: {c} = {s[c]} printed")
+    return leaks
+
+
+@settings(max_examples=5, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(150, 600), st.integers(0, 1000), st.sampled_from(["recall", "specificity", "parity"]))
+def test_no_small_count_recovered_from_a_released_slice_audit(n_rows, seed, metric):
+    from fairdesk.core.audits.slices import SliceAuditPlan, run_slice_audit
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.synthetic.slice_sim import simulate_slice_table
+
+    df, _ = simulate_slice_table(n_rows, 3, order=2, gap=0.3, seed=seed, slice_share=0.1)
+    plan = SliceAuditPlan(roles=ColumnRoles(label="y", score="p", attributes=("a1", "a2", "a3")), threshold=0.5,
+                          metric=metric, min_size=3, min_denominator=2, suppress_k=1, carry=10, n_boot=100)
+    working = json.loads(json.dumps(run_slice_audit(df, plan).to_dict()))
+    released = kinds.releasable("slices", working, ReportSettings(suppress_k=K))
+    assert not attack_slices(released, working), attack_slices(released, working)
+    text = _report_text("slices", released)
+    assert not attack_text(text) and f"k = {K}" in text
+    if any(s["n"] < K for s in working["slices"]):
+        assert len(released["slices"]) < len(working["slices"])
+
+
+def test_the_slice_attack_recovers_counts_from_todays_artefacts():
+    from fairdesk.core.audits.slices import SliceAuditPlan, run_slice_audit
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.synthetic.slice_sim import simulate_slice_table
+
+    df, _ = simulate_slice_table(400, 4, order=2, gap=0.3, seed=3, slice_share=0.1)
+    plan = SliceAuditPlan(roles=ColumnRoles(label="y", score="p", attributes=("a1", "a2", "a3", "a4")),
+                          threshold=0.5, min_size=3, min_denominator=2, suppress_k=1, carry=10, n_boot=100)
+    working = json.loads(json.dumps(run_slice_audit(df, plan).to_dict()))
+    assert attack_slices(working, working)

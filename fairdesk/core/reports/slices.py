@@ -52,7 +52,7 @@ def slice_sentence(r: dict, k: int, margin: float) -> str:
     metric = METRIC_WORDS.get(r.get("metric"), str(r.get("metric")))
     task = "" if r.get("task") in (None, "(all)") else f"Task {r['task']}: "
     rest = (f"{metric} {band_of(r, 'value') or shown_rate(r.get('value'), r.get('cases'), k)} vs "
-            f"{shown_rate(r.get('rest_value'), r.get('rest_cases'), k)} for the rest")
+            f"{band_of(r, 'rest_value') or shown_rate(r.get('rest_value'), r.get('rest_cases'), k)} for the rest")
     gap = ""
     if band_of(r, "gap", signed=True):
         gap = f"gap {band_of(r, 'gap', signed=True)}, counts withheld; "
@@ -134,7 +134,7 @@ def _table(doc: dict, k: int) -> Section:
     for r in doc.get("slices") or []:
         row = [str(r.get("rank")), str(r.get("description")), count(r.get("n"), k), count(r.get("cases"), k),
                band_of(r, "value") or shown_rate(r.get("value"), r.get("cases"), k),
-               shown_rate(r.get("rest_value"), r.get("rest_cases"), k),
+               band_of(r, "rest_value") or shown_rate(r.get("rest_value"), r.get("rest_cases"), k),
                band_of(r, "gap", signed=True) or (fmt_signed(r.get("gap"), 3) if (num(r.get("cases")) or 0) >= k
                                                   else "–"),
                (f"{fmt_signed(r.get('ci_low'), 3)} to {fmt_signed(r.get('ci_high'), 3)}"
