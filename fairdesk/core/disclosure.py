@@ -196,6 +196,11 @@ def _release_groups(doc: dict, k: int) -> list[str]:
     bands = {(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric")):
              primary_band(r.get("numerator"), r.get("denominator"), k) or band(r.get("numerator"), r.get("denominator"), k)
              for r in doc.get("records") or []}
+    pooled = (doc.get("plan") or {}).get("gap_rule") in ("one-vs-rest", "to-overall")
+    tested_den: dict = defaultdict(int)  # the denominators of the tested groups, by (task, attribute, metric)
+    for r in doc.get("records") or []:
+        if r.get("test_id") and _int(r.get("denominator")):
+            tested_den[(r.get("task"), r.get("attribute"), r.get("metric"))] += _int(r.get("denominator"))
     banded = 0
     gaps: dict = {}
     for r in doc.get("records") or []:
@@ -203,6 +208,11 @@ def _release_groups(doc: dict, k: int) -> list[str]:
         me = is_hidden(task, attr, r.get("group"))
         other = r.get("comparison")
         other_hidden = isinstance(other, str) and is_hidden(task, attr, other)
+        if pooled and me and r.get("comparison_rate") is not None:
+            # the rest's rate over a known denominator is the total minus this group: a wide grid band too
+            rest_den = tested_den[(task, attr, metric)] - (_int(r.get("denominator")) or 0)
+            bands[(task, attr, other, metric)] = band(r["comparison_rate"] * rest_den, rest_den, k)
+            other_hidden = True
         if me and r.get("rate") is not None:
             lo, hi = bands[(task, attr, r.get("group"), metric)]
             r["rate"], r["rate_band"] = round((lo + hi) / 2, 3), [lo, hi]
