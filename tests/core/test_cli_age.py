@@ -60,7 +60,8 @@ def test_age_demo_is_seeded(demo, tmp_path):
 
 def test_json_contract(run):
     doc = json.loads((run / "out.json").read_text())
-    assert set(doc) == {"methods", "settings", "provenance"}
+    assert set(doc) == {"disclosure", "methods", "settings", "provenance"}  # disclosure: the working-document header
+    assert doc["disclosure"]["for_release"] is False
     assert list(doc["methods"]) == ["dnn", "svm", "simple"]
     assert doc["settings"]["folds"] == 2 and doc["settings"]["repeats"] == 2
     assert doc["settings"]["test"] == "corrected" and "Nadeau" in doc["settings"]["test_name"]

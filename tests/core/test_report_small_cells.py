@@ -360,6 +360,8 @@ def test_registry_pdfs_carry_no_small_count(documents, group_result, tmp_path):
         text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
         assert f"<{K}" in text
         assert not scan_text(text, K), (name, scan_text(text, K))
+        # the PDF is the releasable copy's, and says so
+        assert f"Disclosure control: Released with small-cell threshold k = {K}" in " ".join(text.split())
 
 
 @pytest.mark.parametrize("name", sorted(AUDIT_KINDS))

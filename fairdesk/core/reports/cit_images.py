@@ -578,4 +578,4 @@ def _fmt2(v) -> str:
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return cit_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
+    return atomic.write_bytes(Path(path), render_cit_bytes(report_tree(doc, settings)))  # the tree with its rules

@@ -407,4 +407,6 @@ def _provenance(doc, names, prov, k) -> Section:
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return notes_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
+    from fairdesk.core.reports.pdf import write_pdf
+
+    return write_pdf(report_tree(doc, settings), path)  # the tree with its disclosure rules

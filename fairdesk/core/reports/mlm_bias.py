@@ -1111,7 +1111,9 @@ def render_mlm_bias_bytes(doc_or_result: "dict | MLMBiasResult", **kwargs: Any) 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return mlm_bias_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
+    from fairdesk.core.reports.pdf import write_pdf
+
+    return write_pdf(report_tree(doc, settings), path)  # the tree with its disclosure rules
 
 
 def report_tree(doc: dict, settings) -> Report:
