@@ -382,22 +382,24 @@ def _release_slices(doc: dict, k: int) -> list[str]:
 # Every kind
 
 
-def _primary_and_round(obj, k: int, hits: list, key: str = ""):
-    """Primary suppression of every count key left and rounding of every other number, in place."""
+def _primary_and_round(obj, k: int, hits: list, key: str = "", keep: bool = False):
+    """Primary suppression of every count key left and rounding of every other number (not under a
+    :data:`KEEP_KEYS` key: settings, provenance), in place."""
     if isinstance(obj, dict):
         for key2, v in list(obj.items()):
-            if key2 in KEEP_KEYS:
-                continue
-            obj[key2] = _primary_and_round(v, k, hits, key2)
+            obj[key2] = _primary_and_round(v, k, hits, key2, keep or key2 in KEEP_KEYS)
         return obj
     if isinstance(obj, list):
-        return [_primary_and_round(v, k, hits, key) for v in obj]
+        return [_primary_and_round(v, k, hits, key, keep) for v in obj]
     if isinstance(obj, bool) or not isinstance(obj, (int, float)):
         return obj
     if key in COUNT_KEYS or key.startswith("n_") and isinstance(obj, int):
-        if key in COUNT_KEYS and _small(obj, k):
+        setting = keep and key in ("count", "size")  # under settings these two words name no people
+        if key in COUNT_KEYS and _small(obj, k) and not setting:
             hits.append(key)
             return None
+        return obj
+    if keep:
         return obj
     if isinstance(obj, float) and math.isfinite(obj):
         if key in P_KEYS:
