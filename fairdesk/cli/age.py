@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from fairdesk.cli.args import add_executor, executor_spec, split_list
+from fairdesk.cli.args import add_executor, add_release_json, executor_spec, split_list
 from fairdesk.core.compute import set_torch_threads
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import DataError
@@ -50,12 +50,12 @@ def _lambdas(value, option: str = "--frontier") -> tuple[float, ...]:
 
 
 def cmd_train_age_independent(args: argparse.Namespace) -> int:
-    from fairdesk.cli.outputs import write_json
+    from fairdesk.cli.outputs import release_of, write_json
     from fairdesk.core.export import write_table
     from fairdesk.jobs.age import predictions_csv_table, train_age_independent
     from fairdesk.jobs.reports import export_report
 
-    outputs = [("--json", args.json), ("--predictions", args.predictions), ("--pdf", args.pdf)]
+    outputs = [("--json", args.json), ("--release-json", args.release_json), ("--predictions", args.predictions), ("--pdf", args.pdf)]
     guard_outputs(outputs, inputs=[("the data table (--data)", args.data)],
                   project=("the project (--project)", args.project))
     from fairdesk.core.kinds import ReportSettings
@@ -84,7 +84,7 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
                                          test=args.test, progress=progress,
                                          executor=executor)
         progress.done()
-        doc = write_json(project_path, audit_id, args.json)
+        doc = write_json(project_path, audit_id, args.json, release_of(args))
         if args.predictions:
             write_table(predictions_csv_table(project_path, audit_id), args.predictions)
         if args.pdf:
@@ -161,6 +161,7 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--predictions", help="write the out-of-fold predictions here (long CSV)")
     age.add_argument("--pdf", help="also write the PDF report here")
     age.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    add_release_json(age)
     age.add_argument("--project", help="store the audit, predictions and model record in this project file")
     age.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     age.add_argument("--quiet", action="store_true", help="no progress bar")

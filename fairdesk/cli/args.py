@@ -71,3 +71,11 @@ def executor_spec(args: argparse.Namespace):
     if spec.kind == "dask":
         import_distributed()
     return spec
+
+
+def add_release_json(p: argparse.ArgumentParser) -> None:
+    """``--release-json OUT.json``: the audit document as it may leave the workstation (small cells and every count
+    that gives one back withheld at ``--suppress-k``; :func:`fairdesk.core.disclosure.release`)."""
+    p.add_argument("--release-json", metavar="OUT.json",
+                   help="also write the releasable copy of the document here: small cells withheld at --suppress-k "
+                        "(--json keeps exact counts and is not for release)")

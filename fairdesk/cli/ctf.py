@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import argparse
 
-from fairdesk.cli.outputs import audit_project, stored_where, write_json
+from fairdesk.cli.args import add_release_json
+from fairdesk.cli.outputs import audit_project, release_of, stored_where, write_json
 from fairdesk.cli.progress import TerminalProgress
 
 TERMS_HELP = ("identity terms: dixon, dixon_train (default), dixon_held_out, gender, race, or a text file with one "
@@ -140,7 +141,7 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
     from fairdesk.jobs.ctf import audit_ctf
     from fairdesk.jobs.reports import export_report
 
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)],
                   inputs=[("the data (--data)", args.data), ("the term list (--terms)", args.terms),
                           ("the held-out term list (--held-out-terms)", args.held_out_terms),
                           ("the control terms (--control-terms)", args.control_terms)],
@@ -158,7 +159,7 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              synthetic=args.synthetic or None, name=args.name, template_col=args.template_col,
                              correction=args.correction, progress=progress)
         progress.done()
-        doc = write_json(project, audit_id, args.json)
+        doc = write_json(project, audit_id, args.json, release_of(args))
         if args.pdf:
             export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)
@@ -193,7 +194,7 @@ def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
     from fairdesk.jobs.ctf import audit_ctf_scores
     from fairdesk.jobs.reports import export_report
 
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)],
                   inputs=[("the scored pairs (--scores)", args.scores)],
                   project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
@@ -203,7 +204,7 @@ def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
                                     name=args.name, template_col=args.template_col, correction=args.correction,
                                     progress=progress)
         progress.done()
-        doc = write_json(project, audit_id, args.json)
+        doc = write_json(project, audit_id, args.json, release_of(args))
         if args.pdf:
             export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)
@@ -238,6 +239,7 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=0.5, help="decision threshold τ for flips and TPR/TNR")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--suppress-k", type=_k, default=11, help="counts below k print as <k in the PDF (default 11)")
+    add_release_json(p)
     p.add_argument("--name", help="the audit's name in the project")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--correction", choices=["bh", "holm"], default="bh",

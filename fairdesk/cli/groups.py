@@ -5,7 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fairdesk.cli.args import add_executor, add_roles, column_roles, drop_groups, executor_spec, split_list
+from fairdesk.cli.args import (add_executor, add_release_json, add_roles, column_roles, drop_groups, executor_spec,
+                               split_list)
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
@@ -31,7 +32,7 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           drop_groups=drop_groups(args.drop_group), family=args.family,
                           correction=args.correction, margin=args.margin, calibration=not args.no_calibration,
                           calibration_own_family=args.calibration_family == "own")
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
     doc = run_table_audit(args, roles, audit_groups, plan, executor=executor_spec(args))
     result = GroupAuditResult.from_dict(doc)
@@ -195,6 +196,7 @@ def add_audit_groups(audit) -> None:
     groups.add_argument("--json", required=True, help="write all results here")
     groups.add_argument("--pdf", help="also write the PDF report here")
     groups.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    add_release_json(groups)
     groups.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")
     add_executor(groups)
     groups.set_defaults(func=cmd_audit_groups)

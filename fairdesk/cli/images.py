@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fairdesk.cli.args import split_list
+from fairdesk.cli.args import add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 
 
@@ -83,16 +83,16 @@ def _check(args: argparse.Namespace, inputs, model_folders=()) -> None:
     work; :func:`~fairdesk.core.guard.guard_outputs`)."""
     from fairdesk.core.guard import guard_outputs
 
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=inputs, models=model_folders,
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=inputs, models=model_folders,
                   project=("the project (--project)", args.project))
 
 
 def _write_outputs(project: str, audit_id: int, args: argparse.Namespace) -> int:
     """The stored document as ``--json`` (atomic), a summary line per output and, with ``--pdf``, the report
     through ``export_report``."""
-    from fairdesk.cli.outputs import stored_where, write_outputs, write_pdf
+    from fairdesk.cli.outputs import release_of, stored_where, write_outputs, write_pdf
 
-    doc = write_outputs(project, audit_id, args.json)
+    doc = write_outputs(project, audit_id, args.json, release=release_of(args))
     _print_summary(doc)
     print(f"-> {args.json}")
     if args.pdf:
@@ -175,6 +175,7 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cit.add_argument("--json", required=True, help="write all results here (the document the project stores)")
     cit.add_argument("--pdf", help="also write the PDF report here")
     cit.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    add_release_json(cit)
     cit.add_argument("--project", help="also store the image table and the audit in this project file")
     cit.add_argument("--examples", type=int, default=16,
                      help="example units kept with their images (largest prediction change; plus 4 random)")
@@ -206,6 +207,7 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cp.add_argument("--json", required=True)
     cp.add_argument("--pdf")
     cp.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    add_release_json(cp)
     cp.add_argument("--project", help="also store the predictions table and the audit in this project file")
     cp.add_argument("--margin", type=float, default=0.02)
     cp.add_argument("--alpha", type=float, default=0.05)

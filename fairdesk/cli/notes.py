@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from fairdesk.cli.args import split_list
+from fairdesk.cli.args import add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.compute import set_torch_threads
 
@@ -102,7 +102,7 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
 def cmd_audit_encoders(args: argparse.Namespace) -> int:
     """The encoder comparison through the GUI's job :func:`~fairdesk.jobs.notes.compare_encoders_job` (on
     ``--project`` or a scratch project), ``--json`` from the stored document, ``--pdf`` through ``export_report``."""
-    from fairdesk.cli.outputs import audit_project, stored_where, write_outputs
+    from fairdesk.cli.outputs import audit_project, release_of, stored_where, write_outputs
     from fairdesk.core.errors import DataError
     from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.notes import compare_encoders_job
@@ -117,7 +117,7 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
         if name.strip() in encoders:
             raise DataError(f"Encoder name '{name.strip()}' is used twice; give each encoder its own name.")
         encoders[name.strip()] = path.strip()
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the notes table", args.notes)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the notes table", args.notes)],
                   models=[(f"the encoder folder '{n}'", p) for n, p in encoders.items()],
                   project=("the project (--project)", args.project))
     set_torch_threads(args.threads)
@@ -128,7 +128,7 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
         audit_id = compare_encoders_job(project, args.notes, encoders, tasks, args.attribute, spec,
                                         n_boot=args.n_boot, min_group_size=args.min_group_size, progress=progress)
         progress.done()
-        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k)
+        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k, release_of(args))
     where = f"; {stored_where(args.project, audit_id)}" if args.project else ""
     for name in encoders:
         rows = [r for r in doc["results"] if r["encoder"] == name]
@@ -199,5 +199,6 @@ def add_note_commands(subparsers_audit, subparsers_train) -> None:
     a.add_argument("--json", required=True, help="write the comparison document here")
     a.add_argument("--pdf", help="also write the PDF report here")
     a.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    add_release_json(a)
     _common(a)
     a.set_defaults(func=cmd_audit_encoders)

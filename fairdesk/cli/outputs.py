@@ -41,21 +41,49 @@ def stored_document(project_path: str | Path, audit_id: int) -> dict:
     return Project(project_path, create=False).audit_document(audit_id)
 
 
-def write_json(project_path: str | Path, audit_id: int, json_path: str | Path) -> dict:
-    """``--json``: the stored document byte for byte (atomic write). Returns it parsed."""
+def release_of(args) -> tuple[str, int] | None:
+    """(``--release-json`` path, ``--suppress-k``) of an audit command, or None without ``--release-json``."""
+    path = getattr(args, "release_json", None)
+    return (path, int(getattr(args, "suppress_k", 11))) if path else None
+
+
+def working_json(text: str) -> str:
+    """The stored document's text with the working-document header first (``"disclosure": {"for_release":
+    false, …}``): it holds exact counts, small cells included. The rest is the stored text byte for byte."""
+    from fairdesk.core.disclosure import working_header
+
+    if not text.startswith("{") or text[1:].strip() == "}":
+        return text
+    head = json.dumps(working_header(), ensure_ascii=False, allow_nan=False)
+    return "{\n \"disclosure\": " + head + "," + text[1:]
+
+
+def write_json(project_path: str | Path, audit_id: int, json_path: str | Path,
+               release: tuple[str, int] | None = None) -> dict:
+    """``--json``: the stored document byte for byte after its working-document header (:func:`working_json`),
+    and with ``release`` = (path, k) its releasable copy (:func:`fairdesk.core.kinds.releasable`) too; both
+    written atomically. Returns the stored document parsed."""
     from fairdesk.core import atomic
+    from fairdesk.core.kinds import ReportSettings, releasable
     from fairdesk.core.project import Project
 
-    text = Project(project_path, create=False).audit_json(audit_id)
-    atomic.write_text(json_path, text)
-    return json.loads(text)
+    project = Project(project_path, create=False)
+    text = project.audit_json(audit_id)
+    doc = json.loads(text)
+    if release:
+        path, k = release
+        out = releasable(project.audit_kind(audit_id), doc, ReportSettings(suppress_k=k))
+        atomic.write_text(path, json.dumps(out, indent=1, ensure_ascii=False, allow_nan=False))
+    atomic.write_text(json_path, working_json(text))
+    return doc
 
 
 def write_outputs(project_path: str | Path, audit_id: int, json_path: str | Path,
-                  pdf_path: str | Path | None = None, suppress_k: int = 11) -> dict:
-    """``--json`` (:func:`write_json`) and, with ``pdf_path``, ``--pdf`` through
+                  pdf_path: str | Path | None = None, suppress_k: int = 11,
+                  release: tuple[str, int] | None = None) -> dict:
+    """``--json`` (and ``--release-json``: :func:`write_json`) and, with ``pdf_path``, ``--pdf`` through
     :func:`~fairdesk.jobs.reports.export_report`. Returns the document."""
-    doc = write_json(project_path, audit_id, json_path)
+    doc = write_json(project_path, audit_id, json_path, release)
     if pdf_path:
         write_pdf(project_path, audit_id, pdf_path, suppress_k)
     return doc
@@ -99,7 +127,7 @@ def run_table_audit(args, roles, job, plan, **job_options) -> dict:
             print(f"fairdesk-cli: note: {note}", file=sys.stderr)
         audit_id = job(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m), **job_options)
         progress.done()
-        doc = write_outputs(scratch, audit_id, args.json)
+        doc = write_outputs(scratch, audit_id, args.json, release=release_of(args))
         if args.project:
             print(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
         if args.pdf:

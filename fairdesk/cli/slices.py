@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fairdesk.cli.args import add_release_json
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
 
@@ -29,7 +30,7 @@ def cmd_audit_slices(args: argparse.Namespace) -> int:
                           max_order=args.max_order, min_size=args.min_size, carry=args.carry,
                           discovery_fraction=args.discovery_fraction, seed=args.seed, alpha=args.alpha,
                           margin=args.margin, n_boot=args.n_boot, suppress_k=args.suppress_k)
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
     doc = run_table_audit(args, roles, audit_slices, plan)
     for warning in dict.fromkeys(doc.get("warnings") or []):
@@ -76,6 +77,7 @@ def add_audit_slices(audit) -> None:
     p.add_argument("--pdf", help="also write the PDF report here")
     p.add_argument("--suppress-k", type=int, default=11,
                    help="small-cell k: slices with fewer rows or cases are not searched; counts below k show as <k")
+    add_release_json(p)
     p.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")
     p.add_argument("--missing-value", action="append", metavar="TEXT", help="a text that means a missing value")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fairdesk.cli.args import split_list
+from fairdesk.cli.args import add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.compute import set_torch_threads
 
@@ -17,13 +17,13 @@ from fairdesk.core.compute import set_torch_threads
 def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
     """The masked-LM bias probe through the GUI's job :func:`~fairdesk.jobs.text.audit_mlm_bias` (on ``--project``
     or a scratch project), ``--json`` from the stored document, ``--pdf`` through ``export_report``."""
-    from fairdesk.cli.outputs import audit_project, stored_where, write_outputs
+    from fairdesk.cli.outputs import audit_project, release_of, stored_where, write_outputs
     from fairdesk.core.audits.mlm_bias import ProbeOptions, results_from_document
     from fairdesk.core.errors import FairDeskError
     from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.text import audit_mlm_bias
 
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)],
                   inputs=[("the templates (--templates)", args.templates),
                           ("the completion templates", args.completion_templates)],
                   models=[("the model folder (--model)", args.model)]
@@ -42,7 +42,7 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
                                   args.completion, completion_templates=args.completion_templates, top_k=args.top_k,
                                   threads=args.threads, progress=progress)
         progress.done()
-        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k)
+        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k, release_of(args))
     for name, res in results_from_document(doc).items():
         flagged = [r["category"] for r in res.records if r["flagged"]]
         counts = {v: sum(r.get("verdict") == v for r in res.records) for v in ("differs", "equivalent",
@@ -128,6 +128,7 @@ def add_text_commands(subparsers_audit, subparsers_train) -> None:
     p.add_argument("--json", required=True, help="write all results here")
     p.add_argument("--pdf", help="also write the PDF report here")
     p.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
+    add_release_json(p)
     p.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_audit_mlm_bias)

@@ -55,8 +55,23 @@ def table_csv(df) -> str:
     return spreadsheet_safe(df).to_csv(index=False, lineterminator="\r\n")
 
 
-def write_table(df, path: str | os.PathLike) -> Path:
-    """Write ``df`` atomically: Parquet for ``.parquet``/``.pq``, otherwise spreadsheet-safe CSV (UTF-8)."""
+def released(df, k: int):
+    """The copy of a summary table that may leave the workstation (:func:`fairdesk.core.disclosure.release_table`)
+    with its rule sentence as a last column ``disclosure`` (first row; the others empty), so that the file itself
+    says which k and rules were applied."""
+    from fairdesk.core.disclosure import release_table
+
+    out, rule = release_table(df, k)
+    out = out.copy()
+    out["disclosure"] = [rule] + [""] * (len(out) - 1) if len(out) else []
+    return out
+
+
+def write_table(df, path: str | os.PathLike, *, release_k: int | None = None) -> Path:
+    """Write ``df`` atomically: Parquet for ``.parquet``/``.pq``, otherwise spreadsheet-safe CSV (UTF-8). With
+    ``release_k`` (a summary table meant to leave the workstation) its :func:`released` copy is written."""
+    if release_k is not None:
+        df = released(df, release_k)
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
         buf = io.BytesIO()

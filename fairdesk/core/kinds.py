@@ -34,8 +34,9 @@ from fairdesk.core.errors import DataError
 
 @dataclass(frozen=True)
 class ReportSettings:
-    """Every setting a report builder takes. ``suppress_k``: counts below k print as "<k" everywhere (tables,
-    figure labels, lists of dropped groups)."""
+    """Every setting a report builder takes. ``suppress_k``: the small-cell threshold k — counts below k print as
+    "<k" everywhere (tables, figure labels, lists of dropped groups), and :func:`releasable` withholds every count
+    that would give one back."""
 
     suppress_k: int = 11
 
@@ -203,5 +204,18 @@ def check_document(name: str, doc) -> list[str]:
 
 
 def build_report(name: str, doc: dict, path, settings: ReportSettings | None = None):
-    """Write the PDF of an audit document of kind ``name``: the one route every front end uses."""
-    return resolve(audit_kind(name).report)(doc, path, settings or ReportSettings())
+    """Write the PDF of an audit document of kind ``name``: the one route every front end uses. The PDF is built
+    from the document's releasable copy (:func:`releasable`)."""
+    settings = settings or ReportSettings()
+    return resolve(audit_kind(name).report)(releasable(name, doc, settings), path, settings)
+
+
+def releasable(name: str, doc: dict, settings: ReportSettings | None = None) -> dict:
+    """The copy of an audit document of kind ``name`` that may leave the workstation: small cells withheld (and
+    every count that would give one back), rates banded, numbers rounded, the rules applied recorded in
+    ``doc["disclosure"]`` (:func:`fairdesk.core.disclosure.release`). Every shareable artefact is built from it."""
+    from fairdesk.core.disclosure import release
+
+    if isinstance(doc.get("disclosure"), dict) and doc["disclosure"].get("for_release"):
+        return doc  # released already (at this or a stricter k: the caller's own choice)
+    return release(name, doc, (settings or ReportSettings()).suppress_k)

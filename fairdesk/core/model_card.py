@@ -7,9 +7,11 @@ it, the data and its provenance, the subgroups audited with their sizes, every f
 tested, plus FairDesk's version, the audit's kind, id and date, its seed and the small-cell k. :func:`card_markdown`
 writes the same card for people; :func:`validate_card` checks a card against the schema and the small-cell rule.
 
-Small cells: every count in the card (rows, subgroup sizes, counts inside sentences) below ``suppress_k`` is written
-"<k", as in the PDF reports; the schema's count type allows only a whole number or "<k", and :func:`validate_card`
-refuses a card whose numbers are below its own k.
+Small cells: the card is written from the document's releasable copy (:func:`fairdesk.core.kinds.releasable`), as
+every report is: sizes it withholds are null, rates and gaps resting on withheld counts appear as bands in the
+sentences (no estimate), and its disclosure rules are listed among the limitations. Any other count below
+``suppress_k`` is written "<k"; the schema's count type allows only a whole number or "<k", and
+:func:`validate_card` refuses a card whose numbers are below its own k.
 
 Findings come from each kind's stored document: for ``groups`` (and the group audits inside ``note_classifiers``)
 :func:`fairdesk.core.audits.groups.findings`, so the card counts what the GUI header, the board summary and the PDF
@@ -118,6 +120,13 @@ def _signed(value, digits: int = 3) -> str:
     return "–" if v is None else f"{v:+.{digits}f}"
 
 
+def _band(band, value) -> str:
+    """A rate a released document withholds, as its band ("0.025 to 0.257"); else the value."""
+    if isinstance(band, (list, tuple)) and len(band) == 2:
+        return f"{_f(band[0])} to {_f(band[1])}"
+    return _f(value)
+
+
 def _interval(low, high) -> str:
     return f"{_f(low)} to {_f(high)}"
 
@@ -213,6 +222,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
     from fairdesk.core.reports.groups import METRIC_TITLE, in_task
 
     result = GroupAuditResult.from_dict(doc)
+    bands = {r.get("test_id"): r for r in doc.get("records") or [] if r.get("gap_band")}  # a released document's
     margin = result.plan.margin
     level = f"{100 * result.plan.ci_level:g}%"
     prefix = f"{variant}: " if variant else ""
@@ -247,10 +257,20 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
         else:
             gap = _num(r.get("gap"))
             side = "lower" if gap is not None and gap < 0 else "higher"
-            sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is {_f(r.get('rate'))} against "
-                        f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
-                        f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
-                        f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
+            banded = bands.get(r.get("test_id"))
+            if banded is not None:  # rates resting on withheld counts: their bands, the gap's range, no interval
+                lo, hi = banded["gap_band"]
+                size = f"{_f(max(-hi, 0.0))} to {_f(-lo)}" if side == "lower" else f"{_f(max(lo, 0.0))} to {_f(hi)}"
+                sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is "
+                            f"{_band(banded.get('rate_band'), r.get('rate'))} against "
+                            f"{_band(banded.get('comparison_rate_band'), r.get('comparison_rate'))} for "
+                            f"{_text(r.get('comparison'))}: {size} {side} (counts withheld{q}): {words}.")
+                r = {**r, "gap": None, "ci_low": None, "ci_high": None}
+            else:
+                sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is {_f(r.get('rate'))} against "
+                            f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
+                            f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
+                            f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
             if metric == "auprc":
                 sentence += (" Part of an AUPRC gap can come from a difference in prevalence alone (a random score's "
                              "AUPRC equals the prevalence).")
@@ -611,7 +631,7 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
                limitations: list[str] | tuple[str, ...] = (), suppress_k: int = 11) -> dict:
     """The card of a stored audit (see the module docstring); validated against the shipped schema."""
     from fairdesk import __version__
-    from fairdesk.core.kinds import ReportSettings, audit_kind
+    from fairdesk.core.kinds import ReportSettings, audit_kind, releasable
     from fairdesk.core.provenance import now_utc
     from fairdesk.core.reports.document import suppress_text
 
@@ -621,7 +641,8 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
     if info is None:
         project.audit_kind(audit_id)  # raises the project's own sentence
     kind = audit_kind(info.kind)
-    doc = project.audit_document(audit_id)
+    # a card leaves the workstation: it is written from the document's releasable copy, as every report is
+    doc = releasable(info.kind, project.audit_document(audit_id), ReportSettings(suppress_k=k))
     if info.kind not in KIND_PARTS:
         raise DataError(f"Model cards of '{info.kind}' audits are not supported by this version of FairDesk.")
     parts = KIND_PARTS[info.kind](doc, k)
@@ -675,7 +696,8 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
     standard = [INCONCLUSIVE_READING,
                 "The audit measures the model on the data given; it says nothing about data from other sites, "
                 "periods or populations.",
-                f"Counts below {k} are written \"<{k}\" (small-cell suppression)."]
+                f"Counts below {k} are written \"<{k}\" (small-cell suppression)."] + \
+        [str(r) for r in (doc.get("disclosure") or {}).get("rules") or []]
     if not parts.sizes_given:
         standard.append(parts.size_note)
     card = {

@@ -14,6 +14,7 @@ from scipy.stats import t as t_dist  # noqa: E402
 from scipy.stats import ttest_rel  # noqa: E402
 
 from fairdesk.cli import main  # noqa: E402
+from fairdesk.cli.outputs import working_json  # noqa: E402
 from fairdesk.core.models.age_independent import LearnerSettings  # noqa: E402
 from fairdesk.core.project import Project  # noqa: E402
 from fairdesk.jobs.age import predictions_csv_table, train_age_independent  # noqa: E402
@@ -59,7 +60,8 @@ def test_age_demo_is_seeded(demo, tmp_path):
 
 def test_json_contract(run):
     doc = json.loads((run / "out.json").read_text())
-    assert set(doc) == {"methods", "settings", "provenance"}
+    assert set(doc) == {"disclosure", "methods", "settings", "provenance"}  # disclosure: the working-document header
+    assert doc["disclosure"]["for_release"] is False
     assert list(doc["methods"]) == ["dnn", "svm", "simple"]
     assert doc["settings"]["folds"] == 2 and doc["settings"]["repeats"] == 2
     assert doc["settings"]["test"] == "corrected" and "Nadeau" in doc["settings"]["test_name"]
@@ -114,7 +116,8 @@ def test_cli_stores_what_it_writes_and_the_job_stores_the_same(run, tmp_path):
     project = Project(run / "p.fairdesk", create=False)
     (audit,) = project.audits()
     assert audit.kind == "age_independence"
-    assert (run / "out.json").read_text() == project.audit_json(audit.id)  # --json is the stored document
+    # --json is the stored document after its working-document header
+    assert (run / "out.json").read_text() == working_json(project.audit_json(audit.id))
     csv = predictions_csv_table(run / "p.fairdesk", audit.id)
     assert pd.read_csv(run / "preds.csv")[["row", "method", "fold"]].equals(csv[["row", "method", "fold"]])
     learner = LearnerSettings(lam=0.5, epochs=2)
@@ -123,6 +126,7 @@ def test_cli_stores_what_it_writes_and_the_job_stores_the_same(run, tmp_path):
                                 learner=learner, reference=False)
     job_doc = json.loads(Project(tmp_path / "job.fairdesk", create=False).audit_json(aid))
     cli_doc = json.loads((run / "out.json").read_text())
+    cli_doc.pop("disclosure")  # the working-document header of --json
     for d in (job_doc, cli_doc):
         d["provenance"].pop("created_utc")
     assert job_doc == cli_doc

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 from fairdesk.cli import main  # noqa: E402
+from fairdesk.cli.outputs import working_json  # noqa: E402
 from fairdesk.core.kinds import ReportSettings  # noqa: E402
 from fairdesk.core.project import Project  # noqa: E402
 
@@ -106,7 +107,8 @@ def test_train_records_the_terms_and_audit_json_contract(trained, audited):
     project = root / "p.fairdesk"
     text = (root / "a.json").read_text(encoding="utf-8")
     [audit] = Project(project).audits()
-    assert text == Project(project).audit_json(audit.id)  # the JSON is the stored document, byte for byte
+    # the JSON is the stored document, byte for byte after its working-document header
+    assert text == working_json(Project(project).audit_json(audit.id))
     doc = json.loads(text)
     assert doc["kind"] == "ctf" and doc["settings"]["term_sets"]["train"]["name"] == "terms.txt"  # the model's terms
     got = {(r["subset"], r["terms"]) for r in doc["ctf_gap"]}
@@ -140,6 +142,7 @@ def test_cli_and_job_store_the_same_document(trained, tmp_path, capsys):
                          terms="dixon_train", seed=4, n_boot=150)
     job = json.loads(Project(tmp_path / "job.fairdesk").audit_json(audit_id))
     cli = json.loads((tmp_path / "cli.json").read_text())
+    cli.pop("disclosure")  # the working-document header of --json
     for d in (job, cli):
         d["provenance"].pop("created_utc")
     assert cli == job

@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 import test_report_small_cells as small
 from fairdesk.cli import main
 from fairdesk.core.errors import DataError
-from fairdesk.core.kinds import AUDIT_KINDS
+from fairdesk.core.kinds import AUDIT_KINDS, ReportSettings, releasable
 from fairdesk.core.model_card import (VERDICTS, card_markdown, load_schema, model_card, schema_errors, schema_path,
                                       validate_card)
 from fairdesk.core.project import Project
@@ -142,7 +142,8 @@ def test_card_of_every_kind(name, documents, group_result, tmp_path):
     # the findings are the kind's own: same verdict counts, and the counts add up
     items = card["findings"]["items"]
     counts = card["findings"]["verdict_counts"]
-    assert counts == kind_counts(name, doc)
+    # counted on the releasable copy the card is written from (a slice of fewer than k rows is not described)
+    assert counts == kind_counts(name, releasable(name, doc, ReportSettings(suppress_k=K)))
     assert counts["total"] == len(items) > 0
     assert {v: sum(i["verdict"] == v for i in items) for v in VERDICTS} == {v: counts[v] for v in VERDICTS}
     assert len({i["finding_id"] for i in items}) == len(items)
@@ -158,7 +159,10 @@ def test_card_of_every_kind(name, documents, group_result, tmp_path):
         assert sub["note"] in card["limitations"]
     else:
         assert sub["sizes_given"] and sub["groups"]
-        assert all(g["size"] is not None for g in sub["groups"])
+        # sizes given, but a size the releasable copy withholds (small, or one that would give a small one back)
+        # is null: the card is written from that copy
+        released = releasable(name, doc, ReportSettings(suppress_k=K))
+        assert sum(g["size"] is None for g in sub["groups"]) <= _withheld_sizes(name, released)
     # no count below k, anywhere
     assert not small_counts(card, K), small_counts(card, K)
 
@@ -176,12 +180,14 @@ def test_small_cells_are_there_with_k_1_and_suppressed_with_k_11(name, documents
 
 
 def test_group_card_sizes_and_findings(documents, group_result, tmp_path):
-    """Named cells: site D (7 rows) is "<11", site A (150 rows) is 150, site E (3 rows) is listed as not tested."""
+    """Named cells, written from the releasable copy: site D (7 rows), site A (150 rows, but 3 of its 40 cases
+    missed) and site E (3 rows, listed as not tested) are withheld; every finding keeps its verdict."""
     audit_id = _store(tmp_path / "p.fairdesk", "groups", _doc("groups", documents, group_result))
     card = model_card(tmp_path / "p.fairdesk", audit_id, intended_use="x")
     size = {(g["task"], g["group"]): g for g in card["subgroups"]["groups"] if g["attribute"] == "site"}
-    assert size[("sepsis", "A")]["size"] == 150 and size[("sepsis", "D")]["size"] == "<11"
-    assert size[("aki", "E")]["size"] == "<11" and size[("aki", "E")]["tested"] is False
+    assert size[("sepsis", "A")]["size"] is None and size[("sepsis", "D")]["size"] is None
+    assert size[("aki", "E")]["size"] is None and size[("aki", "E")]["tested"] is False
+    assert any("Released with small-cell threshold k = 11" in t for t in card["limitations"])
     assert any("site = E in task aki: not tested" in t for t in card["not_tested"])
     assert not any("Calibration by group" in t for t in card["not_tested"])  # this audit assessed calibration
     assert any(f.get("measure") == "calibration" or "calibrat" in json.dumps(f) for f in card["findings"]["items"])
@@ -192,9 +198,13 @@ def test_group_card_sizes_and_findings(documents, group_result, tmp_path):
     rows = findings(GroupAuditResult.from_dict(_doc("groups", documents, group_result)))
     by_id = {i["finding_id"]: i for i in card["findings"]["items"]}
     assert set(by_id) == set(rows["test_id"])
+    banded = {r["test_id"] for r in releasable("groups", _doc("groups", documents, group_result),
+                                                ReportSettings(suppress_k=11))["records"] if r.get("gap_band")}
     for r in rows.to_dict(orient="records"):
-        if r["metric"] != "calibration":  # a calibration finding's estimate is the group's calibration intercept
-            assert by_id[r["test_id"]]["estimate"] == pytest.approx(r["gap"])
+        if r["test_id"] in banded:  # a gap resting on withheld counts: its range in the sentence, no estimate
+            assert by_id[r["test_id"]]["estimate"] is None and " to " in by_id[r["test_id"]]["sentence"]
+        elif r["metric"] != "calibration":  # a calibration finding's estimate is the group's calibration intercept
+            assert by_id[r["test_id"]]["estimate"] == pytest.approx(r["gap"], abs=5e-4)
         assert by_id[r["test_id"]]["verdict"] == r["verdict"]
     cal = [i for i in card["findings"]["items"] if i["measure"] == "Calibration"]
     assert cal and all("observed/expected" in i["sentence"] and "–" not in i["sentence"].split(":")[1][:30]
@@ -391,7 +401,7 @@ def test_cli_writes_json_and_markdown(stored, tmp_path):
     assert card["intended_use"]["statement"] == "Sepsis alert for adult ICU patients; not for children."
     assert card["audit"]["small_cell_k"] == 5 and "One hospital only." in card["limitations"]
     sizes = {(g["task"], g["group"]): g["size"] for g in card["subgroups"]["groups"] if g["attribute"] == "site"}
-    assert sizes[("sepsis", "D")] == 7 and sizes[("sepsis", "E")] == "<5"
+    assert sizes[("sepsis", "D")] is None and sizes[("sepsis", "E")] is None  # withheld at k = 5 (2 cases each)
     text = md.read_text(encoding="utf-8")
     assert text.startswith("# Fairness and equity card") and "Sepsis alert for adult ICU patients" in text
     card.pop("written_by")
@@ -502,3 +512,17 @@ def test_cli_from_a_table_to_the_card(tmp_path, capsys):
     c = card["findings"]["verdict_counts"]
     assert (f"{c['total']} comparisons: {c['differs']} differ, {c['equivalent']} equivalent within ±0.05, "
             f"{c['inconclusive']} inconclusive") in printed
+
+
+def _withheld_sizes(name: str, released: dict) -> int:
+    """How many count fields the releasable copy holds as null, anywhere in it."""
+    from fairdesk.core.disclosure import COUNT_KEYS
+
+    def walk(o):
+        if isinstance(o, dict):
+            return (sum(1 for key, v in o.items() if key in COUNT_KEYS and v is None) +
+                    sum(walk(v) for v in o.values()))
+        if isinstance(o, list):
+            return sum(walk(v) for v in o)
+        return 0
+    return walk(released)

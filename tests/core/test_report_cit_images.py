@@ -139,9 +139,13 @@ def test_predictions_job_export_report_and_cli(exact_table, tmp_path, capsys):
     assert examples == {} and doc["kind"] == "cit_images"
     assert {r["output"]: r["verdict"] for r in doc["table"]} == {"reads": "dependent",
                                                                  "ignores": "equivalent within margin"}
-    # the project's report (what the GUI exports) = the report of the stored document, byte for byte
+    # the project's report (what the GUI exports) = the report of the stored document's releasable copy, byte for byte
+    from fairdesk.core.kinds import ReportSettings, releasable
+    from fairdesk.core.reports.cit_images import report_tree
+
     pdf = export_report(proj, aid, tmp_path / "job.pdf")
-    assert pdf.read_bytes() == render_cit_bytes(build_cit_report(doc))
+    settings = ReportSettings()
+    assert pdf.read_bytes() == render_cit_bytes(report_tree(releasable("cit_images", doc, settings), settings))
     code = main(["audit", "cit-predictions", "--predictions", str(path), "--attribute", "sex", "--json",
                  str(tmp_path / "cli.json"), "--pdf", str(tmp_path / "cli.pdf"), "--quiet"])
     assert code == 0

@@ -368,3 +368,19 @@ def test_registry_pdfs_carry_no_small_count(documents, group_result, tmp_path):
         text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
         assert f"<{K}" in text
         assert not scan_text(text, K), (name, scan_text(text, K))
+        # the PDF is the releasable copy's, and says so
+        assert f"Disclosure control: Released with small-cell threshold k = {K}" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("name", sorted(AUDIT_KINDS))
+def test_every_kind_reports_its_releasable_copy(name, documents, group_result):
+    """The copy ``kinds.build_report`` renders (``kinds.releasable``): its report builds, prints no count below k
+    and ends with the disclosure rules; the working document's report says it is not for release."""
+    doc = _doc(name, documents, group_result)
+    released = kinds.releasable(name, doc, ReportSettings(suppress_k=K))
+    assert released["disclosure"]["for_release"] and released["disclosure"]["k"] == K
+    assert "disclosure" not in doc  # the working document is left as it was
+    report = _tree(name, released, K)
+    assert not scan_report(report, K), (name, scan_report(report, K))
+    assert f"Disclosure control: Released with small-cell threshold k = {K}" in report.text()
+    assert "not for release" in _tree(name, doc, K).text()

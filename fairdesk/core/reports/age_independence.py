@@ -29,7 +29,7 @@ import pandas as pd
 
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
-from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words,
+from fairdesk.core.reports.document import (with_disclosure, FigureSpec, Paragraph, Report, Section, Table, correction_words,
                                             join_words, report_date)
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, fmt_signed, num
 
@@ -645,9 +645,9 @@ def render_age_bytes(report: Report) -> bytes:
 
 def report_tree(doc: dict, settings) -> Report:
     """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
-    return build_age_report(doc, settings.suppress_k)
+    return with_disclosure(build_age_report(doc, settings.suppress_k), doc)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return atomic.write_bytes(Path(path), render_age_bytes(build_age_report(doc, settings.suppress_k)))
+    return atomic.write_bytes(Path(path), render_age_bytes(report_tree(doc, settings)))

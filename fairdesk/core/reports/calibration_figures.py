@@ -9,6 +9,8 @@ Importing this module is cheap (numpy and pandas only); matplotlib is imported i
 """
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
@@ -40,13 +42,14 @@ def _f(value) -> float:
     return float("nan") if value is None else float(value)
 
 
-def group_sizes(result: "GroupAuditResult", task: str, attribute: str) -> dict[str, int]:
+def group_sizes(result: "GroupAuditResult", task: str, attribute: str) -> dict[str, int | None]:
     cal = result.calibration
     if cal.empty:
         return {}
     where = [as_text(t) == task and as_text(a) == attribute
              for t, a in zip(cal["task"].tolist(), cal["attribute"].tolist())]
-    return {str(r.group): int(r.n) for r in table_rows(cal, ("group", "n"), where)}
+    # a size withheld from a released document is None (printed "–")
+    return {str(r.group): None if math.isnan(_f(r.n)) else int(r.n) for r in table_rows(cal, ("group", "n"), where)}
 
 
 def curve_data(result: "GroupAuditResult", task: str, attribute: str, *,

@@ -42,7 +42,7 @@ from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, num,
                                           save_figure)
-from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words,
+from fairdesk.core.reports.document import (with_disclosure, FigureSpec, Paragraph, Report, Section, Table, correction_words,
                                             suppress_text, suppression_note)
 
 MAX_EXAMPLES_IN_REPORT = 6
@@ -564,7 +564,7 @@ def cit_report_to_pdf(doc: dict, path: str | os.PathLike, *, suppress_k: int = 1
 
 def report_tree(doc: dict, settings) -> Report:
     """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
-    return build_cit_report(doc, suppress_k=settings.suppress_k)
+    return with_disclosure(build_cit_report(doc, suppress_k=settings.suppress_k), doc)
 
 
 def _count(value, k: int) -> str:
@@ -578,4 +578,4 @@ def _fmt2(v) -> str:
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return cit_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
+    return atomic.write_bytes(Path(path), render_cit_bytes(report_tree(doc, settings)))  # the tree with its rules

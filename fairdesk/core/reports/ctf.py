@@ -15,7 +15,7 @@ import math
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
+from fairdesk.core.reports.document import (with_disclosure, CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
                                             join_words, report_date)
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed
 from fairdesk.core.text.counterfactual import BUILTIN_TITLES
@@ -456,11 +456,11 @@ def report_tree(doc: dict, settings) -> Report:
     data = doc.get("data") or {}
     sections = [_summary(doc, k), _methods(doc, k), _gaps(doc, k), _pairs(doc, k), _groups(doc, k),
                 _examples(doc, k), _provenance(doc, k)]
-    return Report(title="Counterfactual token fairness",
+    return with_disclosure(Report(title="Counterfactual token fairness",
                   subtitle=f"{model.get('name') or 'model'} on {data.get('name') or 'data'}",
                   date=report_date(doc.get("provenance") or {}), suppress_k=k, sections=sections,
                   footer=f"FairDesk · counterfactual token fairness · counts below {k} shown as <{k}",
-                  metadata={"title": "Counterfactual token fairness", "subject": "FairDesk CTF audit (METHODS §5)"})
+                  metadata={"title": "Counterfactual token fairness", "subject": "FairDesk CTF audit (METHODS §5)"}), doc)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:

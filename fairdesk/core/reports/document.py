@@ -130,7 +130,24 @@ def suppression_note(k: int) -> str:
     """The sentence every report prints about its small-cell setting."""
     if k <= 1:
         return "Small-cell suppression: off (k = 1): every count is shown."
-    return f"Small-cell suppression: every count below {k} is shown as “<{k}”."
+    return (f"Small-cell suppression: every count below {k} is shown as “<{k}” or withheld (“–”), and so is any "
+            "count that would give one back by arithmetic.")
+
+
+def with_disclosure(report: Report, doc: dict) -> Report:
+    """``report`` with the disclosure rules of a releasable document (``doc["disclosure"]``,
+    :func:`fairdesk.core.disclosure.release`) as a note at the end of its last section; a working document's
+    report says that it is not for release."""
+    info = doc.get("disclosure") if isinstance(doc, dict) else None
+    if not report.sections:
+        return report
+    if isinstance(info, dict) and info.get("for_release"):
+        text = "Disclosure control: " + " ".join(str(r) for r in info.get("rules") or [])
+    else:
+        text = (f"Disclosure control: built from the working document (counts below {report.suppress_k} are "
+                "printed as “<k”, but no complementary suppression was applied): not for release.")
+    report.sections[-1].blocks.append(Paragraph(text, "note"))
+    return report
 
 
 def cap(text: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import (Block, Paragraph, Report, Section, Table, correction_words,
+from fairdesk.core.reports.document import (with_disclosure, Block, Paragraph, Report, Section, Table, correction_words,
                                             join_words, report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count, fmt_rate, is_true, num
 
@@ -174,7 +174,7 @@ def notes_report_to_pdf(doc: dict, path: str | os.PathLike, *, suppress_k: int =
 
 def report_tree(doc: dict, settings) -> Report:
     """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
-    return build_notes_report(doc, suppress_k=settings.suppress_k)
+    return with_disclosure(build_notes_report(doc, suppress_k=settings.suppress_k), doc)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -407,4 +407,6 @@ def _provenance(doc, names, prov, k) -> Section:
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return notes_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
+    from fairdesk.core.reports.pdf import write_pdf
+
+    return write_pdf(report_tree(doc, settings), path)  # the tree with its disclosure rules

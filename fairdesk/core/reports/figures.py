@@ -267,7 +267,7 @@ def _group_counts(result: "GroupAuditResult", attribute: str) -> dict[tuple[str,
     out = {}
     for r in table_rows(g, ("task", "group", "tn", "fp", "fn", "tp", "tested"),
                         [a == attribute for a in g["attribute"].tolist()]):
-        out[(str(r.task), str(r.group))] = (float(r.tn), float(r.fp), float(r.fn), float(r.tp),
+        out[(str(r.task), str(r.group))] = (_nan(r.tn), _nan(r.fp), _nan(r.fn), _nan(r.tp),
                                            1.0 if is_true(r.tested) else 0.0)
     return out
 
@@ -632,7 +632,9 @@ def render_bins_png(data: pd.DataFrame, path_or_buffer: "str | Path | BinaryIO",
         ax.set_axis_off()
     ncol = 3
     nrow = max(math.ceil(len(tasks) / ncol), 1)
-    top = float(np.nanmax(data[["fpr", "fnr"]].to_numpy(float))) if tasks else 1.0
+    values = data[["fpr", "fnr"]].to_numpy(float) if tasks else np.array([])
+    values = values[np.isfinite(values)]  # every bin may be withheld in a released document
+    top = float(values.max()) if values.size else float("nan")
     top = min(1.0, max(top * 1.15, 0.05)) if not math.isnan(top) else 1.0
     for i, t in enumerate(tasks):
         ax = fig.add_subplot(nrow, ncol, i + 1)

@@ -25,7 +25,7 @@ from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTION
                                          findings, kept_findings, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
-from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
+from fairdesk.core.reports.document import (with_disclosure, Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, plural, report_date, suppress_text)
 from fairdesk.core.reports.figures import (as_text, fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
                                            verdict_text)
@@ -117,8 +117,19 @@ def outside_region_note(result, k: int) -> str | None:
             f"{suppress_text(str(example['outside_region']).removeprefix('outside the verified region: '), k)}.")
 
 
+def band_text(value, signed: bool = False) -> str | None:
+    """A rate or gap withheld from a released document as the band it lies in ("0.40 to 0.60"), else None."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or num(value[0]) is None or num(value[1]) is None:
+        return None
+    f = fmt_signed if signed else fmt_rate  # 3 decimals, as stored: fewer would narrow the band
+    return f"{f(value[0])} to {f(value[1])}"
+
+
 def _rate_cell(row, k: int) -> str:
     rate = num(row.rate)
+    banded = band_text(getattr(row, "rate_band", None))
+    if banded:
+        return f"{banded} (counts withheld)"
     if rate is None:
         reason = _s(row.reason) or "no cases in the denominator"
         return f"not estimable ({suppress_text(reason, k)})"
@@ -154,13 +165,14 @@ def _comparison_parts(comps: list, direction: str) -> list[str]:
     group, own value, other's value, (ci low, ci high), …) tuples; sorted here."""
     comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
     parts = []
-    for mag, other, s_val, o_val, ci, *_ in comps[:MAX_COMPARISONS_IN_FINDING]:
+    for mag, other, s_val, o_val, ci, *rest in comps[:MAX_COMPARISONS_IN_FINDING]:
         detail = []
-        if s_val is not None and o_val is not None:
-            detail.append(f"{fmt_rate(s_val, 2)} vs {fmt_rate(o_val, 2)}")
+        if s_val is not None and o_val is not None:  # a value withheld from a released document is its band (text)
+            detail.append(" vs ".join(v if isinstance(v, str) else fmt_rate(v, 2) for v in (s_val, o_val)))
         if ci[0] is not None and ci[1] is not None:
             detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
-        parts.append(f"{mag:.2f} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
+        size = rest[1] if len(rest) > 1 and rest[1] else f"{mag:.2f}"
+        parts.append(f"{size} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
     more = len(comps) - MAX_COMPARISONS_IN_FINDING
     if more > 0:
         parts.append(f"also {direction} than for {plural(more, 'other group')}")
@@ -207,7 +219,8 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
             ci = (lo, hi)
         thin = [(name, d) for name, d in ((subject, s_den), (other, o_den)) if d is not None and d < few]
         key = (str(row.task), str(row.attribute), metric, subject, direction, bool(thin))
-        grouped.setdefault(key, []).append((abs(gap), other, s_rate, o_rate, ci, thin))
+        size, s_rate, o_rate = _banded_finding(row, gap < 0 or rule in ("one-vs-rest", "to-overall"), s_rate, o_rate)
+        grouped.setdefault(key, []).append((abs(gap), other, s_rate, o_rate, ci, thin, size))
     task_order = {t: i for i, t in enumerate(dict.fromkeys(rec["task"].astype(str)))}
     out = []
     for (task, attr, metric, subject, direction, fragile), comps in grouped.items():
@@ -225,7 +238,22 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
 
 
 GAP_FIELDS = ("test_id", "task", "attribute", "group", "comparison", "metric", "gap", "ci_low", "ci_high", "rate",
-              "comparison_rate", "denominator")  # what a finding sentence reads of a findings row
+              "comparison_rate", "denominator", "gap_band", "rate_band",
+              "comparison_rate_band")  # what a finding sentence reads of a findings row
+
+
+def _banded_finding(row, own_side: bool, s_rate, o_rate):
+    """(size words or None, subject's value, other's value) of a finding whose rates a released document withholds:
+    the gap's size as the range its band allows ("0.25 to 0.48"), a withheld rate as its band."""
+    band = getattr(row, "gap_band", None)
+    if band_text(band) is None:
+        return None, s_rate, o_rate
+    lo, hi = (-band[1], -band[0]) if own_side and num(row.gap) < 0 else (band[0], band[1])
+    size = f"{math.floor(max(lo, 0.0) * 100) / 100:.2f} to {math.ceil(hi * 100) / 100:.2f}"  # rounded outward
+    own, comp = band_text(getattr(row, "rate_band", None)), band_text(getattr(row, "comparison_rate_band", None))
+    if own_side:
+        return size, own or s_rate, comp or o_rate
+    return size, comp or s_rate, own or o_rate
 
 
 def _other_phrase(rule: str, row) -> str:
@@ -389,8 +417,13 @@ def report_tree(doc: dict, settings: "ReportSettings") -> Report:
     from fairdesk.core.audits.groups import GroupAuditResult
 
     result = GroupAuditResult.from_dict(doc)
-    return build_group_report(result, dataset_name=result.provenance.get("dataset", ""),
-                              suppress_k=settings.suppress_k)
+    records = doc.get("records") or []
+    if len(records) == len(result.records):  # the bands of a released document (fairdesk.core.disclosure)
+        for col in ("rate_band", "comparison_rate_band", "gap_band"):
+            if any(col in r for r in records):
+                result.records[col] = [r.get(col) for r in records]
+    return with_disclosure(build_group_report(result, dataset_name=result.provenance.get("dataset", ""),
+                              suppress_k=settings.suppress_k), doc)
 
 
 def board_summary(result: "GroupAuditResult", suppress_k: int) -> Section:
@@ -845,11 +878,14 @@ def _tables_section(result, k) -> Section:
         for r in sub.itertuples(index=False):
             comp = _s(r.comparison)
             if comp:
-                comp += f" ({fmt_rate(r.comparison_rate)})" if num(r.comparison_rate) is not None else \
-                    " (not estimable)"
+                comp += (f" ({band_text(getattr(r, 'comparison_rate_band', None))})"
+                         if band_text(getattr(r, "comparison_rate_band", None)) else
+                         f" ({fmt_rate(r.comparison_rate)})" if num(r.comparison_rate) is not None else
+                         " (not estimable)")
             estimable = num(r.gap) is not None
             why = _s(r.reason) if num(r.rate) is not None else None  # the rate cell says why not estimable
-            gap_txt = fmt_signed(r.gap) if estimable else F.untested_text(r.rate, why, k)
+            gap_txt = (band_text(getattr(r, "gap_band", None), signed=True) or fmt_signed(r.gap) if estimable
+                       else F.untested_text(r.rate, why, k))
             if estimable and _s(r.reason):
                 gap_txt += " *"
                 notes.append([_s(r.task), attr, _s(r.group), METRIC_TITLE[r.metric], suppress_text(_s(r.reason), k)])

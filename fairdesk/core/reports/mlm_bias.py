@@ -33,7 +33,7 @@ import pandas as pd
 
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, new_figure, num, save_figure
-from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
+from fairdesk.core.reports.document import (with_disclosure, Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, report_date, suppress_text,
                                             suppression_note)
 
@@ -1111,9 +1111,11 @@ def render_mlm_bias_bytes(doc_or_result: "dict | MLMBiasResult", **kwargs: Any) 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
     """The registry's one report signature (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
-    return mlm_bias_report_to_pdf(doc, path, suppress_k=settings.suppress_k)
+    from fairdesk.core.reports.pdf import write_pdf
+
+    return write_pdf(report_tree(doc, settings), path)  # the tree with its disclosure rules
 
 
 def report_tree(doc: dict, settings) -> Report:
     """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
-    return build_mlm_bias_report(doc, suppress_k=settings.suppress_k)
+    return with_disclosure(build_mlm_bias_report(doc, suppress_k=settings.suppress_k), doc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
+from fairdesk.core.reports.document import (with_disclosure, CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
                                             report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count as count  # counts below k print as "<k"
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
@@ -26,6 +26,16 @@ MAX_SENTENCES = 10
 
 def shown_rate(value, cases, k: int) -> str:
     return "–" if (num(cases) or 0) < k else fmt_rate(value, 2)
+
+
+def band_of(r: dict, key: str, signed: bool = False) -> str | None:
+    """A rate or gap a released document withholds (``<key>_band``: :mod:`fairdesk.core.disclosure`) as the band
+    it lies in, to 3 decimals ("0.583 to 0.959"); None when the document shows it."""
+    band = r.get(f"{key}_band")
+    if not isinstance(band, (list, tuple)) or len(band) != 2:
+        return None
+    f = fmt_signed if signed else fmt_rate
+    return f"{f(band[0], 3)} to {f(band[1], 3)}"
 
 
 def verdict_words(verdict: str | None, margin: float) -> str:
@@ -41,10 +51,12 @@ def slice_sentence(r: dict, k: int, margin: float) -> str:
     0.82 for the rest (gap −0.34, 95% CI −0.47 to −0.21; 149 rows) — differs"."""
     metric = METRIC_WORDS.get(r.get("metric"), str(r.get("metric")))
     task = "" if r.get("task") in (None, "(all)") else f"Task {r['task']}: "
-    rest = (f"{metric} {shown_rate(r.get('value'), r.get('cases'), k)} vs "
-            f"{shown_rate(r.get('rest_value'), r.get('rest_cases'), k)} for the rest")
+    rest = (f"{metric} {band_of(r, 'value') or shown_rate(r.get('value'), r.get('cases'), k)} vs "
+            f"{band_of(r, 'rest_value') or shown_rate(r.get('rest_value'), r.get('rest_cases'), k)} for the rest")
     gap = ""
-    if num(r.get("gap")) is not None and (num(r.get("cases")) or 0) >= k:
+    if band_of(r, "gap", signed=True):
+        gap = f"gap {band_of(r, 'gap', signed=True)}, counts withheld; "
+    elif num(r.get("gap")) is not None and (num(r.get("cases")) or 0) >= k:
         gap = (f"gap {fmt_signed(r.get('gap'), 2)}, 95% CI {fmt_signed(r.get('ci_low'), 2)} to "
                f"{fmt_signed(r.get('ci_high'), 2)}; ")
     return (f"{task}patients with {r.get('description')}: {rest} ({gap}{count(r.get('n'), k)} rows on the "
@@ -121,13 +133,15 @@ def _table(doc: dict, k: int) -> Section:
     tasks = {str(r.get("task")) for r in doc.get("slices") or []}
     for r in doc.get("slices") or []:
         row = [str(r.get("rank")), str(r.get("description")), count(r.get("n"), k), count(r.get("cases"), k),
-               shown_rate(r.get("value"), r.get("cases"), k), shown_rate(r.get("rest_value"), r.get("rest_cases"), k),
-               fmt_signed(r.get("gap"), 3) if (num(r.get("cases")) or 0) >= k else "–",
+               band_of(r, "value") or shown_rate(r.get("value"), r.get("cases"), k),
+               band_of(r, "rest_value") or shown_rate(r.get("rest_value"), r.get("rest_cases"), k),
+               band_of(r, "gap", signed=True) or (fmt_signed(r.get("gap"), 3) if (num(r.get("cases")) or 0) >= k
+                                                  else "–"),
                (f"{fmt_signed(r.get('ci_low'), 3)} to {fmt_signed(r.get('ci_high'), 3)}"
                 if num(r.get("ci_low")) is not None and (num(r.get("cases")) or 0) >= k else "–"),
                f"{num(r.get('q_value')):.2g}" if num(r.get("q_value")) is not None else "–",
                verdict_words(r.get("verdict"), margin).split(" (")[0],
-               fmt_signed(r.get("discovery_gap"), 3)]
+               band_of(r, "discovery_gap", signed=True) or fmt_signed(r.get("discovery_gap"), 3)]
         if len(tasks) > 1:
             row.insert(1, str(r.get("task")))
         rows.append(row)
@@ -216,12 +230,12 @@ def report_tree(doc: dict, settings) -> Report:
     """The report tree of a stored slice audit (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
     k = int(settings.suppress_k)
     metric = METRIC_WORDS.get((doc.get("plan") or {}).get("metric"), "rate")
-    return Report(title="Slices nobody named", subtitle=f"Worst-served subgroups by {metric}, "
+    return with_disclosure(Report(title="Slices nobody named", subtitle=f"Worst-served subgroups by {metric}, "
                                                         f"{(doc.get('provenance') or {}).get('dataset') or 'data'}",
                   date=report_date(doc.get("provenance") or {}), suppress_k=k,
                   sections=[_summary(doc, k), _table(doc, k), _methods(doc, k), _provenance(doc, k)],
                   footer=f"FairDesk · slices nobody named · counts below {k} shown as <{k}",
-                  metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit (issue 26)"})
+                  metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit (issue 26)"}), doc)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:

@@ -1,0 +1,506 @@
+"""Disclosure control: the one step every artefact meant to leave the workstation passes through.
+
+:func:`release` turns a stored audit document into a releasable copy *before* anything is rendered, so the PDF,
+the HTML report, the model card (JSON and Markdown), the exports and ``--release-json`` all show the same,
+already-protected numbers. The analyst's working document (the project, ``--json``) keeps the exact counts.
+
+What a releasable copy holds, for small-cell threshold k (counts 1 … k − 1 are "small"):
+
+* **Primary suppression.** A small count is ``None`` (printed "<k").
+* **Units.** A group (of a task and an attribute, an intersection, an age bin, a slice) is *hidden* when any count
+  that describes it — its size, its positives, its negatives, its TP/FP/FN/TN — is small. All counts of a hidden
+  unit are ``None``, because the others (size − positives, TP + FP …) would give the small one back.
+* **Complementary suppression.** Within every partition a reader can total (the groups of one attribute in one task,
+  the groups of an intersection sharing one value, the bins of a continuous attribute), more units are hidden —
+  the smallest first — until no hidden small count follows from the partition's total minus the shown parts:
+  each count type's hidden small cells must leave at least two whole values possible (:func:`partition_safe`).
+* **Rates of hidden units** are shown as a band on a fixed grid whose width w (0.1, 0.2, 0.25, 0.5 or 1) spans at
+  least 2k cases of the rate's denominator (``rate_band``), and the number stored in ``rate`` is the band's middle;
+  a gap involving such a rate is that middle minus the other rate (``gap_band``), and its interval is withheld.
+  A band so wide cannot narrow a hidden count below what "<k" already says.
+* **Slices** with fewer than k rows (on either half of the data) are removed: never described.
+* **Precision.** Every other number is rounded to the report's precision (3 decimals; p- and q-values to 2
+  significant digits), so no estimate is printed at full precision.
+
+The rules applied are recorded in ``doc["disclosure"] = {"k", "rules", "for_release": True}``; every artefact
+prints them. :func:`release_table` does the same for one table (GUI copy and export).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections import defaultdict
+
+#: keys whose values count patients, rows, cases or other people-level units (suppressed when small)
+COUNT_KEYS = frozenset({
+    "n", "n_patients", "n_positive", "n_negative", "tn", "fp", "fn", "tp", "numerator", "denominator", "positives",
+    "negatives", "cases", "rest_n", "rest_cases", "discovery_n", "discovery_cases", "discovery_rest_n",
+    "discovery_rest_cases", "n_rows", "n_eval_rows", "n_test", "n_notes", "n_windows", "n_images", "n_units",
+    "n_participants", "n_pairs", "n_templates", "n_sentences", "truncated_notes", "notes_at_window_cap",
+    "discovery_rows", "confirmation_rows", "discovery_patients", "confirmation_patients", "n_cases", "n_texts",
+    "label_1", "held_out", "size", "count"})
+#: float keys rounded to significant digits rather than decimals (probabilities spanning many magnitudes)
+P_KEYS = frozenset({"p_value", "q_value", "p_equivalence", "q_equivalence", "p", "q", "lr_stat"})
+#: identifiers, settings and provenance: never rounded
+KEEP_KEYS = frozenset({"provenance", "plan", "method", "thresholds", "threshold", "seed", "version", "versions",
+                       "disclosure", "settings", "split", "margin", "alpha", "ci_level"})
+DIGITS = 3
+WIDTHS = (0.1, 0.2, 0.25, 0.5, 1.0)
+
+
+def _small(value, k: int) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and 1 <= value < k
+
+
+def _int(value):
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(round(f)) if math.isfinite(f) else None
+
+
+def band_width(denominator, k: int) -> float:
+    """The band width of a hidden rate: the smallest of 0.1, 0.2, 0.25, 0.5, 1 spanning at least 2k cases."""
+    d = _int(denominator) or 0
+    return next((w for w in WIDTHS if w * d >= 2 * k), 1.0)
+
+
+def band(numerator, denominator, k: int) -> tuple[float, float]:
+    """The grid band [j·w, (j+1)·w] holding numerator/denominator (the whole 0–1 range when either is unknown)."""
+    num, den = _int(numerator), _int(denominator)
+    if num is None or not den:
+        return (0.0, 1.0)
+    w = band_width(den, k)
+    j = min(int(math.floor(num / den / w + 1e-12)), int(round(1 / w)) - 1)
+    return (round(j * w, 2), round((j + 1) * w, 2))
+
+
+def primary_band(numerator, denominator, k: int) -> tuple[float, float] | None:
+    """The band of a rate whose numerator (or complement) is from 1 to k − 1: exactly what "<k" already says
+    (1/den to (k − 1)/den, or its mirror), rounded outward to 3 decimals; None when neither is small or den < k."""
+    num, den = _int(numerator), _int(denominator)
+    if num is None or den is None or den < k:
+        return None
+    if 1 <= num < k:
+        lo, hi = 1 / den, (k - 1) / den
+    elif 1 <= den - num < k:
+        lo, hi = (den - k + 1) / den, (den - 1) / den
+    else:
+        return None
+    return (math.floor(lo * 1000) / 1000, math.ceil(hi * 1000) / 1000)
+
+
+def partition_safe(hidden_values: list, k: int) -> bool:
+    """Whether the hidden cells of one partition with a known total keep every small one ambiguous: a reader knows
+    the hidden cells' sum S, that a "<k" cell lies in 1 … k − 1 and that another hidden cell is at least 0."""
+    values = [_int(v) or 0 for v in hidden_values]
+    primaries = [v for v in values if 1 <= v < k]
+    if not primaries:
+        return True
+    s, p = sum(values), len(primaries)
+    if len(values) > p:  # another hidden cell (≥ 0) absorbs: each small one ranges over 1 … S − (p − 1)
+        return s - p + 1 >= 2
+    return p >= 2 and p < s < p * (k - 1)
+
+
+def _complement(units: dict, partitions: list[list], count_types, k: int, size) -> None:
+    """Hide more units of each partition (smallest first) until every count type is :func:`partition_safe`.
+    ``units``: key → {"counts": {type: value}, "hidden": bool}."""
+    changed = True
+    while changed:
+        changed = False
+        for part in partitions:
+            for t in count_types:
+                hidden = [units[u]["counts"].get(t) for u in part if units[u]["hidden"]]
+                if partition_safe(hidden, k):
+                    continue
+                shown = sorted((u for u in part if not units[u]["hidden"]), key=lambda u: size(units[u]))
+                if not shown:
+                    continue
+                units[shown[0]]["hidden"] = True
+                changed = True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Group audits
+
+
+def _group_units(doc: dict, k: int) -> dict:
+    """Every (task, attribute, group) of a group audit with its counts, hidden when any of them is small."""
+    units: dict = {}
+    for g in doc.get("groups") or []:
+        n, pos = _int(g.get("n")), _int(g.get("n_positive"))
+        counts = {"n": n, "n_patients": _int(g.get("n_patients")), "n_positive": pos,
+                  "negatives": None if n is None or pos is None else n - pos,
+                  **{c: _int(g.get(c)) for c in ("tn", "fp", "fn", "tp")}}
+        units[(g.get("task"), g.get("attribute"), g.get("group"))] = {"counts": counts, "hidden": False}
+    for d in doc.get("dropped") or []:
+        key = (d.get("task"), d.get("attribute"), d.get("group"))
+        units.setdefault(key, {"counts": {"n": _int(d.get("n"))}, "hidden": False})
+    for r in doc.get("records") or []:  # numerators and denominators of every rate
+        key = (r.get("task"), r.get("attribute"), r.get("group"))
+        unit = units.setdefault(key, {"counts": {"n": _int(r.get("n"))}, "hidden": False})
+        num, den = _int(r.get("numerator")), _int(r.get("denominator"))
+        unit["counts"][f"{r.get('metric')}_numerator"] = num
+        unit["counts"][f"{r.get('metric')}_complement"] = None if num is None or den is None else den - num
+    for unit in units.values():
+        unit["hidden"] = any(_small(v, k) for v in unit["counts"].values())
+    return units
+
+
+def _group_partitions(units: dict) -> list[list]:
+    parts = defaultdict(list)
+    for key in units:
+        task, attr, group = key
+        parts[(task, attr)].append(key)
+        if isinstance(attr, str) and " × " in attr and isinstance(group, str):
+            values = group.split(" & ")  # how the group audit labels an intersection's cells
+            for i, v in enumerate(values):  # the intersection's cells sharing one value add up to that group
+                parts[(task, attr, i, v)].append(key)
+    return list(parts.values())
+
+
+def _release_groups(doc: dict, k: int) -> list[str]:
+    units = _group_units(doc, k)
+    primary = sum(u["hidden"] for u in units.values())
+    count_types = sorted({t for u in units.values() for t in u["counts"]})
+    _complement(units, _group_partitions(units), count_types, k, size=lambda u: u["counts"].get("n") or 0)
+    hidden = {key for key, u in units.items() if u["hidden"]}
+    rules = []
+    if primary:
+        rules.append(f"{primary} group(s) with a count from 1 to {k - 1} (size, positives, negatives, TP, FP, FN "
+                     "or TN) have all their counts withheld.")
+    if len(hidden) > primary:
+        rules.append(f"{len(hidden) - primary} further group(s) are withheld the same way so that no withheld count "
+                     "follows from a total minus the shown groups (complementary suppression).")
+
+    def is_hidden(task, attr, group) -> bool:
+        return (task, attr, group) in hidden
+
+    count_fields = ("n", "n_patients", "n_positive", "tn", "fp", "fn", "tp")
+    for g in doc.get("groups") or []:
+        if is_hidden(g.get("task"), g.get("attribute"), g.get("group")):
+            for c in count_fields:
+                g[c] = None
+            g["prevalence"] = None
+            g["withheld"] = True
+    for d in doc.get("dropped") or []:
+        if is_hidden(d.get("task"), d.get("attribute"), d.get("group")):
+            d["n"] = None
+    # a rate resting on a small count: the band "<k" allows; any other rate of a withheld group: a wide grid band
+    bands = {(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric")):
+             primary_band(r.get("numerator"), r.get("denominator"), k) or band(r.get("numerator"), r.get("denominator"), k)
+             for r in doc.get("records") or []}
+    pooled = (doc.get("plan") or {}).get("gap_rule") in ("one-vs-rest", "to-overall")
+    tested_den: dict = defaultdict(int)  # the denominators of the tested groups, by (task, attribute, metric)
+    for r in doc.get("records") or []:
+        if r.get("test_id") and _int(r.get("denominator")):
+            tested_den[(r.get("task"), r.get("attribute"), r.get("metric"))] += _int(r.get("denominator"))
+    banded = 0
+    gaps: dict = {}
+    for r in doc.get("records") or []:
+        task, attr, metric = r.get("task"), r.get("attribute"), r.get("metric")
+        me = is_hidden(task, attr, r.get("group"))
+        other = r.get("comparison")
+        other_hidden = isinstance(other, str) and is_hidden(task, attr, other)
+        if pooled and me and r.get("comparison_rate") is not None:
+            # the rest's rate over a known denominator is the total minus this group: a wide grid band too
+            rest_den = tested_den[(task, attr, metric)] - (_int(r.get("denominator")) or 0)
+            bands[(task, attr, other, metric)] = band(r["comparison_rate"] * rest_den, rest_den, k)
+            other_hidden = True
+        if me and r.get("rate") is not None:
+            lo, hi = bands[(task, attr, r.get("group"), metric)]
+            r["rate"], r["rate_band"] = round((lo + hi) / 2, 3), [lo, hi]
+            banded += 1
+        else:
+            lo = hi = r.get("rate")
+        if me:
+            for c in ("n", "numerator", "denominator"):
+                r[c] = None
+        if other_hidden and r.get("comparison_rate") is not None:
+            olo, ohi = bands.get((task, attr, other, metric), (0.0, 1.0))
+            r["comparison_rate"], r["comparison_rate_band"] = round((olo + ohi) / 2, 3), [olo, ohi]
+        else:
+            olo = ohi = r.get("comparison_rate")
+        if (me or other_hidden) and r.get("gap") is not None and None not in (lo, hi, olo, ohi):
+            r["gap_band"] = [round(lo - ohi, 3), round(hi - olo, 3)]
+            r["gap"] = round((r["gap_band"][0] + r["gap_band"][1]) / 2, 3)
+            r["ci_low"] = r["ci_high"] = None
+            gaps[r.get("test_id")] = r
+    for t in doc.get("tests") or []:
+        r = gaps.get(t.get("test_id"))
+        if r is not None:
+            t["gap"], t["ci_low"], t["ci_high"] = r["gap"], None, None
+            t["gap_band"] = r["gap_band"]
+    if banded:
+        rates_rule = (f"A rate resting on a count from 1 to {k - 1} is shown as the band that “<{k}” allows; any "
+                      f"other rate of a withheld group as a band on a fixed grid at least 2 × {k} cases of its "
+                      "denominator wide; a gap involving either is shown as the band minus the other rate, without "
+                      "its interval.")
+        rules.append(rates_rule)
+    for d in doc.get("discrimination") or []:
+        if is_hidden(d.get("task"), d.get("attribute"), d.get("group")):
+            d["n"] = d["n_positive"] = None
+    for c in doc.get("calibration") or []:
+        if is_hidden(c.get("task"), c.get("attribute"), c.get("group")):
+            c["n"] = c["n_positive"] = None
+    kept = []
+    for c in doc.get("curves") or []:
+        if is_hidden(c.get("task"), c.get("attribute"), c.get("group")):
+            continue  # a withheld group's curves would give its counts back bin by bin
+        if isinstance(c.get("n"), list):
+            for i, (m, y) in enumerate(zip(c["n"], c.get("y") or [])):
+                found = None if m is None or y is None else round(m * y)
+                if _small(m, k) or _small(found, k) or (found is not None and _small(m - found, k)):
+                    c["n"][i] = None
+                    for key in ("y", "ci_low", "ci_high"):
+                        if isinstance(c.get(key), list) and i < len(c[key]):
+                            c[key][i] = None
+        kept.append(c)
+    if "curves" in doc and len(kept) < len(doc["curves"]):
+        rules.append("The calibration, ROC and precision–recall curves of withheld groups are left out; reliability "
+                     "bins resting on a count from 1 to k − 1 are blank.")
+        doc["curves"] = kept
+    rules += _release_bins(doc, k)
+    # the words about a withheld group (warnings, reasons) must not carry its counts either
+    for key in hidden:
+        task, attr, group = (str(x) for x in key)
+        doc["warnings"] = [_scrub(w) if f"'{task}'" in w and f"{attr} = '{group}'" in w else w
+                           for w in doc.get("warnings") or []]
+    for table in ("records", "groups", "dropped", "discrimination", "calibration"):
+        for r in doc.get(table) or []:
+            if is_hidden(r.get("task"), r.get("attribute"), r.get("group")) and isinstance(r.get("reason"), str):
+                r["reason"] = _scrub(r["reason"])
+    return rules
+
+
+_COUNT_WORDS = re.compile(r"(?<![\w.<])(?:only )?\d[\d,]*(?= (?:rows?|patients?|cases?|positives?|negatives?|"
+                          r"positive cases?|negative cases?|people)\b)")
+_THRESHOLD = re.compile(r"(?:fewer than|at least|more than|less than|< ?)\s*$")
+
+
+def _scrub(text: str) -> str:
+    """``text`` with every count of rows, patients or cases withheld ("only 25 rows" → "a withheld number of
+    rows"); thresholds ("fewer than 30 rows") are settings and stay."""
+    def repl(m: re.Match) -> str:
+        if _THRESHOLD.search(m.string, 0, m.start()):
+            return m.group(0)
+        return "a withheld number of"
+    return _COUNT_WORDS.sub(repl, text)
+
+
+def _release_bins(doc: dict, k: int) -> list[str]:
+    bins = doc.get("delta_bins") or []
+    units = {}
+    for i, b in enumerate(bins):
+        n, pos = _int(b.get("n")), _int(b.get("n_positive"))
+        neg = None if n is None or pos is None else n - pos
+        fn = None if pos is None or b.get("fnr") is None else round(b["fnr"] * pos)
+        fp = None if neg is None or b.get("fpr") is None else round(b["fpr"] * neg)
+        counts = {"n": n, "n_positive": pos, "negatives": neg, "fn": fn, "fp": fp,
+                  "tp": None if fn is None else pos - fn, "tn": None if fp is None else neg - fp}
+        units[i] = {"counts": counts, "hidden": any(_small(v, k) for v in counts.values())}
+    if not any(u["hidden"] for u in units.values()):
+        return []
+    parts = defaultdict(list)
+    for i, b in enumerate(bins):
+        parts[(b.get("task"), b.get("attribute"), b.get("bins_used"))].append(i)
+    _complement(units, list(parts.values()), ("n", "n_positive", "negatives", "fn", "fp", "tp", "tn"), k,
+                size=lambda u: u["counts"].get("n") or 0)
+    for i, b in enumerate(bins):
+        if units[i]["hidden"]:
+            for key in ("n", "n_positive", "fpr", "fnr"):
+                b[key] = None
+    return [f"Bins of a continuous attribute with a count from 1 to {k - 1} (and, where a total would give one "
+            "back, their neighbours) are blank."]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Slice audits
+
+_SLICE_DENOMINATOR = {"recall": "cases", "fnr": "cases", "specificity": "negatives", "fpr": "negatives"}
+
+
+def _slice_counts(s: dict, prefix: str = "") -> dict:
+    n, cases = _int(s.get(prefix + "n")), _int(s.get(prefix + "cases"))
+    negatives = None if n is None or cases is None else n - cases
+    den = {"cases": cases, "negatives": negatives}.get(_SLICE_DENOMINATOR.get(s.get("metric"), ""), n)
+    value = s.get(prefix + "value")
+    num = None if den is None or value is None else round(value * den)
+    return {"n": n, "cases": cases, "negatives": negatives, "numerator": num,
+            "complement": None if num is None else den - num, "denominator": den}
+
+
+def _release_slices(doc: dict, k: int) -> list[str]:
+    slices = doc.get("slices") or []
+    keep = [s for s in slices if (_int(s.get("n")) or 0) >= k and (_int(s.get("discovery_n")) or k) >= k]
+    rules = []
+    if len(keep) < len(slices):
+        rules.append(f"Slices with fewer than {k} rows are not described.")
+    doc["slices"] = keep
+    banded = False
+    for s in keep:
+        # the rest's denominator (the discovery half's rest is about as large as the confirmation half's)
+        rest = {"n": _int(s.get("rest_n")), "cases": _int(s.get("rest_cases"))}
+        rest["negatives"] = None if None in (rest["n"], rest["cases"]) else rest["n"] - rest["cases"]
+        rest_den = rest.get(_SLICE_DENOMINATOR.get(s.get("metric"), "n"), rest["n"])
+        for prefix in ("", "discovery_"):
+            counts = _slice_counts(s, prefix)
+            if not any(_small(v, k) for v in counts.values()):
+                continue
+            banded = True
+            if s.get(prefix + "value") is not None:
+                lo, hi = (primary_band(counts["numerator"], counts["denominator"], k) or
+                          band(counts["numerator"], counts["denominator"], k))
+                s[prefix + "value"], s[prefix + "value_band"] = round((lo + hi) / 2, 3), [lo, hi]
+                # the rest's rate over a known total gives the slice's numerator back: a grid band too
+                r = s.get(prefix + "rest_value")
+                if r is not None:
+                    w = band_width(rest_den, k)
+                    j = min(int(math.floor(r / w + 1e-12)), int(round(1 / w)) - 1)
+                    rlo, rhi = round(j * w, 2), round((j + 1) * w, 2)
+                    s[prefix + "rest_value"], s[prefix + "rest_value_band"] = round((rlo + rhi) / 2, 3), [rlo, rhi]
+                    if s.get(prefix + "gap") is not None:
+                        s[prefix + "gap_band"] = [round(lo - rhi, 3), round(hi - rlo, 3)]
+                        s[prefix + "gap"] = round((s[prefix + "gap_band"][0] + s[prefix + "gap_band"][1]) / 2, 3)
+            for c in ("cases", "rest_cases", "rest_n", "ci_low", "ci_high"):
+                if prefix + c in s:
+                    s[prefix + c] = None
+    if banded:
+        rules.append(f"A slice resting on a count from 1 to {k - 1} shows its cases as withheld, its rate as the band "
+                     f"“<{k}” allows (or a band at least 2 × {k} cases wide), the rest's rate as a band at least "
+                     f"2 × {k} cases wide and its gap as the difference of the two bands, without its interval.")
+    return rules
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Every kind
+
+
+def _primary_and_round(obj, k: int, hits: list, key: str = "", keep: bool = False):
+    """Primary suppression of every count key left and rounding of every other number (not under a
+    :data:`KEEP_KEYS` key: settings, provenance), in place."""
+    if isinstance(obj, dict):
+        for key2, v in list(obj.items()):
+            obj[key2] = _primary_and_round(v, k, hits, key2, keep or key2 in KEEP_KEYS)
+        return obj
+    if isinstance(obj, list):
+        return [_primary_and_round(v, k, hits, key, keep) for v in obj]
+    if isinstance(obj, bool) or not isinstance(obj, (int, float)):
+        return obj
+    if key in COUNT_KEYS or key.startswith("n_") and isinstance(obj, int):
+        setting = keep and key in ("count", "size")  # under settings these two words name no people
+        if key in COUNT_KEYS and _small(obj, k) and not setting:
+            hits.append(key)
+            return None
+        return obj
+    if keep:
+        return obj
+    if isinstance(obj, float) and math.isfinite(obj):
+        if key in P_KEYS:
+            return float(f"{obj:.2g}")
+        return round(obj, DIGITS)
+    return obj
+
+
+def release(kind: str, doc: dict, k: int) -> dict:
+    """A releasable copy of a stored audit document of kind ``kind`` for small-cell threshold ``k`` (module doc).
+    With k = 1 nothing is suppressed, but the copy still says so."""
+    out = copy.deepcopy(doc)
+    k = int(k)
+    rules: list[str] = []
+    if k > 1:
+        if kind == "groups":
+            rules += _release_groups(out, k)
+        elif kind == "slices":
+            rules += _release_slices(out, k)
+        elif kind == "note_classifiers":
+            for name, audit in (out.get("audits") or {}).items():
+                rules += [f"{name}: {r}" for r in _release_groups(audit, k)]
+        hits: list = []
+        _primary_and_round(out, k, hits)
+        if hits:
+            rules.append(f"Every other count from 1 to {k - 1} is withheld (printed “<{k}”).")
+        rules.append(f"Estimates and gaps are rounded to {DIGITS} decimals, p- and q-values to 2 significant digits.")
+    out["disclosure"] = {"k": k, "rules": [rule_header(k)] + rules, "for_release": True}
+    return out
+
+
+def rule_header(k: int) -> str:
+    """The first sentence of every releasable artefact's disclosure note."""
+    if k <= 1:
+        return "Small-cell suppression is off (k = 1): every count is shown; not for release outside the team."
+    return (f"Released with small-cell threshold k = {k}: no count from 1 to {k - 1} is shown or can be worked out "
+            "from the numbers shown.")
+
+
+def working_header() -> dict:
+    """What the analyst's working document says about itself (``--json``, the project)."""
+    return {"for_release": False,
+            "note": "Working document: holds exact counts, small cells included; not for release. Use --release-json "
+                    "(or a report) for a copy that may leave the workstation."}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tables (GUI copy and export, CSV/Excel)
+
+TABLE_COUNTS = ("n", "numerator", "denominator", "positives", "negatives", "n_positive", "n_patients", "cases",
+                "tp", "fp", "fn", "tn", "count")
+TABLE_RATES = ("rate", "value", "prevalence", "recall", "specificity", "precision", "ppr", "fpr", "fnr")
+TABLE_INTERVALS = ("ci_low", "ci_high", "gap", "gap_ci_low", "gap_ci_high")
+
+
+def release_table(df, k: int):
+    """A releasable copy of one table and the sentence saying what was done: rows whose counts include one from
+    1 to k − 1 have every count, rate and interval withheld; if one row of the table is withheld, the next
+    smallest is too (so the column total minus the shown rows gives nothing back); other numbers are rounded."""
+    import numpy as np
+    import pandas as pd
+
+    out = df.copy()
+    k = int(k)
+    if k <= 1 or out.empty:
+        return out, rule_header(k)
+    lower = {c: str(c).strip().lower() for c in out.columns}
+    counts = [c for c in out.columns if lower[c] in TABLE_COUNTS]
+    rates = [c for c in out.columns if lower[c] in TABLE_RATES or lower[c].endswith("_rate")]
+    intervals = [c for c in out.columns if lower[c] in TABLE_INTERVALS]
+    num = {c: pd.to_numeric(out[c], errors="coerce") for c in counts}
+    small = pd.Series(False, index=out.index)
+    for c in counts:
+        small |= (num[c] >= 1) & (num[c] < k)
+    by = {lower[c]: c for c in counts}
+    if "numerator" in by and "denominator" in by:
+        rest = num[by["denominator"]] - num[by["numerator"]]
+        small |= (rest >= 1) & (rest < k)
+    if "n" in by and "positives" in by:
+        rest = num[by["n"]] - num[by["positives"]]
+        small |= (rest >= 1) & (rest < k)
+    hidden = small.copy()
+    # the column totals are known to a reader: hide the smallest shown rows until no small one follows from them
+    while counts and not all(partition_safe(list(num[c][hidden].fillna(0)), k) for c in counts):
+        size = num[counts[0]].where(~hidden)
+        if not size.notna().any():
+            break
+        hidden.loc[size.idxmin()] = True
+    for c in counts + rates + intervals:
+        out[c] = out[c].astype(object)
+        out.loc[hidden, c] = None
+    for c in out.columns:
+        if c in counts:
+            continue
+        if pd.api.types.is_float_dtype(out[c].dtype):
+            out[c] = out[c].round(DIGITS)
+        elif out[c].dtype == object:
+            out[c] = [round(v, DIGITS) if isinstance(v, (float, np.floating)) else v for v in out[c]]
+    n_hidden = int(hidden.sum())
+    sentence = rule_header(k)
+    if n_hidden:
+        sentence += (f" {n_hidden} row(s) resting on a count from 1 to {k - 1} (or needed to keep one hidden) have "
+                     "their counts, rates and intervals blank; other numbers are rounded to 3 decimals.")
+    return out, sentence
