@@ -491,6 +491,10 @@ def release_table(df, k: int):
     for c in counts + rates + intervals:
         out[c] = out[c].astype(object)
         out.loc[hidden, c] = None
+    for c in counts:  # whole counts print as whole numbers, a withheld one as blank
+        whole = pd.to_numeric(out[c], errors="coerce")
+        if whole.notna().any() and (whole.dropna() == whole.dropna().round()).all():
+            out[c] = whole.astype("Int64")
     for c in out.columns:
         if c in counts:
             continue

@@ -1,9 +1,8 @@
 """A result table as the user takes it away: CSV, Excel (.xlsx) or the clipboard's tab-separated text, with the
 small-cell rule applied first.
 
-The rule is :func:`fairdesk.core.disclosure.release_table` ``(df, k) -> (table, sentence)`` where that module is
-present (the one place the rule lives); otherwise a conservative stand-in hides every count below k in the columns
-that hold counts (``n``, ``numerator``, ``tp`` …) as ``"<k"`` — what the reports print.
+The rule is :func:`fairdesk.core.disclosure.release_table` ``(df, k) -> (table, sentence)``, the one place the
+small-cell rules for tables live.
 
 The Excel file is written by hand (an Office Open XML workbook of one sheet, inline strings, numbers as numbers):
 no Excel library is a FairDesk dependency (openpyxl is not installed), and one sheet of values needs ~40 lines.
@@ -23,42 +22,19 @@ import pandas as pd
 from fairdesk.core import atomic
 from fairdesk.core.export import spreadsheet_safe, table_csv
 
-#: columns holding counts of patients or rows (the stand-in rule hides their values below k)
-COUNT_COLUMN = re.compile(r"^(n|n_.+|.+_n|numerator|denominator|tn|fp|fn|tp|cases|rest_cases|.+_cases|count|"
-                          r"n_patients|n_positive|support)$", re.IGNORECASE)
-
-
 def released(df: pd.DataFrame, k: int) -> tuple[pd.DataFrame, str]:
     """``(table, sentence)``: ``df`` with the small-cell rule at ``k`` applied, and one sentence saying what it
     did."""
-    try:
-        from fairdesk.core.disclosure import release_table
-    except ImportError:
-        return _stand_in(df, k)
+    from fairdesk.core.disclosure import release_table
+
     return release_table(df, k)
-
-
-def _stand_in(df: pd.DataFrame, k: int) -> tuple[pd.DataFrame, str]:
-    out = df.copy()
-    hidden = 0
-    for col in out.columns:
-        if not COUNT_COLUMN.match(str(col)):
-            continue
-        values = pd.to_numeric(out[col], errors="coerce")
-        small = values.notna() & (values > 0) & (values < k)
-        if small.any():
-            out[col] = out[col].astype(object).where(~small, f"<{k}")
-            hidden += int(small.sum())
-    sentence = (f"{hidden} count(s) below {k} are shown as <{k} (small-cell rule)." if hidden
-                else f"No count below {k}: nothing hidden (small-cell rule).")
-    return out, sentence
 
 
 def clipboard_text(df: pd.DataFrame) -> str:
     """Tab-separated text with a header row (what spreadsheets paste as cells); tabs and line breaks inside a cell
     become spaces."""
     def cell(v) -> str:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
             return ""
         return re.sub(r"[\t\r\n]+", " ", str(v))
 
