@@ -155,13 +155,13 @@ class ImageClassifier:
 
         if self.config.arch not in ARCHITECTURES:
             raise ModelError("Only built-in architectures can be saved as a state dict; keep the TorchScript file.")
-        from fairdesk.core.guard import claim_folder
+        from fairdesk.core.guard import owned_folder
 
         folder = Path(folder)
-        claim_folder(folder, "a FairDesk image classifier")  # refuses a folder holding files FairDesk did not write
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
-        atomic.write_bytes(folder / "model.safetensors", save(state))
-        atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
+        with owned_folder(folder, "a FairDesk image classifier"):  # refuses a folder holding anything FairDesk did not write
+            atomic.write_bytes(folder / "model.safetensors", save(state))
+            atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
         return folder
 
 

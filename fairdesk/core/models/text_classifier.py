@@ -224,13 +224,13 @@ class TextClassifier:
     def save(self, folder: str | Path) -> Path:
         from safetensors.torch import save
 
-        from fairdesk.core.guard import claim_folder
+        from fairdesk.core.guard import owned_folder
 
         folder = Path(folder)
-        claim_folder(folder, "a FairDesk text classifier")  # refuses a folder holding files FairDesk did not write
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
-        atomic.write_bytes(folder / "model.safetensors", save(state))
-        atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
+        with owned_folder(folder, "a FairDesk text classifier"):  # refuses a folder holding anything FairDesk did not write
+            atomic.write_bytes(folder / "model.safetensors", save(state))
+            atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
         return folder
 
 
@@ -395,6 +395,9 @@ def save_checkpoint(folder: str | Path, epoch: int, module, optimizer, config: "
     for older in checkpoints(folder):
         if older != final:
             shutil.rmtree(older, ignore_errors=True)
+    from fairdesk.core.guard import record_checkpoint
+
+    record_checkpoint(folder)  # FairDesk's even if the run is killed before it ends (resume)
     return final
 
 
