@@ -92,10 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.headless or not _has_display():
         from fairdesk import paths
+        from fairdesk.console import say
 
         if not args.headless:
-            print("fairdesk: no display found; running the demo audit headless instead "
-                  "(set QT_QPA_PLATFORM=offscreen to force the window).", file=sys.stderr)
+            say("fairdesk: no display found; running the demo audit headless instead "
+                "(set QT_QPA_PLATFORM=offscreen to force the window).", file=sys.stderr)
         out = args.out or str(paths.data_dir() / "demo-headless")
         # fairdesk-cli as its own program, so that the GUI and the CLI never import each other
         return paths.run_program("fairdesk-cli", ["demo", "--out", out])
