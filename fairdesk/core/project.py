@@ -40,7 +40,7 @@ from typing import Iterator
 import pandas as pd
 
 from fairdesk.core.errors import ProjectError
-from fairdesk.core.jsonable import loads_in_pieces
+from fairdesk.core.jsonable import loads_checked, loads_in_pieces
 from fairdesk.core.provenance import now_utc
 
 SUFFIX = ".fairdesk"
@@ -256,7 +256,7 @@ def _stored_json(text, which: str):
     if text is None:
         return None, None
     problem = _json_problem(text, which)
-    return (None, problem) if problem else (json.loads(text), None)
+    return (None, problem) if problem else (loads_checked(text), None)
 
 
 @lru_cache(maxsize=1024)
@@ -268,7 +268,7 @@ def _json_problem(text, which: str) -> str | None:
     from fairdesk.core.kinds import schema_problems
 
     try:
-        value = json.loads(text)
+        value = loads_checked(text)
     except (TypeError, ValueError) as err:
         return f"not JSON ({_one_line(err)})"
     problems = schema_problems(value, STORED_SCHEMAS[which], limit=1)
