@@ -129,10 +129,11 @@ def recorded_files(folder: str | os.PathLike) -> dict[str, str] | None:
     marker = Path(folder) / MARKER
     if not marker.is_file() or marker.is_symlink():
         return None
+    from fairdesk.core.jsonable import read_json_file
+
     try:
-        with open(marker, "rb") as handle:
-            doc = json.loads(handle.read(MANIFEST_LIMIT + 1)[:MANIFEST_LIMIT].decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
+        doc = read_json_file(marker, MANIFEST_LIMIT)
+    except (OSError, ValueError):  # damaged, too big or too deep: it vouches for nothing
         return {}
     files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, dict):
@@ -269,10 +270,12 @@ def record(folder: str | os.PathLike, what: str | None = None) -> None:
 
     folder = Path(folder)
     if what is None:
+        from fairdesk.core.jsonable import read_json_file
+
         try:
-            doc = json.loads((folder / MARKER).read_text(encoding="utf-8")[:MANIFEST_LIMIT])
+            doc = read_json_file(folder / MARKER, MANIFEST_LIMIT)
             what = doc.get("what") if isinstance(doc, dict) and isinstance(doc.get("what"), str) else None
-        except (OSError, ValueError, RecursionError):
+        except (OSError, ValueError):
             what = None
     files = {name: _sha256(path) for name, path in _entries(folder)
              if name != MARKER and not name.rsplit("/", 1)[-1].startswith(f".{MARKER}.")

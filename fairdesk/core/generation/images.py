@@ -374,7 +374,8 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
     for part, cls in (("vae", AutoencoderKL), ("unet", UNet2DModel)):
         cfg_file = folder / part / "config.json"
         try:
-            class_name = json.loads(cfg_file.read_text(encoding="utf-8")).get("_class_name")
+            from fairdesk.core.jsonable import read_json_file
+            class_name = read_json_file(cfg_file).get("_class_name")
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
             class_name = None
         if class_name != cls.__name__:
@@ -393,7 +394,8 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
     attr_file = folder / ATTRIBUTE_FILE
     if attr_file.is_file():
         try:
-            attr = json.loads(attr_file.read_text())
+            from fairdesk.core.jsonable import read_json_file
+            attr = read_json_file(attr_file)
             meta["attribute"] = {"column": attr.get("attribute"), "values": list(attr.get("values") or [])}
         except (ValueError, AttributeError):
             raise ModelError(f"'{attr_file}' is damaged; write it again or delete it.") from None
@@ -762,7 +764,8 @@ def frechet_distance(features, real: np.ndarray, fake: np.ndarray) -> dict:
 def _read_meta(meta_file: Path) -> dict:
     """The generator's metadata file, checked: damaged or foreign content is a ModelError sentence (issue 10)."""
     try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        meta = read_json_file(meta_file)
         if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
             raise ValueError("no 'config' object")
         GeneratorConfig.from_dict(meta["config"])

@@ -250,8 +250,9 @@ def _read_config(cfg_file: Path) -> ClassifierConfig:
 
     where = f"{cfg_file.parent.name}/config.json"
     try:
-        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        from fairdesk.core.jsonable import read_json_file
+        cfg = read_json_file(cfg_file)
+    except (OSError, ValueError) as err:
         raise ModelError(f"{where} is not valid JSON ({err}); FairDesk writes it when it saves a classifier.") \
             from None
     if not isinstance(cfg, dict):

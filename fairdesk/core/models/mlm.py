@@ -132,7 +132,8 @@ def refuse_custom_code(folder: str | Path, *, check_model_type: bool = True) -> 
         if not file.is_file():
             continue
         try:
-            doc = json.loads(file.read_text(encoding="utf-8"))
+            from fairdesk.core.jsonable import read_json_file
+            doc = read_json_file(file)
         except (OSError, UnicodeDecodeError, ValueError) as err:
             raise ModelError(f"{file} cannot be read as JSON ({_short(err)}); the folder is damaged or not a "
                              "Hugging Face model, so export the model again with save_pretrained.") from None
@@ -877,7 +878,8 @@ def _train_mlm(corpus, out: Path, config, resume, progress, cancel, on_log) -> M
     device = _resolve_device(cfg.device)
     state: dict[str, Any] = {}
     if resume:
-        state = json.loads((latest / "trainer_state.json").read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        state = read_json_file(latest / "trainer_state.json")
         old = MLMTrainConfig.from_dict(state["config"]).resolved()
         changed = [k for k in cfg.__dataclass_fields__ if k not in _RESUMABLE
                    and getattr(old, k) != getattr(cfg, k)]
