@@ -225,6 +225,19 @@ def written(kind: str, document) -> tuple[str, tuple[str, str] | None]:
     return text, _passed(kind, text, document)
 
 
+def storable_name(text: str) -> str:
+    """A file name as text SQLite (UTF-8) can store and a report can print: bytes of the name that are not UTF-8
+    (which Python keeps as lone surrogates) shown as ``\\xNN``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -507,6 +520,7 @@ class Project:
     # ---- datasets --------------------------------------------------------------------------------------------
     def add_dataset(self, name: str, df: pd.DataFrame, sha256: str, *, kind: str = "predictions",
                     source: str | None = None, roles: dict | None = None, origin: dict | None = None) -> int:
+        name, source = storable_name(name), None if source is None else storable_name(source)
         buffer = io.BytesIO()
         df.reset_index(drop=True).to_parquet(buffer, index=False)
         return self._insert(

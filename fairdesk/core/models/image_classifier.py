@@ -194,8 +194,11 @@ def load_state_dict_file(path: str | Path) -> dict:
         try:
             return load_file(str(path))
         except (SafetensorError, OSError, ValueError, RuntimeError) as err:
-            head = path.read_bytes()[:2]
-            what = " (it looks like a Python pickle, which FairDesk never loads)" if head[:1] == b"\x80" else ""
+            from fairdesk.core.data.loaders import is_pickle
+
+            with open(path, "rb") as handle:
+                head = handle.read(9)
+            what = " (it looks like a Python pickle, which FairDesk never loads)" if is_pickle(head) else ""
             raise ModelError(f"'{path.name}' is not a readable safetensors file{what}: "
                              f"{str(err).splitlines()[0][:200]}. Save the weights with safetensors.") from None
     try:
