@@ -95,3 +95,29 @@ def test_audit_slices_with_a_non_latin_group_on_a_cp1252_console(tmp_path):
                           cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode("cp1252", "replace")
     assert (tmp_path / "o.json").is_file() and b"Traceback" not in proc.stderr
+
+
+def _commands(parser, prefix=()):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, prefix + (name,))
+            return
+    yield prefix
+
+
+def test_every_commands_help_on_an_ascii_and_a_cp1252_console(monkeypatch):
+    import pytest
+
+    from fairdesk.cli import build_parser, main
+
+    for encoding in ("cp1252", "ascii"):
+        for command in _commands(build_parser()):
+            raw = io.BytesIO()
+            monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding=encoding, errors="strict"))
+            with pytest.raises(SystemExit) as done:
+                main([*command, "--help"])
+            sys.stdout.flush()
+            assert done.value.code == 0 and b"usage:" in raw.getvalue(), (encoding, command)
