@@ -323,6 +323,9 @@ class Project:
         if self.path.suffix != SUFFIX:
             self.path = self.path.with_suffix(SUFFIX) if not self.path.suffix else self.path
         self._local = threading.local()
+        #: opened read-only: the file is on media FairDesk cannot write (a CD, a read-only share), so it is read
+        #: as it is — no journal converted, no table added — and every store fails with one sentence
+        self.read_only = False
         if self.path.is_dir():
             raise ProjectError(f"{self.path} is a folder, not a FairDesk project file.")
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -376,10 +379,16 @@ class Project:
         finally:
             Path(tmp).unlink(missing_ok=True)
 
+    def _on_read_only_media(self) -> bool:
+        """The project's folder cannot be written (read-only media or share): opening must not write."""
+        return not os.access(self.path.parent, os.W_OK) or not os.access(self.path, os.W_OK)
+
     def _open_existing(self) -> None:
-        """Refuse (untouched) anything that is not a FairDesk project; fold an earlier version's WAL back in."""
+        """Refuse (untouched) anything that is not a FairDesk project; fold an earlier version's WAL back in. On
+        media that cannot be written the project is opened read-only instead, without a write."""
+        self.read_only = self._on_read_only_media()
         try:
-            with closing(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as con:
+            with closing(self._connect()) as con:
                 tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 version = None
                 if "meta" in tables:
@@ -396,6 +405,8 @@ class Project:
                 if version > SCHEMA_VERSION:
                     raise ProjectError(f"{self.path.name} was written by a newer FairDesk (schema {version}). "
                                        "Update FairDesk to open it.")
+                if self.read_only:
+                    return  # read as it is: no journal folded in, no table added (nothing may be written)
                 if con.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
                     try:  # needs the file to ourselves; if another program holds it open, try again next time
                         con.execute("PRAGMA journal_mode=DELETE")
@@ -428,6 +439,11 @@ class Project:
                                "copy it again; earlier copies and backups are not affected.") from err
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:  # immutable: SQLite takes no lock and makes no -shm or journal file beside it
+            from urllib.parse import quote
+
+            return sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1", uri=True,
+                                   timeout=30, isolation_level=None)
         con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         con.execute("PRAGMA synchronous=FULL")
         return con
