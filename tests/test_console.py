@@ -121,3 +121,13 @@ def test_every_commands_help_on_an_ascii_and_a_cp1252_console(monkeypatch):
                 main([*command, "--help"])
             sys.stdout.flush()
             assert done.value.code == 0 and b"usage:" in raw.getvalue(), (encoding, command)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=DATA_TEXT)
+def test_markdown_text_from_data_holds_no_hidden_characters(text):
+    from fairdesk.core.escape import markdown_text
+
+    shown = markdown_text(text)
+    assert not {ord(c) for c in shown} & HIDDEN, repr(shown)
+    assert shown == "" if text == "" else shown.strip()  # never an empty list item or paragraph

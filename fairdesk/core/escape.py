@@ -39,9 +39,11 @@ def plain_text(text) -> str:
 
 def markdown_text(text) -> str:
     """``text`` (None: "–") as literal Markdown inline text: one line, no hidden characters (:func:`plain_text`),
-    every markup character escaped."""
+    every markup character escaped; a name that shows nothing (blanks, or only hidden characters) is "(blank)",
+    since an empty list item or paragraph would change the document's structure ("" stays "")."""
     text = "–" if text is None else str(text)
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", plain_text(LINE_BREAKS.sub(" ", text)))
+    shown = plain_text(LINE_BREAKS.sub(" ", text))
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", shown) if shown.strip() or not text else "(blank)"
 
 
 def html_text(text) -> str:
