@@ -376,11 +376,10 @@ def owned_folder(folder: str | os.PathLike, what: str = "FairDesk output", optio
                 record(tmp, what)
                 _swap(tmp, folder, option, given, nested)
             except BaseException:
-                remove_empty(made)
-                raise
-            finally:
                 if tmp.is_dir():  # made above and written by this block only
                     shutil.rmtree(tmp, ignore_errors=True)
+                remove_empty(made)
+                raise
             return
         made = make_folder(folder)
         if not nested:

@@ -133,6 +133,11 @@ def test_a_failed_run_leaves_no_new_folder_and_keeps_checkpoints(tmp_path):
             raise RuntimeError("stopped")
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(RuntimeError):
+        with owned_folder(tmp_path / "x" / "gen", replace=True) as new:  # a save that fails half-way
+            (new / "half.safetensors").write_bytes(b"half")
+            raise RuntimeError("stopped")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError):
         with owned_folder(tmp_path / "out") as out:
             (out / "checkpoints").mkdir()
             (out / "checkpoints" / "epoch-1").write_text("w")
