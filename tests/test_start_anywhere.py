@@ -101,4 +101,6 @@ def test_a_signal_at_any_moment_ends_with_128_plus_signal(tmp_path_factory, dela
     assert "Traceback" not in err, err
     if proc.returncode == 0:  # the run had finished before the first signal
         return
-    assert proc.returncode == 128 + getattr(signal, signals[0]), (proc.returncode, err)
+    # 128 + the first signal handled: signals that arrive together (before Python runs its handlers) are handled in
+    # the order of their numbers, so any of those sent may be the one
+    assert proc.returncode in {128 + getattr(signal, name) for name in signals}, (proc.returncode, err)
