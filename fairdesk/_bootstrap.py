@@ -31,8 +31,10 @@ def apply() -> None:
         os.environ.setdefault(key, value)
     from fairdesk import paths
 
-    os.environ.setdefault("HF_HOME", str(paths.cache_dir() / "hf"))
-    os.environ.setdefault("MPLCONFIGDIR", str(paths.cache_dir() / "matplotlib"))
+    if not (os.environ.get("HF_HOME") and os.environ.get("MPLCONFIGDIR")):
+        cache = paths.cache_location()  # nothing is written at import: each library makes its folder when needed
+        os.environ.setdefault("HF_HOME", str(cache / "hf"))
+        os.environ.setdefault("MPLCONFIGDIR", str(cache / "matplotlib"))
     # A windowed (no console) frozen build has no stdout/stderr: writes would crash.
     if sys.stdout is None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115

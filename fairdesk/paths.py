@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -11,15 +12,53 @@ def _base(env: str, default: Path) -> Path:
     return Path(value) if value else default
 
 
+def _writable(path: Path) -> bool:
+    """``path`` is, or can be made as, a folder this process may write into — decided without writing anything
+    (its nearest existing ancestor is a folder we may write in)."""
+    p = path
+    while not os.path.lexists(p) and p.parent != p:
+        p = p.parent
+    return p.is_dir() and os.access(p, os.W_OK | os.X_OK)
+
+
+_said: set[str] = set()
+
+
+def _place(env: str, default: Path, kind: str) -> Path:
+    """Where ``kind`` lives: ``env`` or ``default`` when that can be written; otherwise (a read-only or locked-down
+    home folder) a private folder under the system's temporary folder for this session, said once on stderr."""
+    wanted = _base(env, default)
+    if _writable(wanted):
+        return wanted
+    try:
+        user = str(os.getuid())
+    except AttributeError:  # Windows
+        user = os.environ.get("USERNAME", "user")
+    fallback = Path(tempfile.gettempdir()) / f"fairdesk-{kind}-{user}"
+    if kind not in _said:
+        _said.add(kind)
+        from fairdesk.console import say
+
+        say(f"fairdesk: note: {wanted} cannot be written, so FairDesk's {kind} are kept in {fallback} for this "
+            f"session (set {env} to choose a folder).", file=sys.stderr)
+    return fallback
+
+
+def data_location() -> Path:
+    """Where projects and settings live by default (``FAIRDESK_HOME`` overrides), made by no one: nothing is
+    written by asking."""
+    return _place("FAIRDESK_HOME", Path.home() / ".local" / "share" / "fairdesk", "settings")
+
+
+def cache_location() -> Path:
+    """Where library caches go (``FAIRDESK_CACHE`` overrides), made by no one: the libraries make it when they
+    need it."""
+    return _place("FAIRDESK_CACHE", Path.home() / ".cache" / "fairdesk", "caches")
+
+
 def data_dir() -> Path:
-    """Where projects live by default (``FAIRDESK_HOME`` overrides)."""
-    path = _base("FAIRDESK_HOME", Path.home() / ".local" / "share" / "fairdesk")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def cache_dir() -> Path:
-    path = _base("FAIRDESK_CACHE", Path.home() / ".cache" / "fairdesk")
+    """:func:`data_location`, made when missing (an OSError when even the temporary fallback cannot be made)."""
+    path = data_location()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

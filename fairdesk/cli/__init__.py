@@ -10,14 +10,27 @@ The commands live one family a module (:mod:`.groups`, :mod:`.images`, :mod:`.te
 """
 from __future__ import annotations
 
-import fairdesk._bootstrap  # noqa: F401  (offline environment first)
-
-import argparse
+import os
 import sys
 
-from fairdesk.cli.progress import TerminalProgress
-from fairdesk.core.errors import FairDeskError
-from fairdesk.core.progress import Cancelled
+# Signals first, before anything heavy is imported: the program (``fairdesk-cli``, ``python -m fairdesk.cli`` or
+# ``python -m fairdesk``, whose package import runs with argv[0] == "-m") ends with 128 + signal from its first
+# instruction. Imported as a library (tests, the Python API), the host program's handlers are left alone.
+AS_PROGRAM = sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "").lower().startswith(
+    "fairdesk-cli")
+if AS_PROGRAM:
+    from fairdesk.core import scratch as _scratch
+
+    _scratch.install_early()
+
+import fairdesk._bootstrap  # noqa: E402,F401  (offline environment next)
+
+import argparse  # noqa: E402
+
+from fairdesk.cli.progress import TerminalProgress  # noqa: E402
+from fairdesk.console import prepare, say  # noqa: E402
+from fairdesk.core.errors import FairDeskError  # noqa: E402
+from fairdesk.core.progress import Cancelled  # noqa: E402
 
 __all__ = ["TerminalProgress", "build_parser", "main"]
 
@@ -62,30 +75,48 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from fairdesk.core import scratch
 
-    scratch.exit_on_termination()  # SIGTERM and SIGHUP stop the run like Ctrl-C: finally blocks run
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    scratch.remove_leftovers()  # scratch folders of FairDesk runs that were killed (SIGKILL, power loss)
+    prepare()  # any console encoding: what cannot be shown becomes "?"
+    scratch.exit_on_termination()  # Ctrl-C, SIGTERM and SIGHUP stop the run cleanly: finally blocks run
     try:
+        code = _run(argv)
+    except KeyboardInterrupt as err:  # a signal between the end of the run and the line below
+        code = scratch.exit_code(err)
+    finally:
+        scratch.end_of_run(restore=not AS_PROGRAM)  # a signal from here on is remembered, never raised
+        scratch.cleanup()
+    first = scratch.signal_during_run()
+    if AS_PROGRAM:
+        # the exit code is decided: the interpreter's shutdown (which resets Python's handlers while threads and
+        # pools wind down) must not be ended by a late signal with -15 and no word
+        scratch.ignore_signals()
+    return code if first is None else 128 + first  # a signal at any moment ends the run as 128 + signal
+
+
+def _run(argv: list[str] | None) -> int:
+    from fairdesk.core import scratch
+
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        scratch.remove_leftovers()  # scratch folders of FairDesk runs that were killed (SIGKILL, power loss)
         from fairdesk.cli.limits import check_limits
 
         check_limits(parser, args)  # every number within its stated limits, before any work
         return args.func(args)
     except FairDeskError as err:
         message = " ".join(str(err).split())
-        print(f"fairdesk-cli: error: {message}", file=sys.stderr)
+        say(f"fairdesk-cli: error: {message}", file=sys.stderr)
         return 2
     except (Cancelled, KeyboardInterrupt) as err:
-        print("\nfairdesk-cli: cancelled; files written earlier are intact.", file=sys.stderr)
+        scratch.end_of_run(restore=False)  # a second signal from here on is remembered, not raised
+        say("\nfairdesk-cli: cancelled; files written earlier are intact.", file=sys.stderr)
         return scratch.exit_code(err)
     except OSError as err:  # a failed write (disk full, size limit, read-only folder): one sentence, exit 2
         from fairdesk.core.export import os_error_sentence
 
-        print(f"fairdesk-cli: error: {' '.join(os_error_sentence(err).split())}", file=sys.stderr)
+        say(f"fairdesk-cli: error: {' '.join(os_error_sentence(err).split())}", file=sys.stderr)
         return 2
     except ValueError as err:  # e.g. a threshold that is not a number
         message = " ".join(str(err).split())
-        print(f"fairdesk-cli: error: {message}", file=sys.stderr)
+        say(f"fairdesk-cli: error: {message}", file=sys.stderr)
         return 2
-    finally:
-        scratch.cleanup()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from fairdesk.console import say
 from fairdesk.cli.args import add_executor, add_release_json, executor_spec, split_list
 from fairdesk.core.compute import set_torch_threads
 from fairdesk.cli.progress import TerminalProgress
@@ -27,7 +28,7 @@ def cmd_data_age_demo(args: argparse.Namespace) -> int:
     df = make_age_cohort(n_participants=args.participants, n_features=args.features, seed=args.seed)
     write_table(df, args.out)
     n_feat = df.shape[1] - 3
-    print(f"{len(df)} sessions of {df['participant_id'].nunique()} participants, {n_feat} features "
+    say(f"{len(df)} sessions of {df['participant_id'].nunique()} participants, {n_feat} features "
           f"(columns participant_id, age, label, f000…) -> {args.out}")
     return 0
 
@@ -90,10 +91,10 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
         if args.pdf:
             export_report(project_path, audit_id, args.pdf, suppress_k=args.suppress_k)
     if args.project:
-        print(f"stored as audit {audit_id} in {args.project}")
+        say(f"stored as audit {audit_id} in {args.project}")
     _print_summary(doc)
     written = [p for _, p in outputs if p]
-    print(f"results -> {', '.join(map(str, written))}")
+    say(f"results -> {', '.join(map(str, written))}")
     return 0
 
 
@@ -104,7 +105,7 @@ def _print_summary(doc: dict) -> None:
         leak = m.get("leakage")
         verdicts = ", ".join(f"{k} {c['verdict']} ({difference_words(c)})"
                              for k, c in (m.get("comparison") or {}).items())
-        print(f"{name:>22}: accuracy {m['accuracy']['mean']:.3f} ± {m['accuracy']['std']:.3f}, "
+        say(f"{name:>22}: accuracy {m['accuracy']['mean']:.3f} ± {m['accuracy']['std']:.3f}, "
               f"Δ(5) {m['delta_eo_5']['mean']:.3f} ± {m['delta_eo_5']['std']:.3f}"
               + (f", leakage R² {leak['r2']:.2f}" if leak and leak.get("r2") is not None else "")
               + (f" (beyond the label {leak['beyond_label']['r2']:.2f})"
@@ -113,7 +114,7 @@ def _print_summary(doc: dict) -> None:
     for name in doc["methods"]:
         words = age_left_words(doc, name)
         if words:
-            print(words)
+            say(words)
 
 
 def add_age_commands(data, train) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from fairdesk.console import say
 from fairdesk.cli.args import add_executor, executor_spec
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.guard import guard_outputs
@@ -32,13 +33,13 @@ def cmd_bench_cit_synthetic(args: argparse.Namespace) -> int:
     for s in result.summary:
         if s["dataset"] != "all":
             rho = {k: round(v, 2) for k, v in s["spearman_eca"].items() if v is not None}
-            print(f"{s['dataset']} ({s['variant']}): Spearman(log10 p, ECA) {rho}")
+            say(f"{s['dataset']} ({s['variant']}): Spearman(log10 p, ECA) {rho}")
         else:  # pooled: what each test flags (docs/cit_synthetic_findings.md §2b)
             for key, label, n in (("rejections_low_eca", "flagged, ECA < 0.8", s["n_low_eca"]),
                                   ("rejections_oracles", "flagged, oracles", s["n_oracles"])):
-                print(f"all ({s['variant']}) {label}: "
+                say(f"all ({s['variant']}) {label}: "
                       + ", ".join(f"{t} {k}/{n}" for t, k in s[key].items()))
-    print(f"-> {args.json}")
+    say(f"-> {args.json}")
     return 0
 
 
@@ -58,12 +59,12 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
                           executor=executor)
     progress.done()
     atomic.write_text(args.json, result.to_json())
-    print(format_table(result))
+    say(format_table(result))
     for note in result.notes:
-        print(f"note: {note}")
-    print("rate: share of simulated runs rejected (null: false alarms of a whole audit after correction; "
+        say(f"note: {note}")
+    say("rate: share of simulated runs rejected (null: false alarms of a whole audit after correction; "
           "planted: found); 95% CI: Clopper–Pearson.")
-    print(f"-> {args.json}")
+    say(f"-> {args.json}")
     return 0
 
 
@@ -91,10 +92,10 @@ def cmd_bench_design_space(args: argparse.Namespace) -> int:
         result = resolve_unclear(result, args.resolve, progress=progress)
     progress.done()
     atomic.write_text(args.json, result.to_json())
-    print(format_regions(result))
+    say(format_regions(result))
     if args.png:
         plot_regions(result, args.png)
-    print(f"{result.config.get('designs_total', designs)} designs, "
+    say(f"{result.config.get('designs_total', designs)} designs, "
           f"{designs + result.config.get('resolve_audited', 0)} data sets in {result.elapsed_s:.0f} s -> {args.json}"
           + (f", {args.png}" if args.png else ""))
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 
+from fairdesk.console import say
 from fairdesk.cli.args import add_release_json
 from fairdesk.cli.outputs import audit_project, release_of, stored_where, write_json
 from fairdesk.cli.progress import TerminalProgress
@@ -37,17 +38,17 @@ def _print_summary(doc: dict, json_path: str, pdf_path: str | None, project: str
             line += f", control band {f(r.get('control'))}"
         verdict = r.get("verdict", "")
         verdict = f"equivalent within ±{margin:g}" if verdict.startswith("equivalent") else verdict
-        print(f"{line} -> {verdict}")
+        say(f"{line} -> {verdict}")
     from fairdesk.core.reports.ctf import term_sentences
 
     for sentence in term_sentences(doc):
-        print(f"  {sentence}")
+        say(f"  {sentence}")
     for note in doc.get("notes") or []:
-        print(f"note: {note}")
+        say(f"note: {note}")
     where = f"results -> {json_path}" + (f", {pdf_path}" if pdf_path else "")
-    print(where)
+    say(where)
     if project:
-        print(stored_where(project, audit_id))
+        say(stored_where(project, audit_id))
 
 
 def _terms_arg(value: str | None, default: str | None = "dixon_train"):
@@ -63,10 +64,10 @@ def cmd_data_madlibs(args: argparse.Namespace) -> int:
     df = madlibs()
     write_table(df[["text", "label", "template", "term"]], args.out)
     n_cf = int(df["has_counterfactual"].sum())
-    print(f"{len(df):,} sentences ({int((df['label'] == 0).sum()):,} non-toxic, {int((df['label'] == 1).sum()):,} "
+    say(f"{len(df):,} sentences ({int((df['label'] == 0).sum()):,} non-toxic, {int((df['label'] == 1).sum()):,} "
           f"toxic) from {df['template'].nunique()} template pairs; {len(df) - n_cf:,} hold no identity term (empty "
           f"term: no counterfactual) -> {args.out}")
-    print(f"Attribution (CC BY 4.0): {MADLIBS_ATTRIBUTION}")
+    say(f"Attribution (CC BY 4.0): {MADLIBS_ATTRIBUTION}")
     return 0
 
 
@@ -81,7 +82,7 @@ def cmd_data_ctf_demo(args: argparse.Namespace) -> int:
         raise DataError("--n must be at least 10 notes.")
     df = clinical_notes_demo(args.n, seed=args.seed)
     write_table(df, args.out)
-    print(f"{len(df):,} generated triage notes ({int(df['label'].sum()):,} needing review); some identity terms are "
+    say(f"{len(df):,} generated triage notes ({int(df['label'].sum()):,} needing review); some identity terms are "
           f"spuriously associated with the label -> {args.out}")
     return 0
 
@@ -100,7 +101,7 @@ def cmd_counterfactuals(args: argparse.Namespace) -> int:
     cf = counterfactual_table(table["texts"], terms, ids=table["ids"], progress=progress)
     progress.done()
     write_table(cf.rows[["id", "text", "counterfactual", "term", "counterfactual_term"]], args.out)
-    print(f"{cf.n_texts:,} texts, {cf.n_with_terms:,} mention a term of '{terms.name}', {cf.n_excluded:,} left out "
+    say(f"{cf.n_texts:,} texts, {cf.n_with_terms:,} mention a term of '{terms.name}', {cf.n_excluded:,} left out "
           f"(no valid counterfactual: the meaning depends on sex); {len(cf.rows):,} counterfactuals -> {args.out}")
     return 0
 
@@ -131,8 +132,8 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
         line += f" (resumed after epoch {info['resumed_from_epoch']})"
     if info.get("validation") and info["validation"].get("auroc") is not None:
         line += f"; validation AUROC {info['validation']['auroc']:.3f} on {info['validation']['n']:,} held-out rows"
-    print(line)
-    print(f"model saved in {info['path']}" + (f" (model #{model_id} in {args.project})" if args.project else ""))
+    say(line)
+    say(f"model saved in {info['path']}" + (f" (model #{model_id} in {args.project})" if args.project else ""))
     return 0
 
 
@@ -183,7 +184,7 @@ def cmd_audit_ctf_pairs(args: argparse.Namespace) -> int:
                            max_tokens=args.max_tokens or None, k_control=args.k_control, seed=args.seed,
                            template_col=args.template_col, progress=progress)
     progress.done()
-    print(f"{res['rows']:,} pairs ({res['identity']:,} identity, {res['control']:,} control) of {res['examples']:,} "
+    say(f"{res['rows']:,} pairs ({res['identity']:,} identity, {res['control']:,} control) of {res['examples']:,} "
           f"texts -> {args.out}; fill score = f(text) and counterfactual_score = f(counterfactual), then run "
           "'fairdesk-cli audit ctf-scores --scores FILE'")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from fairdesk.console import say
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.guard import guard_outputs
 
@@ -15,8 +16,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     progress = TerminalProgress(args.quiet)
     out = run_demo(args.out, n_boot=args.n_boot, seed=args.seed, progress=progress)
     progress.done()
-    print(f"demo report: {out['pdf']}\nimaging report: {out['cit_pdf']}\naudit JSON: {out['json']}\n"
-          f"project: {out['project']}\npredictions table: {out.get('predictions')}")
+    say(f"demo report: {out['pdf']}\nimaging report: {out['cit_pdf']}\naudit JSON: {out['json']}\n"
+        f"project: {out['project']}\npredictions table: {out.get('predictions')}")
     if args.gui:  # the desktop app as its own program: the CLI never imports the GUI
         from fairdesk.paths import run_program
 

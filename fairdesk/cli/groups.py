@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from fairdesk.console import say
 from fairdesk.cli.args import (add_executor, add_release_json, add_roles, column_roles, drop_groups, executor_spec,
                                split_list)
 from fairdesk.cli.progress import TerminalProgress
@@ -37,9 +38,9 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
     doc = run_table_audit(args, roles, audit_groups, plan, executor=executor_spec(args))
     result = GroupAuditResult.from_dict(doc)
     for warning in dict.fromkeys(result.warnings):  # the data warnings of the JSON/PDF, each once, on stderr
-        print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
+        say(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
     c = comparison_counts(result)
-    print(f"{c['total']} comparisons: {c['differs']} differ, {c['equivalent']} equivalent within ±{plan.margin:g}, "
+    say(f"{c['total']} comparisons: {c['differs']} differ, {c['equivalent']} equivalent within ±{plan.margin:g}, "
           f"{c['inconclusive']} inconclusive ({plan.correction}, family {plan.family}; {tests_text(c)}); "
           f"{c['rows']} result rows -> {args.json}" + (f", {args.pdf}" if args.pdf else ""))
     return 0
@@ -52,7 +53,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     roles = column_roles(args)
     report = validate(load_table(args.data, columns=roles.all_columns(), missing=tuple(args.missing_value or ())),
                       roles, args.min_group_size)
-    print(report.text())
+    say(report.text())
     return 0 if report.ok else 2
 
 
@@ -76,7 +77,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     guard_outputs([("--pdf", args.pdf)], project=("the project (--project)", args.project))
     path = export_report(args.project, args.audit, args.pdf, suppress_k=args.suppress_k)
-    print(f"report written to {path}")
+    say(f"report written to {path}")
     return 0
 
 
@@ -96,10 +97,10 @@ def cmd_report_compare(args: argparse.Namespace) -> int:
         guard_outputs([("--pdf", args.pdf)], project=("the project (--project)", args.project))
     cmp = compare_stored(args.project, *args.audit)
     for line in comparison_sentences(cmp):
-        print(line)
+        say(line)
     if args.pdf:
         path = export_comparison(args.project, *args.audit, args.pdf, suppress_k=args.suppress_k)
-        print(f"comparison written to {path}")
+        say(f"comparison written to {path}")
     return 0
 
 
@@ -128,7 +129,7 @@ def cmd_model_card(args: argparse.Namespace) -> int:
             raise FairDeskError(f"Cannot read --intended-use-file {path} ({err.strerror or err}).") from None
     path = export_model_card(args.project, args.audit, args.out, intended_use=use, limitations=args.limitation or (),
                              suppress_k=args.suppress_k, out_markdown=args.markdown)
-    print(f"model card written to {path}" + (f" and {args.markdown}" if args.markdown else "") +
+    say(f"model card written to {path}" + (f" and {args.markdown}" if args.markdown else "") +
           ("" if use and use.strip() else " (no intended use given: the card says it was not stated)"))
     return 0
 
@@ -156,8 +157,8 @@ def cmd_train_tabular(args: argparse.Namespace) -> int:
     result = train_and_predict(df, spec, progress)
     progress.done()
     out = write_table(result.predictions, args.out)  # spreadsheet-safe CSV or Parquet, atomic
-    print(result.metrics.to_string(index=False))
-    print(f"predictions written to {out}")
+    say(result.metrics.to_string(index=False))
+    say(f"predictions written to {out}")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from fairdesk.console import say
 from fairdesk.cli.args import add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 
@@ -94,28 +95,30 @@ def _write_outputs(project: str, audit_id: int, args: argparse.Namespace) -> int
 
     doc = write_outputs(project, audit_id, args.json, release=release_of(args))
     _print_summary(doc)
-    print(f"-> {args.json}")
+    say(f"-> {args.json}")
     if args.pdf:
-        print(f"-> {write_pdf(project, audit_id, args.pdf, args.suppress_k)}")
+        say(f"-> {write_pdf(project, audit_id, args.pdf, args.suppress_k)}")
     if args.project:
-        print(stored_where(args.project, audit_id))
+        say(stored_where(args.project, audit_id))
     return 0
 
 
 def _print_summary(doc: dict) -> None:
     for row in doc["table"]:
         extra = f", DP p = {row['dp_p']:.3g}" if row.get("dp_p") is not None else ""
-        print(f"{row['output']}: test p = {row['p']:.3g} (q = {row['q']:.3g}){extra}, verdict: {row['verdict']}")
+        say(f"{row['output']}: test p = {row['p']:.3g} (q = {row['q']:.3g}){extra}, verdict: {row['verdict']}")
     if doc.get("control_band") is not None:
-        print(f"negative-control band ±{doc['control_band']:.3g}")
+        say(f"negative-control band ±{doc['control_band']:.3g}")
     if doc.get("unreadable"):
-        print(f"{len(doc['unreadable'])} unreadable image(s) left out (listed in the JSON)")
+        say(f"{len(doc['unreadable'])} unreadable image(s) left out (listed in the JSON)")
 
 
 def cmd_train_generator(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from fairdesk.core.guard import claim_folder, guard_outputs, release_if_unused
+    from contextlib import nullcontext
+
+    from fairdesk.core.guard import guard_outputs, owned_folder
     from fairdesk.jobs.images import fit_generator
 
     guard_outputs(folders=[("--out", args.out), ("--previews", args.previews)],
@@ -130,24 +133,19 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
             Image.fromarray(np.round(row * 255).astype(np.uint8)).save(Path(args.previews) / f"step{step:06d}.png")
 
     progress = TerminalProgress(args.quiet)
-    made = claim_folder(args.previews, "generator previews", "--previews") if args.previews else []
-    try:
+    with owned_folder(args.previews, "generator previews", "--previews") if args.previews else nullcontext():
         res, _ = fit_generator(ds, args.attribute, args.out, split_seed=args.split_seed, image_size=args.image_size,
                                size=args.size, vae_steps=args.vae_steps, unet_steps=args.unet_steps,
                                batch_size=args.batch_size, resume=args.resume, seed=args.seed, steps=args.steps,
                                checkpoint_every=args.checkpoint_every, preview_every=args.preview_every,
                                positive=_positive(args), mine_lambda=args.mine_lambda, mine_steps=args.mine_steps,
                                on_preview=preview, progress=progress)
-    except BaseException:
-        if args.previews:
-            release_if_unused(args.previews, made)
-        raise
     progress.done()
-    print(f"generator trained ({len(res.unet_loss)} diffusion steps, last loss "
+    say(f"generator trained ({len(res.unet_loss)} diffusion steps, last loss "
           f"{np.mean(res.unet_loss[-20:]) if res.unet_loss else float('nan'):.4f}) -> {args.out}")
     mine = res.generator.meta.get("mine")
     if mine:
-        print(f"disentangling map λ={mine['lambda']:g}: held-out MINE estimate of I(z; a) {mine['mi_z0']:.4f} nats "
+        say(f"disentangling map λ={mine['lambda']:g}: held-out MINE estimate of I(z; a) {mine['mi_z0']:.4f} nats "
               f"-> I(φ(z); a) {mine['mi_phi_z0']:.4f} nats")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fairdesk.console import say
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
 
@@ -58,7 +59,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         progress.done()
         doc = write_json(scratch, audit_id, args.json)
         if args.project:
-            print(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
+            say(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
         if args.pdf:
             write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
         if args.html:
@@ -66,15 +67,15 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
             html_builder()("monitor", doc, args.html, ReportSettings(suppress_k=args.suppress_k))
     for warning in dict.fromkeys(doc.get("warnings") or []):
-        print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
+        say(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
     stream = doc.get("stream") or {}
     added, updated = stream.get("added") or [], stream.get("updated") or []
-    print(f"{len(doc.get('periods') or [])} periods watched ({len(added)} added"
+    say(f"{len(doc.get('periods') or [])} periods watched ({len(added)} added"
           + (f", {len(updated)} with late labels" if updated else "") + f"), {doc.get('comparisons')} comparisons "
           f"at α = {plan.alpha:g} for the whole monitor: {len(doc.get('alarms') or [])} alarms -> {args.json}"
           + "".join(f", {p}" for p in (args.pdf, args.html) if p))
     for line in alarm_sentences(doc, args.suppress_k, limit=5):
-        print(f"  {line}")
+        say(f"  {line}")
     return 0
 
 

@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from fairdesk.console import say
 from fairdesk.cli.args import add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.compute import set_torch_threads
@@ -90,10 +91,10 @@ def cmd_train_notes(args: argparse.Namespace) -> int:
         atomic.write_text(args.json, json.dumps(info, indent=1, ensure_ascii=False, allow_nan=False))
     for m in info["metrics"]:
         auroc, auprc = m.get("test_auroc"), m.get("test_auprc")
-        print(f"{m['task']}: test AUROC {auroc if auroc is None else f'{auroc:.3f}'}, AUPRC "
+        say(f"{m['task']}: test AUROC {auroc if auroc is None else f'{auroc:.3f}'}, AUPRC "
               f"{auprc if auprc is None else f'{auprc:.3f}'}, c {m['c']:g}, threshold {m['threshold']:.3f}")
     enc = info["encoder"]
-    print(f"{enc['n_notes']} notes in {enc['n_windows']} windows ({enc['truncated_notes']} truncated), "
+    say(f"{enc['n_notes']} notes in {enc['n_windows']} windows ({enc['truncated_notes']} truncated), "
           f"{enc['notes_per_second']:.1f} notes/s; predictions -> {args.out}"
           + (f", details -> {args.json}" if args.json else "") + where)
     return 0
@@ -136,9 +137,9 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
         probe = doc["probe"].get(name) or {}
         aurocs = ", ".join(f"{r['task']} {r['test_auroc']:.3f}" if r.get("test_auroc") is not None
                            else f"{r['task']} –" for r in rows)
-        print(f"{name}: test AUROC {aurocs}; {n_sig} significant gap(s) after BH; probe accuracy "
+        say(f"{name}: test AUROC {aurocs}; {n_sig} significant gap(s) after BH; probe accuracy "
               f"{probe.get('accuracy', float('nan')):.3f} (majority {probe.get('majority', float('nan')):.3f})")
-    print(f"results -> {args.json}" + (f", {args.pdf}" if args.pdf else "") + where)
+    say(f"results -> {args.json}" + (f", {args.pdf}" if args.pdf else "") + where)
     return 0
 
 

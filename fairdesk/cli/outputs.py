@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from fairdesk.console import say
+
 
 @contextmanager
 def scratch_project() -> Iterator[str]:
@@ -124,12 +126,12 @@ def run_table_audit(args, roles, job, plan, **job_options) -> dict:
         dataset_id = import_table(scratch, args.data, roles=roles, missing=tuple(args.missing_value or ()),
                                   progress=lambda f, m: progress(0.05 * f, m))
         for note in (Project(scratch, create=False).dataset(dataset_id).origin or {}).get("notes", []):
-            print(f"fairdesk-cli: note: {note}", file=sys.stderr)
+            say(f"fairdesk-cli: note: {note}", file=sys.stderr)
         audit_id = job(scratch, dataset_id, plan, progress=lambda f, m: progress(0.05 + 0.95 * f, m), **job_options)
         progress.done()
         doc = write_outputs(scratch, audit_id, args.json, release=release_of(args))
         if args.project:
-            print(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
+            say(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
         if args.pdf:
             write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
     return doc

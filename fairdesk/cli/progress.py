@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
+from fairdesk.console import say
 from fairdesk.core.progress import Eta
 
 
@@ -23,12 +24,12 @@ class TerminalProgress:
         eta = self._eta.text(fraction)
         if self.tty:
             bar = "#" * int(30 * fraction)
-            sys.stderr.write(f"\r[{bar:<30}] {100 * fraction:5.1f}%  {eta:<20} {message[:50]:<50}")
-            sys.stderr.flush()
+            say(f"[{bar:<30}] {100 * fraction:5.1f}%  {eta:<20} {message[:50]:<50}", end="", file=sys.stderr,
+                flush=True, redraw=True)
         elif fraction - self._last >= 0.1 or fraction >= 1.0 and self._last < 1.0:
             self._last = fraction
-            sys.stderr.write(f"{100 * fraction:5.1f}%  {message}{f' ({eta})' if eta else ''}\n")
+            say(f"{100 * fraction:5.1f}%  {message}{f' ({eta})' if eta else ''}", file=sys.stderr)
 
     def done(self) -> None:
         if not self.quiet and self.tty:
-            sys.stderr.write(f"\rdone in {time.monotonic() - self._start:.1f} s{' ' * 80}\n")
+            say(f"done in {time.monotonic() - self._start:.1f} s{' ' * 80}", file=sys.stderr, redraw=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fairdesk.console import say
 from fairdesk.cli.args import add_release_json
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
@@ -34,14 +35,14 @@ def cmd_audit_slices(args: argparse.Namespace) -> int:
                   project=("the project (--project)", args.project))
     doc = run_table_audit(args, roles, audit_slices, plan)
     for warning in dict.fromkeys(doc.get("warnings") or []):
-        print(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
+        say(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
     c = doc["counts"]
-    print(f"{doc['searched']:,} slices searched on {doc['split']['discovery_rows']:,} discovery rows, "
+    say(f"{doc['searched']:,} slices searched on {doc['split']['discovery_rows']:,} discovery rows, "
           f"{c['total']} carried to {doc['split']['confirmation_rows']:,} confirmation rows: {c['differs']} differ, "
           f"{c['equivalent']} equivalent within ±{plan.margin:g}, {c['inconclusive']} inconclusive -> {args.json}"
           + (f", {args.pdf}" if args.pdf else ""))
     for line in slice_sentences(doc, args.suppress_k, limit=5):
-        print(f"  {line}")
+        say(f"  {line}")
     return 0
 
 

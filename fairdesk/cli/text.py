@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from fairdesk.console import say
 from fairdesk.cli.args import add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.compute import set_torch_threads
@@ -47,12 +48,12 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
         flagged = [r["category"] for r in res.records if r["flagged"]]
         counts = {v: sum(r.get("verdict") == v for r in res.records) for v in ("differs", "equivalent",
                                                                                 "inconclusive")}
-        print(f"{name}: {len(res.records)} categories, {len(flagged)} flagged"
+        say(f"{name}: {len(res.records)} categories, {len(flagged)} flagged"
               + (f" ({', '.join(flagged)})" if flagged else "") + f" [{res.method['test_code']}, BH q]; "
               + f"{counts['differs']} differ{'s' if counts['differs'] == 1 else ''}, {counts['equivalent']} "
                 f"equivalent within ±{res.method['margin']:g} "
                 f"nats, {counts['inconclusive']} inconclusive (unit: {res.method['unit']})")
-    print(f"results -> {args.json}" + (f", {args.pdf}" if args.pdf else "")
+    say(f"results -> {args.json}" + (f", {args.pdf}" if args.pdf else "")
           + (f"; {stored_where(args.project, audit_id)}" if args.project else ""))
     return 0
 
@@ -86,8 +87,8 @@ def cmd_train_mlm(args: argparse.Namespace) -> int:
         line += f"; final loss {last['mlm_loss']:.3f}"
         if last.get("adv_accuracy") is not None:
             line += f", adversary accuracy {last['adv_accuracy']:.2f}"
-    print(line)
-    print(f"model saved in {result.out_dir} (checkpoints in {Path(result.out_dir) / 'checkpoints'})")
+    say(line)
+    say(f"model saved in {result.out_dir} (checkpoints in {Path(result.out_dir) / 'checkpoints'})")
     return 0
 
 

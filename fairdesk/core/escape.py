@@ -1,7 +1,11 @@
 """Text from data (group, column, task and file names, user entries) escaped for the format it is written into: one
 helper per target, so a name is always printed as the characters it holds and never as structure.
 
-* :func:`markdown_text` — Markdown (the model card): every character Markdown gives a meaning (CommonMark's ASCII
+* :func:`plain_text` — a terminal, and the first step of every other target: terminal escape sequences (colours,
+  cursor moves, window titles), C0 and C1 control characters (but tab and newline), bidi overrides and zero-width
+  characters are removed, so a name can neither drive the terminal nor reorder or hide what is shown.
+* :func:`markdown_text` — Markdown (the model card): the characters :func:`plain_text` removes are removed; every
+  character Markdown gives a meaning (CommonMark's ASCII
   punctuation that can start or end markup: ``\\ ` * _ { } [ ] ( ) < > # + - . ! | ~ & = :`` and quotes) is
   backslash-escaped, and every line break (CR, LF, VT, FF, NEL, U+2028/9) becomes a space, so a name can neither end
   a table row, nor start a heading, a list, a block quote or a link.
@@ -17,13 +21,29 @@ import html
 import re
 
 LINE_BREAKS = re.compile("\r\n|[\r\n\x0b\x0c\x85\u2028\u2029]")
+#: a terminal escape sequence: CSI (colours, cursor), OSC (window title, links; ended by BEL or ST, or unended)
+#: and the two-character escapes
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -~]?)|\x9b[0-?]*[ -/]*[@-~]?")
+#: C0 controls but tab and newline, DEL, C1 controls, bidi formatting (embeddings, overrides, isolates, marks),
+#: zero-width characters, invisible operators and the byte-order mark
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+                     "\u2066-\u2069\ufeff]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&=:\"'$^])")
 
 
+def plain_text(text) -> str:
+    """``text`` without terminal escape sequences, control characters (tab and newline kept), bidi formatting and
+    zero-width characters: what a terminal or a Markdown reader shows is what the text says."""
+    return _HIDDEN.sub("", _ESCAPES.sub("", str(text)))
+
+
 def markdown_text(text) -> str:
-    """``text`` (None: "–") as literal Markdown inline text: one line, every markup character escaped."""
+    """``text`` (None: "–") as literal Markdown inline text: one line, no hidden characters (:func:`plain_text`),
+    every markup character escaped; a name that shows nothing (blanks, or only hidden characters) is "(blank)",
+    since an empty list item or paragraph would change the document's structure ("" stays "")."""
     text = "–" if text is None else str(text)
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", LINE_BREAKS.sub(" ", text))
+    shown = plain_text(LINE_BREAKS.sub(" ", text))
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", shown) if shown.strip() or not text else "(blank)"
 
 
 def html_text(text) -> str:

@@ -39,6 +39,57 @@ _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
+#: the deepest nesting any JSON FairDesk reads may have (its own documents nest under 12 levels): deeper is refused in
+#: one sentence before anything walks it, never a RecursionError
+MAX_DEPTH = 100
+#: the largest JSON text FairDesk reads from a model folder or a manifest (a project's documents are bounded by the
+#: project's own limits)
+MAX_JSON_BYTES = 64 * 2 ** 20
+
+
+def nesting_problem(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """Why ``value`` (parsed JSON) nests too deep to be read (None: it does not), found without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return f"it is nested more than {limit} levels deep"
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return None
+
+
+def loads_checked(text) -> Any:
+    """``json.loads(text)`` that raises ValueError, one sentence, for nesting beyond :data:`MAX_DEPTH` (never
+    RecursionError) as for any other text that is not a JSON document FairDesk can read."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep") from None
+    problem = nesting_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def read_json_file(path, limit: int = MAX_JSON_BYTES) -> Any:
+    """A JSON file (a model folder's config, a manifest) with the size and depth limits: OSError when unreadable,
+    ValueError — one sentence — when it is too big, not UTF-8, not JSON or too deep."""
+    from pathlib import Path
+
+    with open(Path(path), "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"it is larger than {limit // 2 ** 20} MB, far more than FairDesk writes there")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError("it is not UTF-8 text") from None
+    return loads_checked(text)
+
+
 def loads_in_pieces(text: str, depth: int = 2) -> Any:
     """``json.loads(text)``, decoded so that no single call holds the interpreter lock for long: the containers of
     the first ``depth`` levels are walked here and each of their members decoded by the standard (C) decoder. The
@@ -46,16 +97,21 @@ def loads_in_pieces(text: str, depth: int = 2) -> Any:
     GUI's view thread parsing it froze the Qt thread as long; in pieces (depth 2: each record, test or curve on its
     own) it takes about 13% longer and the Qt thread's longest wait fell from the parse time to under 35 ms (no
     library at hand decodes JSON in pieces at the C decoder's speed; ijson is not a dependency). Invalid JSON raises
-    :class:`json.JSONDecodeError`, as ``json.loads`` does."""
+    :class:`json.JSONDecodeError`, as ``json.loads`` does; nesting deeper than :data:`MAX_DEPTH` a ValueError."""
     if isinstance(text, (bytes, bytearray)):
         text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads reads bytes
     try:
         value, end = _piece(text, _SPACE.match(text, 0).end(), depth)
     except IndexError:
         raise json.JSONDecodeError("Expecting value", text, len(text)) from None
+    except RecursionError:
+        raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep") from None
     end = _SPACE.match(text, end).end()
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)
+    problem = nesting_problem(value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 

@@ -657,6 +657,9 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
         where = Path(dataset.source).name if dataset.source else None
         data["origin"] = (f"stored in project {project.name} as dataset {dataset.id} ({dataset.kind})" +
                           (f", imported from {where}" if where else "") + f" on {dataset.created}")
+        if dataset.damaged:  # said, never silent: what the card could not read from the project
+            data["origin"] += (f"; its stored record is damaged and was set aside ({dataset.damaged}), so what it "
+                               "would add — the column roles and where the data came from — is missing here")
     elif parts.data.get("origin") or parts.data.get("name"):
         data["origin"] = _text(parts.data.get("origin")) or "as recorded in the audit"
     if data["sha256"] is None and parts.data.get("sha256") and dataset is None:

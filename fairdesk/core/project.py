@@ -40,7 +40,7 @@ from typing import Iterator
 import pandas as pd
 
 from fairdesk.core.errors import ProjectError
-from fairdesk.core.jsonable import loads_in_pieces
+from fairdesk.core.jsonable import loads_checked, loads_in_pieces
 from fairdesk.core.provenance import now_utc
 
 SUFFIX = ".fairdesk"
@@ -237,6 +237,19 @@ def written(kind: str, document) -> tuple[str, tuple[str, str] | None]:
     return text, _passed(kind, text, document)
 
 
+def storable_name(text: str) -> str:
+    """A file name as text SQLite (UTF-8) can store and a report can print: bytes of the name that are not UTF-8
+    (which Python keeps as lone surrogates) shown as ``\\xNN``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -268,7 +281,7 @@ def _stored_json(text, which: str):
     if text is None:
         return None, None
     problem = _json_problem(text, which)
-    return (None, problem) if problem else (json.loads(text), None)
+    return (None, problem) if problem else (loads_checked(text), None)
 
 
 @lru_cache(maxsize=1024)
@@ -280,7 +293,7 @@ def _json_problem(text, which: str) -> str | None:
     from fairdesk.core.kinds import schema_problems
 
     try:
-        value = json.loads(text)
+        value = loads_checked(text)
     except (TypeError, ValueError) as err:
         return f"not JSON ({_one_line(err)})"
     problems = schema_problems(value, STORED_SCHEMAS[which], limit=1)
@@ -322,6 +335,9 @@ class Project:
         if self.path.suffix != SUFFIX:
             self.path = self.path.with_suffix(SUFFIX) if not self.path.suffix else self.path
         self._local = threading.local()
+        #: opened read-only: the file is on media FairDesk cannot write (a CD, a read-only share), so it is read
+        #: as it is — no journal converted, no table added — and every store fails with one sentence
+        self.read_only = False
         if self.path.is_dir():
             raise ProjectError(f"{self.path} is a folder, not a FairDesk project file.")
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -375,10 +391,16 @@ class Project:
         finally:
             Path(tmp).unlink(missing_ok=True)
 
+    def _on_read_only_media(self) -> bool:
+        """The project's folder cannot be written (read-only media or share): opening must not write."""
+        return not os.access(self.path.parent, os.W_OK) or not os.access(self.path, os.W_OK)
+
     def _open_existing(self) -> None:
-        """Refuse (untouched) anything that is not a FairDesk project; fold an earlier version's WAL back in."""
+        """Refuse (untouched) anything that is not a FairDesk project; fold an earlier version's WAL back in. On
+        media that cannot be written the project is opened read-only instead, without a write."""
+        self.read_only = self._on_read_only_media()
         try:
-            with closing(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as con:
+            with closing(self._connect()) as con:
                 tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 version = None
                 if "meta" in tables:
@@ -395,6 +417,8 @@ class Project:
                 if version > SCHEMA_VERSION:
                     raise ProjectError(f"{self.path.name} was written by a newer FairDesk (schema {version}). "
                                        "Update FairDesk to open it.")
+                if self.read_only:
+                    return  # read as it is: no journal folded in, no table added (nothing may be written)
                 if con.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
                     try:  # needs the file to ourselves; if another program holds it open, try again next time
                         con.execute("PRAGMA journal_mode=DELETE")
@@ -427,6 +451,11 @@ class Project:
                                "copy it again; earlier copies and backups are not affected.") from err
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:  # immutable: SQLite takes no lock and makes no -shm or journal file beside it
+            from urllib.parse import quote
+
+            return sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1", uri=True,
+                                   timeout=30, isolation_level=None)
         con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         con.execute("PRAGMA synchronous=FULL")
         return con
@@ -519,6 +548,7 @@ class Project:
     # ---- datasets --------------------------------------------------------------------------------------------
     def add_dataset(self, name: str, df: pd.DataFrame, sha256: str, *, kind: str = "predictions",
                     source: str | None = None, roles: dict | None = None, origin: dict | None = None) -> int:
+        name, source = storable_name(name), None if source is None else storable_name(source)
         buffer = io.BytesIO()
         df.reset_index(drop=True).to_parquet(buffer, index=False)
         return self._insert(

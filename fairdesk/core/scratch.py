@@ -124,22 +124,84 @@ def remove_leftovers() -> list[Path]:
     return removed
 
 
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated(signum)
+#: where a run is: "starting" (imports, nothing written yet: a signal ends the process at once), "running" (the
+#: first signal raises :class:`Terminated`/KeyboardInterrupt, so ``finally`` blocks clean up), "ending" (a signal
+#: was handled or the run is over: later ones are remembered, never raised into clean-up code)
+_phase = "running"
+_first_signal: int | None = None
+_previous: dict[int, object] = {}
+
+
+def _on_signal(signum, frame) -> None:
+    global _phase, _first_signal
+    if _first_signal is None:
+        _first_signal = signum
+    if _phase == "starting":
+        os._exit(128 + signum)  # nothing written yet, nothing to clean up; no traceback from half-done imports
+    if _phase == "running":
+        _phase = "ending"
+        raise Terminated(signum)
+
+
+def _signal_numbers() -> list[int]:
+    return [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+
+
+def install_early() -> None:
+    """At the first instruction of the ``fairdesk-cli`` program, before anything heavy is imported: Ctrl-C, SIGTERM
+    and SIGHUP end the process at once with ``128 + signum`` until :func:`exit_on_termination` takes over."""
+    global _phase
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _phase = "starting"
+    for num in _signal_numbers():
+        signal.signal(num, _on_signal)
 
 
 def exit_on_termination() -> None:
-    """Handle SIGTERM and SIGHUP like Ctrl-C (raise :class:`Terminated` in the main thread). Call from the main
-    thread of a program (the CLI's ``main``; the GUI uses its own handler that quits the event loop)."""
+    """Handle Ctrl-C, SIGTERM and SIGHUP for one run (the CLI's ``main``; the GUI uses its own handler that quits
+    the event loop): the first raises :class:`Terminated` in the main thread, so ``finally`` blocks and
+    :func:`cleanup` run; later ones, and any during clean-up after :func:`end_of_run`, are remembered only, so the
+    run still ends with ``128 +`` the first signal's number and no traceback."""
+    global _phase, _first_signal
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         return
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), _raise_terminated)
+    _first_signal = None
+    _phase = "running"
+    for num in _signal_numbers():
+        previous = signal.signal(num, _on_signal)
+        if previous is not _on_signal:
+            _previous.setdefault(num, previous)
+
+
+def end_of_run(restore: bool) -> None:
+    """The run is over (finished, failed or cancelled): signals from now on are remembered, not raised. ``restore``
+    (``main`` called from Python, not the program): give the signals back to the handlers they had before."""
+    global _phase
+    _phase = "ending"
+    if restore and threading.current_thread() is threading.main_thread():
+        for num, previous in list(_previous.items()):
+            signal.signal(num, previous)
+        _previous.clear()
+
+
+def ignore_signals() -> None:
+    """For the last instructions of a program whose exit code is decided: Ctrl-C, SIGTERM and SIGHUP are ignored
+    (an ignored signal stays ignored while the interpreter shuts down; a Python handler does not)."""
+    if threading.current_thread() is threading.main_thread():
+        for num in _signal_numbers():
+            signal.signal(num, signal.SIG_IGN)
+
+
+def signal_during_run() -> int | None:
+    """The number of the first signal this run received (None: none)."""
+    return _first_signal
 
 
 def exit_code(err: BaseException) -> int:
     """The exit code of a cancelled run: 128 + the signal number (SIGTERM 143, SIGHUP 129), 130 for Ctrl-C."""
+    if _first_signal is not None:
+        return 128 + _first_signal
     return 128 + err.signum if isinstance(err, Terminated) else 130
 
 

@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from fairdesk.console import say
+
 
 def _parser() -> argparse.ArgumentParser:
     from fairdesk import version
@@ -94,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         from fairdesk import paths
 
         if not args.headless:
-            print("fairdesk: no display found; running the demo audit headless instead "
-                  "(set QT_QPA_PLATFORM=offscreen to force the window).", file=sys.stderr)
+            say("fairdesk: no display found; running the demo audit headless instead "
+                "(set QT_QPA_PLATFORM=offscreen to force the window).", file=sys.stderr)
         out = args.out or str(paths.data_dir() / "demo-headless")
         # fairdesk-cli as its own program, so that the GUI and the CLI never import each other
         return paths.run_program("fairdesk-cli", ["demo", "--out", out])
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if syslibs.platform_is_xcb():  # Qt aborts (exit 134) without one of its xcb libraries: say which to install
         missing = syslibs.missing_libraries()
         if missing:
-            print(syslibs.missing_sentence(missing), file=sys.stderr)
+            say(syslibs.missing_sentence(missing), file=sys.stderr)
             return 3
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from PySide6.QtWidgets import QApplication

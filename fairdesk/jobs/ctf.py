@@ -189,7 +189,7 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
     (stratified by label, seeded) and not trained on; the model's AUROC on them is recorded (``info["validation"]``).
     """
     from fairdesk.core.data.loaders import table_sha256
-    from fairdesk.core.guard import claimed, guard_outputs
+    from fairdesk.core.guard import guard_outputs, owned_folder
     from fairdesk.core.models.text_classifier import METHODS, clear_checkpoints, train_text_classifier
     from fairdesk.core.text.counterfactual import load_terms
 
@@ -229,7 +229,7 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
         tr, va = np.sort(tr), np.sort(va)
         val = ([train_texts[i] for i in va], train_labels[va])
         train_texts, train_labels = [train_texts[i] for i in tr], train_labels[tr]
-    with claimed(folder, "a FairDesk text classifier"):  # new, empty or FairDesk's; removed if nothing is written
+    with owned_folder(folder, "a FairDesk text classifier"):  # new, empty or FairDesk's; removed if nothing is written
         clf = train_text_classifier(train_texts, train_labels, method=method, terms=term_set, lam=lam,
                                     pair_loss=pair_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
                                     progress=rep.sub(0.02, 0.95), cancel=rep.cancel, checkpoint_dir=ckpt,
@@ -244,16 +244,17 @@ def train_text_classifier_job(project_path: str | Path, data, text_col: str, lab
                    "auroc": perf["auroc"], "accuracy": perf["accuracy"], "seed": int(seed)}
     rep(0.96, "Saving the model")
     rep.check()
-    clf.save(folder)
-    hashes = model_files_sha256(folder)
-    write_training_record(folder, kind=MODEL_KIND, model_sha256=hashes["fingerprint"], data_name=table["name"],
-                          data_sha256=table["sha256"],
-                          parameters={"method": method, "lambda": clf.config.lam, "pair_loss": pair_loss,
-                                      "epochs": int(clf.config.epochs), "batch_size": int(batch_size),
-                                      "lr": float(lr), "seed": int(seed), "vocab_size": len(clf.config.vocab),
-                                      "terms": term_set.name if term_set is not None else None,
-                                      "validation_share": float(validation), "text_column": text_col,
-                                      "label_column": label_col})
+    with owned_folder(folder, "a FairDesk text classifier"):  # what is written now is recorded as FairDesk's too
+        clf.save(folder)
+        hashes = model_files_sha256(folder)
+        write_training_record(folder, kind=MODEL_KIND, model_sha256=hashes["fingerprint"], data_name=table["name"],
+                              data_sha256=table["sha256"],
+                              parameters={"method": method, "lambda": clf.config.lam, "pair_loss": pair_loss,
+                                          "epochs": int(clf.config.epochs), "batch_size": int(batch_size),
+                                          "lr": float(lr), "seed": int(seed), "vocab_size": len(clf.config.vocab),
+                                          "terms": term_set.name if term_set is not None else None,
+                                          "validation_share": float(validation), "text_column": text_col,
+                                          "label_column": label_col})
     frame = table["frame"]
     madlibs_data = uses_madlibs(frame)
     info = {"path": str(folder), "fingerprint": hashes["fingerprint"], "sha256": {k: v for k, v in hashes.items()

@@ -33,15 +33,20 @@ def run_demo(out_dir: str | Path, *, n_boot: int = 1000, seed: int = 0, n_stays:
     ``demo-predictions.csv`` (the audited predictions, long format: one row per stay and task, with the label,
     score, task, split, patient id and protected attributes), so the command-line examples have a table to run on.
     """
+    from fairdesk.core.guard import owned_folder
+
+    out = Path(out_dir)
+    with owned_folder(out, "the FairDesk demo", "The demo folder"):  # only FairDesk's own files are ever replaced
+        return _run_demo(out, n_boot, seed, n_stays, Reporter(progress, cancel))
+
+
+def _run_demo(out: Path, n_boot: int, seed: int, n_stays: int, rep: Reporter) -> dict:
     from fairdesk.core import atomic
     from fairdesk.core.data.loaders import table_sha256
     from fairdesk.core.export import write_table
     from fairdesk.core.demo import DEMO_ATTRIBUTES, DEMO_CONTINUOUS, DEMO_FEATURES, generate_icu_cohort
     from fairdesk.core.models.tabular import TrainSpec
 
-    rep = Reporter(progress, cancel)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     project_path = out / DEMO_PROJECT
     rep(0.0, "Generating the demo ICU cohort")
     cohort = generate_icu_cohort(n_stays=n_stays, seed=seed)

@@ -148,7 +148,7 @@ def train_image_classifier(project_path: str | Path, dataset_id: int, label_colu
     import numpy as np
 
     from fairdesk.core.audits.cit_images import model_sha256
-    from fairdesk.core.guard import guard_outputs
+    from fairdesk.core.guard import guard_outputs, owned_folder
     from fairdesk.core.models.image_classifier import ClassifierConfig, train_cnn
 
     guard_outputs(folders=[("The classifier folder", out_dir)], project=("the project", project_path))  # first
@@ -195,13 +195,14 @@ def train_image_classifier(project_path: str | Path, dataset_id: int, label_colu
             if len(np.unique(yt[ok])) == 2:
                 test_auc[c] = float(roc_auc_score(yt[ok], p[ok, j]))
     rep(0.97, "saving the classifier")
-    folder = clf.save(out_dir)
     params = {"arch": arch, "image_size": image_size, "outputs": list(label_columns), "width": width,
               "epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed}
-    sha = model_sha256(folder)
-    write_training_record(folder, kind=CLASSIFIER_KIND, parameters=params, model_sha256=sha,
-                          data_name=Project(project_path).dataset(dataset_id).name,
-                          data_sha256=array_sha256(imgs["train"], y[parts["train"]]))
+    with owned_folder(out_dir, "a FairDesk image classifier"):  # the record is FairDesk's too
+        folder = clf.save(out_dir)
+        sha = model_sha256(folder)
+        write_training_record(folder, kind=CLASSIFIER_KIND, parameters=params, model_sha256=sha,
+                              data_name=Project(project_path).dataset(dataset_id).name,
+                              data_sha256=array_sha256(imgs["train"], y[parts["train"]]))
     info = {"path": str(Path(folder).resolve()), "format": "safetensors", "arch": arch, "image_size": image_size,
             "outputs": list(label_columns), "labels": list(label_columns), "width": width, "epochs": epochs,
             "seed": seed, "history": {"loss": hist.loss, "val_auc": hist.val_auc}, "test_auc": test_auc,
@@ -304,7 +305,7 @@ def fit_generator(ds, attribute: str, out_dir: str | Path, *, splits=None, split
     from fairdesk.core import atomic
     from fairdesk.core.data.images import binarise_attribute
     from fairdesk.core.generation.images import ATTRIBUTE_FILE, TrainSchedule, config_for_size, train_generator
-    from fairdesk.core.guard import guard_outputs
+    from fairdesk.core.guard import guard_outputs, owned_folder
 
     guard_outputs(folders=[("The generator folder", out_dir)])  # before any training, not at the first save
     rep = Reporter(progress, cancel)
@@ -330,19 +331,21 @@ def fit_generator(ds, attribute: str, out_dir: str | Path, *, splits=None, split
     attr = {"column": attribute, "values": names,
             "positive": None if positive is None else
             [str(v) for v in (positive if isinstance(positive, (list, tuple, set)) else [positive])]}
-    res = train_generator(images, a_all[rows], config, schedule, out_dir=out_dir, resume=resume, preview=on_preview,
-                          metrics=on_metrics, attribute=attr, progress=rep.sub(0.05, 1.0), cancel=rep.cancel)
-    atomic.write_text(Path(out_dir) / ATTRIBUTE_FILE,
-                      json.dumps({"attribute": attribute, "values": names, "positive": attr["positive"],
-                                  "n_train": int(len(rows))}, indent=1))
-    from fairdesk.core.audits.cit_images import model_sha256
+    with owned_folder(out_dir, "a FairDesk generator"):  # each save replaces only what FairDesk wrote there
+        res = train_generator(images, a_all[rows], config, schedule, out_dir=out_dir, resume=resume, preview=on_preview,
+                              metrics=on_metrics, attribute=attr, progress=rep.sub(0.05, 1.0), cancel=rep.cancel)
+        atomic.write_text(Path(out_dir) / ATTRIBUTE_FILE,
+                          json.dumps({"attribute": attribute, "values": names, "positive": attr["positive"],
+                                      "n_train": int(len(rows))}, indent=1))
+        from fairdesk.core.audits.cit_images import model_sha256
 
-    write_training_record(out_dir, kind=GENERATOR_KIND, model_sha256=model_sha256(out_dir),
-                          data_name=f"images in {Path(ds.root).name}", data_sha256=array_sha256(images, a_all[rows]),
-                          parameters={"attribute": attribute, "positive": attr["positive"], "size": size,
-                                      "image_size": image_size, "vae_steps": vae_steps, "unet_steps": unet_steps,
-                                      "batch_size": batch_size, "seed": seed, "sampling_steps": steps,
-                                      "mine_lambda": float(mine_lambda), "mine_steps": int(mine_steps), "resumed": bool(resume)})
+        write_training_record(out_dir, kind=GENERATOR_KIND, model_sha256=model_sha256(out_dir),
+                              data_name=f"images in {Path(ds.root).name}", data_sha256=array_sha256(images, a_all[rows]),
+                              parameters={"attribute": attribute, "positive": attr["positive"], "size": size,
+                                          "image_size": image_size, "vae_steps": vae_steps, "unet_steps": unet_steps,
+                                          "batch_size": batch_size, "seed": seed, "sampling_steps": steps,
+                                          "mine_lambda": float(mine_lambda), "mine_steps": int(mine_steps),
+                                          "resumed": bool(resume)})
     return res, attr
 
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from fairdesk.cli import build_parser, main
 from fairdesk.core import guard
 from fairdesk.core.errors import DataError
-from fairdesk.core.guard import MARKER, claim_folder, guard_outputs, release_if_unused
+from fairdesk.core.guard import MARKER, guard_outputs, owned_folder
 from fairdesk.core.project import Project
 
 BAD_TABLE = "more than one column named"  # what every table-reading command says about the fixture's table
@@ -172,7 +172,12 @@ def test_folders_and_files_in_the_wrong_place(tmp_path):
     (tmp_path / "d" / "x.txt").write_text("user")
     with pytest.raises(DataError, match="such as 'x.txt'"):
         guard_outputs(folders=[("--out", tmp_path / "d")])
-    (tmp_path / "d" / MARKER).write_text("{}")  # FairDesk's own folder: may be written into
+    (tmp_path / "d" / MARKER).write_text("{}")  # a marker records no files: x.txt is still not FairDesk's
+    with pytest.raises(DataError, match="such as 'x.txt'"):
+        guard_outputs(folders=[("--out", tmp_path / "d")])
+    (tmp_path / "d" / "x.txt").unlink()
+    with owned_folder(tmp_path / "d"):  # FairDesk's own folder: may be written into
+        (tmp_path / "d" / "y.txt").write_text("fairdesk")
     guard_outputs(folders=[("--out", tmp_path / "d")])
 
 
@@ -186,18 +191,6 @@ def test_a_failed_write_leaves_no_new_folders(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         atomic.write_text(tmp_path / "a" / "b" / "o.json", "{}")
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_claimed_folder_is_released_when_nothing_was_written(tmp_path):
-    made = claim_folder(tmp_path / "x" / "out")
-    assert (tmp_path / "x" / "out" / MARKER).is_file()
-    release_if_unused(tmp_path / "x" / "out", made)
-    assert list(tmp_path.iterdir()) == []
-    made = claim_folder(tmp_path / "out")
-    (tmp_path / "out" / "checkpoints").mkdir()
-    (tmp_path / "out" / "checkpoints" / "epoch-1").write_text("w")
-    release_if_unused(tmp_path / "out", made)  # something to resume from: kept
-    assert (tmp_path / "out" / "checkpoints" / "epoch-1").is_file()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -369,15 +369,18 @@ class AttributeProbe:
 
 def _file_or_folder_sha256(path) -> str:
     """SHA-256 over a file, or over every file of a folder (relative names and bytes, sorted) but its training
-    record (:mod:`fairdesk.core.models.training_record`, which states this hash)."""
+    record (:mod:`fairdesk.core.models.training_record`, which states this hash) and FairDesk's manifest of the
+    folder (:data:`fairdesk.core.guard.MARKER`, rewritten whenever FairDesk writes there)."""
     import hashlib
     from pathlib import Path
 
+    from fairdesk.core.guard import MARKER
     from fairdesk.core.models.training_record import RECORD_FILE
 
     path = Path(path)
     h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.relative_to(path) != Path(RECORD_FILE)) \
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.relative_to(path) not in (Path(RECORD_FILE),
+                                                                                              Path(MARKER))) \
         if path.is_dir() else [path]
     for f in files:
         if path.is_dir():

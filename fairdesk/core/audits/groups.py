@@ -173,7 +173,12 @@ class GroupAuditPlan:
 
     @classmethod
     def from_dict(cls, d: dict) -> "GroupAuditPlan":
-        d = dict(d)
+        """The plan stored in ``d``. Settings this version does not know (what a newer FairDesk would store) are
+        ignored, never a TypeError: the stored document keeps them and :attr:`ignored` names them, so that the
+        report can say so."""
+        ignored = sorted(str(k) for k in d if k not in cls.__dataclass_fields__)
+        ignored += [f"roles.{k}" for k in ColumnRoles.unknown_keys(d["roles"])]
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         d["roles"] = ColumnRoles.from_dict(d["roles"])
         for key in ("metrics", "bins"):
             d[key] = tuple(d[key])
@@ -184,6 +189,7 @@ class GroupAuditPlan:
         d["bins"] = tuple(b for b in stored_bins if b >= 2)
         plan = cls(**d)
         plan.bins = stored_bins
+        plan.ignored = ignored
         return plan
 
 
@@ -282,8 +288,11 @@ class GroupAuditResult:
             # stored before 2026-11-25: the §8 intervals came from a bootstrap of each group's rows, which the
             # report must say instead of the closed form it describes now (the numbers are kept as stored)
             warnings.append(BOOTSTRAP_INTERVALS_WARNING)
-        return cls(plan=GroupAuditPlan.from_dict(d["plan"]), thresholds=d["thresholds"],
-                   provenance=d["provenance"], warnings=warnings, **tables)
+        plan = GroupAuditPlan.from_dict(d["plan"])
+        if plan.ignored:
+            warnings.append(f"This audit was stored by a newer FairDesk: its plan holds settings this version does "
+                            f"not know ({', '.join(plan.ignored)}), which are kept in the project and ignored here.")
+        return cls(plan=plan, thresholds=d["thresholds"], provenance=d["provenance"], warnings=warnings, **tables)
 
     @classmethod
     def from_json(cls, text: str) -> "GroupAuditResult":

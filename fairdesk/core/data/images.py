@@ -151,6 +151,9 @@ def read_image(path: str | Path, size: int | tuple[int, int] | None = None) -> n
             try:
                 with Image.open(path) as im:  # reads the header only
                     _check_pixels(*im.size)
+                    if im.format == "PNG":  # Pillow decodes a PNG cut after its pixel data: a cut file is unreadable
+                        with Image.open(path) as whole:
+                            whole.verify()  # every chunk's CRC, up to IEND (no decoding)
                     im.load()
                     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
                         raw = np.asarray(im, dtype=np.float64)
@@ -330,7 +333,13 @@ def open_image_folder(csv: str | Path | pd.DataFrame, root: str | Path, roles: I
             alt = root / rel.split("/", 1)[1]
             f = alt if alt.exists() else f
         reason = None
-        if not f.resolve().is_relative_to(inside):  # an absolute path, "..", or a link leading out of the folder
+        try:
+            real = f.resolve()
+        except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13, OSError after)
+            real = None
+        if real is None:
+            reason = "a symbolic link that leads back to itself (a link loop); refused"
+        elif not real.is_relative_to(inside):  # an absolute path, "..", or a link leading out of the folder
             reason = "outside the image folder (an absolute path, '..' or a link leading out); refused"
         elif not f.is_file():
             reason = "file not found"
@@ -340,7 +349,7 @@ def open_image_folder(csv: str | Path | pd.DataFrame, root: str | Path, roles: I
             except DataError as err:
                 reason = str(err)
         if reason is None:
-            files.append(str(f.resolve()))
+            files.append(str(real))
             keep.append(i)
         else:
             bad.append({"row": int(i), "path": rel, "reason": reason})

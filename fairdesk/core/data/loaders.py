@@ -38,11 +38,17 @@ _MAGIC = [
     (b"PK\x03\x04", "a ZIP archive (an Excel .xlsx or Word file is one)"),
     (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Excel (.xls) or Office file"),
     (b"\x1f\x8b", "a gzip-compressed file"), (b"SQLite format 3\x00", "an SQLite database (a FairDesk project is one)"),
-    (b"PAR1", "a Parquet file"), (b"\x80\x02", "a Python pickle"), (b"\x80\x03", "a Python pickle"),
-    (b"\x80\x04", "a Python pickle"), (b"\x80\x05", "a Python pickle"), (b"DICM", "a DICOM image"),
+    (b"PAR1", "a Parquet file"), (b"DICM", "a DICOM image"),
 ]
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _SAMPLE = 1 << 16
+
+
+def is_pickle(head: bytes) -> bool:
+    """Whether the first bytes of a file are a Python pickle's (protocol 2–5: 0x80 and the protocol) — and not a
+    safetensors file's, whose 8-byte little-endian header length (its first byte may well be 0x80) is followed by
+    the header's "{"."""
+    return len(head) >= 2 and head[0] == 0x80 and head[1] in (2, 3, 4, 5) and head[8:9] != b"{"
 
 
 def _kind_of(head: bytes) -> str | None:
@@ -50,6 +56,8 @@ def _kind_of(head: bytes) -> str | None:
     for magic, what in _MAGIC:
         if head.startswith(magic):
             return what
+    if is_pickle(head):
+        return "a Python pickle"
     if len(head) > 128 and head[128:132] == b"DICM":
         return "a DICOM image"
     if b"\x00" in head and not head.startswith(_UTF16_BOMS):

@@ -69,10 +69,16 @@ class ColumnRoles:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ColumnRoles":
-        d = dict(d)
+        """The roles stored in ``d``; keys this version does not know (a newer FairDesk's roles) are ignored — the
+        stored document keeps them, and :meth:`unknown_keys` names them for the reader's note."""
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         d["attributes"] = tuple(d.get("attributes") or ())
         d["continuous_attributes"] = tuple(d.get("continuous_attributes") or ())
         return cls(**d)
+
+    @classmethod
+    def unknown_keys(cls, d: dict) -> list[str]:
+        return sorted(str(k) for k in d if k not in cls.__dataclass_fields__)
 
 
 @dataclass

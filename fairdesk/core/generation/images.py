@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -336,17 +334,13 @@ class CounterfactualGenerator:
     # ---------------------------------------------------------------- save / load
     def save(self, folder: str | Path, extra_state: dict | None = None) -> Path:
         """``vae/`` and ``unet/`` via save_pretrained (safetensors) + ``fairdesk_generator.json``, written into a
-        temporary sibling folder and renamed into place, so an interrupted save never damages the previous one. A
-        folder holding files FairDesk did not write is refused (:func:`fairdesk.core.guard.claim_folder`): only a
-        FairDesk folder is ever replaced."""
-        from fairdesk.core.guard import claim_folder, release_if_unused
+        temporary sibling folder and renamed into place, so an interrupted save never damages the previous one
+        (:func:`fairdesk.core.guard.owned_folder`): a folder holding anything FairDesk did not write is refused, and
+        the folder replaced loses only the files FairDesk recorded writing there."""
+        from fairdesk.core.guard import owned_folder
 
         folder = Path(folder)
-        made = claim_folder(folder, "a FairDesk generator")  # refuses a folder holding files FairDesk did not write
-        tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{time.monotonic_ns()}"
-        swapped = False
-        try:
-            claim_folder(tmp, "a FairDesk generator")  # the marker travels with the folder
+        with owned_folder(folder, "a FairDesk generator", replace=True) as tmp:  # only FairDesk's files replaced
             self.vae.save_pretrained(tmp / "vae", safe_serialization=True)
             self.unet.save_pretrained(tmp / "unet", safe_serialization=True)
             if self.mine_map is not None:
@@ -362,15 +356,6 @@ class CounterfactualGenerator:
 
                 save_file({k: v.detach().contiguous() for k, v in extra_state.items()}, str(tmp / "train_state.safetensors"))
             atomic.write_text(tmp / META_FILE, json.dumps({"config": self.config.to_dict(), **self.meta}, indent=1))
-            old = folder.parent / f".{folder.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-            os.replace(folder, old)  # only FairDesk's own folder is replaced (claim_folder above)
-            os.replace(tmp, folder)
-            swapped = True
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not swapped:
-                release_if_unused(folder, made)
         return folder
 
 
@@ -389,7 +374,8 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
     for part, cls in (("vae", AutoencoderKL), ("unet", UNet2DModel)):
         cfg_file = folder / part / "config.json"
         try:
-            class_name = json.loads(cfg_file.read_text(encoding="utf-8")).get("_class_name")
+            from fairdesk.core.jsonable import read_json_file
+            class_name = read_json_file(cfg_file).get("_class_name")
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
             class_name = None
         if class_name != cls.__name__:
@@ -408,7 +394,8 @@ def load_generator(folder: str | Path) -> CounterfactualGenerator:
     attr_file = folder / ATTRIBUTE_FILE
     if attr_file.is_file():
         try:
-            attr = json.loads(attr_file.read_text())
+            from fairdesk.core.jsonable import read_json_file
+            attr = read_json_file(attr_file)
             meta["attribute"] = {"column": attr.get("attribute"), "values": list(attr.get("values") or [])}
         except (ValueError, AttributeError):
             raise ModelError(f"'{attr_file}' is damaged; write it again or delete it.") from None
@@ -777,7 +764,8 @@ def frechet_distance(features, real: np.ndarray, fake: np.ndarray) -> dict:
 def _read_meta(meta_file: Path) -> dict:
     """The generator's metadata file, checked: damaged or foreign content is a ModelError sentence (issue 10)."""
     try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        meta = read_json_file(meta_file)
         if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
             raise ValueError("no 'config' object")
         GeneratorConfig.from_dict(meta["config"])

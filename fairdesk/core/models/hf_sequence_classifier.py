@@ -21,11 +21,11 @@ MODEL_KIND = "hf_sequence_classifier"
 
 def is_hf_folder(folder: str | Path) -> bool:
     """A folder with a Hugging Face ``config.json`` (``model_type`` set) — not a FairDesk text CNN."""
-    import json
+    from fairdesk.core.jsonable import read_json_file
 
     cfg = Path(folder) / "config.json"
     try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
+        data = read_json_file(cfg)
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and "model_type" in data and "format" not in data

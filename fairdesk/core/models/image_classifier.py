@@ -155,13 +155,13 @@ class ImageClassifier:
 
         if self.config.arch not in ARCHITECTURES:
             raise ModelError("Only built-in architectures can be saved as a state dict; keep the TorchScript file.")
-        from fairdesk.core.guard import claim_folder
+        from fairdesk.core.guard import owned_folder
 
         folder = Path(folder)
-        claim_folder(folder, "a FairDesk image classifier")  # refuses a folder holding files FairDesk did not write
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
-        atomic.write_bytes(folder / "model.safetensors", save(state))
-        atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
+        with owned_folder(folder, "a FairDesk image classifier"):  # refuses a folder holding anything FairDesk did not write
+            atomic.write_bytes(folder / "model.safetensors", save(state))
+            atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
         return folder
 
 
@@ -194,8 +194,11 @@ def load_state_dict_file(path: str | Path) -> dict:
         try:
             return load_file(str(path))
         except (SafetensorError, OSError, ValueError, RuntimeError) as err:
-            head = path.read_bytes()[:2]
-            what = " (it looks like a Python pickle, which FairDesk never loads)" if head[:1] == b"\x80" else ""
+            from fairdesk.core.data.loaders import is_pickle
+
+            with open(path, "rb") as handle:
+                head = handle.read(9)
+            what = " (it looks like a Python pickle, which FairDesk never loads)" if is_pickle(head) else ""
             raise ModelError(f"'{path.name}' is not a readable safetensors file{what}: "
                              f"{str(err).splitlines()[0][:200]}. Save the weights with safetensors.") from None
     try:
@@ -250,8 +253,9 @@ def _read_config(cfg_file: Path) -> ClassifierConfig:
 
     where = f"{cfg_file.parent.name}/config.json"
     try:
-        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        from fairdesk.core.jsonable import read_json_file
+        cfg = read_json_file(cfg_file)
+    except (OSError, ValueError) as err:
         raise ModelError(f"{where} is not valid JSON ({err}); FairDesk writes it when it saves a classifier.") \
             from None
     if not isinstance(cfg, dict):

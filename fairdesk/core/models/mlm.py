@@ -132,7 +132,8 @@ def refuse_custom_code(folder: str | Path, *, check_model_type: bool = True) -> 
         if not file.is_file():
             continue
         try:
-            doc = json.loads(file.read_text(encoding="utf-8"))
+            from fairdesk.core.jsonable import read_json_file
+            doc = read_json_file(file)
         except (OSError, UnicodeDecodeError, ValueError) as err:
             raise ModelError(f"{file} cannot be read as JSON ({_short(err)}); the folder is damaged or not a "
                              "Hugging Face model, so export the model again with save_pretrained.") from None
@@ -811,6 +812,9 @@ def _save_checkpoint(out: Path, step: int, model, tokenizer, discriminator, opti
         shutil.rmtree(old, ignore_errors=True)
     for stale in ck_root.glob(".tmp-checkpoint-*"):  # left by a crash
         shutil.rmtree(stale, ignore_errors=True)
+    from fairdesk.core.guard import record_checkpoint
+
+    record_checkpoint(out)  # the checkpoint is FairDesk's even if the run is killed before it ends (resume)
     return final
 
 
@@ -840,18 +844,14 @@ def train_mlm(corpus: str | Path | Corpus, out_dir: str | Path, config: MLMTrain
     ``on_log(record)`` receives ``{step, mlm_loss, adv_loss, adv_accuracy, lr, seconds}`` every ``log_every``
     steps (the GUI's live loss curve). Raises :class:`DataError` / :class:`ModelError` with a fix, and
     :class:`Cancelled` after writing a checkpoint of the finished steps. ``out_dir`` must be new, empty or a FairDesk
-    folder (:func:`fairdesk.core.guard.claim_folder`); a run that fails before its first checkpoint leaves no new
+    folder (:func:`fairdesk.core.guard.owned_folder`); a run that fails before its first checkpoint leaves no new
     folder behind.
     """
-    from fairdesk.core.guard import missing_folders, release_if_unused
+    from fairdesk.core.guard import owned_folder
 
     out = Path(out_dir).expanduser()
-    missing = missing_folders(out)
-    try:
+    with owned_folder(out, "a FairDesk masked language model"):  # refuses a folder holding files FairDesk did not write
         return _train_mlm(corpus, out, config, resume, progress, cancel, on_log)
-    except BaseException:
-        release_if_unused(out, missing)
-        raise
 
 
 def _train_mlm(corpus, out: Path, config, resume, progress, cancel, on_log) -> MLMTrainResult:
@@ -870,9 +870,6 @@ def _train_mlm(corpus, out: Path, config, resume, progress, cancel, on_log) -> M
                              "or resume the earlier training.")
     if resume and latest is None:
         raise ModelError(f"There is no checkpoint to resume in {out / 'checkpoints'}. Start a new training instead.")
-    from fairdesk.core.guard import claim_folder
-
-    claim_folder(out, "a FairDesk masked language model")  # refuses a folder holding files FairDesk did not write
 
     _quiet_transformers()
     import torch
@@ -881,7 +878,8 @@ def _train_mlm(corpus, out: Path, config, resume, progress, cancel, on_log) -> M
     device = _resolve_device(cfg.device)
     state: dict[str, Any] = {}
     if resume:
-        state = json.loads((latest / "trainer_state.json").read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        state = read_json_file(latest / "trainer_state.json")
         old = MLMTrainConfig.from_dict(state["config"]).resolved()
         changed = [k for k in cfg.__dataclass_fields__ if k not in _RESUMABLE
                    and getattr(old, k) != getattr(cfg, k)]

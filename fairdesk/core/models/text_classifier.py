@@ -224,13 +224,13 @@ class TextClassifier:
     def save(self, folder: str | Path) -> Path:
         from safetensors.torch import save
 
-        from fairdesk.core.guard import claim_folder
+        from fairdesk.core.guard import owned_folder
 
         folder = Path(folder)
-        claim_folder(folder, "a FairDesk text classifier")  # refuses a folder holding files FairDesk did not write
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
-        atomic.write_bytes(folder / "model.safetensors", save(state))
-        atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
+        with owned_folder(folder, "a FairDesk text classifier"):  # refuses a folder holding anything FairDesk did not write
+            atomic.write_bytes(folder / "model.safetensors", save(state))
+            atomic.write_text(folder / "config.json", json.dumps(self.config.to_dict(), indent=1))
         return folder
 
 
@@ -248,8 +248,9 @@ def load_text_classifier(folder: str | Path) -> TextClassifier:
         raise ModelError(f"'{folder}' is not a FairDesk text classifier folder (needs config.json and "
                          "model.safetensors).")
     try:
-        config = TextCNNConfig.from_dict(json.loads(cfg_file.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, TypeError) as err:
+        from fairdesk.core.jsonable import read_json_file
+        config = TextCNNConfig.from_dict(read_json_file(cfg_file))
+    except (ValueError, TypeError) as err:
         raise ModelError(f"{cfg_file} cannot be read as a text classifier config: {err}.") from err
     module = build_module(config)
     try:
@@ -336,7 +337,8 @@ def checkpoint_info(folder: str | Path) -> dict | None:
     if ck is None:
         return None
     try:
-        state = json.loads((ck / "state.json").read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        state = read_json_file(ck / "state.json")
         cfg = state["config"]
         return {"epoch": int(state["epoch"]), "epochs": int(state.get("epochs_planned", state["epoch"])),
                 "method": cfg.get("method"), "lam": cfg.get("lam"), "pair_loss": cfg.get("pair_loss"),
@@ -395,6 +397,9 @@ def save_checkpoint(folder: str | Path, epoch: int, module, optimizer, config: "
     for older in checkpoints(folder):
         if older != final:
             shutil.rmtree(older, ignore_errors=True)
+    from fairdesk.core.guard import record_checkpoint
+
+    record_checkpoint(folder)  # FairDesk's even if the run is killed before it ends (resume)
     return final
 
 
@@ -402,7 +407,8 @@ def _load_checkpoint(ck: Path, module, optimizer) -> dict:
     from safetensors.torch import load_file
 
     try:
-        state = json.loads((ck / "state.json").read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        state = read_json_file(ck / "state.json")
         if state.get("format") != CHECKPOINT_FORMAT:
             raise ModelError(f"{ck} is not a FairDesk text-CNN checkpoint.")
         module.load_state_dict(load_file(str(ck / "weights.safetensors")))
@@ -495,7 +501,8 @@ def train_text_classifier(texts, labels, method: str = "baseline", terms="dixon_
     opt = torch.optim.Adam(module.parameters(), lr=lr)
     start = 0
     if resume and checkpoint_dir is not None and (ck := latest_checkpoint(checkpoint_dir)) is not None:
-        peek = json.loads((ck / "state.json").read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        peek = read_json_file(ck / "state.json")
         if peek.get("fingerprint") != fingerprint:
             raise ModelError(f"The checkpoint in {checkpoint_dir} belongs to a run with other data or settings "
                              "(method, λ, seed, …); choose another output folder, or train without resume.")

@@ -52,7 +52,8 @@ def training_record(folder: str | Path, model_sha256: str | None) -> dict | None
     if file is None or not file.is_file():
         return None
     try:
-        record = json.loads(file.read_text(encoding="utf-8"))
+        from fairdesk.core.jsonable import read_json_file
+        record = read_json_file(file)
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
