@@ -22,11 +22,20 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
+import types
 from pathlib import Path
 from xml.sax.saxutils import escape
 
 from fairdesk.core import atomic
+
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Table
+
+# reportlab, when first imported, runs ``~/.reportlab_mods`` and ``~/.reportlab_settings`` from the user's home folder
+# if they exist (or modules of those names on the path): code from a file FairDesk never chose. Empty stand-ins
+# registered before any reportlab import make both imports find nothing to run.
+for _name in ("reportlab_mods", "reportlab_settings"):
+    sys.modules.setdefault(_name, types.ModuleType(_name))
 
 PAGE_MARGIN_MM = 17
 _FONTS: dict[str, str] | None = None
