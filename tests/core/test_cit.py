@@ -417,14 +417,35 @@ def test_default_test_finds_a_planted_dependence_under_nonlinear_nuisances():
     assert np.sum(np.array(p) < 0.05) >= 3
 
 
-def test_auto_regressor_chooses_per_nuisance():
+def test_auto_regressor_is_the_convex_mixture_with_the_lowest_held_out_log_loss():
+    """"auto" mixes logistic regression, an additive spline logistic fit and boosting with the simplex weights whose
+    cross-fitted predictions have the lowest held-out log-loss (checked here against sklearn's log_loss on every
+    grid point): a U-shaped propensity puts the weight on the flexible learners, a logistic truth mostly on logistic
+    regression, and the refitted mixture predicts the weighted sum of its refitted learners."""
+    from sklearn.metrics import log_loss
+
     from fairdesk.core.synthetic.cit_benchmark import nuisance_scenario
 
+    grid = cit._simplex_grid(3, 0.1)
+    assert grid.shape == (66, 3) and np.allclose(grid.sum(axis=1), 1.0) and (grid >= 0).all()
     yhat, a, z = nuisance_scenario(1500, 7, h_nonlinear=False, m_nonlinear=True)
     m = cit.fit_prob_model(z, a, "auto", seed=1)
     h = cit.fit_prob_model(z, yhat, "auto", seed=1)
-    assert m.kind == "hgb" and m.selection["hgb"] < m.selection["logistic"]  # z₀² is not logistic in z
-    assert h.kind == "logistic"  # a logistic truth: boosting only adds variance
+    assert m.selection["weights"]["logistic"] <= 0.2  # z₀² is not logistic in z
+    assert m.selection["log_loss_logistic"] > m.selection["held_out_log_loss"]
+    assert h.selection["weights"]["logistic"] >= 0.5  # a logistic truth: the flexible fits add variance
+    # the choice, recomputed: the learners' held-out predictions on the same folds, every grid point's log-loss
+    folds = cit._selection_folds(a.astype(float), cit.AUTO_SELECTION_FOLDS, 1)
+    held = np.empty((len(a), 3))
+    for k in range(cit.AUTO_SELECTION_FOLDS):
+        for j, kind in enumerate(cit.AUTO_LEARNERS):
+            held[folds == k, j] = cit._FITTERS[kind](z[folds != k], a[folds != k].astype(float), 1 + k)(z[folds == k])
+    losses = [log_loss(a, np.clip(held @ g, 1e-9, 1 - 1e-9), labels=[0, 1]) for g in grid]
+    best = grid[int(np.argmin(losses))]
+    assert np.allclose([m.selection["weights"][k] for k in cit.AUTO_LEARNERS], best)
+    assert m.selection["held_out_log_loss"] == pytest.approx(min(losses), rel=1e-9)
+    refit = [cit._FITTERS[k](z, a.astype(float), 1)(z[:50]) for k in cit.AUTO_LEARNERS]
+    assert np.allclose(m(z[:50]), sum(w * r for w, r in zip(best, refit)))
     assert cit.model_kind(cit.fit_prob_model(z, np.ones(1500), "auto"), "auto") == "constant"
 
 
