@@ -9,14 +9,15 @@ synthetic benchmark with ``z`` = the SCM's root ``Z_n``:
 * :func:`fit_cit_regressors` — ĝ(a, z) = E[Ŷ | A, Z] (one model per value of a, as the release does) and
   ĥ(z) = E[Ŷ | Z]. Kinds: ``"mlp_release"`` (the release's z → z/2 → z/4 → z/4 → 1 MLP, BCE, Adam 1e-3),
   ``"logistic"`` (standardised logistic regression; one per a = full A×Z interactions), ``"hgb"`` (histogram
-  gradient boosting with early stopping) and ``"auto"`` (FairDesk's default: per nuisance, logistic unless
-  boosting's cross-fitted held-out log-loss is lower by a margin a paired test calls significant; issues 9 and 27).
+  gradient boosting with early stopping) and ``"auto"`` (FairDesk's default: per nuisance, the convex combination
+  of logistic regression, an additive-spline logistic fit and boosting with the lowest cross-fitted held-out
+  log-loss, :func:`_fit_auto`).
 * :func:`cit_lr_test` — the published statistic with either the paper's train/test split or K-fold cross-fitting.
 * :func:`gcm_test` — **the default test** (``weighted=True``): the weighted generalised covariance measure
   (Shah & Peters 2020; Scheidegger, Hörrmann & Bühlmann 2022) of ``Ŷ ⟂ A | Z``. On each tested fold,
   ``R_i = (ŷ_i − ĥ(z_i)) · (a_i − m̂(z_i)) · ŵ(z_i)`` with ``ŵ = ĝ(1, ·) − ĝ(0, ·)``; ĥ and m̂ cross-fitted on the
   other folds, the weight (a flexible E[Ŷ|Z] shared by both groups as the offset of a logistic model of the
-  effect of a) fitted on the EARLIER folds only (sequential /
+  effect of a on [z, a, a·z], with a·z² too when that lowers the held-out log-loss) fitted on the EARLIER folds only (sequential /
   online fitting, Luedtke & van der Laan 2016), so the per-fold statistics' sum — each weighted by the square root
   of the rows its weight was fitted on, fixed in advance — is N(0, 1) under the null even though the weight is
   learned. One-sided: ŵ estimates the direction of the effect, so under the
@@ -439,7 +440,8 @@ def _fit_auto(z: np.ndarray, y: np.ndarray, seed: int) -> ProbModel:
     return predict
 
 
-_FITTERS = {"logistic": _fit_logistic, "spline": _fit_spline, "hgb": _fit_hgb, "mlp_release": _fit_mlp_release, "auto": _fit_auto}
+_FITTERS = {"logistic": _fit_logistic, "spline": _fit_spline, "hgb": _fit_hgb, "mlp_release": _fit_mlp_release,
+            "auto": _fit_auto}
 
 
 def fit_prob_model(z, y, kind: str = DEFAULT_REGRESSOR, seed: int = 0) -> ProbModel:
