@@ -886,8 +886,8 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
       on the other folds (invalid with a learned weight). ``burn_in``: share of fold 0 (default: equal folds).
     * ``weight`` (:data:`WEIGHTS`): "offset" (default: a flexible E[Ŷ|Z] baseline shared by both groups plus a
       logistic effect model on [z, a, a·z], or [z, a, a·z, a·z²] when its held-out log-loss is lower; the choice
-      per tested fold in ``details["weight_effect_models"]``), "difference" (one model per value of a), "joint" (one model ĝ on
-      [z, a, a·z]; the issue-9 default) or "sign".
+      per tested fold in ``details["weight_effect_models"]``), "difference" (one model per value of a), "joint"
+      (one model ĝ on [z, a, a·z]; the issue-9 default) or "sign".
     * ``combine`` (:data:`COMBINATIONS`): "maxT" (default) reports P(min(p_W, p_P) ≤ observed) for the weighted
       statistic and the plain two-sided GCM on the same out-of-fold residuals, with their correlation estimated
       from those residuals — the plain GCM is the most powerful for an effect of one sign, the weighted one for an
