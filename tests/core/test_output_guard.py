@@ -207,6 +207,8 @@ SPECS = {
                     "--period", "month"], [("--json", "file"), ("--pdf", "file"), ("--html", "file")], "--project"),
     ("validate",): (["validate", "{T}", "--label", "y", "--score", "p", "--attribute", "sex"], [], None),
     ("report",): (["report", "--project", "{P}", "--audit", "1"], [("--pdf", "file")], None),
+    ("report", "compare"): (["report", "compare", "--project", "{P}", "--audit", "1", "--audit", "2"],
+                            [("--pdf", "file")], None),
     ("report", "model-card"): (["report", "model-card", "--project", "{P}", "--audit", "1",
                                 "--intended-use-file", "{T}"], [("--out", "file"), ("--markdown", "file")], None),
     ("train", "tabular"): (["train", "tabular", "{T}"], [("--out", "file")], None),
@@ -373,7 +375,7 @@ def _argv(command, rel, root: Path, paths: dict[str, Path]) -> tuple[list[str], 
         values[i] = _spell(Path(values[j]), rel["spelling"], root, 100 + i) or values[j]
     for k, (opt, _) in enumerate(outputs):
         line += [opt, values[k]]
-    if command not in {("validate",), ("report",), ("report", "model-card"), ("data", "madlibs"),
+    if command not in {("validate",), ("report",), ("report", "model-card"), ("report", "compare"), ("data", "madlibs"),
                        ("data", "ctf-demo"), ("data", "age-demo")}:  # the commands without --quiet
         line.append("--quiet")
     return [str(a) for a in line], conflict
