@@ -177,8 +177,8 @@ def validity(runs: int = 1000, seed0: int = 0) -> dict:
 
 
 def _t_and_previous_p(d) -> tuple[float, float]:
-    """The one-sample t-test's p (as scipy.stats.ttest_1samp) and the template test's p before this change (issue 22,
-    first round: the larger of the t-test's and Hall's t's with the plug-in skewness g1), for the comparison
+    """The one-sample t-test's p (as scipy.stats.ttest_1samp) and an earlier template test's p (the larger of the
+    t-test's and Hall's t's with the plug-in skewness g1), for the comparison
     columns; written out with the moments so that the study spends its time in the product's test."""
     import math
 

@@ -14,16 +14,18 @@ What is computed (:func:`ctf_audit`):
   CI: percentile bootstrap over CONTEXTS (:func:`contexts`: texts that are one sentence once their identity terms
   are removed — a template filled with different terms, repeated rows — or the values of a template column);
   a context keeps all its texts and their counterfactuals.
-* **Per term** (``term_gaps``): the same gap over the pairs that swap term ``a`` in or out, its interval, the mean
-  signed change towards ``a`` and the excess over the record's control band.
+* **Per term** (``term_gaps``, :func:`_per_term`): term ``a``'s gap against reference fillings of the same slot of
+  the same text — the median of the other terms' fillings (``value``, its interval, the mean signed change towards
+  ``a``) and the control words (``control_gap``, its ``excess`` over the record's control band) — and, descriptive,
+  the gap over the swaps a ↔ b (``swap_gap``), which carries the other terms' effects too.
 * **Control band**: for every such example, ``k_control`` pairs of control words (neutral adjectives,
   ``resources/text/identity_terms/control.txt``) are put into the slot(s) the identity term occupies and the same
   statistic ``|f(x_c1) − f(x_c2)|`` is averaged — how far the model moves when one neutral word in that slot is
   swapped for another. The band is the mean |change| over the control pairs. The excess ``CF_GAP − control`` is
   bootstrapped jointly: same resampled contexts, and the control WORDS resampled too (:func:`_cluster_bootstrap`).
 * **Verdicts** (:func:`apply_verdicts`), per term, corrected over every term record of the audit (BH or Holm):
-  "differs" when the gap is above ``margin`` AND its excess over the control band is above ``margin``;
-  "equivalent within margin" when the gap is below ``margin`` (one-sided tests at α/2, t with the bootstrap
+  "differs" when ``value``, ``control_gap`` and the excess over the control band are all above ``margin``;
+  "equivalent within margin" when ``value`` and ``swap_gap`` are below ``margin`` (one-sided tests at α/2, t with the bootstrap
   standard error over contexts); otherwise "inconclusive" — in particular a model that moves as much for a
   neutral edit as for an identity edit ("reacts to any edit") is inconclusive, not biased. A CTF-gap record
   (split × subset) differs when any of its terms differs and is equivalent only when all are; its averaged gap
