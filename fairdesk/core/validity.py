@@ -15,7 +15,8 @@ Families and what one simulated run is:
   one drawn from the laws kept out of building the test, ``mlm_sim.FRESH_LAW_SPACE``; :data:`MLM_NULL_LAWS`; the
   last three with 6–15 templates per category). Planted: a bias in HIV.
 * ``ctf`` — a whole CTF audit of simulated scores (:func:`fairdesk.core.synthetic.ctf_sim.validity_runs`, issue
-  22): the null at the margin (template-complete, random layouts) and one planted term over random designs.
+  22): the null at the margin (template-complete, random designs of 4–60 terms) and 1 to T − 1 planted terms over
+  random designs (the family-wise error over the unbiased terms, the planted terms found).
 * ``age`` — one comparison of two equally good learners (null) or of a weaker one (planted) over repeated
   participant-disjoint CV: :mod:`fairdesk.core.synthetic.cv_compare_sim` through the protocol's folds and
   :func:`fairdesk.core.audits.age_independence.paired_comparison`, at 1 and 3 repeats; rows for the default
