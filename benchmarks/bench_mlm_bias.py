@@ -177,8 +177,8 @@ def validity(runs: int = 1000, seed0: int = 0) -> dict:
 
 
 def _t_and_previous_p(d) -> tuple[float, float]:
-    """The one-sample t-test's p (as scipy.stats.ttest_1samp) and the template test's p before this change (issue 22,
-    first round: the larger of the t-test's and Hall's t's with the plug-in skewness g1), for the comparison
+    """The one-sample t-test's p (as scipy.stats.ttest_1samp) and an earlier template test's p (the larger of the
+    t-test's and Hall's t's with the plug-in skewness g1), for the comparison
     columns; written out with the moments so that the study spends its time in the product's test."""
     import math
 
@@ -195,7 +195,8 @@ def _t_and_previous_p(d) -> tuple[float, float]:
 
 
 #: The cells of :func:`skew_study`: the named laws of ``mlm_sim.TEMPLATE_LAWS`` and the edge of the stated space.
-SKEW_CELLS = ("normal", "skewed", "gamma 2.5", "lognormal 0.64", "heavy", "outlying", "space", "lognormal")
+SKEW_CELLS = ("normal", "skewed", "gamma 2.5", "lognormal 0.64", "heavy", "outlying", "space", "lognormal", "twomode",
+              "fresh")
 
 
 def _cell_leans(cell: str, n: int, rng):
@@ -221,7 +222,7 @@ def skew_study(runs: int = 4000, seed: int = 0, laws: tuple[str, ...] | None = N
     rows = []
     for law in laws or SKEW_CELLS:
         c_i = SKEW_CELLS.index(law)    # the seed follows the cell, whichever cells are run
-        for n in (8, 10, 12, 15):
+        for n in (6, 8, 10, 12, 15):
             rng = np.random.default_rng([seed, n, c_i])
             k = dict.fromkeys(("size", "size_prev", "size_t", "power", "power_prev", "power_t", "equiv",
                                "equiv_t"), 0)

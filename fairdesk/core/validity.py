@@ -11,10 +11,12 @@ Families and what one simulated run is:
 * ``mlm`` — a whole masked-LM probe: :func:`fairdesk.core.synthetic.mlm_sim.simulate_probe_scores` (the shipped
   categories, templates leaning at random) through :func:`fairdesk.core.audits.mlm_bias.category_statistics`;
   rejects when a category says ``verdict == "differs"`` (older tables: ``flagged``); the null under each template
-  law (normal, skewed, heavy-tailed, outlying, or one drawn per category from ``mlm_sim.LAW_SPACE``;
-  :data:`MLM_NULL_LAWS`). Planted: a bias in HIV.
+  law (normal, skewed, heavy-tailed, outlying, two-mode, one drawn per category from ``mlm_sim.LAW_SPACE``, or
+  one drawn from the laws kept out of building the test, ``mlm_sim.FRESH_LAW_SPACE``; :data:`MLM_NULL_LAWS`; the
+  last three with 6–15 templates per category). Planted: a bias in HIV.
 * ``ctf`` — a whole CTF audit of simulated scores (:func:`fairdesk.core.synthetic.ctf_sim.validity_runs`, issue
-  22): the null at the margin (template-complete, random layouts) and one planted term over random designs.
+  22): the null at the margin (template-complete, random designs of 4–60 terms) and 1 to T − 1 planted terms over
+  random designs (the family-wise error over the unbiased terms, the planted terms found).
 * ``age`` — one comparison of two equally good learners (null) or of a weaker one (planted) over repeated
   participant-disjoint CV: :mod:`fairdesk.core.synthetic.cv_compare_sim` through the protocol's folds and
   :func:`fairdesk.core.audits.age_independence.paired_comparison`, at 1 and 3 repeats; rows for the default
@@ -67,7 +69,9 @@ DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "s
 GROUP_N_BOOT = 200
 GROUP_PLANTED_GAP = 0.2
 MLM_PLANTED = {"HIV": 0.5}
-MLM_NULL_LAWS = ("normal", "skewed", "heavy", "outlying", "space")
+MLM_NULL_LAWS = ("normal", "skewed", "heavy", "outlying", "space", "twomode", "fresh")
+#: Laws whose probes draw 6–15 templates per category (the others keep the shipped counts).
+MLM_DRAWN_COUNTS = ("space", "twomode", "fresh")
 AGE_REPEATS = (1, 3)
 AGE_PLANTED_SIGNAL = 0.3   # learner b's signal (a: 0.6): about 5 accuracy points worse
 CIT_BETA = 0.5
@@ -238,6 +242,8 @@ def _groups_family(runs: int, seed: int, rep: Reporter, notes: list[str], ex) ->
 
 def _mlm_run(item: tuple, shared, rep: Reporter) -> tuple[bool, int, int, float]:  # noqa: ARG001
     """One simulated masked-LM probe (a task): (rejected, categories said "differs", categories, CPU seconds)."""
+    import importlib
+
     from fairdesk.core.audits.mlm_bias import category_statistics
     from fairdesk.core.synthetic.mlm_sim import simulate_probe_scores
 
@@ -246,6 +252,11 @@ def _mlm_run(item: tuple, shared, rep: Reporter) -> tuple[bool, int, int, float]
     planted_cat = next(iter(MLM_PLANTED))
     run_seed = _run_seed(seed, "mlm", kind if law == "normal" else f"{kind}/{law}", i)
     extra = {} if law == "normal" else {"template_law": law}
+    shipped = getattr(importlib.import_module("fairdesk.core.synthetic.mlm_sim"), "shipped_template_counts", None)
+    if law in MLM_DRAWN_COUNTS and shipped is not None:   # 6–15 templates per category, drawn per probe
+        codes = list(shipped())
+        counts = np.random.default_rng([run_seed, 6]).integers(6, 16, size=len(codes))
+        extra["templates_per_category"] = {c: int(k) for c, k in zip(codes, counts)}
     scores = simulate_probe_scores(bias=bias, seed=run_seed, **extra)
     recs = category_statistics(scores, ("male", "female"))
     col = "verdict" if any("verdict" in r for r in recs) else "flagged"
@@ -259,8 +270,8 @@ def _mlm_run(item: tuple, shared, rep: Reporter) -> tuple[bool, int, int, float]
 
 def _mlm_family(runs: int, seed: int, rep: Reporter, notes: list[str], ex) -> list[ValidityRow]:  # noqa: ARG001
     planted_cat, planted_bias = next(iter(MLM_PLANTED.items()))
-    designs = [(f"template noise (SD 0.5 nats, {law}), no bias in any category", "null", None, law)
-               for law in MLM_NULL_LAWS]
+    designs = [(f"template noise (SD 0.5 nats, {law}{', 6–15 templates' if law in MLM_DRAWN_COUNTS else ''}), "
+                "no bias in any category", "null", None, law) for law in MLM_NULL_LAWS]
     designs[0] = ("template noise (SD 0.5 nats), no bias in any category", "null", None, "normal")
     designs.append((f"bias {planted_bias:g} nats in {planted_cat}", "planted", dict(MLM_PLANTED), "normal"))
     rows = []

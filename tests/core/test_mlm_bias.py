@@ -332,9 +332,11 @@ def test_category_statistics_match_scipy():
 
 
 def test_template_test_matches_scipy_and_hand_computed_tost():
-    """The default test: over the templates' mean differences, the one-sample t-test (scipy) backed by Hall's
-    skewness-corrected t (skewness G1) — p the larger of the two, interval the hull, TOST the larger one-sided p — by hand."""
-    from scipy.stats import skew
+    """The default test over the templates' mean differences, by hand: the exact sign-flip test (scipy's
+    permutation_test over every sign vector), the one-sample t-test (scipy) and Hall's skewness-corrected t
+    (skewness G1) — p the largest of the three / 0.8, the interval the hull of the t and Hall intervals at level
+    1 − 0.8·α, the TOST the larger one-sided p of t and Hall."""
+    from scipy.stats import permutation_test, skew
     from scipy.stats import t as t_dist
     from scipy.stats import ttest_1samp
 
@@ -359,16 +361,20 @@ def test_template_test_matches_scipy_and_hand_computed_tost():
             return T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6
 
         p_hall = 2 * t_dist.sf(abs(hall(0.0)), 7)
+        p_sf = permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+                                n_resamples=np.inf).pvalue
+        assert r["p_sign_flip"] == pytest.approx(p_sf)
         assert r["statistic"] == pytest.approx(ref.statistic) and r["statistic_skew"] == pytest.approx(hall(0.0))
-        assert r["p_value"] == pytest.approx(max(ref.pvalue, p_hall)) and r["p_value"] >= ref.pvalue
+        p_all = min(1.0, max(ref.pvalue, p_hall, p_sf) / 0.8)
+        assert r["p_value"] == pytest.approx(p_all) and r["p_value"] >= ref.pvalue
         assert r["df"] == 7 and r["n_units"] == 8 and r["n_templates"] == 8 and r["n"] == 8 * 3 * 4
         assert r["unit"] == "template" and "t-test" in r["test"] and "Hall" in r["test"]
-        half = t_dist.ppf(0.975, 7) * se
+        half = t_dist.ppf(1 - 0.8 * 0.05 / 2, 7) * se
         # the hull holds the t interval, and its ends are where Hall's corrected t reaches ±t_0.975
         assert r["ci_low"] <= d.mean() - half + 1e-12 and r["ci_high"] >= d.mean() + half - 1e-12
         for end in (r["ci_low"], r["ci_high"]):
             on_t = abs(abs(d.mean() - end) - half) < 1e-9
-            on_hall = abs(abs(hall(end)) - t_dist.ppf(0.975, 7)) < 1e-7
+            on_hall = abs(abs(hall(end)) - t_dist.ppf(1 - 0.8 * 0.05 / 2, 7)) < 1e-7
             assert on_t or on_hall
         # TOST by hand: the larger one-sided p of mean > −0.25 and mean < +0.25, each the larger of t and Hall
         p_lo = max(t_dist.sf((d.mean() + 0.25) / se, 7), t_dist.sf(hall(-0.25), 7))
@@ -376,7 +382,7 @@ def test_template_test_matches_scipy_and_hand_computed_tost():
         assert r["p_equivalence"] == pytest.approx(max(p_lo, p_hi))
         assert r["template_mean_difference"] == pytest.approx(d.mean())
         assert r["mean_difference"] == pytest.approx(d.mean())     # balanced design: the same number
-        ps.append(max(ref.pvalue, p_hall))
+        ps.append(p_all)
         pes.append(max(p_lo, p_hi))
     assert [r["q_value"] for r in recs] == pytest.approx(list(benjamini_hochberg(ps)))
     assert [r["q_equivalence"] for r in recs] == pytest.approx(list(benjamini_hochberg(pes)))
@@ -408,9 +414,13 @@ def test_too_few_templates_are_inconclusive_not_a_tiny_p():
     assert sum(r["in_family"] for r in recs.values()) == 6
     rows = {r["category"]: r for r in mb.category_statistics(df, ("male", "female"), "wilcoxon")}
     assert rows["DRUG"]["p_value"] < 1e-10 and rows["DRUG"]["verdict"] == "inconclusive"
-    # the rule is a setting: with min_templates=2 DRUG is tested (and, with this clean a lean, found)
+    # the rule is a setting: with min_templates=2 DRUG and DNR are tested, but no sign-flip test over 2 or 4
+    # templates can reach p < 0.05 (2/2⁴ = 0.125), however clean the lean
     loose = {r["category"]: r for r in mb.category_statistics(df, ("male", "female"), min_templates=2)}
-    assert loose["DRUG"]["in_family"] and loose["DNR"]["verdict"] == "differs"
+    assert loose["DRUG"]["in_family"] and loose["DNR"]["in_family"]
+    for code in ("DRUG", "DNR"):
+        assert loose[code]["verdict_text"] == "inconclusive: too few templates for this spread"
+        assert loose[code]["p_value"] >= 0.125 / 0.8 - 1e-12
     with pytest.raises(DataError, match="at least 2"):
         mb.category_statistics(df, ("male", "female"), min_templates=1)
     with pytest.raises(DataError, match="margin"):
@@ -682,8 +692,8 @@ def test_planted_association_is_found_in_the_right_direction(planted_results):
     assert hiv["direction"] == "male" and hiv["mean_male"] > 0 > hiv["mean_female"]
     # the test over its 15 templates (not over 120 sentence pairs) still resolves it far below the correction
     assert hiv["unit"] == "template" and hiv["n_units"] == 15
-    # (p is the larger of the t-test's and Hall's skew-corrected t's, issue 22: 1.9e-6 here, the t alone 4e-12)
-    assert hiv["p_value"] < 1e-5 and hiv["q_value"] < 1e-4 and hiv["ci_low"] > 0.25
+    # (near the sign-flip floor 2/2¹⁵ of 15 templates all leaning male, spent at 0.8·α; the t alone: 4e-12)
+    assert hiv["p_value"] <= 4 / 2 ** 15 / 0.8 and hiv["q_value"] < 1e-3 and hiv["ci_low"] > 0.25
     assert hiv["effect_size"] > 0.8 and hiv["mean_difference"] > 1.0 and hiv["flagged"]
     assert hiv["verdict"] == "differs" and hiv["verdict_text"] == "differs (male-leaning)"
     others = [r for r in res.records if r["category"] != "HIV"]

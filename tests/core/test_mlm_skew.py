@@ -75,12 +75,12 @@ def test_the_edge_of_the_law_space_holds_the_size_at_eight_templates():
 
 def test_sizes_over_the_law_space():
     """Laws drawn from the stated space (``mlm_sim.LAW_SPACE``: normal, gamma and lognormal up to skewness 2.5 in
-    either direction, t3, contaminated), 8–15 templates, one law per category: the share of null categories with
+    either direction, t3, contaminated, two-mode), 6–15 templates, one law per category: the share of null categories with
     p < 0.05 stays below 0.05 + 0.02 (benchmark: 0.04–0.05 per cell, docs/methods.md §4)."""
     rng = np.random.default_rng(11)
     rej, runs = 0, 2500
     for _ in range(runs):
-        n = int(rng.integers(8, 16))
+        n = int(rng.integers(6, 16))
         d = 0.5 * template_leans("space", n, rng) + rng.normal(0.0, 0.06, n)
         rej += mb.template_test(d, 0.05, 0.25)["p_value"] < 0.05
     assert _ci(rej / runs, runs)[1] <= 0.07 and rej / runs >= 0.02, rej / runs
@@ -106,15 +106,14 @@ def test_normal_and_heavy_tailed_template_effects_keep_the_size():
 
 def test_power_at_half_a_nat_over_ten_templates():
     """A planted lean of 0.5 nats (template SD 0.5) is found (p < 0.05) in most categories of 10 templates; the
-    robust test gives up some power against the t-test (measured 0.71 against 0.80 over 30,000 runs; the first
-    round's rule 0.73)."""
+    test gives up some power against the t-test alone (measured 0.67 against 0.81 over 2,000 runs)."""
     rng = np.random.default_rng(3)
     t_hits = hits = 0
     for _ in range(400):
         d = 0.5 + 0.5 * rng.normal(size=10)
         t_hits += ttest_1samp(d, 0.0).pvalue < 0.05
         hits += mb.template_test(d, 0.05, 0.25)["p_value"] < 0.05
-    assert hits / 400 >= 0.65 and hits <= t_hits and t_hits - hits <= 0.12 * 400, (hits, t_hits)
+    assert hits / 400 >= 0.62 and hits <= t_hits and t_hits - hits <= 0.16 * 400, (hits, t_hits)
 
 
 @settings(max_examples=60)
@@ -130,10 +129,11 @@ def test_interval_test_and_tost_agree(values, alpha, margin):
     assert r["ci_low"] <= d.mean() <= r["ci_high"]
     half = t_dist.ppf(1 - alpha / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
     assert r["ci_low"] <= d.mean() - half + 1e-9 and r["ci_high"] >= d.mean() + half - 1e-9
-    if abs(r["p_value"] - alpha) > 1e-6:                             # duality of the test and the interval
-        assert (r["p_value"] < alpha) == (r["ci_low"] > 0 or r["ci_high"] < 0)
-    # duality of the TOST and the 1 − 2α interval
-    wide = mb.template_test(d, 2 * alpha, margin)
+    if r["p_value"] < alpha - 1e-6:                                  # a rejection never keeps 0 in the interval
+        assert r["ci_low"] > 0 or r["ci_high"] < 0
+    assert r["p_value"] >= min(1.0, r["p_sign_flip"] / mb.LEVEL_SHARE) - 1e-12
+    # duality of the TOST and the 1 − 2α interval (the interval's level is 1 − LEVEL_SHARE·α)
+    wide = mb.template_test(d, 2 * alpha / mb.LEVEL_SHARE, margin)
     if abs(r["p_equivalence"] - alpha) > 1e-6:
         assert (r["p_equivalence"] < alpha) == (-margin < wide["ci_low"] and wide["ci_high"] < margin)
     # mirror symmetry: negating the differences mirrors the interval and keeps every p
@@ -153,3 +153,31 @@ def test_template_laws_are_centred_and_scaled():
                                                                                   seed=1))
     with pytest.raises(ValueError, match="template law"):
         simulate_probe_scores({"X": 8}, template_law="odd")
+
+
+def test_a_mode_missing_from_few_templates_no_longer_inflates_the_size():
+    """Null template laws whose mean is 0 but whose sample often misses part of the law — two modes (a fifth of
+    the templates shifted by 4 SD: missing from 6 templates in 0.8⁶ = 26% of draws) at 6 and 8 templates, and the
+    most skewed gamma of the space at 6 — 4,000 fixed-seed categories each: the rule before this change (the
+    larger p of the t-test and Hall's t) rejects 0.0735, 0.072 and 0.075; the default (sign-flip, t and Hall at
+    0.8·α) 0.052, 0.060 and 0.062 — within α + 0.02 with its whole 95% CI pooled over the three."""
+    from scipy.special import stdtr
+
+    def previous(D):
+        n = D.shape[1]
+        T = D.mean(1) / (D.std(1, ddof=1) / math.sqrt(n))
+        a = skew(D, axis=1, bias=False) / math.sqrt(n)
+        G = T + a * T * T / 3 + a * a * T ** 3 / 27 + a / 6
+        return np.maximum(2 * stdtr(n - 1, -abs(T)), 2 * stdtr(n - 1, -abs(G)))
+
+    old = new = runs = 0
+    for law, n in (("twomode", 6), ("twomode", 8), ("gamma", 6)):
+        rng = np.random.default_rng(2044 + n)
+        draw = ((lambda: law_leans("gamma", {"skewness": 2.5, "sign": 1.0}, n, rng)) if law == "gamma" else
+                (lambda: template_leans(law, n, rng)))
+        D = np.array([0.5 * draw() + rng.normal(0, 0.06, n) for _ in range(4000)])
+        k_old = int(np.sum(previous(D) < 0.05))
+        k_new = sum(mb.template_test(d, 0.05, 0.25)["p_value"] < 0.05 for d in D)
+        assert k_old / 4000 > 0.07 and k_new < k_old, (law, n, k_old, k_new)
+        old, new, runs = old + k_old, new + k_new, runs + 4000
+    assert _ci(new / runs, runs)[1] <= 0.07, new / runs

@@ -136,7 +136,7 @@ def test_report_content(doc):
 
     method = "\n".join(p.text for p in rep.section("method").blocks)
     assert "ln(p_target / p_prior)" in method and "every word piece of the attribute masked" in method
-    assert "offset mapping" in method and "t-test of the per-template mean differences" in method
+    assert "offset mapping" in method and "sign-flip test of the per-template mean differences" in method
     assert "Benjamini–Hochberg" in method and "Unit of inference: the template" in method
     assert "Minimum templates: 6" in method and "margin 0.25 nats" in method and "TOST" in method
     assert "rank-biserial" in method

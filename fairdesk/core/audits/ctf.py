@@ -14,16 +14,18 @@ What is computed (:func:`ctf_audit`):
   CI: percentile bootstrap over CONTEXTS (:func:`contexts`: texts that are one sentence once their identity terms
   are removed — a template filled with different terms, repeated rows — or the values of a template column);
   a context keeps all its texts and their counterfactuals.
-* **Per term** (``term_gaps``): the same gap over the pairs that swap term ``a`` in or out, its interval, the mean
-  signed change towards ``a`` and the excess over the record's control band.
+* **Per term** (``term_gaps``, :func:`_per_term`): term ``a``'s gap against reference fillings of the same slot of
+  the same text — the median of the other terms' fillings (``value``, its interval, the mean signed change towards
+  ``a``) and the control words (``control_gap``, its ``excess`` over the record's control band) — and, descriptive,
+  the gap over the swaps a ↔ b (``swap_gap``), which carries the other terms' effects too.
 * **Control band**: for every such example, ``k_control`` pairs of control words (neutral adjectives,
   ``resources/text/identity_terms/control.txt``) are put into the slot(s) the identity term occupies and the same
   statistic ``|f(x_c1) − f(x_c2)|`` is averaged — how far the model moves when one neutral word in that slot is
   swapped for another. The band is the mean |change| over the control pairs. The excess ``CF_GAP − control`` is
   bootstrapped jointly: same resampled contexts, and the control WORDS resampled too (:func:`_cluster_bootstrap`).
 * **Verdicts** (:func:`apply_verdicts`), per term, corrected over every term record of the audit (BH or Holm):
-  "differs" when the gap is above ``margin`` AND its excess over the control band is above ``margin``;
-  "equivalent within margin" when the gap is below ``margin`` (one-sided tests at α/2, t with the bootstrap
+  "differs" when ``value``, ``control_gap`` and the excess over the control band are all above ``margin``;
+  "equivalent within margin" when ``value`` and ``swap_gap`` are below ``margin`` (one-sided tests at α/2, t with the bootstrap
   standard error over contexts); otherwise "inconclusive" — in particular a model that moves as much for a
   neutral edit as for an identity edit ("reacts to any edit") is inconclusive, not biased. A CTF-gap record
   (split × subset) differs when any of its terms differs and is equivalent only when all are; its averaged gap
@@ -411,32 +413,77 @@ class CTFResult:
                          "settings": self.settings, "examples": self.examples, "provenance": self.provenance})
 
 
-def _per_term(pairs: PairSet, ident: np.ndarray, absch: np.ndarray, change: np.ndarray, n_ex: int):
-    """Per example × term of a split: mean |change| over the example's pairs that swap the term in or out, the mean
-    signed change towards the term (f(text with the term) − f(text with the other term)), and 1 where the example
-    has such a pair (sparse CSR, n_ex × T); and the term names of the T columns."""
+def _per_term(pairs: PairSet, ident: np.ndarray, scores: np.ndarray, n_ex: int, crow: np.ndarray) -> dict:
+    """Per example × term of a split, each as (mean value, weight) sparse CSR matrices n_ex × T (weight 1 where the
+    example has a value):
+
+    * ``median``: ``|f(x_a) − m|`` and the signed ``f(x_a) − m``, m the median of the other terms' fillings of the
+      same slot of the same text — term a's own effect: the other terms' effects reach m only when half of them
+      are biased the same way, whereas a mean over the swaps a ↔ b carries every other term's effect (one biased
+      term b lifts every other term's swap gap by about δ/(T − 1));
+    * ``control`` (None without control rows): ``|f(x_a) − f(x_w)|`` averaged over the control fillings w of the
+      same slot — a reference without any identity term, so its excess over the control band cannot be made by
+      other terms, however many are biased;
+    * ``swap``: the mean |change| over the swaps a ↔ b with the other terms (CTF's own per-term gap).
+
+    and ``names``: the term names of the T columns."""
+    import warnings
+
     from scipy import sparse
 
     rows = np.flatnonzero(ident)
-    terms = np.unique(np.concatenate([pairs.term[rows], pairs.cf_term[rows]]))
-    col = {int(t): j for j, t in enumerate(terms)}
-    e = np.concatenate([pairs.example[rows], pairs.example[rows]])
-    c = np.array([col[int(t)] for t in np.concatenate([pairs.term[rows], pairs.cf_term[rows]])], dtype=np.int64)
-    # the pair a -> b moves the score by change = f(x_b) - f(x_a): towards b it is +change, towards a -change
-    towards = np.concatenate([-change[rows], change[rows]])
+    t_all = np.concatenate([pairs.term[rows], pairs.cf_term[rows]])
+    terms = np.unique(t_all)
+    col_of = np.full(len(pairs.term_names), -1, dtype=np.int64)
+    col_of[terms] = np.arange(len(terms))
     shape = (n_ex, len(terms))
 
-    def total(v):
-        return sparse.csr_matrix((v, (e, c)), shape=shape)   # duplicates are summed
+    def mean_by(e, c, *vals):
+        cnt = sparse.csr_matrix((np.ones(len(e)), (e, c)), shape=shape)   # duplicates are summed
+        inv = cnt.copy()
+        inv.data = 1.0 / inv.data
+        w = cnt.copy()
+        w.data = np.ones_like(w.data)
+        return [sparse.csr_matrix((v, (e, c)), shape=shape).multiply(inv).tocsr() for v in vals] + [w]
 
-    cnt = total(np.ones(len(e)))
-    inv = cnt.copy()
-    inv.data = 1.0 / inv.data
-    mean_abs = total(np.concatenate([absch[rows], absch[rows]])).multiply(inv).tocsr()
-    mean_signed = total(towards).multiply(inv).tocsr()
-    weight = cnt.copy()
-    weight.data = np.ones_like(weight.data)
-    return mean_abs, mean_signed, weight, [pairs.term_names[int(t)] for t in terms]
+    e2 = np.concatenate([pairs.example[rows], pairs.example[rows]])
+    c2 = col_of[t_all]
+    change = scores[pairs.right[rows]] - scores[pairs.left[rows]]
+    swap_abs, swap_w = mean_by(e2, c2, np.abs(np.concatenate([change, change])))
+    # the filling of the slot with each term: the original with its own term, each counterfactual with its term
+    f_s = np.concatenate([scores[pairs.left[rows]], scores[pairs.right[rows]]])
+    filled, _w = mean_by(e2, c2, f_s)
+    dense = np.where(_w.toarray() > 0, filled.toarray(), np.nan)
+    med_signed = np.full(dense.shape, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for j in range(dense.shape[1]):
+            others = np.delete(dense, j, axis=1)
+            m = np.nanmedian(others, axis=1) if others.shape[1] else np.full(n_ex, np.nan)
+            med_signed[:, j] = dense[:, j] - m
+    # the averages of equal scores differ in the last bits: a model blind to the terms must read exactly 0
+    med_signed[np.abs(med_signed) < 1e-12] = 0.0
+    med_abs = np.abs(med_signed)
+    on = np.isfinite(med_signed)
+    e_m, c_m = np.nonzero(on)
+    med = mean_by(e_m, c_m, med_abs[on], med_signed[on])
+    out = {"names": [pairs.term_names[int(t)] for t in terms], "median": tuple(med), "swap": (swap_abs, swap_w),
+           "control": None}
+    if len(crow):
+        ce = np.concatenate([pairs.example[crow], pairs.example[crow]])
+        ct = np.concatenate([pairs.left[crow], pairs.right[crow]])
+        uniq = np.unique(ce * len(pairs.texts) + ct)            # each control text of an example once
+        ce, ct = uniq // len(pairs.texts), uniq % len(pairs.texts)
+        k = np.bincount(ce, minlength=n_ex)
+        ref = np.full((n_ex, max(int(k.max()), 1)), np.nan)
+        ref[ce, np.arange(len(ce)) - np.concatenate([[0], np.cumsum(k)[:-1]])[ce]] = scores[ct]
+        e_c, c_c = np.nonzero(on & (k > 0)[:, None])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            g = np.nanmean(np.abs(dense[e_c, c_c][:, None] - ref[e_c]), axis=1)
+        g[g < 1e-12] = 0.0
+        out["control"] = tuple(mean_by(e_c, c_c, g))
+    return out
 
 
 def _t_tests(est: np.ndarray, se: np.ndarray, n_ctx: np.ndarray, margin: float, skew: np.ndarray | None = None):
@@ -479,10 +526,12 @@ def _boot_se(boot: np.ndarray, n_ctx: np.ndarray) -> np.ndarray:
         return np.nanstd(boot, axis=0, ddof=1) * np.sqrt(n_ctx / np.maximum(n_ctx - 1, 1))
 
 
-def _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context, pairs, crow_all, absch, ident,
-                 margin, alpha, n_boot, rng):
+def _gap_records(split, subset, sel, gap, per_term, context, pairs, crow_all, absch, ident, margin, alpha, n_boot,
+                 rng):
     """The averaged CTF-gap record of (split, subset) and one record per term, with bootstrap intervals over
-    contexts and the one-sided p-values the verdicts use (:func:`apply_verdicts`)."""
+    contexts and the one-sided p-values the verdicts use (:func:`apply_verdicts`). Columns of one bootstrap: the
+    averaged gap, then per term its gap against the median of the other terms, its swap gap and (with control
+    rows) its gap against the control words."""
     from scipy import sparse
 
     n_ex = len(sel)
@@ -491,7 +540,7 @@ def _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context
     pos = np.full(n_ex, -1)
     pos[ex] = np.arange(n)
     crow = crow_all[pos[pairs.example[crow_all]] >= 0]
-    has_control = len(crow) > 0
+    has_control = len(crow) > 0 and per_term["control"] is not None
     ctx = context[ex]
     rec = {"subset": subset, "terms": split, "n": n, "value": float(gap[ex].mean()) if n else float("nan"),
            "n_pairs": int(sel[pairs.example[ident]].sum()) if n else 0,
@@ -503,19 +552,22 @@ def _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context
         rec.update(control=float(absch[crow].mean()), n_control_pairs=int(len(crow)),
                    n_control_words=int(len(words)))
         rec["excess"] = rec["value"] - rec["control"]
-    values = sparse.hstack([sparse.csr_matrix(gap[ex][:, None]), t_abs[ex]]).tocsr()
-    weight = sparse.hstack([sparse.csr_matrix(np.ones((n, 1))), t_w[ex]]).tocsr()
+    m_abs, m_signed, m_w = per_term["median"]
+    blocks = [per_term["median"][::2], per_term["swap"]] + ([per_term["control"]] if has_control else [])
+    T = len(per_term["names"])
+    values = sparse.hstack([sparse.csr_matrix(gap[ex][:, None])] + [v[ex] for v, _ in blocks]).tocsr()
+    weight = sparse.hstack([sparse.csr_matrix(np.ones((n, 1)))] + [w[ex] for _, w in blocks]).tocsr()
     w_dense = weight.toarray()
     with np.errstate(invalid="ignore", divide="ignore"):
         est = np.asarray(values.multiply(weight).sum(axis=0)).ravel() / w_dense.sum(axis=0)
-        signed = np.asarray(t_signed[ex].sum(axis=0)).ravel() / w_dense[:, 1:].sum(axis=0)
+        signed = np.asarray(m_signed[ex].sum(axis=0)).ravel() / np.asarray(m_w[ex].sum(axis=0)).ravel()
     n_ctx = np.array([len(np.unique(ctx[w_dense[:, j] > 0])) for j in range(w_dense.shape[1])], dtype=float)
+    M, S, C = 1, 1 + T, 1 + 2 * T        # first column of each block
     terms_out = []
     if n >= 2:
         theta, band = _cluster_bootstrap(values, weight, ctx, n_boot, rng, pos[pairs.example[crow]],
                                          w1, w2, absch[crow] if has_control else None,
                                          len(words) if has_control else 0)
-        excess = theta - band[:, None]
         lo, hi = _pct(theta, 1 - alpha)
         rec.update(ci_low=float(lo[0]), ci_high=float(hi[0]))
         s_num, s_den, _ = _by_context(values, weight, ctx)
@@ -528,6 +580,7 @@ def _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context
             se_null = np.where(est > 0, se * margin / np.where(est > 0, est, 1), 0.0)
         _, p_below = _t_tests(est, se_null, n_ctx, margin, skew)
         if has_control:
+            excess = theta - band[:, None]
             blo, bhi = _pct(band[:, None], 1 - alpha)
             elo, ehi = _pct(excess, 1 - alpha)
             rec.update(control_ci_low=float(blo[0]), control_ci_high=float(bhi[0]), excess_ci_low=float(elo[0]),
@@ -536,19 +589,27 @@ def _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context
     else:
         rec.update(ci_low=float("nan"), ci_high=float("nan"))
         lo = hi = p_above = p_below = np.full(len(est), np.nan)
-    for j, term in enumerate(t_names, start=1):
-        if w_dense[:, j].sum() == 0:
+    for j, term in enumerate(per_term["names"]):
+        if w_dense[:, M + j].sum() == 0:
             continue
-        t = {"terms": split, "subset": subset, "term": term, "n": int((w_dense[:, j] > 0).sum()),
-             "n_contexts": int(n_ctx[j]), "value": float(est[j]), "ci_low": float(lo[j]), "ci_high": float(hi[j]),
-             "mean_change_towards": float(signed[j - 1]), "p_above_margin": float(p_above[j]),
-             "p_below_margin": float(p_below[j])}
-        if has_control and n >= 2:
-            t.update(control=rec["control"], excess=float(est[j] - rec["control"]), excess_ci_low=float(elo[j]),
-                     excess_ci_high=float(ehi[j]), p_excess_above_margin=float(p_excess[j]))
-        p_d = t["p_above_margin"] if "p_excess_above_margin" not in t else max(t["p_above_margin"],
-                                                                                 t["p_excess_above_margin"])
-        t.update(p_differs=p_d, p_equivalence=t["p_below_margin"])
+        t = {"terms": split, "subset": subset, "term": term, "n": int((w_dense[:, M + j] > 0).sum()),
+             "n_contexts": int(n_ctx[M + j]), "value": float(est[M + j]), "ci_low": float(lo[M + j]),
+             "ci_high": float(hi[M + j]), "mean_change_towards": float(signed[j]),
+             "p_above_margin": float(p_above[M + j]), "p_below_margin": float(p_below[M + j]),
+             "swap_gap": float(est[S + j]), "swap_ci_low": float(lo[S + j]), "swap_ci_high": float(hi[S + j]),
+             "p_swap_below_margin": float(p_below[S + j])}
+        if has_control and n >= 2 and w_dense[:, C + j].sum() > 0:
+            t.update(control_gap=float(est[C + j]), p_control_gap_above_margin=float(p_above[C + j]),
+                     control=rec["control"], excess=float(est[C + j] - rec["control"]),
+                     excess_ci_low=float(elo[C + j]), excess_ci_high=float(ehi[C + j]),
+                     p_excess_above_margin=float(p_excess[C + j]))
+        # differs: above the margin against the other terms AND (with control words) against a neutral word in
+        # the slot, by more than the neutral words move among themselves; equivalent: within the margin against
+        # the other terms both ways (the median and every swap) — a swap gap lifted by another term's effect
+        # can only make equivalence harder
+        p_d = max([t["p_above_margin"]] + [t[k] for k in ("p_control_gap_above_margin", "p_excess_above_margin")
+                                           if k in t])
+        t.update(p_differs=p_d, p_equivalence=max(t["p_below_margin"], t["p_swap_below_margin"]))
         terms_out.append(t)
     return rec, terms_out
 
@@ -646,16 +707,16 @@ def ctf_statistics(pairs: PairSet, scores: np.ndarray, labels=None, margin: floa
             continue
         ident = (pairs.split == s_code) & (pairs.kind == 0)
         gap, cnt = _per_example(pairs.example[ident], absch[ident], n_ex)
-        t_abs, t_signed, t_w, t_names = _per_term(pairs, ident, absch, change, n_ex)
         crow_all = np.flatnonzero((pairs.split == s_code) & (pairs.kind == 1))
+        per_term = _per_term(pairs, ident, scores, n_ex, crow_all)
         for subset in subsets:
             rep(0.1 + 0.5 * k / max(n_plan, 1), f"bootstrap {split}/{subset}")
             k += 1
             sel = cnt > 0
             if subset != "all":
                 sel &= (y == int(subset[-1]))
-            rec, terms_rec = _gap_records(split, subset, sel, gap, t_abs, t_signed, t_w, t_names, context, pairs,
-                                          crow_all, absch, ident, margin, alpha, n_boot, rng)
+            rec, terms_rec = _gap_records(split, subset, sel, gap, per_term, context, pairs, crow_all, absch,
+                                          ident, margin, alpha, n_boot, rng)
             records.append(rec)
             term_records += terms_rec
     apply_verdicts(records, term_records, margin, alpha, correction)
@@ -925,7 +986,8 @@ def ctf_from_scored_pairs(frame, labels_by_id: dict | None = None, margin: float
     from fairdesk.core.text.counterfactual import parse_terms
 
     # the text of each id (from its first row) and, with a template column, its template (one per id)
-    first = df.drop_duplicates("id")
+    # (an identity row's text: a control row's text has a control word where the term was, another context)
+    first = df.iloc[np.argsort(~is_ident, kind="stable")].drop_duplicates("id")
     if template_col is not None:
         per_id = df.groupby("id", sort=False)[template_col].nunique(dropna=False)
         if (per_id > 1).any():

@@ -24,9 +24,9 @@ Log-probability bias score
     Per category (see :func:`category_statistics`): mean score of each group and a verdict — ``differs``,
     ``equivalent`` within ±margin nats, or ``inconclusive``. The template is the unit of inference: scores of one
     template share its prior and wording, so the default test is over the templates' mean male − female
-    differences: the one-sample t-test backed by Hall's skewness-corrected t (p = the larger of the two, so skewed
-    template effects do not inflate its size; for this balanced design the t-test is the same as a mixed model
-    with a template random intercept); Benjamini–Hochberg q-values across the categories with at least ``min_templates`` (6) templates;
+    differences: the exact sign-flip test backed by the one-sample t-test and Hall's skewness-corrected t, at 0.8·α
+    (:func:`template_test`: p = the largest of the three / 0.8, so neither skewed template effects nor a mode
+    missing from a handful of templates inflate its size past α + 0.02); Benjamini–Hochberg q-values across the categories with at least ``min_templates`` (6) templates;
     fewer templates give "inconclusive: N templates". The release's per-sentence tests (Wilcoxon signed-rank over
     every (template, attribute, word pair), or the rank-sum test) stay available as options and are named in the
     report. *differs* (= ``flagged``): q < alpha, |rank-biserial r| ≥ 0.3 and |mean difference| ≥ 0.25 nats;
@@ -59,9 +59,10 @@ from fairdesk.core.text.templates import ATTR_SLOT, BiasTemplates, CompletionTem
 PRIOR_RULES: tuple[str, ...] = ("pieces", "words")
 TESTS: tuple[str, ...] = ("template", "wilcoxon", "ranksum")
 TEST_NAMES = {
-    "template": "one-sample t-test of the per-template mean differences backed by Hall's skewness-corrected t "
-                "(the template is the unit of inference; two-sided; p = the larger of the two tests' p, interval "
-                "= the hull of their intervals)",
+    "template": "exact sign-flip test of the per-template mean differences, backed by the one-sample t-test and "
+                "Hall's skewness-corrected t (the template is the unit of inference; two-sided; p = the largest of "
+                "the three p's / 0.8, i.e. the test spends 0.8·α; interval = the hull of the t and Hall intervals at "
+                "level 1 − 0.8·α)",
     "wilcoxon": "Wilcoxon signed-rank test (paired by word pair within each template and attribute, two-sided, "
                 "scipy.stats.wilcoxon)",
     "ranksum": "Wilcoxon rank-sum test (unpaired, two-sided, scipy.stats.ranksums)",
@@ -454,51 +455,100 @@ def _hall_g_inverse(g, a: float):
     return 3 * (np.cbrt(1 + a * (g - a / 6)) - 1) / a
 
 
-def template_test(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
-    """Test of mean(d) = 0 over the templates' mean differences d, robust to skewed template effects; its (1 − alpha)
-    interval; the TOST p of |mean(d)| < margin. Needs ≥ 2 values; with no spread at all the answer is exact.
+#: The share of α the template test spends: a category "differs" when max(sign-flip p, t p, Hall p) ≤ 0.8·α,
+#: reported as ``p_value`` = that p / 0.8. With 6–15 templates a law whose mean is 0 can put a mode or a tail out of
+#: the sample (a fifth of templates shifted is missing from 8 templates in 0.8⁸ = 17% of draws) and no statistic of
+#: the sample can see it; 0.8 is what brings the worst laws measured (two-mode, gamma skewness 2.5, one in ten
+#: templates at +4 SD) to α + 0.02 or below at every number of templates from 6 to 15 (docs/methods.md §4).
+LEVEL_SHARE = 0.8
 
-    Two tests, each referred to t with n − 1 df: the one-sample t-test (as ``scipy.stats.ttest_1samp``) and Hall's
-    (1992) skewness-corrected t (:func:`_hall_g`; no library offers it) with the skewness estimated from Johnson's
-    (1978) unbiased third moment (G1, ``scipy.stats.skew(bias=False)``). Every p is the larger of the two and every
-    interval the hull of the two, so the probe says "differs" only when both tests do: its size is at most the
-    smaller of the two sizes — the t-test's where template effects are heavy-tailed but symmetric (there Hall's is
-    liberal), Hall's where they are skewed (there the t-test rejects up to twice too often; 8–15 templates,
-    measured in docs/methods.md §4). The interval, the test and the TOST use the same rule, so they cannot
-    contradict each other (0 outside the interval ⇔ p < alpha; equivalent ⇔ the 1 − 2·alpha interval within
-    ±margin)."""
+
+def sign_flip_p(d: np.ndarray) -> float:
+    """Exact two-sided sign-flip p of mean(d) = 0: the share of the 2ⁿ sign vectors s with |Σ sᵢdᵢ| ≥ |Σ dᵢ|
+    (ties count, so p ≥ 2/2ⁿ). Exact under H0 "the law of d is symmetric about 0". Meet in the middle (the signed
+    sums of each half, sorted), so n up to 30 is exact in milliseconds; beyond, 2¹⁸ seeded random sign vectors
+    (p = (1 + count)/(1 + draws)). Equals ``scipy.stats.permutation_test(..., permutation_type="samples")``
+    with every sign vector (tested)."""
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    obs = abs(float(d.sum()))
+    tol = 1e-9 * (float(np.abs(d).sum()) + 1e-300)        # sums equal up to rounding count as ties
+    if n == 0:
+        return 1.0
+    if n > 30:
+        rng = np.random.default_rng(0)
+        draws, hits = 2 ** 18, 0
+        for _ in range(draws // 2 ** 16):
+            s = rng.choice([-1.0, 1.0], size=(2 ** 16, n))
+            hits += int(np.sum(np.abs(s @ d) >= obs - tol))
+        return (1 + hits) / (1 + draws)
+
+    def sums(x):
+        out = np.zeros(1)
+        for v in x:
+            out = np.concatenate([out + v, out - v])
+        return out
+
+    h = n // 2
+    a, b = sums(d[:h]), np.sort(sums(d[h:]))
+    # |a + b| ≥ obs  ⇔  b ≥ obs − a  or  b ≤ −obs − a
+    upper = len(b) - np.searchsorted(b, obs - a - tol, side="left")
+    lower = np.searchsorted(b, -obs - a + tol, side="right")
+    both = np.minimum(upper + lower, len(b))          # obs = 0: every vector counts once
+    return float(both.sum() / (len(a) * len(b)))
+
+
+def template_test(d: np.ndarray, alpha: float, margin: float) -> dict[str, Any]:
+    """Test of mean(d) = 0 over the templates' mean differences d; its interval; the TOST p of |mean(d)| < margin.
+    Needs ≥ 2 values; with no spread at all the answer is exact.
+
+    H0 is "the template law has mean 0". No test of a mean on 6–15 draws holds its size over every law with mean
+    0 (a mode absent from the sample is invisible), so the test rests on three p's and a share of α:
+
+    * the exact **sign-flip** randomisation test over templates (:func:`sign_flip_p`): exact whatever the law when
+      the law is symmetric about 0 — heavy tails included;
+    * Hall's (1992) skewness-corrected t (:func:`_hall_g`, the skewness from Johnson's unbiased third moment G1,
+      ``scipy.stats.skew(bias=False)``): for skewed laws, where the sign-flip and the t-test are liberal;
+    * the one-sample t-test (``scipy.stats.ttest_1samp``), so that the interval below (the hull of the t and Hall
+      intervals) excludes 0 whenever the test rejects;
+
+    ``p_value`` = max of the three / :data:`LEVEL_SHARE` (capped at 1): the test spends 0.8·α, the level at which
+    the worst asymmetric laws measured stay within α + 0.02. The interval is the hull of the t and Hall intervals
+    at level 1 − 0.8·α (it excludes 0 whenever p_value < α). The TOST is the larger of the t-test's and Hall's
+    one-sided p's at ±margin (not rescaled)."""
     from scipy.special import stdtr, stdtrit   # the t distribution's CDF and quantile (ufuncs: fast in studies)
     from scipy.stats import skew
 
     n = len(d)
     out: dict[str, Any] = {"statistic": None, "statistic_skew": None, "p_value": None, "df": None, "ci_low": None,
-                           "ci_high": None, "p_equivalence": None, "skewness": None}
+                           "ci_high": None, "p_equivalence": None, "skewness": None, "p_sign_flip": None}
     if n < 2:
         return out
     mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
     out["df"] = n - 1
     if sd == 0.0:   # every template gives the same difference: nothing varies, the answer is exact
         out.update(p_value=1.0 if mean == 0 else 0.0, ci_low=mean, ci_high=mean,
-                   p_equivalence=0.0 if abs(mean) < margin else 1.0, skewness=0.0)
+                   p_equivalence=0.0 if abs(mean) < margin else 1.0, skewness=0.0,
+                   p_sign_flip=sign_flip_p(d))
         return out
     se = sd / math.sqrt(n)
     # the skewness from Johnson's (1978) unbiased third moment and s (G1 = g1·√(n(n − 1))/(n − 2), scipy's
     # bias=False): the plug-in g1 shrinks towards 0 with few templates, and Hall's correction with it stays liberal
-    # under skewed laws at 8–10 templates (measured in docs/methods.md §4)
     gamma = float(skew(d, bias=n < 3))
     a = gamma / math.sqrt(n)
     # the studentized mean at 0, −margin and +margin (the one-sample t statistic of scipy.stats.ttest_1samp)
     T = (mean - np.array([0.0, -margin, margin])) / se
     G = _hall_g(T, a)
-    p = max(2 * stdtr(n - 1, -abs(T[0])), 2 * stdtr(n - 1, -abs(G[0])))
-    c = float(stdtrit(n - 1, 1 - alpha / 2))
+    p_sf = sign_flip_p(d)
+    p = max(2 * stdtr(n - 1, -abs(T[0])), 2 * stdtr(n - 1, -abs(G[0])), p_sf) / LEVEL_SHARE
+    c = float(stdtrit(n - 1, 1 - LEVEL_SHARE * alpha / 2))
     lo_g, hi_g = (float(x) for x in _hall_g_inverse(np.array([-c, c]), a))   # g(T) = ±c  ⇔  T = lo_g, hi_g
     ci_low = min(mean - c * se, mean - hi_g * se)
     ci_high = max(mean + c * se, mean - lo_g * se)
     p_low = max(stdtr(n - 1, -T[1]), stdtr(n - 1, -G[1]))    # H0: mean ≤ −margin
     p_high = max(stdtr(n - 1, T[2]), stdtr(n - 1, G[2]))     # H0: mean ≥ +margin
     out.update(statistic=float(T[0]), statistic_skew=float(G[0]), p_value=float(min(1.0, p)), ci_low=ci_low,
-               ci_high=ci_high, p_equivalence=float(max(p_low, p_high)), skewness=gamma)
+               ci_high=ci_high, p_equivalence=float(max(p_low, p_high)), skewness=gamma, p_sign_flip=p_sf)
     return out
 
 
@@ -513,10 +563,11 @@ def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str
 
     **Unit of inference.** Scores of one template share its prior and its wording, so they are not independent:
     by default (``test="template"``) each template contributes one number — its mean ``g1`` − ``g2`` score
-    difference D_t — and the test of mean(D_t) = 0 over the templates (two-sided) is the one-sample t-test
-    (``scipy.stats.ttest_1samp``) backed by Hall's (1992) skewness-corrected t: p is the larger of the two p's and
-    the interval the hull of the two intervals (:func:`template_test`), because with 8–15 templates the t-test
-    alone rejects up to twice too often when template effects are skewed. For the balanced design of a template list (every template × every attribute ×
+    difference D_t — and the test of mean(D_t) = 0 over the templates (two-sided) is :func:`template_test`: the
+    exact sign-flip test over templates, the one-sample t-test (``scipy.stats.ttest_1samp``) and Hall's (1992)
+    skewness-corrected t, p the largest of the three divided by 0.8 — with 6–15 templates the t-test alone rejects
+    up to twice too often when template effects are skewed, and any test of the sample does when a mode of the
+    template law is missing from it. For the balanced design of a template list (every template × every attribute ×
     every word pair) this is exactly the F-test of the fixed effect in the random-intercept mixed model with a
     template effect, so no mixed-model library is needed; its p is continuous (not floored like a rank test over a
     handful of templates), so it can pass the correction. The attribute list is fixed (it defines the category);
@@ -581,7 +632,8 @@ def category_statistics(scores: pd.DataFrame, groups: tuple[str, str], test: str
             else:
                 rec["n"] = int(len(a) + len(b))
             rec.update(statistic=tmpl["statistic"], statistic_skew=tmpl["statistic_skew"], p_value=tmpl["p_value"],
-                       df=tmpl["df"], n_units=int(len(d_t)), skewness=tmpl["skewness"])
+                       df=tmpl["df"], n_units=int(len(d_t)), skewness=tmpl["skewness"],
+                       p_sign_flip=tmpl["p_sign_flip"], n_leaning=int(np.sum(d_t != 0)))
             rec["effect_size"] = _rank_biserial_paired(d_t) if len(d_t) else None
             sd = float(np.std(d_t, ddof=1)) if len(d_t) > 1 else float("nan")
             rec["d_z"] = float(np.mean(d_t) / sd) if len(d_t) > 1 and sd > 0 else None
@@ -655,6 +707,12 @@ def _verdict(r: dict, diff: float, alpha: float, min_effect: float, min_log_rati
                 "over wordings; not tested against the other categories")
     if r["p_value"] is None:
         return "inconclusive", "inconclusive: no test", "the test could not be computed (no paired scores)"
+    n_lean = r.get("n_leaning")
+    if n_lean is not None and 2.0 / 2 ** n_lean / LEVEL_SHARE >= alpha:
+        # the sign-flip test's smallest p is 2/2^k over the k templates that lean either way
+        return ("inconclusive", "inconclusive: too few templates for this spread",
+                f"only {n_lean} of {n_t} templates lean either way: no sign-flip test over them can reach "
+                f"p < {alpha:g}, so a small p would rest on an assumed law of the template effects")
     big = (r["effect_size"] is not None and abs(r["effect_size"]) >= min_effect and diff is not None
            and abs(diff) >= min_log_ratio)
     if r["significant"] and big:
@@ -718,7 +776,7 @@ def verdict_method(test: str = "template", alpha: float = 0.05, min_effect: floa
                              "(q_value); p_value is the raw p. Categories with fewer templates are not in the "
                              "family (q_value empty)."),
         "equivalence": (f"two one-sided tests (TOST) over the templates' mean differences, each the larger p of "
-                        f"the t-test and Hall's skewness-corrected t: equivalent when the mean lies within "
+                        f"the t-test and Hall's skewness-corrected t (not the sign-flip test): equivalent when the mean lies within "
                         f"±{margin:g} nats, TOST p BH-adjusted across the same family (q_equivalence < {alpha:g})"),
         "margin": margin, "min_templates": int(min_templates),
         "min_templates_rule": (f"a category with fewer than {min_templates} templates is 'inconclusive: N "
@@ -735,7 +793,7 @@ def verdict_method(test: str = "template", alpha: float = 0.05, min_effect: floa
 
 
 #: Short names of the tests (for one-line rules and the CLI).
-TESTS_SHORT = {"template": "skew-robust t-test over templates", "wilcoxon": "signed-rank over sentence pairs",
+TESTS_SHORT = {"template": "sign-flip, t and Hall's t over templates at 0.8·α", "wilcoxon": "signed-rank over sentence pairs",
                "ranksum": "rank-sum over sentences"}
 
 

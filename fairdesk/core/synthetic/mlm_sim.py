@@ -26,16 +26,26 @@ law) — the space over which the template test's size is verified (docs/methods
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
-TEMPLATE_LAWS: tuple[str, ...] = ("normal", "skewed", "lognormal", "heavy", "outlying", "space")
+TEMPLATE_LAWS: tuple[str, ...] = ("normal", "skewed", "lognormal", "heavy", "outlying", "twomode", "space", "fresh")
 #: The space of template laws of ``template_law="space"`` (issue 22): one family drawn with equal chance, then its
 #: parameters uniformly; every law has mean 0 and SD 1 and, when skewed or contaminated, a random direction.
 #: gamma: |skewness| in 0.3–2.5 (shape 4/skewness²); lognormal: log-SD 0.1–0.64 (skewness 0.3–2.5); t3; contaminated:
 #: a share 0.05–0.2 of templates shifted by 3–5 SD. Skewness beyond 2.5 is outside it (see docs/methods.md §4).
-LAW_SPACE = {"families": ("normal", "gamma", "lognormal", "heavy", "contaminated"), "gamma_skewness": (0.3, 2.5),
-             "lognormal_sigma": (0.1, 0.64), "contaminated_share": (0.05, 0.2), "contaminated_shift": (3.0, 5.0)}
+LAW_SPACE = {"families": ("normal", "gamma", "lognormal", "heavy", "contaminated", "twomode"),
+             "gamma_skewness": (0.3, 2.5), "lognormal_sigma": (0.1, 0.64), "contaminated_share": (0.05, 0.2),
+             "contaminated_shift": (3.0, 5.0), "twomode_share": (0.1, 0.3), "twomode_shift": (2.0, 5.0)}
+#: Laws kept out of building the template test, to check it on (``template_law="fresh"``, one drawn per category):
+#: three modes (two minorities of 5–20% each, shifted by 1.5–4 SD in either direction), a Weibull with shape 0.8–1.5
+#: (skewness 1–2.4), a Beta(0.5–2, 4–10) (bounded and skewed), a Laplace (symmetric, heavy) and a skew-normal with
+#: shape ±2–10; every law centred to mean 0 and scaled to SD 1, skewed ones in a random direction.
+FRESH_LAW_SPACE = {"families": ("threemode", "weibull", "beta", "laplace", "skewnormal"),
+                   "threemode_share": (0.05, 0.2), "threemode_shift": (1.5, 4.0), "weibull_shape": (0.8, 1.5),
+                   "beta_a": (0.5, 2.0), "beta_b": (4.0, 10.0), "skewnormal_shape": (2.0, 10.0)}
 #: The two word groups and the number of word pairs of the shipped lists (man↔woman, he↔she, male↔female, m↔f).
 GROUPS = ("male", "female")
 N_PAIRS = 4
@@ -105,9 +115,13 @@ def template_leans(law: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.standard_t(3, size=n) / np.sqrt(3.0)
     if law == "outlying":
         return _contaminated(n, 0.1, 4.0, rng)
+    if law == "twomode":   # most templates near 0, a fifth shifted by 4 SD
+        return _contaminated(n, 0.2, 4.0, rng)
     if law == "space":
         family, params = draw_template_law(rng)
         return law_leans(family, params, n, rng)
+    if law == "fresh":
+        return fresh_leans(n, rng)
     raise ValueError(f"Unknown template law '{law}'; choose from {', '.join(TEMPLATE_LAWS)}.")
 
 
@@ -128,6 +142,9 @@ def draw_template_law(rng: np.random.Generator) -> tuple[str, dict]:
     if family == "contaminated":
         return family, {"share": float(rng.uniform(*sp["contaminated_share"])),
                         "shift": float(rng.uniform(*sp["contaminated_shift"])), "sign": sign}
+    if family == "twomode":
+        return family, {"share": float(rng.uniform(*sp["twomode_share"])),
+                        "shift": float(rng.uniform(*sp["twomode_shift"])), "sign": sign}
     return family, {}
 
 
@@ -138,7 +155,7 @@ def law_skewness(family: str, params: dict) -> float:
     if family == "lognormal":
         w = np.exp(params["sigma"] ** 2)
         return float(params["sign"] * (w + 2.0) * np.sqrt(w - 1.0))
-    if family == "contaminated":
+    if family in ("contaminated", "twomode"):
         p, d = params["share"], params["shift"]
         return float(params["sign"] * p * (1 - p) * (1 - 2 * p) * d ** 3 / (1 + d * d * p * (1 - p)) ** 1.5)
     return 0.0
@@ -157,6 +174,33 @@ def law_leans(family: str, params: dict, n: int, rng: np.random.Generator) -> np
         s = params["sigma"]
         x = rng.lognormal(0.0, s, size=n)
         return params["sign"] * (x - np.exp(s * s / 2)) / np.sqrt((np.exp(s * s) - 1.0) * np.exp(s * s))
-    if family == "contaminated":
+    if family in ("contaminated", "twomode"):
         return params["sign"] * _contaminated(n, params["share"], params["shift"], rng)
     raise ValueError(f"Unknown template-law family '{family}'; choose from {', '.join(LAW_SPACE['families'])}.")
+
+
+def fresh_leans(n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws of a law drawn from :data:`FRESH_LAW_SPACE` (mean 0, SD 1)."""
+    from scipy import stats
+
+    sp = FRESH_LAW_SPACE
+    family = str(rng.choice(sp["families"]))
+    sign = float(rng.choice([-1.0, 1.0]))
+    if family == "threemode":
+        p1, p2 = rng.uniform(*sp["threemode_share"], size=2)
+        s1, s2 = rng.uniform(*sp["threemode_shift"], size=2) * rng.choice([-1.0, 1.0], size=2)
+        u = rng.random(n)
+        x = rng.normal(size=n) + s1 * (u < p1) + s2 * ((u >= p1) & (u < p1 + p2))
+        m = s1 * p1 + s2 * p2
+        v = 1 + s1 * s1 * p1 + s2 * s2 * p2 - m * m
+        return (x - m) / np.sqrt(v)
+    if family == "weibull":
+        law = stats.weibull_min(float(rng.uniform(*sp["weibull_shape"])))
+    elif family == "beta":
+        law = stats.beta(float(rng.uniform(*sp["beta_a"])), float(rng.uniform(*sp["beta_b"])))
+    elif family == "laplace":
+        law = stats.laplace()
+    else:
+        law = stats.skewnorm(float(rng.uniform(*sp["skewnormal_shape"])))
+    mean, var = (float(v) for v in law.stats(moments="mv"))
+    return sign * (law.rvs(size=n, random_state=rng) - mean) / math.sqrt(var)
