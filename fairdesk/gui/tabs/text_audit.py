@@ -36,11 +36,12 @@ PRIOR_LABELS = {"pieces": "Every word piece masked (FairDesk)",
                 "words": "One mask per word (authors' release)"}
 PRIOR_TIPS = {"pieces": "Mask every word piece of the attribute phrase (FairDesk's rule).",
               "words": "One mask per word of the attribute phrase (the authors' released code)."}
-TEST_LABELS = {"template": "t-test over templates",
+TEST_LABELS = {"template": "Test over templates",
                "wilcoxon": "Signed-rank per sentence (paper)",
                "ranksum": "Rank-sum per sentence (release)"}
-TEST_TIP = ("t-test over templates (default): each template's mean male − female difference is one observation — "
-            "the template is the unit of inference.\nSigned-rank / rank-sum per sentence: the paper's and a "
+TEST_TIP = ("Test over templates (default): each template's mean male − female difference is one observation — "
+            "the template is the unit of inference; an exact sign-flip test, backed by the t-test and its "
+            "skewness-corrected form.\nSigned-rank / rank-sum per sentence: the paper's and a "
             "release's tests; they treat the scores of one template as independent (pseudo-replication) and flag "
             "template noise far more often than α.")
 TABLE_HEADERS = {"verdict_text": "verdict", "mean_difference": "difference (nats)", "ci_low": "95% CI low",
