@@ -376,8 +376,8 @@ class AdaptiveSplit(QObject):
         self._placed = False  # the sizes set once the page is first shown
         self._moved = False  # the user moved the handle
         split.splitterMoved.connect(self._handle_moved)
-        page.installEventFilter(self)
-        split.installEventFilter(self)
+        for watched in (page, split, left):
+            watched.installEventFilter(self)
         scroll.widget().installEventFilter(self)
 
     def results_need(self) -> int:
@@ -396,8 +396,8 @@ class AdaptiveSplit(QObject):
         return need + self.scroll.verticalScrollBar().sizeHint().width() + 2 * self.scroll.frameWidth()
 
     def adapt(self) -> None:
-        if self._busy or not self.page.isVisible():
-            return
+        if self._busy or not self.page.isVisible() or self.left.isHidden():
+            return  # (a page that hides its set-up for some result tabs gives the results the whole page anyway)
         self._busy = True
         try:
             need = self.results_need()
@@ -432,7 +432,8 @@ class AdaptiveSplit(QObject):
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
         kind = event.type()
-        if (kind == QEvent.Type.Resize and obj is self.split or kind == QEvent.Type.Show and obj is self.page
+        if (kind == QEvent.Type.Resize and obj is self.split
+                or kind == QEvent.Type.Show and obj in (self.page, self.left)
                 or kind == QEvent.Type.LayoutRequest and obj is self.scroll.widget()):
             self.adapt()
         return False
