@@ -76,8 +76,13 @@ def main(project_dir: str) -> None:
     if viewport is not None:
         bottom = min(bottom, viewport.mapTo(window, viewport.rect().bottomLeft()).y())
     facts["gap_plot_visible_px"] = max(0, bottom - top) if plot.isVisible() else 0
-    facts["problems"] = walk(window, (window.width(), window.height()))
-    facts["legend_overlaps"] = legend_overlaps(window)
+    size = (window.width(), window.height())
+    facts["problems"] = walk(window, size)
+    legends = legend_overlaps(window)
+    # a window manager's frame takes some of the screen: about 20×40 device pixels (borders, title bar)
+    framed = (size[0] - round(20 / facts["scale"]), size[1] - round(40 / facts["scale"]))
+    facts["framed_problems"] = walk(window, framed)
+    facts["legend_overlaps"] = legends + [f"framed {where}" for where in legend_overlaps(window)]
     print(json.dumps(facts))
     window.runner.shutdown(10000)
     window.views.shutdown(10000)

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QProgressBar, QPushButton, QScrollArea, QSplitter,
+                               QTabWidget, QVBoxLayout, QWidget)
 
 PROGRESS_STEPS = 1000  # the progress bars run 0..1000; job progress comes as a fraction 0..1
 NOTE_STYLE = "color: palette(mid);"
@@ -254,7 +254,15 @@ class FormScrollArea(QScrollArea):
 
 
 def scroll_area(parent: QWidget, inner: QWidget, min_width: int | None = None) -> QScrollArea:
-    """A vertical-only scroll area around a set-up form (never narrower than the form's minimum width)."""
+    """A vertical-only scroll area around a set-up form (never narrower than the form's minimum width). A form row
+    whose field does not fit beside its label puts the field under the label: a choice with a long text (the group
+    audit's multi-group rule) otherwise added the widest label to the form's minimum width, and on a 1366-pixel
+    screen the set-up column then left the results too narrow for their tabs."""
+    for form in inner.findChildren(QFormLayout):
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+    for field in inner.findChildren(QLineEdit):  # so an empty field still shows its hint in full
+        if field.placeholderText() and not field.minimumWidth():
+            field.setMinimumWidth(field.fontMetrics().horizontalAdvance(field.placeholderText()) + 12)
     scroll = FormScrollArea(parent)
     scroll.setWidgetResizable(True)
     scroll.setWidget(inner)
@@ -289,7 +297,27 @@ class ResultsScrollArea(QScrollArea):
             if label.wordWrap() and label.isVisibleTo(inner) and label.text():
                 extra += max(0, label.heightForWidth(min(label.width() or width, width))
                              - label.minimumSizeHint().height())
-        return inner.minimumSizeHint().height() + extra
+        return max(inner.minimumSizeHint().height() + extra, self.laid_out_height(width))
+
+    def laid_out_height(self, width: int) -> int:
+        """The height below which the results' own layout squeezes a part under its minimum: a vertical box layout
+        gives a part whose height depends on its width (a wrapped label, a panel or tab widget holding one) its
+        height for the width as its minimum. The findings panel's lines were missed that way, and at 1366×768 the
+        result tabs of Group gaps got 645 px of their 680 and the calibration table covered the reliability
+        plot's legend."""
+        layout = self.widget().layout()
+        if layout is None or not layout.hasHeightForWidth():
+            return 0
+        margins = layout.contentsMargins()
+        inside = width - margins.left() - margins.right()
+        need, shown = margins.top() + margins.bottom(), 0
+        for i in range(layout.count()):
+            item = layout.itemAt(i)
+            if item.isEmpty():
+                continue
+            need += item.heightForWidth(inside) if item.hasHeightForWidth() else item.minimumSize().height()
+            shown += 1
+        return need + max(0, layout.spacing()) * max(0, shown - 1)
 
     def fit(self) -> None:
         inner, view = self.widget(), self.viewport().size()
@@ -331,18 +359,102 @@ def setup_column(parent: QWidget, scroll: QScrollArea, row: QHBoxLayout, status:
     return column
 
 
+class AdaptiveSplit(QObject):
+    """Keeps a page's splitter side by side while the page is wide enough for the set-up column's minimum beside
+    the results' own need — their minimum width and every result tab bar with all its tabs in full — and puts the
+    set-up above the results when it is not. Side by side, the results are given at least that need (the set-up
+    column gives way first, down to its minimum), without making it a minimum size (the window may still shrink). On a 1366×768 laptop at 150% (a logical 911 px) a 440 px
+    form beside the results hid result tabs behind scroll arrows and made the results scroll sideways; with a
+    window frame at 100% the group page's tab bar was a few pixels short."""
+
+    def __init__(self, page: QWidget, split: QSplitter, left: QWidget, scroll: QScrollArea,
+                 sizes: list[int]) -> None:
+        super().__init__(page)
+        self.page, self.split, self.left, self.scroll = page, split, left, scroll
+        self.share = sizes[0] / max(1, sum(sizes))  # the set-up column's share of the width, side by side
+        self._busy = False
+        self._placed = False  # the sizes set once the page is first shown
+        self._moved = False  # the user moved the handle
+        split.splitterMoved.connect(self._handle_moved)
+        for watched in (page, split, left):
+            watched.installEventFilter(self)
+        scroll.widget().installEventFilter(self)
+
+    def results_need(self) -> int:
+        """The width the results need: their minimum, and each result tab widget's tabs in full beside its offset
+        from the results' edges, plus a vertical scroll bar."""
+        inner = self.scroll.widget()
+        need = inner.minimumSizeHint().width()
+        for tabs in inner.findChildren(QTabWidget):
+            if tabs.isHidden() or tabs.count() == 0:
+                continue
+            corner = sum(c.sizeHint().width() for c in (tabs.cornerWidget(Qt.Corner.TopLeftCorner),
+                                                         tabs.cornerWidget(Qt.Corner.TopRightCorner))
+                         if c is not None and not c.isHidden())
+            offset = tabs.mapTo(inner, tabs.rect().topLeft()).x() if tabs.width() else 0
+            need = max(need, tabs.tabBar().sizeHint().width() + corner + 2 * max(offset, 4) + 4)
+        return need + self.scroll.verticalScrollBar().sizeHint().width() + 2 * self.scroll.frameWidth()
+
+    def adapt(self) -> None:
+        if self._busy or not self.page.isVisible() or self.left.isHidden():
+            return  # (a page that hides its set-up for some result tabs gives the results the whole page anyway)
+        self._busy = True
+        try:
+            need = self.results_need()
+            room = self.split.width() - self.split.handleWidth()
+            wide = room >= self.left.minimumSizeHint().width() + need
+            horizontal = Qt.Orientation.Horizontal
+            if wide:
+                if self.split.orientation() != horizontal or not self._placed:
+                    # the set-up column at its preferred width when the results keep their need (its rows then sit
+                    # beside their labels), else what is left beside them
+                    self.split.setOrientation(horizontal)
+                    left = max(self.left.minimumSizeHint().width(),
+                               min(max(int(room * self.share), self.left.sizeHint().width()), room - need))
+                    self.split.setSizes([left, room - left])
+                    self._placed, self._moved = True, False
+                elif self.split.sizes()[1] < need:  # (no minimum width: the window may still shrink below it)
+                    self.split.setSizes([room - need, need])
+            else:
+                if self.split.orientation() == horizontal:
+                    self.split.setOrientation(Qt.Orientation.Vertical)
+                    self._placed = self._moved = False
+                if not self._moved:  # two fifths of the height for the set-up until the user moves the handle
+                    height = max(1, self.split.height() - self.split.handleWidth())
+                    self.split.setSizes([height * 2 // 5, height - height * 2 // 5])
+        finally:
+            self._busy = False
+
+    def _handle_moved(self, *args) -> None:
+        if not self._busy:
+            self._moved = True
+            self.adapt()  # side by side, the results keep their need
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        kind = event.type()
+        if (kind == QEvent.Type.Resize and obj is self.split
+                or kind == QEvent.Type.Show and obj in (self.page, self.left)
+                or kind == QEvent.Type.LayoutRequest and obj is self.scroll.widget()):
+            self.adapt()
+        return False
+
+
 def split_page(page: QWidget, left: QWidget, right: QWidget, sizes: list[int],
                stretch: tuple[int, int] = (0, 1)) -> QSplitter:
-    """Lay ``page`` out as a horizontal splitter of ``left`` and ``right``. ``right`` (the results) sits in a scroll
-    area that shows scroll bars only when the window is smaller than its minimum (e.g. 1366×768), so a page never
-    forces the window to grow nor squeezes a table to a row and a half."""
+    """Lay ``page`` out as a splitter of ``left`` and ``right``, side by side, or one above the other when the page
+    is too narrow for both (:class:`AdaptiveSplit`). ``right`` (the results) sits in a scroll area that shows scroll
+    bars only when the window is smaller than its minimum (e.g. 1366×768), so a page never forces the window to grow
+    nor squeezes a table to a row and a half."""
     split = QSplitter(Qt.Orientation.Horizontal, page)
     split.addWidget(left)
-    split.addWidget(results_scroll(page, right))
+    scroll = results_scroll(page, right)
+    split.addWidget(scroll)
     split.setStretchFactor(0, stretch[0])
     split.setStretchFactor(1, stretch[1])
+    split.setChildrenCollapsible(False)
     split.setSizes(sizes)
     QVBoxLayout(page).addWidget(split)
+    split.adaptive = AdaptiveSplit(page, split, left, scroll, sizes)
     return split
 
 
