@@ -181,7 +181,7 @@ def part_simulation(quick: bool) -> dict:
     found = (a["significant_bh"] == True) & (a["favours"] == "A")  # noqa: E712
     return {"seconds": time.perf_counter() - start, "peak_mb": _peak_mb(), "fpr": fpr, "null_tasks": n_tasks,
             "power": float(found.mean()), "power_runs": int(len(a)), "mean_gap": float(a["gap"].mean()),
-            "sd_gap": float(a["gap"].std()), "mean_se": float(((a["ci_high"] - a["ci_low"]) / 3.92).mean())}
+            "sd_gap": float(a["gap"].std()), "mean_se": float(((a["ci_high_unadjusted"] - a["ci_low_unadjusted"]) / 3.92).mean())}
 
 
 PARTS = {
