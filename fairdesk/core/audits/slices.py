@@ -138,7 +138,8 @@ class SliceAuditPlan:
 SLICE_COLUMNS = ["task", "rank", "definition", "description", "order", "metric", "n", "cases", "value", "rest_n",
                  "rest_cases", "rest_value", "gap", "ci_low", "ci_high", "p_value", "q_value", "p_equivalence",
                  "q_equivalence", "verdict", "reason", "test_id", "discovery_n", "discovery_cases",
-                 "discovery_value", "discovery_rest_value", "discovery_gap", "discovery_score"]
+                 "discovery_value", "discovery_rest_value", "discovery_gap", "discovery_score", "ci_low_unadjusted",
+                 "ci_high_unadjusted"]
 TASK_COLUMNS = ["task", "threshold", "searched", "carried", "discovery_rows", "confirmation_rows",
                 "discovery_patients", "confirmation_patients", "bins"]
 
@@ -473,7 +474,7 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
         raise DataError("No task could be split into discovery and confirmation rows: "
                         + " ".join(w for w in warnings if w.startswith("Task '")))
     rep(0.95, "Correcting for multiple testing over the carried slices")
-    slices = _corrected(pd.DataFrame.from_records(rows, columns=SLICE_COLUMNS), plan)
+    slices = _corrected(pd.DataFrame.from_records(rows, columns=SLICE_COLUMNS + ["_dual"]), plan)
     searched = int(sum(r["searched"] for r in task_rows))
     split = {"fraction": plan.discovery_fraction, "seed": plan.seed, "stratified_by": "label",
              "unit": "patient" if roles.patient_id else "row", **totals}
@@ -513,25 +514,28 @@ def _confirm(task, rank, definition, in_slice, cells, patients, cluster, plan, r
                                   for side in (in_slice, ~in_slice)) for sel in (den_rows, num_rows))
     t = rate_gap_test(x[0], d[0], x[1], d[1], rb[:, 0] - rb[:, 1], plan, rows_pp, hits_pp)
     row.update(gap=t["gap"], ci_low=t["ci_low"], ci_high=t["ci_high"], p_value=t["p_value"],
-               p_equivalence=_finite(t["p_equivalence"]))
+               p_equivalence=_finite(t["p_equivalence"]), _dual=t["_dual"])
     if t["flat"]:
         row["reason"] = f"inconclusive: {METRIC_TEXT[plan.metric]} is {r[0]:g} in the slice and the rest"
     return row
 
 
 def _corrected(slices: pd.DataFrame, plan: SliceAuditPlan) -> pd.DataFrame:
-    """q-values and verdicts by the group audit's correction (one family: every carried slice); a slice that could
-    not be tested on the confirmation rows is "inconclusive" with its reason."""
+    """q-values, verdicts and the intervals that agree with them (adjusted; the unadjusted kept as
+    ``ci_*_unadjusted``) by the group audit's correction (one family: every carried slice); a slice that could not
+    be tested on the confirmation rows is "inconclusive" with its reason."""
     if slices.empty:
-        return slices
+        return slices.drop(columns="_dual")
     tests = slices.assign(attribute="slice", group=slices["test_id"], comparison="rest")
     tests["p_value"] = tests["p_value"].astype(float)
     tests["p_equivalence"] = tests["p_equivalence"].astype(float)
-    done = correct(tests, plan)
-    slices = slices.copy()
+    done = correct(tests, plan)  # with each test's ``_dual``: intervals that agree with the verdicts
+    slices = slices.drop(columns="_dual")
     slices["q_value"] = done["q_value"].astype(float).to_numpy()
     slices["q_equivalence"] = done["q_equivalence"].astype(float).to_numpy()
     slices["verdict"] = done["verdict"].where(done["verdict"].notna(), "inconclusive").astype(object).to_numpy()
+    for col in ("ci_low", "ci_high", "ci_low_unadjusted", "ci_high_unadjusted"):
+        slices[col] = [_finite(v) for v in done[col].tolist()]
     return slices
 
 

@@ -38,14 +38,14 @@ def verdict_words(verdict: str | None, margin: float) -> str:
 
 def slice_sentence(r: dict, k: int, margin: float) -> str:
     """One carried slice in words: "patients with age ≥ 80, insurance = none and ethnicity = B: recall 0.48 vs
-    0.82 for the rest (gap −0.34, 95% CI −0.47 to −0.21; 149 rows) — differs"."""
+    0.82 for the rest (gap −0.34, adjusted CI −0.47 to −0.21; 149 rows) — differs"."""
     metric = METRIC_WORDS.get(r.get("metric"), str(r.get("metric")))
     task = "" if r.get("task") in (None, "(all)") else f"Task {r['task']}: "
     rest = (f"{metric} {shown_rate(r.get('value'), r.get('cases'), k)} vs "
             f"{shown_rate(r.get('rest_value'), r.get('rest_cases'), k)} for the rest")
     gap = ""
     if num(r.get("gap")) is not None and (num(r.get("cases")) or 0) >= k:
-        gap = (f"gap {fmt_signed(r.get('gap'), 2)}, 95% CI {fmt_signed(r.get('ci_low'), 2)} to "
+        gap = (f"gap {fmt_signed(r.get('gap'), 2)}, adjusted CI {fmt_signed(r.get('ci_low'), 2)} to "
                f"{fmt_signed(r.get('ci_high'), 2)}; ")
     return (f"{task}patients with {r.get('description')}: {rest} ({gap}{count(r.get('n'), k)} rows on the "
             f"confirmation part) — {verdict_words(r.get('verdict'), margin)}.")
@@ -131,7 +131,7 @@ def _table(doc: dict, k: int) -> Section:
         if len(tasks) > 1:
             row.insert(1, str(r.get("task")))
         rows.append(row)
-    header = ["#", "Slice", "n", "Cases", "Rate", "Rest", "Gap", "95% CI", "q", "Verdict", "Discovery gap"]
+    header = ["#", "Slice", "n", "Cases", "Rate", "Rest", "Gap", "Adjusted CI", "q", "Verdict", "Discovery gap"]
     align = ["R", "L", "R", "R", "R", "R", "R", "R", "R", "L", "R"]
     if len(tasks) > 1:
         header.insert(1, "Task")
@@ -141,8 +141,9 @@ def _table(doc: dict, k: int) -> Section:
         header, rows, title=f"Every carried slice: {metric} on the confirmation rows against the rest", small=True,
         align=align,
         note=(f"n: the slice's confirmation rows; cases: the {CASE_WORDS.get(plan.get('metric'), 'rows')} its rate "
-              "rests on. Rate, rest, gap (slice − rest) and its 95% Agresti–Caffo interval on the confirmation "
-              "rows; q: corrected p. Discovery gap: on the rows the search saw (not tested; it is biased away from 0 "
+              "rests on. Rate, rest, gap (slice − rest) and its interval on the confirmation rows, adjusted for the "
+              "number of slices tested so that it agrees with the verdict (the 95% Agresti–Caffo interval of each "
+              "slice on its own is in the JSON); q: corrected p. Discovery gap: on the rows the search saw (not tested; it is biased away from 0 "
               f"by the search). Rates over fewer than {k} cases are not shown.")))
     reasons = [suppress_text(f"Slice {r.get('rank')}: {r.get('reason')}", k) for r in doc.get("slices") or []
                if r.get("reason")]

@@ -20,8 +20,8 @@ METRIC_LABELS = {"recall": "Recall (true positive rate)", "specificity": "Specif
 VERDICT_COLOURS = {"differs": "#B00020", "equivalent": "#1b6e20", "inconclusive": "#555555"}
 TABLE_COLUMNS = ["task", "rank", "description", "n", "cases", "value", "rest_value", "gap", "ci_low", "ci_high",
                  "p_value", "q_value", "verdict", "reason", "discovery_n", "discovery_value", "discovery_gap"]
-TABLE_HEADERS = {"description": "slice", "value": "rate", "rest_value": "rest", "ci_low": "95% CI low",
-                 "ci_high": "95% CI high", "p_value": "p-value", "q_value": "corrected p-value",
+TABLE_HEADERS = {"description": "slice", "value": "rate", "rest_value": "rest", "ci_low": "adjusted CI low",
+                 "ci_high": "adjusted CI high", "p_value": "p-value", "q_value": "corrected p-value",
                  "discovery_value": "rate (discovery)", "discovery_gap": "gap (discovery, not tested)"}
 OPEN_TIP = ("Audit this slice in Group gaps as an intersection of its columns (one vs rest, the same metric and "
             "threshold). Group gaps uses every row, also the discovery rows the slice was found on, so its p-value "
