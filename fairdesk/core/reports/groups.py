@@ -22,7 +22,7 @@ import pandas as pd
 
 from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
                                          FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, comparison_counts,
-                                         findings, kept_findings, tests_text, verdict_counts)
+                                         findings, kept_findings, plan_summary, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
