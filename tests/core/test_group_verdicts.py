@@ -153,7 +153,7 @@ def test_finding7_a_pair_shown_twice_has_mirrored_interval_and_one_verdict():
                  if isinstance(b, Paragraph) and b.style == "finding" and "= Hispanic" in b.text]
         # Hispanic: gap −0.12, CI [−0.19, −0.06] -> "0.12 lower … 95% CI 0.06 to 0.19" (White's row, mirrored,
         # says the same; before issue 9 the sentence quoted White's own, different interval)
-        assert lines and f"95% CI {-h['ci_high']:.2f} to {-h['ci_low']:.2f}" in lines[0]
+        assert lines and f"adjusted CI {-h['ci_high']:.2f} to {-h['ci_low']:.2f}" in lines[0]
         assert f"{-w['ci_high']:.2f} to {-w['ci_low']:.2f}" == f"{h['ci_low']:.2f} to {h['ci_high']:.2f}"
 
 

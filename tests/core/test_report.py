@@ -118,7 +118,7 @@ def test_forest_data_row_and_tooltip_match_a_hand_computed_record(audit, table):
     assert f"rate {tp / pos:.3f} = {tp}/{pos}" in tip
     assert f"group n = {int(rec.n):,}" in tip
     assert f"vs {comp}: {ctp / cpos:.3f} = {ctp}/{cpos}" in tip
-    assert F.fmt_signed(row.gap) in tip and f"95% CI {F.fmt_ci(rec.ci_low, rec.ci_high)}" in tip
+    assert F.fmt_signed(row.gap) in tip and f"adjusted CI {F.fmt_ci(rec.ci_low, rec.ci_high)}" in tip
     assert f"p = {F.fmt_p(rec.p_value)}, q = {F.fmt_p(rec.q_value)} · differs" in tip
 
     one = F.forest_data(audit, "ethnicity", "recall", task="sepsis")
@@ -177,7 +177,7 @@ def test_summary_names_the_planted_gap(report, audit):
     assert hit, findings
     rec = _record(audit, "sepsis", "ethnicity", "Black", "recall")
     assert f"{abs(rec.gap):.2f} lower than for {rec.comparison}" in hit[0]
-    assert "95% CI" in hit[0] and "misses more true cases" in hit[0] and "Caution" not in hit[0]
+    assert "adjusted CI" in hit[0] and "misses more true cases" in hit[0] and "Caution" not in hit[0]
     # findings whose rates rest on fewer cases than the minimum group size come last, with a caution
     fragile = [i for i, f in enumerate(findings) if "Caution: few cases behind the rate" in f]
     assert fragile == list(range(len(findings) - len(fragile), len(findings)))

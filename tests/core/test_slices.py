@@ -65,7 +65,7 @@ def test_confirmation_numbers_by_hand():
     assert row["gap"] == pytest.approx(x_a / n_a - x_b / n_b)
     # Agresti–Caffo: the interval's centre is (x_a+1)/(n_a+2) − (x_b+1)/(n_b+2) whatever the design effect
     centre = (x_a + 1) / (n_a + 2) - (x_b + 1) / (n_b + 2)
-    assert (row["ci_low"] + row["ci_high"]) / 2 == pytest.approx(centre)
+    assert (row["ci_low_unadjusted"] + row["ci_high_unadjusted"]) / 2 == pytest.approx(centre)
     # the score test with a design effect near 1 for independent rows: z² = gap² / (deff · V0)
     pooled = (x_a + x_b + 0.5) / (n_a + n_b + 1)
     v0 = pooled * (1 - pooled) * (1 / n_a + 1 / n_b)

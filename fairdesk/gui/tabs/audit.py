@@ -245,7 +245,7 @@ class AuditTab(PredictionsPage):
                           stretch=True))
         self.gap_plot = GapPlot(plot_page)
         pv.addWidget(self.gap_plot, 1)
-        self.plot_note = note_label("Hover over a point for its n, counts, rates, 95% CI, p-value, corrected "
+        self.plot_note = note_label("Hover over a point for its n, counts, rates, adjusted CI, p-value, corrected "
                                     "p-value (q) and verdict. A pair "
                                     "shown in two rows is one test with one verdict. Inconclusive is not fair: "
                                     "the data cannot tell either way.", plot_page)
