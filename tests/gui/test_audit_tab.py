@@ -102,6 +102,14 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     assert f"{cc['rows']:,} result rows" in header
     # the form's correction settings reach the plan
     assert result.plan.family == "audit" and result.plan.correction == "bh" and result.plan.margin == 0.05
+    assert result.plan.procedure == "hierarchical" and result.plan.primary == ("parity", "recall", "specificity")
+    # the form's testing plan: flat disables the primary measures; hierarchical takes the ticked ones
+    tab.procedure_combo.setCurrentIndex(tab.procedure_combo.findData("flat"))
+    assert not tab.primary_checks["recall"].isEnabled() and tab.family_combo.isEnabled()
+    assert tab.plan().procedure == "flat"
+    tab.procedure_combo.setCurrentIndex(tab.procedure_combo.findData("hierarchical"))
+    tab.primary_checks["parity"].setChecked(False)
+    assert tab.plan().primary == ("recall", "specificity") and not tab.family_combo.isEnabled()
     assert any("/" in t for t in tips)  # numerator/denominator
     spot = sig.points()[0]
     x, y = spot.pos().x(), spot.pos().y()
