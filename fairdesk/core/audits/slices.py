@@ -92,6 +92,7 @@ class SliceAuditPlan:
     suppress_k: int = 11  # the small-cell k: slices with fewer rows or cases are not searched
     ci_level: float = 0.95
     family: str = "audit"  # one correction family: every carried slice of the audit (read by groups.correct)
+    evaluate_on: str = "test"  # with a split column mapped (roles.split): search and confirm on these rows only
 
     def __post_init__(self) -> None:
         from fairdesk.core.limits import check_number
@@ -400,6 +401,15 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
     report.raise_if_errors()
     df = prepare(table, roles)
     data_sha256 = data_sha256 or table_sha256(table)
+    evaluated_on = "all rows"
+    if roles.split:  # the rows that judge the model: its held-out evaluation rows, not those it was fitted on
+        df[roles.split] = df[roles.split].astype(str)
+        values = sorted(df[roles.split].unique())
+        if plan.evaluate_on not in values:
+            raise DataError(f"The split column '{roles.split}' has no '{plan.evaluate_on}' rows (it has {values}); "
+                            "choose the evaluation rows with --evaluate-on.")
+        df = df[df[roles.split] == plan.evaluate_on].reset_index(drop=True)
+        evaluated_on = f"the '{plan.evaluate_on}' rows of the split column '{roles.split}'"
     task_col = task_column(df, roles)
     tasks = sorted(df[task_col].unique())
     warnings = [i.message for i in report.warnings]
@@ -411,7 +421,8 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
 
     rows, task_rows, thresholds = [], [], {}
     by_order: dict[str, int] = {}
-    totals = dict.fromkeys(("discovery_rows", "confirmation_rows", "discovery_patients", "confirmation_patients"), 0)
+    totals = dict.fromkeys(("discovery_rows", "confirmation_rows"), 0)
+    seen_patients: dict[str, set] = {"discovery_patients": set(), "confirmation_patients": set()}
     for t_no, task in enumerate(tasks):
         where = f"Task {t_no + 1} of {len(tasks)} ({task})"
         rep(0.9 * t_no / len(tasks), f"{where}: splitting into discovery and confirmation rows")
@@ -467,9 +478,14 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
         task_rows.append({"task": task, "threshold": tau, "searched": len(cand), "carried": len(chosen),
                           "discovery_rows": int(disc.sum()), "confirmation_rows": int(conf.sum()),
                           "discovery_patients": n_pd, "confirmation_patients": n_pc, "bins": bins})
-        for key, v in (("discovery_rows", int(disc.sum())), ("confirmation_rows", int(conf.sum())),
-                       ("discovery_patients", n_pd), ("confirmation_patients", n_pc)):
+        for key, v in (("discovery_rows", int(disc.sum())), ("confirmation_rows", int(conf.sum()))):
             totals[key] += v
+        # patients counted once however many tasks they have (a row per patient and task is not a patient)
+        for key, part in (("discovery_patients", disc), ("confirmation_patients", conf)):
+            if patients is not None:
+                seen_patients[key].update(patients[part])
+            else:  # independent rows: each row its own unit
+                seen_patients[key].update((task, i) for i in np.flatnonzero(part))
     if not task_rows:
         raise DataError("No task could be split into discovery and confirmation rows: "
                         + " ".join(w for w in warnings if w.startswith("Task '")))
@@ -477,7 +493,8 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
     slices = _corrected(pd.DataFrame.from_records(rows, columns=SLICE_COLUMNS + ["_dual"]), plan)
     searched = int(sum(r["searched"] for r in task_rows))
     split = {"fraction": plan.discovery_fraction, "seed": plan.seed, "stratified_by": "label",
-             "unit": "patient" if roles.patient_id else "row", **totals}
+             "unit": "patient" if roles.patient_id else "row", **totals,
+             **{k: len(v) for k, v in seen_patients.items()}, "evaluated_on": evaluated_on}
     prov = _prov.make(plan.seed, data_sha256, model_hashes, n_rows=int(len(table)), n_boot=plan.n_boot)
     return SliceAuditResult(plan=plan, slices=slices, tasks=pd.DataFrame.from_records(task_rows, columns=TASK_COLUMNS),
                             searched=searched, searched_by_order=by_order, split=split, thresholds=thresholds,
