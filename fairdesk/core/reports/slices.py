@@ -79,7 +79,8 @@ def searched_sentence(doc: dict, k: int) -> str:
             f"attribute values with at least {searched_min(plan)} rows; {orders}) were searched "
             f"on the discovery part ({count(disc, k)} {unit}, {num(split.get('fraction')) or 0:.0%} drawn within "
             f"each label with seed {split.get('seed')}); the {len(doc.get('slices') or [])} worst served were "
-            f"tested on the confirmation part ({count(conf, k)} {unit}), which the search never saw.")
+            f"tested on the confirmation part ({count(conf, k)} {unit}), which the search never saw."
+            + (f" Both parts are drawn from {split['evaluated_on']}." if split.get("evaluated_on") else ""))
 
 
 def _summary(doc: dict, k: int) -> Section:
