@@ -32,7 +32,8 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           correction=args.correction or "bh", margin=args.margin,
                           calibration=not args.no_calibration,
                           calibration_own_family=args.calibration_family == "own",
-                          procedure=args.procedure or ("flat" if args.family or args.correction else "hierarchical"),
+                          procedure=args.procedure or ("flat" if args.family or args.correction
+                                                       or args.calibration_family == "shared" else "hierarchical"),
                           primary=tuple(split_list(args.primary)) if args.primary else ("parity", "recall",
                                                                                          "specificity"))
     guard_outputs([("--json", args.json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
@@ -179,8 +180,8 @@ def add_audit_groups(audit) -> None:
                         help="skip calibration and discrimination by group (AUROC/AUPRC intervals and gap tests) and "
                              "the ROC/PR/reliability curves (their tables stay empty)")
     groups.add_argument("--calibration-family", default="own", choices=["own", "shared"],
-                        help="correct the calibration tests in a family of their own next to the gaps' (default) "
-                             "or together with the gap tests")
+                        help="flat plan: correct the calibration tests in a family of their own next to the gaps' "
+                             "(default) or together with the gap tests (shared chooses the flat plan)")
     groups.add_argument("--drop-group", action="append", help="ATTRIBUTE=GROUP to leave out (listed in the report)")
     groups.add_argument("--json", required=True, help="write all results here")
     groups.add_argument("--pdf", help="also write the PDF report here")

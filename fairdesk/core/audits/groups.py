@@ -124,13 +124,14 @@ class GroupAuditPlan:
     calibration_own_family: bool = True  # calibration tests corrected apart from the gaps (see correct(), §8)
     procedure: str | None = None  # "hierarchical": primary measures on a tree, each secondary kind its own
     # family (see correct()); "flat": the families of ``family`` with ``correction``. None: hierarchical, unless a
-    # flat family or correction other than the default was asked for (then flat)
+    # flat family, a correction or a shared calibration family other than the defaults was asked for (then flat)
     primary: tuple[str, ...] = METRICS  # the primary measures of the hierarchical plan
 
     def __post_init__(self) -> None:
         check_plan_inputs(self)
         if self.procedure is None:
-            self.procedure = "flat" if (self.family, self.correction) != ("audit", "bh") else "hierarchical"
+            flat = (self.family, self.correction, bool(self.calibration_own_family)) != ("audit", "bh", True)
+            self.procedure = "flat" if flat else "hierarchical"
         if self.procedure not in PROCEDURES:
             raise DataError(f"Unknown testing plan '{self.procedure}'; choose from {', '.join(PROCEDURES)}.")
         bad = [m for m in self.primary if m not in PRIMARY_CHOICES]
