@@ -637,8 +637,8 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         "The confidence interval (CI) beside each verdict is the range of gaps consistent with the data, widened "
         "for the number of comparisons made (adjusted), so that it agrees with the verdict: it excludes 0 when "
         "the gap differs and lies inside the margin when it is equivalent; a wide interval means the group is "
-        "too small to be sure either way. The 95% interval of each comparison on its own is in the JSON "
-        "(ci_low_unadjusted, ci_high_unadjusted).",
+        "too small to be sure either way. The 95% interval of each comparison on its own is kept in the "
+        "results file.",
         "Every comparison gets one of three verdicts. “Differs”: the gap is unlikely to be chance even though "
         "many comparisons were made (q, the corrected p-value, is at most "
         f"{plan.alpha:g}). “Equivalent within ±{margin:g}”: the data show the gap is smaller than {margin:g} "

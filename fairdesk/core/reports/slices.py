@@ -144,7 +144,8 @@ def _table(doc: dict, k: int) -> Section:
         note=(f"n: the slice's confirmation rows; cases: the {CASE_WORDS.get(plan.get('metric'), 'rows')} its rate "
               "rests on. Rate, rest, gap (slice − rest) and its interval on the confirmation rows, adjusted for the "
               "number of slices tested so that it agrees with the verdict (the 95% Agresti–Caffo interval of each "
-              "slice on its own is in the JSON); q: corrected p. Discovery gap: on the rows the search saw (not tested; it is biased away from 0 "
+              "slice on its own is kept in the results file); q: corrected p. Discovery gap: on the rows the "
+              "search saw (not tested; it is biased away from 0 "
               f"by the search). Rates over fewer than {k} cases are not shown.")))
     reasons = [suppress_text(f"Slice {r.get('rank')}: {r.get('reason')}", k) for r in doc.get("slices") or []
                if r.get("reason")]
