@@ -14,6 +14,12 @@ size of every test and the coverage of every interval by region, a table and a f
 
     nice .venv/bin/python benchmarks/bench_validity.py --design-space --designs 300 --out /tmp/ds.json --png /tmp/ds.png
 
+The power study of the group audit's testing plans (docs/methods.md §1 "Testing plan"): planted harms at an expected
+per-test p of 1e-3 among hundreds of null comparisons in the benchmark cohort's shape, and null cohorts of the same
+shape, each judged by the hierarchical and the flat plan on the same tests:
+
+    nice .venv/bin/python benchmarks/bench_validity.py --power --runs 10 --out /tmp/power.json
+
 ``--resolve DATASETS`` adds the second pass that decides the unclear regions (as ``fairdesk-cli bench validity
 --design-space --resolve``; docs/methods.md "The second pass: a sequential rule").
 """
@@ -47,6 +53,7 @@ def main(argv=None) -> int:
     ap.add_argument("--designs", type=int, default=300)
     ap.add_argument("--n-boot", type=int, default=200)
     ap.add_argument("--png")
+    ap.add_argument("--power", action="store_true", help="the group audit's power study (hierarchical vs flat plan)")
     ap.add_argument("--resolve", type=int, metavar="DATASETS", help="with --design-space: the second pass's cap")
     args = ap.parse_args(argv)
     t_cpu, t_wall = time.process_time(), time.monotonic()
@@ -58,6 +65,17 @@ def main(argv=None) -> int:
             last[0] = pct
             print(f"{pct:3d}%  {time.monotonic() - t_wall:7.0f} s  {message}", file=sys.stderr, flush=True)
 
+    if args.power:
+        import json
+
+        from fairdesk.core.synthetic.group_sim import format_power, power_study
+
+        study = power_study(n_audits=args.runs or 10, n_boot=args.n_boot, seed=args.seed, progress=progress)
+        study["seconds_wall"] = time.monotonic() - t_wall
+        Path(args.out).write_text(json.dumps(study, indent=1))
+        print(format_power(study))
+        print(f"{time.monotonic() - t_wall:.0f} s wall, {time.process_time() - t_cpu:.0f} s CPU -> {args.out}")
+        return 0
     if args.design_space:
         ds = run_design_space(args.designs, seed=args.seed, n_boot=args.n_boot, progress=progress)
         if args.resolve:

@@ -49,6 +49,8 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
 
     if args.design_space:
         return cmd_bench_design_space(args)
+    if args.power:
+        return cmd_bench_power(args)
     for option in ("designs", "png", "region", "resolve"):
         if getattr(args, option) is not None:
             raise FairDeskError(f"--{option} belongs to 'bench validity --design-space'.")
@@ -65,6 +67,23 @@ def cmd_bench_validity(args: argparse.Namespace) -> int:
     say("rate: share of simulated runs rejected (null: false alarms of a whole audit after correction; "
           "planted: found); 95% CI: Clopper–Pearson.")
     say(f"-> {args.json}")
+    return 0
+
+
+def cmd_bench_power(args: argparse.Namespace) -> int:
+    """``bench validity --power``: the group audit's testing plans on planted harms and null cohorts."""
+    import json
+
+    from fairdesk.core import atomic
+    from fairdesk.core.synthetic.group_sim import format_power, power_study
+
+    guard_outputs([("--json", args.json)])
+    progress = TerminalProgress(args.quiet)
+    study = power_study(n_audits=args.runs or 10, n_boot=args.n_boot, seed=args.seed, progress=progress)
+    progress.done()
+    atomic.write_text(args.json, json.dumps(study, indent=1))
+    print(format_power(study))
+    print(f"-> {args.json}")
     return 0
 
 
@@ -124,6 +143,10 @@ def add_bench_commands(sub) -> None:
                                              "100 ctf, 200 age)")
     va.add_argument("--n", type=int, default=1000, help="sample size of the cit family's simulations")
     va.add_argument("--seed", type=int, default=0)
+    va.add_argument("--power", action="store_true",
+                    help="the group audit's power study: planted harms at per-test p about 1e-3 among hundreds of "
+                         "null comparisons and null cohorts of the same shape, hierarchical and flat plans side by "
+                         "side (--runs cohorts of each, default 10)")
     va.add_argument("--design-space", action="store_true",
                     help="draw group audits at random from the stated design space and map every test's size and "
                          "interval's coverage by region (instead of the fixed designs)")

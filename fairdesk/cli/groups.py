@@ -30,9 +30,14 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                           tasks=tuple(split_list(args.tasks)) or None, n_boot=args.n_boot, seed=args.seed,
                           alpha=args.alpha, min_group_size=args.min_group_size,
                           min_denominator=args.min_denominator,
-                          drop_groups=drop_groups(args.drop_group), family=args.family,
-                          correction=args.correction, margin=args.margin, calibration=not args.no_calibration,
-                          calibration_own_family=args.calibration_family == "own")
+                          drop_groups=drop_groups(args.drop_group), family=args.family or "audit",
+                          correction=args.correction or "bh", margin=args.margin,
+                          calibration=not args.no_calibration,
+                          calibration_own_family=args.calibration_family == "own",
+                          procedure=args.procedure or ("flat" if args.family or args.correction
+                                                       or args.calibration_family == "shared" else "hierarchical"),
+                          primary=tuple(split_list(args.primary)) if args.primary else ("parity", "recall",
+                                                                                         "specificity"))
     guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
     doc = run_table_audit(args, roles, audit_groups, plan, executor=executor_spec(args))
@@ -41,9 +46,16 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
         say(f"fairdesk-cli: warning: {' '.join(str(warning).split())}", file=sys.stderr)
     c = comparison_counts(result)
     say(f"{c['total']} comparisons: {c['differs']} differ, {c['equivalent']} equivalent within ±{plan.margin:g}, "
-          f"{c['inconclusive']} inconclusive ({plan.correction}, family {plan.family}; {tests_text(c)}); "
+        f"{c['inconclusive']} inconclusive ({plan_words(plan)}; {tests_text(c)}); "
           f"{c['rows']} result rows -> {args.json}" + (f", {args.pdf}" if args.pdf else ""))
     return 0
+
+
+def plan_words(plan) -> str:
+    """The testing plan in a few words for the CLI's summary line."""
+    if plan.procedure == "hierarchical":
+        return f"hierarchical plan, primary {','.join(plan.primary)}"
+    return f"flat plan: {plan.correction}, family {plan.family}"
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -180,19 +192,26 @@ def add_audit_groups(audit) -> None:
                         help="rates resting on fewer cases (e.g. positives for recall) are shown but not tested")
     groups.add_argument("--gap-rule", default="max", choices=["max", "one-vs-rest", "between", "to-overall"],
                         help="to-overall is run as one-vs-rest (they always decide alike)")
-    groups.add_argument("--family", default="audit", choices=["audit", "task", "attribute-group-measure"],
-                        help="correction family: the whole audit (default), each task, or 001's per attribute, "
-                             "group and measure across tasks")
-    groups.add_argument("--correction", default="bh", choices=["bh", "holm"],
-                        help="Benjamini–Hochberg (default) or Holm (family-wise)")
+    groups.add_argument("--procedure", choices=["hierarchical", "flat"],
+                        help="testing plan: hierarchical (default: the primary gaps tested task × attribute first, "
+                             "then their pairs; each secondary kind a family of its own) or flat (--family, "
+                             "--correction; giving either chooses flat)")
+    groups.add_argument("--primary", help="the primary measures of the hierarchical plan, comma-separated (default "
+                                          "parity,recall,specificity; auroc and auprc may be added)")
+    groups.add_argument("--family", choices=["audit", "task", "attribute-group-measure"],
+                        help="flat plan's correction family: the whole audit (default), each task, or 001's per "
+                             "attribute, group and measure across tasks")
+    groups.add_argument("--correction", choices=["bh", "holm"],
+                        help="Benjamini–Hochberg (default) or Holm (family-wise); the flat plan's correction and the "
+                             "hierarchical plan's in its secondary families")
     groups.add_argument("--margin", type=float, default=0.05,
                         help="equivalence margin for the 'equivalent' verdict (TOST), default 0.05")
     groups.add_argument("--no-calibration", action="store_true",
                         help="skip calibration and discrimination by group (AUROC/AUPRC intervals and gap tests) and "
                              "the ROC/PR/reliability curves (their tables stay empty)")
     groups.add_argument("--calibration-family", default="own", choices=["own", "shared"],
-                        help="correct the calibration tests in a family of their own next to the gaps' (default) "
-                             "or together with the gap tests")
+                        help="flat plan: correct the calibration tests in a family of their own next to the gaps' "
+                             "(default) or together with the gap tests (shared chooses the flat plan)")
     groups.add_argument("--drop-group", action="append", help="ATTRIBUTE=GROUP to leave out (listed in the report)")
     groups.add_argument("--json", required=True, help="write all results here")
     groups.add_argument("--pdf", help="also write the PDF report here")

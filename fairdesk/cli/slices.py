@@ -25,12 +25,13 @@ def cmd_audit_slices(args: argparse.Namespace) -> int:
     if args.bins is not None and not args.continuous_attribute:
         raise FairDeskError("--bins cuts a --continuous-attribute into bins; give the continuous attribute too, or "
                             "leave out --bins.")
-    args.sample_id = args.split = None
+    args.sample_id = None
     roles = column_roles(args)
     plan = SliceAuditPlan(roles=roles, threshold=args.threshold, metric=args.metric, bins=args.bins or 5,
                           max_order=args.max_order, min_size=args.min_size, carry=args.carry,
                           discovery_fraction=args.discovery_fraction, seed=args.seed, alpha=args.alpha,
-                          margin=args.margin, n_boot=args.n_boot, suppress_k=args.suppress_k)
+                          margin=args.margin, n_boot=args.n_boot, suppress_k=args.suppress_k,
+                          evaluate_on=args.evaluate_on)
     guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
     doc = run_table_audit(args, roles, audit_slices, plan)
@@ -69,6 +70,9 @@ def add_audit_slices(audit) -> None:
     p.add_argument("--discovery-fraction", type=float, default=0.5,
                    help="share of the patients (rows) the search sees; the rest confirm (default 0.5)")
     p.add_argument("--patient-id", help="patient id column: the split keeps each patient's rows together")
+    p.add_argument("--split", help="split column (train/val/test): the search and the confirmation use only the "
+                                   "--evaluate-on rows (default: all rows when no split column is given)")
+    p.add_argument("--evaluate-on", default="test", help="with --split: the rows that judge the model (default test)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--margin", type=float, default=0.05,

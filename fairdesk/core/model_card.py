@@ -269,7 +269,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
             else:
                 sentence = (f"{prefix}{title} for {attr} = {group}{in_task(task)} is {_f(r.get('rate'))} against "
                             f"{_f(r.get('comparison_rate'))} for {_text(r.get('comparison'))}: "
-                            f"{_f(abs(gap) if gap is not None else None)} {side} ({level} CI of the gap "
+                            f"{_f(abs(gap) if gap is not None else None)} {side} (adjusted CI of the gap "
                             f"{_interval(r.get('ci_low'), r.get('ci_high'))}{q}): {words}.")
             if metric == "auprc":
                 sentence += (" Part of an AUPRC gap can come from a difference in prevalence alone (a random score's "

@@ -322,7 +322,7 @@ def test_planted_miscalibration_is_found_and_the_table_is_complete():
     # the calibration tests are corrected in a family of their own (the default) and are in every count
     t = res.tests
     assert (t["metric"] == "calibration").sum() == 5
-    assert t.loc[t["metric"] == "calibration", "family_key"].eq("audit | calibration tests").all()
+    assert t.loc[t["metric"] == "calibration", "family"].eq("calibration").all()  # secondary, a family of its own
     counts, cal_counts = verdict_counts(res), verdict_counts(res, "calibration")
     assert cal_counts["tests"] == 5 and cal_counts["differs"] >= 1
     assert counts["tests"] == verdict_counts(res, "gaps")["tests"] + 5
@@ -356,14 +356,15 @@ def test_calibration_off_and_whole_patient_resampling():
     assert off.calibration.empty and off.curves.empty and not (off.tests["metric"] == "calibration").any()
     on = run_group_audit(_table(5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, calibration_own_family=False))
     # calibration draws nothing at random: switching it on leaves every gap unchanged
-    cols = ["gap", "ci_low", "ci_high", "p_value", "p_equivalence"]  # the q-values change: a larger family
+    cols = ["gap", "ci_low_unadjusted", "ci_high_unadjusted", "p_value", "p_equivalence"]  # q-values change
     pd.testing.assert_frame_equal(off.records[cols], on.records[cols])
     # 5 calibration tests, and the AUROC and AUPRC pairs (g: 3 pairs, h: 1 pair) with the gaps
     assert len(on.tests) == len(off.tests) + 5 + 2 * (3 + 1)
     roles = ColumnRoles(label="y", score="s", attributes=("g",), patient_id="pid")
     res = run_group_audit(_table(6, n=600, patients=150), GroupAuditPlan(threshold=0.5, roles=roles, n_boot=200))
     assert (res.calibration["design_effect"] >= 1).all() and res.calibration["p_value"].notna().all()
-    own = run_group_audit(_table(5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100))  # the default: a family of its own
+    # the flat plan's default: the calibration tests in a family of their own
+    own = run_group_audit(_table(5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=100, procedure="flat"))
     fam = own.tests.groupby("metric")["family_key"].agg(set)
     assert fam["calibration"] == {"audit | calibration tests"} and fam["recall"] == {"audit"}
     assert fam["auroc"] == {"audit"} and fam["auprc"] == {"audit"}  # discrimination gaps are gaps

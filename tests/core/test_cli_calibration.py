@@ -49,7 +49,7 @@ def test_calibration_records_and_curves_follow_the_contract(data, tmp_path):
             assert {"task", "attribute", "group", "x", "y"} <= set(kinds[k])
             assert 2 <= len(kinds[k]["x"]) == len(kinds[k]["y"]) <= 200
     tests = pd.DataFrame(doc["tests"])
-    assert tests.loc[tests["metric"] == "calibration", "family_key"].str.endswith("calibration tests").all()
+    assert tests.loc[tests["metric"] == "calibration", "family"].eq("calibration").all()  # secondary, its own
 
 
 def test_no_calibration_and_shared_family_flags(data, tmp_path):

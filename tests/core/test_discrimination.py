@@ -109,7 +109,9 @@ ROLES = ColumnRoles(label="y", score="s", attributes=("g",))
 
 
 def test_planted_auroc_gap_is_found_and_the_table_is_complete():
-    res = run_group_audit(_table(1, noise_c=2.5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=200))
+    # the flat plan: one BH family for the gaps (the hierarchical plan's AUROC / AUPRC families: test_testing_plan.py)
+    res = run_group_audit(_table(1, noise_c=2.5), GroupAuditPlan(threshold=0.5, roles=ROLES, n_boot=200,
+                                                                 procedure="flat"))
     d = res.discrimination.set_index(["metric", "group"])
     assert len(d) == 6 and d["test_id"].notna().all()
     c = d.loc[("auroc", "C")]
@@ -163,7 +165,7 @@ def test_test_matches_a_hand_computation():
     row = t.loc["(all)|g|auroc|A|B"]
     assert row["gap"] == pytest.approx(va - vb) and row["p_value"] == pytest.approx(2 * norm.sf(abs(z)))
     se2 = max(wa, hm(va, n1a, n0a)) + max(wb, hm(vb, n1b, n0b))
-    assert row["ci_high"] - row["ci_low"] == pytest.approx(2 * norm.ppf(0.975) * np.sqrt(se2))
+    assert row["ci_high_unadjusted"] - row["ci_low_unadjusted"] == pytest.approx(2 * norm.ppf(0.975) * np.sqrt(se2))
 
 
 def test_large_equal_groups_are_equivalent_and_too_few_cases_are_not_tested():

@@ -55,6 +55,8 @@ def old_findings(result: GroupAuditResult) -> pd.DataFrame:
     tst = getattr(result, "tests", None)
     if tst is not None and "outside_region" in tst and not out.empty:  # every finding's region note, by test
         out = out.assign(outside_region=out["test_id"].map(tst.set_index("test_id")["outside_region"]))
+    if tst is not None and "family" in tst and not out.empty:  # and its family, by test
+        out = out.assign(family=out["test_id"].map(tst.set_index("test_id")["family"]))
     return out
 
 

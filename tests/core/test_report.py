@@ -118,7 +118,7 @@ def test_forest_data_row_and_tooltip_match_a_hand_computed_record(audit, table):
     assert f"rate {tp / pos:.3f} = {tp}/{pos}" in tip
     assert f"group n = {int(rec.n):,}" in tip
     assert f"vs {comp}: {ctp / cpos:.3f} = {ctp}/{cpos}" in tip
-    assert F.fmt_signed(row.gap) in tip and f"95% CI {F.fmt_ci(rec.ci_low, rec.ci_high)}" in tip
+    assert F.fmt_signed(row.gap) in tip and f"adjusted CI {F.fmt_ci(rec.ci_low, rec.ci_high)}" in tip
     assert f"p = {F.fmt_p(rec.p_value)}, q = {F.fmt_p(rec.q_value)} · differs" in tip
 
     one = F.forest_data(audit, "ethnicity", "recall", task="sepsis")
@@ -177,7 +177,7 @@ def test_summary_names_the_planted_gap(report, audit):
     assert hit, findings
     rec = _record(audit, "sepsis", "ethnicity", "Black", "recall")
     assert f"{abs(rec.gap):.2f} lower than for {rec.comparison}" in hit[0]
-    assert "95% CI" in hit[0] and "misses more true cases" in hit[0] and "Caution" not in hit[0]
+    assert "adjusted CI" in hit[0] and "misses more true cases" in hit[0] and "Caution" not in hit[0]
     # findings whose rates rest on fewer cases than the minimum group size come last, with a caution
     fragile = [i for i, f in enumerate(findings) if "Caution: few cases behind the rate" in f]
     assert fragile == list(range(len(findings) - len(fragile), len(findings)))
@@ -218,7 +218,7 @@ def test_report_order_and_contents(report, audit):
     methods = "\n".join(b.text for b in report.section("methods").blocks)
     assert RULE_TEXT["max"] in methods and "not limited to 1/(B + 1)" in methods and "Benjamini–Hochberg" in methods
     # issue 9: the methods name the test, the family and what it means, the margin and the interval
-    assert "score test" in methods and "one family for the whole audit" in methods and "±0.05" in methods
+    assert "score test" in methods and "hierarchical false-discovery-rate procedure" in methods and "Benjamini–Bogomolov" in methods and "±0.05" in methods
     assert "Agresti–Caffo" in methods and "null band" in methods
     assert "200 replicates" in methods and "not estimable" in methods and "never as 0" in methods
     figs = report.figures()

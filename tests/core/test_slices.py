@@ -65,7 +65,7 @@ def test_confirmation_numbers_by_hand():
     assert row["gap"] == pytest.approx(x_a / n_a - x_b / n_b)
     # Agresti–Caffo: the interval's centre is (x_a+1)/(n_a+2) − (x_b+1)/(n_b+2) whatever the design effect
     centre = (x_a + 1) / (n_a + 2) - (x_b + 1) / (n_b + 2)
-    assert (row["ci_low"] + row["ci_high"]) / 2 == pytest.approx(centre)
+    assert (row["ci_low_unadjusted"] + row["ci_high_unadjusted"]) / 2 == pytest.approx(centre)
     # the score test with a design effect near 1 for independent rows: z² = gap² / (deff · V0)
     pooled = (x_a + x_b + 0.5) / (n_a + n_b + 1)
     v0 = pooled * (1 - pooled) * (1 / n_a + 1 / n_b)
@@ -231,3 +231,39 @@ def test_bench_validity_runs_the_slices_family(monkeypatch):
     [row] = res.rows
     assert (row.family, row.kind, row.runs, row.rejections, row.verdict) == ("slices", "null", 4, 0, "meets")
     assert "slices" in validity.FAMILIES and res.config["runs_per_family"] == {"slices": 4}
+
+
+def test_slices_judged_on_the_evaluation_rows_and_patients_counted_once():
+    """With a split column the search and the confirmation see only the --evaluate-on rows (default test); a
+    patient with rows in two tasks counts once in each part's patients, not once per task."""
+    import numpy as np
+    import pandas as pd
+
+    from fairdesk.core.audits.slices import SliceAuditPlan, run_slice_audit
+    from fairdesk.core.data.schema import ColumnRoles
+    from fairdesk.core.errors import DataError
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    pid = rng.integers(0, 1000, n)
+    frames = []
+    for t in ("a", "b"):
+        y = rng.random(n) < 0.3
+        frames.append(pd.DataFrame({"task": t, "pid": pid.astype(str), "y": y.astype(int),
+                                    "s": np.clip(0.5 * y + rng.random(n) * 0.6, 0, 1), "g": rng.choice(list("xyz"), n),
+                                    "split": np.where(pid % 5 == 0, "train", "test")}))
+    df = pd.concat(frames, ignore_index=True)
+    roles = ColumnRoles(label="y", score="s", task="task", attributes=("g",), patient_id="pid", split="split")
+    r = run_slice_audit(df, SliceAuditPlan(roles=roles, threshold=0.5, n_boot=100, min_size=20))
+    test = df[df["split"] == "test"]
+    assert r.split["discovery_rows"] + r.split["confirmation_rows"] == len(test)
+    assert "'test' rows" in r.split["evaluated_on"]
+    assert max(r.split["discovery_patients"], r.split["confirmation_patients"]) <= test["pid"].nunique()
+    assert r.split["discovery_patients"] + r.split["confirmation_patients"] < 2 * test["pid"].nunique()
+    no_split = run_slice_audit(df, SliceAuditPlan(roles=ColumnRoles(label="y", score="s", task="task",
+                                                                    attributes=("g",), patient_id="pid"),
+                                                  threshold=0.5, n_boot=100, min_size=20))
+    assert no_split.split["evaluated_on"] == "all rows" and no_split.split["discovery_rows"] + \
+        no_split.split["confirmation_rows"] == len(df)
+    with pytest.raises(DataError, match="evaluate-on"):
+        run_slice_audit(df, SliceAuditPlan(roles=roles, threshold=0.5, n_boot=100, evaluate_on="holdout"))

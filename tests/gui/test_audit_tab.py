@@ -81,7 +81,7 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     # hover tooltips: n, denominators, CI, p and q
     tips = plot.tooltips()
     assert len(tips) == 2
-    assert all("95% CI" in t and "p = " in t and "q = " in t and "n = " in t for t in tips)
+    assert all("adjusted CI" in t and "p = " in t and "q = " in t and "n = " in t for t in tips)
     assert sum("· differs" in t for t in tips) >= 1  # F vs M and M vs F: one test, one verdict, drawn once
     assert all("the same test as" in t for t in tips)  # the mirror is named on hover
     assert "(1 test)" in plot.legend.text() or "(2 tests)" in plot.legend.text()  # the legend counts tests
@@ -98,13 +98,22 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     assert f"{cc['total']:,} comparisons, one test each ({tests_text(cc)})" in header
     assert cc["total"] == c["total"] == sum(f["tests"] for f in cc["families"].values())
     assert {"calibration", "discrimination"} <= set(cc["families"])
-    assert "the calibration tests on their own" in header and f"{cc['rows']:,} result rows" in header
+    assert "calibration" in header and "each in a family of its own" in header  # the plan, named
+    assert f"{cc['rows']:,} result rows" in header
     # the form's correction settings reach the plan
     assert result.plan.family == "audit" and result.plan.correction == "bh" and result.plan.margin == 0.05
+    assert result.plan.procedure == "hierarchical" and result.plan.primary == ("parity", "recall", "specificity")
+    # the form's testing plan: flat disables the primary measures; hierarchical takes the ticked ones
+    tab.procedure_combo.setCurrentIndex(tab.procedure_combo.findData("flat"))
+    assert not tab.primary_checks["recall"].isEnabled() and tab.family_combo.isEnabled()
+    assert tab.plan().procedure == "flat"
+    tab.procedure_combo.setCurrentIndex(tab.procedure_combo.findData("hierarchical"))
+    tab.primary_checks["parity"].setChecked(False)
+    assert tab.plan().primary == ("recall", "specificity") and not tab.family_combo.isEnabled()
     assert any("/" in t for t in tips)  # numerator/denominator
     spot = sig.points()[0]
     x, y = spot.pos().x(), spot.pos().y()
-    assert "95% CI" in plot.tooltip_at(x, y)
+    assert "adjusted CI" in plot.tooltip_at(x, y)
     # a real pointer move over the spot sets the view's tooltip (what the user sees)
     plot.plot_widget.resize(800, 400)
     qtbot.wait(50)
@@ -117,7 +126,7 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
         view_pos = plot.plot_widget.mapFromScene(vb.mapViewToScene(spot.pos()))
         QTest.mouseMove(plot.plot_widget.viewport(), QPoint(view_pos.x(), view_pos.y()))
         QTest.mouseMove(plot.plot_widget.viewport(), QPoint(view_pos.x() + 1, view_pos.y()))
-        return "95% CI" in vb.toolTip()
+        return "adjusted CI" in vb.toolTip()
 
     qtbot.waitUntil(hover, timeout=3000)
 

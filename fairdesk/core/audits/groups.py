@@ -60,6 +60,8 @@ FAMILY_TEXT = {
                                "source paper (001 Table C3); many families, so more false alarms per audit",
 }
 CORRECTIONS = {"bh": "Benjamini–Hochberg (false discovery rate)", "holm": "Holm (family-wise error rate)"}
+PROCEDURES = ("hierarchical", "flat")
+PRIMARY_CHOICES = METRICS + ("auroc", "auprc")  # the measures a plan may make primary (rate gaps by default)
 VERDICTS = ("differs", "equivalent", "inconclusive")
 TO_OVERALL_NOTE = ("The to-overall rule was run as one-vs-rest: a group's gap to all groups together is "
                    "(1 − w) times its gap to the rest (w = its share of the rows), so both always reach the same "
@@ -120,9 +122,22 @@ class GroupAuditPlan:
     calibration_intercept_margin: float = 0.2  # equivalence: |calibration intercept| below this (logit scale) ...
     calibration_slope_range: tuple[float, float] = (0.8, 1.25)  # ... and the calibration slope inside this range
     calibration_own_family: bool = True  # calibration tests corrected apart from the gaps (see correct(), §8)
+    procedure: str | None = None  # "hierarchical": primary measures on a tree, each secondary kind its own
+    # family (see correct()); "flat": the families of ``family`` with ``correction``. None: hierarchical, unless a
+    # flat family, a correction or a shared calibration family other than the defaults was asked for (then flat)
+    primary: tuple[str, ...] = METRICS  # the primary measures of the hierarchical plan
 
     def __post_init__(self) -> None:
         check_plan_inputs(self)
+        if self.procedure is None:
+            flat = (self.family, self.correction, bool(self.calibration_own_family)) != ("audit", "bh", True)
+            self.procedure = "flat" if flat else "hierarchical"
+        if self.procedure not in PROCEDURES:
+            raise DataError(f"Unknown testing plan '{self.procedure}'; choose from {', '.join(PROCEDURES)}.")
+        bad = [m for m in self.primary if m not in PRIMARY_CHOICES]
+        if bad or not self.primary:
+            raise DataError(f"Unknown primary measure(s) {bad}; choose one or more of {', '.join(PRIMARY_CHOICES)}."
+                            if bad else f"Choose at least one primary measure from {', '.join(PRIMARY_CHOICES)}.")
         bad = [m for m in self.metrics if m not in METRICS]
         if bad:
             raise DataError(f"Unknown gap metric(s) {bad}; choose from {', '.join(METRICS)}.")
@@ -180,6 +195,10 @@ class GroupAuditPlan:
         ignored += [f"roles.{k}" for k in ColumnRoles.unknown_keys(d["roles"])]
         d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         d["roles"] = ColumnRoles.from_dict(d["roles"])
+        for key in PLAN_SUMMARY_KEYS:  # the document's account of the plan (:func:`plan_summary`), not a parameter
+            d.pop(key, None)
+        d.setdefault("procedure", "flat")  # stored before plans had structure: corrected in flat families
+        d["primary"] = tuple(d.get("primary") or METRICS)
         for key in ("metrics", "bins"):
             d[key] = tuple(d[key])
         d["intersections"] = tuple(tuple(c) for c in d.get("intersections", ()))
@@ -223,6 +242,9 @@ def check_plan_inputs(plan: "GroupAuditPlan") -> None:
                          what="the number of bins of a continuous attribute's error spread") for n in bins]
     plan.bins = tuple(bins)
     plan.metrics = column_names(plan.metrics, "metrics")
+    if isinstance(plan.primary, str):  # "recall,specificity" as the CLI takes it
+        plan.primary = tuple(x.strip() for x in plan.primary.split(",") if x.strip())
+    plan.primary = column_names(plan.primary, "primary")
     if plan.tasks is not None:
         plan.tasks = column_names(plan.tasks, "tasks") or None
     combos = plan.intersections or ()
@@ -259,7 +281,7 @@ class GroupAuditResult:
     # per (task, attribute, tested group): ROC, PR, reliability and smoothed points, and the operating point
 
     def to_dict(self) -> dict:
-        out = {"plan": self.plan.to_dict(), "thresholds": self.thresholds, "provenance": self.provenance,
+        out = {"plan": {**self.plan.to_dict(), **plan_summary(self)}, "thresholds": self.thresholds, "provenance": self.provenance,
                "warnings": list(self.warnings)}
         for name in TABLES:
             out[name] = getattr(self, name).to_dict(orient="records")
@@ -282,6 +304,13 @@ class GroupAuditResult:
                 lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
                 else ("differs" if bool(v) else "inconclusive"))
             rec["test_id"] = [f"legacy-{i}" if v is not None else None for i, v in enumerate(rec["verdict"])]
+        for name in ("records", "tests", "discrimination"):  # stored before intervals were adjusted
+            t = tables[name]
+            if d.get(name) and "ci_low_unadjusted" not in d[name][0] and "ci_low" in t:
+                t["ci_low_unadjusted"], t["ci_high_unadjusted"] = t["ci_low"], t["ci_high"]
+        tst = tables["tests"]
+        if d.get("tests") and "family" not in d["tests"][0]:
+            tst["family"] = tst["family_key"]
         warnings = list(d.get("warnings", []))
         if any("n_boot_valid" in (d.get(t) or [{}])[0] for t in ("calibration", "discrimination")) \
                 and BOOTSTRAP_INTERVALS_WARNING not in warnings:
@@ -299,6 +328,62 @@ class GroupAuditResult:
         return cls.from_dict(json.loads(text))
 
 
+PLAN_SUMMARY_KEYS = ("description", "families")
+
+
+def plan_summary(result: "GroupAuditResult") -> dict:
+    """The document's account of the testing plan (the top-level ``plan`` object gains these keys next to the
+    parameters): ``procedure``, ``primary``, ``alpha``, ``description`` (one plain sentence naming the plan) and
+    ``families`` (per family: ``name``, ``role`` "primary" | "secondary", ``tests`` (with a p-value) and
+    ``error_rate``, what is controlled in it)."""
+    plan = result.plan
+    procedure = procedure_of(plan)
+    tst = result.tests
+    counts: dict[str, int] = {}
+    if not tst.empty and "family" in tst:
+        fam = tst["family"].where(tst["family"].notna(), tst.get("family_key"))
+        tested = tst["p_value"].notna()
+        for name, n in fam[tested].value_counts(sort=False).items():
+            counts[str(name)] = int(n)
+    alpha = float(plan.alpha)
+    correction = CORRECTIONS[plan.correction]
+    families = []
+    if procedure == "hierarchical":
+        secondary = [f for f in counts if f != "primary"]
+        k = max(1, len(secondary))
+        if "primary" in counts or not counts:
+            families.append({"name": "primary", "role": "primary", "tests": counts.get("primary", 0),
+                             "error_rate": PRIMARY_ERROR_RATE})
+        for f in secondary:
+            families.append({"name": f, "role": "secondary", "tests": counts[f],
+                             "error_rate": f"{correction} at α/{k} = {alpha / k:.3g}"
+                                           + (f" ({k} secondary families, so that together they make a false "
+                                              f"discovery in an audit with nothing to find at most {alpha:g} of the "
+                                              "time)" if k > 1 else "")})
+        words = [MEASURE_WORDS[m] for m in plan.primary]
+        sec_words = [f for f in secondary]
+        description = (f"Primary: {_and(words)} gaps, tested task by task, attribute by attribute and measure by "
+                       f"measure with a hierarchical false-discovery-rate procedure at {alpha:.0%}"
+                       + (f"; {_and(sec_words)} are secondary, each in a family of its own." if sec_words else "."))
+    else:
+        own = getattr(plan, "calibration_own_family", False)
+        for f, n in counts.items():
+            role = "secondary" if own and f.endswith("calibration tests") else "primary"
+            families.append({"name": f, "role": role, "tests": n, "error_rate": correction})
+        scope = {"audit": "over the whole audit", "task": "task by task",
+                 "attribute-group-measure": "per attribute, group and measure across the tasks"}[plan.family]
+        description = (f"Flat plan: every test corrected {scope} with {correction} at {alpha:.0%}"
+                       + ("; the calibration tests in a family of their own." if own and any(
+                           f.endswith("calibration tests") for f in counts) else "."))
+    return {"procedure": procedure, "primary": list(plan.primary), "alpha": alpha, "description": description,
+            "families": families}
+
+
+def _and(words: list[str]) -> str:
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1] if words else ""
+
+
 BOOTSTRAP_INTERVALS_WARNING = (
     "Stored by an earlier FairDesk: this audit's calibration and discrimination intervals come from a bootstrap of "
     "each group's rows (percentile intervals; AUPRC tests with bootstrap standard deviations), not from the "
@@ -309,7 +394,8 @@ _COLUMNS = {
     "records": ["task", "attribute", "group", "metric", "n", "numerator", "denominator", "rate", "reason",
                 "comparison", "comparison_rate", "gap", "ci_low", "ci_high", "p_value", "q_value", "significant",
                 "significant_bh", "favours", "n_boot_valid", "threshold", "bins", "test", "verdict", "test_id",
-                "p_equivalence", "q_equivalence", "outside_region"],
+                "p_equivalence", "q_equivalence", "outside_region", "family", "ci_low_unadjusted",
+                "ci_high_unadjusted"],
     "groups": ["task", "attribute", "group", "n", "n_patients", "n_positive", "prevalence", "auroc", "auprc",
                "tn", "fp", "fn", "tp", "tested", "reason"],
     "summary": ["attribute", "group", "metric", "n_tasks", "n_significant", "share_favouring",
@@ -319,15 +405,15 @@ _COLUMNS = {
                    "n_positive", "fpr", "fnr"],
     "tests": ["test_id", "task", "attribute", "metric", "kind", "group", "comparison", "gap", "ci_low", "ci_high",
               "p_value", "p_equivalence", "design_effect", "n_boot_valid", "family_key", "q_value",
-              "q_equivalence", "verdict", "outside_region"],
+              "q_equivalence", "verdict", "outside_region", "family", "ci_low_unadjusted", "ci_high_unadjusted"],
     "calibration": ["task", "attribute", "group", "n", "n_positive"]
                    + [f"{m}{suffix}" for m in CALIBRATION_MEASURES for suffix in ("", "_ci_low", "_ci_high")]
                    + ["test", "lr_stat", "p_value", "p_equivalence", "design_effect", "q_value",
-                      "q_equivalence", "verdict", "test_id", "reason"],
+                      "q_equivalence", "verdict", "test_id", "reason", "family"],
     "discrimination": ["task", "attribute", "group", "metric", "n", "n_positive", "value", "value_ci_low",
                        "value_ci_high", "comparison", "comparison_value", "gap", "ci_low", "ci_high", "p_value",
                        "p_equivalence", "design_effect", "q_value", "q_equivalence", "verdict", "test_id", "test",
-                       "reason"],
+                       "reason", "family", "ci_low_unadjusted", "ci_high_unadjusted"],
     "curves": ["task", "attribute", "group", "curve", "x", "y", "threshold", "n", "ci_low", "ci_high"],
 }
 
@@ -582,20 +668,14 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
 
     rep(0.95, "Correcting for multiple testing")
     rec = pd.DataFrame.from_records(records, columns=_COLUMNS["records"])
-    tst = correct(pd.DataFrame.from_records(tests, columns=_COLUMNS["tests"]), plan)
+    tst = correct(pd.DataFrame.from_records(tests, columns=_COLUMNS["tests"] + ["_dual"]), plan)
     groups_table = pd.DataFrame.from_records(group_rows, columns=_COLUMNS["groups"])
     if not tst.empty:  # issue 21: a test outside the design-space region where its size and coverage were verified
         tst["outside_region"] = annotate_region(tst, groups_table,
                                                 {t for t, m in boot_mode.items() if m.startswith("whole-patient")})
     if not rec.empty:
-        by_id = tst.set_index("test_id") if not tst.empty else None
+        rec = _with_verdicts(rec, tst, ("outside_region",))
         has = rec["test_id"].notna()
-        for col in ("q_value", "q_equivalence", "verdict", "outside_region"):
-            rec[col] = None
-            if by_id is not None and has.any():
-                rec.loc[has, col] = rec.loc[has, "test_id"].map(by_id[col]).to_numpy()
-        rec["q_value"] = rec["q_value"].astype(float)
-        rec["q_equivalence"] = rec["q_equivalence"].astype(float)
         rec["significant_bh"] = np.where(has, rec["verdict"] == "differs", None).astype(object)
         rec["verdict"] = rec["verdict"].astype(object).where(has, None)
     cal = _with_verdicts(pd.DataFrame.from_records(cal_rows, columns=_COLUMNS["calibration"]), tst)
@@ -644,18 +724,34 @@ def audit_unit(unit: dict, plan: GroupAuditPlan, rep: Reporter) -> dict:
     return out
 
 
-def _with_verdicts(table: pd.DataFrame, tst: pd.DataFrame) -> pd.DataFrame:
-    """``table``'s q_value, q_equivalence and verdict from the corrected tests, by ``test_id``."""
+def _with_verdicts(table: pd.DataFrame, tst: pd.DataFrame, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """``table``'s q_value, q_equivalence, verdict, family (and ``extra`` columns) from the corrected tests, by
+    ``test_id``; where the table has an interval, the adjusted one (told from the row's side: a row whose group is
+    the test's comparison shows it mirrored) with the row's own kept as ``ci_low_unadjusted`` /
+    ``ci_high_unadjusted``."""
     if table.empty:
         return table
     by_id = tst.set_index("test_id") if not tst.empty else None
     has = table["test_id"].notna()
-    for col in ("q_value", "q_equivalence", "verdict"):
+    for col in ("q_value", "q_equivalence", "verdict", "family") + extra:
         table[col] = None
-        if by_id is not None and has.any():
+        if by_id is not None and has.any() and col in by_id:
             table.loc[has, col] = table.loc[has, "test_id"].map(by_id[col]).to_numpy()
     table["q_value"] = table["q_value"].astype(float)
     table["q_equivalence"] = table["q_equivalence"].astype(float)
+    if "ci_low_unadjusted" in table and by_id is not None and "ci_low_unadjusted" in by_id:
+        table["ci_low_unadjusted"], table["ci_high_unadjusted"] = table["ci_low"], table["ci_high"]
+        if has.any():
+            ids = table.loc[has, "test_id"]
+            lo = ids.map(by_id["ci_low"]).astype(float).to_numpy()
+            hi = ids.map(by_id["ci_high"]).astype(float).to_numpy()
+            mirrored = (table.loc[has, "group"].astype(str).to_numpy()
+                        != ids.map(by_id["group"]).astype(str).to_numpy())
+            lo, hi = np.where(mirrored, -hi, lo), np.where(mirrored, -lo, hi)
+            table["ci_low"] = table["ci_low"].astype(object)
+            table["ci_high"] = table["ci_high"].astype(object)
+            table.loc[has, "ci_low"] = [None if math.isnan(v) else float(v) for v in lo]
+            table.loc[has, "ci_high"] = [None if math.isnan(v) else float(v) for v in hi]
     return table
 
 
@@ -1106,7 +1202,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
             elif not (se > 0 and lse > 0):
                 reason = (f"{metric.upper()} of {value:g}: no variance to test with" if value in (0.0, 1.0)
                           else "no variance to test with")
-            info.append({**g, "value": value, "ci": (lo, hi), "se": se, "deff": deff, "lse": lse,
+            info.append({**g, "value": value, "ci": (lo, hi), "se": se, "deff": deff, "lse": lse, "df": df,
                          "lse_test": lse_test, "reason": reason})
         testable = [i for i, g in enumerate(info) if g["reason"] is None]
         unit: dict[tuple[int, int], dict] = {}
@@ -1138,7 +1234,10 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 # d ± q·se covered 0.78–0.89 near AP = 1 and with whole patients (issue 21)
                 ci = ((d - q * se, d + q * se) if metric == "auroc"
                       else G.mover(a["value"], a["ci"], b["value"], b["ci"]))
-                unit[(i, j)] = {"test_id": test_id, "task": task, "attribute": attr, "metric": metric,
+                dual = ({"kind": "normal", "centre": d, "se": se, "df": df} if metric == "auroc" else
+                        {"kind": "mover", "centre": d, "se": se, "df": df, "a": a["value"], "lse_a": a["lse"],
+                         "df_a": a["df"], "b": b["value"], "lse_b": b["lse"], "df_b": b["df"]})
+                unit[(i, j)] = {"_dual": dual, "test_id": test_id, "task": task, "attribute": attr, "metric": metric,
                                 "kind": "pair", "group": a["group"], "comparison": b["group"], "gap": d,
                                 "ci_low": ci[0], "ci_high": ci[1], "p_value": p,
                                 "p_equivalence": float(G.tost_p(d, se, plan.margin, df)), "design_effect": deff,
@@ -1245,10 +1344,14 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hi
         centre, se = G.agresti_caffo(x_a, n_a, x_b, n_b, deff)  # cases at recall 0.99, docs/methods.md §1)
         lo, hi = G.interval(centre, se, plan.ci_level, df)
         p_eq = float("nan") if flat else float(G.tost_p(centre, se, plan.margin, df))
+        dual = {"kind": "ac", "centre": float(centre), "se": float(se), "df": float(df), "x_a": float(x_a),
+                "n_a": float(n_a), "x_b": float(x_b), "n_b": float(n_b), "deff": float(deff)}
     else:  # whole patients: the inversion of the score test (issue 21: Agresti–Caffo missed 0 more often than the
         lo, hi = G.score_interval(x_a, n_a, x_b, n_b, deff, plan.ci_level, df)  # test rejected)
         p_eq = float("nan") if flat else float(G.score_tost_p(x_a, n_a, x_b, n_b, plan.margin, deff, df))
-    return {"gap": float(x_a / n_a - x_b / n_b), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
+        dual = {"kind": "score", "x_a": float(x_a), "n_a": float(n_a), "x_b": float(x_b), "n_b": float(n_b),
+                "deff": float(deff), "df": float(df)}
+    return {"_dual": dual, "gap": float(x_a / n_a - x_b / n_b), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
             "p_equivalence": p_eq,
             "design_effect": deff, "df": float(df), "n_boot_valid": n_valid, "flat": flat}
 
@@ -1336,7 +1439,8 @@ def _audit_continuous(task, attr, x, y, yhat, patients, cluster, tau, plan, rng,
         records.append({**base, "reason": None, "gap": value, "ci_low": 0.0, "ci_high": band,
                         "p_value": p, "significant": bool(p <= plan.alpha), "n_boot_valid": n_valid, "bins": k,
                         "test_id": test_id})
-        tests.append({"test_id": test_id, "task": task, "attribute": attr, "metric": "delta_eo", "kind": "delta_eo",
+        tests.append({"_dual": {"kind": "band", "null": null}, "test_id": test_id, "task": task, "attribute": attr,
+                      "metric": "delta_eo", "kind": "delta_eo",
                       "group": f"N={n_req}", "comparison": None, "gap": value, "ci_low": 0.0, "ci_high": band,
                       "p_value": p, "p_equivalence": None, "design_effect": None, "n_boot_valid": n_valid})
         tn, fp, fn, tp = observed.T
@@ -1417,24 +1521,34 @@ def centred_bootstrap_p_delta_eo(observed: np.ndarray, boot: np.ndarray, value: 
     return float((np.sum(d >= value - 1e-12) + 1) / (d.size + 1))
 
 
-def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
-    """Adjust every test of the audit within its family and give it a verdict.
+SECONDARY_FAMILIES = {"parity": "parity gaps", "recall": "recall gaps", "specificity": "specificity gaps",
+                      "auroc": "AUROC gaps", "auprc": "AUPRC gaps", "delta_eo": "error spread",
+                      "calibration": "calibration"}
+MEASURE_WORDS = {"parity": "parity", "recall": "recall", "specificity": "specificity", "auroc": "AUROC",
+                 "auprc": "AUPRC", "delta_eo": "error spread", "calibration": "calibration"}
+#: the parent of a primary test in the hierarchical plan: one task × attribute × measure, whose pairs (or groups vs
+#: the rest) are its children. Chosen over task × attribute (every measure's pairs under one parent) by the power
+#: study (docs/methods.md §1: 72% against 64% of harms at p 3e-4 to 3e-3 called "differs"; the flat plan 20%).
+TREE_PARENT = ("task", "attribute", "metric")
+PRIMARY_ERROR_RATE = ("false discovery rate over the task × attribute × measure units found to have a gap (Benjamini–"
+                      "Hochberg on each unit's Simes p), and, within the units found, the false discovery rate of "
+                      "their gaps averaged over those units (Benjamini–Bogomolov selective FDR); equivalence "
+                      "claims: false discovery rate (Benjamini–Hochberg)")
 
-    Families (``plan.family``): "audit" — all tests together (the default); "task" — per task; "attribute-group-
-    measure" — per attribute, group (or pair) and measure across tasks (001's choice). ``plan.correction`` adjusts
-    the p-values of "differs" and, separately and in the same families, the TOST p-values of "equivalent", so that a
-    claim of equivalence has the same error control as a claim of difference. Verdict: "differs" when q ≤ α;
-    otherwise "equivalent" when the adjusted TOST p ≤ α; otherwise "inconclusive". (A gap can be both significantly
-    non-zero and inside the margin with very large groups; it is then reported as "differs".) Δ_eo has no
-    equivalence margin (its scale depends on N and the error rates), so it is "differs" or "inconclusive".
 
-    Calibration tests (metric "calibration") are tests of the audit like any other and join these families. With
-    BH, many true calibration findings (a badly calibrated model) make the gap tests' threshold more lenient; with
-    ``plan.calibration_own_family`` they are corrected in a family of their own (next to each family above).
-    """
-    t = tests.copy()
-    if t.empty:
-        return t
+def procedure_of(plan) -> str:
+    """The plan's procedure; plans without one (the slice audit's, documents stored before plans had structure)
+    are flat."""
+    return getattr(plan, "procedure", None) or "flat"
+
+
+def _families(t: pd.DataFrame, plan) -> tuple[pd.Series, set]:
+    """Each test's family name and the names of the secondary families."""
+    metric = t["metric"].astype(str)
+    if procedure_of(plan) == "hierarchical":
+        primary = set(plan.primary)
+        fam = metric.map(lambda m: "primary" if m in primary else SECONDARY_FAMILIES.get(m, f"{m} tests"))
+        return fam, set(fam) - {"primary"}
     if plan.family == "audit":
         key = pd.Series("audit", index=t.index)
     elif plan.family == "task":
@@ -1442,20 +1556,205 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
     else:
         key = (t["attribute"].astype(str) + " | " + t["group"].astype(str)
                + t["comparison"].map(lambda c: f" vs {c}" if isinstance(c, str) and not c.startswith("not ") else "")
-               + " | " + t["metric"].astype(str))
+               + " | " + metric)
+    secondary = set()
     if getattr(plan, "calibration_own_family", False):
-        key = key.where(t["metric"] != "calibration", key + " | calibration tests")
-    t["family_key"] = key
-    t["q_value"] = np.nan
-    t["q_equivalence"] = np.nan
-    for _, idx in t.groupby("family_key", sort=False).groups.items():
-        t.loc[idx, "q_value"] = adjust(t.loc[idx, "p_value"].to_numpy(float), plan.correction)
-        t.loc[idx, "q_equivalence"] = adjust(t.loc[idx, "p_equivalence"].to_numpy(float), plan.correction)
-    differs = t["q_value"] <= plan.alpha
-    equivalent = ~differs & (t["q_equivalence"] <= plan.alpha)
+        key = key.where(metric != "calibration", key + " | calibration tests")
+        secondary = set(key[metric == "calibration"])
+    return key, secondary
+
+
+def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
+    """Adjust every test of the audit within its family, give it a verdict and, where the test carries what it
+    needs (column ``_dual``), the interval that agrees with that verdict (:func:`agreeing_intervals`).
+
+    Hierarchical plan (``plan.procedure``, the default): the *primary* family holds the gaps of the measures in
+    ``plan.primary`` (the rate gaps at the threshold by default), tested on a tree (:func:`..stats.multiple.
+    two_level_fdr`): each task × attribute (:data:`TREE_PARENT`) is one parent whose Simes p asks "is there any
+    primary gap among these groups?"; BH over the parents at α, then BH over the gaps of each parent selected at
+    α·R/M. Every other kind of test (AUROC gaps, AUPRC gaps, error spread, calibration, a rate measure not made
+    primary) is *secondary*, a family of its own corrected by ``plan.correction`` at α/k (k secondary families with
+    a test, reported as q·k), so that together they make a false discovery in an audit with nothing to find no more
+    often than α. Equivalence claims are corrected by BH over the primary family's TOST p-values and by
+    ``plan.correction`` in each secondary family (at α/k).
+
+    Flat plan: families by ``plan.family`` — "audit" (all tests together), "task" (per task), "attribute-group-
+    measure" (per attribute, group or pair and measure across tasks, 001's choice) — adjusted by
+    ``plan.correction``, the TOST p-values separately in the same families; with ``plan.calibration_own_family``
+    the calibration tests form a family of their own next to each.
+
+    Verdict: "differs" when q ≤ α; otherwise "equivalent" when the adjusted TOST p ≤ α; otherwise "inconclusive".
+    (A gap can be both significantly non-zero and inside the margin with very large groups; it is then "differs".)
+    Δ_eo has no equivalence margin, so it is "differs" or "inconclusive". Columns added: ``family`` (and
+    ``family_key``, the same), ``q_value``, ``q_equivalence``, ``verdict`` and, with ``_dual``, the adjusted
+    ``ci_low`` / ``ci_high`` with the unadjusted ones kept as ``ci_low_unadjusted`` / ``ci_high_unadjusted``.
+    """
+    from fairdesk.core.stats.multiple import rejection_level, two_level_fdr
+
+    t = tests.copy()
+    if t.empty:
+        return t.assign(family=pd.Series(dtype=object))
+    fam, secondary = _families(t, plan)
+    t["family"] = fam.astype(object)
+    t["family_key"] = t["family"]
+    hierarchical = procedure_of(plan) == "hierarchical"
+    k_sec = max(1, len([f for f in secondary if t.loc[fam == f, "p_value"].notna().any()])) if hierarchical else 1
+    for col in ("q_value", "q_equivalence", "level", "level_equivalence"):
+        t[col] = np.nan
+    alpha = float(plan.alpha)
+    for name, idx in t.groupby("family", sort=False).groups.items():
+        p = t.loc[idx, "p_value"].to_numpy(float)
+        p_eq = t.loc[idx, "p_equivalence"].to_numpy(float)
+        if hierarchical and name == "primary":
+            parent = list(zip(*(t.loc[idx, c].astype(str) for c in TREE_PARENT)))
+            tree = two_level_fdr(p, parent, alpha)
+            q, level = tree["q"], tree["level"]
+            q_eq, level_eq = adjust(p_eq, "bh"), rejection_level(p_eq, alpha, "bh")
+        else:
+            k = k_sec if hierarchical else 1
+            q = np.minimum(1.0, adjust(p, plan.correction) * k)
+            level = rejection_level(p, alpha / k, plan.correction)
+            q_eq = np.minimum(1.0, adjust(p_eq, plan.correction) * k)
+            level_eq = rejection_level(p_eq, alpha / k, plan.correction)
+        t.loc[idx, "q_value"], t.loc[idx, "level"] = q, level
+        t.loc[idx, "q_equivalence"], t.loc[idx, "level_equivalence"] = q_eq, level_eq
+    differs = t["q_value"] <= alpha
+    equivalent = ~differs & (t["q_equivalence"] <= alpha)
     t["verdict"] = np.where(differs, "differs", np.where(equivalent, "equivalent", "inconclusive"))
     t.loc[t["p_value"].isna(), "verdict"] = None
     t["verdict"] = t["verdict"].astype(object)
+    if "_dual" in t:
+        t = agreeing_intervals(t, plan)
+    return t.drop(columns=["level", "level_equivalence", "_dual"], errors="ignore")
+
+
+def _intervals(duals: list, levels: np.ndarray, equivalence: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of many tests at their own levels, from what each carries (``_dual``; a test without one gets
+    NaN): of the difference, or (``equivalence``) the interval whose inclusion in ±margin at ``1 − 2a`` is the TOST
+    at ``a``. Computed per kind in one vectorised call (the score interval's bisection per test cost seconds on the
+    57-task benchmark)."""
+    from fairdesk.core.stats import gaps as G
+
+    n = len(duals)
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    levels = np.asarray(levels, float)
+
+    def kind_of(d):
+        if not isinstance(d, dict):
+            return None
+        k = d["kind"]
+        if k == "ac" and not equivalence:
+            # a rate gap's difference: the inversion of the score test that decided it (Agresti–Caffo, whose centre
+            # is pulled towards 0, still held 0 at the level where the score test rejected: every harm at the edge
+            # of the adjusted level lost its verdict); its equivalence: the Agresti–Caffo interval of its TOST
+            return "score"
+        if k == "mover" and equivalence:
+            return "normal"  # AUPRC's TOST is on the value scale
+        return "normal" if k == "ac" else k
+
+    kinds = [kind_of(d) for d in duals]
+    for kind in set(kinds) - {None}:
+        idx = np.array([i for i, k in enumerate(kinds) if k == kind])
+        ok = idx[(levels[idx] > 0) & (levels[idx] < 1)]
+        if not ok.size:
+            continue
+        ds = [duals[i] for i in ok]
+        lv = levels[ok]
+        col = lambda key: np.array([d.get(key, math.inf) for d in ds], float)  # noqa: E731
+        if kind == "score":
+            a, b = G.score_interval(col("x_a"), col("n_a"), col("x_b"), col("n_b"), col("deff"), lv, col("df"))
+        elif kind == "normal":
+            a, b = G.interval(col("centre"), col("se"), lv, col("df"))
+        elif kind == "mover":
+            from scipy.special import expit, logit
+
+            qa, qb = G.quantile(lv, col("df_a")), G.quantile(lv, col("df_b"))
+            va, vb, la, lb = col("a"), col("b"), col("lse_a"), col("lse_b")
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ca = expit(logit(va) + np.array([[-1], [1]]) * qa * la)
+                cb = expit(logit(vb) + np.array([[-1], [1]]) * qb * lb)
+            a = np.array([G.mover(x, (c0, c1), y, (e0, e1)) for x, c0, c1, y, e0, e1
+                          in zip(va, ca[0], ca[1], vb, cb[0], cb[1])]).reshape(-1, 2).T
+            a, b = a[0], a[1]
+        else:  # "band"
+            if equivalence:
+                continue
+            a = np.zeros(ok.size)
+            b = np.array([band(d["null"], v) for d, v in zip(ds, lv)])
+        lo[ok], hi[ok] = a, b
+    return lo, hi
+
+
+def band(null: np.ndarray, level: float) -> float:
+    """The ``level`` quantile of Δ_eo's null draws, from the draws while at least 10 lie beyond it, else from the
+    gamma fitted to them (as :func:`tail_p` computes p), so that Δ_eo above the band ⇔ p < 1 − level."""
+    from scipy.stats import gamma
+
+    null = np.asarray(null, float)
+    null = null[~np.isnan(null)]
+    if not null.size:
+        return math.nan
+    if (1 - level) * null.size >= 10 or null.size < 2:
+        return float(np.quantile(null, level))
+    mean, var = float(null.mean()), float(null.var(ddof=1))
+    if mean <= 0 or var <= 0:
+        return float(np.quantile(null, level))
+    return float(gamma.isf(1 - level, mean * mean / var, scale=var / mean))
+
+
+def agreeing_intervals(t: pd.DataFrame, plan) -> pd.DataFrame:
+    """Intervals that agree with the verdicts (false-coverage-rate intervals, Benjamini & Yekutieli 2005, at the
+    level the test's family rejects at: ``level`` from :func:`correct`). The interval printed beside a verdict:
+
+    - "differs": the difference's interval at ``1 − a`` (``a`` the family's rejection level for this test), which
+      excludes 0;
+    - "equivalent": the ``1 − 2a_eq`` interval of its adjusted TOST (inside ±margin), stretched to reach 0;
+    - "inconclusive": the span of both, which holds 0 and is not inside ±margin.
+
+    Where the test and its interval are not exact duals (the exact mid-p with few expected events, the score
+    test's pseudo-row, AUPRC's MOVER interval against its logit test) they can still disagree at the edge; then the
+    interval is widened when that keeps the verdict true (an "inconclusive" gap's interval stretched to 0 or to the
+    margin), and otherwise the claim is not made: a "differs" whose interval holds 0, or an "equivalent" whose
+    interval leaves ±margin, becomes "inconclusive". Δ_eo's interval is its null band [0, band]: "differs" ⇔ Δ_eo
+    above it. The unadjusted intervals stay as ``ci_low_unadjusted`` / ``ci_high_unadjusted``."""
+    t = t.copy()
+    t["ci_low_unadjusted"], t["ci_high_unadjusted"] = t["ci_low"], t["ci_high"]
+    margin = float(plan.margin)
+    duals = t["_dual"].tolist()
+    a = t["level"].to_numpy(float)
+    a_eq = t["level_equivalence"].to_numpy(float)
+    d_lo, d_hi = _intervals(duals, 1 - a)
+    e_lo, e_hi = _intervals(duals, 1 - 2 * a_eq, equivalence=True)
+    lows, highs, verdicts = t["ci_low"].tolist(), t["ci_high"].tolist(), t["verdict"].tolist()
+    rows = zip(duals, verdicts, a, t["gap"].tolist(), t["q_equivalence"].tolist(), d_lo, d_hi, e_lo, e_hi)
+    for i, (dual, verdict, level, gap, q_eq, dl, dh, el, eh) in enumerate(rows):
+        if not isinstance(dual, dict) or verdict is None or not level > 0 or math.isnan(dh):
+            continue
+        if dual["kind"] == "band":
+            if verdict == "differs" and not gap > dh:
+                verdict = "inconclusive"
+            if verdict != "differs" and gap > dh:
+                dh = float(gap)
+            lows[i], highs[i], verdicts[i] = 0.0, float(dh), verdict
+            continue
+        if verdict == "differs" and not (dl > 0 or dh < 0):
+            verdict = "equivalent" if q_eq <= plan.alpha else "inconclusive"
+        if verdict == "equivalent":
+            lo, hi = min(el, 0.0), max(eh, 0.0)
+            if not (-margin < lo and hi < margin):  # (NaN: not shown inside either)
+                verdict = "inconclusive"
+        if verdict == "differs":
+            lo, hi = dl, dh
+        elif verdict == "inconclusive":
+            lo, hi = np.nanmin([dl, el, 0.0]), np.nanmax([dh, eh, 0.0])
+            if -margin < lo and hi < margin:  # inside the margin yet not shown equivalent: stretched to it
+                if abs(hi) >= abs(lo):
+                    hi = margin
+                else:
+                    lo = -margin
+        lows[i], highs[i], verdicts[i] = float(lo), float(hi), verdict
+    t["ci_low"], t["ci_high"] = lows, highs
+    t["verdict"] = pd.Series(verdicts, index=t.index, dtype=object)
     return t
 
 
@@ -1540,6 +1839,8 @@ def _findings(result: GroupAuditResult) -> pd.DataFrame:
     tst = getattr(result, "tests", None)
     if tst is not None and "outside_region" in tst and not out.empty:  # every finding's region note, by test
         out = out.assign(outside_region=out["test_id"].map(tst.set_index("test_id")["outside_region"]))
+    if tst is not None and "family" in tst and not out.empty:  # and the family it was corrected in
+        out = out.assign(family=out["test_id"].map(tst.set_index("test_id")["family"]))
     return out
 
 

@@ -92,6 +92,7 @@ class SliceAuditPlan:
     suppress_k: int = 11  # the small-cell k: slices with fewer rows or cases are not searched
     ci_level: float = 0.95
     family: str = "audit"  # one correction family: every carried slice of the audit (read by groups.correct)
+    evaluate_on: str = "test"  # with a split column mapped (roles.split): search and confirm on these rows only
 
     def __post_init__(self) -> None:
         from fairdesk.core.limits import check_number
@@ -138,7 +139,8 @@ class SliceAuditPlan:
 SLICE_COLUMNS = ["task", "rank", "definition", "description", "order", "metric", "n", "cases", "value", "rest_n",
                  "rest_cases", "rest_value", "gap", "ci_low", "ci_high", "p_value", "q_value", "p_equivalence",
                  "q_equivalence", "verdict", "reason", "test_id", "discovery_n", "discovery_cases",
-                 "discovery_value", "discovery_rest_value", "discovery_gap", "discovery_score"]
+                 "discovery_value", "discovery_rest_value", "discovery_gap", "discovery_score", "ci_low_unadjusted",
+                 "ci_high_unadjusted"]
 TASK_COLUMNS = ["task", "threshold", "searched", "carried", "discovery_rows", "confirmation_rows",
                 "discovery_patients", "confirmation_patients", "bins"]
 
@@ -399,6 +401,15 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
     report.raise_if_errors()
     df = prepare(table, roles)
     data_sha256 = data_sha256 or table_sha256(table)
+    evaluated_on = "all rows"
+    if roles.split:  # the rows that judge the model: its held-out evaluation rows, not those it was fitted on
+        df[roles.split] = df[roles.split].astype(str)
+        values = sorted(df[roles.split].unique())
+        if plan.evaluate_on not in values:
+            raise DataError(f"The split column '{roles.split}' has no '{plan.evaluate_on}' rows (it has {values}); "
+                            "choose the evaluation rows with --evaluate-on.")
+        df = df[df[roles.split] == plan.evaluate_on].reset_index(drop=True)
+        evaluated_on = f"the '{plan.evaluate_on}' rows of the split column '{roles.split}'"
     task_col = task_column(df, roles)
     tasks = sorted(df[task_col].unique())
     warnings = [i.message for i in report.warnings]
@@ -410,7 +421,8 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
 
     rows, task_rows, thresholds = [], [], {}
     by_order: dict[str, int] = {}
-    totals = dict.fromkeys(("discovery_rows", "confirmation_rows", "discovery_patients", "confirmation_patients"), 0)
+    totals = dict.fromkeys(("discovery_rows", "confirmation_rows"), 0)
+    seen_patients: dict[str, set] = {"discovery_patients": set(), "confirmation_patients": set()}
     for t_no, task in enumerate(tasks):
         where = f"Task {t_no + 1} of {len(tasks)} ({task})"
         rep(0.9 * t_no / len(tasks), f"{where}: splitting into discovery and confirmation rows")
@@ -466,17 +478,23 @@ def run_slice_audit(table: pd.DataFrame, plan: SliceAuditPlan, progress: Progres
         task_rows.append({"task": task, "threshold": tau, "searched": len(cand), "carried": len(chosen),
                           "discovery_rows": int(disc.sum()), "confirmation_rows": int(conf.sum()),
                           "discovery_patients": n_pd, "confirmation_patients": n_pc, "bins": bins})
-        for key, v in (("discovery_rows", int(disc.sum())), ("confirmation_rows", int(conf.sum())),
-                       ("discovery_patients", n_pd), ("confirmation_patients", n_pc)):
+        for key, v in (("discovery_rows", int(disc.sum())), ("confirmation_rows", int(conf.sum()))):
             totals[key] += v
+        # patients counted once however many tasks they have (a row per patient and task is not a patient)
+        for key, part in (("discovery_patients", disc), ("confirmation_patients", conf)):
+            if patients is not None:
+                seen_patients[key].update(patients[part])
+            else:  # independent rows: each row its own unit
+                seen_patients[key].update((task, i) for i in np.flatnonzero(part))
     if not task_rows:
         raise DataError("No task could be split into discovery and confirmation rows: "
                         + " ".join(w for w in warnings if w.startswith("Task '")))
     rep(0.95, "Correcting for multiple testing over the carried slices")
-    slices = _corrected(pd.DataFrame.from_records(rows, columns=SLICE_COLUMNS), plan)
+    slices = _corrected(pd.DataFrame.from_records(rows, columns=SLICE_COLUMNS + ["_dual"]), plan)
     searched = int(sum(r["searched"] for r in task_rows))
     split = {"fraction": plan.discovery_fraction, "seed": plan.seed, "stratified_by": "label",
-             "unit": "patient" if roles.patient_id else "row", **totals}
+             "unit": "patient" if roles.patient_id else "row", **totals,
+             **{k: len(v) for k, v in seen_patients.items()}, "evaluated_on": evaluated_on}
     prov = _prov.make(plan.seed, data_sha256, model_hashes, n_rows=int(len(table)), n_boot=plan.n_boot)
     return SliceAuditResult(plan=plan, slices=slices, tasks=pd.DataFrame.from_records(task_rows, columns=TASK_COLUMNS),
                             searched=searched, searched_by_order=by_order, split=split, thresholds=thresholds,
@@ -513,25 +531,28 @@ def _confirm(task, rank, definition, in_slice, cells, patients, cluster, plan, r
                                   for side in (in_slice, ~in_slice)) for sel in (den_rows, num_rows))
     t = rate_gap_test(x[0], d[0], x[1], d[1], rb[:, 0] - rb[:, 1], plan, rows_pp, hits_pp)
     row.update(gap=t["gap"], ci_low=t["ci_low"], ci_high=t["ci_high"], p_value=t["p_value"],
-               p_equivalence=_finite(t["p_equivalence"]))
+               p_equivalence=_finite(t["p_equivalence"]), _dual=t["_dual"])
     if t["flat"]:
         row["reason"] = f"inconclusive: {METRIC_TEXT[plan.metric]} is {r[0]:g} in the slice and the rest"
     return row
 
 
 def _corrected(slices: pd.DataFrame, plan: SliceAuditPlan) -> pd.DataFrame:
-    """q-values and verdicts by the group audit's correction (one family: every carried slice); a slice that could
-    not be tested on the confirmation rows is "inconclusive" with its reason."""
+    """q-values, verdicts and the intervals that agree with them (adjusted; the unadjusted kept as
+    ``ci_*_unadjusted``) by the group audit's correction (one family: every carried slice); a slice that could not
+    be tested on the confirmation rows is "inconclusive" with its reason."""
     if slices.empty:
-        return slices
+        return slices.drop(columns="_dual")
     tests = slices.assign(attribute="slice", group=slices["test_id"], comparison="rest")
     tests["p_value"] = tests["p_value"].astype(float)
     tests["p_equivalence"] = tests["p_equivalence"].astype(float)
-    done = correct(tests, plan)
-    slices = slices.copy()
+    done = correct(tests, plan)  # with each test's ``_dual``: intervals that agree with the verdicts
+    slices = slices.drop(columns="_dual")
     slices["q_value"] = done["q_value"].astype(float).to_numpy()
     slices["q_equivalence"] = done["q_equivalence"].astype(float).to_numpy()
     slices["verdict"] = done["verdict"].where(done["verdict"].notna(), "inconclusive").astype(object).to_numpy()
+    for col in ("ci_low", "ci_high", "ci_low_unadjusted", "ci_high_unadjusted"):
+        slices[col] = [_finite(v) for v in done[col].tolist()]
     return slices
 
 

@@ -322,7 +322,7 @@ def forest_tooltip(row: dict, rule: str, suppress_k: int | None = None, margin: 
                 comp += f" = {fmt_fraction(row['comparison_numerator'], row['comparison_denominator'], k)}"
         lines.append(comp)
     if row["estimable"]:
-        lines.append(f"gap {fmt_signed(row['gap'])}  (95% CI {fmt_ci(row['ci_low'], row['ci_high'])})")
+        lines.append(f"gap {fmt_signed(row['gap'])}  (adjusted CI {fmt_ci(row['ci_low'], row['ci_high'])})")
         lines.append(f"p = {fmt_p(row['p_value'])}, q = {fmt_p(row['q_value'])} · "
                      f"{verdict_text(row.get('verdict'), margin) if row.get('verdict') else 'not tested'}")
         if row["favours"]:

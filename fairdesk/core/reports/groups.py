@@ -22,7 +22,7 @@ import pandas as pd
 
 from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
                                          FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, comparison_counts,
-                                         findings, kept_findings, tests_text, verdict_counts)
+                                         findings, kept_findings, plan_summary, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
 from fairdesk.core.reports.document import (with_disclosure, Block, FigureSpec, Paragraph, Report, Section, Table, cap,
@@ -170,7 +170,7 @@ def _comparison_parts(comps: list, direction: str) -> list[str]:
         if s_val is not None and o_val is not None:  # a value withheld from a released document is its band (text)
             detail.append(" vs ".join(v if isinstance(v, str) else fmt_rate(v, 2) for v in (s_val, o_val)))
         if ci[0] is not None and ci[1] is not None:
-            detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
+            detail.append(f"adjusted CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
         size = rest[1] if len(rest) > 1 and rest[1] else f"{mag:.2f}"
         parts.append(f"{size} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
     more = len(comps) - MAX_COMPARISONS_IN_FINDING
@@ -529,11 +529,14 @@ def _verdict_sentence(result, counts: dict) -> str:
         scope = scope.replace("one correction", "one correction for the comparisons between groups and one for the "
                               "calibration checks", 1).replace("a correction", "separate corrections for the gaps "
                                                                 "and the calibration checks", 1)
+    after = f"after {scope} (the {corr})."
+    if getattr(plan, "procedure", None) == "hierarchical":
+        after = f"by the audit's testing plan. {plan_summary(result)['description']}"
     return (f"Of {plural(counts['total'], 'comparison')} made (each pair of groups counted once), "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}, "
             f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} "
-            f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, after "
-            f"{scope} (the {corr}). Each comparison is one test: {tests_text(counts)}.")
+            f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, "
+            f"{after} Each comparison is one test: {tests_text(counts)}.")
 
 
 def _summary_section(result, title, dataset_name, model_description, k, date) -> Section:
@@ -664,8 +667,11 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         + (" AUROC runs from 0.5 (the score ranks no better than chance) to 1 (every patient with the condition "
            "ranked above every patient without); AUPRC is read against the group's prevalence."
            if disc_tested else ""),
-        "The 95% confidence interval (CI) is the range of gaps consistent with the data; a wide interval means "
-        "the group is too small to be sure either way.",
+        "The confidence interval (CI) beside each verdict is the range of gaps consistent with the data, widened "
+        "for the number of comparisons made (adjusted), so that it agrees with the verdict: it excludes 0 when "
+        "the gap differs and lies inside the margin when it is equivalent; a wide interval means the group is "
+        "too small to be sure either way. The 95% interval of each comparison on its own is kept in the "
+        "results file.",
         "Every comparison gets one of three verdicts. “Differs”: the gap is unlikely to be chance even though "
         "many comparisons were made (q, the corrected p-value, is at most "
         f"{plan.alpha:g}). “Equivalent within ±{margin:g}”: the data show the gap is smaller than {margin:g} "
@@ -728,8 +734,12 @@ def _methods_section(result, k) -> Section:
         f"A rate resting on fewer than {getattr(plan, 'min_denominator', 1)} cases (positives for recall, "
         "negatives for specificity) is shown but not tested."))
     b.append(Paragraph(
-        f"Multiple testing: {CORRECTIONS.get(correction, correction)} at {plan.alpha:g} over {FAMILY_TEXT[family]} "
-        f"({counts['tests']} tests in this audit: {tests_text(comparison_counts(result))}). A pair of groups shown "
+        (f"Multiple testing: {plan_summary(result)['description']} "
+         + " ".join(f"{f['name'].capitalize()} ({f['role']}, {f['tests']} tests): {f['error_rate']}."
+                    for f in plan_summary(result)["families"]) + " "
+         if getattr(plan, "procedure", None) == "hierarchical" else
+         f"Multiple testing: {CORRECTIONS.get(correction, correction)} at {plan.alpha:g} over {FAMILY_TEXT[family]} ")
+        + f"({counts['tests']} tests in this audit: {tests_text(comparison_counts(result))}). A pair of groups shown "
         "in two rows is one test with one p-value and verdict; because every pair is corrected, choosing which "
         "pair to show adds no selection."))
     b.append(Paragraph(
@@ -754,11 +764,12 @@ def _methods_section(result, k) -> Section:
             "the bins at random within each class); where fewer than 10 permutations reach the observed value, "
             "the tail of a gamma distribution fitted to the permutation values gives p, so it is not limited to "
             "1/(B + 1). Δ_eo is unsigned, so a bootstrap interval of Δ_eo always excludes 0 and would contradict "
-            f"the test; the interval shown is instead the {plan.ci_level:.0%} null band — where Δ_eo falls in "
-            f"{plan.ci_level:.0%} of data sets whose error rates do not depend on the bins. Δ_eo above its band "
-            f"means p < {1 - plan.ci_level:.2g}. Verdicts are “differs” or “inconclusive” only: Δ_eo has no "
-            "natural equivalence margin (its scale grows with N and the error rates). Δ_eo tests are in the same "
-            "correction family as the gaps."))
+            "the test; the interval shown is instead the null band — where Δ_eo falls in data sets whose error "
+            "rates do not depend on the bins — at the level adjusted for the number of tests, so that Δ_eo above "
+            "its band means the spread differs. Verdicts are “differs” or “inconclusive” only: Δ_eo has no "
+            "natural equivalence margin (its scale grows with N and the error rates). "
+            + ("Δ_eo tests are a secondary family of their own." if getattr(plan, "procedure", None) == "hierarchical"
+               else "Δ_eo tests are in the same correction family as the gaps.")))
     tests = [str(t) for t in dict.fromkeys(result.records["test"]) if isinstance(t, str)] \
         if "test" in result.records else []
     if any("centred" in t for t in tests):
@@ -893,7 +904,7 @@ def _tables_section(result, k) -> Section:
                          fmt_count(r.n, k), _rate_cell(r, k), comp or "–", gap_txt,
                          fmt_ci(r.ci_low, r.ci_high), fmt_p(r.p_value), fmt_p(r.q_value),
                          _sig_text(r, float(getattr(plan, "margin", 0.05))), _s(r.favours) or "–"])
-        b.append(Table(["Task", "Group", "Measure", "n", "Rate (num/den)", "Compared with", "Gap", "95% CI", "p",
+        b.append(Table(["Task", "Group", "Measure", "n", "Rate (num/den)", "Compared with", "Gap", "Adjusted CI", "p",
                         "q", "Verdict", "Favours"], rows, title=f"Gap results: {attr}",
 
                        align=list("LLLRLLRRRRLL"), small=True))
@@ -958,7 +969,7 @@ def _tables_section(result, k) -> Section:
                           f"not estimable ({suppress_text(_s(r.reason), k)})",
                           fmt_ci(r.ci_low, r.ci_high, signed=False), fmt_p(r.p_value), fmt_p(r.q_value),
                           _sig_text(r)])
-        b.append(Table(["Task", "Attribute", "N requested", "N used", "n", "Δ_eo", "95% null band", "p (perm.)",
+        b.append(Table(["Task", "Attribute", "N requested", "N used", "n", "Δ_eo", "Null band (adjusted)", "p (perm.)",
                         "q", "Verdict"], drows, title="Δ_eo estimates",
  align=list("LLRRRRRRRL"),
                        small=True))
@@ -1076,8 +1087,8 @@ def _operating_points(result, task: str, attr: str) -> dict[str, dict[str, float
     return out
 
 
-DISCRIMINATION_HEADER = ["Task", "Group", "n", "Positives", "AUROC (95% CI)", "AUROC gap vs group (95% CI)", "q",
-                         "Verdict", "AUPRC (95% CI)", "AUPRC gap vs group (95% CI)", "q", "Verdict", "TPR", "FPR",
+DISCRIMINATION_HEADER = ["Task", "Group", "n", "Positives", "AUROC (95% CI)", "AUROC gap vs group (adjusted CI)",
+                         "q", "Verdict", "AUPRC (95% CI)", "AUPRC gap vs group (adjusted CI)", "q", "Verdict", "TPR", "FPR",
                          "PPV"]
 DISCRIMINATION_ALIGN = list("LLRRRLRLRLRLRRR")  # gap cells wrap (a wrapped cell is set left)
 

@@ -48,7 +48,7 @@ def verdict_words(verdict: str | None, margin: float) -> str:
 
 def slice_sentence(r: dict, k: int, margin: float) -> str:
     """One carried slice in words: "patients with age ≥ 80, insurance = none and ethnicity = B: recall 0.48 vs
-    0.82 for the rest (gap −0.34, 95% CI −0.47 to −0.21; 149 rows) — differs"."""
+    0.82 for the rest (gap −0.34, adjusted CI −0.47 to −0.21; 149 rows) — differs"."""
     metric = METRIC_WORDS.get(r.get("metric"), str(r.get("metric")))
     task = "" if r.get("task") in (None, "(all)") else f"Task {r['task']}: "
     rest = (f"{metric} {band_of(r, 'value') or shown_rate(r.get('value'), r.get('cases'), k)} vs "
@@ -57,7 +57,7 @@ def slice_sentence(r: dict, k: int, margin: float) -> str:
     if band_of(r, "gap", signed=True):
         gap = f"gap {band_of(r, 'gap', signed=True)}, counts withheld; "
     elif num(r.get("gap")) is not None and (num(r.get("cases")) or 0) >= k:
-        gap = (f"gap {fmt_signed(r.get('gap'), 2)}, 95% CI {fmt_signed(r.get('ci_low'), 2)} to "
+        gap = (f"gap {fmt_signed(r.get('gap'), 2)}, adjusted CI {fmt_signed(r.get('ci_low'), 2)} to "
                f"{fmt_signed(r.get('ci_high'), 2)}; ")
     return (f"{task}patients with {r.get('description')}: {rest} ({gap}{count(r.get('n'), k)} rows on the "
             f"confirmation part) — {verdict_words(r.get('verdict'), margin)}.")
@@ -91,7 +91,8 @@ def searched_sentence(doc: dict, k: int) -> str:
             f"attribute values with at least {searched_min(plan)} rows; {orders}) were searched "
             f"on the discovery part ({count(disc, k)} {unit}, {num(split.get('fraction')) or 0:.0%} drawn within "
             f"each label with seed {split.get('seed')}); the {len(doc.get('slices') or [])} worst served were "
-            f"tested on the confirmation part ({count(conf, k)} {unit}), which the search never saw.")
+            f"tested on the confirmation part ({count(conf, k)} {unit}), which the search never saw."
+            + (f" Both parts are drawn from {split['evaluated_on']}." if split.get("evaluated_on") else ""))
 
 
 def _summary(doc: dict, k: int) -> Section:
@@ -145,7 +146,7 @@ def _table(doc: dict, k: int) -> Section:
         if len(tasks) > 1:
             row.insert(1, str(r.get("task")))
         rows.append(row)
-    header = ["#", "Slice", "n", "Cases", "Rate", "Rest", "Gap", "95% CI", "q", "Verdict", "Discovery gap"]
+    header = ["#", "Slice", "n", "Cases", "Rate", "Rest", "Gap", "Adjusted CI", "q", "Verdict", "Discovery gap"]
     align = ["R", "L", "R", "R", "R", "R", "R", "R", "R", "L", "R"]
     if len(tasks) > 1:
         header.insert(1, "Task")
@@ -155,8 +156,10 @@ def _table(doc: dict, k: int) -> Section:
         header, rows, title=f"Every carried slice: {metric} on the confirmation rows against the rest", small=True,
         align=align,
         note=(f"n: the slice's confirmation rows; cases: the {CASE_WORDS.get(plan.get('metric'), 'rows')} its rate "
-              "rests on. Rate, rest, gap (slice − rest) and its 95% Agresti–Caffo interval on the confirmation "
-              "rows; q: corrected p. Discovery gap: on the rows the search saw (not tested; it is biased away from 0 "
+              "rests on. Rate, rest, gap (slice − rest) and its interval on the confirmation rows, adjusted for the "
+              "number of slices tested so that it agrees with the verdict (the 95% Agresti–Caffo interval of each "
+              "slice on its own is kept in the results file); q: corrected p. Discovery gap: on the rows the "
+              "search saw (not tested; it is biased away from 0 "
               f"by the search). Rates over fewer than {k} cases are not shown.")))
     reasons = [suppress_text(f"Slice {r.get('rank')}: {r.get('reason')}", k) for r in doc.get("slices") or []
                if r.get("reason")]

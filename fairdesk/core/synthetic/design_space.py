@@ -304,7 +304,9 @@ def evaluate(d: Design, design_id: int, seed: int, n_boot: int = DEFAULT_N_BOOT,
         true_gap = float(truth[m][a] - truth[m][b])
         rows.append({**base, "measure": f"{m} gap", "kind": "test", "null": m in nulls,
                      "rejected": bool(t["p_value"] <= ALPHA),
-                     "covered": bool(t["ci_low"] - 1e-12 <= true_gap <= t["ci_high"] + 1e-12), "cases": cases,
+                     # each test's own (unadjusted) interval: the adjusted one is wider by design
+                     "covered": bool(t.get("ci_low_unadjusted", t["ci_low"]) - 1e-12 <= true_gap
+                                     <= t.get("ci_high_unadjusted", t["ci_high"]) + 1e-12), "cases": cases,
                      "patients": min(_case_patients(grp, m, t["group"]), _case_patients(grp, m, t["comparison"]))})
     # comparisons the audit declared "inconclusive: too few cases" (:func:`..audits.groups.too_few_cases`): counted
     # per region as not tested — neither failures nor silently dropped

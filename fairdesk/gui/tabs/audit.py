@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from fairdesk.core.escape import html_text
-from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, RULES, GroupAuditPlan
+from fairdesk.core.audits.groups import CORRECTIONS, FAMILIES, METRICS, PRIMARY_CHOICES, RULES, GroupAuditPlan
 from fairdesk.core.data.schema import INTERSECTION_SEP, ColumnRoles
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.progress import yield_point
@@ -36,8 +36,10 @@ METRIC_LABELS = {"parity": "Parity (positive prediction rate)", "recall": "Recal
                  "specificity": "Specificity (true negative rate)"}
 RECORD_COLUMNS = ["task", "attribute", "group", "metric", "n", "rate", "comparison", "comparison_rate", "gap",
                   "ci_low", "ci_high", "p_value", "q_value", "verdict", "significant", "favours", "reason",
-                  "numerator", "denominator", "threshold", "bins"]
-RECORD_HEADERS = {"ci_low": "95% CI low", "ci_high": "95% CI high", "p_value": "p-value",
+                  "numerator", "denominator", "threshold", "bins", "family", "ci_low_unadjusted",
+                  "ci_high_unadjusted"]
+RECORD_HEADERS = {"ci_low": "adjusted CI low", "ci_high": "adjusted CI high", "p_value": "p-value",
+                  "ci_low_unadjusted": "95% CI low (unadjusted)", "ci_high_unadjusted": "95% CI high (unadjusted)",
                   "q_value": "corrected p-value", "significant": "p ≤ α before correction",
                   "significant_bh": "differs", "verdict": "verdict", "comparison_rate": "comparison rate",
                   "n": "n (rows)"}
@@ -48,8 +50,12 @@ HEADER_TIPS = {"p_value": "p: the chance of a gap at least this large if the gro
                "significant": "p at most α before any correction for multiple tests (as reported in paper 001); "
                               "with many tests some are expected by chance.",
                "verdict": "differs / equivalent within the margin / inconclusive (the data cannot tell either way).",
-               "ci_low": "Lower end of the 95% bootstrap confidence interval of the gap.",
-               "ci_high": "Upper end of the 95% bootstrap confidence interval of the gap.",
+               "ci_low": "Lower end of the gap's interval adjusted for the multiple tests (false coverage rate): it "
+                         "excludes 0 exactly when the gap 'differs' and lies inside ±margin when 'equivalent'.",
+               "ci_high": "Upper end of the gap's interval adjusted for the multiple tests (see the lower end).",
+               "ci_low_unadjusted": "Lower end of the gap's 95% interval, not adjusted for the multiple tests.",
+               "ci_high_unadjusted": "Upper end of the gap's 95% interval, not adjusted for the multiple tests.",
+               "family": "The family of tests this gap was corrected in (primary or a secondary family).",
                "favours": "Which side the gap favours (the group, or what it is compared with).",
                "share_favouring": "Of the gaps with p ≤ α before correction, the share in which this group fares "
                                   "better (1 = always better, 0 = always worse).",
@@ -159,6 +165,25 @@ class AuditTab(PredictionsPage):
         for r in RULES:
             self.rule_combo.addItem(RULE_LABELS[r], r)
         form.addRow("Multi-group rule", self.rule_combo)
+        self.procedure_combo = QComboBox(gaps_box)
+        self.procedure_combo.addItem("Hierarchical: primary gaps first, secondary apart", "hierarchical")
+        self.procedure_combo.addItem("Flat: one correction family (below)", "flat")
+        self.procedure_combo.setToolTip(
+            "Hierarchical: the primary gaps are tested task × attribute first (is there any gap among these "
+            "groups?), then pair by pair within the ones found (hierarchical false discovery rate); AUROC, AUPRC, "
+            "error spread, calibration and any rate not primary are secondary, each a family of its own. Flat: "
+            "every test in the correction family chosen below.")
+        form.addRow("Testing plan", self.procedure_combo)
+        primary_row = QHBoxLayout()
+        self.primary_checks: dict[str, QCheckBox] = {}
+        for m in PRIMARY_CHOICES:
+            cb = QCheckBox(m, gaps_box)
+            cb.setChecked(m in METRICS)
+            cb.setToolTip(f"Make {m} gaps primary in the hierarchical plan")
+            self.primary_checks[m] = cb
+            primary_row.addWidget(cb)
+        form.addRow("Primary measures", primary_row)
+        self.procedure_combo.currentIndexChanged.connect(self._procedure_changed)
         self.family_combo = QComboBox(gaps_box)
         for f in FAMILIES:
             self.family_combo.addItem(FAMILY_LABELS[f], f)
@@ -169,6 +194,7 @@ class AuditTab(PredictionsPage):
         for c in CORRECTIONS:
             self.correction_combo.addItem(CORRECTION_LABELS[c], c)
         form.addRow("Correction", self.correction_combo)
+        self._procedure_changed()
         self.margin_spin = QDoubleSpinBox(gaps_box)
         self.margin_spin.setRange(0.005, 0.5)
         self.margin_spin.setDecimals(3)
@@ -219,7 +245,7 @@ class AuditTab(PredictionsPage):
                           stretch=True))
         self.gap_plot = GapPlot(plot_page)
         pv.addWidget(self.gap_plot, 1)
-        self.plot_note = note_label("Hover over a point for its n, counts, rates, 95% CI, p-value, corrected "
+        self.plot_note = note_label("Hover over a point for its n, counts, rates, adjusted CI, p-value, corrected "
                                     "p-value (q) and verdict. A pair "
                                     "shown in two rows is one test with one verdict. Inconclusive is not fair: "
                                     "the data cannot tell either way.", plot_page)
@@ -360,8 +386,11 @@ class AuditTab(PredictionsPage):
         self.bins_edit.setText(", ".join(str(b) for b in plan.bins))
         for m, cb in self.metric_checks.items():
             cb.setChecked(m in plan.metrics)
+        for m, cb in self.primary_checks.items():
+            cb.setChecked(m in getattr(plan, "primary", METRICS))
         for combo, value in ((self.rule_combo, plan.gap_rule), (self.family_combo, plan.family),
-                             (self.correction_combo, plan.correction)):
+                             (self.correction_combo, plan.correction),
+                             (self.procedure_combo, getattr(plan, "procedure", None) or "flat")):
             combo.setCurrentIndex(max(combo.findData(value), 0))
         for spin, value in ((self.margin_spin, plan.margin), (self.n_boot_spin, plan.n_boot),
                             (self.seed_spin, plan.seed), (self.min_group_spin, plan.min_group_size)):
@@ -426,7 +455,15 @@ class AuditTab(PredictionsPage):
                               tasks=tasks, n_boot=self.n_boot_spin.value(), seed=self.seed_spin.value(),
                               min_group_size=self.min_group_spin.value(),
                               family=self.family_combo.currentData(), correction=self.correction_combo.currentData(),
-                              margin=float(self.margin_spin.value()))
+                              margin=float(self.margin_spin.value()), procedure=self.procedure_combo.currentData(),
+                              primary=tuple(m for m, cb in self.primary_checks.items() if cb.isChecked()))
+
+    def _procedure_changed(self) -> None:
+        """The primary measures belong to the hierarchical plan, the correction family to the flat one."""
+        hierarchical = self.procedure_combo.currentData() == "hierarchical"
+        for cb in self.primary_checks.values():
+            cb.setEnabled(hierarchical)
+        self.family_combo.setEnabled(not hierarchical)
 
     def audit_run(self) -> AuditRun:
         if self._queued_run is not None:  # "Audit at this threshold": the stored plan, not re-read from the form
@@ -528,20 +565,16 @@ class AuditTab(PredictionsPage):
 
     def prepare_results(self, result, audit_id: int):
         """The header, the tables and the details of a stored audit, computed in the view thread."""
-        from fairdesk.core.audits.groups import comparison_counts, tests_text
+        from fairdesk.core.audits.groups import comparison_counts, plan_summary, tests_text
 
         rec, plan = result.records, result.plan
         c = comparison_counts(result)  # the comparisons (tests) the findings and the PDF count
-        own = getattr(plan, "calibration_own_family", True) and "calibration" in c["families"]
         threshold = (plan.threshold if isinstance(plan.threshold, str) else f"{float(plan.threshold):g}")
-        correction = {"bh": "Benjamini–Hochberg", "holm": "Holm"}.get(getattr(plan, "correction", "bh"), "")
-        family = {"audit": "the whole audit", "task": "each task"}.get(getattr(plan, "family", "audit"),
-                                                                         "each attribute, group and measure")
         header = (
             f"<b>{html_text(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
             f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
-            f"{c['total']:,} comparisons, one test each ({html_text(tests_text(c))}), corrected over {family}"
-            + (", the calibration tests on their own" if own else "") + f" ({correction}) · "
+            f"{c['total']:,} comparisons, one test each ({html_text(tests_text(c))}) · "
+            f"{html_text(plan_summary(result)['description'])} · "
             f"{c['rows']:,} result rows")
         gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
         summ, groups = result.summary, result.groups

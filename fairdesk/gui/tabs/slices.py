@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox
                                QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
 from fairdesk.core.data.schema import ColumnRoles
+from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.base import NO_PROJECT, AuditRun
 from fairdesk.gui.tabs.predictions import PredictionsPage
@@ -20,8 +21,8 @@ METRIC_LABELS = {"recall": "Recall (true positive rate)", "specificity": "Specif
 VERDICT_COLOURS = {"differs": "#B00020", "equivalent": "#1b6e20", "inconclusive": "#555555"}
 TABLE_COLUMNS = ["task", "rank", "description", "n", "cases", "value", "rest_value", "gap", "ci_low", "ci_high",
                  "p_value", "q_value", "verdict", "reason", "discovery_n", "discovery_value", "discovery_gap"]
-TABLE_HEADERS = {"description": "slice", "value": "rate", "rest_value": "rest", "ci_low": "95% CI low",
-                 "ci_high": "95% CI high", "p_value": "p-value", "q_value": "corrected p-value",
+TABLE_HEADERS = {"description": "slice", "value": "rate", "rest_value": "rest", "ci_low": "adjusted CI low",
+                 "ci_high": "adjusted CI high", "p_value": "p-value", "q_value": "corrected p-value",
                  "discovery_value": "rate (discovery)", "discovery_gap": "gap (discovery, not tested)"}
 OPEN_TIP = ("Audit this slice in Group gaps as an intersection of its columns (one vs rest, the same metric and "
             "threshold). Group gaps uses every row, also the discovery rows the slice was found on, so its p-value "
@@ -39,7 +40,8 @@ class SlicesPage(PredictionsPage):
         w = QWidget(self)
         v = QVBoxLayout(w)
         data_box, form, self.dataset_combo, self.role_combos = predictions_box(
-            w, (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id")),
+            w, (("label", "Label"), ("score", "Score"), ("task", "Task"), ("patient_id", "Patient id"),
+                ("split", "Split (judged on its test rows)")),
             self.dataset_changed)
         v.addWidget(data_box)
 
@@ -106,7 +108,8 @@ class SlicesPage(PredictionsPage):
         roles = ColumnRoles(label=label, score=score, task=self.role_combos["task"].currentData(),
                             attributes=tuple(self.attributes_list.checked()),
                             continuous_attributes=tuple(self.continuous_list.checked()),
-                            patient_id=self.role_combos["patient_id"].currentData())
+                            patient_id=self.role_combos["patient_id"].currentData(),
+                            split=self.role_combos["split"].currentData())
         threshold = "best_f1" if self.best_f1_radio.isChecked() else float(self.threshold_spin.value())
         return SliceAuditPlan(roles=roles, threshold=threshold, metric=self.metric_combo.currentData(),
                               bins=self.bins_spin.value(), max_order=self.order_spin.value(),
@@ -165,7 +168,9 @@ class SlicesPage(PredictionsPage):
             f"{int(doc.get('searched') or 0):,} slices searched · {int(c.get('total') or 0)} carried: "
             f"<b>{int(c.get('differs') or 0)} differ</b>, {int(c.get('equivalent') or 0)} equivalent, "
             f"{int(c.get('inconclusive') or 0)} inconclusive · split seed {plan.get('seed')}, "
-            f"{float(plan.get('discovery_fraction') or 0.5):.0%} for discovery")
+            f"{float(plan.get('discovery_fraction') or 0.5):.0%} for discovery"
+            + (f" · judged on {html_text(str((doc.get('split') or {}).get('evaluated_on')))}"
+               if (doc.get("split") or {}).get("evaluated_on") else ""))
         for r in doc.get("slices") or []:
             text = slice_sentence(r, k, margin)
             item = QListWidgetItem(text[:1].upper() + text[1:], self.slice_list)
@@ -230,7 +235,9 @@ class SlicesPage(PredictionsPage):
         metric = plan.get("metric")
         group_plan = GroupAuditPlan(
             roles=ColumnRoles(label=roles.label, score=roles.score, task=roles.task,
-                              attributes=cols if len(cols) == 1 else (), patient_id=roles.patient_id),
+                              attributes=cols if len(cols) == 1 else (), patient_id=roles.patient_id,
+                              split=roles.split),  # the same evaluation rows as the slice audit
+            eval_split=str(plan.get("evaluate_on") or "test"),
             metrics=(metric,) if metric in METRICS else METRICS, gap_rule="one-vs-rest", threshold=tau,
             intersections=(cols,) if len(cols) > 1 else (), tasks=(task,) if roles.task else None,
             seed=int(plan.get("seed") or 0), margin=float(plan.get("margin") or 0.05))

@@ -41,8 +41,8 @@ CAL_HEADERS = {"n_positive": "positives", "oe_ratio": "O/E", "oe_ratio_ci_low": 
 DISC_COLUMNS = ["group", "n", "positives", "auroc", "auroc_gap", "auroc_q", "auroc_verdict", "auprc", "auprc_gap",
                 "auprc_q", "auprc_verdict", "tpr", "fpr", "ppv"]
 DISC_HEADERS = {"group": "Group", "n": "n", "positives": "Positives", "auroc": "AUROC (95% CI)",
-                "auroc_gap": "AUROC gap vs group (95% CI)", "auroc_q": "q", "auroc_verdict": "Verdict (AUROC)",
-                "auprc": "AUPRC (95% CI)", "auprc_gap": "AUPRC gap vs group (95% CI)", "auprc_q": "q",
+                "auroc_gap": "AUROC gap vs group (adjusted CI)", "auroc_q": "q", "auroc_verdict": "Verdict (AUROC)",
+                "auprc": "AUPRC (95% CI)", "auprc_gap": "AUPRC gap vs group (adjusted CI)", "auprc_q": "q",
                 "auprc_verdict": "Verdict (AUPRC)", "tpr": "TPR", "fpr": "FPR", "ppv": "PPV"}
 TABLE_MIN_HEIGHT = 130  # px: the header and about four rows
 DISC_TIPS = {"auroc": "Area under the ROC curve in the group (1 = perfect ranking, 0.5 = chance), with its 95% "
