@@ -82,8 +82,8 @@ def cmd_bench_power(args: argparse.Namespace) -> int:
     study = power_study(n_audits=args.runs or 10, n_boot=args.n_boot, seed=args.seed, progress=progress)
     progress.done()
     atomic.write_text(args.json, json.dumps(study, indent=1))
-    print(format_power(study))
-    print(f"-> {args.json}")
+    say(format_power(study))
+    say(f"-> {args.json}")
     return 0
 
 
