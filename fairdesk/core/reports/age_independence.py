@@ -31,6 +31,7 @@ from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words,
                                             join_words, report_date)
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, fmt_signed, num
 
 METRIC_NAMES = {"accuracy": "accuracy", "delta_eo_2": "Δ_eo^(2)", "delta_eo_5": "Δ_eo^(5)"}
@@ -253,6 +254,40 @@ def _age_left(doc: dict, m: str) -> str | None:
     else:
         text += "; raise λ or the adversary steps K, or let FairDesk choose λ (leave --lambda unset)"
     return text + "."
+
+
+def board(doc: dict, k: int) -> Board:
+    """What page 1 says of the age-independence comparison: a grid of learners × accuracy, the two error spreads
+    and the age left in the representation, the comparisons that differ from the DNN in words (with intervals),
+    what could not be told, what to check next."""
+    methods, s = doc["methods"], doc["settings"]
+    baseline = s.get("baseline", "dnn")
+    entries, findings = [], []
+    for m in _compared(doc):
+        e = methods[m]
+        for metric in METRIC_ORDER:
+            c = (e.get("comparison") or {}).get(metric) or {}
+            entries.append((_label(doc, m), METRIC_NAMES[metric], c.get("verdict")))
+            if c.get("verdict") == "differs":
+                findings.append(f"{_label(doc, m)}: {METRIC_NAMES[metric]} {_f(e[metric]['mean'])} against "
+                                f"{_f(methods[baseline][metric]['mean'])} for the DNN (difference "
+                                f"{difference_words(c)}): lower than the DNN's.")
+        age = (e.get("age_independence") or {}).get("verdict")
+        entries.append((_label(doc, m), "age removed", age))
+        if age == "not age-independent":
+            findings.append(f"{_label(doc, m)} still carries age ({_age_r2_words(e.get('leakage') or {})} on held-out "
+                            "participants): its representation is not age-independent.")
+    n_inc = sum(1 for _, _, v in entries if v == "inconclusive")
+    untested = [f"{are(n_inc, 'comparison')} inconclusive: the {s['folds']} folds cannot tell; not evidence that a "
+                "learner is as fair as the DNN."] if n_inc else []
+    steps = ["Weigh any gain in fairness (lower error spread) against the accuracy given up, on the frontier "
+             "figure (page 2 on).",
+             "Before deployment, confirm the chosen learner on a new cohort."]
+    return Board(question=(f"Do the age-independent learners predict '{s['label']}' as accurately as the DNN, with "
+                           f"error rates that vary less with '{s['attribute']}'?"),
+                 entries=entries, row_title="Learner", findings=findings,
+                 no_findings="No learner differs from the DNN on any measure.",
+                 untested=untested, next_steps=steps, plan="", more_where="the summary and tables")
 
 
 def _summary_blocks(doc: dict, k: int) -> list:
@@ -549,7 +584,8 @@ def build_age_report(doc: dict, suppress_k: int = 11) -> Report:
         raise DataError(f"The stored document names method(s) {', '.join(map(repr, absent))} but holds no (or "
                         "incomplete) results for them; it is damaged. Run the audit again.")
     sections = [
-        Section("summary", "Summary", _summary_blocks(doc, k), new_page=False),
+        board_section(board(doc, k), k),
+        Section("summary", "Summary", _summary_blocks(doc, k)),
         Section("methods", "Methods", _methods_blocks(doc)),
         Section("tables", "Accuracy and error spread (000 Tables 1–2)", _tables_blocks(doc, k)),
         # leakage opens a page and the frontier follows on it: a section that fills its page exactly (its trailing

@@ -38,11 +38,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fairdesk.core import atomic
+from fairdesk.core import atomic, numbers
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, num,
                                           save_figure)
-from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words,
+from fairdesk.core.reports.board import Board, board_section
+from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words, plural,
                                             suppress_text, suppression_note)
 
 MAX_EXAMPLES_IN_REPORT = 6
@@ -74,8 +75,7 @@ def _note_words(text: str) -> str:
 
 def _p_is(value) -> str:
     """'p = 0.123' or 'p < 0.001' for running text."""
-    text = fmt_p(value)
-    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+    return numbers.p_equals(value)
 
 
 def _two(value) -> str:
@@ -115,7 +115,8 @@ def build_cit_report(doc: dict, *, suppress_k: int = 11) -> Report:
     clf_name = ((prov.get("classifier") or {}).get("name") if isinstance(prov.get("classifier"), dict)
                 else prov.get("classifier")) or "the classifier"
     date = str(prov.get("created_utc", ""))[:10]
-    sections = [_summary(doc, column, values, outputs, learned, clf_name, k),
+    sections = [board_section(board(doc, column, values, clf_name, k), k),
+                _summary(doc, column, values, outputs, learned, clf_name, k),
                 _tests_section(doc, values, k),
                 _shift_section(doc, column, values, learned, k),
                 _scatter_section(doc, values, learned),
@@ -131,6 +132,54 @@ def build_cit_report(doc: dict, *, suppress_k: int = 11) -> Report:
                   footer="FairDesk · counterfactual invariance",
                   metadata={"title": "FairDesk counterfactual-invariance audit", "subject": f"attribute {column}",
                             "keywords": "fairness, counterfactual invariance, CIT-LR, medical imaging"})
+
+
+def board(doc: dict, column: str, values: list[str], clf_name: str, k: int) -> Board:
+    """What page 1 says of an image audit: a grid of outputs × the attribute, each output that changes with the
+    attribute in words (direction, mean shift with its interval, how sure), what could not be tested, what next."""
+    s = doc.get("settings", {})
+    margin = num(s.get("margin")) or 0.02
+    rows = doc.get("table") or []
+    entries = [(str(r.get("output")), str(column), verdict_label(r.get("verdict"), margin)) for r in rows]
+    findings = []
+    for r in rows:
+        if r.get("verdict") != "dependent":
+            continue
+        shifts = []
+        for key in sorted(r):
+            if key.startswith("shift_") and not key.endswith("_ci"):
+                ci = r.get(f"{key}_ci") or [None, None]
+                shifts.append(f"{_dir_label(key[6:], values)} {fmt_signed(r[key])} (95% CI "
+                              f"{fmt_ci(*(list(ci) + [None, None])[:2])})")
+        findings.append(f"Output {r.get('output')} changes when only '{column}' is changed: mean prediction shift "
+                        f"{'; '.join(shifts) or 'not recorded'}, beyond the margin ±{margin:g} "
+                        f"(invariance test {_p_is(r.get('p'))}).")
+    untested = []
+    n_missing = (doc.get("dataset") or {}).get("n_missing_attribute")
+    if num(n_missing):
+        untested.append(f"{_count(n_missing, k)} images without a recorded '{column}' were left out.")
+    if doc.get("unreadable"):
+        untested.append(f"{_count(len(doc['unreadable']), k)} images could not be read (listed under Data and "
+                        "notes).")
+    if s.get("generator") == "learned" and doc.get("control_band") is None:
+        untested.append("No negative-control classifier was given: generator artefacts cannot be told from "
+                        "dependence, so a 'differs' is provisional.")
+    n_inc = sum(1 for r in rows if r.get("verdict") == "inconclusive")
+    if n_inc:
+        untested.append(f"{n_inc} of {plural(len(rows), 'output')} {'is' if n_inc == 1 else 'are'} inconclusive: "
+                        "not evidence of invariance.")
+    steps = []
+    if findings:
+        steps.append("Look at the example counterfactuals: does the classifier read the attribute itself, or "
+                     "something that travels with it in the images?")
+    steps.append("Check the counterfactuals' quality (page 2 on): a poor generator can hide or fake a shift.")
+    return Board(question=(f"Does {clf_name}'s prediction change when only '{column}' of an image is changed "
+                           f"({values[0]} ↔ {values[1]}), everything else held fixed?"),
+                 entries=entries, row_title="Output", findings=findings,
+                 no_findings=("No output was shown to change with the attribute. That is not proof of invariance "
+                              "unless its verdict says equivalent."),
+                 untested=untested, next_steps=steps, plan=str(s.get("description") or ""),
+                 more_where="the tests per output")
 
 
 def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
@@ -170,7 +219,7 @@ def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
     if learned:
         if band is not None:
             ce = doc.get("control_effect") or {}
-            blocks.append(Paragraph(f"Negative-control band: ±{band:.3g} (the upper {100 * (1 - s.get('alpha', 0.05)):g}% "
+            blocks.append(Paragraph(f"Negative-control band: ±{numbers.fixed(band, 3)} (the upper {100 * (1 - s.get('alpha', 0.05)):g}% "
                                     f"bound of the mean |shift| of '{ce.get('name', 'the control')}').", "body"))
         else:
             blocks.append(Paragraph("No negative-control classifier was given, so generator artefacts cannot be told "
@@ -180,7 +229,7 @@ def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
     else:
         blocks.append(Paragraph("Counterfactuals are exact (rendered from the known mechanism); shifts are measured "
                                 "against the original images.", "note"))
-    return Section("summary", "Summary", blocks, new_page=False)
+    return Section("summary", "Summary", blocks)
 
 
 def _tests_section(doc, values, k) -> Section:

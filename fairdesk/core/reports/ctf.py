@@ -15,6 +15,7 @@ import math
 import os
 from pathlib import Path
 
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
                                             join_words, report_date)
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed
@@ -111,8 +112,53 @@ def term_sentences(doc: dict, k: int | None = None, limit: int = 10) -> list[str
 # Sections
 
 
+def board(doc: dict, k: int) -> Board:
+    """What page 1 says of a CTF audit: a grid of term sets × subsets of texts, the identity terms whose swap moves
+    the score (largest first, with intervals), what could not be tested, what to check next."""
+    settings = doc.get("settings") or {}
+    margin = num(settings.get("margin")) or 0.02
+    model = doc.get("model") or {}
+    recs = doc.get("ctf_gap") or []
+    terms = doc.get("term_gaps") or []
+    entries = [(cap(_split(r.get("terms", ""))), SUBSET_TITLE.get(r.get("subset"), str(r.get("subset"))),
+                r.get("verdict")) for r in terms or recs]
+    if terms:
+        findings = [term_sentence(t, k) for t in differing_terms(doc)]
+    else:
+        findings = [f"{cap(_split(r.get('terms', '')))}, {SUBSET_TITLE.get(r.get('subset'), r.get('subset'))}: "
+                    f"CTF gap {f3(r.get('value'))} (95% CI {ci(r.get('ci_low'), r.get('ci_high'))}) over "
+                    f"{count(r.get('n'), k)} texts — differs." for r in recs if r.get("verdict") == "differs"]
+    untested = []
+    excluded = (doc.get("counts") or {}).get("excluded_no_valid_counterfactual") or {}
+    n_excl = sum(int(v or 0) for v in excluded.values())
+    if n_excl:
+        untested.append(f"{count(n_excl, k)} texts have no valid counterfactual (their meaning depends on sex) and "
+                        "were left out.")
+    unknown = sum(len(v or []) for v in (doc.get("unknown_terms") or {}).values())
+    if unknown:
+        untested.append(f"{are(unknown, 'identity term')} of the term sets never found in the texts, so not "
+                        "tested.")
+    n_inc = sum(1 for r in terms or recs if str(r.get("verdict") or "").startswith("inconclusive"))
+    if n_inc:
+        untested.append(f"{are(n_inc, 'result')} inconclusive: not evidence that the model is fair.")
+    steps = []
+    if findings:
+        steps.append("Read the example pairs of the terms that differ (page 2 on): does the model react to the "
+                     "identity itself?")
+        steps.append("Consider training with a counterfactual remedy (counterfactual logit pairing) and audit "
+                     "again.")
+    steps.append("Add the identity terms your patients use to the term set, and audit again.")
+    return Board(question=(f"Would the score of {model.get('name') or 'the model'} change if one identity term in "
+                           f"a text were swapped for another, with nothing else changed? Margin ±{margin:g} in "
+                           "probability."),
+                 entries=entries, row_title="Terms", findings=findings,
+                 no_findings="No identity term was shown to move the score beyond the margin.",
+                 untested=untested, next_steps=steps, plan=str(settings.get("description") or ""),
+                 more_where="the table 'CTF gap by term'")
+
+
 def _summary(doc: dict, k: int) -> Section:
-    s = Section("summary", "Summary", new_page=False)
+    s = Section("summary", "Summary")
     settings = doc.get("settings") or {}
     margin = num(settings.get("margin")) or 0.02
     model = doc.get("model") or {}
@@ -454,7 +500,7 @@ def report_tree(doc: dict, settings) -> Report:
     k = int(settings.suppress_k)
     model = doc.get("model") or {}
     data = doc.get("data") or {}
-    sections = [_summary(doc, k), _methods(doc, k), _gaps(doc, k), _pairs(doc, k), _groups(doc, k),
+    sections = [board_section(board(doc, k), k), _summary(doc, k), _methods(doc, k), _gaps(doc, k), _pairs(doc, k), _groups(doc, k),
                 _examples(doc, k), _provenance(doc, k)]
     return Report(title="Counterfactual token fairness",
                   subtitle=f"{model.get('name') or 'model'} on {data.get('name') or 'data'}",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fairdesk.core.reports.board import Board, board_section
 from fairdesk.core.reports.document import (Block, Paragraph, Report, Section, Table, correction_words,
                                             join_words, report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count, fmt_rate, is_true, num
@@ -157,6 +158,7 @@ def build_notes_report(doc: dict, *, suppress_k: int = 11) -> Report:
     sections.append(_provenance(doc, names, prov, k))
     for i, s in enumerate(sections, start=1):
         s.title = f"{i}  {s.title}"
+    sections.insert(0, board_section(board(doc, names, k), k))
     title = "FairDesk: note-level classifiers on frozen encoders"
     subtitle = (f"{' vs '.join(names)}" + (f" — gaps and probe for '{attribute}'" if attribute else "")
                 + (f" — notes: {prov.get('dataset')}" if prov.get("dataset") else ""))
@@ -178,6 +180,47 @@ def report_tree(doc: dict, settings) -> Report:
 
 
 # --------------------------------------------------------------------------------------------------------------
+
+
+def board(doc: dict, names: list[str], k: int) -> Board:
+    """What page 1 says of an encoder comparison: a grid of encoder and task × attribute from each encoder's group
+    audit, the gaps that differ in words (the group audit's sentences, named by encoder), what could not be tested,
+    what to check next."""
+    from fairdesk.core.audits.groups import GroupAuditResult
+    from fairdesk.core.reports import groups as G
+
+    entries: list[tuple[str, str, str | None]] = []
+    findings: list[str] = []
+    untested: list[str] = []
+    for name in names:
+        audit = (doc.get("audits") or {}).get(name)
+        if not audit:
+            continue
+        try:
+            sub = G.board(GroupAuditResult.from_dict(audit), k)
+        except (KeyError, TypeError, ValueError):  # an audit stored in an older form: its counts only
+            continue
+        entries += [(f"{name} · {task}" if task != "(all)" else name, attr, v) for task, attr, v in sub.entries]
+        findings += [f"{name}: {text}" for text in sub.findings]
+        untested += [f"{name}: {text}" for text in sub.untested[:1]]
+    if not entries:  # group audits not kept: the per-encoder counts
+        for g in doc.get("gaps") or []:
+            v = "differs" if int(g.get("n_differs") or g.get("n_significant_bh") or 0) else (
+                "equivalent" if int(g.get("n_equivalent") or 0) else "inconclusive")
+            entries.append((str(g.get("encoder")), str(g.get("attribute")), v))
+    tasks = list(doc.get("tasks") or [])
+    steps = []
+    if findings:
+        steps.append("Compare the gaps of the encoders: a debiased encoder should narrow them; if it does not, "
+                     "its debiasing did not reach the downstream classifier.")
+    steps.append("Check the probe (page 2 on): an encoder whose features still reveal the attribute has hidden, "
+                 "not removed, it.")
+    return Board(question=(f"Do classifiers on the frozen features of {join_words(names)} predict "
+                           f"{join_words(tasks) or 'the tasks'} equally well for every patient group?"),
+                 entries=entries, row_title="Encoder", findings=findings,
+                 no_findings="No group gap differs for any encoder. That is not proof that the classifiers are fair.",
+                 untested=untested, next_steps=steps, plan="",
+                 more_where="the group gaps section")
 
 
 def _alpha(doc) -> float:
@@ -234,7 +277,7 @@ def _summary(doc, names, tasks, attribute, results, k) -> Section:
             "An inconclusive gap is not evidence that the classifier treats the groups alike."
             + ("" if has_gap_verdicts(doc) else " These group audits were stored before equivalence was tested, so "
                "every gap that is not significant is counted as inconclusive."), "note"))
-    return Section("summary", "Summary", b, new_page=False)
+    return Section("summary", "Summary", b)
 
 
 def _method(doc, method, names, k) -> Section:

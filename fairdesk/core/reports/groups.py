@@ -25,6 +25,7 @@ from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTION
                                          findings, kept_findings, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
+from fairdesk.core.reports.board import Board, board_section
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, plural, report_date, suppress_text)
 from fairdesk.core.reports.figures import (as_text, fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
@@ -112,7 +113,8 @@ def outside_region_note(result, k: int) -> str | None:
     example = out[0]._asdict()
     return (f"{plural(len(out), 'comparison')} (marked “{OUTSIDE_MARK}” in the tables) "
             f"{'rests' if len(out) == 1 else 'rest'} on data outside the region where FairDesk's simulations "
-            "verified the test's error rate and interval coverage, so {'its verdict' if len(out) == 1 else 'their verdicts'} may be less reliable than stated; "
+            f"verified the test's error rate and interval coverage, so {'its verdict' if len(out) == 1 else 'their verdicts'} "
+            "may be less reliable than stated; "
             f"for example {example['metric']} of {example['group']}{in_task(example['task'])}: "
             f"{suppress_text(str(example['outside_region']).removeprefix('outside the verified region: '), k)}.")
 
@@ -352,12 +354,15 @@ REPORT_TITLE = "FairDesk fairness audit"
 
 
 def build_group_report(result: "GroupAuditResult", *, title: str = REPORT_TITLE, dataset_name: str = "",
-                 model_description: str = "", suppress_k: int = 11) -> Report:
-    """The report model of a group audit. Pure: the same result and arguments give the same report."""
+                       model_description: str = "", suppress_k: int = 11, plan_description: str | None = None
+                       ) -> Report:
+    """The report model of a group audit. Pure: the same result and arguments give the same report.
+    ``plan_description``: the stored testing plan in one sentence (page 1 prints it)."""
     k = _checked_k(suppress_k)
     prov = result.provenance or {}
     date = report_date(prov)
     sections = [
+        board_summary(result, k, plan_description),
         _summary_section(result, title, dataset_name, model_description, k, date),
         _methods_section(result, k),
         _figures_section(result, k),
@@ -390,17 +395,76 @@ def report_tree(doc: dict, settings: "ReportSettings") -> Report:
 
     result = GroupAuditResult.from_dict(doc)
     return build_group_report(result, dataset_name=result.provenance.get("dataset", ""),
-                              suppress_k=settings.suppress_k)
+                              suppress_k=settings.suppress_k, plan_description=plan_description(doc))
 
 
-def board_summary(result: "GroupAuditResult", suppress_k: int) -> Section:
-    """The first section of :func:`report_tree` alone — the board summary the PDF's first page prints and the GUI's
-    findings header shows — without building the rest of the report (its figures, tables, calibration and
-    methods sections were more than half of the time the GUI's view thread spent on the header of the demo's
-    audit)."""
+def plan_description(doc: dict) -> str | None:
+    """The testing plan in one plain sentence, as the stored document names it (None when it does not)."""
+    plan = doc.get("plan") if isinstance(doc, dict) else None
+    text = plan.get("description") if isinstance(plan, dict) else None
+    return text if isinstance(text, str) and text.strip() else None
+
+
+def board_summary(result: "GroupAuditResult", suppress_k: int, description: str | None = None) -> Section:
+    """Page 1 alone (:func:`board`) — what the PDF's first page prints and the GUI's Findings panel shows —
+    without building the rest of the report. ``description``: the testing plan in one sentence, when the stored
+    document names it."""
     k = _checked_k(suppress_k)
+    return board_section(board(result, k, description), k)
+
+
+def board(result: "GroupAuditResult", k: int, description: str | None = None) -> Board:
+    """What page 1 says of a group audit: the verdict grid (tasks × attributes), the differences in words (largest
+    first, with their intervals), what could not be tested, what to check next."""
+    plan = result.plan
     prov = result.provenance or {}
-    return _summary_section(result, REPORT_TITLE, prov.get("dataset", ""), "", k, report_date(prov))
+    margin = float(getattr(plan, "margin", 0.05))
+    tasks = _tasks(result)
+    attrs = _categorical_attributes(result) + list(plan.roles.continuous_attributes)
+    entries: list[tuple[str, str, str | None]] = []
+    for frame in (result.records, result.discrimination, result.calibration):
+        if frame is None or frame.empty or "verdict" not in frame:
+            continue
+        for task, attr, verdict in zip(frame["task"].tolist(), frame["attribute"].tolist(),
+                                       frame["verdict"].tolist()):
+            entries.append((str(task), str(attr), as_text(verdict)))
+    counts = comparison_counts(result)
+    ds = str(prov.get("dataset") or "") or "the audited data"
+    where = f" in {plural(len(tasks), 'task')}" if len(tasks) > 1 else ""
+    question = (f"Does the model perform equally well for the patient groups of {join_words(attrs) or 'no attribute'}"
+                f" in {ds}{where}? Of {plural(counts['total'], 'comparison')}, {counts['differs']} "
+                f"{'differs' if counts['differs'] == 1 else 'differ'}, {counts['equivalent']} "
+                f"{'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} and "
+                f"{counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive.")
+    found = _gap_findings(result, k=k) + _discrimination_findings(result, k) + _delta_findings(result)
+    found.sort(key=Finding.sort_key)
+    sentences = [f.sentence for f in found] + calibration_findings_text(result, k)
+    untested = []
+    n_dropped = len(result.dropped)
+    if n_dropped:
+        untested.append(f"{plural(n_dropped, 'group')} (counted per task): smaller than {plan.min_group_size} "
+                        "rows, with missing values, or excluded (section 6).")
+    if counts["inconclusive"]:
+        untested.append(f"{plural(counts['inconclusive'], 'comparison')} inconclusive, usually for too few "
+                        "cases.")
+    region = outside_region_note(result, k)
+    if region:
+        untested.append(region.split("; for example")[0] + ".")
+    if not (result.calibration is not None and not result.calibration.empty):
+        untested.append(calibration_status(result) or "Calibration by group was not assessed.")
+    steps = []
+    if sentences:
+        steps.append("For each difference, check the data behind it (recording, case mix, the model's inputs) "
+                     "before reading it as unfair treatment.")
+    if counts["inconclusive"] or n_dropped:
+        steps.append("Audit again with more patients of the small groups (more time or sites).")
+    steps.append("Repeat the audit after any change to the model or to the patients it serves.")
+    return Board(question=question, entries=entries, row_title="Task", findings=sentences,
+                 no_findings=("No comparison differs after the correction. That is not proof that the model is "
+                              "fair: see what could not be tested."),
+                 untested=untested, next_steps=steps,
+                 plan=str(description or getattr(plan, "description", "") or ""),
+                 more_where="sections 1 and 4 (from page 2)")
 
 
 def _checked_k(suppress_k) -> int:
@@ -644,7 +708,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         "example recall in a group without positive cases) are shown as “not estimable”, never as 0.",
     ):
         blocks.append(Paragraph(text, "bullet"))
-    return Section("summary", "1  Summary for the governance board", blocks, new_page=False, one_page=True)
+    return Section("summary", "1  Summary for the governance board", blocks, one_page=True)
 
 
 def _methods_section(result, k) -> Section:

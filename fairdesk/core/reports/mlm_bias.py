@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core.errors import DataError
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, new_figure, num, save_figure
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, report_date, suppress_text,
@@ -117,18 +119,8 @@ def document_from(doc_or_result: "dict | MLMBiasResult") -> dict:
 
 
 def fmt_nats(value, signed: bool = False) -> str:
-    """A score in nats: 3 decimals, or 2 significant digits (scientific) when smaller than 0.001 but not 0."""
-    f = num(value)
-    if f is None:
-        return "–"
-    if f != 0 and abs(f) < 0.0005:
-        text = f"{abs(f):.1e}".replace("e-0", "e−").replace("e-", "e−")
-    else:
-        text = f"{abs(f):.3f}"
-        if float(text) == 0:
-            return "0.000"
-    sign = MINUS if f < 0 else ("+" if signed else "")
-    return sign + text
+    """A score in nats with 3 decimals (a value that rounds to 0 prints as 0.000, never in scientific notation)."""
+    return numbers.signed(value, 3) if signed else numbers.fixed(value, 3)
 
 
 def _fmt_r(value) -> str:
@@ -139,10 +131,7 @@ def _fmt_r(value) -> str:
 
 
 def _fmt_q(value) -> str:
-    f = num(value)
-    if f is None:
-        return "–"
-    return f"{f:.1e}".replace("e-0", "e−").replace("e-", "e−") if f < 0.001 else f"{f:.3f}"
+    return numbers.p_value(value)
 
 
 def _significant(rec: dict) -> bool:
@@ -578,6 +567,43 @@ def _flag_rule_text(method: dict) -> str:
             f"after adjusting for the prior (recorded rule: {method.get('flag_rule', '')}).")
 
 
+def board(doc: dict, models: list[dict], k: int) -> Board:
+    """What page 1 says of a masked-LM audit: a grid of categories × models, the flagged categories in words
+    (which words the model favours, how much, how sure), what could not be tested, what to check next."""
+    main = models[0]
+    g1, g2 = _groups(main["records"][0])
+    entries = [(str(r.get("name") or r["category"]), m["name"], verdict_of(r)) for m in models for r in m["records"]]
+    findings = []
+    for m in models:
+        who = f" ({m['name']})" if len(models) > 1 else ""
+        for r in m["records"]:
+            if verdict_of(r) != "differs":
+                continue
+            diff = num(r.get("mean_difference")) or 0.0
+            more, less = (g1, g2) if diff > 0 else (g2, g1)
+            ci = numbers.interval(r.get("ci_low"), r.get("ci_high"))
+            findings.append(f"{r.get('name') or r['category']}{who}: the model finds the {more} words "
+                            f"{numbers.fixed(math.exp(abs(diff)), 2)} times as likely as the {less} words after "
+                            f"adjusting for the prior (difference {fmt_nats(diff, True)} nats, 95% CI {ci}; "
+                            f"{numbers.p_equals(r.get('q_value'), 'q')}).")
+    incon = sum(1 for m in models for r in m["records"] if verdict_of(r) == "inconclusive")
+    untested = []
+    if incon:
+        untested.append(f"{are(incon, 'category verdict')} inconclusive (for example too few templates): not evidence "
+                        "of fairness.")
+    untested.append("Only the listed conditions and word lists were probed; other groups and conditions were not.")
+    steps = []
+    if findings:
+        steps.append("Check whether a flagged association reflects a real difference in prevalence between the "
+                     "groups before treating it as unwanted bias.")
+    steps.append("Probe the conditions and words that matter for your notes with your own lists.")
+    return Board(question=(f"Does {'the model' if len(models) == 1 else 'each model'} associate clinical "
+                           f"conditions with the {g1} words or with the {g2} words?"),
+                 entries=entries, row_title="Category", findings=findings,
+                 no_findings="No category is flagged. That is not proof that the model has no such association.",
+                 untested=untested, next_steps=steps, plan="", more_where="the results per category")
+
+
 def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Section:
     main = models[0]
     method = main["method"]
@@ -651,7 +677,7 @@ def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Sectio
         "between groups (Zhang et al. 2020), and a model trained on clinical notes learns those differences.",
     ):
         b.append(Paragraph(text, "bullet"))
-    return Section("summary", "1  Summary", b, new_page=False)
+    return Section("summary", "1  Summary", b)
 
 
 def _incon_reason(rec: dict, k: int) -> str:
@@ -1069,7 +1095,7 @@ def build_mlm_bias_report(doc: "dict | MLMBiasResult", *, title: str = TITLE, su
     _install_figure_kinds()  # so that pdf.write_pdf / render_bytes can draw this report's figures
     models = _models(doc)
     date = report_date(models[0]["provenance"])
-    sections = [_summary_section(doc, models, date, k)]
+    sections = [board_section(board(doc, models, k), k), _summary_section(doc, models, date, k)]
     sections.append(_method_section(models, 2, k))
     no = 3
     sections.append(_lists_section(doc, models, no, k))

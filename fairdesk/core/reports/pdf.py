@@ -26,12 +26,13 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from fairdesk.core import atomic
+from fairdesk.core.reports.board import VERDICT_FILL, verdict_of_cell
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Table
 
 PAGE_MARGIN_MM = 17
 _FONTS: dict[str, str] | None = None
 _ASCII = {"⟨": "[", "⟩": "]", "…": "...", "\u2212": "-", "Δ": "Delta ", "Σ": "sum ", "≤": "<=", "≥": ">=", "α": "alpha", "τ": "tau", "◀": "<",
-          "▶": ">", "→": "->", "←": "<-", "¬": "not "}
+          "▶": ">", "→": "->", "←": "<-", "¬": "not ", "≠": "!="}
 
 HEADER_BG = "#2F4858"
 ZEBRA = "#F3F5F8"
@@ -203,7 +204,8 @@ def _table(block: Table, st, frame_width: float) -> list:
     def cell(text: str, j: int):
         if stringWidth(text, f["regular"], size) <= widths[j] - 2 * pad:
             return text
-        return RLParagraph(escape(text), cell_style)
+        lines = wrap_lines(text, widths[j] - 2 * pad, f["regular"], size)
+        return RLParagraph("<br/>".join(escape(line) for line in lines), cell_style)
 
     head_right = ParagraphStyle(head_style.name + "_r", parent=head_style, alignment=TA_RIGHT)
     data = [[RLParagraph(_x(h), head_right if align[j] == "R" else head_style) for j, h in enumerate(block.header)]]
@@ -229,6 +231,13 @@ def _table(block: Table, st, frame_width: float) -> list:
     for i, row in enumerate(block.rows, start=1):  # mark significant results
         if any(c == "yes (BH)" for c in row):
             cmds.append(("TEXTCOLOR", (0, i), (-1, i), colors.HexColor(ACCENT)))
+    if block.grid:  # the verdict grid: each cell tinted by its verdict (the mark says it in words too)
+        for i, row in enumerate(block.rows, start=1):
+            for j, text in enumerate(row):
+                verdict = verdict_of_cell(text) if j else None
+                if verdict:
+                    cmds.append(("BACKGROUND", (j, i), (j, i), colors.HexColor(VERDICT_FILL[verdict])))
+        cmds.append(("GRID", (0, 1), (-1, -1), 0.4, colors.white))
     table.setStyle(TableStyle(cmds))
     out = [CondPageBreak(70)]  # a title with its header and a few rows, or a new page (a long table still splits)
     if block.title:
@@ -239,6 +248,50 @@ def _table(block: Table, st, frame_width: float) -> list:
     for mark, full in name_notes:
         out.append(RLParagraph(escape(f"{mark} in full: {full}"), st["table_note"]))
     return out
+
+
+_PIECE = re.compile(r"[^_/]*[_/]+|[^_/]+")
+
+
+def break_pieces(text: str) -> list[str]:
+    """The pieces a cell may be broken into: words, and the parts of a word after each underscore or slash
+    ("reads_" "whole_" "image"), so a name breaks where it joins its parts and never inside a part."""
+    return [p for word in text.split() for p in _PIECE.findall(word)] or [""]
+
+
+def wrap_lines(text: str, width: float, font: str, size: float) -> list[str]:
+    """``text`` in lines no wider than ``width``: broken between words, else after an underscore or a slash inside
+    a name; a single part wider than the line (a long unbroken word) is the one case split inside."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    def fits(t: str) -> bool:
+        return stringWidth(t, font, size) <= width
+
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        joined = f"{line} {word}" if line else word
+        if fits(joined):
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+            line = ""
+        for piece in _PIECE.findall(word):
+            if fits(line + piece):
+                line += piece
+                continue
+            if line:
+                lines.append(line)
+                line = ""
+            while not fits(piece):  # a part longer than the line: the last resort, split by letters
+                cut = max(1, max((i for i in range(1, len(piece) + 1) if fits(piece[:i])), default=1))
+                lines.append(piece[:cut])
+                piece = piece[cut:]
+            line = piece
+    if line or not lines:
+        lines.append(line)
+    return lines
 
 
 def _shorten_names(header: list[str], texts: list[list[str]]) -> tuple[list[list[str]], list[tuple[str, str]]]:
@@ -283,8 +336,8 @@ def _auto_widths(header: list[str], rows: list[list[str]], fonts: dict, size: fl
             if w > natural[j]:
                 natural[j] = w
                 if w > minimum[j]:
-                    minimum[j] = max(minimum[j], max(stringWidth(t, fonts["regular"], size) for t in text.split())
-                                     if " " in text else w)
+                    minimum[j] = max(minimum[j], max(stringWidth(t, fonts["regular"], size)
+                                                     for t in break_pieces(text)))
     natural = [n + 2 * pad + 0.5 for n in natural]
     # a long unbroken word (a name, a path) must not claim the page: its column may shrink to a share of the
     # frame, and the word is split inside its cell

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
-                                            report_date, suppress_text)
+                                            join_words, report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count as count  # counts below k print as "<k"
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
 
@@ -82,8 +83,45 @@ def searched_sentence(doc: dict, k: int) -> str:
             f"tested on the confirmation part ({count(conf, k)} {unit}), which the search never saw.")
 
 
+def board(doc: dict, k: int) -> Board:
+    """What page 1 says of a slice audit: a grid of tasks × the attributes the carried slices combine (a cell: the
+    most important verdict of the slices using that attribute), the slices that differ in words, what was not
+    searched, what to check next."""
+    plan = doc.get("plan") or {}
+    c = doc.get("counts") or {}
+    roles = plan.get("roles") or {}
+    attrs = [str(a) for a in list(roles.get("attributes") or []) + list(roles.get("continuous_attributes") or [])]
+    metric = METRIC_WORDS.get(plan.get("metric"), str(plan.get("metric") or "rate"))
+    margin = num(plan.get("margin")) or 0.05
+    entries = []
+    for r in doc.get("slices") or []:
+        task = "all rows" if r.get("task") in (None, "(all)") else str(r.get("task"))
+        for attr in (r.get("definition") or {}):
+            entries.append((task, str(attr), r.get("verdict")))
+    differ = [r for r in doc.get("slices") or [] if r.get("verdict") == "differs"]
+    untested = [f"Subgroups smaller than {searched_min(plan)} rows were not searched."]
+    if int(c.get("inconclusive") or 0):
+        untested.append(f"{are(int(c.get('inconclusive') or 0), 'carried slice')} inconclusive: the confirmation rows "
+                        "cannot tell.")
+    steps = []
+    if differ:
+        steps.append("For each slice that differs, check how its patients are recorded and served, and whether "
+                     "the model saw enough of them in training.")
+    steps.append("Name the slices that matter in the next group audit, so they are tested directly.")
+    return Board(
+        question=(f"Which combinations of {join_words(attrs) or 'the attributes'} does the model serve worst "
+                  f"({metric})? Of the {int(c.get('total') or 0)} slices carried forward, {int(c.get('differs') or 0)} "
+                  f"differ from the rest, {int(c.get('equivalent') or 0)} are equivalent within ±{margin:g} and "
+                  f"{int(c.get('inconclusive') or 0)} are inconclusive."),
+        entries=entries, row_title="Task", findings=[cap(slice_sentence(r, k, margin)) for r in differ],
+        no_findings=("No carried slice differs from the rest on the confirmation rows. That is not evidence that "
+                     "every subgroup is served alike."),
+        untested=untested, next_steps=steps, plan=str(plan.get("description") or ""),
+        more_where="the table of carried slices")
+
+
 def _summary(doc: dict, k: int) -> Section:
-    s = Section("summary", "Groups nobody named", new_page=False)
+    s = Section("summary", "Groups nobody named")
     plan = doc.get("plan") or {}
     c = doc.get("counts") or {}
     metric = METRIC_WORDS.get(plan.get("metric"), str(plan.get("metric")))
@@ -219,7 +257,7 @@ def report_tree(doc: dict, settings) -> Report:
     return Report(title="Slices nobody named", subtitle=f"Worst-served subgroups by {metric}, "
                                                         f"{(doc.get('provenance') or {}).get('dataset') or 'data'}",
                   date=report_date(doc.get("provenance") or {}), suppress_k=k,
-                  sections=[_summary(doc, k), _table(doc, k), _methods(doc, k), _provenance(doc, k)],
+                  sections=[board_section(board(doc, k), k), _summary(doc, k), _table(doc, k), _methods(doc, k), _provenance(doc, k)],
                   footer=f"FairDesk · slices nobody named · counts below {k} shown as <{k}",
                   metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit (issue 26)"})
 
