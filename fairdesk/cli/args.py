@@ -71,3 +71,9 @@ def executor_spec(args: argparse.Namespace):
     if spec.kind == "dask":
         import_distributed()
     return spec
+
+
+def add_html(p: argparse.ArgumentParser) -> None:
+    """``--html OUT.html``: the self-contained HTML report of the audit (every audit command and ``report``)."""
+    p.add_argument("--html", metavar="OUT.html",
+                   help="also write the self-contained HTML report here (one file, figures embedded, works offline)")

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import argparse
 
-from fairdesk.cli.outputs import audit_project, stored_where, write_json
+from fairdesk.cli.args import add_html
+from fairdesk.cli.outputs import audit_project, stored_where, write_json, write_reports
 from fairdesk.cli.progress import TerminalProgress
 
 TERMS_HELP = ("identity terms: dixon, dixon_train (default), dixon_held_out, gender, race, or a text file with one "
@@ -138,9 +139,7 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
 def cmd_audit_ctf(args: argparse.Namespace) -> int:
     from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.ctf import audit_ctf
-    from fairdesk.jobs.reports import export_report
-
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf), ("--html", args.html)],
                   inputs=[("the data (--data)", args.data), ("the term list (--terms)", args.terms),
                           ("the held-out term list (--held-out-terms)", args.held_out_terms),
                           ("the control terms (--control-terms)", args.control_terms)],
@@ -159,8 +158,7 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              correction=args.correction, progress=progress)
         progress.done()
         doc = write_json(project, audit_id, args.json)
-        if args.pdf:
-            export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
+        write_reports(project, audit_id, args)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)
     return 0
 
@@ -191,9 +189,7 @@ def cmd_audit_ctf_pairs(args: argparse.Namespace) -> int:
 def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
     from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.ctf import audit_ctf_scores
-    from fairdesk.jobs.reports import export_report
-
-    guard_outputs([("--json", args.json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--pdf", args.pdf), ("--html", args.html)],
                   inputs=[("the scored pairs (--scores)", args.scores)],
                   project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
@@ -204,8 +200,7 @@ def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
                                     progress=progress)
         progress.done()
         doc = write_json(project, audit_id, args.json)
-        if args.pdf:
-            export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
+        write_reports(project, audit_id, args)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)
     return 0
 
@@ -343,6 +338,7 @@ def add_ctf_commands(sub, data, audit, train) -> None:
                         f"'synthetic' (default {SYNTHETIC_ROWS}; 0: off)")
     a.add_argument("--json", required=True, help="write the audit document here")
     a.add_argument("--pdf", help="also write the PDF report here")
+    add_html(a)
     a.add_argument("--project", help="store the audit in this project file (default: a temporary one)")
     a.set_defaults(func=cmd_audit_ctf)
 
@@ -370,6 +366,7 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     _audit_options(s)
     s.add_argument("--json", required=True)
     s.add_argument("--pdf")
+    add_html(s)
     s.add_argument("--project", help="store the audit in this project file (default: a temporary one)")
     s.set_defaults(func=cmd_audit_ctf_scores)
 

@@ -680,7 +680,9 @@ def render_age_bytes(report: Report) -> bytes:
 
 
 def report_tree(doc: dict, settings) -> Report:
-    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
+    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`); its
+    figure kind registered, so any renderer can draw it."""
+    register_figures()
     return build_age_report(doc, settings.suppress_k)
 
 

@@ -14,8 +14,9 @@
   control characters are printed as visible marks such as ⟨RLO⟩, so a name cannot reorder or hide what is printed
   around it (no bidi reordering is applied to any text: right-to-left letters print in the order they are stored);
   a long name in a name column of a table (Group, Task, Attribute, …) is shortened to its beginning and end with a
-  numbered mark, and the table note gives it in full; any other long cell, word or name wraps (long words are
-  split), so no name can make a page impossible to lay out.
+  numbered mark, and the table note gives it in full; any other long cell wraps between words, else after an
+  underscore or slash inside a name (:func:`wrap_lines`; only a single part wider than its column is split), so no
+  name can make a page impossible to lay out.
 """
 from __future__ import annotations
 
@@ -381,10 +382,9 @@ def register_figure_kind(kind: str, render, size) -> None:
     _FIGURE_KINDS[kind] = (render, size)
 
 
-def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> list:
-    from reportlab.platypus import Image, KeepTogether
-    from reportlab.platypus import Paragraph as RLParagraph
-
+def figure_png(block: FigureSpec) -> tuple[bytes, float, float]:
+    """The PNG of a figure block with its natural (width, height) in inches: what the PDF places and the HTML
+    report embeds. Names in its labels are shown as the tables show them."""
     from fairdesk.core.reports import calibration_figures as CF
     from fairdesk.core.reports import figures as F
 
@@ -400,11 +400,18 @@ def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> l
     if "label" in getattr(data, "columns", ()):  # names as the tables show them
         data = data.assign(label=[shorten(visible(str(v)), NAME_LIMIT + 8) for v in data["label"]])
     render(data, buf, visible(block.title), **kwargs)
-    buf.seek(0)
     w_in, h_in = size(data)
+    return buf.getvalue(), w_in, h_in
+
+
+def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> list:
+    from reportlab.platypus import Image, KeepTogether
+    from reportlab.platypus import Paragraph as RLParagraph
+
+    png, w_in, h_in = figure_png(block)
     w, h = w_in * 72.0, h_in * 72.0
     scale = min(1.0, frame_width / w, (frame_height - 30) / h)
-    img = Image(buf, width=w * scale, height=h * scale)
+    img = Image(io.BytesIO(png), width=w * scale, height=h * scale)
     img.hAlign = "CENTER"
     parts = [img]
     if block.caption:
