@@ -223,6 +223,4 @@ def build_report(name: str, doc: dict, path, settings: ReportSettings | None = N
 def build_html(name: str, doc: dict, path, settings: ReportSettings | None = None):
     """Write the self-contained HTML report of an audit document of kind ``name``: the same report tree as the PDF
     (:func:`report_tree`), rendered by :mod:`fairdesk.core.reports.html`."""
-    from fairdesk.core.reports.html import write_html
-
-    return write_html(report_tree(name, doc, settings), path)
+    return resolve("fairdesk.core.reports.html:write_html")(report_tree(name, doc, settings), path)

@@ -71,7 +71,7 @@ class Board:
     untested: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
     plan: str = ""
-    details: str = "Method, definitions and every number follow after this summary (page 2 onwards in the PDF)."
+    details: str = "Method, definitions and every number follow after this summary."
     more_where: str = "the later sections"
 
 

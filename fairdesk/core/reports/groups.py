@@ -25,7 +25,7 @@ from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTION
                                          findings, kept_findings, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
-from fairdesk.core.reports.board import Board, board_section
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.document import (Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, plural, report_date, suppress_text)
 from fairdesk.core.reports.figures import (as_text, fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
@@ -100,6 +100,14 @@ def _sig_text(row, margin: float = 0.05) -> str:
 OUTSIDE_MARK = "outside verified region"
 
 
+def outside_region_count(result) -> int:
+    """How many tested comparisons rest on data outside the region where their test was verified."""
+    f = kept_findings(result)  # read only
+    if f.empty or "outside_region" not in f:
+        return 0
+    return sum(1 for v in f["outside_region"].tolist() if isinstance(v, str) and bool(v))
+
+
 def outside_region_note(result, k: int) -> str | None:
     """Page 1's note on the comparisons outside the region where their test was verified (issue 21), or None;
     counts below ``k`` suppressed."""
@@ -150,26 +158,26 @@ def in_task(task) -> str:
     return "" if str(task) == "(all)" else f" in task {task}"
 
 
-def _comparison_parts(comps: list, direction: str) -> list[str]:
+def _comparison_parts(comps: list, direction: str, most: int = MAX_COMPARISONS_IN_FINDING) -> list[str]:
     """The clauses of one finding sentence, largest gap first: "0.15 lower than for B (0.70 vs 0.85; 95% CI …)",
     at most MAX_COMPARISONS_IN_FINDING of them and "also lower than for N other groups". ``comps``: (|gap|, other
     group, own value, other's value, (ci low, ci high), …) tuples; sorted here."""
     comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
     parts = []
-    for mag, other, s_val, o_val, ci, *_ in comps[:MAX_COMPARISONS_IN_FINDING]:
+    for mag, other, s_val, o_val, ci, *_ in comps[:most]:
         detail = []
         if s_val is not None and o_val is not None:
             detail.append(f"{fmt_rate(s_val, 2)} vs {fmt_rate(o_val, 2)}")
         if ci[0] is not None and ci[1] is not None:
             detail.append(f"95% CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
         parts.append(f"{mag:.2f} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
-    more = len(comps) - MAX_COMPARISONS_IN_FINDING
+    more = len(comps) - most
     if more > 0:
         parts.append(f"also {direction} than for {plural(more, 'other group')}")
     return parts
 
 def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "significant_bh",
-                  k: int | None = None) -> list[Finding]:
+                  k: int | None = None, most: int = MAX_COMPARISONS_IN_FINDING) -> list[Finding]:
     """Significant gaps as plain sentences, one per (task, attribute, measure, group named first).
 
     A pair found from both sides (the max-gap rule reports A vs B and B vs A) is told once, from the side of the
@@ -213,11 +221,11 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
     task_order = {t: i for i, t in enumerate(dict.fromkeys(rec["task"].astype(str)))}
     out = []
     for (task, attr, metric, subject, direction, fragile), comps in grouped.items():
-        parts = _comparison_parts(comps, direction)
+        parts = _comparison_parts(comps, direction, most)
         sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{in_task(task)}. "
                     f"Meaning: {CONSEQUENCE[(metric, direction)]}.")
         if fragile:
-            thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
+            thin = dict(t for c in comps[:most] for t in c[5])
             names = join_words([f"{name} ({fmt_count(d, k)} {CASES[metric]})" for name, d in thin.items()])
             sentence += (f" Caution: few cases behind the rate{'s' if len(thin) > 1 else ''} of {names}, so "
                          "this estimate is fragile.")
@@ -267,7 +275,8 @@ def _delta_findings(result: "GroupAuditResult", significant_col: str = "signific
 
 
 def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
-                             significant_col: str = "significant_bh") -> list[Finding]:
+                             significant_col: str = "significant_bh",
+                             most: int = MAX_COMPARISONS_IN_FINDING) -> list[Finding]:
     """AUROC / AUPRC gaps that differ as plain sentences, one per (task, attribute, measure, group named first),
     told from the side of the group with the lower value (the pair tests of ``findings``; METHODS §8). An AUPRC
     sentence says that part of the gap can come from a difference in prevalence, with both prevalences."""
@@ -307,18 +316,18 @@ def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
         grouped.setdefault(key, []).append((abs(gap), other, s_val, o_val, ci, thin))
     out = []
     for (task, attr, metric, subject, fragile), comps in grouped.items():
-        parts = _comparison_parts(comps, "lower")
+        parts = _comparison_parts(comps, "lower", most)
         where = in_task(task)
         sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{where}. "
                     f"Meaning: {CONSEQUENCE[(metric, 'lower')]}.")
         if metric == "auprc":
             prevs = [(name, info.get((task, attr, name), {}).get("prev"))
-                     for name in [subject] + [c[1] for c in comps[:MAX_COMPARISONS_IN_FINDING]]]
+                     for name in [subject] + [c[1] for c in comps[:most]]]
             known = [f"{name} {fmt_rate(v, 2)}" for name, v in prevs if v is not None]
             sentence += (f" Caution: {PREVALENCE_CAVEAT}"
                          + (f" (prevalence {join_words(known)})." if len(known) > 1 else "."))
         if fragile:
-            thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
+            thin = dict(t for c in comps[:most] for t in c[5])
             names = join_words([f"{name} ({fmt_count(c['pos'], k)} patients with and "
                                 f"{fmt_count(c['n'] - c['pos'], k)} patients without the condition)"
                                 for name, c in thin.items()])
@@ -429,27 +438,29 @@ def board(result: "GroupAuditResult", k: int, description: str | None = None) ->
                                        frame["verdict"].tolist()):
             entries.append((str(task), str(attr), as_text(verdict)))
     counts = comparison_counts(result)
-    ds = str(prov.get("dataset") or "") or "the audited data"
-    where = f" in {plural(len(tasks), 'task')}" if len(tasks) > 1 else ""
+    ds = str(prov.get("dataset") or "")
+    where = (f" in {ds}" if ds else "") + (f", over {plural(len(tasks), 'task')}" if len(tasks) > 1 else "")
     question = (f"Does the model perform equally well for the patient groups of {join_words(attrs) or 'no attribute'}"
-                f" in {ds}{where}? Of {plural(counts['total'], 'comparison')}, {counts['differs']} "
+                f"{where}? Of {plural(counts['total'], 'comparison')}, {counts['differs']} "
                 f"{'differs' if counts['differs'] == 1 else 'differ'}, {counts['equivalent']} "
                 f"{'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} and "
                 f"{counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive.")
-    found = _gap_findings(result, k=k) + _discrimination_findings(result, k) + _delta_findings(result)
+    # on page 1 each finding names its largest comparison only (the others: "also lower than for N other groups")
+    found = _gap_findings(result, k=k, most=1) + _discrimination_findings(result, k, most=1) + _delta_findings(result)
     found.sort(key=Finding.sort_key)
     sentences = [f.sentence for f in found] + calibration_findings_text(result, k)
-    untested = []
+    # the model flags nobody / everybody in a task at its threshold: its rate comparisons could not be tested
+    untested = [str(w) for w in dict.fromkeys(result.warnings) if str(w).startswith(FLAT_PREFIX)]
     n_dropped = len(result.dropped)
     if n_dropped:
         untested.append(f"{plural(n_dropped, 'group')} (counted per task): smaller than {plan.min_group_size} "
                         "rows, with missing values, or excluded (section 6).")
     if counts["inconclusive"]:
-        untested.append(f"{plural(counts['inconclusive'], 'comparison')} inconclusive, usually for too few "
-                        "cases.")
-    region = outside_region_note(result, k)
-    if region:
-        untested.append(region.split("; for example")[0] + ".")
+        untested.append(f"{are(counts['inconclusive'], 'comparison')} inconclusive, usually for too few cases.")
+    n_outside = outside_region_count(result)
+    if n_outside:
+        untested.append(f"{plural(n_outside, 'comparison')} {'rests' if n_outside == 1 else 'rest'} on data outside "
+                        "the region where the test was verified (marked in the tables).")
     if not (result.calibration is not None and not result.calibration.empty):
         untested.append(calibration_status(result) or "Calibration by group was not assessed.")
     steps = []
