@@ -1,10 +1,11 @@
 """Text from data (group, column, task and file names, user entries) escaped for the format it is written into: one
 helper per target, so a name is always printed as the characters it holds and never as structure.
 
-* :func:`markdown_text` — Markdown (the model card): every character Markdown gives a meaning (CommonMark's ASCII
-  punctuation that can start or end markup: ``\\ ` * _ { } [ ] ( ) < > # + - . ! | ~ & = :`` and quotes) is
-  backslash-escaped, and every line break (CR, LF, VT, FF, NEL, U+2028/9) becomes a space, so a name can neither end
-  a table row, nor start a heading, a list, a block quote or a link.
+* :func:`markdown_text` — Markdown (the model card): only what Markdown would read as markup where it stands is
+  backslash-escaped (``\\ ` * [ ] < # | ~`` anywhere, ``_`` except between letters, ``&`` before an entity, "://",
+  and at the start of a line "#", "-", "+", ">", "=", "1." and indentation), and every line break (CR, LF, VT, FF,
+  NEL, U+2028/9) becomes a space, so a name can neither end a table row, nor start a heading, a list, a block quote
+  or a link, and "0.1.0" prints as it is.
 * :func:`html_text` — Qt rich text (labels, the findings header, the text diff viewer): ``& < > " '`` as entities and
   line breaks as ``<br>``.
 * PDF (reportlab Paragraph markup): :func:`fairdesk.core.reports.pdf.visible` then ``xml.sax.saxutils.escape`` (in
@@ -17,13 +18,31 @@ import html
 import re
 
 LINE_BREAKS = re.compile("\r\n|[\r\n\x0b\x0c\x85\u2028\u2029]")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&=:\"'$^])")
+#: characters that are markup wherever they stand: backslash, code, emphasis, links and images, raw HTML and
+#: autolinks, headings' closing marks, table cells, strikethrough
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<#|~])")
+#: "a_b": an underscore between letters or digits never starts emphasis, so it needs no escape
+_INTRAWORD_UNDERSCORE = re.compile(r"(?<=[^\W_])\\_(?=[^\W_])")
+#: "&amp;" / "&#35;": an entity reference (a lone "&" is text)
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 
 
-def markdown_text(text) -> str:
-    """``text`` (None: "–") as literal Markdown inline text: one line, every markup character escaped."""
-    text = "–" if text is None else str(text)
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", LINE_BREAKS.sub(" ", text))
+def markdown_text(text, line_start: bool = False) -> str:
+    """``text`` (None: "–") as literal Markdown inline text: one line, and a backslash before exactly the characters
+    that would otherwise be markup where they stand (so "0.1.0" stays "0.1.0" and "reads_whole_image" stays as it
+    is). ``line_start``: the text begins a line, where "#", "-", "+", ">", "=", "1." and indentation mean structure."""
+    text = LINE_BREAKS.sub(" ", "–" if text is None else str(text))
+    out = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    out = _INTRAWORD_UNDERSCORE.sub("_", out)
+    out = _ENTITY.sub(r"\\&", out)
+    out = out.replace("://", "\\://")  # no automatic link
+    if line_start:
+        m = re.match(r"[ \t]*", out)
+        lead = m.group() if m else ""
+        out = "&#32;" * len(lead.expandtabs(4)) + out[len(lead):]  # indentation would make a code block
+        out = re.sub(r"^(\d{1,9})([.)])", r"\1\\\2", out)  # "1." / "1)": an ordered list
+        out = re.sub(r"^([-+>=])", r"\\\1", out)  # a list, a quote, a heading underline, a rule
+    return out
 
 
 def html_text(text) -> str:
