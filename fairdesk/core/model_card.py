@@ -134,7 +134,7 @@ def verdict_of(value) -> str:
 def verdict_words(verdict: str, margin) -> str:
     m = _num(margin)
     if verdict == "equivalent":
-        return f"equivalent within ±{m:g}" if m is not None else "equivalent within the margin"
+        return f"equivalent within ±{numbers.short(m)}" if m is not None else "equivalent within the margin"
     return verdict
 
 
@@ -213,7 +213,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
 
     result = GroupAuditResult.from_dict(doc)
     margin = result.plan.margin
-    level = f"{100 * result.plan.ci_level:g}%"
+    level = f"{numbers.short(100 * result.plan.ci_level)}%"
     prefix = f"{variant}: " if variant else ""
     for r in findings(result).to_dict(orient="records"):
         metric = str(r.get("metric"))
@@ -397,7 +397,7 @@ def _cit_images(doc: dict, k: int) -> _Parts:
         shifts = [f"{key[6:].replace('->', '→')}: {_signed(r[key])}" for key in sorted(r)
                   if key.startswith("shift_") and not key.endswith("_ci")]
         sentence = (f"Output {r.get('output')}: changing only {column} ({pair}) with everything else held fixed "
-                    f"shifts the prediction by {'; '.join(shifts) or '–'} (margin ±{_num(margin) or 0:g}; "
+                    f"shifts the prediction by {'; '.join(shifts) or '–'} (margin ±{numbers.short(_num(margin) or 0)}; "
                     f"invariance test {numbers.p_equals(r.get('p'))}): "
                     f"{verdict_words(verdict_of(r.get('verdict')), margin)}.")
         parts.findings.append(_finding(f"{r.get('output')}", r.get("verdict"), margin, "counterfactual prediction "

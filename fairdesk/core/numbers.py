@@ -56,6 +56,22 @@ def signed(value, digits: int = 3) -> str:
     return text if text.startswith(MINUS) or round(f, digits) == 0 else "+" + text
 
 
+def short(value, digits: int = 6) -> str:
+    """A setting or a plain value in its shortest form ("0.05", "1", "0.457" with ``digits=3``), as ``:g`` prints it
+    but never in scientific notation: below 0.0001 in size it reads "< 0.0001", a large value prints whole."""
+    f = num(value)
+    if f is None:
+        return MISSING
+    if f == 0:
+        return "0"
+    if abs(f) < 1e-4:
+        return f"> {MINUS}0.0001" if f < 0 else "< 0.0001"
+    text = f"{f:.{max(1, int(digits))}g}"
+    if "e" in text:
+        text = f"{f:.0f}"
+    return text.replace("-", MINUS)
+
+
 def measure(value, kind: str = "rate", signed_: bool = False) -> str:
     """A value of a measure, with the measure's decimals (:data:`DIGITS`)."""
     digits = DIGITS.get(kind, 3)

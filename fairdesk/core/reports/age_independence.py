@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, correction_words,
@@ -77,7 +78,7 @@ def verdict_words(verdict: str | None, margin) -> str:
     if verdict == "differs":
         return "differs (lower than the DNN)"
     if verdict in ("equivalent", "equivalent within margin"):
-        return f"equivalent within ±{num(margin):g}"
+        return f"equivalent within ±{numbers.short(num(margin))}"
     if verdict == "inconclusive":
         return "inconclusive"
     return "–"
@@ -87,7 +88,7 @@ def _verdict_short(verdict: str | None, margin) -> str:
     if verdict == "differs":
         return "differs"
     if verdict in ("equivalent", "equivalent within margin"):
-        return f"equivalent ±{num(margin):g}"
+        return f"equivalent ±{numbers.short(num(margin))}"
     return verdict or "–"
 
 
@@ -130,15 +131,15 @@ def lambda_words(s: dict) -> str:
     """How λ was set: "λ chosen per learner and fold …" or "λ = 1"."""
     L = s["learner"]
     if s.get("select_lambda"):
-        grid = ", ".join(f"{num(v):g}" for v in s.get("lambda_grid") or [])
+        grid = ", ".join(f"{numbers.short(num(v))}" for v in s.get("lambda_grid") or [])
         # documents stored before issue 27's pooled selection validated on one quarter of the training participants
         how = ("nested participant-grouped cross-validation (every training participant validates once)"
                if "pooled" in str(s.get("lambda_selection")) else "nested participant-disjoint validation")
         return (f"λ chosen per learner and fold from {{{grid}}} by {how} to reach "
-                f"a probe R² ≤ {num(s.get('leakage_target')):g} for the age beyond the label at the least accuracy cost (the "
+                f"a probe R² ≤ {numbers.short(num(s.get('leakage_target')))} for the age beyond the label at the least accuracy cost (the "
                 f"smallest such λ within one standard error of the best validation accuracy){_body_choice_words(s)}, "
                 f"K = {L['k_adv']}")
-    return f"λ = {num(L['lam']):g}, K = {L['k_adv']}"
+    return f"λ = {numbers.short(num(L['lam']))}, K = {L['k_adv']}"
 
 
 def _body_choice_words(s: dict) -> str:
@@ -153,7 +154,7 @@ def _body_choice_words(s: dict) -> str:
 def _chosen(e: dict) -> str:
     """The λ chosen per fold ("0.3, 1, 0.3"); with the body chosen too, each with its body ("0.3 (DNN's layers)")."""
     sel = e.get("lambda_selection") or {}
-    return ", ".join(f"{num(c['lambda']):g}" + (f" ({BODY_WORDS[c['body']]})" if c.get("body") and
+    return ", ".join(f"{numbers.short(num(c['lambda']))}" + (f" ({BODY_WORDS[c['body']]})" if c.get("body") and
                                                   "bodies" in sel else "") for c in sel.get("folds") or [])
 
 
@@ -179,7 +180,7 @@ def difference_words(c: dict) -> str:
     lo, hi, level = num(c.get("ci_low")), num(c.get("ci_high")), num(c.get("ci_level"))
     if lo is None or hi is None or level is None:
         return text
-    return f"{text}, {100 * level:g}% CI {fmt_signed(lo)} to {fmt_signed(hi)}"
+    return f"{text}, {numbers.short(100 * level)}% CI {fmt_signed(lo)} to {fmt_signed(hi)}"
 
 
 def same_as_dnn_words(doc: dict, m: str) -> str | None:
@@ -238,16 +239,16 @@ def _age_left(doc: dict, m: str) -> str | None:
                   "held more age when no candidate reached it)")
     if verdict == "age-independent":
         return (f"{_label(doc, m)} removes age by the probe: held-out {_age_r2_words(leak)}, ≤ the target "
-                f"{target:g}{chosen}.")
+                f"{numbers.short(target)}{chosen}.")
     if verdict == "inconclusive":
         return f"{_label(doc, m)}: the probe could not be scored, so whether its representation holds age is unknown."
     text = (f"{_label(doc, m)} still carries age: {_age_r2_words(leak)} on held-out participants (target ≤ "
-            f"{target:g}){chosen}, so its representation is not age-independent")
+            f"{numbers.short(target)}){chosen}, so its representation is not age-independent")
     if sel:
         n_folds = len(sel.get("folds") or [])
         missed = n_folds - int(sel.get("reached_in_folds", 0))
         if missed:
-            text += (f"; no λ up to {num(max(sel['grid'])):g} reached the target in the validation of {missed} of "
+            text += (f"; no λ up to {numbers.short(num(max(sel['grid'])))} reached the target in the validation of {missed} of "
                      f"{n_folds} folds")
         text += ("; raise λ (a larger grid, --lambda-grid), give the adversary more steps K (--k-adv), or use another "
                  "learner")
@@ -307,11 +308,11 @@ def _summary_blocks(doc: dict, k: int) -> list:
     rule = Paragraph(
         "Verdict rule, for each method against the DNN and each of accuracy, Δ_eo^(2) and Δ_eo^(5), over the paired "
         f"per-fold values: differs — the one-tailed {comparison_test_words(doc)} (method lower than the DNN) is "
-        f"significant at α = {num(s.get('alpha', 0.05)):g} after the "
+        f"significant at α = {numbers.short(num(s.get('alpha', 0.05)))} after the "
         f"{correction_words('bh', num(s.get('alpha', 0.05)) or 0.05)}, over every t-test of this audit; equivalent "
         "within ±margin — the paired TOST is significant after the same correction over every TOST; inconclusive — "
         "neither (the TOST uses the same test's variance). Margins: "
-        + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()
+        + join_words([f"{METRIC_NAMES[m]} ±{numbers.short(num(v))}" for m, v in s["margins"].items()
                       if m in METRIC_NAMES and num(v) is not None])
         + ". Inconclusive means the folds cannot tell; it is never evidence that a method is as fair as, or "
           "fairer than, the DNN.", "note")
@@ -362,7 +363,7 @@ def _summary_blocks(doc: dict, k: int) -> list:
 def _decay_words(learner: dict) -> str:
     """The weight decay of the predicting networks (documents stored before it existed trained without)."""
     wd = float(learner.get("weight_decay", 0.0))
-    return (f", decoupled weight decay {num(wd):g} (AdamW) on the weight matrices of the DNN's and the learners' "
+    return (f", decoupled weight decay {numbers.short(num(wd))} (AdamW) on the weight matrices of the DNN's and the learners' "
             "predicting networks (I, C) alike" if wd else ", no weight decay")
 
 
@@ -392,12 +393,12 @@ def _methods_blocks(doc: dict) -> list:
     blocks = [Paragraph(
         f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): "
         f"{_networks_words(L, bool(s.get('select_lambda') and s.get('select_body')))}; batch norm "
-        f"before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
+        f"before each output layer; Adam, lr {numbers.short(num(L['lr']))}{_decay_words(L)}, "
         f"minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
         f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
-        f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
+        f"algorithms are λ = 1), λ_H = {numbers.short(num(L['lambda_h']))}, consensus-net M = {L['n_modalities']} modalities. "
         "The regression adversary predicts standardised age." + _adversary_words(L))]
     rows = [[r[0], DNN_BODY_NETWORKS, *r[2:]] if r[0] == "simple" and L.get("dnn_body") else r
             for r in LOSSES if r[0] in run]
@@ -415,7 +416,7 @@ def _methods_blocks(doc: dict) -> list:
                                 "feature, α = λ), run on the same folds; it is not one of 000's learners."))
     blocks.append(Paragraph(
         f"Protocol: {s['folds']}-fold StratifiedGroupKFold by participant ('{s['group_id']}'), "
-        f"{s['repeats']} repeat(s), seed {doc['provenance'].get('seed')}; threshold {num(s.get('threshold', 0.5)):g}; "
+        f"{s['repeats']} repeat(s), seed {doc['provenance'].get('seed')}; threshold {numbers.short(num(s.get('threshold', 0.5)))}; "
         "per fold, Δ_eo^(N) on equal-frequency bins of the attribute within the held-out fold (bins merged until "
         "each holds both classes; the group audit's own Δ_eo). One-tailed tests against the DNN "
         f"(alternative 'less'): the {comparison_test_words(doc)}; TOST at the margins with the same variance; "
@@ -495,7 +496,7 @@ def _leakage_blocks(doc: dict) -> list:
     thr = next((e["leakage"].get("age_threshold") for e in doc["methods"].values() if e.get("leakage")), None)
     target = num(doc["settings"].get("leakage_target"))
     rule = (f" A representation is called age-independent when its R² for the age beyond the label is at most "
-            f"{target:g} (the leakage target): age minus its label's mean training age, probed the same way. Older "
+            f"{numbers.short(target)} (the leakage target): age minus its label's mean training age, probed the same way. Older "
             "participants are more often impaired, so any representation that predicts the label carries that "
             "share of age (000 rejects demographic parity for this reason and measures equalized odds, Δ_eo)."
             if target is not None else "")
@@ -542,11 +543,11 @@ def _frontier_blocks(doc: dict) -> list:
     legend = ("The DNN is the black star, other baselines grey squares, an external reference a grey diamond. "
               "Lower and further right is better on both panels.")
     if swept:
-        caption = (f"λ ∈ {{{', '.join(f'{num(v):g}' for v in lams or [])}}}, same folds; each learner's points are "
+        caption = (f"λ ∈ {{{', '.join(f'{numbers.short(num(v))}' for v in lams or [])}}}, same folds; each learner's points are "
                    "joined in order of λ and labelled with it. " + legend)
     else:
         at = ("the λ chosen per fold" if doc["settings"].get("select_lambda")
-              else f"the run's λ = {num(doc['settings']['learner']['lam']):g}")
+              else f"the run's λ = {numbers.short(num(doc['settings']['learner']['lam']))}")
         caption = (f"One point per method at {at}: no sweep over λ was run (fairdesk-cli train age-independent "
                    "--frontier 0,0.5,1,2 adds it). " + legend)
     return [FigureSpec("age_frontier", "Δ_eo^(5) and leakage against accuracy", data, caption=caption)]
@@ -647,7 +648,7 @@ def render_frontier_png(data: pd.DataFrame, buf, title: str) -> None:
             line = line or ln
             if role == "learner" and len(ok) > 1:
                 for x_, y_, lam in zip(ok["accuracy"], ok[y], ok["lambda"]):
-                    ax.annotate(f"{lam:g}", (x_, y_), xytext=(2, 2), textcoords="offset points", fontsize=5.5,
+                    ax.annotate(f"{numbers.short(lam)}", (x_, y_), xytext=(2, 2), textcoords="offset points", fontsize=5.5,
                                 color=style["color"])
         if line is not None:
             handles.append(line)

@@ -64,7 +64,7 @@ def verdict_label(verdict, margin: float) -> str:
     if v == "dependent":
         return "differs"
     if v == "equivalent within margin":
-        return f"equivalent within ±{margin:g}"
+        return f"equivalent within ±{numbers.short(margin)}"
     return v
 
 
@@ -152,7 +152,7 @@ def board(doc: dict, column: str, values: list[str], clf_name: str, k: int) -> B
                 shifts.append(f"{_dir_label(key[6:], values)} {fmt_signed(r[key])} (95% CI "
                               f"{fmt_ci(*(list(ci) + [None, None])[:2])})")
         findings.append(f"Output {r.get('output')} changes when only '{column}' is changed: mean prediction shift "
-                        f"{'; '.join(shifts) or 'not recorded'}, beyond the margin ±{margin:g} "
+                        f"{'; '.join(shifts) or 'not recorded'}, beyond the margin ±{numbers.short(margin)} "
                         f"(invariance test {_p_is(r.get('p'))}).")
     untested = []
     n_missing = (doc.get("dataset") or {}).get("n_missing_attribute")
@@ -201,14 +201,14 @@ def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
                   if key.startswith("shift_") and not key.endswith("_ci")]
         blocks.append(Paragraph(f"{name}: {verdict_label(v, margin)} — {VERDICT_TEXT.get(v, v)}. "
                                 f"Mean prediction shift "
-                                f"{'; '.join(shifts)} (margin ±{s.get('margin', 0.02):g}); invariance test "
+                                f"{'; '.join(shifts)} (margin ±{numbers.short(s.get('margin', 0.02))}); invariance test "
                                 f"{_p_is(r.get('p'))}, demographic parity {_p_is(r.get('dp_p'))}.", "finding"))
     blocks.append(Paragraph("How to read the verdicts", "subheading"))
     blocks += [
         Paragraph("differs: the oriented shift (prediction on the counterfactual minus on the reference) differs "
                   "from 0, or its mean absolute size exceeds the margin, with confidence — and, with a learned "
                   "generator, it lies outside the negative-control band.", "bullet"),
-        Paragraph(f"equivalent within ±{margin:g}: a TOST equivalence test shows |mean shift| < {margin:g} AND the "
+        Paragraph(f"equivalent within ±{numbers.short(margin)}: a TOST equivalence test shows |mean shift| < {numbers.short(margin)} AND the "
                   "upper "
                   "bound of the mean |shift| is below the margin, so shifts in opposite directions cannot hide "
                   "each other.", "bullet"),
@@ -219,7 +219,7 @@ def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
     if learned:
         if band is not None:
             ce = doc.get("control_effect") or {}
-            blocks.append(Paragraph(f"Negative-control band: ±{numbers.fixed(band, 3)} (the upper {100 * (1 - s.get('alpha', 0.05)):g}% "
+            blocks.append(Paragraph(f"Negative-control band: ±{numbers.fixed(band, 3)} (the upper {numbers.short(100 * (1 - s.get('alpha', 0.05)))}% "
                                     f"bound of the mean |shift| of '{ce.get('name', 'the control')}').", "body"))
         else:
             blocks.append(Paragraph("No negative-control classifier was given, so generator artefacts cannot be told "
@@ -314,7 +314,7 @@ def _shift_section(doc, column, values, learned, k) -> Section:
                     note=(f"Shift = prediction on the counterfactual minus prediction on {ref}, per unit, oriented "
                           "a → a′ (pairs of opposite directions are never pooled, so they cannot cancel). Flip rate: "
                           "share of units whose thresholded prediction (0.5) changes. TOST: equivalence test of "
-                          f"|mean shift| < {s.get('margin', 0.02):g}."))]
+                          f"|mean shift| < {numbers.short(s.get('margin', 0.02))}."))]
     base_rows = []
     for r in doc["table"]:
         if "flip_mean_abs_shift" in r or "reconstruction_mean_abs_shift" in r:
@@ -333,7 +333,7 @@ def _shift_section(doc, column, values, learned, k) -> Section:
                  fmt_signed(d.get("mean_shift")), fmt_rate(d.get("mean_abs_shift")), fmt_rate(d.get("abs_upper"))]
                 for d in ce.get("directions", [])]
         blocks.append(Table(["Negative control", "Direction", "Mean shift", "Mean |shift|", "Upper bound"], crow,
-                            title=f"Negative-control band ±{band:.3g}", align=["L", "L", "R", "R", "R"],
+                            title=f"Negative-control band ±{numbers.short(band, 3)}", align=["L", "L", "R", "R", "R"],
                             note="The band is the largest upper bound of the control's mean |shift|. A shift inside "
                                  "it is inconclusive: the generator alone can move an invariant classifier that "
                                  "much." + (f" The invariance test on the control: {_p_is(ce.get('test_p'))}."
@@ -461,7 +461,7 @@ def _data_section(doc, k) -> Section:
 
 def _fmt_setting(v) -> str:
     if isinstance(v, float):
-        return f"{v:g}"
+        return f"{numbers.short(v)}"
     if isinstance(v, (list, tuple)):
         return ", ".join(str(x) for x in v)
     return str(v)
@@ -582,7 +582,7 @@ def render_examples_png(df: pd.DataFrame, buf, title: str) -> None:  # noqa: ARG
             ax.set_xticks([])
             ax.set_yticks([])
             if j == 3:
-                ax.text(1.04, 0.5, f"±{lim:.2g}", transform=ax.transAxes, fontsize=6, va="center", rotation=90)
+                ax.text(1.04, 0.5, f"±{numbers.short(lim, 2)}", transform=ax.transAxes, fontsize=6, va="center", rotation=90)
     buf.write(_png(fig, dpi=110))
 
 

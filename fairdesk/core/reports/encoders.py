@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fairdesk.core import numbers
 from fairdesk.core.reports.board import Board, board_section
 from fairdesk.core.reports.document import (Block, Paragraph, Report, Section, Table, correction_words,
                                             join_words, report_date, suppress_text)
@@ -122,14 +123,14 @@ def _mlp_text(params: dict | None) -> str:
         return "–"
     hidden = params.get("hidden_layer_sizes")
     hidden = "–".join(str(h) for h in hidden) if isinstance(hidden, (list, tuple)) else str(hidden)
-    extra = "".join(f", {k} {v:g}" if isinstance(v, (int, float)) else f", {k} {v}"
+    extra = "".join(f", {k} {numbers.short(v)}" if isinstance(v, (int, float)) else f", {k} {v}"
                     for k, v in params.items() if k not in ("hidden_layer_sizes",))
     return f"hidden {hidden}{extra}"
 
 
 def _c_text(c) -> str:
     f = num(c)
-    return "–" if f is None else f"{f:g}"
+    return "–" if f is None else f"{numbers.short(f)}"
 
 
 def build_notes_report(doc: dict, *, suppress_k: int = 11) -> Report:
@@ -258,7 +259,7 @@ def _summary(doc, names, tasks, attribute, results, k) -> Section:
             text += (f"; group gaps (counted per group and measure, so with two groups each gap is counted for "
                      f"both): {c['differs']} differ{'s' if c['differs'] == 1 else ''} after that correction, "
                      f"{c['equivalent']} equivalent"
-                     + (f" within ±{margin:g}" if margin is not None else "")
+                     + (f" within ±{numbers.short(margin)}" if margin is not None else "")
                      + f", {c['inconclusive']} inconclusive")
         probe = (doc.get("probe") or {}).get(name)
         if probe:
@@ -371,7 +372,7 @@ def _gaps(doc, names, attribute, method, k) -> Section:
         f"Verdicts of the gaps for each group of '{attribute}' over the tasks (001 Table 5 layout): the number of "
         "tasks whose gap differs (significant after Benjamini–Hochberg correction), with the share of those gaps "
         "that favour the group; the number shown equivalent within the audit's margin"
-        + (f" (±{gap_margin(doc):g})" if gap_margin(doc) is not None else "")
+        + (f" (±{numbers.short(gap_margin(doc))})" if gap_margin(doc) is not None else "")
         + "; the number inconclusive (neither shown — not evidence of fairness); and the count significant before "
         f"correction. Gaps use the max-gap rule at the best-F1 threshold; {method.get('n_boot')} bootstrap "
         "replicates.")]
@@ -439,7 +440,7 @@ def _provenance(doc, names, prov, k) -> Section:
                       Table(["Item", "Value"], rows, title="Provenance", widths=[3, 7], small=len(rows) > 30)]
     notes = [n for e in enc.values() for n in (e.get("notes") or [])]
     b.append(Paragraph("Notes recorded during training", "subheading"))
-    for n in dict.fromkeys(notes) or ["None."]:
+    for n in dict.fromkeys(notes) or ["No notes were recorded."]:
         b.append(Paragraph(suppress_text(str(n), k), "bullet" if notes else "body"))
     versions = prov.get("versions") or {}
     if versions:

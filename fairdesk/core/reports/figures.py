@@ -145,12 +145,12 @@ def gap_status(verdict, estimable: bool) -> str:
     return v
 
 
-VERDICT_TEXT = {"differs": "differs", "equivalent": "equivalent within ±{m:g}", "inconclusive": "inconclusive"}
+VERDICT_TEXT = {"differs": "differs", "equivalent": "equivalent within ±{m}", "inconclusive": "inconclusive"}
 
 
 def verdict_text(verdict, margin: float = 0.05) -> str:
     v = verdict_of(verdict)
-    return "–" if v is None else VERDICT_TEXT[v].format(m=margin)
+    return "–" if v is None else VERDICT_TEXT[v].format(m=numbers.short(margin))
 
 
 def _rate_counts(tn: float, fp: float, fn: float, tp: float, metric: str) -> tuple[float, float]:
@@ -408,7 +408,7 @@ def delta_bins_data(result: "GroupAuditResult", attribute: str, bins_requested: 
 
 
 def _short(x: float) -> str:
-    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.3g}"
+    return f"{x:.0f}" if abs(x) >= 10 else numbers.short(x, 3)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
                                          FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, comparison_counts,
                                          findings, kept_findings, tests_text, verdict_counts)
@@ -443,7 +444,7 @@ def board(result: "GroupAuditResult", k: int, description: str | None = None) ->
     question = (f"Does the model perform equally well for the patient groups of {join_words(attrs) or 'no attribute'}"
                 f"{where}? Of {plural(counts['total'], 'comparison')}, {counts['differs']} "
                 f"{'differs' if counts['differs'] == 1 else 'differ'}, {counts['equivalent']} "
-                f"{'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} and "
+                f"{'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{numbers.short(margin)} and "
                 f"{counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive.")
     # on page 1 each finding names its largest comparison only (the others: "also lower than for N other groups")
     found = _gap_findings(result, k=k, most=1) + _discrimination_findings(result, k, most=1) + _delta_findings(result)
@@ -529,7 +530,7 @@ def _threshold_text(result) -> str:
         return ("A prediction counts as positive (the patient is 'flagged') when the model's score reaches a "
                 f"threshold chosen for each task on validation data to maximise F1 ({per}).")
     return (f"A prediction counts as positive (the patient is 'flagged') when the model's score is at least "
-            f"{float(plan.threshold):g}.")
+            f"{numbers.short(float(plan.threshold))}.")
 
 
 def _attribute_lines(result, k: int) -> list[str]:
@@ -573,7 +574,7 @@ def _verdict_sentence(result, counts: dict) -> str:
                                                                 "and the calibration checks", 1)
     return (f"Of {plural(counts['total'], 'comparison')} made (each pair of groups counted once), "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}, "
-            f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} "
+            f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{numbers.short(margin)} "
             f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, after "
             f"{scope} (the {corr}). Each comparison is one test: {tests_text(counts)}.")
 
@@ -657,13 +658,13 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         blocks.append(Paragraph(
             "No comparison differs after the correction. This is not proof that the model is fair: "
             f"{plural(counts['inconclusive'], 'comparison is', 'comparisons are')} inconclusive (the data cannot "
-            f"tell either way), only {counts['equivalent']} shown equivalent within ±{margin:g}, and only the "
+            f"tell either way), only {counts['equivalent']} shown equivalent within ±{numbers.short(margin)}, and only the "
             "groups, measures and tasks listed above were checked.", "lead"))
     else:
         blocks.append(Paragraph(
             "No gap between groups differs after the correction; this is not proof that the model is fair: "
             f"{plural(gap_counts['inconclusive'], 'gap comparison is', 'gap comparisons are')} inconclusive and "
-            f"only {gap_counts['equivalent']} shown equivalent within ±{margin:g}. The risk score's calibration "
+            f"only {gap_counts['equivalent']} shown equivalent within ±{numbers.short(margin)}. The risk score's calibration "
             "does differ, as follows.", "lead"))
     if cal_found:
         blocks.append(Paragraph("Calibration findings (the predicted risk does not match the observed risk in "
@@ -685,7 +686,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     n_unadj_only = int((f_rows["significant"].map(is_true) & (f_rows["verdict"] != "differs")).sum()) \
         if not f_rows.empty else 0
     if n_unadj_only:
-        notes.append(f"A further {plural(n_unadj_only, 'comparison')} had p ≤ {plan.alpha:g} before the "
+        notes.append(f"A further {plural(n_unadj_only, 'comparison')} had p ≤ {numbers.short(plan.alpha)} before the "
                      "correction only; with this many tests some are expected by chance, so they count as "
                      "inconclusive.")
     region = outside_region_note(result, k)
@@ -710,7 +711,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         "the group is too small to be sure either way.",
         "Every comparison gets one of three verdicts. “Differs”: the gap is unlikely to be chance even though "
         "many comparisons were made (q, the corrected p-value, is at most "
-        f"{plan.alpha:g}). “Equivalent within ±{margin:g}”: the data show the gap is smaller than {margin:g} "
+        f"{numbers.short(plan.alpha)}). “Equivalent within ±{numbers.short(margin)}”: the data show the gap is smaller than {numbers.short(margin)} "
         "(0.05 = 5 percentage points) in either direction, also after correction. “Inconclusive”: neither — the "
         "data cannot tell, usually because there are too few cases.",
         "A difference is a signal to investigate (data quality, case mix, how the model was built), not proof of "
@@ -770,17 +771,17 @@ def _methods_section(result, k) -> Section:
         f"A rate resting on fewer than {getattr(plan, 'min_denominator', 1)} cases (positives for recall, "
         "negatives for specificity) is shown but not tested."))
     b.append(Paragraph(
-        f"Multiple testing: {CORRECTIONS.get(correction, correction)} at {plan.alpha:g} over {FAMILY_TEXT[family]} "
+        f"Multiple testing: {CORRECTIONS.get(correction, correction)} at {numbers.short(plan.alpha)} over {FAMILY_TEXT[family]} "
         f"({counts['tests']} tests in this audit: {tests_text(comparison_counts(result))}). A pair of groups shown "
         "in two rows is one test with one p-value and verdict; because every pair is corrected, choosing which "
         "pair to show adds no selection."))
     b.append(Paragraph(
-        f"Verdicts: “differs” when the corrected p-value (q) is at most {plan.alpha:g}; otherwise “equivalent "
-        f"within ±{margin:g}” when two one-sided tests show the gap lies inside ±{margin:g} (the "
+        f"Verdicts: “differs” when the corrected p-value (q) is at most {numbers.short(plan.alpha)}; otherwise “equivalent "
+        f"within ±{numbers.short(margin)}” when two one-sided tests show the gap lies inside ±{numbers.short(margin)} (the "
         f"{1 - 2 * plan.alpha:.0%} interval inside the margin), their p-values corrected in the same families so "
         "that a claim of equivalence has the same error control; otherwise “inconclusive”. A very precise small "
         "gap can be both non-zero and inside the margin; it is reported as “differs”. The unadjusted column "
-        f"“significant” (p ≤ {plan.alpha:g}) is kept for comparison with the source paper only."))
+        f"“significant” (p ≤ {numbers.short(plan.alpha)}) is kept for comparison with the source paper only."))
     if plan.gap_rule == "one-vs-rest":
         b.append(Paragraph(
             "One-vs-rest and to-overall: a group's gap to all groups together equals (1 − w) times its gap to the "
@@ -798,7 +799,7 @@ def _methods_section(result, k) -> Section:
             "1/(B + 1). Δ_eo is unsigned, so a bootstrap interval of Δ_eo always excludes 0 and would contradict "
             f"the test; the interval shown is instead the {plan.ci_level:.0%} null band — where Δ_eo falls in "
             f"{plan.ci_level:.0%} of data sets whose error rates do not depend on the bins. Δ_eo above its band "
-            f"means p < {1 - plan.ci_level:.2g}. Verdicts are “differs” or “inconclusive” only: Δ_eo has no "
+            f"means p < {numbers.short(1 - plan.ci_level, 2)}. Verdicts are “differs” or “inconclusive” only: Δ_eo has no "
             "natural equivalence margin (its scale grows with N and the error rates). Δ_eo tests are in the same "
             "correction family as the gaps."))
     tests = [str(t) for t in dict.fromkeys(result.records["test"]) if isinstance(t, str)] \
@@ -855,7 +856,7 @@ def _figures_section(result, k) -> Section:
         "Each forest plot shows, for one attribute and one measure, every group's gap in every task: the dot is the "
         f"estimate and the whisker its {plan.ci_level:.0%} confidence interval; the vertical line marks no gap. "
         "Filled red dots: differs (after correction); green squares: equivalent within "
-        f"±{float(getattr(plan, 'margin', 0.05)):g}; hollow grey circles: inconclusive; grey crosses: not estimable "
+        f"±{numbers.short(float(getattr(plan, 'margin', 0.05)))}; hollow grey circles: inconclusive; grey crosses: not estimable "
         "or not tested. Labels read “task · group vs compared group”; a pair shown in two rows is one test with "
         "one verdict.")]
     rec = result.records
@@ -1004,7 +1005,7 @@ def _tables_section(result, k) -> Section:
         brows = []
         for r in result.delta_bins.itertuples(index=False):
             brows.append([_s(r.task), _s(r.attribute), str(int(r.bins_used)), str(int(r.bin) + 1),
-                          f"{float(r.lower):.4g} – {float(r.upper):.4g}", fmt_count(r.n, k),
+                          f"{numbers.short(float(r.lower), 4)} – {numbers.short(float(r.upper), 4)}", fmt_count(r.n, k),
                           fmt_count(r.n_positive, k), fmt_rate(r.fpr), fmt_rate(r.fnr)])
         b.append(Table(["Task", "Attribute", "N used", "Bin", "Range", "n", "Positives", "FPR", "FNR"], brows,
                        title="Bins behind Δ_eo",
@@ -1148,7 +1149,7 @@ def discrimination_method_text(plan, bootstrap: bool = False) -> str:
         f"test on the logit scale (closer to normal in small groups) with {gap_ci}. "
         "Each row shows the group it differs from most (gap = the group's "
         "value minus that group's); these tests are corrected together with the rate gaps (section 2), with the "
-        f"same verdicts (equivalent: within ±{margin:g}). AUPRC moves with prevalence — a score that ranks at "
+        f"same verdicts (equivalent: within ±{numbers.short(margin)}). AUPRC moves with prevalence — a score that ranks at "
         "random has an AUPRC equal to the group's prevalence — so an AUPRC gap between groups of different "
         "prevalence is not by itself a worse score. TPR (recall), FPR and PPV (precision) are each group's "
         "operating point at the threshold; their gaps with verdicts are the recall and specificity gaps of "
@@ -1265,8 +1266,8 @@ def _calibration_section(result, k) -> Section:
            "patients when patients repeat — would show, computed in closed form)")
         + ". Verdict of the joint test "
         "of intercept 0 and slope 1: “miscalibrated (differs)”; “calibrated within the margins (equivalent)” when "
-        f"|intercept| < {getattr(plan, 'calibration_intercept_margin', 0.2):g} and the slope lies in "
-        f"{lo_s:g}–{hi_s:g} (two one-sided tests); otherwise “inconclusive” — not shown miscalibrated is not shown "
+        f"|intercept| < {numbers.short(getattr(plan, 'calibration_intercept_margin', 0.2))} and the slope lies in "
+        f"{numbers.short(lo_s)}–{numbers.short(hi_s)} (two one-sided tests); otherwise “inconclusive” — not shown miscalibrated is not shown "
         "calibrated. The tests are corrected for multiple testing "
         + ("in a family of their own next to the gaps' family." if own else "together with the gap tests.")))
     if status:
@@ -1383,12 +1384,12 @@ def _provenance_section(result, k, dataset_name, model_description) -> Section:
         ["Bootstrap mode", (f"{next(iter(modes.values()))} (every task)" if len(set(modes.values())) == 1
                             else "; ".join(f"{t}: {m}" for t, m in modes.items())) or "not recorded"],
         ["Permutations", f"{plan.n_permutations:,}"],
-        ["CI level / α", f"{plan.ci_level:.0%} / {plan.alpha:g}"],
+        ["CI level / α", f"{plan.ci_level:.0%} / {numbers.short(plan.alpha)}"],
         ["Gap rule", plan.gap_rule],
         ["Correction / family", f"{getattr(plan, 'correction', 'bh')} / {getattr(plan, 'family', 'audit')}"],
-        ["Equivalence margin", f"±{float(getattr(plan, 'margin', 0.05)):g}"],
+        ["Equivalence margin", f"±{numbers.short(float(getattr(plan, 'margin', 0.05)))}"],
         ["Measures", ", ".join(plan.metrics)],
-        ["Thresholds", ", ".join(f"{t}: {v:.4g}" for t, v in result.thresholds.items()) or "–"],
+        ["Thresholds", ", ".join(f"{t}: {numbers.short(v, 4)}" for t, v in result.thresholds.items()) or "–"],
         ["Minimum group size", str(plan.min_group_size)],
         ["Rows in table / evaluated", f"{fmt_count(prov.get('n_rows'), k)} / {fmt_count(prov.get('n_eval_rows'), k)}"],
         ["Columns", "; ".join(f"{role.replace('_', ' ')} = {', '.join(col) if isinstance(col, (list, tuple)) else col}"
@@ -1409,5 +1410,5 @@ def _provenance_section(result, k, dataset_name, model_description) -> Section:
         for w in warnings:
             b.append(Paragraph(suppress_text(str(w), k), "bullet"))
     else:
-        b.append(Paragraph("None."))
+        b.append(Paragraph("No warnings were recorded."))
     return Section("provenance", "7  Provenance", b)

@@ -130,6 +130,12 @@ def _fmt_r(value) -> str:
     return ("+" if f > 0 else MINUS if f < 0 else "") + f"{abs(f):.2f}"
 
 
+def times(diff) -> str:
+    """e^|diff| — how many times as likely one group's words are — with two decimals ("more than 1,000" beyond)."""
+    d = abs(num(diff) or 0.0)
+    return "more than 1,000" if d > math.log(1000) else numbers.fixed(math.exp(d), 2)
+
+
 def _fmt_q(value) -> str:
     return numbers.p_value(value)
 
@@ -503,7 +509,7 @@ def _finding(rec: dict, k: int) -> str:
             if test == "template" else f"{fmt_count(rec.get('n'), k)} {n_unit}")
     return (f"{rec.get('name') or rec['category']} ({rec['category']}): the model finds the {more} words more likely "
             f"than the {less} words in these sentences — their prior-adjusted probability is on average "
-            f"{math.exp(abs(diff)):.2f} times as high (geometric mean; mean score {g1} "
+            f"{times(diff)} times as high (geometric mean; mean score {g1} "
             f"{fmt_nats(rec.get(f'mean_{g1}'), True)}, {g2} {fmt_nats(rec.get(f'mean_{g2}'), True)}, difference "
             f"{fmt_nats(diff, True)} nats{ci}; rank-biserial r = {_fmt_r(rec.get('effect_size'))}; "
             f"q = {_fmt_q(rec.get('q_value'))}; {size}).")
@@ -539,10 +545,10 @@ def _verdict_rule_text(method: dict) -> str:
     if margin is None or k is None:
         return ("This audit was stored before verdicts existed: a category that is not flagged is inconclusive — "
                 "no equivalence test was run, so nothing here shows that the groups are treated alike.")
-    a = f"{alpha:g}" if alpha is not None else "alpha"
+    a = f"{numbers.short(alpha)}" if alpha is not None else "alpha"
     return (f"Every category gets one of three verdicts. Differs: the flag rule above holds. Equivalent within "
-            f"±{margin:g} nats: two one-sided t-tests over the templates (TOST) show that the mean difference "
-            f"lies inside ±{margin:g} nats (a probability ratio between {math.exp(-margin):.2f} and "
+            f"±{numbers.short(margin)} nats: two one-sided t-tests over the templates (TOST) show that the mean difference "
+            f"lies inside ±{numbers.short(margin)} nats (a probability ratio between {math.exp(-margin):.2f} and "
             f"{math.exp(margin):.2f}), after Benjamini–Hochberg across the same categories (q < {a}). "
             f"Inconclusive: neither is shown — or the category has fewer than {k} templates, too few to generalise "
             f"over wordings (with 5 or fewer templates even an exact sign-flip test cannot reach p < 0.05, so a "
@@ -559,11 +565,11 @@ def _flag_rule_text(method: dict) -> str:
         return f"Flag rule: {method.get('flag_rule', 'not recorded')}."
     units = "templates" if method.get("test_code") == "template" else "word pairs"
     return (f"A category is flagged (differs) only when three things hold: the difference between the groups is "
-            f"significant after the {correction_words('bh', alpha)}, across the categories (q < {alpha:g}); it is "
-            f"consistent — the rank-biserial effect size |r| is at least {eff:g}, so clearly more {units} lean one "
+            f"significant after the {correction_words('bh', alpha)}, across the categories (q < {numbers.short(alpha)}); it is "
+            f"consistent — the rank-biserial effect size |r| is at least {numbers.short(eff)}, so clearly more {units} lean one "
             f"way than the other; and it is large enough to matter — the mean score difference is at least "
-            f"{nats:g} nats, i.e. "
-            f"one group's words are at least e^{nats:g} ≈ {math.exp(nats):.2f} times as likely as the other's "
+            f"{numbers.short(nats)} nats, i.e. "
+            f"one group's words are at least e^{numbers.short(nats)} ≈ {math.exp(nats):.2f} times as likely as the other's "
             f"after adjusting for the prior (recorded rule: {method.get('flag_rule', '')}).")
 
 
@@ -583,7 +589,7 @@ def board(doc: dict, models: list[dict], k: int) -> Board:
             more, less = (g1, g2) if diff > 0 else (g2, g1)
             ci = numbers.interval(r.get("ci_low"), r.get("ci_high"))
             findings.append(f"{r.get('name') or r['category']}{who}: the model finds the {more} words "
-                            f"{numbers.fixed(math.exp(abs(diff)), 2)} times as likely as the {less} words after "
+                            f"{times(diff)} times as likely as the {less} words after "
                             f"adjusting for the prior (difference {fmt_nats(diff, True)} nats, 95% CI {ci}; "
                             f"{numbers.p_equals(r.get('q_value'), 'q')}).")
     incon = sum(1 for m in models for r in m["records"] if verdict_of(r) == "inconclusive")
@@ -638,7 +644,7 @@ def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Sectio
         b.append(Paragraph(
             f"Verdicts for {who} ({len(recs)} categories): {len(flagged)} differ{'s' if len(flagged) == 1 else ''}, "
             f"{len(equiv)} equivalent"
-            + (f" within ±{mm:g} nats" if mm is not None else "") + f", {len(incon)} inconclusive.", "lead"))
+            + (f" within ±{numbers.short(mm)} nats" if mm is not None else "") + f", {len(incon)} inconclusive.", "lead"))
         if flagged:
             b.append(Paragraph(f"Flagged for {who}: {join_words([str(r.get('name') or r['category']) for r in flagged])}."
                                , "lead"))
@@ -872,7 +878,7 @@ def _results_table(m: dict, k: int) -> Table:
                       f"{method.get('min_templates', '?')} templates (– = left out: too few templates). Effect r: "
                       f"rank-biserial correlation (+1 = every {'template' if test == 'template' else 'pair'} favours "
                       "the first group). Verdict: differs = flagged; equivalent = within "
-                      + (f"±{margin:g} nats by TOST" if margin is not None else "the margin") +
+                      + (f"±{numbers.short(margin)} nats by TOST" if margin is not None else "the margin") +
                       "; inconclusive = neither shown. Rows significant after correction are set in red.")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fairdesk.core import numbers
 from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.document import (CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
                                             join_words, report_date, suppress_text)
@@ -31,7 +32,7 @@ def shown_rate(value, cases, k: int) -> str:
 
 def verdict_words(verdict: str | None, margin: float) -> str:
     if verdict == "equivalent":
-        return f"equivalent within ±{margin:g}"
+        return f"equivalent within ±{numbers.short(margin)}"
     if verdict == "inconclusive":
         return "inconclusive (the confirmation rows cannot tell either way)"
     return verdict or "–"
@@ -111,7 +112,7 @@ def board(doc: dict, k: int) -> Board:
     return Board(
         question=(f"Which combinations of {join_words(attrs) or 'the attributes'} does the model serve worst "
                   f"({metric})? Of the {int(c.get('total') or 0)} slices carried forward, {int(c.get('differs') or 0)} "
-                  f"differ from the rest, {int(c.get('equivalent') or 0)} are equivalent within ±{margin:g} and "
+                  f"differ from the rest, {int(c.get('equivalent') or 0)} are equivalent within ±{numbers.short(margin)} and "
                   f"{int(c.get('inconclusive') or 0)} are inconclusive."),
         entries=entries, row_title="Task", findings=[cap(slice_sentence(r, k, margin)) for r in differ],
         no_findings=("No carried slice differs from the rest on the confirmation rows. That is not evidence that "
@@ -132,7 +133,7 @@ def _summary(doc: dict, k: int) -> Section:
     s.blocks.append(Paragraph(searched_sentence(doc, k)))
     s.blocks.append(Paragraph(
         f"Of the {int(c.get('total') or 0)} slices carried forward, {int(c.get('differs') or 0)} differ from the "
-        f"rest, {int(c.get('equivalent') or 0)} are equivalent within ±{num(plan.get('margin')) or 0.05:g} and "
+        f"rest, {int(c.get('equivalent') or 0)} are equivalent within ±{numbers.short(num(plan.get('margin')) or 0.05)} and "
         f"{int(c.get('inconclusive') or 0)} are inconclusive, after the "
         f"{correction_words(plan.get('correction') or 'bh', num(plan.get('alpha')) or 0.05)}, over the carried "
         "slices. "
@@ -163,7 +164,7 @@ def _table(doc: dict, k: int) -> Section:
                fmt_signed(r.get("gap"), 3) if (num(r.get("cases")) or 0) >= k else "–",
                (f"{fmt_signed(r.get('ci_low'), 3)} to {fmt_signed(r.get('ci_high'), 3)}"
                 if num(r.get("ci_low")) is not None and (num(r.get("cases")) or 0) >= k else "–"),
-               f"{num(r.get('q_value')):.2g}" if num(r.get("q_value")) is not None else "–",
+               f"{numbers.short(num(r.get('q_value')), 2)}" if num(r.get("q_value")) is not None else "–",
                verdict_words(r.get("verdict"), margin).split(" (")[0],
                fmt_signed(r.get("discovery_gap"), 3)]
         if len(tasks) > 1:
@@ -211,9 +212,9 @@ def _methods(doc: dict, k: int) -> Section:
                   "score test of the difference of rates with a bootstrap design effect "
                   f"({int(plan.get('n_boot') or 0):,} replicates; a whole-patient sandwich when patients repeat), "
                   "Agresti–Caffo "
-                  f"95% interval, and two one-sided tests of equivalence within ±{num(plan.get('margin')) or 0.05:g}; "
+                  f"95% interval, and two one-sided tests of equivalence within ±{numbers.short(num(plan.get('margin')) or 0.05)}; "
                   f"{CORRECTION_WORDS.get(plan.get('correction'), 'corrected')} over the carried slices at α = "
-                  f"{num(plan.get('alpha')) or 0.05:g}. Verdicts: differs; equivalent within ±margin; otherwise "
+                  f"{numbers.short(num(plan.get('alpha')) or 0.05)}. Verdicts: differs; equivalent within ±margin; otherwise "
                   "inconclusive — not evidence that the slice is served alike."),
     ]
     tau = doc.get("thresholds") or {}
@@ -221,7 +222,7 @@ def _methods(doc: dict, k: int) -> Section:
             ["Attributes", ", ".join(roles.get("attributes") or []) or "–"],
             ["Continuous attributes", ", ".join(roles.get("continuous_attributes") or []) or "–"],
             ["Threshold", ("best F1 on the discovery rows: " if plan.get("threshold") == "best_f1" else "")
-             + ", ".join(f"{t}: {num(v):.3g}" if len(tau) > 1 else f"{num(v):.3g}" for t, v in tau.items())],
+             + ", ".join(f"{t}: {numbers.short(num(v), 3)}" if len(tau) > 1 else f"{numbers.short(num(v), 3)}" for t, v in tau.items())],
             ["Max order / min size / carried", f"{plan.get('max_order')} / {plan.get('min_size')} / "
                                                f"{plan.get('carry')}"],
             ["Discovery fraction / seed", f"{plan.get('discovery_fraction')} / {plan.get('seed')}"],
