@@ -351,7 +351,7 @@ def test_gui_run_audit_with_long_names_is_readable(gui_audited, size, tmp_path):
         if not name.startswith("Audit › Group gaps"):
             continue
         for button in window.findChildren(QPushButton):
-            if button.isVisible() and button.text() in ("Export PDF…", "Hide summary", "Show summary",
+            if button.isVisible() and button.text() in ("Export PDF…", "Export HTML…", "Hide summary", "Show summary",
                                                         "Audit at this threshold", "Model card…"):
                 why = fully_shown(button)
                 if why:

@@ -257,6 +257,11 @@ def _age_left(doc: dict, m: str) -> str | None:
     return text + "."
 
 
+#: the measures in the board's words (the error spread Δ_eo is defined from page 2)
+GRID_NAMES = {"accuracy": "accuracy", "delta_eo_2": "error spread over 2 bands",
+              "delta_eo_5": "error spread over 5 bands"}
+
+
 def board(doc: dict, k: int) -> Board:
     """What page 1 says of the age-independence comparison: a grid of learners × accuracy, the two error spreads
     and the age left in the representation, the comparisons that differ from the DNN in words (with intervals),
@@ -268,9 +273,9 @@ def board(doc: dict, k: int) -> Board:
         e = methods[m]
         for metric in METRIC_ORDER:
             c = (e.get("comparison") or {}).get(metric) or {}
-            entries.append((_label(doc, m), METRIC_NAMES[metric], c.get("verdict")))
+            entries.append((_label(doc, m), GRID_NAMES[metric], c.get("verdict")))
             if c.get("verdict") == "differs":
-                findings.append(f"{_label(doc, m)}: {METRIC_NAMES[metric]} {_f(e[metric]['mean'])} against "
+                findings.append(f"{_label(doc, m)}: {GRID_NAMES[metric]} {_f(e[metric]['mean'])} against "
                                 f"{_f(methods[baseline][metric]['mean'])} for the DNN (difference "
                                 f"{difference_words(c)}): lower than the DNN's.")
         age = (e.get("age_independence") or {}).get("verdict")

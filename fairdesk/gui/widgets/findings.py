@@ -1,7 +1,7 @@
 """The findings header of an audit page: the plain-language summary the PDF's first page prints, above the
 statistics.
 
-:class:`FindingsPanel` shows the counts of the three verdicts in words and the first section (the board summary) of
+:class:`FindingsPanel` shows the counts of the three verdicts in words and the first section (page 1 for the board) of
 the kind's report tree (:class:`fairdesk.core.reports.document.Report`). It only lays out what the report module
 decided and worded, so the screen and the PDF say the same thing. The page builds the tree in the window's view
 thread (:meth:`fairdesk.gui.tabs.base.AuditPage.show_audit`): a large document takes a moment, and the Qt thread
@@ -124,7 +124,8 @@ def section_html(section) -> str:
             rows = "".join("<tr>" + "".join(_cell(c, j > 0 and getattr(block, "grid", False)) for j, c in enumerate(row))
                            + "</tr>" for row in block.rows)
             title = f"<p><b>{html_text(block.title)}</b></p>" if block.title else ""
-            out.append(f"{title}<table cellspacing='0' cellpadding='3' border='1'><tr>{head}</tr>{rows}</table>")
+            note = f"<p style='color:#444444'><small>{html_text(block.note)}</small></p>" if block.note else ""
+            out.append(f"{title}<table cellspacing='0' cellpadding='3' border='1'><tr>{head}</tr>{rows}</table>{note}")
     flush()
     return "".join(out)
 
