@@ -154,6 +154,19 @@ def test_page_one_is_the_board_within_350_words(kind, doc):
     assert _page_one_words(report) <= PAGE_ONE_WORDS
 
 
+def test_page_one_prints_the_testing_plan_when_the_document_names_it():
+    from fairdesk.core.audits.groups import GroupAuditResult
+    from fairdesk.core.reports.groups import board_summary, plan_description
+
+    text = "Each group is compared with all other groups together, with one correction per task."
+    doc = _doc("groups")
+    assert plan_description({"plan": {"description": text}}) == text and plan_description(doc) is None
+    for section in (board_summary(GroupAuditResult.from_dict(doc), 11, text),
+                    report_tree("slices", dict(_doc("slices"), plan=dict(_doc("slices")["plan"], description=text)))
+                    .sections[0]):
+        assert f"Testing plan: {text}" in [b.text for b in section.blocks if isinstance(b, Paragraph)]
+
+
 def test_the_board_names_what_differs_with_its_interval_and_counts_the_rest():
     """A finding that differs is a sentence with its interval; what does not fit is counted, never cut."""
     findings = [f"Recall for sex = F is 0.{i:02d} lower than for M (95% CI 0.01 to 0.2{i % 10}) in task T{i}."
