@@ -541,7 +541,8 @@ class AuditTab(PredictionsPage):
             f"<b>{html_text(str(result.provenance.get('dataset', '')))}</b> · rule <b>{plan.gap_rule}</b> · "
             f"threshold {threshold} · {plan.n_boot:,} bootstrap replicates · seed {plan.seed} · "
             f"{c['total']:,} comparisons, one test each ({html_text(tests_text(c))}), corrected over {family}"
-            + (", the calibration tests on their own" if own else "") + f" ({correction}) · "
+            + (", the calibration tests on their own" if own else "")
+            + f" ({correction}, which keeps the false alarms among many tests in check) · "
             f"{c['rows']:,} result rows")
         gap_rec = rec[rec["metric"] != "delta_eo"] if not rec.empty else rec
         summ, groups = result.summary, result.groups

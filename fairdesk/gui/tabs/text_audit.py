@@ -369,8 +369,8 @@ class MLMAuditPanel(AuditPage):
         pv.addLayout(hrow(page, "Model", self.table_model_combo, stretch=True))
         self.table_view = _flag_view(page, headers=TABLE_HEADERS, placeholder="No results yet.")
         pv.addWidget(self.table_view, 1)
-        note = note_label("Verdicts: shaded rows differ (flagged: significant after Benjamini–Hochberg correction "
-                          "and large); plain rows are equivalent within the margin (TOST over templates); grey italic "
+        note = note_label("Verdicts: shaded rows differ (flagged: significant after the Benjamini–Hochberg correction "
+                          "for many tests, and large); plain rows are equivalent within the margin (TOST over templates); grey italic "
                           "rows are inconclusive — neither shown, or too few templates — which is not evidence of "
                           "fairness.",
                           page)
