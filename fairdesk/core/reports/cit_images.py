@@ -460,10 +460,14 @@ def _data_section(doc, k) -> Section:
 
 
 def _fmt_setting(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "–"
     if isinstance(v, float):
-        return f"{numbers.short(v)}"
+        return numbers.short(v)
     if isinstance(v, (list, tuple)):
-        return ", ".join(str(x) for x in v)
+        return ", ".join(_fmt_setting(x) for x in v)
     return str(v)
 
 
