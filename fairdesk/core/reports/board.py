@@ -102,16 +102,18 @@ def grid(entries: list[tuple[str, str, str | None]]) -> tuple[list[str], list[st
     return list(rows), list(cols), cells
 
 
-def grid_table(board: Board) -> Table | None:
+def grid_table(board: Board, max_rows: int = MAX_GRID_ROWS) -> Table | None:
     rows, cols, cells = grid(board.entries)
     if not rows or not cols:
         return None
+    if len(rows) > max_rows:  # the rows with a difference first, then in order
+        rows = sorted(rows, key=lambda r: not any(cells.get((r, c)) == "differs" for c in cols))
     more: list[str] = []
-    if len(rows) > MAX_GRID_ROWS:
-        more.append(f"{len(rows) - MAX_GRID_ROWS} more {board.row_title.lower()} rows")
+    if len(rows) > max_rows:
+        more.append(f"{len(rows) - max_rows} more {board.row_title.lower()} rows")
     if len(cols) > MAX_GRID_COLUMNS:
         more.append(f"{len(cols) - MAX_GRID_COLUMNS} more columns")
-    shown_rows, shown_cols = rows[:MAX_GRID_ROWS], cols[:MAX_GRID_COLUMNS]
+    shown_rows, shown_cols = rows[:max_rows], cols[:MAX_GRID_COLUMNS]
     body = [[r] + [VERDICT_MARK[cells.get((r, c), "untested")] for c in shown_cols] for r in shown_rows]
     note = GRID_LEGEND + (f" Not shown here: {' and '.join(more)} (see {board.more_where})." if more else "")
     return Table(header=[board.row_title] + shown_cols, rows=body, title="Verdicts at a glance", note=note,
@@ -121,23 +123,34 @@ def grid_table(board: Board) -> Table | None:
 def board_section(board: Board, k: int, title: str = "For the board: what this audit found",
                   budget: int = WORD_BUDGET) -> Section:
     """Page 1 (key ``"board"``) from ``board``: counts below ``k`` suppressed in every sentence; at most ``budget``
-    words (findings that do not fit are counted, not printed)."""
+    words. The differences come first: when fewer than two (or all, if fewer) fit, the grid shows fewer rows (those
+    with a difference first) and fewer notes; findings that still do not fit are counted, not printed."""
+    wanted = min(2, len(board.findings))
+    for max_rows, max_items in ((MAX_GRID_ROWS, 3), (5, 2), (3, 2), (2, 1)):
+        section, shown = _board_section(board, k, title, budget, max_rows, max_items)
+        if shown >= wanted:
+            break
+    return section
+
+
+def _board_section(board: Board, k: int, title: str, budget: int, max_rows: int,
+                   max_items: int) -> tuple[Section, int]:
     def para(text: str, style: str = "body") -> Paragraph:
         return Paragraph(" ".join(suppress_text(text, k).split()), style)
 
     head: list = [para(board.question, "lead")]
     if board.plan:
         head.append(para(f"Testing plan: {board.plan}"))
-    table = grid_table(board)
+    table = grid_table(board, max_rows)
     if table is not None:
         head.append(table)
     tail: list = []
     if board.untested:
         tail.append(Paragraph("What could not be tested", "subheading"))
-        tail += [para(t, "bullet") for t in board.untested[:3]]
+        tail += [para(t, "bullet") for t in board.untested[:max_items]]
     if board.next_steps:
         tail.append(Paragraph("What to check next", "subheading"))
-        tail += [para(t, "bullet") for t in board.next_steps[:3]]
+        tail += [para(t, "bullet") for t in board.next_steps[:max_items]]
     tail.append(para(board.details, "note"))
 
     def words(blocks: list) -> int:
@@ -166,7 +179,7 @@ def board_section(board: Board, k: int, title: str = "For the board: what this a
     if shown < len(board.findings):
         found.append(para(f"… and {plural(len(board.findings) - shown, 'more finding')} in "
                           f"{board.more_where}."))
-    return Section("board", title, head + found + tail, new_page=False, one_page=True)
+    return Section("board", title, head + found + tail, new_page=False, one_page=True), shown
 
 
 def section_words(section: Section) -> int:

@@ -201,7 +201,7 @@ def board(doc: dict, names: list[str], k: int) -> Board:
             sub = G.board(GroupAuditResult.from_dict(audit), k)
         except (KeyError, TypeError, ValueError):  # an audit stored in an older form: its counts only
             continue
-        entries += [(f"{name} · {task}" if task != "(all)" else name, attr, v) for task, attr, v in sub.entries]
+        entries += [(f"{name} · {task}" if task != "all rows" else name, attr, v) for task, attr, v in sub.entries]
         findings += [f"{name}: {text}" for text in sub.findings]
         untested += [f"{name}: {text}" for text in sub.untested[:1]]
     if not entries:  # group audits not kept: the per-encoder counts

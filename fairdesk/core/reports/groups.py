@@ -437,7 +437,7 @@ def board(result: "GroupAuditResult", k: int, description: str | None = None) ->
             continue
         for task, attr, verdict in zip(frame["task"].tolist(), frame["attribute"].tolist(),
                                        frame["verdict"].tolist()):
-            entries.append((str(task), str(attr), as_text(verdict)))
+            entries.append(("all rows" if str(task) == "(all)" else str(task), str(attr), as_text(verdict)))
     counts = comparison_counts(result)
     ds = str(prov.get("dataset") or "")
     where = (f" in {ds}" if ds else "") + (f", over {plural(len(tasks), 'task')}" if len(tasks) > 1 else "")
