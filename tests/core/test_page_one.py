@@ -187,6 +187,28 @@ def test_the_board_names_what_differs_with_its_interval_and_counts_the_rest():
     assert grid.rows == [["T", "≠ differs"], ["U", "– not tested"]]
 
 
+def test_a_large_grid_gives_way_to_the_differences():
+    """The demo's page 1 once printed a 7 × 6 grid and no finding ("… and 2 more findings"): the differences come
+    first, the grid shows fewer rows when needed (those with a difference first)."""
+    entries = [(f"task {t}", f"attribute {a}", "differs" if (t, a) == (6, 2) else "inconclusive")
+               for t in range(7) for a in range(6)]
+    findings = [f"Recall for attribute 2 = group {i} is 0.30 lower than for group Z (0.60 vs 0.90; 95% CI 0.10 to "
+                f"0.50) and also lower than for 1 other group in task 6. Meaning: the model misses more true cases "
+                f"in this group. Caution: a score that ranks at random has an AUPRC equal to the prevalence, so part "
+                f"of an AUPRC gap can come from a difference in prevalence alone (prevalence 0.12 and 0.15)."
+                for i in range(2)]
+    board = Board("Does the model perform equally well for the patient groups of six attributes, over 7 tasks? Of "
+                  "951 comparisons, 2 differ, 2 are equivalent within ±0.05 and 947 are inconclusive.",
+                  entries=entries, findings=findings, untested=["28 groups were too small."] * 3,
+                  next_steps=["Check the data behind each difference before reading it as unfair treatment."] * 3)
+    section = board_section(board, 11)
+    shown = [b.text for b in section.blocks if isinstance(b, Paragraph) and b.style == "finding"]
+    assert shown == findings and section_words(section) <= 320
+    grid = next(b for b in section.blocks if isinstance(b, Table))
+    assert len(grid.rows) < 7 and grid.rows[0][0] == "task 6" and "≠ differs" in grid.rows[0]
+    assert f"{7 - len(grid.rows)} more task rows" in grid.note
+
+
 def test_no_string_outside_an_f_string_holds_an_expression_in_braces():
     """The class of the verified-region note's defect (a sentence written as an f-string without its "f", so it
     printed "{'its verdict' if len(out) == 1 else 'their verdicts'}"): no string literal outside an f-string —
