@@ -156,7 +156,7 @@ CORE_LAYERS = [
     {"data", "text", "project"},  # tables, images, notes, templates, the project file
     # the base every layer uses; kinds imports only errors (it names the other layers' functions by string)
     {"stats", "progress", "provenance", "errors", "atomic", "export", "jsonable", "kinds", "compute", "guard",
-     "scratch", "escape", "limits", "executor", "table_export", "disclosure"},
+     "scratch", "escape", "limits", "executor", "table_export", "disclosure", "numbers"},
 ]
 
 # Known back-edges inside core (importer -> imported): none. (Issue 11 moved the encoder comparison to

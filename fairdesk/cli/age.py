@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from fairdesk.console import say
-from fairdesk.cli.args import add_executor, add_release_json, executor_spec, split_list
+from fairdesk.cli.args import add_executor, add_html, add_release_json, executor_spec, split_list
 from fairdesk.core.compute import set_torch_threads
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import DataError
@@ -51,12 +51,12 @@ def _lambdas(value, option: str = "--frontier") -> tuple[float, ...]:
 
 
 def cmd_train_age_independent(args: argparse.Namespace) -> int:
-    from fairdesk.cli.outputs import release_of, write_json
+    from fairdesk.cli.outputs import release_of, write_json, write_reports
     from fairdesk.core.export import write_table
     from fairdesk.jobs.age import predictions_csv_table, train_age_independent
-    from fairdesk.jobs.reports import export_report
 
-    outputs = [("--json", args.json), ("--release-json", args.release_json), ("--predictions", args.predictions), ("--pdf", args.pdf)]
+    outputs = [("--json", args.json), ("--release-json", args.release_json), ("--predictions", args.predictions),
+               ("--pdf", args.pdf), ("--html", args.html)]
     guard_outputs(outputs, inputs=[("the data table (--data)", args.data)],
                   project=("the project (--project)", args.project))
     from fairdesk.core.kinds import ReportSettings
@@ -88,8 +88,7 @@ def cmd_train_age_independent(args: argparse.Namespace) -> int:
         doc = write_json(project_path, audit_id, args.json, release_of(args))
         if args.predictions:
             write_table(predictions_csv_table(project_path, audit_id), args.predictions)
-        if args.pdf:
-            export_report(project_path, audit_id, args.pdf, suppress_k=args.suppress_k)
+        write_reports(project_path, audit_id, args)
     if args.project:
         say(f"stored as audit {audit_id} in {args.project}")
     _print_summary(doc)
@@ -161,6 +160,7 @@ def add_age_commands(data, train) -> None:
     age.add_argument("--json", required=True, help="write the results document here")
     age.add_argument("--predictions", help="write the out-of-fold predictions here (long CSV)")
     age.add_argument("--pdf", help="also write the PDF report here")
+    add_html(age)
     age.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     add_release_json(age)
     age.add_argument("--project", help="store the audit, predictions and model record in this project file")

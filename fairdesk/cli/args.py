@@ -79,3 +79,9 @@ def add_release_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--release-json", metavar="OUT.json",
                    help="also write the releasable copy of the document here: small cells withheld at --suppress-k "
                         "(--json keeps exact counts and is not for release)")
+
+
+def add_html(p: argparse.ArgumentParser) -> None:
+    """``--html OUT.html``: the self-contained HTML report of the audit (every audit command and ``report``)."""
+    p.add_argument("--html", metavar="OUT.html",
+                   help="also write the self-contained HTML report here (one file, figures embedded, works offline)")

@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 
 from fairdesk.console import say
-from fairdesk.cli.args import add_release_json
-from fairdesk.cli.outputs import audit_project, release_of, stored_where, write_json
+from fairdesk.cli.args import add_html, add_release_json
+from fairdesk.cli.outputs import audit_project, release_of, stored_where, write_json, write_reports
 from fairdesk.cli.progress import TerminalProgress
 
 TERMS_HELP = ("identity terms: dixon, dixon_train (default), dixon_held_out, gender, race, or a text file with one "
@@ -140,9 +140,8 @@ def cmd_train_text_classifier(args: argparse.Namespace) -> int:
 def cmd_audit_ctf(args: argparse.Namespace) -> int:
     from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.ctf import audit_ctf
-    from fairdesk.jobs.reports import export_report
-
-    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf),
+                   ("--html", args.html)],
                   inputs=[("the data (--data)", args.data), ("the term list (--terms)", args.terms),
                           ("the held-out term list (--held-out-terms)", args.held_out_terms),
                           ("the control terms (--control-terms)", args.control_terms)],
@@ -161,8 +160,7 @@ def cmd_audit_ctf(args: argparse.Namespace) -> int:
                              correction=args.correction, progress=progress)
         progress.done()
         doc = write_json(project, audit_id, args.json, release_of(args))
-        if args.pdf:
-            export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
+        write_reports(project, audit_id, args)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)
     return 0
 
@@ -193,9 +191,8 @@ def cmd_audit_ctf_pairs(args: argparse.Namespace) -> int:
 def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
     from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.ctf import audit_ctf_scores
-    from fairdesk.jobs.reports import export_report
-
-    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf),
+                   ("--html", args.html)],
                   inputs=[("the scored pairs (--scores)", args.scores)],
                   project=("the project (--project)", args.project))
     progress = TerminalProgress(args.quiet)
@@ -206,8 +203,7 @@ def cmd_audit_ctf_scores(args: argparse.Namespace) -> int:
                                     progress=progress)
         progress.done()
         doc = write_json(project, audit_id, args.json, release_of(args))
-        if args.pdf:
-            export_report(project, audit_id, args.pdf, suppress_k=args.suppress_k)
+        write_reports(project, audit_id, args)
     _print_summary(doc, args.json, args.pdf, args.project, audit_id)
     return 0
 
@@ -346,6 +342,7 @@ def add_ctf_commands(sub, data, audit, train) -> None:
                         f"'synthetic' (default {SYNTHETIC_ROWS}; 0: off)")
     a.add_argument("--json", required=True, help="write the audit document here")
     a.add_argument("--pdf", help="also write the PDF report here")
+    add_html(a)
     a.add_argument("--project", help="store the audit in this project file (default: a temporary one)")
     a.set_defaults(func=cmd_audit_ctf)
 
@@ -373,6 +370,7 @@ def add_ctf_commands(sub, data, audit, train) -> None:
     _audit_options(s)
     s.add_argument("--json", required=True)
     s.add_argument("--pdf")
+    add_html(s)
     s.add_argument("--project", help="store the audit in this project file (default: a temporary one)")
     s.set_defaults(func=cmd_audit_ctf_scores)
 

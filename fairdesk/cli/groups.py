@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from fairdesk.console import say
-from fairdesk.cli.args import (add_executor, add_release_json, add_roles, column_roles, drop_groups, executor_spec,
-                               split_list)
+from fairdesk.cli.args import (add_executor, add_html, add_release_json, add_roles, column_roles, drop_groups,
+                               executor_spec, split_list)
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
@@ -38,7 +38,8 @@ def cmd_audit_groups(args: argparse.Namespace) -> int:
                                                        or args.calibration_family == "shared" else "hierarchical"),
                           primary=tuple(split_list(args.primary)) if args.primary else ("parity", "recall",
                                                                                          "specificity"))
-    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf),
+                   ("--html", args.html)], inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
     doc = run_table_audit(args, roles, audit_groups, plan, executor=executor_spec(args))
     result = GroupAuditResult.from_dict(doc)
@@ -80,16 +81,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         return cmd_model_card(args)
     for option in ("out", "markdown", "intended_use", "intended_use_file", "limitation"):
         if getattr(args, option):
-            raise FairDeskError(f"--{option.replace('_', '-')} belongs to 'report model-card'; the PDF report "
-                                "takes --pdf.")
-    if not args.pdf:
-        raise FairDeskError("Give --pdf FILE for the PDF report, or 'report model-card --out FILE' for the model "
-                            "card.")
-    from fairdesk.jobs.reports import export_report
+            raise FairDeskError(f"--{option.replace('_', '-')} belongs to 'report model-card'; the report "
+                                "takes --pdf or --html.")
+    if not args.pdf and not args.html:
+        raise FairDeskError("Give --pdf FILE for the PDF report, --html FILE for the HTML report, or "
+                            "'report model-card --out FILE' for the model card.")
+    from fairdesk.jobs.reports import export_html, export_report
 
-    guard_outputs([("--pdf", args.pdf)], project=("the project (--project)", args.project))
-    path = export_report(args.project, args.audit, args.pdf, suppress_k=args.suppress_k)
-    say(f"report written to {path}")
+    guard_outputs([("--pdf", args.pdf), ("--html", args.html)], project=("the project (--project)", args.project))
+    for export, out in ((export_report, args.pdf), (export_html, args.html)):
+        if out:
+            path = export(args.project, args.audit, out, suppress_k=args.suppress_k)
+            say(f"report written to {path}")
     return 0
 
 
@@ -102,6 +105,8 @@ def cmd_report_compare(args: argparse.Namespace) -> int:
         if getattr(args, option):
             raise FairDeskError(f"--{option.replace('_', '-')} belongs to 'report model-card'; 'report compare' "
                                 "takes --pdf.")
+    if args.html:
+        raise FairDeskError("'report compare' writes its report as a PDF (--pdf), not --html.")
     if len(args.audit) != 2:
         raise FairDeskError(f"'report compare' needs two audits: --audit A --audit B (it was given "
                             f"{len(args.audit)}).")
@@ -120,9 +125,9 @@ def cmd_model_card(args: argparse.Namespace) -> int:
     """``report model-card``: the fairness and equity part of an applied model card, as JSON (and Markdown)."""
     from fairdesk.jobs.reports import export_model_card
 
-    if args.pdf:
-        raise FairDeskError("'report model-card' writes JSON (--out) and Markdown (--markdown), not --pdf; for the "
-                            "PDF leave out 'model-card'.")
+    if args.pdf or args.html:
+        raise FairDeskError("'report model-card' writes JSON (--out) and Markdown (--markdown), not --pdf or --html; "
+                            "for the report leave out 'model-card'.")
     if not args.out:
         raise FairDeskError("Give --out FILE.json for the model card.")
     if args.intended_use and args.intended_use_file:
@@ -215,6 +220,7 @@ def add_audit_groups(audit) -> None:
     groups.add_argument("--drop-group", action="append", help="ATTRIBUTE=GROUP to leave out (listed in the report)")
     groups.add_argument("--json", required=True, help="write all results here")
     groups.add_argument("--pdf", help="also write the PDF report here")
+    add_html(groups)
     groups.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     add_release_json(groups)
     groups.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")
@@ -230,9 +236,9 @@ def add_validate_and_report(sub) -> None:
 
     # 'report' stays a leaf command so that 'report --project P --audit ID --pdf OUT.pdf' works exactly as before;
     # the optional positional 'what' adds 'report model-card --project P --audit ID --out card.json'.
-    rep = sub.add_parser("report", help="write the PDF report (--pdf) or the model card (model-card --out) of an "
+    rep = sub.add_parser("report", help="write the PDF (--pdf) or HTML (--html) report or the model card (model-card --out) of an "
                                         "audit stored in a project",
-                         usage="%(prog)s --project P --audit ID --pdf OUT.pdf [--suppress-k K]\n"
+                         usage="%(prog)s --project P --audit ID [--pdf OUT.pdf] [--html OUT.html] [--suppress-k K]\n"
                                "       %(prog)s compare --project P --audit A --audit B [--pdf OUT.pdf]\n"
                                "       %(prog)s model-card --project P --audit ID --out CARD.json [--markdown CARD.md] "
                                "[--intended-use TEXT | --intended-use-file FILE] [--limitation TEXT] [--suppress-k K]")
@@ -243,6 +249,7 @@ def add_validate_and_report(sub) -> None:
     rep.add_argument("--audit", type=int, required=True, action="append",
                      help="the stored audit's id (twice for compare)")
     rep.add_argument("--pdf", help="the PDF report")
+    rep.add_argument("--html", metavar="OUT.html", help="the self-contained HTML report (one file, works offline)")
     rep.add_argument("--out", help="model-card: the card as JSON (validates against resources/model_card.schema.json)")
     rep.add_argument("--markdown", help="model-card: also write the card as Markdown here")
     rep.add_argument("--intended-use", help="model-card: the model's intended use, in your words")

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from fairdesk.console import say
-from fairdesk.cli.args import add_release_json, split_list
+from fairdesk.cli.args import add_html, add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 
 
@@ -84,7 +84,8 @@ def _check(args: argparse.Namespace, inputs, model_folders=()) -> None:
     work; :func:`~fairdesk.core.guard.guard_outputs`)."""
     from fairdesk.core.guard import guard_outputs
 
-    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=inputs, models=model_folders,
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf), ("--html", args.html)], inputs=inputs,
+                  models=model_folders,
                   project=("the project (--project)", args.project))
 
 
@@ -93,7 +94,8 @@ def _write_outputs(project: str, audit_id: int, args: argparse.Namespace) -> int
     through ``export_report``."""
     from fairdesk.cli.outputs import release_of, stored_where, write_outputs, write_pdf
 
-    doc = write_outputs(project, audit_id, args.json, release=release_of(args))
+    doc = write_outputs(project, audit_id, args.json, suppress_k=args.suppress_k, release=release_of(args),
+                        html_path=args.html)
     _print_summary(doc)
     say(f"-> {args.json}")
     if args.pdf:
@@ -172,6 +174,7 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cit.add_argument("--generator", required=True, help="generator folder written by 'train generator'")
     cit.add_argument("--json", required=True, help="write all results here (the document the project stores)")
     cit.add_argument("--pdf", help="also write the PDF report here")
+    add_html(cit)
     cit.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     add_release_json(cit)
     cit.add_argument("--project", help="also store the image table and the audit in this project file")
@@ -204,6 +207,7 @@ def add_image_commands(audit_subparsers, train_subparsers) -> None:
     cp.add_argument("--positive", action="append", help="attribute value(s) forming group 1 (one value vs the rest)")
     cp.add_argument("--json", required=True)
     cp.add_argument("--pdf")
+    add_html(cp)
     cp.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     add_release_json(cp)
     cp.add_argument("--project", help="also store the predictions table and the audit in this project file")

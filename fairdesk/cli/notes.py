@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from fairdesk.console import say
-from fairdesk.cli.args import add_release_json, split_list
+from fairdesk.cli.args import add_html, add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.compute import set_torch_threads
 
@@ -118,7 +118,8 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
         if name.strip() in encoders:
             raise DataError(f"Encoder name '{name.strip()}' is used twice; give each encoder its own name.")
         encoders[name.strip()] = path.strip()
-    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the notes table", args.notes)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf), ("--html", args.html)],
+                  inputs=[("the notes table", args.notes)],
                   models=[(f"the encoder folder '{n}'", p) for n, p in encoders.items()],
                   project=("the project (--project)", args.project))
     set_torch_threads(args.threads)
@@ -129,7 +130,8 @@ def cmd_audit_encoders(args: argparse.Namespace) -> int:
         audit_id = compare_encoders_job(project, args.notes, encoders, tasks, args.attribute, spec,
                                         n_boot=args.n_boot, min_group_size=args.min_group_size, progress=progress)
         progress.done()
-        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k, release_of(args))
+        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k, release_of(args),
+                            html_path=args.html)
     where = f"; {stored_where(args.project, audit_id)}" if args.project else ""
     for name in encoders:
         rows = [r for r in doc["results"] if r["encoder"] == name]
@@ -199,6 +201,7 @@ def add_note_commands(subparsers_audit, subparsers_train) -> None:
     a.add_argument("--min-group-size", type=int, default=30, help="smaller groups are listed, not tested")
     a.add_argument("--json", required=True, help="write the comparison document here")
     a.add_argument("--pdf", help="also write the PDF report here")
+    add_html(a)
     a.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     add_release_json(a)
     _common(a)

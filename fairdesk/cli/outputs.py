@@ -2,9 +2,9 @@
 
 An audit command calls the job the GUI calls (the ``job`` of its row in :mod:`fairdesk.core.kinds`) on a project —
 the user's ``--project``, or a temporary one that is deleted afterwards — and then writes ``--json`` from the
-document the job stored (:meth:`~fairdesk.core.project.Project.audit_json`) and ``--pdf`` through the one PDF route
-(:func:`fairdesk.jobs.reports.export_report`). So the CLI and the GUI store the same document and print the same
-report bytes.
+document the job stored (:meth:`~fairdesk.core.project.Project.audit_json`) and ``--pdf`` / ``--html`` through the
+one report route (:func:`fairdesk.jobs.reports.export_report`, :func:`~fairdesk.jobs.reports.export_html`). So the
+CLI and the GUI store the same document and print the same report bytes.
 """
 from __future__ import annotations
 
@@ -82,13 +82,30 @@ def write_json(project_path: str | Path, audit_id: int, json_path: str | Path,
 
 def write_outputs(project_path: str | Path, audit_id: int, json_path: str | Path,
                   pdf_path: str | Path | None = None, suppress_k: int = 11,
-                  release: tuple[str, int] | None = None) -> dict:
+                  release: tuple[str, int] | None = None, html_path: str | Path | None = None) -> dict:
     """``--json`` (and ``--release-json``: :func:`write_json`) and, with ``pdf_path``, ``--pdf`` through
-    :func:`~fairdesk.jobs.reports.export_report`. Returns the document."""
+    :func:`~fairdesk.jobs.reports.export_report`, with ``html_path``, ``--html`` through
+    :func:`~fairdesk.jobs.reports.export_html`. Returns the document."""
     doc = write_json(project_path, audit_id, json_path, release)
     if pdf_path:
         write_pdf(project_path, audit_id, pdf_path, suppress_k)
+    if html_path:
+        write_html(project_path, audit_id, html_path, suppress_k)
     return doc
+
+
+def write_reports(project_path: str | Path, audit_id: int, args) -> None:
+    """An audit command's ``--pdf`` and ``--html`` (when given), both through the one report route."""
+    if getattr(args, "pdf", None):
+        write_pdf(project_path, audit_id, args.pdf, args.suppress_k)
+    if getattr(args, "html", None):
+        write_html(project_path, audit_id, args.html, args.suppress_k)
+
+
+def write_html(project_path: str | Path, audit_id: int, html_path: str | Path, suppress_k: int = 11) -> Path:
+    from fairdesk.jobs.reports import export_html
+
+    return export_html(project_path, audit_id, html_path, suppress_k=suppress_k)
 
 
 def write_pdf(project_path: str | Path, audit_id: int, pdf_path: str | Path, suppress_k: int = 11) -> Path:
@@ -132,8 +149,7 @@ def run_table_audit(args, roles, job, plan, **job_options) -> dict:
         doc = write_outputs(scratch, audit_id, args.json, release=release_of(args))
         if args.project:
             say(stored_where(args.project, copy_into(args.project, scratch, audit_id)))
-        if args.pdf:
-            write_pdf(scratch, audit_id, args.pdf, args.suppress_k)
+        write_reports(scratch, audit_id, args)
     return doc
 
 

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from fairdesk.console import say
-from fairdesk.cli.args import add_release_json
+from fairdesk.cli.args import add_html, add_release_json
 from fairdesk.core.errors import FairDeskError
 from fairdesk.core.guard import guard_outputs
 
@@ -32,7 +32,8 @@ def cmd_audit_slices(args: argparse.Namespace) -> int:
                           discovery_fraction=args.discovery_fraction, seed=args.seed, alpha=args.alpha,
                           margin=args.margin, n_boot=args.n_boot, suppress_k=args.suppress_k,
                           evaluate_on=args.evaluate_on)
-    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)], inputs=[("the data table", args.data)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf), ("--html", args.html)],
+                  inputs=[("the data table", args.data)],
                   project=("the project (--project)", args.project))
     doc = run_table_audit(args, roles, audit_slices, plan)
     for warning in dict.fromkeys(doc.get("warnings") or []):
@@ -80,6 +81,7 @@ def add_audit_slices(audit) -> None:
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates of each test's design effect")
     p.add_argument("--json", required=True, help="write all results here")
     p.add_argument("--pdf", help="also write the PDF report here")
+    add_html(p)
     p.add_argument("--suppress-k", type=int, default=11,
                    help="small-cell k: slices with fewer rows or cases are not searched; counts below k show as <k")
     add_release_json(p)

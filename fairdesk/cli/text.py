@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from fairdesk.console import say
-from fairdesk.cli.args import add_release_json, split_list
+from fairdesk.cli.args import add_html, add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 from fairdesk.core.compute import set_torch_threads
 
@@ -24,7 +24,7 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
     from fairdesk.core.guard import guard_outputs
     from fairdesk.jobs.text import audit_mlm_bias
 
-    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf)],
+    guard_outputs([("--json", args.json), ("--release-json", args.release_json), ("--pdf", args.pdf), ("--html", args.html)],
                   inputs=[("the templates (--templates)", args.templates),
                           ("the completion templates", args.completion_templates)],
                   models=[("the model folder (--model)", args.model)]
@@ -43,7 +43,8 @@ def cmd_audit_mlm_bias(args: argparse.Namespace) -> int:
                                   args.completion, completion_templates=args.completion_templates, top_k=args.top_k,
                                   threads=args.threads, progress=progress)
         progress.done()
-        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k, release_of(args))
+        doc = write_outputs(project, audit_id, args.json, args.pdf, args.suppress_k, release_of(args),
+                            html_path=args.html)
     for name, res in results_from_document(doc).items():
         flagged = [r["category"] for r in res.records if r["flagged"]]
         counts = {v: sum(r.get("verdict") == v for r in res.records) for v in ("differs", "equivalent",
@@ -128,6 +129,7 @@ def add_text_commands(subparsers_audit, subparsers_train) -> None:
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--json", required=True, help="write all results here")
     p.add_argument("--pdf", help="also write the PDF report here")
+    add_html(p)
     p.add_argument("--suppress-k", type=int, default=11, help="counts below k show as <k in the report")
     add_release_json(p)
     p.add_argument("--project", help="also store the audit in this project file (the GUI can open it)")

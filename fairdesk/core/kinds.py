@@ -8,7 +8,8 @@ module stays import-light and the layers stay clean):
   temporary project when no ``--project`` is given, so the CLI and the GUI store the same document.
 * ``parser`` — ``parse(doc: dict) -> object``, the typed result of a stored document (``None``: the dict itself).
 * ``report`` — ``build_report(doc: dict, path, settings: ReportSettings) -> Path``: the PDF, one signature for
-  every kind, honouring every report setting (the small-cell k above all).
+  every kind, honouring every report setting (the small-cell k above all). Its module also has
+  ``report_tree(doc, settings) -> Report``, which the HTML report (:func:`build_html`) and the GUI's findings render.
 * ``page`` — the GUI page class showing the kind (it takes the main window).
 * ``schema`` — the JSON Schema (draft 2020-12) of the kind's stored document, a file in ``resources/schemas/``.
   :func:`check_document` checks a document against it before any parser, report builder, model card or GUI page
@@ -203,11 +204,32 @@ def check_document(name: str, doc) -> list[str]:
     return schema_problems(doc, document_schema(name))
 
 
-def build_report(name: str, doc: dict, path, settings: ReportSettings | None = None):
-    """Write the PDF of an audit document of kind ``name``: the one route every front end uses. The PDF is built
-    from the document's releasable copy (:func:`releasable`)."""
+def prepare_document(name: str, doc: dict, settings: ReportSettings) -> dict:
+    """The document a report of kind ``name`` is built from, whatever its format: the one step before every PDF,
+    HTML report and on-screen findings (a document-level release step belongs here, so that each format shows the
+    same): its releasable copy (:func:`releasable`)."""
+    audit_kind(name)
+    return releasable(name, doc, settings)
+
+
+def report_tree(name: str, doc: dict, settings: ReportSettings | None = None):
+    """The report tree (:class:`fairdesk.core.reports.document.Report`) of an audit document of kind ``name``: the
+    ``report_tree`` of the module its ``report`` names, on the prepared document (:func:`prepare_document`)."""
     settings = settings or ReportSettings()
-    return resolve(audit_kind(name).report)(releasable(name, doc, settings), path, settings)
+    module = audit_kind(name).report.partition(":")[0]
+    return resolve(f"{module}:report_tree")(prepare_document(name, doc, settings), settings)
+
+
+def build_report(name: str, doc: dict, path, settings: ReportSettings | None = None):
+    """Write the PDF of an audit document of kind ``name``: the one route every front end uses."""
+    settings = settings or ReportSettings()
+    return resolve(audit_kind(name).report)(prepare_document(name, doc, settings), path, settings)
+
+
+def build_html(name: str, doc: dict, path, settings: ReportSettings | None = None):
+    """Write the self-contained HTML report of an audit document of kind ``name``: the same report tree as the PDF
+    (:func:`report_tree`), rendered by :mod:`fairdesk.core.reports.html`."""
+    return resolve("fairdesk.core.reports.html:write_html")(report_tree(name, doc, settings), path)
 
 
 def releasable(name: str, doc: dict, settings: ReportSettings | None = None) -> dict:

@@ -26,6 +26,7 @@ import math
 import re
 from pathlib import Path
 
+from fairdesk.core import numbers
 from fairdesk.core.errors import DataError
 from fairdesk.core.escape import markdown_text
 from fairdesk.core.project import Project
@@ -111,13 +112,11 @@ def _count(value, k: int):
 
 
 def _f(value, digits: int = 3) -> str:
-    v = _num(value)
-    return "–" if v is None else f"{v:.{digits}f}"
+    return numbers.fixed(value, digits)
 
 
 def _signed(value, digits: int = 3) -> str:
-    v = _num(value)
-    return "–" if v is None else f"{v:+.{digits}f}"
+    return numbers.signed(value, digits)
 
 
 def _band(band, value) -> str:
@@ -144,7 +143,7 @@ def verdict_of(value) -> str:
 def verdict_words(verdict: str, margin) -> str:
     m = _num(margin)
     if verdict == "equivalent":
-        return f"equivalent within ±{m:g}" if m is not None else "equivalent within the margin"
+        return f"equivalent within ±{numbers.short(m)}" if m is not None else "equivalent within the margin"
     return verdict
 
 
@@ -224,7 +223,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
     result = GroupAuditResult.from_dict(doc)
     bands = {r.get("test_id"): r for r in doc.get("records") or [] if r.get("gap_band")}  # a released document's
     margin = result.plan.margin
-    level = f"{100 * result.plan.ci_level:g}%"
+    level = f"{numbers.short(100 * result.plan.ci_level)}%"
     prefix = f"{variant}: " if variant else ""
     for r in findings(result).to_dict(orient="records"):
         metric = str(r.get("metric"))
@@ -232,7 +231,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
         verdict = verdict_of(r.get("verdict"))
         words = verdict_words(verdict, margin)
         task, attr, group = _text(r.get("task")), _text(r.get("attribute")), _text(r.get("group"))
-        q = f", adjusted p {_f(r.get('q_value'))}" if _num(r.get("q_value")) is not None else ""
+        q = f", adjusted {numbers.p_equals(r.get('q_value'))}" if _num(r.get("q_value")) is not None else ""
         if metric == "calibration":
             cal = _calibration_row(result, r)
             oe_ci = _interval(cal.get("oe_ratio_ci_low"), cal.get("oe_ratio_ci_high"))
@@ -418,8 +417,8 @@ def _cit_images(doc: dict, k: int) -> _Parts:
         shifts = [f"{key[6:].replace('->', '→')}: {_signed(r[key])}" for key in sorted(r)
                   if key.startswith("shift_") and not key.endswith("_ci")]
         sentence = (f"Output {r.get('output')}: changing only {column} ({pair}) with everything else held fixed "
-                    f"shifts the prediction by {'; '.join(shifts) or '–'} (margin ±{_num(margin) or 0:g}; "
-                    f"invariance test p = {_f(r.get('p'))}): "
+                    f"shifts the prediction by {'; '.join(shifts) or '–'} (margin ±{numbers.short(_num(margin) or 0)}; "
+                    f"invariance test {numbers.p_equals(r.get('p'))}): "
                     f"{verdict_words(verdict_of(r.get('verdict')), margin)}.")
         parts.findings.append(_finding(f"{r.get('output')}", r.get("verdict"), margin, "counterfactual prediction "
                                        "shift", sentence, k, subgroup=f"{column} ({pair})", adjusted_p=r.get("q")))
@@ -744,15 +743,17 @@ def card_markdown(card: dict) -> str:
         params = ", ".join(f"{markdown_text(key)} = {markdown_text(json.dumps(value, default=str))}"
                            for key, value in t["parameters"].items()) or "none recorded"
         lines += [f"- Trained by FairDesk ({markdown_text(t['role'])}): kind {markdown_text(t['kind'])}"
-                  + (f", on {markdown_text(t['trained_utc'])}" if t["trained_utc"] else "") + "; model SHA-256 "
-                  + (f"`{t['model_sha256']}`" if t["model_sha256"] else "not recorded") + "; training data "
+                  + (f", on {markdown_text(t['trained_utc'])}" if t["trained_utc"] else "")
+                  # a hash missing here is not "not recorded" when the model's hashes are listed just above
+                  + (f"; model SHA-256 `{t['model_sha256']}`" if t["model_sha256"] else
+                     "" if m["hashes"] else "; model SHA-256 not recorded") + "; training data "
                   + markdown_text(data["name"] or "unnamed") + " (fingerprint "
                   + (f"`{data['sha256']}`" if data["sha256"] else "not recorded") + f"); parameters: {params}"]
     use = card["intended_use"]
-    lines += ["", "## Intended use", "", markdown_text(use["statement"]) + ("" if use["entered_by_user"] else ""), "",
+    lines += ["", "## Intended use", "", markdown_text(use["statement"], line_start=True) + ("" if use["entered_by_user"] else ""), "",
               "## Data", "", f"- Name: {markdown_text(d['name'])}", f"- SHA-256: {markdown_text(d['sha256'])}",
               f"- Rows: {markdown_text(d['rows'])}", f"- Origin: {markdown_text(d['origin'])}", "",
-              "## Subgroups audited", "", markdown_text(s["note"]), ""]
+              "## Subgroups audited", "", markdown_text(s["note"], line_start=True), ""]
     if s["groups"]:
         lines += ["| Variant | Task | Attribute | Group | Size | Tested |", "|---|---|---|---|---|---|"]
         for g in s["groups"]:
@@ -766,6 +767,7 @@ def card_markdown(card: dict) -> str:
               f"{c['equivalent']} equivalent within the margin, "
               f"{c['inconclusive']} inconclusive. {markdown_text(f['reading'])}", ""]
     lines += [f"- **{markdown_text(item['verdict_words'])}** — {markdown_text(item['sentence'])}" for item in f["items"]]
-    lines += ["", "## Limitations", ""] + [f"- {markdown_text(t)}" for t in card["limitations"]]
-    lines += ["", "## Not tested", ""] + ([f"- {markdown_text(t)}" for t in card["not_tested"]] or ["- (nothing listed)"])
+    lines += ["", "## Limitations", ""] + [f"- {markdown_text(t, line_start=True)}" for t in card["limitations"]]
+    lines += ["", "## Not tested", ""] + ([f"- {markdown_text(t, line_start=True)}" for t in card["not_tested"]]
+                                          or ["- (nothing listed)"])
     return "\n".join(lines) + "\n"

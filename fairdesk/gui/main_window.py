@@ -617,6 +617,7 @@ class MainWindow(QMainWindow):
                                                            self.dataset_tab.open_file()))
         self.action_export = QAction("&Export report (PDF)…", self, shortcut="Ctrl+E",
                                      triggered=lambda: self.export_report())
+        self.action_export_html = QAction("Export report (&HTML)…", self, triggered=lambda: self.export_report("html"))
         self.action_demo = QAction("Open the &demo project", self, triggered=lambda: self.open_demo())
         self.action_quit = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close)
         menu.insertAction(self.recent_menu.menuAction(), self.action_new)
@@ -624,6 +625,7 @@ class MainWindow(QMainWindow):
         menu.addSeparator()
         menu.addAction(self.action_open_data)
         menu.addAction(self.action_export)
+        menu.addAction(self.action_export_html)
         self.action_manage = QAction("&Manage audits (rename, delete, compare)…", self,
                                      triggered=lambda: self.manage_audits())
         menu.addAction(self.action_manage)
@@ -657,13 +659,13 @@ class MainWindow(QMainWindow):
             self.recent_menu.addAction(QAction("Clear list", self.recent_menu,
                                                triggered=self.settings.clear_recent_projects))
 
-    def export_report(self):
-        """Export the PDF of the audit shown on the page in front (an audit kind's page), else of the Group gaps
-        page."""
+    def export_report(self, fmt: str = "pdf"):
+        """Export the report (PDF, or HTML with ``fmt="html"``) of the audit shown on the page in front (an audit
+        kind's page), else of the Group gaps page."""
         from fairdesk.gui.tabs.base import AuditPage
 
         page = self.current_page()
-        return (page if isinstance(page, AuditPage) else self.audit_tab).export_pdf()
+        return (page if isinstance(page, AuditPage) else self.audit_tab).export_file(fmt)
 
     def edit_settings(self) -> None:
         dialog = SettingsDialog(self.settings, self)
@@ -781,6 +783,7 @@ class MainWindow(QMainWindow):
             self.project_label.setText(f"Project: {self.project.path}")
         self.action_export.setEnabled(self.project is not None)
         self.action_manage.setEnabled(self.project is not None)
+        self.action_export_html.setEnabled(self.project is not None)
 
     def require_project(self) -> Project | None:
         """The open project; asks the user to create one when none is open."""

@@ -1,7 +1,8 @@
-"""The one PDF route: the report of a stored audit of any kind, through its row in :mod:`fairdesk.core.kinds`.
+"""The one report route: the report of a stored audit of any kind, through its row in :mod:`fairdesk.core.kinds`.
 
-The GUI's export button, ``fairdesk-cli report`` and every audit command's ``--pdf`` call :func:`export_report`, so
-the same audit gives the same bytes whichever front end asks.
+The GUI's export buttons, ``fairdesk-cli report`` and every audit command's ``--pdf`` and ``--html`` call
+:func:`export_report` (PDF) and :func:`export_html` (HTML), so the same audit gives the same bytes whichever front
+end asks.
 """
 from __future__ import annotations
 
@@ -16,11 +17,25 @@ from fairdesk.core.project import Project
 def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path, *, suppress_k: int = 11,
                   progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Path:
     """Write the PDF report of a stored audit of any kind (the same bytes whichever front end asks)."""
+    from fairdesk.core.kinds import build_report
+
+    return _export(build_report, "The report file", project_path, audit_id, pdf_path, suppress_k, progress, cancel)
+
+
+def export_html(project_path: str | Path, audit_id: int, html_path: str | Path, *, suppress_k: int = 11,
+                progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Path:
+    """Write the self-contained HTML report of a stored audit of any kind: the PDF's report tree, the same route."""
+    from fairdesk.core.kinds import build_html
+
+    return _export(build_html, "The HTML report", project_path, audit_id, html_path, suppress_k, progress, cancel)
+
+
+def _export(build, what: str, project_path, audit_id: int, out_path, suppress_k: int, progress, cancel) -> Path:
     from fairdesk.core.guard import guard_outputs
-    from fairdesk.core.kinds import ReportSettings, build_report
+    from fairdesk.core.kinds import ReportSettings
 
     settings = ReportSettings(suppress_k=suppress_k)
-    guard_outputs([("The report file", pdf_path)], project=("the project", project_path))  # never over the project
+    guard_outputs([(what, out_path)], project=("the project", project_path))  # never over the project
     rep = Reporter(progress, cancel)
     rep(0.0, "Loading the audit")
     project = Project(project_path, create=False)
@@ -28,7 +43,7 @@ def export_report(project_path: str | Path, audit_id: int, pdf_path: str | Path,
     doc = project.audit_document(audit_id)
     rep(0.1, "Drawing figures and tables")
     try:
-        path = build_report(kind, doc, pdf_path, settings)
+        path = build(kind, doc, out_path, settings)
     except DataError as err:  # a document whose parts do not fit together: say which audit
         raise DataError(f"Audit {audit_id} of project {project.name} cannot be reported: {err}") from err
     rep(1.0, "Report written")

@@ -52,7 +52,7 @@ def _check_board(result: GroupAuditResult) -> None:
     doc = result.to_dict()
     per_kind = _tests_per_kind(result)
     n_tests = sum(per_kind.values())
-    summary = build_group_report(result).sections[0]
+    summary = build_group_report(result).section("summary")
     text = " ".join(b.text for b in summary.blocks if type(b).__name__ == "Paragraph")
     m = re.search(r"Of ([\d,]+|one) comparisons? made .*?, ([\d,]+) differs?, ([\d,]+) (?:is|are) equivalent "
                   r"within ±[\d.]+ and ([\d,]+) (?:is|are) inconclusive", text)

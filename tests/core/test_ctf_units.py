@@ -214,6 +214,6 @@ def test_cli_ctf_scores_template_col_and_the_terms_named(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["settings"]["resampling_unit"] == "template" and doc["ctf_gap"][0]["n_contexts"] == 20
     assert doc["settings"]["correction"] == "holm" and doc["data"]["template_column"] == col
-    summary = report_tree(doc, ReportSettings(suppress_k=11)).sections[0]
+    summary = report_tree(doc, ReportSettings(suppress_k=11)).section("summary")
     text = " ".join(getattr(b, "text", "") for b in summary.blocks)
     assert "swapping in 'idterm00' raises the score by 0.2" in text and "differs" in text

@@ -122,7 +122,7 @@ def test_audit_flags_tests_outside_the_region_in_json_and_report(monkeypatch):
     doc = json.loads(res.to_json())
     assert any(r["outside_region"] for r in doc["records"]) and "outside_region" in doc["tests"][0]
     report = build_group_report(res)
-    text = " ".join(getattr(b, "text", "") for b in report.sections[0].blocks)
+    text = " ".join(getattr(b, "text", "") for b in report.section("summary").blocks)
     assert OUTSIDE_MARK in text and "FairDesk's simulations verified" in text  # page 1: in words
     methods = " ".join(getattr(b, "text", "") for b in report.section("methods").blocks)
     assert OUTSIDE_MARK in methods and "Validity over a design space" in methods  # where to read more: one deeper

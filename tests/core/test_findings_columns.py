@@ -201,7 +201,7 @@ def test_the_board_summary_alone_is_the_reports_first_section():
 
     doc = json.loads((DOCUMENTS / "groups.json").read_text(encoding="utf-8"))
     for k in (1, 11, 1000):
-        full = report_tree(doc, ReportSettings(k)).section("summary")
+        full = report_tree(doc, ReportSettings(k)).section("board")
         assert board_summary(GroupAuditResult.from_dict(doc), k) == full
 
 

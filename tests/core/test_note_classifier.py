@@ -311,4 +311,4 @@ def test_report_text(notes, encoders):
     text = report.text()
     assert "max p + mean p · n/c" in text and "sepsis" in text and "Provenance" in text
     assert doc["results"][0]["model_hash"] in text and doc["encoders"]["baseline"]["fingerprint"] in text
-    assert "1  Summary" == report.sections[0].title
+    assert "1  Summary" == report.section("summary").title and report.sections[0].key == "board"

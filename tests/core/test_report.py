@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairdesk.core import numbers
 from fairdesk.core.audits.groups import RULE_TEXT, GroupAuditPlan, GroupAuditResult, run_group_audit
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.reports import figures as F
@@ -119,7 +120,7 @@ def test_forest_data_row_and_tooltip_match_a_hand_computed_record(audit, table):
     assert f"group n = {int(rec.n):,}" in tip
     assert f"vs {comp}: {ctp / cpos:.3f} = {ctp}/{cpos}" in tip
     assert F.fmt_signed(row.gap) in tip and f"adjusted CI {F.fmt_ci(rec.ci_low, rec.ci_high)}" in tip
-    assert f"p = {F.fmt_p(rec.p_value)}, q = {F.fmt_p(rec.q_value)} · differs" in tip
+    assert f"{numbers.p_equals(rec.p_value)}, {numbers.p_equals(rec.q_value, 'q')} · differs" in tip
 
     one = F.forest_data(audit, "ethnicity", "recall", task="sepsis")
     assert set(one.task) == {"sepsis"} and one.label.iloc[0].startswith(one.group.iloc[0])  # no task prefix
@@ -190,7 +191,7 @@ def test_summary_names_the_planted_gap(report, audit):
     for word in ("sepsis", "mortality", "aki", "sex", "ethnicity", "age", "at least 0.5", "How to read this",
                  "Synthetic ICU cohort", "the test model"):
         assert word in text
-    assert summary.one_page and not summary.new_page
+    assert summary.one_page and summary.new_page  # page 2: page 1 is the board's (section "board")
 
 
 def test_summary_says_when_nothing_is_significant(audit):
@@ -213,8 +214,8 @@ def test_summary_says_when_nothing_is_significant(audit):
 
 
 def test_report_order_and_contents(report, audit):
-    assert [s.key for s in report.sections] == ["summary", "methods", "figures", "tables", "calibration", "dropped",
-                                              "provenance"]
+    assert [s.key for s in report.sections] == ["board", "summary", "methods", "figures", "tables", "calibration",
+                                              "dropped", "provenance"]
     methods = "\n".join(b.text for b in report.section("methods").blocks)
     assert RULE_TEXT["max"] in methods and "not limited to 1/(B + 1)" in methods and "Benjamini–Hochberg" in methods
     # issue 9: the methods name the test, the family and what it means, the margin and the interval
@@ -322,8 +323,11 @@ def test_same_result_gives_identical_pdf_bytes(audit, tmp_path):
 
 def test_pdf_text_summary_page_and_suppression(pdf_file, audit):
     first = _pdftotext(pdf_file, "-f", "1", "-l", "1")
-    assert "Summary for the governance board" in first and "How to read this" in first  # fits one page
+    assert "For the board" in first and "What to check next" in first  # fits one page
+    assert len([w for w in first.split() if re.search(r"\w", w)]) <= 350
     assert re.search(r"Recall for ethnicity = Black is \d\.\d\d lower than for", first)
+    second = _pdftotext(pdf_file, "-f", "2", "-l", "2")
+    assert "Summary for the governance board" in second and "How to read this" in second
     assert re.search(r"page 1 of \d+", first)
     text = _pdftotext(pdf_file)
     assert "Methods" in text and "Groups not tested" in text and "Provenance" in text

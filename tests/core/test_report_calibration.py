@@ -60,7 +60,7 @@ def test_section_holds_the_table_with_intervals_and_verdicts_and_the_figure(audi
     report = build_group_report(audit)
     sec = report.section("calibration")
     assert sec.title.startswith("5  Calibration") and sec.landscape
-    assert [s.key for s in report.sections].index("calibration") == 4
+    assert [s.key for s in report.sections].index("calibration") == 5
     table = next(t for t in sec.blocks if getattr(t, "title", "") == "Calibration by group: ethnicity")
     assert table.header[:5] == ["Task", "Group", "n", "Positives", "O/E (95% CI)"] and table.header[-1] == "Verdict"
     rows = {r[1]: r for r in table.rows}

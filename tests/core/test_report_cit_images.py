@@ -97,7 +97,7 @@ def test_exact_counterfactuals_from_a_predictions_table(exact_table):
 def test_report_tables_and_words(learned_doc, exact_table):
     rep = build_cit_report(learned_doc)
     text = rep.text()
-    tests = rep.tables()[0]
+    tests = rep.section("tests").blocks[0]
     assert tests.header[:2] == ["Output", "n"] and {"CIT-LR t", "CIT-LR p", "CIT-LR q", "DP p", "EO p"} <= \
         set(tests.header)
     assert [r[0] for r in tests.rows] == ["disease"]

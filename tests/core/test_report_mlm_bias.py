@@ -107,8 +107,8 @@ def _table(report, title_part: str) -> Table:
 
 def test_report_content(doc):
     rep = T.build_mlm_bias_report(doc, suppress_k=1)  # every count shown (k = 11 below: test_counts_below_k)
-    assert [s.key for s in rep.sections] == ["summary", "method", "lists", "results", "comparison", "completion",
-                                             "provenance"]
+    assert [s.key for s in rep.sections] == ["board", "summary", "method", "lists", "results", "comparison",
+                                             "completion", "provenance"]
     clinical = {r["category"]: r for r in doc["records"]}
     assert clinical["CVD"]["flagged"] and sum(r["flagged"] for r in doc["records"]) == 1
     assert [r["category"] for r in doc["compared"][0]["records"] if r["flagged"]] == ["HIV"]
@@ -191,7 +191,7 @@ def test_single_model_result_without_comparison_or_completion(tiny, tmp_path):
     model, tok = tiny
     res = mb.run_mlm_bias_audit(model, load_bias_templates().select(["DNR", "HIV"]), tokenizer=tok)
     rep = T.build_mlm_bias_report(res)  # an MLMBiasResult is accepted as well as the document
-    assert [s.key for s in rep.sections] == ["summary", "method", "lists", "results", "provenance"]
+    assert [s.key for s in rep.sections] == ["board", "summary", "method", "lists", "results", "provenance"]
     summary = rep.section("summary").blocks
     assert any(p.text == "No category is flagged for the model." for p in summary)  # untrained: tiny differences
     from fairdesk.core.reports.pdf import write_pdf

@@ -66,9 +66,9 @@ def test_reviewer_cohort_flags_nobody_is_said_everywhere_and_never_equivalent(tm
     assert len(rates) == 3 and (rates["verdict"] == "inconclusive").all()
     assert (rates["reason"] == "inconclusive: the model flags nobody in sepsis at threshold 0.5").all()
     # page 1 of the PDF (and the screen's findings, built from the same section)
-    summary = build_group_report(res).sections[0]
-    text = " ".join(getattr(b, "text", "") for b in summary.blocks)
-    assert flat[0] in text
+    for key in ("board", "summary"):
+        text = " ".join(getattr(b, "text", "") for b in build_group_report(res).section(key).blocks)
+        assert " ".join(flat[0].split()) in text
     # the terminal and the JSON
     data = tmp_path / "d.csv"
     df.to_csv(data, index=False)

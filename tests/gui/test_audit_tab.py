@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
+import re
 import threading
 import time
 
@@ -81,7 +82,8 @@ def test_run_audit_fills_plot_and_tables(window, stored_predictions, run_and_wai
     # hover tooltips: n, denominators, CI, p and q
     tips = plot.tooltips()
     assert len(tips) == 2
-    assert all("adjusted CI" in t and "p = " in t and "q = " in t and "n = " in t for t in tips)
+    assert all("adjusted CI" in t and re.search(r"\bp [=<] ", t) and re.search(r"\bq [=<] ", t) and "n = " in t
+               for t in tips)
     assert sum("· differs" in t for t in tips) >= 1  # F vs M and M vs F: one test, one verdict, drawn once
     assert all("the same test as" in t for t in tips)  # the mirror is named on hover
     assert "(1 test)" in plot.legend.text() or "(2 tests)" in plot.legend.text()  # the legend counts tests

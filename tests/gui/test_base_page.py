@@ -108,8 +108,14 @@ def test_a_registered_page_runs_lists_and_exports_its_kind(toy_window, project_p
     window.settings.suppress_k = 7
     export = run_and_wait(window, lambda: page.export_pdf(tmp_path / "toy"))
     assert export.state.value == "done"
-    assert calls == {"audit_id": job.result, "path": tmp_path / "toy.pdf", "suppress_k": 7}
+    assert calls == {"audit_id": job.result, "path": tmp_path / "toy.pdf", "suppress_k": 7, "fmt": "pdf"}
     assert str(tmp_path / "toy.pdf") in page.status.text()
+    # Export HTML…: the same route and k, the HTML format
+    assert page.html_button.isEnabled() and page.html_button.text() == "Export HTML…"
+    export = run_and_wait(window, lambda: page.export_html(tmp_path / "toy"))
+    assert export.state.value == "done"
+    assert calls == {"audit_id": job.result, "path": tmp_path / "toy.html", "suppress_k": 7, "fmt": "html"}
+    assert window.action_export_html.isEnabled()
 
 
 def test_job_panel_shows_time_left_from_the_measured_rate(toy_window, project_path, monkeypatch):

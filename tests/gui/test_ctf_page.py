@@ -79,7 +79,7 @@ def test_a_run_stores_an_audit_and_shows_summary_tables_and_diff(ctf_window, tra
     # the summary is the report's own summary section, word for word, with the user's k
     summary = page.summary.toPlainText()
     tree = report_tree(doc, ReportSettings(suppress_k=window.settings.suppress_k))
-    paragraphs = [b.text for b in tree.sections[0].blocks if hasattr(b, "text")]
+    paragraphs = [b.text for b in tree.section("summary").blocks if hasattr(b, "text")]
     assert paragraphs and all(" ".join(p.split()) in " ".join(summary.split()) for p in paragraphs)
 
     # CTF gaps: train / held-out × all / label 0 / label 1, each with a CI, the control band and a verdict

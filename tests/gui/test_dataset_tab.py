@@ -175,7 +175,7 @@ def test_first_use_open_csv_without_project_run_audit_export(window, project_pat
     job = run_and_wait(window, audit.run_audit)
     assert job.state.value == "done", job.error
     audit.wait_view()
-    assert "comparisons" in audit.findings.counts_label.text() and "What was found" in \
+    assert "comparisons" in audit.findings.counts_label.text() and "What differs" in \
         audit.findings.text.toPlainText()
     pdf = tmp_path / "report.pdf"
     job = run_and_wait(window, lambda: audit.export_pdf(pdf))

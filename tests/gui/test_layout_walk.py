@@ -68,10 +68,10 @@ def test_findings_header_says_what_was_found(audited):
 
     report = report_tree(__import__("json").loads(audited.project.audit_json(tab.audit_id)),
                          ReportSettings(audited.settings.suppress_k))
-    first = [b.text for b in report.section("summary").blocks if getattr(b, "style", "") == "finding"]
+    first = [b.text for b in report.section("board").blocks if getattr(b, "style", "") == "finding"]
     assert first, "the planted recall gap for women is a finding"
     assert all(sentence in text for sentence in first)
-    assert text.index("What was found") < text.index("What was audited")
+    assert text.index("What differs") < text.index("What to check next")  # page 1 for the board
     # statistics one click deeper, in plain words
     tabs = [tab.results_tabs.tabText(i) for i in range(tab.results_tabs.count())]
     assert "Summary (Table 4)" not in tabs and all(len(t) <= 16 for t in tabs)
@@ -157,7 +157,7 @@ def test_findings_header_on_other_audit_pages(window, project_path, kind):
     page.wait_view()
     assert page.audit_id is not None and page.findings.isVisible()
     report = report_tree_of(AUDIT_KINDS[kind], doc, window.settings.suppress_k)
-    lead = [b.text for b in report.section("summary").blocks if type(b).__name__ == "Paragraph"][:3]
+    lead = [b.text for b in report.section("board").blocks if type(b).__name__ == "Paragraph"][:3]
     text = page.findings.text.toPlainText()
     assert all(" ".join(t.split())[:60] in " ".join(text.split()) for t in lead)
     counts = page.verdict_counts(doc)
@@ -351,7 +351,7 @@ def test_gui_run_audit_with_long_names_is_readable(gui_audited, size, tmp_path):
         if not name.startswith("Audit › Group gaps"):
             continue
         for button in window.findChildren(QPushButton):
-            if button.isVisible() and button.text() in ("Export PDF…", "Hide summary", "Show summary",
+            if button.isVisible() and button.text() in ("Export PDF…", "Export HTML…", "Hide summary", "Show summary",
                                                         "Audit at this threshold", "Model card…"):
                 why = fully_shown(button)
                 if why:

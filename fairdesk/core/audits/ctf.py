@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fairdesk.core import numbers
 from fairdesk.core.errors import DataError
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
@@ -635,10 +636,10 @@ def apply_verdicts(records: list[dict], term_records: list[dict], margin: float,
             t["verdict"] = "differs"
             t["reason"] = (f"the gap is above the margin {margin:g}"
                            + (" and above the control band by more than the margin" if "excess" in t else
-                              " (no control band)") + f" (corrected p {qd:.2g})")
+                              " (no control band)") + f" ({numbers.p_equals(qd, 'corrected p')})")
         elif qe <= alpha / 2:
             t["verdict"] = "equivalent within margin"
-            t["reason"] = f"the gap is within the margin {margin:g} (corrected p {qe:.2g})"
+            t["reason"] = f"the gap is within the margin {margin:g} ({numbers.p_equals(qe, 'corrected p')})"
         else:
             t["verdict"] = "inconclusive"
             if math.isnan(qd):
@@ -657,7 +658,7 @@ def apply_verdicts(records: list[dict], term_records: list[dict], margin: float,
         if rec["n"] < 2 or not mine:
             rec["verdict"], rec["reason"] = "inconclusive", "fewer than 2 examples with a counterfactual"
         elif differ:
-            shown = ", ".join(f"'{t['term']}' ({t['value']:.3g})" for t in differ[:5])
+            shown = ", ".join(f"'{t['term']}' ({numbers.fixed(t['value'], 3)})" for t in differ[:5])
             rec["verdict"] = "differs"
             rec["reason"] = (f"{len(differ)} of {len(mine)} terms differ: {shown}"
                              + (", …" if len(differ) > 5 else ""))

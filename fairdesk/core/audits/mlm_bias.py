@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core.errors import DataError, ModelError
 from fairdesk.core.jsonable import jsonable
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
@@ -718,18 +719,18 @@ def _verdict(r: dict, diff: float, alpha: float, min_effect: float, min_log_rati
     if r["significant"] and big:
         lean = g1 if diff > 0 else g2
         return ("differs", f"differs ({lean}-leaning)",
-                f"q {r['q_value']:.2g} < {alpha:g}, |r| ≥ {min_effect:g} and |difference| ≥ {min_log_ratio:g} nats")
+                f"{numbers.p_equals(r['q_value'], 'q')} < {alpha:g}, |r| ≥ {min_effect:g} and |difference| ≥ {min_log_ratio:g} nats")
     if r["q_equivalence"] is not None and r["q_equivalence"] < alpha:
         return ("equivalent", f"equivalent (±{margin:g} nats)",
-                f"the template-level mean difference lies within ±{margin:g} nats (TOST q {r['q_equivalence']:.2g} "
+                f"the template-level mean difference lies within ±{margin:g} nats ({numbers.p_equals(r['q_equivalence'], 'TOST q')} "
                 f"< {alpha:g})")
     if r["significant"]:
         return ("inconclusive", "inconclusive",
-                f"significant (q {r['q_value']:.2g}) but below the size thresholds, and not shown to lie within "
+                f"significant ({numbers.p_equals(r['q_value'], 'q')}) but below the size thresholds, and not shown to lie within "
                 f"±{margin:g} nats")
     return ("inconclusive", "inconclusive",
-            f"neither a difference (q {r['q_value']:.2g}) nor equivalence within ±{margin:g} nats "
-            f"(TOST q {(r['q_equivalence'] if r['q_equivalence'] is not None else float('nan')):.2g}) is shown")
+            f"neither a difference ({numbers.p_equals(r['q_value'], 'q')}) nor equivalence within ±{margin:g} nats "
+            f"({numbers.p_equals(r['q_equivalence'], 'TOST q')}) is shown")
 
 
 # ==============================================================================================================

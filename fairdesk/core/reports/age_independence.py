@@ -27,10 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core import atomic
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.document import (with_disclosure, FigureSpec, Paragraph, Report, Section, Table, correction_words,
                                             join_words, report_date)
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, fmt_signed, num
 
 METRIC_NAMES = {"accuracy": "accuracy", "delta_eo_2": "Δ_eo^(2)", "delta_eo_5": "Δ_eo^(5)"}
@@ -76,7 +78,7 @@ def verdict_words(verdict: str | None, margin) -> str:
     if verdict == "differs":
         return "differs (lower than the DNN)"
     if verdict in ("equivalent", "equivalent within margin"):
-        return f"equivalent within ±{num(margin):g}"
+        return f"equivalent within ±{numbers.short(num(margin))}"
     if verdict == "inconclusive":
         return "inconclusive"
     return "–"
@@ -86,7 +88,7 @@ def _verdict_short(verdict: str | None, margin) -> str:
     if verdict == "differs":
         return "differs"
     if verdict in ("equivalent", "equivalent within margin"):
-        return f"equivalent ±{num(margin):g}"
+        return f"equivalent ±{numbers.short(num(margin))}"
     return verdict or "–"
 
 
@@ -129,15 +131,15 @@ def lambda_words(s: dict) -> str:
     """How λ was set: "λ chosen per learner and fold …" or "λ = 1"."""
     L = s["learner"]
     if s.get("select_lambda"):
-        grid = ", ".join(f"{num(v):g}" for v in s.get("lambda_grid") or [])
+        grid = ", ".join(f"{numbers.short(num(v))}" for v in s.get("lambda_grid") or [])
         # documents stored before issue 27's pooled selection validated on one quarter of the training participants
         how = ("nested participant-grouped cross-validation (every training participant validates once)"
                if "pooled" in str(s.get("lambda_selection")) else "nested participant-disjoint validation")
         return (f"λ chosen per learner and fold from {{{grid}}} by {how} to reach "
-                f"a probe R² ≤ {num(s.get('leakage_target')):g} for the age beyond the label at the least accuracy cost (the "
+                f"a probe R² ≤ {numbers.short(num(s.get('leakage_target')))} for the age beyond the label at the least accuracy cost (the "
                 f"smallest such λ within one standard error of the best validation accuracy){_body_choice_words(s)}, "
                 f"K = {L['k_adv']}")
-    return f"λ = {num(L['lam']):g}, K = {L['k_adv']}"
+    return f"λ = {numbers.short(num(L['lam']))}, K = {L['k_adv']}"
 
 
 def _body_choice_words(s: dict) -> str:
@@ -152,7 +154,7 @@ def _body_choice_words(s: dict) -> str:
 def _chosen(e: dict) -> str:
     """The λ chosen per fold ("0.3, 1, 0.3"); with the body chosen too, each with its body ("0.3 (DNN's layers)")."""
     sel = e.get("lambda_selection") or {}
-    return ", ".join(f"{num(c['lambda']):g}" + (f" ({BODY_WORDS[c['body']]})" if c.get("body") and
+    return ", ".join(f"{numbers.short(num(c['lambda']))}" + (f" ({BODY_WORDS[c['body']]})" if c.get("body") and
                                                   "bodies" in sel else "") for c in sel.get("folds") or [])
 
 
@@ -178,7 +180,7 @@ def difference_words(c: dict) -> str:
     lo, hi, level = num(c.get("ci_low")), num(c.get("ci_high")), num(c.get("ci_level"))
     if lo is None or hi is None or level is None:
         return text
-    return f"{text}, {100 * level:g}% CI {fmt_signed(lo)} to {fmt_signed(hi)}"
+    return f"{text}, {numbers.short(100 * level)}% CI {fmt_signed(lo)} to {fmt_signed(hi)}"
 
 
 def same_as_dnn_words(doc: dict, m: str) -> str | None:
@@ -237,22 +239,61 @@ def _age_left(doc: dict, m: str) -> str | None:
                   "held more age when no candidate reached it)")
     if verdict == "age-independent":
         return (f"{_label(doc, m)} removes age by the probe: held-out {_age_r2_words(leak)}, ≤ the target "
-                f"{target:g}{chosen}.")
+                f"{numbers.short(target)}{chosen}.")
     if verdict == "inconclusive":
         return f"{_label(doc, m)}: the probe could not be scored, so whether its representation holds age is unknown."
     text = (f"{_label(doc, m)} still carries age: {_age_r2_words(leak)} on held-out participants (target ≤ "
-            f"{target:g}){chosen}, so its representation is not age-independent")
+            f"{numbers.short(target)}){chosen}, so its representation is not age-independent")
     if sel:
         n_folds = len(sel.get("folds") or [])
         missed = n_folds - int(sel.get("reached_in_folds", 0))
         if missed:
-            text += (f"; no λ up to {num(max(sel['grid'])):g} reached the target in the validation of {missed} of "
+            text += (f"; no λ up to {numbers.short(num(max(sel['grid'])))} reached the target in the validation of {missed} of "
                      f"{n_folds} folds")
         text += ("; raise λ (a larger grid, --lambda-grid), give the adversary more steps K (--k-adv), or use another "
                  "learner")
     else:
         text += "; raise λ or the adversary steps K, or let FairDesk choose λ (leave --lambda unset)"
     return text + "."
+
+
+#: the measures in the board's words (the error spread Δ_eo is defined from page 2)
+GRID_NAMES = {"accuracy": "accuracy", "delta_eo_2": "error spread over 2 bands",
+              "delta_eo_5": "error spread over 5 bands"}
+
+
+def board(doc: dict, k: int) -> Board:
+    """What page 1 says of the age-independence comparison: a grid of learners × accuracy, the two error spreads
+    and the age left in the representation, the comparisons that differ from the DNN in words (with intervals),
+    what could not be told, what to check next."""
+    methods, s = doc["methods"], doc["settings"]
+    baseline = s.get("baseline", "dnn")
+    entries, findings = [], []
+    for m in _compared(doc):
+        e = methods[m]
+        for metric in METRIC_ORDER:
+            c = (e.get("comparison") or {}).get(metric) or {}
+            entries.append((_label(doc, m), GRID_NAMES[metric], c.get("verdict")))
+            if c.get("verdict") == "differs":
+                findings.append(f"{_label(doc, m)}: {GRID_NAMES[metric]} {_f(e[metric]['mean'])} against "
+                                f"{_f(methods[baseline][metric]['mean'])} for the DNN (difference "
+                                f"{difference_words(c)}): lower than the DNN's.")
+        age = (e.get("age_independence") or {}).get("verdict")
+        entries.append((_label(doc, m), "age removed", age))
+        if age == "not age-independent":
+            findings.append(f"{_label(doc, m)} still carries age ({_age_r2_words(e.get('leakage') or {})} on held-out "
+                            "participants): its representation is not age-independent.")
+    n_inc = sum(1 for _, _, v in entries if v == "inconclusive")
+    untested = [f"{are(n_inc, 'comparison')} inconclusive: the {s['folds']} folds cannot tell; not evidence that a "
+                "learner is as fair as the DNN."] if n_inc else []
+    steps = ["Weigh any gain in fairness (lower error spread) against the accuracy given up, on the frontier "
+             "figure (page 2 on).",
+             "Before deployment, confirm the chosen learner on a new cohort."]
+    return Board(question=(f"Do the age-independent learners predict '{s['label']}' as accurately as the DNN, with "
+                           f"error rates that vary less with '{s['attribute']}'?"),
+                 entries=entries, row_title="Learner", findings=findings,
+                 no_findings="No learner differs from the DNN on any measure.",
+                 untested=untested, next_steps=steps, plan="", more_where="the summary and tables")
 
 
 def _summary_blocks(doc: dict, k: int) -> list:
@@ -272,11 +313,11 @@ def _summary_blocks(doc: dict, k: int) -> list:
     rule = Paragraph(
         "Verdict rule, for each method against the DNN and each of accuracy, Δ_eo^(2) and Δ_eo^(5), over the paired "
         f"per-fold values: differs — the one-tailed {comparison_test_words(doc)} (method lower than the DNN) is "
-        f"significant at α = {num(s.get('alpha', 0.05)):g} after the "
+        f"significant at α = {numbers.short(num(s.get('alpha', 0.05)))} after the "
         f"{correction_words('bh', num(s.get('alpha', 0.05)) or 0.05)}, over every t-test of this audit; equivalent "
         "within ±margin — the paired TOST is significant after the same correction over every TOST; inconclusive — "
         "neither (the TOST uses the same test's variance). Margins: "
-        + join_words([f"{METRIC_NAMES[m]} ±{num(v):g}" for m, v in s["margins"].items()
+        + join_words([f"{METRIC_NAMES[m]} ±{numbers.short(num(v))}" for m, v in s["margins"].items()
                       if m in METRIC_NAMES and num(v) is not None])
         + ". Inconclusive means the folds cannot tell; it is never evidence that a method is as fair as, or "
           "fairer than, the DNN.", "note")
@@ -327,7 +368,7 @@ def _summary_blocks(doc: dict, k: int) -> list:
 def _decay_words(learner: dict) -> str:
     """The weight decay of the predicting networks (documents stored before it existed trained without)."""
     wd = float(learner.get("weight_decay", 0.0))
-    return (f", decoupled weight decay {num(wd):g} (AdamW) on the weight matrices of the DNN's and the learners' "
+    return (f", decoupled weight decay {numbers.short(num(wd))} (AdamW) on the weight matrices of the DNN's and the learners' "
             "predicting networks (I, C) alike" if wd else ", no weight decay")
 
 
@@ -357,12 +398,12 @@ def _methods_blocks(doc: dict) -> list:
     blocks = [Paragraph(
         f"Learners (PyTorch, device {doc['provenance'].get('device', '–')}): "
         f"{_networks_words(L, bool(s.get('select_lambda') and s.get('select_body')))}; batch norm "
-        f"before each output layer; Adam, lr {num(L['lr']):g}{_decay_words(L)}, "
+        f"before each output layer; Adam, lr {numbers.short(num(L['lr']))}{_decay_words(L)}, "
         f"minibatches of "
         f"{L['batch_size']}, {L['epochs']} epochs, features standardised on the training rows. Per minibatch the "
         f"interpreter side takes one step, then the adversary takes K = {L['k_adv']} steps (the discriminator "
         f"K_D = {L['k_disc']}) on the fixed z (000 Algorithms 1–4). {lambda_words(s)} (λ: adversary strength; 000's "
-        f"algorithms are λ = 1), λ_H = {num(L['lambda_h']):g}, consensus-net M = {L['n_modalities']} modalities. "
+        f"algorithms are λ = 1), λ_H = {numbers.short(num(L['lambda_h']))}, consensus-net M = {L['n_modalities']} modalities. "
         "The regression adversary predicts standardised age." + _adversary_words(L))]
     rows = [[r[0], DNN_BODY_NETWORKS, *r[2:]] if r[0] == "simple" and L.get("dnn_body") else r
             for r in LOSSES if r[0] in run]
@@ -380,7 +421,7 @@ def _methods_blocks(doc: dict) -> list:
                                 "feature, α = λ), run on the same folds; it is not one of 000's learners."))
     blocks.append(Paragraph(
         f"Protocol: {s['folds']}-fold StratifiedGroupKFold by participant ('{s['group_id']}'), "
-        f"{s['repeats']} repeat(s), seed {doc['provenance'].get('seed')}; threshold {num(s.get('threshold', 0.5)):g}; "
+        f"{s['repeats']} repeat(s), seed {doc['provenance'].get('seed')}; threshold {numbers.short(num(s.get('threshold', 0.5)))}; "
         "per fold, Δ_eo^(N) on equal-frequency bins of the attribute within the held-out fold (bins merged until "
         "each holds both classes; the group audit's own Δ_eo). One-tailed tests against the DNN "
         f"(alternative 'less'): the {comparison_test_words(doc)}; TOST at the margins with the same variance; "
@@ -460,7 +501,7 @@ def _leakage_blocks(doc: dict) -> list:
     thr = next((e["leakage"].get("age_threshold") for e in doc["methods"].values() if e.get("leakage")), None)
     target = num(doc["settings"].get("leakage_target"))
     rule = (f" A representation is called age-independent when its R² for the age beyond the label is at most "
-            f"{target:g} (the leakage target): age minus its label's mean training age, probed the same way. Older "
+            f"{numbers.short(target)} (the leakage target): age minus its label's mean training age, probed the same way. Older "
             "participants are more often impaired, so any representation that predicts the label carries that "
             "share of age (000 rejects demographic parity for this reason and measures equalized odds, Δ_eo)."
             if target is not None else "")
@@ -507,11 +548,11 @@ def _frontier_blocks(doc: dict) -> list:
     legend = ("The DNN is the black star, other baselines grey squares, an external reference a grey diamond. "
               "Lower and further right is better on both panels.")
     if swept:
-        caption = (f"λ ∈ {{{', '.join(f'{num(v):g}' for v in lams or [])}}}, same folds; each learner's points are "
+        caption = (f"λ ∈ {{{', '.join(f'{numbers.short(num(v))}' for v in lams or [])}}}, same folds; each learner's points are "
                    "joined in order of λ and labelled with it. " + legend)
     else:
         at = ("the λ chosen per fold" if doc["settings"].get("select_lambda")
-              else f"the run's λ = {num(doc['settings']['learner']['lam']):g}")
+              else f"the run's λ = {numbers.short(num(doc['settings']['learner']['lam']))}")
         caption = (f"One point per method at {at}: no sweep over λ was run (fairdesk-cli train age-independent "
                    "--frontier 0,0.5,1,2 adds it). " + legend)
     return [FigureSpec("age_frontier", "Δ_eo^(5) and leakage against accuracy", data, caption=caption)]
@@ -549,7 +590,8 @@ def build_age_report(doc: dict, suppress_k: int = 11) -> Report:
         raise DataError(f"The stored document names method(s) {', '.join(map(repr, absent))} but holds no (or "
                         "incomplete) results for them; it is damaged. Run the audit again.")
     sections = [
-        Section("summary", "Summary", _summary_blocks(doc, k), new_page=False),
+        board_section(board(doc, k), k),
+        Section("summary", "Summary", _summary_blocks(doc, k)),
         Section("methods", "Methods", _methods_blocks(doc)),
         Section("tables", "Accuracy and error spread (000 Tables 1–2)", _tables_blocks(doc, k)),
         # leakage opens a page and the frontier follows on it: a section that fills its page exactly (its trailing
@@ -611,7 +653,7 @@ def render_frontier_png(data: pd.DataFrame, buf, title: str) -> None:
             line = line or ln
             if role == "learner" and len(ok) > 1:
                 for x_, y_, lam in zip(ok["accuracy"], ok[y], ok["lambda"]):
-                    ax.annotate(f"{lam:g}", (x_, y_), xytext=(2, 2), textcoords="offset points", fontsize=5.5,
+                    ax.annotate(f"{numbers.short(lam)}", (x_, y_), xytext=(2, 2), textcoords="offset points", fontsize=5.5,
                                 color=style["color"])
         if line is not None:
             handles.append(line)
@@ -644,7 +686,9 @@ def render_age_bytes(report: Report) -> bytes:
 
 
 def report_tree(doc: dict, settings) -> Report:
-    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`)."""
+    """The report of a stored document with the user's settings (:class:`fairdesk.core.kinds.ReportSettings`); its
+    figure kind registered, so any renderer can draw it."""
+    register_figures()
     return with_disclosure(build_age_report(doc, settings.suppress_k), doc)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core.reports.figures import as_text, fmt_count, new_figure, save_figure, table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,7 +84,7 @@ def curve_data(result: "GroupAuditResult", task: str, attribute: str, *,
                     for i in range(m)]
         elif curve.startswith("operating"):
             what = ("FPR {:.3f}, TPR {:.3f}" if curve == "operating_roc" else "recall {:.3f}, precision {:.3f}")
-            tips = [f"{attribute} = {group} · operating point at threshold {t[i]:.3g}\n" + what.format(x[i], y[i])
+            tips = [f"{attribute} = {group} · operating point at threshold {numbers.short(t[i], 3)}\n" + what.format(x[i], y[i])
                     for i in range(m)]
         else:
             tips = [""] * m

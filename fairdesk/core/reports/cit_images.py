@@ -38,11 +38,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fairdesk.core import atomic
+from fairdesk.core import atomic, numbers
 from fairdesk.core.errors import DataError
 from fairdesk.core.reports.figures import (fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, new_figure, num,
                                           save_figure)
-from fairdesk.core.reports.document import (with_disclosure, FigureSpec, Paragraph, Report, Section, Table, correction_words,
+from fairdesk.core.reports.board import Board, board_section
+from fairdesk.core.reports.document import (with_disclosure, FigureSpec, Paragraph, Report, Section, Table, correction_words, plural,
                                             suppress_text, suppression_note)
 
 MAX_EXAMPLES_IN_REPORT = 6
@@ -63,7 +64,7 @@ def verdict_label(verdict, margin: float) -> str:
     if v == "dependent":
         return "differs"
     if v == "equivalent within margin":
-        return f"equivalent within ±{margin:g}"
+        return f"equivalent within ±{numbers.short(margin)}"
     return v
 
 
@@ -74,8 +75,7 @@ def _note_words(text: str) -> str:
 
 def _p_is(value) -> str:
     """'p = 0.123' or 'p < 0.001' for running text."""
-    text = fmt_p(value)
-    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+    return numbers.p_equals(value)
 
 
 def _two(value) -> str:
@@ -115,7 +115,8 @@ def build_cit_report(doc: dict, *, suppress_k: int = 11) -> Report:
     clf_name = ((prov.get("classifier") or {}).get("name") if isinstance(prov.get("classifier"), dict)
                 else prov.get("classifier")) or "the classifier"
     date = str(prov.get("created_utc", ""))[:10]
-    sections = [_summary(doc, column, values, outputs, learned, clf_name, k),
+    sections = [board_section(board(doc, column, values, clf_name, k), k),
+                _summary(doc, column, values, outputs, learned, clf_name, k),
                 _tests_section(doc, values, k),
                 _shift_section(doc, column, values, learned, k),
                 _scatter_section(doc, values, learned),
@@ -131,6 +132,54 @@ def build_cit_report(doc: dict, *, suppress_k: int = 11) -> Report:
                   footer="FairDesk · counterfactual invariance",
                   metadata={"title": "FairDesk counterfactual-invariance audit", "subject": f"attribute {column}",
                             "keywords": "fairness, counterfactual invariance, CIT-LR, medical imaging"})
+
+
+def board(doc: dict, column: str, values: list[str], clf_name: str, k: int) -> Board:
+    """What page 1 says of an image audit: a grid of outputs × the attribute, each output that changes with the
+    attribute in words (direction, mean shift with its interval, how sure), what could not be tested, what next."""
+    s = doc.get("settings", {})
+    margin = num(s.get("margin")) or 0.02
+    rows = doc.get("table") or []
+    entries = [(str(r.get("output")), str(column), verdict_label(r.get("verdict"), margin)) for r in rows]
+    findings = []
+    for r in rows:
+        if r.get("verdict") != "dependent":
+            continue
+        shifts = []
+        for key in sorted(r):
+            if key.startswith("shift_") and not key.endswith("_ci"):
+                ci = r.get(f"{key}_ci") or [None, None]
+                shifts.append(f"{_dir_label(key[6:], values)} {fmt_signed(r[key])} (95% CI "
+                              f"{fmt_ci(*(list(ci) + [None, None])[:2])})")
+        findings.append(f"Output {r.get('output')} changes when only '{column}' is changed: mean prediction shift "
+                        f"{'; '.join(shifts) or 'not recorded'}, beyond the margin ±{numbers.short(margin)} "
+                        f"(invariance test {_p_is(r.get('p'))}).")
+    untested = []
+    n_missing = (doc.get("dataset") or {}).get("n_missing_attribute")
+    if num(n_missing):
+        untested.append(f"{_count(n_missing, k)} images without a recorded '{column}' were left out.")
+    if doc.get("unreadable"):
+        untested.append(f"{_count(len(doc['unreadable']), k)} images could not be read (listed under Data and "
+                        "notes).")
+    if s.get("generator") == "learned" and doc.get("control_band") is None:
+        untested.append("No negative-control classifier was given: generator artefacts cannot be told from "
+                        "dependence, so a 'differs' is provisional.")
+    n_inc = sum(1 for r in rows if r.get("verdict") == "inconclusive")
+    if n_inc:
+        untested.append(f"{n_inc} of {plural(len(rows), 'output')} {'is' if n_inc == 1 else 'are'} inconclusive: "
+                        "not evidence of invariance.")
+    steps = []
+    if findings:
+        steps.append("Look at the example counterfactuals: does the classifier read the attribute itself, or "
+                     "something that travels with it in the images?")
+    steps.append("Check the counterfactuals' quality (page 2 on): a poor generator can hide or fake a shift.")
+    return Board(question=(f"Does {clf_name}'s prediction change when only '{column}' of an image is changed "
+                           f"({values[0]} ↔ {values[1]}), everything else held fixed?"),
+                 entries=entries, row_title="Output", findings=findings,
+                 no_findings=("No output was shown to change with the attribute. That is not proof of invariance "
+                              "unless its verdict says equivalent."),
+                 untested=untested, next_steps=steps, plan=str(s.get("description") or ""),
+                 more_where="the tests per output")
 
 
 def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
@@ -152,14 +201,14 @@ def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
                   if key.startswith("shift_") and not key.endswith("_ci")]
         blocks.append(Paragraph(f"{name}: {verdict_label(v, margin)} — {VERDICT_TEXT.get(v, v)}. "
                                 f"Mean prediction shift "
-                                f"{'; '.join(shifts)} (margin ±{s.get('margin', 0.02):g}); invariance test "
+                                f"{'; '.join(shifts)} (margin ±{numbers.short(s.get('margin', 0.02))}); invariance test "
                                 f"{_p_is(r.get('p'))}, demographic parity {_p_is(r.get('dp_p'))}.", "finding"))
     blocks.append(Paragraph("How to read the verdicts", "subheading"))
     blocks += [
         Paragraph("differs: the oriented shift (prediction on the counterfactual minus on the reference) differs "
                   "from 0, or its mean absolute size exceeds the margin, with confidence — and, with a learned "
                   "generator, it lies outside the negative-control band.", "bullet"),
-        Paragraph(f"equivalent within ±{margin:g}: a TOST equivalence test shows |mean shift| < {margin:g} AND the "
+        Paragraph(f"equivalent within ±{numbers.short(margin)}: a TOST equivalence test shows |mean shift| < {numbers.short(margin)} AND the "
                   "upper "
                   "bound of the mean |shift| is below the margin, so shifts in opposite directions cannot hide "
                   "each other.", "bullet"),
@@ -170,7 +219,7 @@ def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
     if learned:
         if band is not None:
             ce = doc.get("control_effect") or {}
-            blocks.append(Paragraph(f"Negative-control band: ±{band:.3g} (the upper {100 * (1 - s.get('alpha', 0.05)):g}% "
+            blocks.append(Paragraph(f"Negative-control band: ±{numbers.fixed(band, 3)} (the upper {numbers.short(100 * (1 - s.get('alpha', 0.05)))}% "
                                     f"bound of the mean |shift| of '{ce.get('name', 'the control')}').", "body"))
         else:
             blocks.append(Paragraph("No negative-control classifier was given, so generator artefacts cannot be told "
@@ -180,7 +229,7 @@ def _summary(doc, column, values, outputs, learned, clf_name, k) -> Section:
     else:
         blocks.append(Paragraph("Counterfactuals are exact (rendered from the known mechanism); shifts are measured "
                                 "against the original images.", "note"))
-    return Section("summary", "Summary", blocks, new_page=False)
+    return Section("summary", "Summary", blocks)
 
 
 def _tests_section(doc, values, k) -> Section:
@@ -265,7 +314,7 @@ def _shift_section(doc, column, values, learned, k) -> Section:
                     note=(f"Shift = prediction on the counterfactual minus prediction on {ref}, per unit, oriented "
                           "a → a′ (pairs of opposite directions are never pooled, so they cannot cancel). Flip rate: "
                           "share of units whose thresholded prediction (0.5) changes. TOST: equivalence test of "
-                          f"|mean shift| < {s.get('margin', 0.02):g}."))]
+                          f"|mean shift| < {numbers.short(s.get('margin', 0.02))}."))]
     base_rows = []
     for r in doc["table"]:
         if "flip_mean_abs_shift" in r or "reconstruction_mean_abs_shift" in r:
@@ -284,7 +333,7 @@ def _shift_section(doc, column, values, learned, k) -> Section:
                  fmt_signed(d.get("mean_shift")), fmt_rate(d.get("mean_abs_shift")), fmt_rate(d.get("abs_upper"))]
                 for d in ce.get("directions", [])]
         blocks.append(Table(["Negative control", "Direction", "Mean shift", "Mean |shift|", "Upper bound"], crow,
-                            title=f"Negative-control band ±{band:.3g}", align=["L", "L", "R", "R", "R"],
+                            title=f"Negative-control band ±{numbers.short(band, 3)}", align=["L", "L", "R", "R", "R"],
                             note="The band is the largest upper bound of the control's mean |shift|. A shift inside "
                                  "it is inconclusive: the generator alone can move an invariant classifier that "
                                  "much." + (f" The invariance test on the control: {_p_is(ce.get('test_p'))}."
@@ -411,10 +460,14 @@ def _data_section(doc, k) -> Section:
 
 
 def _fmt_setting(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "–"
     if isinstance(v, float):
-        return f"{v:g}"
+        return numbers.short(v)
     if isinstance(v, (list, tuple)):
-        return ", ".join(str(x) for x in v)
+        return ", ".join(_fmt_setting(x) for x in v)
     return str(v)
 
 
@@ -533,7 +586,7 @@ def render_examples_png(df: pd.DataFrame, buf, title: str) -> None:  # noqa: ARG
             ax.set_xticks([])
             ax.set_yticks([])
             if j == 3:
-                ax.text(1.04, 0.5, f"±{lim:.2g}", transform=ax.transAxes, fontsize=6, va="center", rotation=90)
+                ax.text(1.04, 0.5, f"±{numbers.short(lim, 2)}", transform=ax.transAxes, fontsize=6, va="center", rotation=90)
     buf.write(_png(fig, dpi=110))
 
 

@@ -15,6 +15,8 @@ import math
 import os
 from pathlib import Path
 
+from fairdesk.core import numbers
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.document import (with_disclosure, CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
                                             join_words, report_date)
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed
@@ -71,7 +73,7 @@ def ci(low, high, digits: int = 3) -> str:
 def verdict_words(verdict: str | None, margin: float) -> str:
     if not verdict:
         return "–"
-    return f"equivalent within ±{margin:g}" if verdict.startswith("equivalent") else verdict
+    return f"equivalent within ±{numbers.short(margin)}" if verdict.startswith("equivalent") else verdict
 
 
 def _split(name: str) -> str:
@@ -111,8 +113,53 @@ def term_sentences(doc: dict, k: int | None = None, limit: int = 10) -> list[str
 # Sections
 
 
+def board(doc: dict, k: int) -> Board:
+    """What page 1 says of a CTF audit: a grid of term sets × subsets of texts, the identity terms whose swap moves
+    the score (largest first, with intervals), what could not be tested, what to check next."""
+    settings = doc.get("settings") or {}
+    margin = num(settings.get("margin")) or 0.02
+    model = doc.get("model") or {}
+    recs = doc.get("ctf_gap") or []
+    terms = doc.get("term_gaps") or []
+    entries = [(cap(_split(r.get("terms", ""))), SUBSET_TITLE.get(r.get("subset"), str(r.get("subset"))),
+                r.get("verdict")) for r in terms or recs]
+    if terms:
+        findings = [term_sentence(t, k) for t in differing_terms(doc)]
+    else:
+        findings = [f"{cap(_split(r.get('terms', '')))}, {SUBSET_TITLE.get(r.get('subset'), r.get('subset'))}: "
+                    f"CTF gap {f3(r.get('value'))} (95% CI {ci(r.get('ci_low'), r.get('ci_high'))}) over "
+                    f"{count(r.get('n'), k)} texts — differs." for r in recs if r.get("verdict") == "differs"]
+    untested = []
+    excluded = (doc.get("counts") or {}).get("excluded_no_valid_counterfactual") or {}
+    n_excl = sum(int(v or 0) for v in excluded.values())
+    if n_excl:
+        untested.append(f"{count(n_excl, k)} texts have no valid counterfactual (their meaning depends on sex) and "
+                        "were left out.")
+    unknown = sum(len(v or []) for v in (doc.get("unknown_terms") or {}).values())
+    if unknown:
+        untested.append(f"{are(unknown, 'identity term')} of the term sets never found in the texts, so not "
+                        "tested.")
+    n_inc = sum(1 for r in terms or recs if str(r.get("verdict") or "").startswith("inconclusive"))
+    if n_inc:
+        untested.append(f"{are(n_inc, 'result')} inconclusive: not evidence that the model is fair.")
+    steps = []
+    if findings:
+        steps.append("Read the example pairs of the terms that differ (page 2 on): does the model react to the "
+                     "identity itself?")
+        steps.append("Consider training with a counterfactual remedy (counterfactual logit pairing) and audit "
+                     "again.")
+    steps.append("Add the identity terms your patients use to the term set, and audit again.")
+    return Board(question=(f"Would the score of {model.get('name') or 'the model'} change if one identity term in "
+                           f"a text were swapped for another, with nothing else changed? Margin ±{numbers.short(margin)} in "
+                           "probability."),
+                 entries=entries, row_title="Terms", findings=findings,
+                 no_findings="No identity term was shown to move the score beyond the margin.",
+                 untested=untested, next_steps=steps, plan=str(settings.get("description") or ""),
+                 more_where="the table 'CTF gap by term'")
+
+
 def _summary(doc: dict, k: int) -> Section:
-    s = Section("summary", "Summary", new_page=False)
+    s = Section("summary", "Summary")
     settings = doc.get("settings") or {}
     margin = num(settings.get("margin")) or 0.02
     model = doc.get("model") or {}
@@ -125,7 +172,7 @@ def _summary(doc: dict, k: int) -> Section:
     method = model.get("method")
     if method:
         lam = num(model.get("lambda"))
-        what += f" (trained with {method}" + (f", λ = {lam:g}" if method.startswith("clp") and lam is not None
+        what += f" (trained with {method}" + (f", λ = {numbers.short(lam)}" if method.startswith("clp") and lam is not None
                                                else "") + ")"
     s.blocks.append(Paragraph(
         f"Would the score of {what} change if one identity term in a text were swapped for another, with nothing "
@@ -139,10 +186,10 @@ def _summary(doc: dict, k: int) -> Section:
         tally = {v: sum(1 for r in terms if (r.get("verdict") or "").startswith(v)) for v in
                  ("differs", "equivalent", "inconclusive")}
         s.blocks.append(Paragraph(
-            f"Every identity term has its own verdict (margin ±{margin:g} in probability; corrected over the "
+            f"Every identity term has its own verdict (margin ±{numbers.short(margin)} in probability; corrected over the "
             f"{len(terms)} term results with the "
             f"{correction_words(settings.get('correction') or 'bh', num(settings.get('alpha')) or 0.05)}): "
-            f"{tally['differs']} differ, {tally['equivalent']} equivalent within ±{margin:g}, "
+            f"{tally['differs']} differ, {tally['equivalent']} equivalent within ±{numbers.short(margin)}, "
             f"{tally['inconclusive']} inconclusive. 'Differs': the term's gap is above the margin and above the "
             "control band by more than the margin; 'equivalent': its gap is shown within the margin; "
             "'inconclusive': neither is shown — it does not mean the model is fair. A result below says 'differs' "
@@ -154,8 +201,8 @@ def _summary(doc: dict, k: int) -> Section:
         tally = {v: sum(1 for r in recs if (r.get("verdict") or "").startswith(v)) for v in
                  ("differs", "equivalent", "inconclusive")}
         s.blocks.append(Paragraph(
-            f"Verdicts of the {len(recs)} CTF-gap results (margin ±{margin:g} in probability): {tally['differs']} "
-            f"differ, {tally['equivalent']} equivalent within ±{margin:g}, {tally['inconclusive']} inconclusive "
+            f"Verdicts of the {len(recs)} CTF-gap results (margin ±{numbers.short(margin)} in probability): {tally['differs']} "
+            f"differ, {tally['equivalent']} equivalent within ±{numbers.short(margin)}, {tally['inconclusive']} inconclusive "
             "(stored before per-term verdicts: the verdict is on the gap averaged over all terms, which can hide one "
             "biased term). 'Inconclusive' does not mean the model is fair.", "finding"))
     for r in recs:
@@ -174,7 +221,7 @@ def _summary(doc: dict, k: int) -> Section:
     if perf:
         s.blocks.append(Paragraph(
             f"Accuracy side: AUROC {f3(perf.get('auroc'))}, accuracy {f3(perf.get('accuracy'))} at "
-            f"τ = {num(perf.get('threshold')) or 0.5:g} over {perf.get('over') or 'the audited texts'} "
+            f"τ = {numbers.short(num(perf.get('threshold')) or 0.5)} over {perf.get('over') or 'the audited texts'} "
             f"({count(perf.get('n'), k)} texts, {count(perf.get('n_positive'), k)} with label 1).", "body"))
     pairs = [p for p in doc.get("pairs") or [] if num(p.get("mean_abs_change")) is not None]
     pairs = [p for p in pairs if (num(p.get("n")) or 0) >= k]  # a pair of a handful of texts is not a finding
@@ -184,7 +231,7 @@ def _summary(doc: dict, k: int) -> Section:
             f"The largest mean change of one term pair: '{top['term']}' → '{top['counterfactual_term']}' "
             f"({_split(top.get('terms', ''))}), {f3(top.get('mean_abs_change'))} over {count(top.get('n'), k)} texts, "
             f"flip rate {rate(top.get('flip_rate'), top.get('n'), k)} at "
-            f"τ = {num(settings.get('threshold')) or 0.5:g}.", "body"))
+            f"τ = {numbers.short(num(settings.get('threshold')) or 0.5)}.", "body"))
     excluded = counts.get("excluded_no_valid_counterfactual") or {}
     n_excl = sum(int(v or 0) for v in excluded.values())
     if n_excl:
@@ -223,11 +270,11 @@ def _methods(doc: dict, k: int) -> Section:
         Paragraph("Control band. For every audited text, pairs of neutral words (control words) are put in the place "
                   "the identity term occupies and |f(x_c1) − f(x_c2)| is averaged: how far the model moves for a "
                   "neutral edit in the same place. The bootstrap resamples the contexts and the control words."),
-        Paragraph(f"Verdicts, per term (one-sided t tests at α/2 on each side of the margin {margin:g}, with the "
+        Paragraph(f"Verdicts, per term (one-sided t tests at α/2 on each side of the margin {numbers.short(margin)}, with the "
                   f"bootstrap standard error over contexts, corrected with "
                   f"{CORRECTION_WORDS.get(st.get('correction'), 'a correction')} over every term result of the "
                   f"audit): differs when the term's gap is above the margin and its excess over the control band "
-                  f"is above the margin too; equivalent within ±{margin:g} when its gap is below the margin; "
+                  f"is above the margin too; equivalent within ±{numbers.short(margin)} when its gap is below the margin; "
                   "otherwise inconclusive — a model that moves as much for a neutral edit as for an identity edit is "
                   "inconclusive, not called biased. Without a control band 'differs' needs only the gap. A result "
                   "(term set × subset) differs when any of its terms differs and is equivalent only when every term "
@@ -251,12 +298,12 @@ def _methods(doc: dict, k: int) -> Section:
     sets = st.get("term_sets") or {}
     rows = [["Term set (" + _split(key) + ")",
              f"{v.get('name')}: {len(v.get('groups') or [])} groups ({v.get('kind')})"] for key, v in sets.items()]
-    rows += [["Margin", f"±{margin:g} (probability)"], ["Confidence level (intervals shown)",
+    rows += [["Margin", f"±{numbers.short(margin)} (probability)"], ["Confidence level (intervals shown)",
                                                          f"{100 * (1 - (num(st.get('alpha')) or 0.05)):.0f}%"],
              ["Bootstrap replicates", f"{int(st.get('n_boot') or 0):,}"],
              ["Unit of resampling", str(st.get("resampling_unit") or "text (stored before issue 22)")],
              ["Correction over the term tests", CORRECTION_WORDS.get(st.get("correction"), "–")],
-             ["Decision threshold τ", f"{num(st.get('threshold')) or 0.5:g}"],
+             ["Decision threshold τ", f"{numbers.short(num(st.get('threshold')) or 0.5)}"],
              ["Token limit", str(st.get("max_tokens")) if st.get("max_tokens") else
               ("set when the pairs were exported" if imported else "none")],
              ["Control pairs per text", str(st.get("k_control", "–"))], ["Seed", str(st.get("seed", "–"))]]
@@ -298,7 +345,7 @@ def _gaps(doc: dict, k: int) -> Section:
         rows = [[_split(t.get("terms", "")), SUBSET_TITLE.get(t.get("subset"), str(t.get("subset"))), t.get("term", ""),
                  count(t.get("n"), k), count(t.get("n_contexts"), k), f3(t.get("value")),
                  ci(t.get("ci_low"), t.get("ci_high")), signed(t.get("mean_change_towards")),
-                 signed(t.get("excess")), f"{num(t.get('q_differs')):.2g}" if num(t.get("q_differs")) is not None
+                 signed(t.get("excess")), f"{numbers.short(num(t.get('q_differs')), 2)}" if num(t.get("q_differs")) is not None
                  else "–", verdict_words(t.get("verdict"), margin)] for t in shown]
         more = len(terms) - len(shown)
         s.blocks.append(Table(["Terms", "Texts", "Term", "n", "Contexts", "Gap", "95% CI", "Towards", "Excess",
@@ -362,7 +409,7 @@ def _groups(doc: dict, k: int) -> Section:
     rows = [[_split(g.get("terms", "")), f3(g.get("tpr_gap")), count(g.get("n_pairs_tpr"), k), f3(g.get("tnr_gap")),
              count(g.get("n_pairs_tnr"), k)] for g in gr.get("gaps") or []]
     s.blocks.append(Table(["Terms", "Mean TPR gap", "Term pairs", "Mean TNR gap", "Term pairs"], rows,
-                          title=f"Mean gaps over term pairs at τ = {num(gr.get('threshold')) or 0.5:g}",
+                          title=f"Mean gaps over term pairs at τ = {numbers.short(num(gr.get('threshold')) or 0.5)}",
                           align=["L", "R", "R", "R", "R"],
                           note="Term pairs: pairs of terms where both rates are estimable (a number of term pairs, "
                                "not of texts)."))
@@ -428,7 +475,7 @@ def _provenance(doc: dict, k: int) -> Section:
             ["Label column", str(data.get("label_column") or "–")],
             ["Model", str(model.get("name", "–"))], ["Model kind", str(model.get("kind", "–"))]]
     if model.get("method"):
-        rows.append(["Training method", f"{model['method']}" + (f", λ = {num(model.get('lambda')):g}, "
+        rows.append(["Training method", f"{model['method']}" + (f", λ = {numbers.short(num(model.get('lambda')))}, "
                                                                 f"{model.get('pair_loss')} pairing"
                                                                 if str(model["method"]).startswith("clp") else "")])
     for key, value in (prov.get("model_hashes") or {}).items():
@@ -454,7 +501,7 @@ def report_tree(doc: dict, settings) -> Report:
     k = int(settings.suppress_k)
     model = doc.get("model") or {}
     data = doc.get("data") or {}
-    sections = [_summary(doc, k), _methods(doc, k), _gaps(doc, k), _pairs(doc, k), _groups(doc, k),
+    sections = [board_section(board(doc, k), k), _summary(doc, k), _methods(doc, k), _gaps(doc, k), _pairs(doc, k), _groups(doc, k),
                 _examples(doc, k), _provenance(doc, k)]
     return with_disclosure(Report(title="Counterfactual token fairness",
                   subtitle=f"{model.get('name') or 'model'} on {data.get('name') or 'data'}",

@@ -29,6 +29,7 @@ class Table:
     align: list[str] | None = None  # "L" or "R" per column
     small: bool = False  # long tables are set in a smaller font
     note: str = ""
+    grid: bool = False  # a verdict grid (page 1): renderers tint each cell by the verdict its mark names
 
 
 @dataclass

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fairdesk.core import numbers
+from fairdesk.core.reports.board import Board, board_section
 from fairdesk.core.reports.document import (with_disclosure, Block, Paragraph, Report, Section, Table, correction_words,
                                             join_words, report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count, fmt_rate, is_true, num
@@ -121,14 +123,14 @@ def _mlp_text(params: dict | None) -> str:
         return "–"
     hidden = params.get("hidden_layer_sizes")
     hidden = "–".join(str(h) for h in hidden) if isinstance(hidden, (list, tuple)) else str(hidden)
-    extra = "".join(f", {k} {v:g}" if isinstance(v, (int, float)) else f", {k} {v}"
+    extra = "".join(f", {k} {numbers.short(v)}" if isinstance(v, (int, float)) else f", {k} {v}"
                     for k, v in params.items() if k not in ("hidden_layer_sizes",))
     return f"hidden {hidden}{extra}"
 
 
 def _c_text(c) -> str:
     f = num(c)
-    return "–" if f is None else f"{f:g}"
+    return "–" if f is None else f"{numbers.short(f)}"
 
 
 def build_notes_report(doc: dict, *, suppress_k: int = 11) -> Report:
@@ -157,6 +159,7 @@ def build_notes_report(doc: dict, *, suppress_k: int = 11) -> Report:
     sections.append(_provenance(doc, names, prov, k))
     for i, s in enumerate(sections, start=1):
         s.title = f"{i}  {s.title}"
+    sections.insert(0, board_section(board(doc, names, k), k))
     title = "FairDesk: note-level classifiers on frozen encoders"
     subtitle = (f"{' vs '.join(names)}" + (f" — gaps and probe for '{attribute}'" if attribute else "")
                 + (f" — notes: {prov.get('dataset')}" if prov.get("dataset") else ""))
@@ -178,6 +181,47 @@ def report_tree(doc: dict, settings) -> Report:
 
 
 # --------------------------------------------------------------------------------------------------------------
+
+
+def board(doc: dict, names: list[str], k: int) -> Board:
+    """What page 1 says of an encoder comparison: a grid of encoder and task × attribute from each encoder's group
+    audit, the gaps that differ in words (the group audit's sentences, named by encoder), what could not be tested,
+    what to check next."""
+    from fairdesk.core.audits.groups import GroupAuditResult
+    from fairdesk.core.reports import groups as G
+
+    entries: list[tuple[str, str, str | None]] = []
+    findings: list[str] = []
+    untested: list[str] = []
+    for name in names:
+        audit = (doc.get("audits") or {}).get(name)
+        if not audit:
+            continue
+        try:
+            sub = G.board(GroupAuditResult.from_dict(audit), k)
+        except (KeyError, TypeError, ValueError):  # an audit stored in an older form: its counts only
+            continue
+        entries += [(f"{name} · {task}" if task != "all rows" else name, attr, v) for task, attr, v in sub.entries]
+        findings += [f"{name}: {text}" for text in sub.findings]
+        untested += [f"{name}: {text}" for text in sub.untested[:1]]
+    if not entries:  # group audits not kept: the per-encoder counts
+        for g in doc.get("gaps") or []:
+            v = "differs" if int(g.get("n_differs") or g.get("n_significant_bh") or 0) else (
+                "equivalent" if int(g.get("n_equivalent") or 0) else "inconclusive")
+            entries.append((str(g.get("encoder")), str(g.get("attribute")), v))
+    tasks = list(doc.get("tasks") or [])
+    steps = []
+    if findings:
+        steps.append("Compare the gaps of the encoders: a debiased encoder should narrow them; if it does not, "
+                     "its debiasing did not reach the downstream classifier.")
+    steps.append("Check the probe (page 2 on): an encoder whose features still reveal the attribute has hidden, "
+                 "not removed, it.")
+    return Board(question=(f"Do classifiers on the frozen features of {join_words(names)} predict "
+                           f"{join_words(tasks) or 'the tasks'} equally well for every patient group?"),
+                 entries=entries, row_title="Encoder", findings=findings,
+                 no_findings="No group gap differs for any encoder. That is not proof that the classifiers are fair.",
+                 untested=untested, next_steps=steps, plan="",
+                 more_where="the group gaps section")
 
 
 def _alpha(doc) -> float:
@@ -215,7 +259,7 @@ def _summary(doc, names, tasks, attribute, results, k) -> Section:
             text += (f"; group gaps (counted per group and measure, so with two groups each gap is counted for "
                      f"both): {c['differs']} differ{'s' if c['differs'] == 1 else ''} after that correction, "
                      f"{c['equivalent']} equivalent"
-                     + (f" within ±{margin:g}" if margin is not None else "")
+                     + (f" within ±{numbers.short(margin)}" if margin is not None else "")
                      + f", {c['inconclusive']} inconclusive")
         probe = (doc.get("probe") or {}).get(name)
         if probe:
@@ -234,7 +278,7 @@ def _summary(doc, names, tasks, attribute, results, k) -> Section:
             "An inconclusive gap is not evidence that the classifier treats the groups alike."
             + ("" if has_gap_verdicts(doc) else " These group audits were stored before equivalence was tested, so "
                "every gap that is not significant is counted as inconclusive."), "note"))
-    return Section("summary", "Summary", b, new_page=False)
+    return Section("summary", "Summary", b)
 
 
 def _method(doc, method, names, k) -> Section:
@@ -328,7 +372,7 @@ def _gaps(doc, names, attribute, method, k) -> Section:
         f"Verdicts of the gaps for each group of '{attribute}' over the tasks (001 Table 5 layout): the number of "
         "tasks whose gap differs (significant after Benjamini–Hochberg correction), with the share of those gaps "
         "that favour the group; the number shown equivalent within the audit's margin"
-        + (f" (±{gap_margin(doc):g})" if gap_margin(doc) is not None else "")
+        + (f" (±{numbers.short(gap_margin(doc))})" if gap_margin(doc) is not None else "")
         + "; the number inconclusive (neither shown — not evidence of fairness); and the count significant before "
         f"correction. Gaps use the max-gap rule at the best-F1 threshold; {method.get('n_boot')} bootstrap "
         "replicates.")]
@@ -396,7 +440,7 @@ def _provenance(doc, names, prov, k) -> Section:
                       Table(["Item", "Value"], rows, title="Provenance", widths=[3, 7], small=len(rows) > 30)]
     notes = [n for e in enc.values() for n in (e.get("notes") or [])]
     b.append(Paragraph("Notes recorded during training", "subheading"))
-    for n in dict.fromkeys(notes) or ["None."]:
+    for n in dict.fromkeys(notes) or ["No notes were recorded."]:
         b.append(Paragraph(suppress_text(str(n), k), "bullet" if notes else "body"))
     versions = prov.get("versions") or {}
     if versions:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 import pandas as pd
 
+from fairdesk.core import numbers
+
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
@@ -107,42 +109,23 @@ def is_true(value) -> bool:
 
 def fmt_count(value, k: int | None = None) -> str:
     """A count with thousands separators; below ``k`` it is shown as ``"<k"`` (small-cell suppression)."""
-    f = num(value)
-    if f is None:
-        return "–"
-    n = int(round(f))
-    if k is not None and n < k:
-        return f"<{k}"
-    return f"{n:,}"
+    return numbers.count(value, k)
 
 
 def fmt_rate(value, digits: int = 3) -> str:
-    f = num(value)
-    return "–" if f is None else f"{f:.{digits}f}"
+    return numbers.fixed(value, digits)
 
 
 def fmt_signed(value, digits: int = 3) -> str:
-    f = num(value)
-    if f is None:
-        return "–"
-    if round(f, digits) == 0:
-        return f"{0:.{digits}f}"
-    return (f"+{f:.{digits}f}" if f > 0 else f"{MINUS}{-f:.{digits}f}")
+    return numbers.signed(value, digits)
 
 
 def fmt_p(value) -> str:
-    f = num(value)
-    if f is None:
-        return "–"
-    return "<0.001" if f < 0.001 else f"{f:.3f}"
+    return numbers.p_value(value)
 
 
 def fmt_ci(low, high, digits: int = 3, signed: bool = True) -> str:
-    lo, hi = num(low), num(high)
-    if lo is None or hi is None:
-        return "–"
-    f = fmt_signed if signed else fmt_rate
-    return f"{f(lo, digits)} to {f(hi, digits)}"
+    return numbers.interval(low, high, digits, signed)
 
 
 def fmt_fraction(numerator, denominator, k: int | None = None) -> str:
@@ -162,12 +145,12 @@ def gap_status(verdict, estimable: bool) -> str:
     return v
 
 
-VERDICT_TEXT = {"differs": "differs", "equivalent": "equivalent within ±{m:g}", "inconclusive": "inconclusive"}
+VERDICT_TEXT = {"differs": "differs", "equivalent": "equivalent within ±{m}", "inconclusive": "inconclusive"}
 
 
 def verdict_text(verdict, margin: float = 0.05) -> str:
     v = verdict_of(verdict)
-    return "–" if v is None else VERDICT_TEXT[v].format(m=margin)
+    return "–" if v is None else VERDICT_TEXT[v].format(m=numbers.short(margin))
 
 
 def _rate_counts(tn: float, fp: float, fn: float, tp: float, metric: str) -> tuple[float, float]:
@@ -323,7 +306,7 @@ def forest_tooltip(row: dict, rule: str, suppress_k: int | None = None, margin: 
         lines.append(comp)
     if row["estimable"]:
         lines.append(f"gap {fmt_signed(row['gap'])}  (adjusted CI {fmt_ci(row['ci_low'], row['ci_high'])})")
-        lines.append(f"p = {fmt_p(row['p_value'])}, q = {fmt_p(row['q_value'])} · "
+        lines.append(f"{numbers.p_equals(row['p_value'])}, {numbers.p_equals(row['q_value'], 'q')} · "
                      f"{verdict_text(row.get('verdict'), margin) if row.get('verdict') else 'not tested'}")
         if row["favours"]:
             lines.append(f"favours {row['favours']}")
@@ -381,7 +364,7 @@ def delta_eo_data(result: "GroupAuditResult", attribute: str, *, suppress_k: int
         if estimable:
             lines += [f"Δ_eo {fmt_rate(value)}  (95% null band {fmt_ci(r.ci_low, r.ci_high, signed=False)}: "
                       "where Δ_eo falls in 95% of data sets without dependence)",
-                      f"permutation p = {fmt_p(r.p_value)}, q = {fmt_p(r.q_value)} · "
+                      f"permutation {numbers.p_equals(r.p_value)}, {numbers.p_equals(r.q_value, 'q')} · "
                       f"{verdict_text(row['verdict']) if row['verdict'] else 'not tested'}",
                       f"n = {fmt_count(r.n, suppress_k)}"]
         else:
@@ -425,7 +408,7 @@ def delta_bins_data(result: "GroupAuditResult", attribute: str, bins_requested: 
 
 
 def _short(x: float) -> str:
-    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.3g}"
+    return f"{x:.0f}" if abs(x) >= 10 else numbers.short(x, 3)
 
 
 # --------------------------------------------------------------------------------------------------------------

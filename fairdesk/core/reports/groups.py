@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core.audits.groups import (BOOTSTRAP_INTERVALS_WARNING, CORRECTIONS, DISCRIMINATION_MEASURES,
                                          FAMILY_TEXT, FLAT_PREFIX, METRIC_TEXT, RULE_TEXT, comparison_counts,
                                          findings, kept_findings, plan_summary, tests_text, verdict_counts)
 from fairdesk.core.reports import calibration_figures as CF
 from fairdesk.core.reports import figures as F
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.document import (with_disclosure, Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, plural, report_date, suppress_text)
 from fairdesk.core.reports.figures import (as_text, fmt_ci, fmt_count, fmt_p, fmt_rate, fmt_signed, is_true, num,
@@ -99,6 +101,14 @@ def _sig_text(row, margin: float = 0.05) -> str:
 OUTSIDE_MARK = "outside verified region"
 
 
+def outside_region_count(result) -> int:
+    """How many tested comparisons rest on data outside the region where their test was verified."""
+    f = kept_findings(result)  # read only
+    if f.empty or "outside_region" not in f:
+        return 0
+    return sum(1 for v in f["outside_region"].tolist() if isinstance(v, str) and bool(v))
+
+
 def outside_region_note(result, k: int) -> str | None:
     """Page 1's note on the comparisons outside the region where their test was verified (issue 21), or None;
     counts below ``k`` suppressed."""
@@ -112,7 +122,8 @@ def outside_region_note(result, k: int) -> str | None:
     example = out[0]._asdict()
     return (f"{plural(len(out), 'comparison')} (marked “{OUTSIDE_MARK}” in the tables) "
             f"{'rests' if len(out) == 1 else 'rest'} on data outside the region where FairDesk's simulations "
-            "verified the test's error rate and interval coverage, so {'its verdict' if len(out) == 1 else 'their verdicts'} may be less reliable than stated; "
+            f"verified the test's error rate and interval coverage, so {'its verdict' if len(out) == 1 else 'their verdicts'} "
+            "may be less reliable than stated; "
             f"for example {example['metric']} of {example['group']}{in_task(example['task'])}: "
             f"{suppress_text(str(example['outside_region']).removeprefix('outside the verified region: '), k)}.")
 
@@ -159,13 +170,13 @@ def in_task(task) -> str:
     return "" if str(task) == "(all)" else f" in task {task}"
 
 
-def _comparison_parts(comps: list, direction: str) -> list[str]:
+def _comparison_parts(comps: list, direction: str, most: int = MAX_COMPARISONS_IN_FINDING) -> list[str]:
     """The clauses of one finding sentence, largest gap first: "0.15 lower than for B (0.70 vs 0.85; 95% CI …)",
     at most MAX_COMPARISONS_IN_FINDING of them and "also lower than for N other groups". ``comps``: (|gap|, other
     group, own value, other's value, (ci low, ci high), …) tuples; sorted here."""
     comps.sort(key=lambda c: (-round(c[0], 6), c[1]))
     parts = []
-    for mag, other, s_val, o_val, ci, *rest in comps[:MAX_COMPARISONS_IN_FINDING]:
+    for mag, other, s_val, o_val, ci, *rest in comps[:most]:
         detail = []
         if s_val is not None and o_val is not None:  # a value withheld from a released document is its band (text)
             detail.append(" vs ".join(v if isinstance(v, str) else fmt_rate(v, 2) for v in (s_val, o_val)))
@@ -173,13 +184,13 @@ def _comparison_parts(comps: list, direction: str) -> list[str]:
             detail.append(f"adjusted CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
         size = rest[1] if len(rest) > 1 and rest[1] else f"{mag:.2f}"
         parts.append(f"{size} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
-    more = len(comps) - MAX_COMPARISONS_IN_FINDING
+    more = len(comps) - most
     if more > 0:
         parts.append(f"also {direction} than for {plural(more, 'other group')}")
     return parts
 
 def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "significant_bh",
-                  k: int | None = None) -> list[Finding]:
+                  k: int | None = None, most: int = MAX_COMPARISONS_IN_FINDING) -> list[Finding]:
     """Significant gaps as plain sentences, one per (task, attribute, measure, group named first).
 
     A pair found from both sides (the max-gap rule reports A vs B and B vs A) is told once, from the side of the
@@ -224,11 +235,11 @@ def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "signifi
     task_order = {t: i for i, t in enumerate(dict.fromkeys(rec["task"].astype(str)))}
     out = []
     for (task, attr, metric, subject, direction, fragile), comps in grouped.items():
-        parts = _comparison_parts(comps, direction)
+        parts = _comparison_parts(comps, direction, most)
         sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{in_task(task)}. "
                     f"Meaning: {CONSEQUENCE[(metric, direction)]}.")
         if fragile:
-            thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
+            thin = dict(t for c in comps[:most] for t in c[5])
             names = join_words([f"{name} ({fmt_count(d, k)} {CASES[metric]})" for name, d in thin.items()])
             sentence += (f" Caution: few cases behind the rate{'s' if len(thin) > 1 else ''} of {names}, so "
                          "this estimate is fragile.")
@@ -293,7 +304,8 @@ def _delta_findings(result: "GroupAuditResult", significant_col: str = "signific
 
 
 def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
-                             significant_col: str = "significant_bh") -> list[Finding]:
+                             significant_col: str = "significant_bh",
+                             most: int = MAX_COMPARISONS_IN_FINDING) -> list[Finding]:
     """AUROC / AUPRC gaps that differ as plain sentences, one per (task, attribute, measure, group named first),
     told from the side of the group with the lower value (the pair tests of ``findings``; METHODS §8). An AUPRC
     sentence says that part of the gap can come from a difference in prevalence, with both prevalences."""
@@ -333,18 +345,18 @@ def _discrimination_findings(result: "GroupAuditResult", k: int | None = None,
         grouped.setdefault(key, []).append((abs(gap), other, s_val, o_val, ci, thin))
     out = []
     for (task, attr, metric, subject, fragile), comps in grouped.items():
-        parts = _comparison_parts(comps, "lower")
+        parts = _comparison_parts(comps, "lower", most)
         where = in_task(task)
         sentence = (f"{METRIC_TITLE[metric]} for {attr} = {subject} is {join_words(parts)}{where}. "
                     f"Meaning: {CONSEQUENCE[(metric, 'lower')]}.")
         if metric == "auprc":
             prevs = [(name, info.get((task, attr, name), {}).get("prev"))
-                     for name in [subject] + [c[1] for c in comps[:MAX_COMPARISONS_IN_FINDING]]]
+                     for name in [subject] + [c[1] for c in comps[:most]]]
             known = [f"{name} {fmt_rate(v, 2)}" for name, v in prevs if v is not None]
             sentence += (f" Caution: {PREVALENCE_CAVEAT}"
                          + (f" (prevalence {join_words(known)})." if len(known) > 1 else "."))
         if fragile:
-            thin = dict(t for c in comps[:MAX_COMPARISONS_IN_FINDING] for t in c[5])
+            thin = dict(t for c in comps[:most] for t in c[5])
             names = join_words([f"{name} ({fmt_count(c['pos'], k)} patients with and "
                                 f"{fmt_count(c['n'] - c['pos'], k)} patients without the condition)"
                                 for name, c in thin.items()])
@@ -380,12 +392,15 @@ REPORT_TITLE = "FairDesk fairness audit"
 
 
 def build_group_report(result: "GroupAuditResult", *, title: str = REPORT_TITLE, dataset_name: str = "",
-                 model_description: str = "", suppress_k: int = 11) -> Report:
-    """The report model of a group audit. Pure: the same result and arguments give the same report."""
+                       model_description: str = "", suppress_k: int = 11, plan_description: str | None = None
+                       ) -> Report:
+    """The report model of a group audit. Pure: the same result and arguments give the same report.
+    ``plan_description``: the stored testing plan in one sentence (page 1 prints it)."""
     k = _checked_k(suppress_k)
     prov = result.provenance or {}
     date = report_date(prov)
     sections = [
+        board_summary(result, k, plan_description),
         _summary_section(result, title, dataset_name, model_description, k, date),
         _methods_section(result, k),
         _figures_section(result, k),
@@ -423,17 +438,79 @@ def report_tree(doc: dict, settings: "ReportSettings") -> Report:
             if any(col in r for r in records):
                 result.records[col] = [r.get(col) for r in records]
     return with_disclosure(build_group_report(result, dataset_name=result.provenance.get("dataset", ""),
-                              suppress_k=settings.suppress_k), doc)
+                              suppress_k=settings.suppress_k,
+                                                   plan_description=plan_description(doc)), doc)
 
 
-def board_summary(result: "GroupAuditResult", suppress_k: int) -> Section:
-    """The first section of :func:`report_tree` alone — the board summary the PDF's first page prints and the GUI's
-    findings header shows — without building the rest of the report (its figures, tables, calibration and
-    methods sections were more than half of the time the GUI's view thread spent on the header of the demo's
-    audit)."""
+def plan_description(doc: dict) -> str | None:
+    """The testing plan in one plain sentence, as the stored document names it (None when it does not)."""
+    plan = doc.get("plan") if isinstance(doc, dict) else None
+    text = plan.get("description") if isinstance(plan, dict) else None
+    return text if isinstance(text, str) and text.strip() else None
+
+
+def board_summary(result: "GroupAuditResult", suppress_k: int, description: str | None = None) -> Section:
+    """Page 1 alone (:func:`board`) — what the PDF's first page prints and the GUI's Findings panel shows —
+    without building the rest of the report. ``description``: the testing plan in one sentence, when the stored
+    document names it."""
     k = _checked_k(suppress_k)
+    return board_section(board(result, k, description), k)
+
+
+def board(result: "GroupAuditResult", k: int, description: str | None = None) -> Board:
+    """What page 1 says of a group audit: the verdict grid (tasks × attributes), the differences in words (largest
+    first, with their intervals), what could not be tested, what to check next."""
+    plan = result.plan
     prov = result.provenance or {}
-    return _summary_section(result, REPORT_TITLE, prov.get("dataset", ""), "", k, report_date(prov))
+    margin = float(getattr(plan, "margin", 0.05))
+    tasks = _tasks(result)
+    attrs = _categorical_attributes(result) + list(plan.roles.continuous_attributes)
+    entries: list[tuple[str, str, str | None]] = []
+    for frame in (result.records, result.discrimination, result.calibration):
+        if frame is None or frame.empty or "verdict" not in frame:
+            continue
+        for task, attr, verdict in zip(frame["task"].tolist(), frame["attribute"].tolist(),
+                                       frame["verdict"].tolist()):
+            entries.append(("all rows" if str(task) == "(all)" else str(task), str(attr), as_text(verdict)))
+    counts = comparison_counts(result)
+    ds = str(prov.get("dataset") or "")
+    where = (f" in {ds}" if ds else "") + (f", over {plural(len(tasks), 'task')}" if len(tasks) > 1 else "")
+    question = (f"Does the model perform equally well for the patient groups of {join_words(attrs) or 'no attribute'}"
+                f"{where}? Of {plural(counts['total'], 'comparison')}, {counts['differs']} "
+                f"{'differs' if counts['differs'] == 1 else 'differ'}, {counts['equivalent']} "
+                f"{'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{numbers.short(margin)} and "
+                f"{counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive.")
+    # on page 1 each finding names its largest comparison only (the others: "also lower than for N other groups")
+    found = _gap_findings(result, k=k, most=1) + _discrimination_findings(result, k, most=1) + _delta_findings(result)
+    found.sort(key=Finding.sort_key)
+    sentences = [f.sentence for f in found] + calibration_findings_text(result, k)
+    # the model flags nobody / everybody in a task at its threshold: its rate comparisons could not be tested
+    untested = [str(w) for w in dict.fromkeys(result.warnings) if str(w).startswith(FLAT_PREFIX)]
+    n_dropped = len(result.dropped)
+    if n_dropped:
+        untested.append(f"{plural(n_dropped, 'group')} (counted per task): smaller than {plan.min_group_size} "
+                        "rows, with missing values, or excluded (section 6).")
+    if counts["inconclusive"]:
+        untested.append(f"{are(counts['inconclusive'], 'comparison')} inconclusive, usually for too few cases.")
+    n_outside = outside_region_count(result)
+    if n_outside:
+        untested.append(f"{plural(n_outside, 'comparison')} {'rests' if n_outside == 1 else 'rest'} on data outside "
+                        "the region where the test was verified (marked in the tables).")
+    if not (result.calibration is not None and not result.calibration.empty):
+        untested.append(calibration_status(result) or "Calibration by group was not assessed.")
+    steps = []
+    if sentences:
+        steps.append("For each difference, check the data behind it (recording, case mix, the model's inputs) "
+                     "before reading it as unfair treatment.")
+    if counts["inconclusive"] or n_dropped:
+        steps.append("Audit again with more patients of the small groups (more time or sites).")
+    steps.append("Repeat the audit after any change to the model or to the patients it serves.")
+    return Board(question=question, entries=entries, row_title="Task", findings=sentences,
+                 no_findings=("No comparison differs after the correction. That is not proof that the model is "
+                              "fair: see what could not be tested."),
+                 untested=untested, next_steps=steps,
+                 plan=str(description or getattr(plan, "description", "") or ""),
+                 more_where="sections 1 and 4 (from page 2)")
 
 
 def _checked_k(suppress_k) -> int:
@@ -487,7 +564,7 @@ def _threshold_text(result) -> str:
         return ("A prediction counts as positive (the patient is 'flagged') when the model's score reaches a "
                 f"threshold chosen for each task on validation data to maximise F1 ({per}).")
     return (f"A prediction counts as positive (the patient is 'flagged') when the model's score is at least "
-            f"{float(plan.threshold):g}.")
+            f"{numbers.short(float(plan.threshold))}.")
 
 
 def _attribute_lines(result, k: int) -> list[str]:
@@ -534,7 +611,7 @@ def _verdict_sentence(result, counts: dict) -> str:
         after = f"by the audit's testing plan. {plan_summary(result)['description']}"
     return (f"Of {plural(counts['total'], 'comparison')} made (each pair of groups counted once), "
             f"{counts['differs']} {'differs' if counts['differs'] == 1 else 'differ'}, "
-            f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{margin:g} "
+            f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within ±{numbers.short(margin)} "
             f"and {counts['inconclusive']} {'is' if counts['inconclusive'] == 1 else 'are'} inconclusive, "
             f"{after} Each comparison is one test: {tests_text(counts)}.")
 
@@ -618,13 +695,13 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         blocks.append(Paragraph(
             "No comparison differs after the correction. This is not proof that the model is fair: "
             f"{plural(counts['inconclusive'], 'comparison is', 'comparisons are')} inconclusive (the data cannot "
-            f"tell either way), only {counts['equivalent']} shown equivalent within ±{margin:g}, and only the "
+            f"tell either way), only {counts['equivalent']} shown equivalent within ±{numbers.short(margin)}, and only the "
             "groups, measures and tasks listed above were checked.", "lead"))
     else:
         blocks.append(Paragraph(
             "No gap between groups differs after the correction; this is not proof that the model is fair: "
             f"{plural(gap_counts['inconclusive'], 'gap comparison is', 'gap comparisons are')} inconclusive and "
-            f"only {gap_counts['equivalent']} shown equivalent within ±{margin:g}. The risk score's calibration "
+            f"only {gap_counts['equivalent']} shown equivalent within ±{numbers.short(margin)}. The risk score's calibration "
             "does differ, as follows.", "lead"))
     if cal_found:
         blocks.append(Paragraph("Calibration findings (the predicted risk does not match the observed risk in "
@@ -646,7 +723,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     n_unadj_only = int((f_rows["significant"].map(is_true) & (f_rows["verdict"] != "differs")).sum()) \
         if not f_rows.empty else 0
     if n_unadj_only:
-        notes.append(f"A further {plural(n_unadj_only, 'comparison')} had p ≤ {plan.alpha:g} before the "
+        notes.append(f"A further {plural(n_unadj_only, 'comparison')} had p ≤ {numbers.short(plan.alpha)} before the "
                      "correction only; with this many tests some are expected by chance, so they count as "
                      "inconclusive.")
     region = outside_region_note(result, k)
@@ -674,7 +751,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         "results file.",
         "Every comparison gets one of three verdicts. “Differs”: the gap is unlikely to be chance even though "
         "many comparisons were made (q, the corrected p-value, is at most "
-        f"{plan.alpha:g}). “Equivalent within ±{margin:g}”: the data show the gap is smaller than {margin:g} "
+        f"{numbers.short(plan.alpha)}). “Equivalent within ±{numbers.short(margin)}”: the data show the gap is smaller than {numbers.short(margin)} "
         "(0.05 = 5 percentage points) in either direction, also after correction. “Inconclusive”: neither — the "
         "data cannot tell, usually because there are too few cases.",
         "A difference is a signal to investigate (data quality, case mix, how the model was built), not proof of "
@@ -683,7 +760,7 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
         "example recall in a group without positive cases) are shown as “not estimable”, never as 0.",
     ):
         blocks.append(Paragraph(text, "bullet"))
-    return Section("summary", "1  Summary for the governance board", blocks, new_page=False, one_page=True)
+    return Section("summary", "1  Summary for the governance board", blocks, one_page=True)
 
 
 def _methods_section(result, k) -> Section:
@@ -738,17 +815,17 @@ def _methods_section(result, k) -> Section:
          + " ".join(f"{f['name'].capitalize()} ({f['role']}, {f['tests']} tests): {f['error_rate']}."
                     for f in plan_summary(result)["families"]) + " "
          if getattr(plan, "procedure", None) == "hierarchical" else
-         f"Multiple testing: {CORRECTIONS.get(correction, correction)} at {plan.alpha:g} over {FAMILY_TEXT[family]} ")
+         f"Multiple testing: {CORRECTIONS.get(correction, correction)} at {numbers.short(plan.alpha)} over {FAMILY_TEXT[family]} ")
         + f"({counts['tests']} tests in this audit: {tests_text(comparison_counts(result))}). A pair of groups shown "
         "in two rows is one test with one p-value and verdict; because every pair is corrected, choosing which "
         "pair to show adds no selection."))
     b.append(Paragraph(
-        f"Verdicts: “differs” when the corrected p-value (q) is at most {plan.alpha:g}; otherwise “equivalent "
-        f"within ±{margin:g}” when two one-sided tests show the gap lies inside ±{margin:g} (the "
+        f"Verdicts: “differs” when the corrected p-value (q) is at most {numbers.short(plan.alpha)}; otherwise “equivalent "
+        f"within ±{numbers.short(margin)}” when two one-sided tests show the gap lies inside ±{numbers.short(margin)} (the "
         f"{1 - 2 * plan.alpha:.0%} interval inside the margin), their p-values corrected in the same families so "
         "that a claim of equivalence has the same error control; otherwise “inconclusive”. A very precise small "
         "gap can be both non-zero and inside the margin; it is reported as “differs”. The unadjusted column "
-        f"“significant” (p ≤ {plan.alpha:g}) is kept for comparison with the source paper only."))
+        f"“significant” (p ≤ {numbers.short(plan.alpha)}) is kept for comparison with the source paper only."))
     if plan.gap_rule == "one-vs-rest":
         b.append(Paragraph(
             "One-vs-rest and to-overall: a group's gap to all groups together equals (1 − w) times its gap to the "
@@ -824,7 +901,7 @@ def _figures_section(result, k) -> Section:
         "Each forest plot shows, for one attribute and one measure, every group's gap in every task: the dot is the "
         f"estimate and the whisker its {plan.ci_level:.0%} confidence interval; the vertical line marks no gap. "
         "Filled red dots: differs (after correction); green squares: equivalent within "
-        f"±{float(getattr(plan, 'margin', 0.05)):g}; hollow grey circles: inconclusive; grey crosses: not estimable "
+        f"±{numbers.short(float(getattr(plan, 'margin', 0.05)))}; hollow grey circles: inconclusive; grey crosses: not estimable "
         "or not tested. Labels read “task · group vs compared group”; a pair shown in two rows is one test with "
         "one verdict.")]
     rec = result.records
@@ -976,7 +1053,7 @@ def _tables_section(result, k) -> Section:
         brows = []
         for r in result.delta_bins.itertuples(index=False):
             brows.append([_s(r.task), _s(r.attribute), str(int(r.bins_used)), str(int(r.bin) + 1),
-                          f"{float(r.lower):.4g} – {float(r.upper):.4g}", fmt_count(r.n, k),
+                          f"{numbers.short(float(r.lower), 4)} – {numbers.short(float(r.upper), 4)}", fmt_count(r.n, k),
                           fmt_count(r.n_positive, k), fmt_rate(r.fpr), fmt_rate(r.fnr)])
         b.append(Table(["Task", "Attribute", "N used", "Bin", "Range", "n", "Positives", "FPR", "FNR"], brows,
                        title="Bins behind Δ_eo",
@@ -1120,7 +1197,7 @@ def discrimination_method_text(plan, bootstrap: bool = False) -> str:
         f"test on the logit scale (closer to normal in small groups) with {gap_ci}. "
         "Each row shows the group it differs from most (gap = the group's "
         "value minus that group's); these tests are corrected together with the rate gaps (section 2), with the "
-        f"same verdicts (equivalent: within ±{margin:g}). AUPRC moves with prevalence — a score that ranks at "
+        f"same verdicts (equivalent: within ±{numbers.short(margin)}). AUPRC moves with prevalence — a score that ranks at "
         "random has an AUPRC equal to the group's prevalence — so an AUPRC gap between groups of different "
         "prevalence is not by itself a worse score. TPR (recall), FPR and PPV (precision) are each group's "
         "operating point at the threshold; their gaps with verdicts are the recall and specificity gaps of "
@@ -1237,8 +1314,8 @@ def _calibration_section(result, k) -> Section:
            "patients when patients repeat — would show, computed in closed form)")
         + ". Verdict of the joint test "
         "of intercept 0 and slope 1: “miscalibrated (differs)”; “calibrated within the margins (equivalent)” when "
-        f"|intercept| < {getattr(plan, 'calibration_intercept_margin', 0.2):g} and the slope lies in "
-        f"{lo_s:g}–{hi_s:g} (two one-sided tests); otherwise “inconclusive” — not shown miscalibrated is not shown "
+        f"|intercept| < {numbers.short(getattr(plan, 'calibration_intercept_margin', 0.2))} and the slope lies in "
+        f"{numbers.short(lo_s)}–{numbers.short(hi_s)} (two one-sided tests); otherwise “inconclusive” — not shown miscalibrated is not shown "
         "calibrated. The tests are corrected for multiple testing "
         + ("in a family of their own next to the gaps' family." if own else "together with the gap tests.")))
     if status:
@@ -1355,12 +1432,12 @@ def _provenance_section(result, k, dataset_name, model_description) -> Section:
         ["Bootstrap mode", (f"{next(iter(modes.values()))} (every task)" if len(set(modes.values())) == 1
                             else "; ".join(f"{t}: {m}" for t, m in modes.items())) or "not recorded"],
         ["Permutations", f"{plan.n_permutations:,}"],
-        ["CI level / α", f"{plan.ci_level:.0%} / {plan.alpha:g}"],
+        ["CI level / α", f"{plan.ci_level:.0%} / {numbers.short(plan.alpha)}"],
         ["Gap rule", plan.gap_rule],
         ["Correction / family", f"{getattr(plan, 'correction', 'bh')} / {getattr(plan, 'family', 'audit')}"],
-        ["Equivalence margin", f"±{float(getattr(plan, 'margin', 0.05)):g}"],
+        ["Equivalence margin", f"±{numbers.short(float(getattr(plan, 'margin', 0.05)))}"],
         ["Measures", ", ".join(plan.metrics)],
-        ["Thresholds", ", ".join(f"{t}: {v:.4g}" for t, v in result.thresholds.items()) or "–"],
+        ["Thresholds", ", ".join(f"{t}: {numbers.short(v, 4)}" for t, v in result.thresholds.items()) or "–"],
         ["Minimum group size", str(plan.min_group_size)],
         ["Rows in table / evaluated", f"{fmt_count(prov.get('n_rows'), k)} / {fmt_count(prov.get('n_eval_rows'), k)}"],
         ["Columns", "; ".join(f"{role.replace('_', ' ')} = {', '.join(col) if isinstance(col, (list, tuple)) else col}"
@@ -1381,5 +1458,5 @@ def _provenance_section(result, k, dataset_name, model_description) -> Section:
         for w in warnings:
             b.append(Paragraph(suppress_text(str(w), k), "bullet"))
     else:
-        b.append(Paragraph("None."))
+        b.append(Paragraph("No warnings were recorded."))
     return Section("provenance", "7  Provenance", b)

@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 import pandas as pd
 
+from fairdesk.core import numbers
 from fairdesk.core.errors import DataError
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.figures import MINUS, fmt_count, fmt_p, is_true, new_figure, num, save_figure
 from fairdesk.core.reports.document import (with_disclosure, Block, FigureSpec, Paragraph, Report, Section, Table, cap,
                                             correction_words, join_words, report_date, suppress_text,
@@ -117,18 +119,8 @@ def document_from(doc_or_result: "dict | MLMBiasResult") -> dict:
 
 
 def fmt_nats(value, signed: bool = False) -> str:
-    """A score in nats: 3 decimals, or 2 significant digits (scientific) when smaller than 0.001 but not 0."""
-    f = num(value)
-    if f is None:
-        return "–"
-    if f != 0 and abs(f) < 0.0005:
-        text = f"{abs(f):.1e}".replace("e-0", "e−").replace("e-", "e−")
-    else:
-        text = f"{abs(f):.3f}"
-        if float(text) == 0:
-            return "0.000"
-    sign = MINUS if f < 0 else ("+" if signed else "")
-    return sign + text
+    """A score in nats with 3 decimals (a value that rounds to 0 prints as 0.000, never in scientific notation)."""
+    return numbers.signed(value, 3) if signed else numbers.fixed(value, 3)
 
 
 def _fmt_r(value) -> str:
@@ -138,11 +130,14 @@ def _fmt_r(value) -> str:
     return ("+" if f > 0 else MINUS if f < 0 else "") + f"{abs(f):.2f}"
 
 
+def times(diff) -> str:
+    """e^|diff| — how many times as likely one group's words are — with two decimals ("more than 1,000" beyond)."""
+    d = abs(num(diff) or 0.0)
+    return "more than 1,000" if d > math.log(1000) else numbers.fixed(math.exp(d), 2)
+
+
 def _fmt_q(value) -> str:
-    f = num(value)
-    if f is None:
-        return "–"
-    return f"{f:.1e}".replace("e-0", "e−").replace("e-", "e−") if f < 0.001 else f"{f:.3f}"
+    return numbers.p_value(value)
 
 
 def _significant(rec: dict) -> bool:
@@ -514,7 +509,7 @@ def _finding(rec: dict, k: int) -> str:
             if test == "template" else f"{fmt_count(rec.get('n'), k)} {n_unit}")
     return (f"{rec.get('name') or rec['category']} ({rec['category']}): the model finds the {more} words more likely "
             f"than the {less} words in these sentences — their prior-adjusted probability is on average "
-            f"{math.exp(abs(diff)):.2f} times as high (geometric mean; mean score {g1} "
+            f"{times(diff)} times as high (geometric mean; mean score {g1} "
             f"{fmt_nats(rec.get(f'mean_{g1}'), True)}, {g2} {fmt_nats(rec.get(f'mean_{g2}'), True)}, difference "
             f"{fmt_nats(diff, True)} nats{ci}; rank-biserial r = {_fmt_r(rec.get('effect_size'))}; "
             f"q = {_fmt_q(rec.get('q_value'))}; {size}).")
@@ -555,10 +550,10 @@ def _verdict_rule_text(method: dict) -> str:
     if margin is None or k is None:
         return ("This audit was stored before verdicts existed: a category that is not flagged is inconclusive — "
                 "no equivalence test was run, so nothing here shows that the groups are treated alike.")
-    a = f"{alpha:g}" if alpha is not None else "alpha"
+    a = f"{numbers.short(alpha)}" if alpha is not None else "alpha"
     return (f"Every category gets one of three verdicts. Differs: the flag rule above holds. Equivalent within "
-            f"±{margin:g} nats: two one-sided t-tests over the templates (TOST) show that the mean difference "
-            f"lies inside ±{margin:g} nats (a probability ratio between {math.exp(-margin):.2f} and "
+            f"±{numbers.short(margin)} nats: two one-sided t-tests over the templates (TOST) show that the mean difference "
+            f"lies inside ±{numbers.short(margin)} nats (a probability ratio between {math.exp(-margin):.2f} and "
             f"{math.exp(margin):.2f}), after Benjamini–Hochberg across the same categories (q < {a}). "
             f"Inconclusive: neither is shown — or the category has fewer than {k} templates, too few to generalise "
             f"over wordings (with 5 or fewer templates even an exact sign-flip test cannot reach p < 0.05, so a "
@@ -575,12 +570,49 @@ def _flag_rule_text(method: dict) -> str:
         return f"Flag rule: {method.get('flag_rule', 'not recorded')}."
     units = "templates" if method.get("test_code") == "template" else "word pairs"
     return (f"A category is flagged (differs) only when three things hold: the difference between the groups is "
-            f"significant after the {correction_words('bh', alpha)}, across the categories (q < {alpha:g}); it is "
-            f"consistent — the rank-biserial effect size |r| is at least {eff:g}, so clearly more {units} lean one "
+            f"significant after the {correction_words('bh', alpha)}, across the categories (q < {numbers.short(alpha)}); it is "
+            f"consistent — the rank-biserial effect size |r| is at least {numbers.short(eff)}, so clearly more {units} lean one "
             f"way than the other; and it is large enough to matter — the mean score difference is at least "
-            f"{nats:g} nats, i.e. "
-            f"one group's words are at least e^{nats:g} ≈ {math.exp(nats):.2f} times as likely as the other's "
+            f"{numbers.short(nats)} nats, i.e. "
+            f"one group's words are at least e^{numbers.short(nats)} ≈ {math.exp(nats):.2f} times as likely as the other's "
             f"after adjusting for the prior (recorded rule: {method.get('flag_rule', '')}).")
+
+
+def board(doc: dict, models: list[dict], k: int) -> Board:
+    """What page 1 says of a masked-LM audit: a grid of categories × models, the flagged categories in words
+    (which words the model favours, how much, how sure), what could not be tested, what to check next."""
+    main = models[0]
+    g1, g2 = _groups(main["records"][0])
+    entries = [(str(r.get("name") or r["category"]), m["name"], verdict_of(r)) for m in models for r in m["records"]]
+    findings = []
+    for m in models:
+        who = f" ({m['name']})" if len(models) > 1 else ""
+        for r in m["records"]:
+            if verdict_of(r) != "differs":
+                continue
+            diff = num(r.get("mean_difference")) or 0.0
+            more, less = (g1, g2) if diff > 0 else (g2, g1)
+            ci = numbers.interval(r.get("ci_low"), r.get("ci_high"))
+            findings.append(f"{r.get('name') or r['category']}{who}: the model finds the {more} words "
+                            f"{times(diff)} times as likely as the {less} words after "
+                            f"adjusting for the prior (difference {fmt_nats(diff, True)} nats, 95% CI {ci}; "
+                            f"{numbers.p_equals(r.get('q_value'), 'q')}).")
+    incon = sum(1 for m in models for r in m["records"] if verdict_of(r) == "inconclusive")
+    untested = []
+    if incon:
+        untested.append(f"{are(incon, 'category verdict')} inconclusive (for example too few templates): not evidence "
+                        "of fairness.")
+    untested.append("Only the listed conditions and word lists were probed; other groups and conditions were not.")
+    steps = []
+    if findings:
+        steps.append("Check whether a flagged association reflects a real difference in prevalence between the "
+                     "groups before treating it as unwanted bias.")
+    steps.append("Probe the conditions and words that matter for your notes with your own lists.")
+    return Board(question=(f"Does {'the model' if len(models) == 1 else 'each model'} associate clinical "
+                           f"conditions with the {g1} words or with the {g2} words?"),
+                 entries=entries, row_title="Category", findings=findings,
+                 no_findings="No category is flagged. That is not proof that the model has no such association.",
+                 untested=untested, next_steps=steps, plan="", more_where="the results per category")
 
 
 def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Section:
@@ -617,7 +649,7 @@ def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Sectio
         b.append(Paragraph(
             f"Verdicts for {who} ({len(recs)} categories): {len(flagged)} differ{'s' if len(flagged) == 1 else ''}, "
             f"{len(equiv)} equivalent"
-            + (f" within ±{mm:g} nats" if mm is not None else "") + f", {len(incon)} inconclusive.", "lead"))
+            + (f" within ±{numbers.short(mm)} nats" if mm is not None else "") + f", {len(incon)} inconclusive.", "lead"))
         if flagged:
             b.append(Paragraph(f"Flagged for {who}: {join_words([str(r.get('name') or r['category']) for r in flagged])}."
                                , "lead"))
@@ -656,7 +688,7 @@ def _summary_section(doc: dict, models: list[dict], date: str, k: int) -> Sectio
         "between groups (Zhang et al. 2020), and a model trained on clinical notes learns those differences.",
     ):
         b.append(Paragraph(text, "bullet"))
-    return Section("summary", "1  Summary", b, new_page=False)
+    return Section("summary", "1  Summary", b)
 
 
 def _incon_reason(rec: dict, k: int) -> str:
@@ -851,7 +883,7 @@ def _results_table(m: dict, k: int) -> Table:
                       f"{method.get('min_templates', '?')} templates (– = left out: too few templates). Effect r: "
                       f"rank-biserial correlation (+1 = every {'template' if test == 'template' else 'pair'} favours "
                       "the first group). Verdict: differs = flagged; equivalent = within "
-                      + (f"±{margin:g} nats by TOST" if margin is not None else "the margin") +
+                      + (f"±{numbers.short(margin)} nats by TOST" if margin is not None else "the margin") +
                       "; inconclusive = neither shown. Rows significant after correction are set in red.")
 
 
@@ -1074,7 +1106,7 @@ def build_mlm_bias_report(doc: "dict | MLMBiasResult", *, title: str = TITLE, su
     _install_figure_kinds()  # so that pdf.write_pdf / render_bytes can draw this report's figures
     models = _models(doc)
     date = report_date(models[0]["provenance"])
-    sections = [_summary_section(doc, models, date, k)]
+    sections = [board_section(board(doc, models, k), k), _summary_section(doc, models, date, k)]
     sections.append(_method_section(models, 2, k))
     no = 3
     sections.append(_lists_section(doc, models, no, k))

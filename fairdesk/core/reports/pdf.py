@@ -14,8 +14,9 @@
   control characters are printed as visible marks such as ⟨RLO⟩, so a name cannot reorder or hide what is printed
   around it (no bidi reordering is applied to any text: right-to-left letters print in the order they are stored);
   a long name in a name column of a table (Group, Task, Attribute, …) is shortened to its beginning and end with a
-  numbered mark, and the table note gives it in full; any other long cell, word or name wraps (long words are
-  split), so no name can make a page impossible to lay out.
+  numbered mark, and the table note gives it in full; any other long cell wraps between words, else after an
+  underscore or slash inside a name (:func:`wrap_lines`; only a single part wider than its column is split), so no
+  name can make a page impossible to lay out.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from fairdesk.core import atomic
-
+from fairdesk.core.reports.board import VERDICT_FILL, verdict_of_cell
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Table
 
 # reportlab, when first imported, runs ``~/.reportlab_mods`` and ``~/.reportlab_settings`` from the user's home folder
@@ -40,7 +41,7 @@ for _name in ("reportlab_mods", "reportlab_settings"):
 PAGE_MARGIN_MM = 17
 _FONTS: dict[str, str] | None = None
 _ASCII = {"⟨": "[", "⟩": "]", "…": "...", "\u2212": "-", "Δ": "Delta ", "Σ": "sum ", "≤": "<=", "≥": ">=", "α": "alpha", "τ": "tau", "◀": "<",
-          "▶": ">", "→": "->", "←": "<-", "¬": "not "}
+          "▶": ">", "→": "->", "←": "<-", "¬": "not ", "≠": "!="}
 
 HEADER_BG = "#2F4858"
 ZEBRA = "#F3F5F8"
@@ -212,7 +213,8 @@ def _table(block: Table, st, frame_width: float) -> list:
     def cell(text: str, j: int):
         if stringWidth(text, f["regular"], size) <= widths[j] - 2 * pad:
             return text
-        return RLParagraph(escape(text), cell_style)
+        lines = wrap_lines(text, widths[j] - 2 * pad, f["regular"], size)
+        return RLParagraph("<br/>".join(escape(line) for line in lines), cell_style)
 
     head_right = ParagraphStyle(head_style.name + "_r", parent=head_style, alignment=TA_RIGHT)
     data = [[RLParagraph(_x(h), head_right if align[j] == "R" else head_style) for j, h in enumerate(block.header)]]
@@ -238,6 +240,13 @@ def _table(block: Table, st, frame_width: float) -> list:
     for i, row in enumerate(block.rows, start=1):  # mark significant results
         if any(c == "yes (BH)" for c in row):
             cmds.append(("TEXTCOLOR", (0, i), (-1, i), colors.HexColor(ACCENT)))
+    if block.grid:  # the verdict grid: each cell tinted by its verdict (the mark says it in words too)
+        for i, row in enumerate(block.rows, start=1):
+            for j, text in enumerate(row):
+                verdict = verdict_of_cell(text) if j else None
+                if verdict:
+                    cmds.append(("BACKGROUND", (j, i), (j, i), colors.HexColor(VERDICT_FILL[verdict])))
+        cmds.append(("GRID", (0, 1), (-1, -1), 0.4, colors.white))
     table.setStyle(TableStyle(cmds))
     out = [CondPageBreak(70)]  # a title with its header and a few rows, or a new page (a long table still splits)
     if block.title:
@@ -248,6 +257,50 @@ def _table(block: Table, st, frame_width: float) -> list:
     for mark, full in name_notes:
         out.append(RLParagraph(escape(f"{mark} in full: {full}"), st["table_note"]))
     return out
+
+
+_PIECE = re.compile(r"[^_/]*[_/]+|[^_/]+")
+
+
+def break_pieces(text: str) -> list[str]:
+    """The pieces a cell may be broken into: words, and the parts of a word after each underscore or slash
+    ("reads_" "whole_" "image"), so a name breaks where it joins its parts and never inside a part."""
+    return [p for word in text.split() for p in _PIECE.findall(word)] or [""]
+
+
+def wrap_lines(text: str, width: float, font: str, size: float) -> list[str]:
+    """``text`` in lines no wider than ``width``: broken between words, else after an underscore or a slash inside
+    a name; a single part wider than the line (a long unbroken word) is the one case split inside."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    def fits(t: str) -> bool:
+        return stringWidth(t, font, size) <= width
+
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        joined = f"{line} {word}" if line else word
+        if fits(joined):
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+            line = ""
+        for piece in _PIECE.findall(word):
+            if fits(line + piece):
+                line += piece
+                continue
+            if line:
+                lines.append(line)
+                line = ""
+            while not fits(piece):  # a part longer than the line: the last resort, split by letters
+                cut = max(1, max((i for i in range(1, len(piece) + 1) if fits(piece[:i])), default=1))
+                lines.append(piece[:cut])
+                piece = piece[cut:]
+            line = piece
+    if line or not lines:
+        lines.append(line)
+    return lines
 
 
 def _shorten_names(header: list[str], texts: list[list[str]]) -> tuple[list[list[str]], list[tuple[str, str]]]:
@@ -292,8 +345,8 @@ def _auto_widths(header: list[str], rows: list[list[str]], fonts: dict, size: fl
             if w > natural[j]:
                 natural[j] = w
                 if w > minimum[j]:
-                    minimum[j] = max(minimum[j], max(stringWidth(t, fonts["regular"], size) for t in text.split())
-                                     if " " in text else w)
+                    minimum[j] = max(minimum[j], max(stringWidth(t, fonts["regular"], size)
+                                                     for t in break_pieces(text)))
     natural = [n + 2 * pad + 0.5 for n in natural]
     # a long unbroken word (a name, a path) must not claim the page: its column may shrink to a share of the
     # frame, and the word is split inside its cell
@@ -337,10 +390,9 @@ def register_figure_kind(kind: str, render, size) -> None:
     _FIGURE_KINDS[kind] = (render, size)
 
 
-def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> list:
-    from reportlab.platypus import Image, KeepTogether
-    from reportlab.platypus import Paragraph as RLParagraph
-
+def figure_png(block: FigureSpec) -> tuple[bytes, float, float]:
+    """The PNG of a figure block with its natural (width, height) in inches: what the PDF places and the HTML
+    report embeds. Names in its labels are shown as the tables show them."""
     from fairdesk.core.reports import calibration_figures as CF
     from fairdesk.core.reports import figures as F
 
@@ -356,11 +408,18 @@ def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> l
     if "label" in getattr(data, "columns", ()):  # names as the tables show them
         data = data.assign(label=[shorten(visible(str(v)), NAME_LIMIT + 8) for v in data["label"]])
     render(data, buf, visible(block.title), **kwargs)
-    buf.seek(0)
     w_in, h_in = size(data)
+    return buf.getvalue(), w_in, h_in
+
+
+def _figure(block: FigureSpec, st, frame_width: float, frame_height: float) -> list:
+    from reportlab.platypus import Image, KeepTogether
+    from reportlab.platypus import Paragraph as RLParagraph
+
+    png, w_in, h_in = figure_png(block)
     w, h = w_in * 72.0, h_in * 72.0
     scale = min(1.0, frame_width / w, (frame_height - 30) / h)
-    img = Image(buf, width=w * scale, height=h * scale)
+    img = Image(io.BytesIO(png), width=w * scale, height=h * scale)
     img.hAlign = "CENTER"
     parts = [img]
     if block.caption:

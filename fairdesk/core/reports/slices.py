@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fairdesk.core import numbers
+from fairdesk.core.reports.board import Board, are, board_section
 from fairdesk.core.reports.document import (with_disclosure, CORRECTION_WORDS, Paragraph, Report, Section, Table, cap, correction_words,
-                                            report_date, suppress_text)
+                                            join_words, report_date, suppress_text)
 from fairdesk.core.reports.figures import fmt_count as count  # counts below k print as "<k"
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
 
@@ -40,7 +42,7 @@ def band_of(r: dict, key: str, signed: bool = False) -> str | None:
 
 def verdict_words(verdict: str | None, margin: float) -> str:
     if verdict == "equivalent":
-        return f"equivalent within ±{margin:g}"
+        return f"equivalent within ±{numbers.short(margin)}"
     if verdict == "inconclusive":
         return "inconclusive (the confirmation rows cannot tell either way)"
     return verdict or "–"
@@ -95,8 +97,45 @@ def searched_sentence(doc: dict, k: int) -> str:
             + (f" Both parts are drawn from {split['evaluated_on']}." if split.get("evaluated_on") else ""))
 
 
+def board(doc: dict, k: int) -> Board:
+    """What page 1 says of a slice audit: a grid of tasks × the attributes the carried slices combine (a cell: the
+    most important verdict of the slices using that attribute), the slices that differ in words, what was not
+    searched, what to check next."""
+    plan = doc.get("plan") or {}
+    c = doc.get("counts") or {}
+    roles = plan.get("roles") or {}
+    attrs = [str(a) for a in list(roles.get("attributes") or []) + list(roles.get("continuous_attributes") or [])]
+    metric = METRIC_WORDS.get(plan.get("metric"), str(plan.get("metric") or "rate"))
+    margin = num(plan.get("margin")) or 0.05
+    entries = []
+    for r in doc.get("slices") or []:
+        task = "all rows" if r.get("task") in (None, "(all)") else str(r.get("task"))
+        for attr in (r.get("definition") or {}):
+            entries.append((task, str(attr), r.get("verdict")))
+    differ = [r for r in doc.get("slices") or [] if r.get("verdict") == "differs"]
+    untested = [f"Subgroups smaller than {searched_min(plan)} rows were not searched."]
+    if int(c.get("inconclusive") or 0):
+        untested.append(f"{are(int(c.get('inconclusive') or 0), 'carried slice')} inconclusive: the confirmation rows "
+                        "cannot tell.")
+    steps = []
+    if differ:
+        steps.append("For each slice that differs, check how its patients are recorded and served, and whether "
+                     "the model saw enough of them in training.")
+    steps.append("Name the slices that matter in the next group audit, so they are tested directly.")
+    return Board(
+        question=(f"Which combinations of {join_words(attrs) or 'the attributes'} does the model serve worst "
+                  f"({metric})? Of the {int(c.get('total') or 0)} slices carried forward, {int(c.get('differs') or 0)} "
+                  f"differ from the rest, {int(c.get('equivalent') or 0)} are equivalent within ±{numbers.short(margin)} and "
+                  f"{int(c.get('inconclusive') or 0)} are inconclusive."),
+        entries=entries, row_title="Task", findings=[cap(slice_sentence(r, k, margin)) for r in differ],
+        no_findings=("No carried slice differs from the rest on the confirmation rows. That is not evidence that "
+                     "every subgroup is served alike."),
+        untested=untested, next_steps=steps, plan=str(plan.get("description") or ""),
+        more_where="the table of carried slices")
+
+
 def _summary(doc: dict, k: int) -> Section:
-    s = Section("summary", "Groups nobody named", new_page=False)
+    s = Section("summary", "Groups nobody named")
     plan = doc.get("plan") or {}
     c = doc.get("counts") or {}
     metric = METRIC_WORDS.get(plan.get("metric"), str(plan.get("metric")))
@@ -107,7 +146,7 @@ def _summary(doc: dict, k: int) -> Section:
     s.blocks.append(Paragraph(searched_sentence(doc, k)))
     s.blocks.append(Paragraph(
         f"Of the {int(c.get('total') or 0)} slices carried forward, {int(c.get('differs') or 0)} differ from the "
-        f"rest, {int(c.get('equivalent') or 0)} are equivalent within ±{num(plan.get('margin')) or 0.05:g} and "
+        f"rest, {int(c.get('equivalent') or 0)} are equivalent within ±{numbers.short(num(plan.get('margin')) or 0.05)} and "
         f"{int(c.get('inconclusive') or 0)} are inconclusive, after the "
         f"{correction_words(plan.get('correction') or 'bh', num(plan.get('alpha')) or 0.05)}, over the carried "
         "slices. "
@@ -140,7 +179,7 @@ def _table(doc: dict, k: int) -> Section:
                                                   else "–"),
                (f"{fmt_signed(r.get('ci_low'), 3)} to {fmt_signed(r.get('ci_high'), 3)}"
                 if num(r.get("ci_low")) is not None and (num(r.get("cases")) or 0) >= k else "–"),
-               f"{num(r.get('q_value')):.2g}" if num(r.get("q_value")) is not None else "–",
+               f"{numbers.short(num(r.get('q_value')), 2)}" if num(r.get("q_value")) is not None else "–",
                verdict_words(r.get("verdict"), margin).split(" (")[0],
                band_of(r, "discovery_gap", signed=True) or fmt_signed(r.get("discovery_gap"), 3)]
         if len(tasks) > 1:
@@ -190,9 +229,9 @@ def _methods(doc: dict, k: int) -> Section:
                   "score test of the difference of rates with a bootstrap design effect "
                   f"({int(plan.get('n_boot') or 0):,} replicates; a whole-patient sandwich when patients repeat), "
                   "Agresti–Caffo "
-                  f"95% interval, and two one-sided tests of equivalence within ±{num(plan.get('margin')) or 0.05:g}; "
+                  f"95% interval, and two one-sided tests of equivalence within ±{numbers.short(num(plan.get('margin')) or 0.05)}; "
                   f"{CORRECTION_WORDS.get(plan.get('correction'), 'corrected')} over the carried slices at α = "
-                  f"{num(plan.get('alpha')) or 0.05:g}. Verdicts: differs; equivalent within ±margin; otherwise "
+                  f"{numbers.short(num(plan.get('alpha')) or 0.05)}. Verdicts: differs; equivalent within ±margin; otherwise "
                   "inconclusive — not evidence that the slice is served alike."),
     ]
     tau = doc.get("thresholds") or {}
@@ -200,7 +239,7 @@ def _methods(doc: dict, k: int) -> Section:
             ["Attributes", ", ".join(roles.get("attributes") or []) or "–"],
             ["Continuous attributes", ", ".join(roles.get("continuous_attributes") or []) or "–"],
             ["Threshold", ("best F1 on the discovery rows: " if plan.get("threshold") == "best_f1" else "")
-             + ", ".join(f"{t}: {num(v):.3g}" if len(tau) > 1 else f"{num(v):.3g}" for t, v in tau.items())],
+             + ", ".join(f"{t}: {numbers.short(num(v), 3)}" if len(tau) > 1 else f"{numbers.short(num(v), 3)}" for t, v in tau.items())],
             ["Max order / min size / carried", f"{plan.get('max_order')} / {plan.get('min_size')} / "
                                                f"{plan.get('carry')}"],
             ["Discovery fraction / seed", f"{plan.get('discovery_fraction')} / {plan.get('seed')}"],
@@ -236,7 +275,7 @@ def report_tree(doc: dict, settings) -> Report:
     return with_disclosure(Report(title="Slices nobody named", subtitle=f"Worst-served subgroups by {metric}, "
                                                         f"{(doc.get('provenance') or {}).get('dataset') or 'data'}",
                   date=report_date(doc.get("provenance") or {}), suppress_k=k,
-                  sections=[_summary(doc, k), _table(doc, k), _methods(doc, k), _provenance(doc, k)],
+                  sections=[board_section(board(doc, k), k), _summary(doc, k), _table(doc, k), _methods(doc, k), _provenance(doc, k)],
                   footer=f"FairDesk · slices nobody named · counts below {k} shown as <{k}",
                   metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit (issue 26)"}), doc)
 

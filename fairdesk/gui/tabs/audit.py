@@ -686,10 +686,10 @@ class AuditTab(PredictionsPage):
         ``parsed``, the result :meth:`read_view` parsed and prepared the tables from (its findings, kept on it, are
         then computed once for the header and the tables), else parsed here."""
         from fairdesk.core.audits.groups import GroupAuditResult, verdict_counts
-        from fairdesk.core.reports.groups import board_summary
+        from fairdesk.core.reports.groups import board_summary, plan_description
 
         result = parsed if parsed is not None else GroupAuditResult.from_dict(doc)
-        return section_html(board_summary(result, suppress_k)), verdict_counts(result)
+        return section_html(board_summary(result, suppress_k, plan_description(doc))), verdict_counts(result)
 
     def verdict_counts(self, doc: dict) -> dict[str, int]:
         """The comparisons by verdict, counted as the PDF counts them (``comparison_counts``: each test once)."""

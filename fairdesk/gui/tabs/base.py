@@ -29,7 +29,6 @@ job (the kind's job function runs in the worker thread) or when a plot is first 
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import itertools
 import logging
 import re
@@ -204,10 +203,11 @@ class AuditRun:
 
 
 def report_tree_of(kind: AuditKind, doc: dict, suppress_k: int):
-    """The report tree (:class:`fairdesk.core.reports.document.Report`) of a stored document of ``kind``: the
-    ``report_tree`` of the module its registry row names (no PDF, no reportlab)."""
-    module = importlib.import_module(kind.report.partition(":")[0])
-    return module.report_tree(doc, ReportSettings(int(suppress_k)))
+    """The report tree (:class:`fairdesk.core.reports.document.Report`) of a stored document of ``kind``: the one the
+    PDF and the HTML report render (:func:`fairdesk.core.kinds.report_tree`; no PDF, no reportlab)."""
+    from fairdesk.core.kinds import report_tree
+
+    return report_tree(kind.name, doc, ReportSettings(int(suppress_k)))
 
 
 def safe_file_part(text: str, limit: int = 60) -> str:
@@ -259,6 +259,10 @@ class AuditPage(JobPage):
         self.export_button = push_button("Export PDF…", self, self.export_pdf,
                                          "Write the PDF report of the chosen audit as a job (counts below the small-"
                                          "cell threshold k of Settings print as '<k').")
+        self.html_button = push_button("Export HTML…", self, self.export_html,
+                                       "Write the HTML report of the chosen audit as a job: one file that opens in any "
+                                       "browser offline, with the PDF's words, numbers, figures and small-cell "
+                                       "suppression, readable by a screen reader.")
         self.card_button = push_button("Model card…", self, self.export_model_card,
                                        "Write the fairness part of a model card of the chosen audit (JSON that "
                                        "validates against the schema FairDesk ships, and Markdown), with the intended "
@@ -355,14 +359,10 @@ class AuditPage(JobPage):
         """The findings header of a stored document: ``(html, verdict counts)``. Runs in a worker thread (never touch
         a widget here). ``parsed``: :meth:`parse_document` of ``doc`` when the caller has it (:meth:`read_view`), so
         that a page whose header needs the typed result does not parse the document again. Default: the first
-        section of the kind's report tree — the board summary the PDF's first page prints — and
+        section of the kind's report tree — page 1 for the board, as the PDF prints it — and
         :meth:`verdict_counts`. A page overrides it (or sets ``SHOW_FINDINGS = False``)."""
         report = report_tree_of(self.kind(), doc, suppress_k)
-        try:
-            section = report.section("summary")
-        except KeyError:
-            section = report.sections[0]
-        return section_html(section), self.verdict_counts(doc)
+        return section_html(report.sections[0]), self.verdict_counts(doc)
 
     def verdict_counts(self, doc: dict) -> dict[str, int] | None:
         """Counts of "differs", "equivalent" and "inconclusive" in a stored document (worker thread). Default: every
@@ -378,6 +378,7 @@ class AuditPage(JobPage):
         top.addStretch(1)
         top.addWidget(self.card_button)
         top.addWidget(self.export_button)
+        top.addWidget(self.html_button)
         layout.addLayout(top)
         self._list_height = max_height
         self.audit_list.setMaximumHeight(max_height)
@@ -641,6 +642,8 @@ class AuditPage(JobPage):
                                    "missing when Run is pressed).")
         self.export_button.setEnabled(self.audit_id is not None and self.window_.project is not None
                                       and not job_running(self.export_job))
+        self.html_button.setEnabled(self.audit_id is not None and self.window_.project is not None
+                                    and not job_running(self.export_job))
         self.card_button.setEnabled(self.audit_id is not None and self.window_.project is not None
                                     and not job_running(self.card_job))
 
@@ -709,19 +712,30 @@ class AuditPage(JobPage):
 
     def export_pdf(self, path: str | Path | None = None, audit_id: int | None = None):
         """Write the PDF report of the shown (or given) stored audit as a job, with the user's small-cell k."""
+        return self.export_file("pdf", path, audit_id)
+
+    def export_html(self, path: str | Path | None = None, audit_id: int | None = None):
+        """Write the self-contained HTML report of the shown (or given) stored audit as a job (the PDF's report
+        tree, the same small-cell k)."""
+        return self.export_file("html", path, audit_id)
+
+    def export_file(self, fmt: str, path: str | Path | None = None, audit_id: int | None = None):
+        """The report as ``fmt`` ("pdf" or "html") through the one report route (:mod:`fairdesk.jobs.reports`)."""
         project = self.window_.project
         audit_id = audit_id if audit_id is not None else self.audit_id
         if project is None or audit_id is None:
             self.window_.statusBar().showMessage("Choose a stored audit first.", 8000)
             return None
+        suffix = f".{fmt}"
         if path is None:
-            suggested = Path(project.path).parent / self.report_file_name(audit_id)
-            path = ask_pdf_path(self, self.window_, "Export the audit report", str(suggested))
+            suggested = Path(project.path).parent / self.report_file_name(audit_id).replace(".pdf", suffix)
+            path = ask_pdf_path(self, self.window_, "Export the audit report", str(suggested),
+                                kind="HTML (*.html)" if fmt == "html" else "PDF (*.pdf)")
             if path is None:
                 return None
         path = Path(path)
-        if path.suffix.lower() != ".pdf":
-            path = path.with_name(path.name + ".pdf")
+        if path.suffix.lower() != suffix:
+            path = path.with_name(path.name + suffix)
 
         def done(job) -> None:
             self.say(f"Report written to {job.result}")
@@ -731,7 +745,7 @@ class AuditPage(JobPage):
             self.say(job.error or "The report was not written.", error=job.state.value == "failed")
 
         self.export_job = self.track(export_report_job(
-            self.window_, f"Export report of audit #{audit_id}", project.path, audit_id, path, on_done=done,
-            on_fail=failed, suppress_k=self.window_.settings.suppress_k))
+            self.window_, f"Export {fmt.upper()} report of audit #{audit_id}", project.path, audit_id, path,
+            on_done=done, on_fail=failed, suppress_k=self.window_.settings.suppress_k, fmt=fmt))
         self.update_buttons()
         return self.export_job

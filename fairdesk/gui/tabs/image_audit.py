@@ -31,6 +31,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QSplitter, QTabWidget, QTextBrowser, QVBoxLayout, QWidget)
 
+from fairdesk.core import numbers
 from fairdesk.core.escape import html_text
 from fairdesk.core.errors import DataError
 from fairdesk.gui.tabs.base import AuditPage, AuditRun, JobPage
@@ -107,7 +108,7 @@ def verdict_html(doc: dict) -> str:
              f"±{_num(margin):g}.</p>"]
     if band is not None:
         ctrl = doc.get("control_effect") or {}
-        parts.append(f"<p><b>Negative-control band ±{_num(band):.3g}</b>: the upper bound of the mean |shift| of "
+        parts.append(f"<p><b>Negative-control band ±{numbers.fixed(band, 3)}</b>: the upper bound of the mean |shift| of "
                      f"'{esc(str(ctrl.get('name', 'the control classifier')))}', a classifier known to ignore the "
                      "attribute, through the same generator. A shift inside it is reported as inconclusive, never "
                      "as 'differs'.</p>")

@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QListWidget, QListWidgetItem,
                                QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
+from fairdesk.core import numbers
 from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError
@@ -162,7 +163,7 @@ class SlicesPage(PredictionsPage):
         k = int(self.window_.settings.suppress_k)
         margin = float((doc.get("plan") or {}).get("margin") or 0.05)
         plan, c = doc.get("plan") or {}, doc.get("counts") or {}
-        tau = ", ".join(f"{float(v):.3g}" for v in (doc.get("thresholds") or {}).values())
+        tau = ", ".join(numbers.short(v, 3) for v in (doc.get("thresholds") or {}).values())
         self.result_header.setText(
             f"<b>{METRIC_LABELS.get(plan.get('metric'), plan.get('metric'))}</b> · threshold {tau} · "
             f"{int(doc.get('searched') or 0):,} slices searched · {int(c.get('total') or 0)} carried: "

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
                                QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QTabWidget, QTextBrowser, QVBoxLayout,
                                QWidget)
 
+from fairdesk.core import numbers
 from fairdesk.core.escape import html_text
 from fairdesk.core.errors import FairDeskError  # noqa: E402
 from fairdesk.core.kinds import MODEL_KINDS  # noqa: E402
@@ -369,8 +370,8 @@ class MLMAuditPanel(AuditPage):
         pv.addLayout(hrow(page, "Model", self.table_model_combo, stretch=True))
         self.table_view = _flag_view(page, headers=TABLE_HEADERS, placeholder="No results yet.")
         pv.addWidget(self.table_view, 1)
-        note = note_label("Verdicts: shaded rows differ (flagged: significant after Benjamini–Hochberg correction "
-                          "and large); plain rows are equivalent within the margin (TOST over templates); grey italic "
+        note = note_label("Verdicts: shaded rows differ (flagged: significant after the Benjamini–Hochberg correction "
+                          "for many tests, and large); plain rows are equivalent within the margin (TOST over templates); grey italic "
                           "rows are inconclusive — neither shown, or too few templates — which is not evidence of "
                           "fairness.",
                           page)
@@ -630,8 +631,9 @@ class MLMAuditPanel(AuditPage):
         title = f"{model} · {rec.get('name', category)} ({category})"
         if rec:
             q, r, d = rec.get("q_value"), rec.get("effect_size"), rec.get("mean_difference")
-            title += ((f" · difference {d:+.3f} nats" if d is not None else "")
-                      + (f", q = {q:.3g}" if q is not None else "") + (f", r = {r:+.2f}" if r is not None else "")
+            title += ((f" · difference {numbers.signed(d, 3)} nats" if d is not None else "")
+                      + (f", {numbers.p_equals(q, 'q')}" if q is not None else "")
+                      + (f", r = {numbers.signed(r, 2)}" if r is not None else "")
                       + f" · {verdict_text(rec)}")
         self.distribution_plot.set_data(points, summary, title)
 

@@ -1,7 +1,7 @@
 """The findings header of an audit page: the plain-language summary the PDF's first page prints, above the
 statistics.
 
-:class:`FindingsPanel` shows the counts of the three verdicts in words and the first section (the board summary) of
+:class:`FindingsPanel` shows the counts of the three verdicts in words and the first section (page 1 for the board) of
 the kind's report tree (:class:`fairdesk.core.reports.document.Report`). It only lays out what the report module
 decided and worded, so the screen and the PDF say the same thing. The page builds the tree in the window's view
 thread (:meth:`fairdesk.gui.tabs.base.AuditPage.show_audit`): a large document takes a moment, and the Qt thread
@@ -83,6 +83,15 @@ def findings_first(blocks: list) -> list:
     return [b for g in first + [g for g in groups if not found(g)] for b in g]
 
 
+def _cell(text, grid: bool) -> str:
+    """A table cell; a verdict-grid cell tinted as in the PDF (its mark also says the verdict in a word)."""
+    from fairdesk.core.reports.board import VERDICT_FILL, verdict_of_cell
+
+    verdict = verdict_of_cell(str(text)) if grid else None
+    colour = f" bgcolor='{VERDICT_FILL[verdict]}'" if verdict else ""
+    return f"<td{colour}>{html_text(str(text))}</td>"
+
+
 def section_html(section) -> str:
     """A report section (paragraphs, tables; figures are left to the tabs below) as simple HTML."""
     out: list[str] = []
@@ -112,10 +121,11 @@ def section_html(section) -> str:
         elif kind == "Table":
             flush()
             head = "".join(f"<th align='left'>{html_text(str(h))}</th>" for h in block.header)
-            rows = "".join("<tr>" + "".join(f"<td>{html_text(str(c))}</td>" for c in row) + "</tr>"
-                           for row in block.rows)
+            rows = "".join("<tr>" + "".join(_cell(c, j > 0 and getattr(block, "grid", False)) for j, c in enumerate(row))
+                           + "</tr>" for row in block.rows)
             title = f"<p><b>{html_text(block.title)}</b></p>" if block.title else ""
-            out.append(f"{title}<table cellspacing='0' cellpadding='3' border='1'><tr>{head}</tr>{rows}</table>")
+            note = f"<p style='color:#444444'><small>{html_text(block.note)}</small></p>" if block.note else ""
+            out.append(f"{title}<table cellspacing='0' cellpadding='3' border='1'><tr>{head}</tr>{rows}</table>{note}")
     flush()
     return "".join(out)
 

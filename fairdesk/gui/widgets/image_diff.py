@@ -25,6 +25,8 @@ from PySide6.QtCore import QPointF, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,  # noqa: E402
                                QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
+from fairdesk.core import numbers  # noqa: E402
+
 DIFF_COLORMAP = "CET-D1"   # blue – white – red, perceptually uniform diverging map (shipped with pyqtgraph)
 ORIGINAL = "original"
 REFERENCE = "reference"
@@ -388,8 +390,8 @@ class DiffViewer(QWidget):
         self.plots[1].setTitle("counterfactual")
         self.plots[2].setTitle("difference")
         self.caption.setText(f"Counterfactual: do({target}).  Difference = counterfactual − {ref_name} "
-                             f"(blue: darker, red: brighter; ±{levels[1]:.3g}).")
-        self.colorbar.axis.setLabel(f"difference (±{levels[1]:.3g})")
+                             f"(blue: darker, red: brighter; ±{numbers.short(levels[1], 3)}).")
+        self.colorbar.axis.setLabel(f"difference (±{numbers.short(levels[1], 3)})")
         self._current_target = target
         self.predictions_label.setText(self._predictions_html(ex, target))
 

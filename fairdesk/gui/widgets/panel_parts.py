@@ -518,10 +518,11 @@ def show_progress(job, job_id: int, fraction: float, message: str, bar: QProgres
             say(message)
 
 
-def ask_pdf_path(parent: QWidget, window, title: str, file_name: str, remember: bool = True) -> str | None:
-    """A save dialog for a PDF report, starting in the last folder used; None when cancelled."""
-    path, _ = QFileDialog.getSaveFileName(parent, title, str(Path(window.settings.last_dir()) / file_name),
-                                          "PDF (*.pdf)")
+def ask_pdf_path(parent: QWidget, window, title: str, file_name: str, remember: bool = True,
+                 kind: str = "PDF (*.pdf)") -> str | None:
+    """A save dialog for a report (``kind``: the file filter, PDF by default), starting in the last folder used;
+    None when cancelled."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, str(Path(window.settings.last_dir()) / file_name), kind)
     if not path:
         return None
     if remember:
@@ -530,12 +531,14 @@ def ask_pdf_path(parent: QWidget, window, title: str, file_name: str, remember: 
 
 
 def export_report_job(window, name: str, project_path, audit_id: int, path, on_done=None, on_fail=None,
-                      **options):
-    """Write the PDF report of a stored audit as a job (:func:`fairdesk.jobs.reports.export_report`; ``options``
-    such as ``suppress_k`` are passed on). Returns the job."""
+                      fmt: str = "pdf", **options):
+    """Write the PDF (``fmt="pdf"``) or HTML (``fmt="html"``) report of a stored audit as a job
+    (:func:`fairdesk.jobs.reports.export_report` / :func:`~fairdesk.jobs.reports.export_html`; ``options`` such as
+    ``suppress_k`` are passed on). Returns the job."""
     def work(progress, cancel):
-        from fairdesk.jobs.reports import export_report
+        from fairdesk.jobs.reports import export_html, export_report
 
-        return export_report(project_path, audit_id, path, progress=progress, cancel=cancel, **options)
+        export = export_html if fmt == "html" else export_report
+        return export(project_path, audit_id, path, progress=progress, cancel=cancel, **options)
 
     return window.run_job(name, work, on_done=on_done, on_fail=on_fail)

@@ -20,6 +20,8 @@ import pyqtgraph as pg  # noqa: E402
 from PySide6.QtCore import QPointF, Qt  # noqa: E402
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget  # noqa: E402
 
+from fairdesk.core import numbers  # noqa: E402
+
 FLIP = "flip"
 DIRECTION_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 FLIP_COLOUR = "#7f7f7f"
@@ -232,7 +234,7 @@ class CounterfactualScatter(QWidget):
             yield
         notes = ["Dots on the diagonal: the prediction did not change."]
         if self.band is not None:
-            notes.append(f"Dashed: the negative-control band ±{self.band:.3g} (shifts a classifier known to ignore "
+            notes.append(f"Dashed: the negative-control band ±{numbers.fixed(self.band, 3)} (shifts a classifier known to ignore "
                          "the attribute shows through the same generator).")
         if flip:
             notes.append("Flip column: the same classifier on the horizontally flipped original — how much an "

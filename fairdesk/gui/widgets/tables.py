@@ -10,6 +10,8 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QTableView, QVBoxLayout, QWidget)
 
+from fairdesk.core import numbers
+
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 #: right-aligned numbers (``AlignRight | AlignVCenter`` builds a new flag through Python's enum machinery each time:
 #: ~20 µs a cell when Qt paints a table)
@@ -19,21 +21,12 @@ _DISPLAY, _TOOLTIP, _ALIGN = (int(r) for r in (Qt.ItemDataRole.DisplayRole, Qt.I
 _HORIZONTAL = Qt.Orientation.Horizontal
 
 
-def format_value(value) -> str:
-    """How a cell is shown: floats with 4 significant digits, missing as an em dash, booleans as yes/no."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return "—"
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            return "—"
-        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-            return f"{value:.3g}"
-        return f"{value:.4g}" if abs(value) >= 1 else f"{value:.3f}"
-    if isinstance(value, (np.integer,)):
-        return str(int(value))
-    return str(value)
+def format_value(value, column: str = "") -> str:
+    """How a cell is shown (:func:`fairdesk.core.numbers.cell`, as the reports print it): p-values as "< 0.001",
+    other floats with fixed decimals and never in scientific notation, missing as a dash, booleans as yes/no."""
+    if value is pd.NaT:
+        return "–"
+    return numbers.cell(value, column)
 
 
 def _sort_keys(column: pd.Series) -> list:
@@ -104,7 +97,7 @@ class PandasTableModel(QAbstractTableModel):
             texts = self._texts[column] = [None] * len(self._df)
         text = texts[row]
         if text is None:
-            text = texts[row] = format_value(self.value(row, column))
+            text = texts[row] = format_value(self.value(row, column), str(self._df.columns[column]))
         return text
 
     def sample_texts(self, rows: list[int]) -> list[list[str]]:
@@ -114,7 +107,8 @@ class PandasTableModel(QAbstractTableModel):
         while a project opened, though the table was on a page not shown; painting converts only the columns it
         draws, when it draws them)."""
         part = self._df.iloc[rows]
-        return [[format_value(v) for v in part.iloc[:, c].tolist()] for c in range(self._n_columns)]
+        return [[format_value(v, str(self._df.columns[c])) for v in part.iloc[:, c].tolist()]
+                for c in range(self._n_columns)]
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt signature
         return 0 if parent.isValid() else self._loaded
