@@ -170,9 +170,9 @@ def _board_section(board: Board, k: int, title: str, budget: int, max_rows: int,
     for i, text in enumerate(board.findings):
         p = para(text, "finding")
         rest = len(board.findings) - i - 1
-        reserve = 12 if rest else 0  # room for the "… and N more" line
+        reserve = 12 if rest or shown < i else 0  # room for the "… and N more" line
         if used + word_count(p.text) + reserve > budget:
-            break
+            continue  # a long finding is counted below; a shorter one after it may still fit
         found.append(p)
         used += word_count(p.text)
         shown += 1

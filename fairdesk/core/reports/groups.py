@@ -159,9 +159,9 @@ class Finding:
     kind: int = 0  # 0 = gap of rates, 1 = error spread (another scale), 2 = AUROC / AUPRC gap
 
     def sort_key(self):
-        """Largest gap first: rate and AUROC / AUPRC gaps (both differences on the 0–1 scale) by the absolute gap,
-        error spreads (another scale) after them, those resting on few cases last."""
-        return (self.few_cases, self.kind == 1, -round(abs(self.magnitude), 6), self.order)
+        """The rate gaps at the threshold first (the testing plan's primary measures by default), largest first;
+        then AUROC / AUPRC gaps, then error spreads (another scale); those resting on few cases last."""
+        return (self.few_cases, self.kind != 0, self.kind == 1, -round(abs(self.magnitude), 6), self.order)
 
 
 
