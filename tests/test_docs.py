@@ -17,3 +17,20 @@ def test_every_methods_citation_has_a_written_section():
     assert not missing, f"docs/methods.md lacks the sections cited by the code: {missing}"
     stubs = sorted(n for n in cited if len(sections[n].split()) < 80 or "Not implemented" in sections[n])
     assert not stubs, f"docs/methods.md sections cited by the code are still stubs: {stubs}"
+
+
+def test_no_comment_or_docstring_cites_an_internal_work_item():
+    """Comments say why, not which issue, round or branch: a maintainer cannot look those up."""
+    pattern = re.compile(r"\b[Ii]ssue[ -]\d+|\b[Rr]ounds? \d+[a-z]?\b|\bwt-[a-z]+\d*\b|\bwork item\b")
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "fairdesk").rglob("*.py"))
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not found, f"cites an internal work item: {found}"
+
+
+def test_every_package_says_what_it_holds():
+    """Each package's docstring names its modules or what they do; none describes a plan ("and later …")."""
+    for init in sorted((ROOT / "fairdesk").rglob("__init__.py")):
+        text = init.read_text(encoding="utf-8")
+        doc = re.match(r'\s*(?:#[^\n]*\n\s*)*"""(.*?)"""', text, flags=re.S)
+        assert doc and len(doc.group(1).split()) >= 5, f"{init.relative_to(ROOT)} has no docstring saying what it holds"
+        assert "and later" not in doc.group(1), f"{init.relative_to(ROOT)} describes a plan, not what it holds"

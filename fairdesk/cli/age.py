@@ -1,4 +1,4 @@
-"""``fairdesk-cli data age-demo`` and ``fairdesk-cli train age-independent`` (issue 13, METHODS §2–3).
+"""``fairdesk-cli data age-demo`` and ``fairdesk-cli train age-independent`` (METHODS §2–3).
 
 Wired into :mod:`fairdesk.cli` with ``add_age_commands(data_subparsers, train_subparsers)``. ``train
 age-independent`` calls the job :func:`fairdesk.jobs.age.train_age_independent` on the project given with

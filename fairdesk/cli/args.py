@@ -54,7 +54,7 @@ def column_roles(args: argparse.Namespace):
 
 
 def add_executor(p: argparse.ArgumentParser) -> None:
-    """``--executor local|dask --scheduler ADDRESS|local:N`` (issue 25): where the command's independent tasks run."""
+    """``--executor local|dask --scheduler ADDRESS|local:N``: where the command's independent tasks run."""
     p.add_argument("--executor", default="local", choices=["local", "dask"],
                    help="where the independent tasks run: local (this process, the default) or dask (a Dask "
                         "cluster; needs pip install 'fairdesk[distributed]'); the results are the same")

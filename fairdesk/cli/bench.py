@@ -88,7 +88,7 @@ def cmd_bench_power(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_design_space(args: argparse.Namespace) -> int:
-    """``bench validity --design-space``: the size and coverage map over random designs (issue 21)."""
+    """``bench validity --design-space``: the size and coverage map over random designs."""
     from fairdesk.core import atomic
     from fairdesk.core.validity import format_regions, parse_regions, plot_regions, resolve_unclear, run_design_space
 

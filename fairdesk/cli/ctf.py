@@ -1,4 +1,4 @@
-"""Counterfactual token fairness commands (issue 12, METHODS §5)::
+"""Counterfactual token fairness commands (METHODS §5)::
 
     fairdesk-cli data madlibs --out FILE.csv
     fairdesk-cli data ctf-demo --out FILE.csv [--n N] [--seed S]

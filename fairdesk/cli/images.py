@@ -1,4 +1,4 @@
-"""Imaging commands of ``fairdesk-cli`` (issue 4): ``audit cit`` and ``train generator``.
+"""Imaging commands of ``fairdesk-cli``: ``audit cit`` and ``train generator``.
 
 Wired into :mod:`fairdesk.cli` by ``add_image_commands(audit_subparsers, train_subparsers)``. Same conventions as
 the rest of the CLI: exit 0 on success, user errors raise :class:`FairDeskError` (exit 2), cancel → 130.

@@ -1,5 +1,5 @@
 """``fairdesk-cli train notes`` and ``fairdesk-cli audit encoders``: note-level classifiers on frozen clinical-BERT
-features and the baseline-vs-debiased encoder comparison (issue 3, point 4; 001 §4.1, Tables 5 and D4).
+features and the baseline-vs-debiased encoder comparison (001 §4.1, Tables 5 and D4).
 
 Wired into :mod:`fairdesk.cli` with ``add_note_commands(audit_subparsers, train_subparsers)``. Nothing heavy is
 imported here. Errors are :class:`~fairdesk.core.errors.FairDeskError` (exit code 2 through ``fairdesk.cli.main``),

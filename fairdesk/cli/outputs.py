@@ -1,4 +1,4 @@
-"""What every audit command of ``fairdesk-cli`` does around its job: the one path of issue 11.
+"""What every audit command of ``fairdesk-cli`` does around its job: the one path every front end shares.
 
 An audit command calls the job the GUI calls (the ``job`` of its row in :mod:`fairdesk.core.kinds`) on a project —
 the user's ``--project``, or a temporary one that is deleted afterwards — and then writes ``--json`` from the

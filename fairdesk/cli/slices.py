@@ -1,4 +1,4 @@
-"""``fairdesk-cli audit slices``: the slices nobody named (issue 26), through the GUI's job."""
+"""``fairdesk-cli audit slices``: the slices nobody named, through the GUI's job."""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +49,7 @@ def cmd_audit_slices(args: argparse.Namespace) -> int:
 
 
 def add_audit_slices(audit) -> None:
-    """``audit slices`` on the ``audit`` sub-parsers (the contract of issue 26)."""
+    """``audit slices`` on the ``audit`` sub-parsers (its command-line contract)."""
     p = audit.add_parser("slices", help="search slices nobody named (intersections of attribute values) on "
                                         "discovery rows and test the worst on confirmation rows")
     p.add_argument("data", help="CSV or Parquet file, one row per sample (and task)")

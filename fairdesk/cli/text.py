@@ -1,4 +1,4 @@
-"""``fairdesk-cli audit mlm-bias`` and ``fairdesk-cli train mlm``: the masked-LM commands (issue 3).
+"""``fairdesk-cli audit mlm-bias`` and ``fairdesk-cli train mlm``: the masked-LM commands.
 
 Wired into :mod:`fairdesk.cli` with ``add_text_commands(audit_subparsers, train_subparsers)``. Nothing heavy is
 imported here; the commands import torch and transformers when they run. Errors are

@@ -1,5 +1,5 @@
 """Atomic file writes: a crash or cancel never leaves a half-written file over an earlier good one, nor the new
-empty folders made for it (issue 20)."""
+empty folders made for it."""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,7 @@
 """Where the independent pieces of heavy work run: in this process (``local``, the default) or on a
 Dask.distributed cluster (``dask``: a scheduler address, or ``local:N`` for a ``LocalCluster`` of N workers).
 
-One seam for every family that scales out (issue 25): the caller cuts its work into *tasks* — a module-level
+One seam for every family that scales out: the caller cuts its work into *tasks* — a module-level
 function ``fn(item, shared, rep) -> result`` and a list of items — and :meth:`Executor.map` returns the results in
 the items' order, whichever executor ran them and in whatever order they finished. ``shared`` is one object every
 task of the call reads (sent to the cluster once); ``rep`` is a :class:`~fairdesk.core.progress.Reporter`: in the

@@ -1,5 +1,5 @@
 """What FairDesk writes for people: spreadsheet-safe tables, outputs that never overwrite inputs, write failures
-said in one sentence (issue 10).
+said in one sentence.
 
 * :func:`write_table` is the one way a table leaves FairDesk (CSV or Parquet, atomically). A CSV goes through
   :func:`spreadsheet_safe` first: every text cell (and column name) that begins with ``=``, ``+``, ``-``, ``@``, a

@@ -1,4 +1,4 @@
-"""The one output guard (issue 20, item 1): nothing FairDesk writes can destroy what it was given.
+"""The one output guard: nothing FairDesk writes can destroy what it was given.
 
 Every command, job and dialog that writes files calls :func:`guard_outputs` with all it writes and all it reads,
 before any work. It compares **final** paths — the ``.fairdesk`` suffix :class:`~fairdesk.core.project.Project` adds,

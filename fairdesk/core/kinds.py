@@ -15,7 +15,7 @@ module stays import-light and the layers stay clean):
   :func:`check_document` checks a document against it before any parser, report builder, model card or GUI page
   sees it (:meth:`fairdesk.core.project.Project.audit_document`). The schemas were derived from the documents the
   current code stores (every kind's case in ``tests/test_one_path.py``, the demo, group audits of every gap rule)
-  and relaxed where older stored formats differ (group audits before issue 9 and before §8): they fix each field's
+  and relaxed where older stored formats differ (group audits by earlier versions): they fix each field's
   type and the containers' shapes, allow null for any number (NaN and infinities are stored as null) and for any
   cell of a table (a list of records), and require only the fields the code reads without a default.
 

@@ -1,4 +1,4 @@
-"""The fairness and equity part of an applied model card, from one stored audit of any kind (issue 14, point 5).
+"""The fairness and equity part of an applied model card, from one stored audit of any kind.
 
 :func:`model_card` reads an audit from the project and returns a dict in the shape of
 ``resources/model_card.schema.json``: the model (name, kind, version, hashes), the intended use as the user entered
@@ -315,7 +315,7 @@ def _group_findings(doc: dict, k: int, parts: _Parts, variant: str | None = None
     for metric in ("parity", "recall", "specificity"):  # repeated per encoder: the card keeps each line once
         if metric not in plan.metrics:
             parts.not_tested.append(f"{METRIC_TITLE[metric]} gaps were not part of this audit.")
-    if not doc.get("calibration"):  # absent (stored before issue 14), switched off, or scores not probabilities
+    if not doc.get("calibration"):  # absent (stored by an earlier version), switched off, or scores not probabilities
         parts.not_tested.append("Calibration by group (is the risk score equally trustworthy for every group?) was "
                                 "not part of this audit.")
     if not plan.intersections:
@@ -542,7 +542,7 @@ def _ctf(doc: dict, k: int) -> _Parts:
 
 
 def _slices(doc: dict, k: int) -> _Parts:
-    """Each carried slice of a slice audit (issue 26) with its verdict from the confirmation rows."""
+    """Each carried slice of a slice audit with its verdict from the confirmation rows."""
     from fairdesk.core.reports.slices import METRIC_WORDS, searched_min, searched_sentence, slice_sentence
 
     parts = _Parts()

@@ -1,4 +1,4 @@
-"""Scratch data never outlives the run (issue 20, item 2).
+"""Scratch data never outlives the run.
 
 Every temporary project or file FairDesk makes (the CLI's scratch project, a training job's temporary project)
 lives in **one private folder per run**: ``<temp>/fairdesk-run-<pid>-<start>-<random>``, made by

@@ -1,6 +1,5 @@
 """Validity as a product feature: the null and planted simulations of each audit family, run through the same
-public functions an audit uses, with rejection rates and binomial 95% CIs (issue 9, "Validity is a product
-feature"; METHODS §6 and docs/methods.md "Validity").
+public functions an audit uses, with rejection rates and binomial 95% CIs (METHODS §6 and docs/methods.md "Validity").
 
 Families and what one simulated run is:
 
@@ -21,7 +20,7 @@ Families and what one simulated run is:
   participant-disjoint CV: :mod:`fairdesk.core.synthetic.cv_compare_sim` through the protocol's folds and
   :func:`fairdesk.core.audits.age_independence.paired_comparison`, at 1 and 3 repeats; rows for the default
   corrected resampled t-test (target) and the plain paired t-test (reported: the anti-conservative option).
-* ``slices`` — a whole slice audit (issue 26): :func:`fairdesk.core.synthetic.slice_sim.validity_runs`, the null (any
+* ``slices`` — a whole slice audit: :func:`fairdesk.core.synthetic.slice_sim.validity_runs`, the null (any
   "differs" slice after search on discovery rows and confirmation on the others) and planted slices of order 1–3
   by size and gap (power).
 * ``monitor`` — a whole fairness monitor over 24 monthly looks (:func:`fairdesk.core.synthetic.monitor_sim.validity_runs`):
@@ -29,8 +28,8 @@ Families and what one simulated run is:
   month 13 in a group with a fifth of the patients, against a naive monthly test and a fixed-horizon correction.
 * ``cit`` — one counterfactual-invariance test (:func:`fairdesk.core.audits.cit.cit_test`, the default) on
   :func:`fairdesk.core.synthetic.cit_benchmark.nuisance_scenario`: Ŷ ⟂ A | Z with E[Ŷ|Z] and P(A|Z) each linear or
-  non-linear in Z (the four nuisance scenarios of issue 9, finding 4), and a planted A-dependence β, constant or
-  changing sign with z₂ (issue 27).
+  non-linear in Z (the four nuisance scenarios), and a planted A-dependence β, constant or
+  changing sign with z₂.
 
 Each row of the result: family, design, null/planted, runs, how many rejected, the rate with its Clopper–Pearson
 95% CI (``scipy.stats.binomtest(k, n).proportion_ci()``), the target, whether the point estimate meets it, and —
@@ -40,7 +39,7 @@ seed. The generators of the other families are imported lazily (they live in the
 Entry point: :func:`run_validity` ``(families, runs, seed, n, progress, cancel) -> ValidityResult``.
 
 Besides these fixed designs, ``--design-space`` draws group audits at random from a stated space and maps the size
-of every test and the coverage of every interval by region (issue 21): :mod:`fairdesk.core.synthetic.design_space`.
+of every test and the coverage of every interval by region: :mod:`fairdesk.core.synthetic.design_space`.
 """
 from __future__ import annotations
 
@@ -61,7 +60,7 @@ from fairdesk.core.synthetic.design_space import (format_regions, parse_regions,
 
 FAMILIES: tuple[str, ...] = ("groups", "mlm", "cit", "ctf", "age", "slices", "calibration", "monitor")
 ALPHA = 0.05
-#: A null design passes when its rejection rate is at most α + this (issue 9: "size ≤ α + 0.02").
+#: A null design passes when its rejection rate is at most α + this ("size ≤ α + 0.02").
 SIZE_TOLERANCE = 0.02
 #: Default runs per design (the CLI's --runs overrides all three); whole audits cost more than single tests.
 DEFAULT_RUNS = {"groups": 40, "mlm": 200, "cit": 100, "ctf": 100, "age": 200, "slices": 40,
@@ -75,7 +74,7 @@ MLM_DRAWN_COUNTS = ("space", "twomode", "fresh")
 AGE_REPEATS = (1, 3)
 AGE_PLANTED_SIGNAL = 0.3   # learner b's signal (a: 0.6): about 5 accuracy points worse
 CIT_BETA = 0.5
-CIT_POWER_TARGET = 0.90   # issue 9: power on β = 0.5 at n = 4,000 stays ≥ 90 %
+CIT_POWER_TARGET = 0.90   # power on β = 0.5 at n = 4,000 stays ≥ 90 %
 CIT_POWER_N = 4000
 
 
@@ -325,7 +324,7 @@ def _age_family(runs: int, seed: int, rep: Reporter, notes: list[str], ex) -> li
 
 def cit_designs(n: int) -> list[tuple[str, str, dict]]:
     """The cit family's designs at sample size n: the four nuisance scenarios under the null, and β planted as a
-    constant effect and as one whose sign changes with z₂ (issue 27)."""
+    constant effect and as one whose sign changes with z₂."""
     out = []
     for h_nl in (False, True):
         for m_nl in (False, True):
@@ -565,13 +564,13 @@ def run_validity(families: tuple[str, ...] | str = FAMILIES, runs: int | None = 
                     rows += _groups_family(r, seed, sub, notes, ex)
                 elif fam == "mlm":
                     rows += _mlm_family(r, seed, sub, notes, ex)
-                elif fam == "ctf":  # issue 22: the CTF audit's simulations live in core/synthetic/ctf_sim.py
+                elif fam == "ctf":  # the CTF audit's simulations live in core/synthetic/ctf_sim.py
                     from fairdesk.core.synthetic.ctf_sim import validity_runs
 
                     rows += [_row("ctf", **row) for row in validity_runs(r, seed, sub, notes)]
                 elif fam == "age":
                     rows += _age_family(r, seed, sub, notes, ex)
-                elif fam == "slices":  # issue 26: the slice audit's simulations live in core/synthetic/slice_sim.py
+                elif fam == "slices":  # the slice audit's simulations live in core/synthetic/slice_sim.py
                     from fairdesk.core.synthetic.slice_sim import validity_runs as slice_runs
 
                     rows += [_row("slices", **row) for row in slice_runs(r, seed, sub, notes)]

@@ -82,7 +82,7 @@ def freeze_long_lived_objects() -> None:
     live as long as the process) out of its reach (``gc.freeze``). A full collection scans every tracked object
     while it holds the interpreter lock, in whichever thread triggers it: with pandas, scipy, pyqtgraph and the
     audit modules loaded that took 250–300 ms, and when a view thread's allocations triggered it the Qt thread
-    waited that long with its own CPU idle (issue 24's heartbeat: select max 301–402 ms wall, 60–84 ms CPU).
+    waited that long with its own CPU idle (the heartbeat benchmark: select max 301–402 ms wall, 60–84 ms CPU).
     Frozen objects are still freed by reference counting; only cyclic garbage among them would be kept."""
     import gc
 
@@ -305,7 +305,7 @@ class SettingsDialog(QDialog):
         form.addRow(buttons)
 
     def _executor_box(self, settings: Settings) -> QGroupBox:
-        """Settings › Executor (issue 25): where audits run their tasks — this process, or a Dask cluster at an
+        """Settings › Executor: where audits run their tasks — this process, or a Dask cluster at an
         address (or local:N); "Test connection" asks the cluster and says how many workers it sees."""
         box = QGroupBox("Executor", self)
         lay = QFormLayout(box)
@@ -481,7 +481,7 @@ class MainWindow(QMainWindow):
             self._add_page(key, title, resolve(ref)(self), attr, after=after)
         self.setCentralWidget(self.tabs)
         self.tabs.currentChanged.connect(self._refresh_visible)
-        # a layout request that changes nothing of a tab widget's own no longer repaints all it holds (round 15)
+        # a layout request that changes nothing of a tab widget's own no longer repaints all it holds
         self.tab_gate = gate_tab_repaints(self)
 
         self.jobs_panel = JobsPanel(self.runner, self)

@@ -1,4 +1,4 @@
-"""The job of the slice audit (issue 26): run a slice search with confirmation on a stored predictions dataset and
+"""The job of the slice audit: run a slice search with confirmation on a stored predictions dataset and
 store the result. The GUI's Slices page and ``fairdesk-cli audit slices`` both call :func:`audit_slices`."""
 from __future__ import annotations
 

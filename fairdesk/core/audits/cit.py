@@ -61,27 +61,27 @@ HGB_DEFAULTS = {"max_iter": 200, "learning_rate": 0.1, "max_leaf_nodes": 15, "mi
 LOGISTIC_C = 1.0
 #: How the weighted GCM fits its nuisances: "sequential-weight" (default) — the weight ĝ(1,·) − ĝ(0,·) on the
 #: earlier folds only, ĥ and m̂ on every other fold; "sequential" — all three on the earlier folds (the
-#: pre-issue-9 default: the first tested fold's ĥ and m̂ saw only 1/K of the rows, and their error biased its
+#: first default: the first tested fold's ĥ and m̂ saw only 1/K of the rows, and their error biased its
 #: statistic — mean T_1 = 0.72 under the null with boosted nuisances at n = 1,000); "crossfit" — all on every
 #: other fold (invalid with a learned weight; kept to show why).
 SCHEMES: tuple[str, ...] = ("sequential-weight", "sequential", "crossfit")
 DEFAULT_SCHEME = "sequential-weight"
 #: The weight ĝ(1,·) − ĝ(0,·) of the weighted GCM: "offset" (default: a flexible E[Ŷ|Z] shared by both groups as
 #: the offset of a logistic effect model on [z, a, a·z]; :func:`_offset_weight`), "difference" (one model per value
-#: of a; the first issue-27 default), "joint" (one model on [z, a, a·z]; the issue-9 default) or "sign" (the sign
-#: of the per-group difference). Issue 27: on the 004 SCM (linear, seed 3) the joint model picked boosting in some
+#: of a; an earlier default), "joint" (one model on [z, a, a·z]; the first default) or "sign" (the sign
+#: of the per-group difference). On the 004 SCM (linear, seed 3) the joint model picked boosting in some
 #: folds (65 features) and found 6 of the first 10 low-ECA classifiers against 8 of 10 with one model per group;
 #: under non-linear nuisances one model per group often paired a logistic fit with a boosted one, and their
 #: difference followed their errors, not a constant effect (docs/cit_synthetic_findings.md §2b).
 WEIGHTS: tuple[str, ...] = ("difference", "joint", "sign", "offset")
 DEFAULT_WEIGHT = "offset"
 #: How the weighted GCM's p is combined with the plain GCM's on the same residuals: "maxT" (the min-p of the two,
-#: referred to their joint normal law with the estimated correlation), "bonferroni" (2·min p; the issue-9
+#: referred to their joint normal law with the estimated correlation), "bonferroni" (2·min p; the first
 #: default) or "none" (the weighted test alone).
 COMBINATIONS: tuple[str, ...] = ("maxT", "bonferroni", "none")
 DEFAULT_COMBINE = "maxT"
 #: How the weighted GCM sums its tested folds' statistics T_k (sequential schemes): "sqrt_train" (default,
-#: issue 27: Σ c_k T_k/‖c‖ with c_k = √(rows fold k's weight was fitted on) — fold 1's weight saw 1/K of the rows,
+#: Σ c_k T_k/‖c‖ with c_k = √(rows fold k's weight was fitted on) — fold 1's weight saw 1/K of the rows,
 #: fold K−1's (K−1)/K, so later folds' weights are better aligned with the effect) or "equal" (Σ T_k/√(K−1), the
 #: default before). The c_k depend only on the fold sizes, fixed before any fit, so either sum is N(0, 1) under
 #: the null; and with equal fold sizes a common finite-sample bias b of the T_k enters as b·Σc_k/‖c‖, which the
@@ -559,7 +559,7 @@ def _logit(p: np.ndarray) -> np.ndarray:
 
 
 def _offset_weight(z: np.ndarray, a: np.ndarray, yhat: np.ndarray, kind: str, seed: int):
-    """The weight ŵ = ĝ(1, ·) − ĝ(0, ·) of ``weight="offset"`` (issue 27), fitted on the rows given:
+    """The weight ŵ = ĝ(1, ·) − ĝ(0, ·) of ``weight="offset"``, fitted on the rows given:
     ĝ(a, z) = sigmoid(η̂(z) + [1, z, a, a·z]·β), where η̂ = logit of E[Ŷ|Z] by the nuisance learner ``kind`` (what
     "auto" chooses: boosting when Ŷ is clearly non-linear in Z) and β an L2-penalised logistic fit with η̂ as a
     fixed offset (on "auto"'s cross-fitted η̂ of the same rows, so the offset has not seen a row's own label).
@@ -881,19 +881,19 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
       weight. ``fold_weights`` (:data:`FOLD_WEIGHTS`): c_k = 1 ("equal") or √(rows fold k's weight was fitted
       on) ("sqrt_train").
     * ``scheme``: "sequential-weight" (default for the weighted test) cross-fits ĥ and m̂ on all other folds and
-      fits only the weight sequentially; "sequential" fits all three on the earlier folds (the pre-issue-9 default,
+      fits only the weight sequentially; "sequential" fits all three on the earlier folds (the first default,
       whose first tested fold saw 1/K of the rows: biased under non-linear nuisances); "crossfit" fits all three
       on the other folds (invalid with a learned weight). ``burn_in``: share of fold 0 (default: equal folds).
     * ``weight`` (:data:`WEIGHTS`): "offset" (default: a flexible E[Ŷ|Z] baseline shared by both groups plus a
       logistic effect model on [z, a, a·z], or [z, a, a·z, a·z²] when its held-out log-loss is lower; the choice
       per tested fold in ``details["weight_effect_models"]``), "difference" (one model per value of a), "joint"
-      (one model ĝ on [z, a, a·z]; the issue-9 default) or "sign".
+      (one model ĝ on [z, a, a·z]; the first default) or "sign".
     * ``combine`` (:data:`COMBINATIONS`): "maxT" (default) reports P(min(p_W, p_P) ≤ observed) for the weighted
       statistic and the plain two-sided GCM on the same out-of-fold residuals, with their correlation estimated
       from those residuals — the plain GCM is the most powerful for an effect of one sign, the weighted one for an
       effect that changes sign, and the joint law costs less than Bonferroni when the two agree. The plain
       statistic uses every row (its ĥ on fold 0 too; the weighted one tests folds 1…K−1); "bonferroni"
-      (2·min p; the issue-9 default) and "none" (the weighted test alone).
+      (2·min p; the first default) and "none" (the weighted test alone).
 
     ``m_hat`` (out-of-fold propensities for the same ``folds`` and scheme; see :func:`crossfit_propensity`) can be
     passed to share work across classifiers. The level holds when ĥ and m̂ are consistent with
@@ -946,7 +946,7 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
         if not train.any():
             if weighted and scheme == "sequential-weight" and combine != "none":
                 # fold 0 trains the weight only, but the plain GCM needs no weight: its ĥ (on every other fold)
-                # lets the plain statistic use all rows (issue 27: 25 % more rows than the weighted one)
+                # lets the plain statistic use all rows (25 % more rows than the weighted one)
                 h_model = fit_prob_model(z[folds != k], yhat[folds != k], regressor, seed + 17 * int(k))
                 h_oof[test] = h_model(z[test])
                 chosen["h"].append(model_kind(h_model, regressor))

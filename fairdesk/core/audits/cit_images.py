@@ -1,4 +1,4 @@
-"""Counterfactual-invariance audit of an image classifier (issue 4, METHODS §6), on predictions already computed.
+"""Counterfactual-invariance audit of an image classifier (METHODS §6), on predictions already computed.
 
 The caller (CLI, job, test) runs the classifier on
 

@@ -333,7 +333,7 @@ def _cluster_bootstrap(values: np.ndarray, weight: np.ndarray | None, cluster: n
     mean |change| over its pairs that swap term a in or out, weight 1 where it has one). The CONTEXTS
     (``cluster``: context id per example; None: every example its own) are resampled with replacement, and an
     example takes its context's multiplicity ``M`` — examples of one context (one template filled with different
-    terms, repeated rows) share everything but the term, so they are not independent (issue 22: resampling rows
+    terms, repeated rows) share everything but the term, so they are not independent (resampling rows
     made the interval 3–6× too narrow on a template-complete set). The control WORDS are resampled too (weights
     ``W``): the control band is an estimate of how a model reacts to a neutral word in the slot, made from a small
     sample of neutral words, and that sample's variability belongs in the interval (a simulation in
@@ -625,7 +625,7 @@ def apply_verdicts(records: list[dict], term_records: list[dict], margin: float,
     corrected p of "gap ≥ margin" is ≤ α/2 (one-sided tests at α/2: the two sides of a 1 − α interval); otherwise
     **inconclusive**. A record (split × subset) says "differs" when any of its terms differs, "equivalent within
     margin" only when every one of its terms is, else "inconclusive": its averaged gap is descriptive — averaging
-    35 terms dilutes one biased term about 17-fold (issue 22)."""
+    35 terms dilutes one biased term about 17-fold."""
     from fairdesk.core.stats.multiple import adjust
 
     q_d = adjust([t["p_differs"] for t in term_records], correction) if term_records else np.array([])

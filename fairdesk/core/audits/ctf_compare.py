@@ -1,4 +1,4 @@
-"""The comparison of stored counterfactual-token-fairness audits (issue 12, the layout of 002 Tables 1–5).
+"""The comparison of stored counterfactual-token-fairness audits (the layout of 002 Tables 1–5).
 
 :func:`ctf_comparison` turns the stored documents of several ``ctf`` audits (one per audited model: baseline,
 blindness, augmentation, CLP at some λ, …) into one table with a row per audit: the model's training method and λ,

@@ -101,7 +101,7 @@ class GroupAuditPlan:
     metrics: tuple[str, ...] = METRICS
     gap_rule: str = "max"
     threshold: float | str | None = None  # required: a number, or "best_f1" (chosen per task on the validation
-    # split); no default (issue 21: a silent 0.5 flagged nobody on a cohort whose highest score was 0.43)
+    # split); no default (a silent 0.5 flagged nobody on a cohort whose highest score was 0.43)
     bins: tuple[int, ...] = (2, 5)
     intersections: tuple[tuple[str, ...], ...] = ()
     tasks: tuple[str, ...] | None = None
@@ -299,7 +299,7 @@ class GroupAuditResult:
             yield_point()
         rec = tables["records"]
         if d.get("records") and "verdict" not in d["records"][0]:
-            # stored before issue 9: no equivalence test was run, so a gap not significant is inconclusive
+            # stored by an earlier version: no equivalence test was run, so a gap not significant is inconclusive
             rec["verdict"] = rec["significant_bh"].map(
                 lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
                 else ("differs" if bool(v) else "inconclusive"))
@@ -525,7 +525,7 @@ BOUNDARY_PSEUDO = 0.5  # Jeffreys half-row per cell pair in the resampling share
 
 def _resample_counts(cells, strata, patients, n_cells, plan_n_boot, rng, cluster: bool):
     """Cell counts of ``plan_n_boot`` replicates: whole patients when ``cluster``, else rows resampled within each
-    stratum. The gap audit's strata are the groups (issue 21): each group keeps its size and its labels are
+    stratum. The gap audit's strata are the groups: each group keeps its size and its labels are
     resampled with its predictions, so a group's prevalence varies as it does between samples. Strata of the label
     (before) fixed every replicate's number of positives and, where prevalence and predictions differ by group,
     took the prevalence's share out of the parity gap's variance (design effect 0.85–0.90 instead of 1 with
@@ -600,7 +600,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
 
     thresholds: dict[str, float] = {}
     boot_mode: dict[str, str] = {}
-    # The work of each (task, attribute) is one task of the executor (issue 25): the gap bootstrap and tests with
+    # The work of each (task, attribute) is one task of the executor: the gap bootstrap and tests with
     # the calibration and discrimination of a categorical attribute, or the error spread over every requested bin
     # count of a continuous one. Each draws from its own stream keyed by (seed, task, attribute), so the result
     # does not depend on which executor ran it, on how many workers, or in which order they finished.
@@ -670,7 +670,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
     rec = pd.DataFrame.from_records(records, columns=_COLUMNS["records"])
     tst = correct(pd.DataFrame.from_records(tests, columns=_COLUMNS["tests"] + ["_dual"]), plan)
     groups_table = pd.DataFrame.from_records(group_rows, columns=_COLUMNS["groups"])
-    if not tst.empty:  # issue 21: a test outside the design-space region where its size and coverage were verified
+    if not tst.empty:  # a test outside the design-space region where its size and coverage were verified
         tst["outside_region"] = annotate_region(tst, groups_table,
                                                 {t for t, m in boot_mode.items() if m.startswith("whole-patient")})
     if not rec.empty:
@@ -803,7 +803,7 @@ def _audit_attribute(task, attr, labels, y, s, yhat, patients, cluster, tau, pla
     boot = _resample_counts(cells, gidx[keep], None if patients is None else patients[keep], 4 * g,
                             plan.n_boot, rng, cluster).reshape(plan.n_boot, g, 4)
     # whole patients: each group's rows per patient in the denominator of each measure (all rows, positives,
-    # negatives) for the small-sample factor and the t reference's degrees of freedom (issue 21)
+    # negatives) for the small-sample factor and the t reference's degrees of freedom
     per_patient = None
     if cluster and patients is not None:
         _, pcode = np.unique(patients[keep], return_inverse=True)
@@ -938,7 +938,7 @@ TOO_FEW_CASES = "inconclusive: too few cases to test"  # the reason's words (:fu
 
 
 def too_few_cases(n_positive: int, n_negative: int, minimum: int, case_patients=None) -> str | None:
-    """The one rule by which a group's calibration and discrimination are "inconclusive: too few cases" (issue 21):
+    """The one rule by which a group's calibration and discrimination are "inconclusive: too few cases":
     fewer than ``minimum`` (``plan.min_denominator``) cases in its smaller class — rows, or with repeated patients
     (``case_patients``: the patients with a positive row and with a negative row) the patients among them, since
     a whole-patient interval rests on those (the design-space map: with fewer than 10 patients among the cases every
@@ -999,7 +999,7 @@ def group_calibration(values, pos, neg, cell, disc, patients_g, plan, slope_rng)
            "reason": few or pt["reason"]}
     if cluster and few is None and math.isfinite(var_cl.get("slope", math.nan)) \
             and pt["auroc"] >= C.NEAR_SEPARATION_AUROC:
-        # near separation the linearised slope variance falls short; the whole-patient refits do not (issue 21)
+        # near separation the linearised slope variance falls short; the whole-patient refits do not
         boot = C.slope_bootstrap_variance(pt, cell, patients_g, slope_rng)
         var_cl = {**var_cl, "slope": max(var_cl["slope"], boot) if math.isfinite(boot) else var_cl["slope"]}
     row.update(_calibration_intervals(pt, var_cl, plan.ci_level, case_rows, shown=few is None,
@@ -1066,7 +1066,7 @@ def _lr_p(k: int, stat: float, case_rows=None) -> float:
     """p of a calibration LR statistic with ``k`` df (already divided by its Rao–Scott design effect): χ²_k with
     independent rows; with whole patients (``case_rows``: each patient's rows of the smaller class) the Rao–Scott F
     form, ``stat/k ~ F(k, ν)`` with ν = :func:`..stats.gaps.cluster_df` of those patients — the design effect is
-    estimated from them, as a t reference does for one coefficient (issue 21: χ² rejected 9% of calibrated groups
+    estimated from them, as a t reference does for one coefficient (χ² rejected 9% of calibrated groups
     with ~18 patients among the positives)."""
     from scipy.special import chdtrc, fdtrc
 
@@ -1083,15 +1083,15 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
     the calibration intercept and O/E by the robust score interval (:func:`..stats.calibration.score_interval`,
     whole patients when ``clusters`` = (each row's cell, each row's patient) is given; with independent rows its
     quantile is t with the df of the informative rows, :func:`..stats.calibration.informative_df`, when fewer than
-    n − 1; issue 21: the Wald interval covered 0.85–0.93 near separation, its SE taken at the estimate; exact
+    n − 1; the Wald interval covered 0.85–0.93 near separation, its SE taken at the estimate; exact
     Poisson upper bound of O/E when no case is observed), the slope on its own (logit) scale, Brier on the log scale, ECE debiased with a simultaneous interval (:func:`..stats.calibration.
-    ece_debiased`). Small-sample corrections (issue 21: Brier and slope intervals covered 0.90–0.92 at 100 rows with
+    ece_debiased`). Small-sample corrections (Brier and slope intervals covered 0.90–0.92 at 100 rows with
     extreme scores): with independent rows the influence (HC0) variance is multiplied by n/(n − p) and the quantile
     is Student's t with n − p df (p = 1, or 2 for the slope model, whose variance is also at least the model-based
     one); with whole patients the variances already carry G/(G − 1) (the intercept and slope: the CR2 leverage
     correction, :func:`..stats.calibration.cr2_covariance`) and the quantile is t with :func:`..stats.gaps.cluster_df`
     df of ``rows_per_patient`` — each patient's rows of the group's smaller class, the patients these numbers rest on
-    (issue 21: df from all the group's patients, 31 and 86 where ~14 patients had a positive row, left the slope
+    (df from all the group's patients, 31 and 86 where ~14 patients had a positive row, left the slope
     interval covering 0.83–0.90). ``shown`` False (too few cases): the values without intervals. A Brier score is a
     mean of squares, right-skewed when the scores are extreme: its log-scale interval stays positive and follows the
     skew, capped at 1; its variance is at least the one it would have if the scores were the risks
@@ -1123,7 +1123,7 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
         if v is not None and math.isfinite(se):
             if m in ("calibration_intercept", "oe_ratio"):
                 # the robust score interval: the sandwich at each candidate value, not at the estimate; with
-                # independent rows t with the df of the informative rows (issue 21)
+                # independent rows t with the df of the informative rows
                 if cluster_df is None and math.isfinite(C.informative_df(pt)):
                     z = float(G.quantile(level, max(1.0, min(df, C.informative_df(pt)))))
                 lo, hi = C.score_interval(pt, "intercept" if m == "calibration_intercept" else "oe_ratio", z,
@@ -1131,7 +1131,7 @@ def _calibration_intervals(pt: dict, var: dict, level: float, rows_per_patient=N
             elif m == "ece":
                 v, lo, hi = C.ece_debiased(pt, var["ece_bins"], level, cluster_df or math.inf)
             elif m == "brier":
-                se = math.sqrt(max(vk, C.brier_model_variance(pt)))  # at least the model's (issue 21)
+                se = math.sqrt(max(vk, C.brier_model_variance(pt)))  # at least the model's
                 lo, hi = ((v * math.exp(-z * se / v), min(1.0, v * math.exp(min(z * se / v, 50.0)))) if v > 0
                           else (0.0, z * se))
             else:
@@ -1151,7 +1151,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
     Test of a pair (the groups are disjoint rows: independent), two-sided; interval of the gap
     v_a − v_b ± q·√(se_a² + se_b²); TOST at ±``plan.margin`` on that scale. AUROC: se² = max(DeLong, Hanley–McNeil)
     variance (× its whole-patient design effect, floored at 1), tested by a score-type z on the cube-root scale of
-    1 − AUROC at the pooled AUROC Ā (:func:`..stats.discrimination.auroc_pair_z`, issue 21); AUPRC: z = (logit v_a −
+    1 − AUROC at the pooled AUROC Ā (:func:`..stats.discrimination.auroc_pair_z`); AUPRC: z = (logit v_a −
     logit v_b) / √(lse_a² + lse_b²) with lse the influence SE of logit AP, while the intervals and the TOST use
     :func:`..stats.calibration.auprc_logit_se` (at least the binomial AP(1 − AP)/n₁) and the gap's interval is
     MOVER (:func:`..stats.gaps.mover`) from the two groups' intervals. Each group's interval is
@@ -1217,7 +1217,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 test_id = f"{task}|{attr}|{metric}|{a['group']}|{b['group']}"
                 deff = None if metric != "auroc" else (va + vb) / (va / a["deff"] + vb / b["deff"])
                 if metric == "auroc":
-                    # score-type, cube-root scale of 1 − AUROC, floored variances (issue 21; why:
+                    # score-type, cube-root scale of 1 − AUROC, floored variances (why:
                     # :func:`..stats.discrimination.auroc_pair_z`)
                     lz = D.auroc_pair_z(a["value"], b["value"], a["point"]["auroc_var"], b["point"]["auroc_var"],
                                         (a["n_positive"], a["n"] - a["n_positive"]),
@@ -1231,7 +1231,7 @@ def _audit_discrimination(task, attr, groups: list[dict], cluster: bool, plan, d
                 se = math.sqrt(va + vb)
                 q = float(G.quantile(plan.ci_level, df))
                 # AUPRC: the gap's interval from the groups' own (logit-scale) intervals, MOVER; the value-scale
-                # d ± q·se covered 0.78–0.89 near AP = 1 and with whole patients (issue 21)
+                # d ± q·se covered 0.78–0.89 near AP = 1 and with whole patients
                 ci = ((d - q * se, d + q * se) if metric == "auroc"
                       else G.mover(a["value"], a["ci"], b["value"], b["ci"]))
                 dual = ({"kind": "normal", "centre": d, "se": se, "df": df} if metric == "auroc" else
@@ -1316,7 +1316,7 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hi
     ``hits_per_patient`` each side's rows per patient in its numerator: the design effect is then the whole-patient
     sandwich of the two rates (:func:`..stats.gaps.cluster_rate_variance`, with G/(G − 1)) over their binomial
     variance, and the test, interval and TOST use a t reference with :func:`..stats.gaps.cluster_df` degrees of
-    freedom (issue 21: with many one-row patients and a few of 30 rows, the normal reference rejected 7–10% of null
+    freedom (with many one-row patients and a few of 30 rows, the normal reference rejected 7–10% of null
     gaps). Not the whole-patient bootstrap's variance times G/(G − 1): the bootstrap redraws how many patients a rate
     rests on (E[1/G*] > 1/G), which already lifts its variance about as far above the plain sandwich as G/(G − 1)
     does, so the factor counted twice (recall gaps with 5–8 case patients had a size of 0.007–0.020)."""
@@ -1346,7 +1346,7 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hi
         p_eq = float("nan") if flat else float(G.tost_p(centre, se, plan.margin, df))
         dual = {"kind": "ac", "centre": float(centre), "se": float(se), "df": float(df), "x_a": float(x_a),
                 "n_a": float(n_a), "x_b": float(x_b), "n_b": float(n_b), "deff": float(deff)}
-    else:  # whole patients: the inversion of the score test (issue 21: Agresti–Caffo missed 0 more often than the
+    else:  # whole patients: the inversion of the score test (Agresti–Caffo missed 0 more often than the
         lo, hi = G.score_interval(x_a, n_a, x_b, n_b, deff, plan.ci_level, df)  # test rejected)
         p_eq = float("nan") if flat else float(G.score_tost_p(x_a, n_a, x_b, n_b, plan.margin, deff, df))
         dual = {"kind": "score", "x_a": float(x_a), "n_a": float(n_a), "x_b": float(x_b), "n_b": float(n_b),
@@ -1357,7 +1357,7 @@ def rate_gap_test(x_a, n_a, x_b, n_b, boot_diff, plan, rows_per_patient=None, hi
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Degenerate comparisons at the threshold (issue 21): a rate that is 0 (or 1) in both groups by construction —
+# Degenerate comparisons at the threshold: a rate that is 0 (or 1) in both groups by construction —
 # the model flags nobody (everybody) there — says nothing about equivalence: the TOST p of such a pair is small only
 # because the Agresti–Caffo pseudo-counts make a tiny standard error around 0. Such a pair gets no equivalence p
 # (NaN: it leaves the equivalence family), so its verdict is "inconclusive", with the reason in its records.

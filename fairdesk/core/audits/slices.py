@@ -1,4 +1,4 @@
-"""Slices nobody named (issue 26): search the intersections of the chosen attributes for the worst-served subgroups,
+"""Slices nobody named: search the intersections of the chosen attributes for the worst-served subgroups,
 then test the ones carried forward on rows the search never saw.
 
 Entry point: :func:`run_slice_audit` ``(table, plan, progress, cancel) -> SliceAuditResult``.

@@ -1,4 +1,4 @@
-"""Image datasets: a folder of images (PNG, JPEG, 16-bit PNG, DICOM) described by a CSV (issue 4, Dataset tab).
+"""Image datasets: a folder of images (PNG, JPEG, 16-bit PNG, DICOM) described by a CSV (Dataset tab).
 
 The CSV may be in CheXpert style (``Path`` like ``CheXpert-v1.0/train/patient00001/study1/view1_frontal.jpg``,
 one column per finding with 1/0/−1/blank, ``Sex``, ``Age``), MIMIC-CXR style (``subject_id``, ``study_id``,

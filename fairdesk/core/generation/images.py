@@ -1,5 +1,5 @@
-"""Counterfactual image generator: a conditional latent diffusion model built from diffusers parts (issue 4,
-METHODS §6).
+"""Counterfactual image generator: a conditional latent diffusion model built from diffusers parts
+(METHODS §6).
 
 * ``AutoencoderKL`` (grey images in [0, 1] ↔ a latent of ``latent_channels`` × H/2^(L−1) × W/2^(L−1)), trained first
   (L1 + small KL);
@@ -762,7 +762,7 @@ def frechet_distance(features, real: np.ndarray, fake: np.ndarray) -> dict:
 
 
 def _read_meta(meta_file: Path) -> dict:
-    """The generator's metadata file, checked: damaged or foreign content is a ModelError sentence (issue 10)."""
+    """The generator's metadata file, checked: damaged or foreign content is a ModelError sentence."""
     try:
         from fairdesk.core.jsonable import read_json_file
         meta = read_json_file(meta_file)

@@ -235,7 +235,7 @@ def build_nets(method: str, n_features: int, settings: LearnerSettings,
     take no draws before them; A then reads [z, label] standardised over the minibatch (batch norm without affine
     parameters). *Why*: the pairing alone left age in z at λ = 1 on the strong cohort (R² beyond the
     label 0.13 and 0.18 for simple and entropy over four seeds against the own layers' 0.07 and 0.12): the DNN's
-    post-ReLU z is small and A, reading it raw, lagged where I moved age (docs/methods.md §3, rounds 6b and 9)."""
+    post-ReLU z is small and A, reading it raw, lagged where I moved age (docs/validation/age-learners.md)."""
     import torch.nn as nn
 
     s = settings

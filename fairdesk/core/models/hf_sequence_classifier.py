@@ -1,4 +1,4 @@
-"""Local Hugging Face sequence-classification folders as scorers for the CTF audit (issue 12, METHODS §5).
+"""Local Hugging Face sequence-classification folders as scorers for the CTF audit (METHODS §5).
 
 :func:`load_sequence_classifier` opens a folder (``config.json``, ``model.safetensors``, tokenizer files) with
 ``local_files_only=True`` and ``trust_remote_code=False`` — never downloaded, never running code from the folder,

@@ -1,5 +1,5 @@
 """Image classifiers under audit: import a TorchScript file or a state dict for a built-in architecture, or train a
-small CNN on CPU (issue 4, Model tab). Nothing untrusted is unpickled: state dicts load with
+small CNN on CPU (Model tab). Nothing untrusted is unpickled: state dicts load with
 ``torch.load(weights_only=True)`` or from safetensors; TorchScript archives load with ``torch.jit.load``.
 
 Built-in architectures (plain ``torch.nn``; torchvision is not installable beside this torch):

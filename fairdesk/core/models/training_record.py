@@ -1,4 +1,4 @@
-"""The one training record every FairDesk trainer writes into the model folder it trains (issue 24, item 6).
+"""The one training record every FairDesk trainer writes into the model folder it trains.
 
 A model FairDesk trained — a text classifier (``train text-classifier``), a masked language model (``train mlm``), an
 image classifier or a counterfactual generator (``train generator``), from the CLI or the GUI — carries

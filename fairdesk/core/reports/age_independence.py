@@ -1,4 +1,4 @@
-"""The PDF report of an age-independence audit (issue 13, METHODS §2–3; audit kind ``"age_independence"``).
+"""The PDF report of an age-independence audit (audit kind ``"age_independence"``).
 
 :func:`build_age_report` turns the stored document (``{"methods", "settings", "provenance"}`` written by
 :func:`fairdesk.jobs.age.train_age_independent`, the same the CLI's ``--json`` holds) into a
@@ -49,9 +49,9 @@ LOSSES = [
     ["entropy-binary", "as entropy", "Lc − λ·La + Lr", "CE term only"],
     ["entropy-h", "as entropy", "Lc − λ·La + Lr", "λ_H·H[P] only"],
 ]
-#: the simple learner's networks with ``LearnerSettings.dnn_body`` (issue 27, round 9)
+#: the simple learner's networks with ``LearnerSettings.dnn_body``
 DNN_BODY_NETWORKS = "I: the DNN's x→64→32→z (ReLU); C: the DNN's batch norm, z→2; A: standardised [z, label]→16→1"
-#: how the chosen body of a fold is named in the words (``lambda_selection.folds[].body``; issue 27, round 10)
+#: how the chosen body of a fold is named in the words (``lambda_selection.folds[].body``)
 BODY_WORDS = {"own": "own layers", "dnn": "DNN's layers"}
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 FRONTIER_COLUMNS = ["method", "label", "role", "lambda", "accuracy", "delta_eo_5", "leakage_r2"]
@@ -132,7 +132,7 @@ def lambda_words(s: dict) -> str:
     L = s["learner"]
     if s.get("select_lambda"):
         grid = ", ".join(f"{numbers.short(num(v))}" for v in s.get("lambda_grid") or [])
-        # documents stored before issue 27's pooled selection validated on one quarter of the training participants
+        # documents stored by an earlier version
         how = ("nested participant-grouped cross-validation (every training participant validates once)"
                if "pooled" in str(s.get("lambda_selection")) else "nested participant-disjoint validation")
         return (f"λ chosen per learner and fold from {{{grid}}} by {how} to reach "
@@ -143,7 +143,7 @@ def lambda_words(s: dict) -> str:
 
 
 def _body_choice_words(s: dict) -> str:
-    """With ``select_body`` (issue 27, round 10): how the learner's body was chosen alongside λ."""
+    """With ``select_body``: how the learner's body was chosen alongside λ."""
     if not s.get("select_body"):
         return ""
     return ("; the learner's body chosen the same way from its own layers and the DNN's (the DNN's hidden and output "
@@ -232,7 +232,7 @@ def _age_left(doc: dict, m: str) -> str | None:
     target = num(e["age_independence"].get("target"))
     sel = e.get("lambda_selection")
     chosen = f" (λ chosen per fold: {_chosen(e)})" if sel else ""
-    if sel and "bodies" in sel:  # the body chosen with λ (issue 27, round 10): which, and why
+    if sel and "bodies" in sel:  # the body chosen with λ: which, and why
         chosen = (f" (λ and body chosen per fold: {_chosen(e)}; the DNN's layers in "
                   f"{int(sel.get('dnn_body_in_folds', 0))} of {len(sel.get('folds') or [])} folds: taken where in validation "
                   "the learner's own layers reached the target less accurately by more than one standard error, or "

@@ -1,4 +1,4 @@
-"""Figure data and static figures of calibration and discrimination by group (issue 14, METHODS §8).
+"""Figure data and static figures of calibration and discrimination by group (METHODS §8).
 
 :func:`curve_data` turns the stored ``curves`` table of a group audit into one row per plotted point (group, curve,
 x, y, interval, n, label and hover text, counts suppressed below ``suppress_k``); the GUI's reliability and ROC

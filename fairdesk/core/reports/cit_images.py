@@ -1,4 +1,4 @@
-"""The report of a counterfactual-invariance audit of an image classifier (kind ``"cit_images"``; issue 4,
+"""The report of a counterfactual-invariance audit of an image classifier (kind ``"cit_images"``,
 METHODS §6).
 
 :func:`build_cit_report` turns the stored JSON document (``kind == "cit_images"``, written by

@@ -1,4 +1,4 @@
-"""PDF report of a counterfactual token fairness audit (audit kind ``ctf``; METHODS §5, issue 12).
+"""PDF report of a counterfactual token fairness audit (audit kind ``ctf``; METHODS §5).
 
 :func:`report_tree` turns the stored document (:meth:`fairdesk.core.audits.ctf.CTFResult.to_dict` plus the job's
 ``model``, ``data``, ``unknown_terms``, ``notes``, ``attribution``) into the generic
@@ -197,7 +197,7 @@ def _summary(doc: dict, k: int) -> Section:
             "averaged gap is descriptive (averaging many terms dilutes one biased term).", "finding"))
         for sentence in term_sentences(doc, k):
             s.blocks.append(Paragraph(sentence, "finding"))
-    else:  # documents stored before per-term verdicts (issue 22)
+    else:  # documents stored before per-term verdicts
         tally = {v: sum(1 for r in recs if (r.get("verdict") or "").startswith(v)) for v in
                  ("differs", "equivalent", "inconclusive")}
         s.blocks.append(Paragraph(
@@ -301,7 +301,7 @@ def _methods(doc: dict, k: int) -> Section:
     rows += [["Margin", f"±{numbers.short(margin)} (probability)"], ["Confidence level (intervals shown)",
                                                          f"{100 * (1 - (num(st.get('alpha')) or 0.05)):.0f}%"],
              ["Bootstrap replicates", f"{int(st.get('n_boot') or 0):,}"],
-             ["Unit of resampling", str(st.get("resampling_unit") or "text (stored before issue 22)")],
+             ["Unit of resampling", str(st.get("resampling_unit") or "text (stored by an earlier version)")],
              ["Correction over the term tests", CORRECTION_WORDS.get(st.get("correction"), "–")],
              ["Decision threshold τ", f"{numbers.short(num(st.get('threshold')) or 0.5)}"],
              ["Token limit", str(st.get("max_tokens")) if st.get("max_tokens") else

@@ -176,7 +176,7 @@ CORRECTION_WORDS = {"bh": "Benjamini–Hochberg", "holm": "Holm"}  # the correct
 
 
 def correction_words(code: str = "bh", alpha: float = 0.05) -> str:
-    """The multiple-testing correction named AND said in words, for the sentence that first uses it (issue 24: a
+    """The multiple-testing correction named AND said in words, for the sentence that first uses it (a
     board reads "Benjamini–Hochberg" only with what it does)."""
     if code == "holm":
         return (f"Holm correction for making many tests: the chance of even one false alarm among the verdicts "

@@ -93,7 +93,7 @@ def _sig_text(row, margin: float = 0.05) -> str:
         return "–"
     reason = _s(getattr(row, "reason", None))
     if getattr(row, "verdict", None) == "inconclusive" and reason.startswith("inconclusive:"):
-        return reason  # e.g. "inconclusive: the model flags nobody in T at threshold 0.5" (issue 21)
+        return reason  # e.g. "inconclusive: the model flags nobody in T at threshold 0.5"
     text = verdict_text(getattr(row, "verdict", None), margin)
     return text + (f" ({OUTSIDE_MARK})" if _s(getattr(row, "outside_region", None)) else "")
 
@@ -110,7 +110,7 @@ def outside_region_count(result) -> int:
 
 
 def outside_region_note(result, k: int) -> str | None:
-    """Page 1's note on the comparisons outside the region where their test was verified (issue 21), or None;
+    """Page 1's note on the comparisons outside the region where their test was verified, or None;
     counts below ``k`` suppressed."""
     f = kept_findings(result)  # read only
     if f.empty or "outside_region" not in f:
@@ -658,12 +658,12 @@ def _summary_section(result, title, dataset_name, model_description, k, date) ->
     margin = float(getattr(plan, "margin", 0.05))
     blocks.append(Paragraph("What was found", "subheading"))
     blocks.append(Paragraph(_verdict_sentence(result, all_counts), "lead"))
-    for w in result.warnings:  # the model flags nobody / everybody in a task at its threshold (issue 21)
+    for w in result.warnings:  # the model flags nobody / everybody in a task at its threshold
         if str(w).startswith(FLAT_PREFIX):
             blocks.append(Paragraph(suppress_text(str(w), k), "lead"))
     if cal_counts["total"]:
         # gaps and calibration are different questions: say each apart, so that a calibration finding is never
-        # counted under "differs" while the text says that no comparison differs (issue 14)
+        # counted under "differs" while the text says that no comparison differs
         disc_counts = verdict_counts(result, "discrimination")
         spread = verdict_counts(result, "delta_eo")["total"]
         split = (f"{gap_counts['total'] - disc_counts['total'] - spread} of rates at the threshold"
@@ -1062,7 +1062,7 @@ def _tables_section(result, k) -> Section:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Calibration and discrimination by group (issue 14, METHODS §8)
+# Calibration and discrimination by group (METHODS §8)
 
 CAL_VERDICT = {"differs": "miscalibrated (differs)", "equivalent": "calibrated within the margins (equivalent)",
                "inconclusive": "inconclusive"}

@@ -1,4 +1,4 @@
-"""The report of a masked-LM bias audit (kind ``"mlm_bias"``; METHODS §4; issue 3, points 2, 3 and 5).
+"""The report of a masked-LM bias audit (kind ``"mlm_bias"``; METHODS §4, points 2, 3 and 5).
 
 :func:`build_mlm_bias_report` turns the stored document of an audit (:func:`~fairdesk.core.audits.mlm_bias.
 mlm_audit_document`: project audit kind ``"mlm_bias"``, the CLI's ``--json`` file) into the same

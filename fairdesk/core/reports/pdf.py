@@ -9,7 +9,7 @@
   with :func:`os.replace`, so a failure never leaves a half-written file over an earlier report.
 * Text is set in DejaVu Sans (shipped with matplotlib) so that symbols such as −, Δ, Σ and ≤ print; if that font
   cannot be found the standard Helvetica is used and such symbols are spelled out.
-* Names come from the user's data and are printed as data, never as layout (issue 10): markup such as ``<b>`` or
+* Names come from the user's data and are printed as data, never as layout: markup such as ``<b>`` or
   ``&`` is escaped; bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C) and other invisible
   control characters are printed as visible marks such as ⟨RLO⟩, so a name cannot reorder or hide what is printed
   around it (no bidi reordering is applied to any text: right-to-left letters print in the order they are stored);

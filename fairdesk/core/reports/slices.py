@@ -1,4 +1,4 @@
-"""PDF report of a slice audit (audit kind ``slices``, issue 26): "Groups nobody named".
+"""PDF report of a slice audit (audit kind ``slices``): "Groups nobody named".
 
 :func:`report_tree` turns the stored document (:meth:`fairdesk.core.audits.slices.SliceAuditResult.to_dict`) into the
 generic :class:`~fairdesk.core.reports.document.Report`; :func:`build_report` (the registry's signature) writes it.
@@ -277,7 +277,7 @@ def report_tree(doc: dict, settings) -> Report:
                   date=report_date(doc.get("provenance") or {}), suppress_k=k,
                   sections=[board_section(board(doc, k), k), _summary(doc, k), _table(doc, k), _methods(doc, k), _provenance(doc, k)],
                   footer=f"FairDesk · slices nobody named · counts below {k} shown as <{k}",
-                  metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit (issue 26)"}), doc)
+                  metadata={"title": "Slices nobody named", "subject": "FairDesk slice audit"}), doc)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:

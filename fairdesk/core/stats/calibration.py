@@ -1,4 +1,4 @@
-"""Calibration and discrimination of a probability score in one group (METHODS §8, issue 14).
+"""Calibration and discrimination of a probability score in one group (METHODS §8).
 
 With ``l = logit(s)``:
 
@@ -294,7 +294,7 @@ def _ap_influence(values, pos, neg, ap) -> np.ndarray:
 
 
 def auprc_logit_se(ap: float, var: float, var_rows: float, n_positive: float) -> float:
-    """Standard error of ``logit(AP)`` behind every AUPRC interval and equivalence test (issue 21; the pair test of
+    """Standard error of ``logit(AP)`` behind every AUPRC interval and equivalence test (the pair test of
     a difference keeps the influence variance alone, whose size was right): the influence variance
     ``var`` (whole patients when they repeat), at least Boyd, Eng & Page's (2013) binomial variance
     ``AP(1 − AP)/n₁`` — times the whole-patient design effect ``var / var_rows`` (floored at 1) when patients
@@ -315,7 +315,7 @@ def auprc_logit_se(ap: float, var: float, var_rows: float, n_positive: float) ->
 
 def brier_model_variance(point: dict) -> float:
     """The variance the Brier score would have if each row's label were Bernoulli(its score),
-    ``Σ s(1 − s)(1 − 2s)² / n²`` over the rows: the floor of the Brier interval's variance (issue 21). With fewer than
+    ``Σ s(1 − s)(1 − 2s)² / n²`` over the rows: the floor of the Brier interval's variance. With fewer than
     10 cases the influence variance rests on the few cases observed — a group that happens to show 1 case of an
     expected 4 gets a low Brier score and a variance of one case — so its interval missed the truth from below (0.84
     of intervals covered with fewer than 10 cases, 0.70 when 0 cases count); the model variance does not depend on
@@ -366,13 +366,13 @@ def variances(contrib: dict, point: dict, row_cell=None, clusters=None) -> dict:
                               minlength=k * N_BINS).reshape(k, N_BINS)
             per -= np.bincount(pid, minlength=k)[:, None] * point["ece_bin_errors"][None, :] / n
             bin_var = (per * per).sum(axis=0)
-        # the sandwich over k patients falls short of unbiased by (k − 1)/k (CR1; issue 21: without it AUROC and
+        # the sandwich over k patients falls short of unbiased by (k − 1)/k (CR1; without it AUROC and
         # AUPRC pair tests of groups of 10 patients rejected 11% and 16% of nulls)
         factor = k / (k - 1.0) if k > 1 else 1.0
         out = {key: v * factor for key, v in out.items()}
         if err is not None:
             bin_var = bin_var * factor
-        # the calibration fits: the leverage-corrected (CR2) sandwich instead (issue 21), see :func:`cr2_covariance`
+        # the calibration fits: the leverage-corrected (CR2) sandwich instead, see :func:`cr2_covariance`
         if cells["p_intercept"] is not None and "intercept" in out:
             p = cells["p_intercept"][row]
             out["intercept"] = float(cr2_covariance(np.ones((row.size, 1)), cells["y"][row] - p, p * (1 - p), pid, k,
@@ -396,7 +396,7 @@ def cr2_covariance(x, resid, weight, pid, k: int, bread) -> np.ndarray:
     model's columns), residuals ``y − p``, weights ``p(1 − p)``, patient codes ``pid`` (0 … k − 1), ``bread`` B the
     inverse information.
 
-    Why (issue 21): with ~14 patients among the positives the plain sandwich (CR1, times G/(G − 1)) was 8–18% below
+    Why: with ~14 patients among the positives the plain sandwich (CR1, times G/(G − 1)) was 8–18% below
     the Monte-Carlo SD of the calibration slope; a patient holding many of the few positive rows has a large leverage
     that the plain sandwich ignores. CR2 recovers 2–4% of the SE there (``benchmarks/bench_cluster_calibration.py``);
     the t reference with the df of the smaller class's patients does the rest.
@@ -458,7 +458,7 @@ def slope_bootstrap_variance(point: dict, row_cell, clusters, rng, reps: int = S
     ``reps`` resamples of the group's patients, the variance of the replicates that have a slope (NaN when fewer
     than half do). ``row_cell`` and ``clusters`` as in :func:`variances`.
 
-    Why (issue 21): near separation (AUROC ≥ 0.99) the slope is a strongly non-linear function of the few patients
+    Why: near separation (AUROC ≥ 0.99) the slope is a strongly non-linear function of the few patients
     whose rows fall where the classes overlap, and every linearised variance — the sandwich, CR2, CR3 — is far
     below the slope's sampling variance (3,000 rows of ~1,000 patients, AUROC 0.998: SD 0.161, CR2 SE 0.119, the
     interval covering 0.893), while with independent rows the sandwich is right. The refits see the
@@ -488,8 +488,7 @@ SCORE_MEASURES = ("intercept", "slope", "oe_ratio")  # the measures :func:`score
 
 
 def informative_df(point: dict) -> float:
-    """Degrees of freedom of the sandwich behind the calibration-in-the-large intervals with independent rows
-    (issue 21): ``ν = 2(Σ v)² / Σ v(1 − 2p)²``, ``v = p(1 − p)`` at the intercept fit — Satterthwaite's df of
+    """Degrees of freedom of the sandwich behind the calibration-in-the-large intervals with independent rows: ``ν = 2(Σ v)² / Σ v(1 − 2p)²``, ``v = p(1 − p)`` at the intercept fit — Satterthwaite's df of
     ``Σ (y − p)²`` when each row's label is Bernoulli(p) (its mean ``Σ v``, its variance ``Σ v(1 − 2p)²``). It counts
     the rows that carry information: about twice the cases when they are rare, and far fewer than the rows near
     separation, where only the rows in the classes' overlap have ``p`` away from 0 and 1 (20 positives of 400 rows
@@ -505,7 +504,7 @@ def informative_df(point: dict) -> float:
 
 
 def score_interval(point: dict, measure: str, q: float, row_cell=None, clusters=None) -> tuple[float, float]:
-    """Robust score interval of the calibration intercept, slope or O/E of one group (issue 21): the values θ at
+    """Robust score interval of the calibration intercept, slope or O/E of one group: the values θ at
     which the estimating equation's score ``U(θ) = Σ ψ_i(θ)`` is within ``q`` of its own robust standard error
     **evaluated at θ**, ``U(θ)² ≤ q²·V(θ)`` — the test of "the true value is θ" inverted, as Wilson's interval
     inverts the score test of a proportion (Boos 1992, generalised score tests). ``q`` is the two-sided quantile
@@ -517,7 +516,7 @@ def score_interval(point: dict, measure: str, q: float, row_cell=None, clusters=
     ``clusters`` (a patient per row, ``row_cell`` as in :func:`variances`) ``Σ`` over patients of the squared sum
     of their rows' ψ × G/(G − 1) — the same sandwich as :func:`variances`, not at the estimate but at θ.
 
-    Why (issue 21): the Wald interval ``θ̂ ± q·SE(θ̂)`` takes its SE at the estimate, and with few cases or near
+    Why: the Wald interval ``θ̂ ± q·SE(θ̂)`` takes its SE at the estimate, and with few cases or near
     separation that SE is small exactly when the estimate is far out — the few rows where the classes overlap
     carry the fit — so with 10–29 cases and AUROC ≥ 0.99 the intercept interval covered 0.87 (its SE was 31% short
     of the estimate's SD) and near separation with repeated patients the slope's 0.73–0.90. The score's
@@ -601,7 +600,7 @@ def _expit(x):
 
 
 def ece_debiased(point: dict, bin_var, level: float = 0.95, df: float = math.inf) -> tuple[float, float, float]:
-    """(debiased ECE, interval low, interval high) of one group (issue 21).
+    """(debiased ECE, interval low, interval high) of one group.
 
     The plug-in ECE ``Σ|D_b|`` is biased upward: ``E|D_b| > |d_b|`` whenever a bin's mean error has sampling
     spread, so for a perfectly calibrated group of 100–2,000 rows it sat about 4 SDs above the true 0 and a normal

@@ -1,4 +1,4 @@
-"""Tests and intervals for a difference of two rates, ``d = x_a/n_a − x_b/n_b`` (METHODS §1, issue 9).
+"""Tests and intervals for a difference of two rates, ``d = x_a/n_a − x_b/n_b`` (METHODS §1).
 
 Why not the bootstrap percentile interval and tail-share p any more (``bootstrap_p_value``): a Monte-Carlo tail
 share is floored at ``1/(B+1)``, so with 1,000 replicates no gap can survive a correction over a few dozen tests;
@@ -15,16 +15,16 @@ What is used instead, for each tested pair of groups (all vectorised over pairs)
   at the pooled rate ``p̄ = (x_a + x_b + ½)/(n_a + n_b + 1)``; two-sided normal p. (The Wald test with the
   bootstrap's own SE was liberal at 10–40 cases: size 0.06–0.13 at α = 0.05.)
   With independent rows and fewer than ``MIN_EXPECTED_CELL`` expected events in the 2×2 table, the conditional
-  exact test's mid-p instead (:func:`gap_p_value`; issue 21).
+  exact test's mid-p instead (:func:`gap_p_value`).
 * **interval**: Agresti–Caffo — add one success and one failure to each group, ``c = (x_a+1)/(n_a+2) − (x_b+1)/(n_b+2)``,
   ``se = sqrt(deff · Σ p'(1 − p')/(n + 2))``, ``c ± z·se`` clipped to [−1, 1]. Chosen by the coverage study.
   With repeated patients instead the inversion of the score test (:func:`score_interval`; the TOST likewise,
   :func:`score_tost_p`): Agresti–Caffo's variance at the observed rates swung with the gap when the design effect
-  is large, and the interval missed 0 more often than the test rejected (issue 21).
+  is large, and the interval missed 0 more often than the test rejected.
 * **equivalence (TOST)** within ``±margin`` on the same scale: ``p_eq = max(Φ((c − m)/se), Φ((−m − c)/se))``;
   ``p_eq ≤ α`` exactly when the ``1 − 2α`` interval lies inside ``(−m, m)``.
 
-**Whole patients, few or unequal** (issue 21): with repeated patients the reference law is Student's t with
+**Whole patients, few or unequal**: with repeated patients the reference law is Student's t with
 :func:`cluster_df` degrees of freedom (a Bell–McCaffrey-type count of the patients that carry the variance), and the
 design effect's variance is the whole-patient sandwich of each rate given its patients with ``G/(G − 1)``
 (:func:`cluster_rate_variance`; the whole-patient bootstrap also redraws how many patients a rate rests on, which
@@ -92,7 +92,7 @@ def effective_patients(rows_per_patient) -> float:
 
 
 def cluster_df(rows_a, rows_b=None, var_a=1.0, var_b=1.0) -> float:
-    """Degrees of freedom of a test or interval whose variance is a whole-patient sandwich (issue 21): each group's
+    """Degrees of freedom of a test or interval whose variance is a whole-patient sandwich: each group's
     effective number of patients (:func:`effective_patients`) minus 1, combined for a difference of two groups by
     Welch–Satterthwaite, ``(V_a + V_b)² / (V_a²/df_a + V_b²/df_b)`` with the groups' variances ``var_a``, ``var_b``.
     The Bell–McCaffrey idea (a t reference whose df come from the clusters that carry the variance, not from the
@@ -117,7 +117,7 @@ def small_sample_factor(n_patients) -> float:
 def cluster_rate_variance(hits, rows) -> float:
     """Whole-patient (CR1) sandwich variance of a rate ``Σ hits / Σ rows`` over the patients with a row in its
     denominator (``rows`` > 0): ``G/(G − 1) · Σ_p (h_p − r·m_p)² / (Σ m_p)²`` — the ratio estimator's linearised
-    variance given those G patients (issue 21: the whole-patient bootstrap also redraws G, which with a handful of
+    variance given those G patients (the whole-patient bootstrap also redraws G, which with a handful of
     patients inflates the variance). 0 without a row or when every patient's rate equals r."""
     h, m = _f(hits), _f(rows)
     keep = m > 0
@@ -170,7 +170,7 @@ def gap_p_value(x_a, n_a, x_b, n_b, deff=1.0, df=np.inf) -> np.ndarray:
     """Two-sided p of "the two rates are equal", as the group audit tests it: the score test with the design effect
     (:func:`score_test`, Student's t with ``df`` when patients repeat) — but with independent rows (``df``
     infinite) and a table whose smallest expected count is below :data:`MIN_EXPECTED_CELL` the conditional exact
-    test's mid-p (:func:`conditional_midp`), which needs no normal law (issue 21: 11–16 positives at recall 0.99
+    test's mid-p (:func:`conditional_midp`), which needs no normal law (11–16 positives at recall 0.99
     against 1,000 made a single miss "significant"; the score test's size was 0.09–0.12 there)."""
     _, p = score_test(x_a, n_a, x_b, n_b, deff, df)
     small = ~np.isfinite(_f(df)) & (smallest_expected_cell(x_a, n_a, x_b, n_b) < MIN_EXPECTED_CELL)
@@ -211,7 +211,7 @@ def restricted_variance(x_a, n_a, x_b, n_b, delta) -> np.ndarray:
 
 
 def score_interval(x_a, n_a, x_b, n_b, deff=1.0, level: float = 0.95, df=np.inf) -> tuple[np.ndarray, np.ndarray]:
-    """The interval of ``d = x_a/n_a − x_b/n_b`` that inverts the score test (issue 21): every ``δ`` with
+    """The interval of ``d = x_a/n_a − x_b/n_b`` that inverts the score test: every ``δ`` with
     ``|d − δ| ≤ q·sqrt(deff · V(δ))``, ``V`` the :func:`restricted_variance` at ``δ`` and ``q`` the normal or
     Student-t (``df``) critical value — the test's own variance at each candidate gap, so the interval excludes 0
     when the score test rejects (up to the test's ½ pseudo-row in the pooled rate). Why not Agresti–Caffo with the

@@ -57,7 +57,7 @@ TEST_LABELS = {
     "wgcm_p": "weighted GCM (FairDesk default)",
     "wgcm_alone_p": "weighted GCM alone (default without the plain-GCM combination)",
     "wgcm_bonf_p": "weighted GCM, Bonferroni with the plain GCM",
-    "wgcm_pergroup_p": "weighted GCM with one weight model per group (the default before issue 27's fix)",
+    "wgcm_pergroup_p": "weighted GCM with one weight model per group (the earlier default)",
     "wgcm_logistic_p": "weighted GCM with logistic nuisances",
     "gcm_p": "GCM (unweighted)",
     "dp_p": "demographic parity (Welch)",
@@ -160,7 +160,7 @@ def _log10p(p: float) -> float:
 
 
 # ==============================================================================================================
-# The nuisance scenarios of issue 9, finding 4 (size and power of the default test, and `bench validity`)
+# The nuisance scenarios (size and power of the default test, and `bench validity`)
 
 
 def nuisance_scenario(n: int, seed: int, h_nonlinear: bool = False, m_nonlinear: bool = False, beta: float = 0.0,
@@ -172,10 +172,10 @@ def nuisance_scenario(n: int, seed: int, h_nonlinear: bool = False, m_nonlinear:
     * logit P(Ŷ = 1 | A, Z) = 1.5·z₀ − z₁ (linear) or 1.5·(z₀² − 1) + sin(2·z₁) (non-linear: shares z₀² with the
       propensity, so misspecified fits of both err in the same direction) — plus ``beta``·A
       (``effect="constant"``) or ``beta``·(2A − 1)·z₂ (``effect="sign-changing"``: A raises Ŷ for z₂ > 0 and lowers
-      it for z₂ < 0, so the average effect is 0 and only a weighted test sees it; issue 27).
+      it for z₂ < 0, so the average effect is 0 and only a weighted test sees it).
 
     With ``beta = 0``, Ŷ ⟂ A | Z holds although A and Ŷ are associated through z₀ (DP would flag it); with both
-    nuisances non-linear the pre-issue-9 default (logistic nuisances) rejected in 100 % of runs."""
+    nuisances non-linear the first default (logistic nuisances) rejected in 100 % of runs."""
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((n, d))
     lm = 1.2 * (z[:, 0] ** 2 - 1) - 0.8 if m_nonlinear else 0.8 * z[:, 0] - 0.8

@@ -1,4 +1,4 @@
-"""Synthetic prediction tables for validating the group audit (issue 9): complete nulls and one planted gap.
+"""Synthetic prediction tables for validating the group audit: complete nulls and one planted gap.
 
 :func:`simulate_audit_table` is imported by name by the validity benchmark (``fairdesk-cli bench validity``), the
 tests and ``benchmarks/bench_groups.py``; keep its name and keyword names.

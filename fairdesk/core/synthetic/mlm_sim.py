@@ -1,4 +1,4 @@
-"""Simulated masked-LM probe scores with known truth (METHODS §4, issue 9 finding 3).
+"""Simulated masked-LM probe scores with known truth (METHODS §4).
 
 :func:`simulate_probe_scores` returns the long score table :func:`fairdesk.core.audits.mlm_bias.category_statistics`
 reads — one row per (category, template, attribute, group, word pair) with ``score`` — without a model, so the size
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 TEMPLATE_LAWS: tuple[str, ...] = ("normal", "skewed", "lognormal", "heavy", "outlying", "twomode", "space", "fresh")
-#: The space of template laws of ``template_law="space"`` (issue 22): one family drawn with equal chance, then its
+#: The space of template laws of ``template_law="space"``: one family drawn with equal chance, then its
 #: parameters uniformly; every law has mean 0 and SD 1 and, when skewed or contaminated, a random direction.
 #: gamma: |skewness| in 0.3–2.5 (shape 4/skewness²); lognormal: log-SD 0.1–0.64 (skewness 0.3–2.5); t3; contaminated:
 #: a share 0.05–0.2 of templates shifted by 3–5 SD. Skewness beyond 2.5 is outside it (see docs/methods.md §4).

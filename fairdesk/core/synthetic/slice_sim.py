@@ -1,4 +1,4 @@
-"""Simulated predictions for the slice audit (issue 26): categorical attributes, a model with the same recall and
+"""Simulated predictions for the slice audit: categorical attributes, a model with the same recall and
 specificity everywhere, and optionally one planted slice of order 1–3 whose recall is lower by ``gap``.
 
 Used by the validity family ``slices`` (:func:`validity_runs`, through ``fairdesk-cli bench validity --family

@@ -203,7 +203,7 @@ class AuditTab(PredictionsPage):
         self.margin_spin.setToolTip("A gap shown to lie within ±margin (two one-sided tests, corrected) is "
                                     "'equivalent'; 0.05 = 5 percentage points.")
         form.addRow("Equivalence margin ±", self.margin_spin)
-        # no threshold is chosen until the user chooses one (issue 21: no silent 0.5)
+        # no threshold is chosen until the user chooses one (no silent 0.5)
         self.fixed_radio, self.best_f1_radio, self.threshold_spin, self._threshold_group, th = threshold_choice(
             self, gaps_box, "Best F1 on validation split",
             "The score at which the model flags a patient, as it is used in practice.")

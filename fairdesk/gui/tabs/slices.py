@@ -1,4 +1,4 @@
-"""Slices nobody named (audit kind ``slices``, issue 26): set up a slice search on a predictions dataset, run it as a
+"""Slices nobody named (audit kind ``slices``): set up a slice search on a predictions dataset, run it as a
 job, list the carried slices with their verdicts in words, and open a slice in Group gaps as an intersection."""
 from __future__ import annotations
 
