@@ -510,7 +510,9 @@ class _TaskData:
     patients: np.ndarray | None
 
 
-def _group_labels(df: pd.DataFrame, col: str, intersections: dict[str, tuple[str, ...]]) -> pd.Series:
+def group_labels(df: pd.DataFrame, col: str, intersections: dict[str, tuple[str, ...]]) -> pd.Series:
+    """Each row's group of attribute ``col``: its value, or for an intersection the values of its columns joined by
+    " & "; missing as :data:`MISSING_GROUP`."""
     if col in intersections:
         parts = [df[c].astype("string") for c in intersections[col]]
         joined = parts[0]
@@ -635,7 +637,7 @@ def run_group_audit(table: pd.DataFrame, plan: GroupAuditPlan, progress: Progres
         common = {"task": task, "where": where, "cluster": cluster, "tau": tau}
         for attr in attributes:
             units.append({**common, "attribute": attr, "continuous": False, "y": y, "s": s, "yhat": yhat,
-                          "labels": _group_labels(sub, attr, intersections).to_numpy(dtype=object),
+                          "labels": group_labels(sub, attr, intersections).to_numpy(dtype=object),
                           "patients": patients})
         for attr in roles.continuous_attributes:
             x = sub[attr].to_numpy(float)

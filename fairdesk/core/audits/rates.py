@@ -11,23 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fairdesk.core.audits.groups import MISSING_GROUP, GroupAuditPlan, task_column
+from fairdesk.core.audits.groups import GroupAuditPlan, group_labels, task_column
 from fairdesk.core.data.schema import INTERSECTION_SEP, as_group_labels, prepare
 from fairdesk.core.errors import DataError
 from fairdesk.core.stats.rates import rate_interval
 
 RATE_COLUMNS = ["task", "attribute", "group", "metric", "n", "numerator", "rate", "ci_low", "ci_high",
                 "design_effect", "interval"]
-
-
-def _labels(df: pd.DataFrame, attr: str, combos: dict[str, tuple[str, ...]]) -> pd.Series:
-    if attr in combos:
-        parts = [df[c].astype("string") for c in combos[attr]]
-        joined = parts[0]
-        for p in parts[1:]:
-            joined = joined + " & " + p
-        return joined.fillna(MISSING_GROUP)
-    return df[attr].astype("string").fillna(MISSING_GROUP)
 
 
 def _hits_rows(y: np.ndarray, yhat: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +52,7 @@ def group_rates(table: pd.DataFrame, plan: GroupAuditPlan, thresholds: dict[str,
         yhat = (sub[roles.score].to_numpy(float) >= float(tau)).astype(int)
         patients = sub[roles.patient_id].astype(str).to_numpy() if roles.patient_id else None
         for attr in list(roles.attributes) + list(combos):
-            labels = _labels(sub, attr, combos).to_numpy(dtype=object)
+            labels = group_labels(sub, attr, combos).to_numpy(dtype=object)
             for group in sorted(set(labels)):
                 in_g = labels == group
                 for metric in plan.metrics:
