@@ -251,7 +251,7 @@ def test_validity_run_on_a_loopback_cluster_equals_the_local_run(cluster, tmp_pa
     _cli(env, *common, "--json", str(tmp_path / "dask.json"), "--executor", "dask", "--scheduler", address)
     a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("local", "dask"))
     assert b["provenance"]["executor"]["workers"] == 2
-    assert b["provenance"]["executor"]["tasks"] == a["provenance"]["executor"]["tasks"] == 12  # 6 laws × 2 runs
+    assert b["provenance"]["executor"]["tasks"] == a["provenance"]["executor"]["tasks"] == 16  # 8 laws × 2 runs
     assert json.dumps(_strip(a)) == json.dumps(_strip(b))
     assert log.read_text() == ""
 

@@ -178,6 +178,7 @@ def test_cli_writes_the_jobs_document_and_pdf(ws, audited, tmp_path, capsys):
                  "--json", str(out_json), "--pdf", str(out_pdf), "--quiet"])
     assert code == 0, capsys.readouterr()
     cli_doc = json.loads(out_json.read_text())
+    assert cli_doc.pop("disclosure")["for_release"] is False  # the working document says it is not for release
     job_doc, _ = it.load_cit_audit(ws["proj"], audited)
     assert set(cli_doc) == set(job_doc)
     for r_cli, r_job in zip(cli_doc["table"], job_doc["table"]):   # same pipeline, same split, same numbers

@@ -65,7 +65,7 @@ def test_section_5_table_holds_intervals_gaps_and_verdicts(weak):
     sec = report.section("calibration")
     table = next(t for t in sec.blocks if getattr(t, "title", "") == "Discrimination by group: ethnicity")
     assert table.header == DISCRIMINATION_HEADER
-    assert table.header[4:8] == ["AUROC (95% CI)", "AUROC gap vs group (95% CI)", "q", "Verdict"]
+    assert table.header[4:8] == ["AUROC (95% CI)", "AUROC gap vs group (adjusted CI)", "q", "Verdict"]
     assert table.header[-3:] == ["TPR", "FPR", "PPV"]  # the operating point is still there
     rows = {r[1]: r for r in table.rows}
     assert set(rows) == {"White", "Black", "Asian"}
@@ -97,7 +97,7 @@ def test_board_summary_tells_the_auroc_gap_in_words(weak):
     other = first["comparison"] if first["group"] == "Asian" else first["group"]
     lo, hi = sorted((abs(first["ci_low"]), abs(first["ci_high"])))
     assert f"is {abs(first['gap']):.2f} lower than for {other} (" in sentence
-    assert f"95% CI {lo:.2f} to {hi:.2f}" in sentence
+    assert f"adjusted CI {lo:.2f} to {hi:.2f}" in sentence
     assert "Meaning: the score ranks patients with the condition above those without less well" in sentence
     assert "in task" not in sentence  # one task: no "(all)" in the sentence
     assert not any(NONE_NAN.search(f) for f in found)

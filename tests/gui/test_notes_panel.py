@@ -124,7 +124,7 @@ def test_form_guesses_then_training_fills_the_table_and_stores_predictions(windo
 
 def test_compare_stores_an_audit_fills_the_tables_and_exports_the_pdf(window, project_path, assets, panel_for,
                                                                      run_and_wait, tmp_path):
-    from fairdesk.core.reports.encoders import notes_report_to_pdf
+    from fairdesk.core.reports.encoders import build_report
 
     window.open_project(project_path, create=True)
     panel = panel_for()
@@ -178,7 +178,10 @@ def test_compare_stores_an_audit_fills_the_tables_and_exports_the_pdf(window, pr
     out = tmp_path / "cmp.pdf"
     export = run_and_wait(window, lambda: panel.export_pdf(out))
     assert export.state == JobState.DONE, export.error
-    assert out.read_bytes() == notes_report_to_pdf(doc, tmp_path / "direct.pdf").read_bytes()
+    from fairdesk.core.kinds import ReportSettings, releasable
+
+    released = releasable("note_classifiers", doc, ReportSettings())  # what leaves the workstation
+    assert out.read_bytes() == build_report(released, tmp_path / "direct.pdf", ReportSettings()).read_bytes()
     assert str(out) in panel.status.text()
 
     # a fresh page on the same project lists the stored comparison and shows it again

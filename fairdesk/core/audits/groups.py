@@ -191,12 +191,11 @@ class GroupAuditPlan:
         """The plan stored in ``d``. Settings this version does not know (what a newer FairDesk would store) are
         ignored, never a TypeError: the stored document keeps them and :attr:`ignored` names them, so that the
         report can say so."""
-        ignored = sorted(str(k) for k in d if k not in cls.__dataclass_fields__)
+        # the document's account of the plan (:func:`plan_summary`) is stored beside the parameters, not one of them
+        ignored = sorted(str(k) for k in d if k not in cls.__dataclass_fields__ and k not in PLAN_SUMMARY_KEYS)
         ignored += [f"roles.{k}" for k in ColumnRoles.unknown_keys(d["roles"])]
-        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k not in PLAN_SUMMARY_KEYS}
         d["roles"] = ColumnRoles.from_dict(d["roles"])
-        for key in PLAN_SUMMARY_KEYS:  # the document's account of the plan (:func:`plan_summary`), not a parameter
-            d.pop(key, None)
         d.setdefault("procedure", "flat")  # stored before plans had structure: corrected in flat families
         d["primary"] = tuple(d.get("primary") or METRICS)
         for key in ("metrics", "bins"):

@@ -3,7 +3,7 @@ baseline vs debiased (001 §4.1, Tables 5, A2, D4).
 
 :func:`build_notes_report` turns the ``note_classifiers`` JSON document (from
 :func:`fairdesk.core.models.note_classifier.note_classifiers_document`, as stored in the project) into the shared
-:class:`~fairdesk.core.reports.document.Report` model; :func:`notes_report_to_pdf` writes it with
+:class:`~fairdesk.core.reports.document.Report` model; :func:`build_report` writes it with
 :func:`~fairdesk.core.reports.pdf.write_pdf`. Everything comes from the document (no clock, no files), so the CLI
 and the GUI write the same bytes for the same audit.
 
@@ -166,13 +166,6 @@ def build_notes_report(doc: dict, *, suppress_k: int = 11) -> Report:
     return Report(title=title, subtitle=subtitle, date=date, suppress_k=k, sections=sections,
                   footer="FairDesk — frozen-encoder note classifiers",
                   metadata={"title": title, "subject": subtitle, "keywords": "fairness, clinical notes, BERT"})
-
-
-def notes_report_to_pdf(doc: dict, path: str | os.PathLike, *, suppress_k: int = 11) -> Path:
-    """Write the PDF report of a ``note_classifiers`` document (atomically) and return the path."""
-    from fairdesk.core.reports.pdf import write_pdf
-
-    return write_pdf(build_notes_report(doc, suppress_k=suppress_k), path)
 
 
 def report_tree(doc: dict, settings) -> Report:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fairdesk.core.reports.document import (FigureSpec, Paragraph, Report, Section, Table, cap, report_date,
+from fairdesk.core.reports.board import Board, board_section
+from fairdesk.core.reports.document import (with_disclosure, FigureSpec, Paragraph, Report, Section, Table, cap, report_date,
                                             suppress_text)
 from fairdesk.core.reports.figures import fmt_count as count
 from fairdesk.core.reports.figures import fmt_rate, fmt_signed, num
@@ -93,8 +94,34 @@ def change_sentences(doc: dict, k: int) -> list[str]:
     return out
 
 
+def board(doc: dict, k: int) -> Board:
+    """Page 1: per task and attribute watched, "differs" where a comparison is alarmed now or was (its sequence
+    excluded 0), else "inconclusive" (an unalarmed stream is not shown to be fair); the alarms in words."""
+    plan = doc.get("plan") or {}
+    periods = doc.get("periods") or []
+    alarms = doc.get("alarms") or []
+    alarmed = {(str(a.get("task")), str(a.get("attribute"))) for a in alarms}
+    watched = dict.fromkeys((str(r.get("task")), str(r.get("attribute"))) for r in doc.get("monitor") or [])
+    entries = [(t, a, "differs" if (t, a) in alarmed else "inconclusive") for t, a in watched]
+    metrics = ", ".join(METRIC_WORDS.get(m, m) for m in plan.get("metrics") or [])
+    span = f"{periods[0]['period']} to {periods[-1]['period']}" if periods else "no periods"
+    n = len(alarms)
+    question = (f"Does the model still serve every group of {', '.join(plan.get('attributes') or [])} alike? "
+                f"{metrics.capitalize()} of each group against the rest, period by period ({len(periods)} periods, "
+                f"{span}), at the threshold {num(plan.get('threshold')):g}: {n} alarm{'s' if n != 1 else ''}.")
+    return Board(question=question, entries=entries, row_title="Task",
+                 findings=alarm_sentences(doc, k, limit=len(alarms) or 1),
+                 no_findings=("No alarm: no gap's confidence sequence has excluded 0 in any period. That is not "
+                              "proof that the groups are served alike: small groups give wide sequences."),
+                 untested=[suppress_text(str(w), k) for w in doc.get("warnings") or []],
+                 next_steps=change_sentences(doc, k) + [
+                     "For an alarm, read its trend chart and the groups' prevalence and scores over time (context) "
+                     "before acting."],
+                 plan=promise(doc), more_where="the trend charts and the table of the latest period")
+
+
 def _summary(doc: dict, k: int) -> Section:
-    s = Section("summary", "Watching the model", new_page=False)
+    s = Section("summary", "Watching the model")
     plan = doc.get("plan") or {}
     periods = doc.get("periods") or []
     metrics = ", ".join(METRIC_WORDS.get(m, m) for m in plan.get("metrics") or [])
@@ -284,13 +311,13 @@ def report_tree(doc: dict, settings) -> Report:
     """The report tree of a stored monitor document (``settings``: :class:`fairdesk.core.kinds.ReportSettings`)."""
     k = int(settings.suppress_k)
     _register()
-    return Report(title="Watching the model", subtitle=f"Fairness over time, "
+    return with_disclosure(Report(title="Watching the model", subtitle=f"Fairness over time, "
                                                        f"{(doc.get('provenance') or {}).get('dataset') or 'data'}",
                   date=report_date(doc.get("provenance") or {}), suppress_k=k,
-                  sections=[_summary(doc, k), _trends(doc, k), _latest(doc, k), _context(doc, k), _methods(doc, k),
+                  sections=[board_section(board(doc, k), k), _summary(doc, k), _trends(doc, k), _latest(doc, k), _context(doc, k), _methods(doc, k),
                             _provenance(doc, k)],
                   footer=f"FairDesk · fairness monitor · counts below {k} shown as <{k}",
-                  metadata={"title": "Watching the model", "subject": "FairDesk fairness monitor"})
+                  metadata={"title": "Watching the model", "subject": "FairDesk fairness monitor"}), doc)
 
 
 def build_report(doc: dict, path: str | os.PathLike, settings) -> Path:
