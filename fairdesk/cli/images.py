@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from fairdesk.console import say
+from fairdesk.core import numbers
 from fairdesk.cli.args import add_html, add_release_json, split_list
 from fairdesk.cli.progress import TerminalProgress
 
@@ -107,10 +108,11 @@ def _write_outputs(project: str, audit_id: int, args: argparse.Namespace) -> int
 
 def _print_summary(doc: dict) -> None:
     for row in doc["table"]:
-        extra = f", DP p = {row['dp_p']:.3g}" if row.get("dp_p") is not None else ""
-        say(f"{row['output']}: test p = {row['p']:.3g} (q = {row['q']:.3g}){extra}, verdict: {row['verdict']}")
+        extra = f", DP {numbers.p_equals(row['dp_p'])}" if row.get("dp_p") is not None else ""
+        say(f"{row['output']}: test {numbers.p_equals(row['p'])} ({numbers.p_equals(row['q'], 'q')}){extra}, "
+            f"verdict: {row['verdict']}")
     if doc.get("control_band") is not None:
-        say(f"negative-control band ±{doc['control_band']:.3g}")
+        say(f"negative-control band ±{numbers.fixed(doc['control_band'], 3)}")
     if doc.get("unreadable"):
         say(f"{len(doc['unreadable'])} unreadable image(s) left out (listed in the JSON)")
 
