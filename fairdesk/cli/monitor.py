@@ -72,7 +72,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     added, updated = stream.get("added") or [], stream.get("updated") or []
     say(f"{len(doc.get('periods') or [])} periods watched ({len(added)} added"
           + (f", {len(updated)} with late labels" if updated else "") + f"), {doc.get('comparisons')} comparisons "
-          f"at α = {plan.alpha:g} for the whole monitor: {len(doc.get('alarms') or [])} alarms -> {args.json}"
+          f"at α = {plan.alpha:g} for the whole monitor: {_alarms(len(doc.get('alarms') or []))} -> {args.json}"
           + "".join(f", {p}" for p in (args.pdf, args.html) if p))
     for line in alarm_sentences(doc, args.suppress_k, limit=5):
         say(f"  {line}")
@@ -105,3 +105,7 @@ def add_monitor_command(sub) -> None:
     p.add_argument("--missing-value", action="append", metavar="TEXT", help="a text that means a missing value")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_monitor)
+
+
+def _alarms(n: int) -> str:
+    return f"{n} alarm{'' if n == 1 else 's'}"
