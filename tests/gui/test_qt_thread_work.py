@@ -28,7 +28,8 @@ def _record_threads(monkeypatch, module, names: list[str], calls: dict) -> None:
 def _group_audit_project(tmp_path):
     """A project holding one group audit with a continuous attribute and calibration tests."""
     from conftest import make_predictions
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.core.data.tables import import_table
+    from fairdesk.jobs.groups import audit_groups
 
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("sex",), continuous_attributes=("age",),
                         patient_id="patient_id", sample_id="sample_id", split="split")
