@@ -2,7 +2,7 @@
 
 Each call runs the job the CLI and the GUI run (:func:`fairdesk.jobs.groups.audit_groups`,
 :func:`fairdesk.jobs.slices.audit_slices`) on a scratch project that is deleted afterwards: the table goes in by the
-same import (:func:`fairdesk.jobs.groups.import_table`, a DataFrame through a Parquet copy in the scratch folder),
+same import (:func:`fairdesk.core.data.tables.import_table`, a DataFrame through a Parquet copy in the scratch folder),
 so the stored document — and the PDF from :meth:`AuditResult.to_pdf` — is what ``fairdesk-cli audit groups`` gives
 for the same table and settings.
 
@@ -42,7 +42,7 @@ def _run(data: Any, what: str, roles, job, plan, extra_columns=(), **job_options
     """Import ``data`` into a scratch project, run ``job`` there, return (document, kind, the imported table)."""
     from fairdesk.core.project import Project
     from fairdesk.core.scratch import scratch_path
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
 
     frame, source = _table(data, what)
     with scratch_path("api.fairdesk") as project_path:

@@ -34,3 +34,28 @@ def test_every_package_says_what_it_holds():
         doc = re.match(r'\s*(?:#[^\n]*\n\s*)*"""(.*?)"""', text, flags=re.S)
         assert doc and len(doc.group(1).split()) >= 5, f"{init.relative_to(ROOT)} has no docstring saying what it holds"
         assert "and later" not in doc.group(1), f"{init.relative_to(ROOT)} describes a plan, not what it holds"
+
+
+#: phrases that tell how a method or a page came to be, not what it does: they belong in CHANGELOG.md or
+#: docs/validation/, never in the reference or the user's pages
+HISTORY = re.compile(r"\b[Rr]ounds? \d|\b[Pp]reviously\b|\b[Uu]sed to\b|\b[Ww]e (?:first )?tried\b|\bwas replaced\b"
+                     r"|\b[Nn]o longer\b|\b[Uu]ntil now\b|\b[Ii]ssue[ -]\d|\bthe issue's\b|\bwt-[a-z]+\d*\b"
+                     r"|\bbefore the fix\b|\b[Ww]ritten with issue\b")
+
+
+def test_the_reference_and_the_users_pages_tell_no_history():
+    """docs/methods.md says what each test does now; the README and docs/guide/ say how to use it. None of them says
+    which round, issue or branch it came from, or what it replaced."""
+    pages = [ROOT / "README.md", ROOT / "docs" / "methods.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
+    found = [f"{p.relative_to(ROOT)}:{i}: {m.group(0)!r}" for p in pages
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             for m in [HISTORY.search(line)] if m]
+    assert not found, f"history in a reference or user page (move it to CHANGELOG.md or docs/validation/): {found}"
+
+
+def test_the_history_check_sees_history():
+    for text in ("until round 12", "Previously the strata were the labels", "K used to be 5", "we tried a kernel",
+                 "the interval was replaced", "is no longer Agresti–Caffo", "before issue 21", "branch wt-clus3"):
+        assert HISTORY.search(text), text
+    for text in ("rounded to 5 decimals", "the test it uses now", "a group of 10–29 patients", "issue date column"):
+        assert not HISTORY.search(text), text

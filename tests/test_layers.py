@@ -226,3 +226,20 @@ def test_no_private_names_across_modules():
             if private and f"{source}.{name}" not in MODULES and _target(source, None) != module:
                 found.add((module, source, name))
     _assert_matches_allowlist(found, PRIVATE_ALLOWLIST, "private imports")
+
+
+def test_building_the_cli_parser_imports_numpy_and_nothing_heavier():
+    """``fairdesk-cli --help`` (and every command's start) builds the whole parser first: it loads numpy (the age
+    learners' settings name their defaults) but not pandas, scipy, sklearn, torch or reportlab."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, fairdesk.cli; fairdesk.cli.build_parser(); "
+            "print(sorted({m.split('.')[0] for m in sys.modules}))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=PKG.parent, env={**os.environ, "PYTHONPATH": str(PKG.parent)})
+    assert run.returncode == 0, run.stderr
+    loaded = set(ast.literal_eval(run.stdout))
+    assert "numpy" in loaded
+    assert not loaded & (HEAVY | {"pandas", "pyarrow"} | QT)

@@ -61,7 +61,8 @@ def _one_thread():
 def _groups(tmp):
     from fairdesk.core.audits.groups import GroupAuditPlan
     from fairdesk.core.data.schema import ColumnRoles
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.core.data.tables import import_table
+    from fairdesk.jobs.groups import audit_groups
 
     rng = np.random.default_rng(0)
     n = 400
@@ -85,7 +86,7 @@ def _slices(tmp):
     from fairdesk.core.audits.slices import SliceAuditPlan
     from fairdesk.core.data.schema import ColumnRoles
     from fairdesk.core.synthetic.slice_sim import simulate_slice_table
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
     from fairdesk.jobs.slices import audit_slices
 
     df, _ = simulate_slice_table(1200, 3, order=2, gap=0.35, seed=2, slice_share=0.15, n_patients=1000)
@@ -233,7 +234,7 @@ def _age_independence(tmp):
 
 def _monitor(tmp):
     from fairdesk.core.synthetic.monitor_sim import simulate_stream, stream_plan
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
     from fairdesk.jobs.monitor import watch_model
 
     csv = tmp / "stream.csv"

@@ -4,7 +4,8 @@ Wired into :mod:`fairdesk.cli` with ``add_age_commands(data_subparsers, train_su
 age-independent`` calls the job :func:`fairdesk.jobs.age.train_age_independent` on the project given with
 ``--project`` (or on a temporary project deleted afterwards), so the command and the GUI store the same document:
 ``--json`` is the stored document byte for byte, ``--predictions`` the stored out-of-fold predictions in the
-issue's long layout, ``--pdf`` goes through the one PDF route :func:`fairdesk.jobs.reports.export_report`.
+long layout (``PREDICTION_COLUMNS`` of :mod:`fairdesk.core.audits.age_independence`), ``--pdf`` goes through the one
+PDF route :func:`fairdesk.jobs.reports.export_report`.
 Nothing heavy is imported here; torch and sklearn load when the command runs.
 """
 from __future__ import annotations

@@ -262,7 +262,7 @@ def _pair_options(p: argparse.ArgumentParser, terms_help: str = TERMS_HELP) -> N
 def add_ctf_commands(sub, data, audit, train) -> None:
     """Add ``data madlibs``, ``data ctf-demo``, ``counterfactuals``, ``train text-classifier``, ``audit ctf``,
     ``audit ctf-pairs`` and ``audit ctf-scores`` to the CLI's top-level, ``audit`` and ``train`` sub-parsers."""
-    from fairdesk.jobs.ctf import SYNTHETIC_ROWS
+    from fairdesk.core.text.madlibs import SYNTHETIC_ROWS
 
     p = data.add_parser("madlibs", help="the synthetic madlibs template set of Dixon et al. / 002 (76,564 rows)",
                         description="Columns text, label (0 non-toxic, 1 toxic), template (the template pair), term "

@@ -14,7 +14,7 @@ from fairdesk.core.guard import guard_outputs
 
 
 def cmd_audit_groups(args: argparse.Namespace) -> int:
-    """The group audit through the GUI's jobs: :func:`~fairdesk.jobs.groups.import_table` then
+    """The group audit through the GUI's jobs: :func:`~fairdesk.core.data.tables.import_table` then
     :func:`~fairdesk.jobs.groups.audit_groups`, on a scratch project (:mod:`fairdesk.cli.outputs`)."""
     from fairdesk.cli.outputs import run_table_audit
     from fairdesk.core.audits.groups import GroupAuditPlan, GroupAuditResult, comparison_counts, tests_text

@@ -26,7 +26,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from fairdesk.core.audits.monitor import MonitorPlan
     from fairdesk.core.project import Project
     from fairdesk.core.reports.monitor import alarm_sentences
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
     from fairdesk.jobs.monitor import previous_stream, watch_model
 
     if args.threshold is None:

@@ -124,7 +124,7 @@ def copy_into(project_path: str | Path, scratch_path: str | Path, audit_id: int)
 
 def run_table_audit(args, roles, job, plan, **job_options) -> dict:
     """What ``audit groups`` and ``audit slices`` do around their job: import ``args.data`` with ``roles`` into a
-    scratch project (:func:`~fairdesk.jobs.groups.import_table`), run ``job(scratch, dataset_id, plan, progress=,
+    scratch project (:func:`~fairdesk.core.data.tables.import_table`), run ``job(scratch, dataset_id, plan, progress=,
     **job_options)`` (e.g. ``executor=``),
     write ``--json`` (and ``--pdf``), and copy the dataset with its audit into ``--project`` when given. Returns the
     stored document.
@@ -136,7 +136,7 @@ def run_table_audit(args, roles, job, plan, **job_options) -> dict:
 
     from fairdesk.cli.progress import TerminalProgress
     from fairdesk.core.project import Project
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
 
     progress = TerminalProgress(args.quiet)
     with scratch_project() as scratch:

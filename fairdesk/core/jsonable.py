@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fairdesk.core.progress import yield_point
 
@@ -26,7 +26,10 @@ def jsonable(obj: Any) -> Any:
         obj = obj.item()
     if isinstance(obj, float):
         return float(obj) if math.isfinite(obj) else None
-    if obj is pd.NA or obj is pd.NaT:
+    if obj is None or isinstance(obj, (str, int)):  # the common leaves (bool is an int) are never pandas' NA
+        return obj
+    pd = sys.modules.get("pandas")  # not loaded (the CLI parser, start-up): no value can be its NA or NaT
+    if pd is not None and (obj is pd.NA or obj is pd.NaT):
         return None
     return obj
 

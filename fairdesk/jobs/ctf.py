@@ -30,16 +30,13 @@ from fairdesk.core.errors import DataError, ModelError
 from fairdesk.core.models.training_record import training_record, write_training_record
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project
+from fairdesk.core.text.madlibs import SYNTHETIC_ROWS
 
 MODEL_KIND = "text_classifier"
 NOTE_MODEL_KIND = "note_mlp"  # note classifiers (fairdesk.core.models.note_classifier): not runnable here, see below
 AUDIT_KIND = "ctf"
 TEXT_DATASET = "text"
 PAIRS_DATASET = "ctf_pairs"
-#: rows of the madlibs template set scored as the "synthetic" subset by default (see docs/methods.md §5: with the
-#: Bonferroni-level interval, ~1,000 texts bound a typical CTF gap to about ±0.01, half the default margin, while
-#: the scoring stays ~25 k texts for the 35 train terms — seconds for the CNN, minutes for a transformer on CPU)
-SYNTHETIC_ROWS = 1000
 #: the checkpoint folder inside a model's output folder (resume)
 CHECKPOINT_SUBDIR = "checkpoints"
 #: method names as the CLI spells them -> the core's

@@ -1,4 +1,5 @@
-"""Jobs of the group-gap family: import a table, train the tabular baselines, run and store a group audit.
+"""Jobs of the group-gap family: train the tabular baselines, run and store a group audit (a table comes in
+through :func:`fairdesk.core.data.tables.import_table`).
 
 Each job is ``f(inputs..., progress, cancel) -> result``; the GUI and the CLI both call these.
 
@@ -12,30 +13,6 @@ from fairdesk.core.data.schema import ColumnRoles
 from fairdesk.core.errors import DataError
 from fairdesk.core.progress import CancelToken, ProgressFn, Reporter
 from fairdesk.core.project import Project
-
-
-def import_table(project_path: str | Path, file_path: str | Path, *, kind: str = "predictions",
-                 roles: ColumnRoles | None = None, name: str | None = None, missing: tuple[str, ...] = (),
-                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> int:
-    """Load a CSV/Parquet file into the project (validated first when roles are given). Returns the dataset id.
-    ``missing``: texts that mean a missing value (only empty cells otherwise). What the loader did that the user
-    should know (columns not read, Unicode spellings merged) is stored as the dataset's ``origin["notes"]``."""
-    from fairdesk.core.data.loaders import file_sha256, load_table, table_notes
-    from fairdesk.core.data.schema import validate
-
-    rep = Reporter(progress, cancel)
-    rep(0.0, f"Reading {Path(file_path).name}")
-    df = load_table(file_path, columns=roles.all_columns() if roles is not None else None, missing=missing)
-    notes = table_notes(df)
-    rep(0.6, "Checking the table")
-    if roles is not None:
-        validate(df, roles).raise_if_errors()
-    sha = file_sha256(file_path)
-    rep(0.9, "Saving into the project")
-    return Project(project_path).add_dataset(name or Path(file_path).name, df, sha, kind=kind,
-                                             source=str(Path(file_path).resolve()),
-                                             roles=roles.to_dict() if roles else None,
-                                             origin={"notes": notes} if notes else None)
 
 
 def train(project_path: str | Path, dataset_id: int, spec, *, progress: ProgressFn | None = None,

@@ -264,7 +264,8 @@ CANCEL = textwrap.dedent("""
     from fairdesk.core.executor import ExecutorSpec
     from fairdesk.core.progress import Cancelled, CancelToken
     from fairdesk.core.project import Project
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.core.data.tables import import_table
+    from fairdesk.jobs.groups import audit_groups
 
     address, csv, project = sys.argv[1:4]
     roles = ColumnRoles(label="y", score="s", task="task", attributes=("sex", "race"), patient_id="pid")

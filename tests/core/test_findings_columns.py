@@ -208,8 +208,10 @@ def test_the_board_summary_alone_is_the_reports_first_section():
 def test_findings_are_computed_once_per_result_and_each_caller_gets_its_own_copy(monkeypatch):
     result = GroupAuditResult.from_dict(json.loads((DOCUMENTS / "groups.json").read_text(encoding="utf-8")))
     calls = []
-    real = G._findings
-    monkeypatch.setattr(G, "_findings", lambda r: calls.append(1) or real(r))
+    from fairdesk.core.audits import group_records  # where findings() finds _findings
+
+    real = group_records._findings
+    monkeypatch.setattr(group_records, "_findings", lambda r: calls.append(1) or real(r))
     first = findings(result)
     first["gap"] = 99.0  # a caller changing its copy changes nobody else's
     G.comparison_counts(result)

@@ -160,9 +160,9 @@ def predictions_frame():
 
 @pytest.fixture
 def stored_predictions(window, project_path, tmp_path):
-    """The window with a project holding one predictions dataset (imported with tasks.import_table)."""
+    """The window with a project holding one predictions dataset (imported with core.data.tables.import_table)."""
     from fairdesk.core.data.schema import ColumnRoles
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
 
     path = tmp_path / "stored.csv"
     make_predictions().to_csv(path, index=False)

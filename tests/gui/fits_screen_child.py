@@ -38,7 +38,8 @@ def main(project_dir: str) -> None:
     from fairdesk.core.audits.groups import GroupAuditPlan
     from fairdesk.core.data.schema import ColumnRoles
     from fairdesk.gui.main_window import MainWindow
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.core.data.tables import import_table
+    from fairdesk.jobs.groups import audit_groups
 
     csv = Path(project_dir) / "predictions.csv"
     make_predictions().to_csv(csv, index=False)

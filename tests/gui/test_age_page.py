@@ -20,7 +20,7 @@ METHODS = ("dnn", "svm", "simple")
 @pytest.fixture
 def cohort_window(window, project_path, tmp_path):
     """The window with a project holding the tiny demo cohort as a features dataset."""
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
 
     csv = tmp_path / "cohort.csv"
     write_table(make_age_cohort(n_participants=24, n_features=8, seed=3), csv)

@@ -28,7 +28,8 @@ def _table(n: int = 900, seed: int = 3) -> pd.DataFrame:
 def page(make_window, tmp_path, monkeypatch):
     """The Group gaps page showing a stored audit whose dataset is in the project."""
     from fairdesk.gui.tabs import ctf
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.core.data.tables import import_table
+    from fairdesk.jobs.groups import audit_groups
 
     # the CTF placeholder page on main lacks the page attributes the window reads (not this test's subject)
     for attr, value in (("TAB", "audit"), ("TITLE", "Counterfactual tokens"), ("ATTR", "ctf_page"), ("AFTER", None)):
@@ -157,7 +158,8 @@ def test_roc_tab_shows_the_discrimination_table_with_coloured_verdicts(make_wind
 
     from fairdesk.core.reports.figures import STATUS_STYLE
     from fairdesk.gui.tabs import ctf
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.core.data.tables import import_table
+    from fairdesk.jobs.groups import audit_groups
 
     for attr, value in (("TAB", "audit"), ("TITLE", "Counterfactual tokens"), ("ATTR", "ctf_page"), ("AFTER", None)):
         if not hasattr(ctf.CTFAuditPage, attr):

@@ -16,7 +16,7 @@ def audited(window, stored_predictions, project_path):
     """The window with a stored group audit (200 replicates: cheap)."""
     from fairdesk.core.audits.groups import GroupAuditPlan
     from fairdesk.core.project import Project
-    from fairdesk.jobs.groups import import_table  # noqa: F401 - the fixture stored the dataset with it
+    from fairdesk.core.data.tables import import_table  # noqa: F401 - the fixture stored the dataset with it
     from fairdesk.jobs.groups import audit_groups
 
     info = next(d for d in Project(project_path).datasets() if d.id == stored_predictions)
@@ -212,7 +212,7 @@ def gui_audited(window, project_path, tmp_path, run_and_wait):
     """The window after a group audit with long names run through the Group gaps page (its form, its Run)."""
     from fairdesk.core.audits.groups import GroupAuditPlan
     from fairdesk.core.data.schema import ColumnRoles
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
 
     path = tmp_path / "long_names.csv"
     long_names_table().to_csv(path, index=False)

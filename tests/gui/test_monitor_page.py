@@ -18,7 +18,7 @@ def _choose(page, qtbot, dataset_id):
 
 
 def test_monitor_page_runs_and_says_alarms_in_words(window, project_path, tmp_path, run_and_wait, qtbot):
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
 
     df = simulate_stream(11, months=6, per_month=300, gap=0.4, onset=2)
     (tmp_path / "a.csv").write_text(df[df["month"] <= "2025-04"].to_csv(index=False))

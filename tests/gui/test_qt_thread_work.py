@@ -28,7 +28,8 @@ def _record_threads(monkeypatch, module, names: list[str], calls: dict) -> None:
 def _group_audit_project(tmp_path):
     """A project holding one group audit with a continuous attribute and calibration tests."""
     from conftest import make_predictions
-    from fairdesk.jobs.groups import audit_groups, import_table
+    from fairdesk.core.data.tables import import_table
+    from fairdesk.jobs.groups import audit_groups
 
     roles = ColumnRoles(label="label", score="score", task="task", attributes=("sex",), continuous_attributes=("age",),
                         patient_id="patient_id", sample_id="sample_id", split="split")
@@ -78,7 +79,9 @@ def test_selecting_a_group_audit_parses_its_document_once(make_window, tmp_path,
     window.open_project(project)
     tab = window.audit_tab
     calls = {"from_dict": 0, "findings": 0}
-    from_dict, findings = groups.GroupAuditResult.__dict__["from_dict"].__func__, groups._findings
+    from fairdesk.core.audits import group_records  # where findings() finds _findings
+
+    from_dict, findings = groups.GroupAuditResult.__dict__["from_dict"].__func__, group_records._findings
 
     def counted_from_dict(cls, doc):
         calls["from_dict"] += 1
@@ -89,7 +92,7 @@ def test_selecting_a_group_audit_parses_its_document_once(make_window, tmp_path,
         return findings(result)
 
     monkeypatch.setattr(groups.GroupAuditResult, "from_dict", classmethod(counted_from_dict))
-    monkeypatch.setattr(groups, "_findings", counted_findings)
+    monkeypatch.setattr(group_records, "_findings", counted_findings)
     for _ in range(2):
         tab.audit_list.setCurrentRow(-1)
         tab.audit_list.setCurrentRow(0)

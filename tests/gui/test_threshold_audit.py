@@ -21,7 +21,7 @@ ROLES = ColumnRoles(label="label", score="score", task="task", attributes=("sex"
 
 
 def _import(project_path: Path, tmp_path: Path, frame, name: str, seed: int) -> int:
-    from fairdesk.jobs.groups import import_table
+    from fairdesk.core.data.tables import import_table
 
     path = tmp_path / f"{name}.csv"
     frame(n=200, seed=seed).to_csv(path, index=False)

@@ -5,6 +5,7 @@ import pytest
 
 from fairdesk.core.audits.groups import GroupAuditPlan
 from fairdesk.core.data.schema import ColumnRoles
+from fairdesk.core.data.tables import import_table
 from fairdesk.core.errors import DataError
 from fairdesk.core.progress import CancelToken, Cancelled
 from fairdesk.core.project import Project
@@ -26,7 +27,7 @@ def project(tmp_path):
     path = tmp_path / "p.fairdesk"
     csv = tmp_path / "good.csv"
     _table().to_csv(csv, index=False)
-    ds = tasks.import_table(path, csv, roles=ROLES)
+    ds = import_table(path, csv, roles=ROLES)
     audit = tasks.audit_groups(path, ds, GroupAuditPlan(ROLES, threshold=0.5, n_boot=100))
     return path, ds, audit
 
@@ -43,7 +44,7 @@ def test_bad_file_is_refused_and_project_unchanged(project, tmp_path, content, e
     bad.write_text(content)
     before = (Project(path).datasets(), Project(path).audits())
     with pytest.raises(DataError, match=expected):
-        tasks.import_table(path, bad, roles=ROLES)
+        import_table(path, bad, roles=ROLES)
     assert (Project(path).datasets(), Project(path).audits()) == before
 
 
@@ -53,7 +54,7 @@ def test_corrupt_parquet_is_refused(project, tmp_path):
     bad.write_bytes(b"PAR1 this is not really parquet")
     before = Project(path).datasets()
     with pytest.raises(DataError, match="could not be read as Parquet"):
-        tasks.import_table(path, bad, roles=ROLES)
+        import_table(path, bad, roles=ROLES)
     assert Project(path).datasets() == before
 
 
@@ -117,7 +118,7 @@ def test_the_group_audit_job_stores_its_document_without_parsing_it_again(tmp_pa
     path = tmp_path / "p.fairdesk"
     csv = tmp_path / "good.csv"
     _table().to_csv(csv, index=False)
-    ds = tasks.import_table(path, csv, roles=ROLES)
+    ds = import_table(path, csv, roles=ROLES)
     decoded: list[int] = []
     real = project_module.loads_in_pieces
     monkeypatch.setattr(project_module, "loads_in_pieces", lambda text, *a: decoded.append(1) or real(text, *a))

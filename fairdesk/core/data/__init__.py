@@ -1,1 +1,2 @@
-"""Datasets: column roles and their guessing, table loaders and validation, patient-disjoint splits, image folders."""
+"""Datasets: column roles and their guessing, table loaders and validation, a user's table into a project (``tables``),
+patient-disjoint splits, image folders."""

@@ -5,9 +5,10 @@ generic :class:`~fairdesk.core.reports.document.Report`; :func:`build_report` (t
 PDF. Everything comes from the document. Counts below ``settings.suppress_k`` print as "<k", and a rate over fewer
 than k cases is not shown.
 
-Sections: page 1 in words (the promise, every alarm as a sentence, what changed since the previous period), a
-trend chart of each alarmed gap with its confidence sequence, the latest period's comparisons, context (prevalence
-and score distribution by group over time: not tested), methods and settings, provenance.
+Sections: page 1, the board (the question, the promise, every alarm as a sentence); page 2, the alarms and what
+changed since the previous period; a trend chart of each alarmed gap with its confidence sequence, the latest
+period's comparisons, context (prevalence and score distribution by group over time: not tested), methods and
+settings, provenance.
 """
 from __future__ import annotations
 
@@ -121,16 +122,9 @@ def board(doc: dict, k: int) -> Board:
 
 
 def _summary(doc: dict, k: int) -> Section:
-    s = Section("summary", "Watching the model")
-    plan = doc.get("plan") or {}
-    periods = doc.get("periods") or []
-    metrics = ", ".join(METRIC_WORDS.get(m, m) for m in plan.get("metrics") or [])
-    span = f"{periods[0]['period']} to {periods[-1]['period']}" if periods else "no periods"
-    s.blocks.append(Paragraph(f"Does the model still serve every group of {', '.join(plan.get('attributes') or [])} "
-                              f"alike? {metrics.capitalize()} of each group against the rest, period by period "
-                              f"({len(periods)} periods, {span}), at the threshold {num(plan.get('threshold')):g}.",
-                              "lead"))
-    s.blocks.append(Paragraph(promise(doc)))
+    """Page 2: every alarm and what changed since the previous period, under page 1's question and promise (the
+    board states them; not repeated here)."""
+    s = Section("summary", "The alarms and what changed")
     sentences = alarm_sentences(doc, k)
     if sentences:
         n = len(doc.get("alarms") or [])

@@ -354,7 +354,7 @@ class DatasetTab(QWidget):
         path, project_path = self.path, project.path
 
         def store(progress, cancel):
-            from fairdesk.jobs.groups import import_table
+            from fairdesk.core.data.tables import import_table
 
             return import_table(project_path, path, kind=kind, roles=roles, name=name, progress=progress,
                                 cancel=cancel)
