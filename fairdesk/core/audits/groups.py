@@ -1634,9 +1634,13 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
 
 def _parent_omnibus(t: pd.DataFrame, parent: list) -> dict:
     """Each tree parent's omnibus p (:func:`..stats.multiple.one_vs_rest_bonferroni`) where its tests are the pairs
-    of three or more groups that carry their counts (``_dual``): each group against the rest with the largest design
-    effect of its parent's pairs (with independent rows their mean) and their fewest degrees of freedom. Other
-    parents (two groups, or groups already tested against the rest) are left to Simes over their tests."""
+    of three or more groups that carry their counts (``_dual``): each group against the rest. With independent rows
+    the design effect is the mean of the parent's pairs' (each a bootstrap's noisy estimate of 1: the largest of ten
+    was ~1.3 and cost the omnibus a third of its power); with whole patients each group takes the design effect (at
+    least 1) and degrees of freedom of its pair with the largest other group, which holds most of its rest (the
+    fewest of the parent's degrees of freedom, those of a pair of two small groups, made the test of a large group
+    needlessly heavy-tailed). Other parents (two groups, or groups already tested against the rest) are left to
+    Simes over their tests."""
     from fairdesk.core.stats.multiple import one_vs_rest_bonferroni
 
     if "_dual" not in t or "kind" not in t:
@@ -1654,12 +1658,16 @@ def _parent_omnibus(t: pd.DataFrame, parent: list) -> dict:
             counts[g], counts[c] = (d["x_a"], d["n_a"]), (d["x_b"], d["n_b"])
         if len(counts) < 3:
             continue
-        deffs = [d["deff"] for *_, d, _ in rows if d["deff"] > 0] or [1.0]
-        df = min(d["df"] for *_, d, _ in rows)
-        # independent rows: each pair's design effect is its bootstrap's noisy estimate of 1 (the largest of ten
-        # was ~1.3 and cost the omnibus a third of its power); their mean estimates the same. Whole patients: the
-        # largest sandwich design effect of the pairs, at least 1
-        deff = float(np.mean(deffs)) if math.isinf(df) else max([1.0] + deffs)
+        if all(math.isinf(d["df"]) for *_, d, _ in rows):
+            deffs = [d["deff"] for *_, d, _ in rows if d["deff"] > 0] or [1.0]
+            out[key] = one_vs_rest_bonferroni(counts, float(np.mean(deffs)))
+            continue
+        deff, df, partner = {}, {}, {}
+        for _, g, c, d, _ in rows:
+            for me, other in ((g, c), (c, g)):
+                if counts[other][1] > partner.get(me, -1.0):
+                    partner[me] = counts[other][1]
+                    deff[me], df[me] = max(1.0, d["deff"]), d["df"]
         out[key] = one_vs_rest_bonferroni(counts, deff, df)
     return out
 

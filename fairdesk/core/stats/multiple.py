@@ -54,22 +54,24 @@ def simes(p_values) -> float:
     return float(min(1.0, np.min(p.size * p / np.arange(1, p.size + 1))))
 
 
-def one_vs_rest_bonferroni(counts: dict, deff: float = 1.0, df: float = np.inf) -> float:
+def one_vs_rest_bonferroni(counts: dict, deff=1.0, df=np.inf) -> float:
     """One p-value of "every group has the same rate" from the groups' counts ``{group: (x, n)}``: each group's
     rate against the pooled rest by the audit's rate-gap test (:func:`..stats.gaps.gap_p_value`, with the design
-    effect ``deff`` and ``df`` of its pairs) and Bonferroni over the ``g`` groups, ``min(1, g·min p)``. Valid under
-    any dependence among the ``g`` tests (they are negatively correlated, which Simes does not cover). A harm
-    carried by one group shows in all its pairs: its one-vs-rest gap pays for ``g`` looks where Simes over the
-    pairs pays for up to ``g(g − 1)/2``. NaN with fewer than three groups (two groups: the pair is its own
-    omnibus)."""
+    effect ``deff`` and degrees of freedom ``df``, one number or one per group ``{group: value}``) and Bonferroni over
+    the ``g`` groups, ``min(1, g·min p)``. Valid under any dependence among the ``g`` tests (they are negatively
+    correlated, which Simes does not cover). A harm carried by one group shows in all its pairs: its one-vs-rest gap
+    pays for ``g`` looks where Simes over the pairs pays for up to ``g(g − 1)/2``. NaN with fewer than three groups
+    (two groups: the pair is its own omnibus)."""
     from fairdesk.core.stats.gaps import gap_p_value
 
     if len(counts) < 3:
         return float("nan")
-    x = np.array([float(v[0]) for v in counts.values()])
-    n = np.array([float(v[1]) for v in counts.values()])
+    names = list(counts)
+    x = np.array([float(counts[k][0]) for k in names])
+    n = np.array([float(counts[k][1]) for k in names])
+    per = lambda v: np.array([float(v[k]) for k in names]) if isinstance(v, dict) else float(v)  # noqa: E731
     x_rest, n_rest = x.sum() - x, n.sum() - n
-    p = np.asarray(gap_p_value(x, n, x_rest, n_rest, deff, df), float)
+    p = np.asarray(gap_p_value(x, n, x_rest, n_rest, per(deff), per(df)), float)
     p = p[~np.isnan(p)]
     if not p.size:
         return float("nan")
