@@ -164,9 +164,9 @@ _STAYS_PER_PATIENT = ([1, 2, 3], [0.86, 0.10, 0.04])
 # Strength of the planted measurement problems (tuned so that the gaps on ~2,000 test stays are clear but not
 # absurd: see tests/core/test_demo.py and resources/demo/README.md).
 _LANGUAGE_SIGNAL_KEPT = 0.20  # share of the infection-signs signal kept for non-English speakers
-_FEMALE_CHEST_PAIN_SIGNAL = 0.75  # chest-pain signal for women relative to men
+_FEMALE_CHEST_PAIN_SIGNAL = 0.60  # chest-pain signal for women relative to men
 _CREATININE_RESPONSE_AGE = (1.7, 0.0)  # creatinine response to kidney injury at age 18 and at age 90
-_SPO2_OVERESTIMATE = 0.5  # share of a true desaturation that the oximeter misses on dark skin
+_SPO2_OVERESTIMATE = 0.55  # share of a true desaturation that the oximeter misses on dark skin
 
 
 # Mixed into every seed. Chosen among 40 candidates so that the default seed 0 is a clean, typical draw (planted

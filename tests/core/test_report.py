@@ -219,7 +219,7 @@ def test_report_order_and_contents(report, audit):
     methods = "\n".join(b.text for b in report.section("methods").blocks)
     assert RULE_TEXT["max"] in methods and "not limited to 1/(B + 1)" in methods and "Benjamini–Hochberg" in methods
     # issue 9: the methods name the test, the family and what it means, the margin and the interval
-    assert "score test" in methods and "hierarchical false-discovery-rate procedure" in methods and "Benjamini–Bogomolov" in methods and "±0.05" in methods
+    assert "score test" in methods and "hierarchical false-discovery-rate procedure" in methods and "Yekutieli" in methods and "±0.05" in methods
     assert "Agresti–Caffo" in methods and "null band" in methods
     assert "200 replicates" in methods and "not estimable" in methods and "never as 0" in methods
     figs = report.figures()

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from fairdesk.core.audits.groups import (GroupAuditPlan, GroupAuditResult, correct, findings, run_group_audit,
                                          plan_summary)
-from fairdesk.core.stats.multiple import benjamini_hochberg, rejection_level, simes, two_level_fdr
+from fairdesk.core.stats.multiple import (benjamini_hochberg, one_vs_rest_bonferroni, rejection_level, simes,
+                                          two_level_fdr)
 from fairdesk.core.synthetic.group_sim import POWER_HARMS, simulate_audit_table, simulate_power_table
 
 
@@ -51,6 +52,75 @@ def test_two_level_q_and_level_match_the_procedure(groups, alpha):
             rejected[nodes == j] = benjamini_hochberg(g) <= alpha * r / len(groups)
     assert np.array_equal(rejected, out["q"] <= alpha)
     assert np.array_equal(rejected, p <= out["level"])
+
+
+def test_two_level_full_by_hand():
+    # parents A (p 0.001, 0.04, omnibus 0.003), B (0.3) and C (0.02, 0.03; Simes min(2·0.02, 2·0.03/2) = 0.03):
+    # BH over (0.003, 0.3, 0.03) at 0.05: 0.003 ≤ 0.05/3 and 0.03 ≤ 0.05·2/3, so A and C are selected (q 0.009,
+    # 0.3, 0.045). Within A and C BH at 0.05 itself (not 0.05·2/3): A's 0.001 ≤ 0.025 and 0.04 ≤ 0.05 both
+    # rejected; C's BH q (0.03, 0.03) rejected. The test's q is the larger of its parent's q and its own BH q.
+    out = two_level_fdr([0.001, 0.04, 0.3, 0.02, 0.03], ["A", "A", "B", "C", "C"], 0.05, node_p={"A": 0.003},
+                        within="full")
+    assert (out["q"] <= 0.05).tolist() == [True, True, False, True, True]
+    np.testing.assert_allclose(out["q"], [0.009, 0.04, 0.3, 0.045, 0.045])
+    np.testing.assert_allclose(out["parent_p"], [0.003, 0.003, 0.3, 0.03, 0.03])
+    # levels: A 0.05·2/2, C 0.05·2/2, B (not selected) 0.05·2/(3·1)
+    np.testing.assert_allclose(out["level"], [0.05, 0.05, 0.05 * 2 / 3, 0.05, 0.05])
+    # the selective variant on the same tree: within A and C BH at 0.05·2/3 = 0.0333: C's q 0.03 still in, A's 0.04
+    # not
+    sel = two_level_fdr([0.001, 0.04, 0.3, 0.02, 0.03], ["A", "A", "B", "C", "C"], 0.05, node_p={"A": 0.003})
+    assert (sel["q"] <= 0.05).tolist() == [True, False, False, True, True]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.floats(1e-8, 1.0), min_size=1, max_size=6),
+                          st.one_of(st.none(), st.floats(1e-8, 1.0))), min_size=1, max_size=8),
+       st.sampled_from([0.01, 0.05, 0.2]))
+def test_two_level_full_q_and_level_match_the_procedure(groups, alpha):
+    """Over any tree of p-values and any omnibus p of its parents (none: Simes): the procedure run by hand (BH over
+    the parents at α, BH at α within the selected) rejects ⇔ q ≤ α ⇔ p ≤ level, and the parents' p are used."""
+    p = np.array([x for g, _ in groups for x in g])
+    nodes = np.array([j for j, (g, _) in enumerate(groups) for _ in g])
+    omni = {j: o for j, (_, o) in enumerate(groups) if o is not None}
+    out = two_level_fdr(p, nodes, alpha, node_p=omni, within="full")
+    node_q = benjamini_hochberg([omni.get(j, simes(g)) for j, (g, _) in enumerate(groups)])
+    rejected = np.zeros(p.size, bool)
+    for j, (g, _) in enumerate(groups):
+        if node_q[j] <= alpha:
+            rejected[nodes == j] = benjamini_hochberg(g) <= alpha
+    assert np.array_equal(rejected, out["q"] <= alpha)
+    assert np.array_equal(rejected, p <= out["level"])
+
+
+def test_one_vs_rest_bonferroni_by_hand():
+    """Each group against the pooled rest by the score test (large cells: the normal law), Bonferroni over the g
+    groups; two groups are no omnibus (NaN)."""
+    from scipy.stats import norm
+
+    counts = {"a": (120, 400), "b": (40, 200), "c": (30, 100), "d": (10, 60)}
+    x = np.array([v[0] for v in counts.values()], float)
+    n = np.array([v[1] for v in counts.values()], float)
+    ps = []
+    for i in range(4):
+        xr, nr = x.sum() - x[i], n.sum() - n[i]
+        pooled = (x[i] + xr + 0.5) / (n[i] + nr + 1)
+        z = (x[i] / n[i] - xr / nr) / math.sqrt(1.3 * pooled * (1 - pooled) * (1 / n[i] + 1 / nr))
+        ps.append(2 * norm.sf(abs(z)))
+    assert one_vs_rest_bonferroni(counts, deff=1.3) == pytest.approx(min(1.0, 4 * min(ps)), rel=1e-6)
+    assert math.isnan(one_vs_rest_bonferroni({"a": (1, 5), "b": (2, 5)}))
+
+
+def test_one_vs_rest_bonferroni_size_under_the_null():
+    """Five groups of the power cohort's ethnicity shares (4,000 rows, recall-sized denominators) with one rate:
+    the omnibus rejects at 0.05 in at most 0.05 of 3,000 draws (+ 2 standard errors)."""
+    from fairdesk.core.synthetic.group_sim import POWER_ATTRIBUTES
+
+    rng = np.random.default_rng(11)
+    shares = np.array(POWER_ATTRIBUTES["ethnicity"][1])
+    n = np.maximum(1, np.round(1000 * shares / shares.sum())).astype(int)
+    x = rng.binomial(n, 0.6, size=(3000, n.size))
+    rej = np.mean([one_vs_rest_bonferroni({g: (xi[g], n[g]) for g in range(n.size)}) <= 0.05 for xi in x])
+    assert rej <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 3000)
 
 
 @settings(max_examples=100, deadline=None)
@@ -212,3 +282,68 @@ def test_primary_family_size_and_power_in_the_cohorts_shape():
     print(f"null any-rejection {any_null / 400:.3f}; harms found: tree {tree_hits / 400:.2f}, flat "
           f"{flat_hits / 400:.2f}")
     assert tree_hits > 1.2 * flat_hits
+
+
+def _tree_counts(rng, harmed: bool, z: float = 3.29):
+    """The primary family of the power cohort as counts (6 tasks × 4 attributes of 2, 2, 5, 4 groups with their
+    shares × 3 measures with a quarter, three quarters and all of 4,000 rows as denominators; binomial at 0.6),
+    with the four harms of :data:`POWER_HARMS` lowering the harmed group's rate so that its pair with the
+    reference has an expected z of ``z``. Returns p, parents, each parent's omnibus p and which tests are harms."""
+    from fairdesk.core.stats.gaps import gap_p_value
+    from fairdesk.core.synthetic.group_sim import POWER_ATTRIBUTES
+
+    harms = {(t, a, m): (g, r) for t, a, g, m, r in POWER_HARMS} if harmed else {}
+    p, parent, omni, hit = [], [], {}, []
+    for task in range(6):
+        for attr, (names, shares) in POWER_ATTRIBUTES.items():
+            for metric, share in (("recall", 0.25), ("specificity", 0.75), ("parity", 1.0)):
+                n = np.maximum(1, np.round(4000 * share * np.array(shares))).astype(float)
+                rate = np.full(n.size, 0.6)
+                h = harms.get((task, attr, metric))
+                if h:
+                    g, r = names.index(h[0]), names.index(h[1])
+                    rate[g] -= z * math.sqrt(0.24 * (1 / n[g] + 1 / n[r]))
+                x = rng.binomial(n.astype(int), rate).astype(float)
+                i, j = np.triu_indices(n.size, 1)
+                key = (task, attr, metric)
+                p.append(gap_p_value(x[i], n[i], x[j], n[j]))
+                parent += [key] * i.size
+                hit += [bool(h) and {names[a], names[b]} == set(h) for a, b in zip(i, j)]
+                if n.size > 2:
+                    omni[key] = one_vs_rest_bonferroni({k: (x[k], n[k]) for k in range(n.size)})
+    return np.concatenate(p), parent, omni, np.array(hit)
+
+
+def _omnibus_tree_study(seed: int, n_null: int, n_planted: int) -> tuple[float, int, int]:
+    """Null any-rejection share and harms found (default tree, Simes tree with α·R/M within) on the counts."""
+    rng = np.random.default_rng(seed)
+    alpha = 0.05
+    any_null = 0
+    for _ in range(n_null):
+        p, parent, omni, _ = _tree_counts(rng, False)
+        any_null += bool((two_level_fdr(p, parent, alpha, node_p=omni, within="full")["q"] <= alpha).any())
+    new = old = 0
+    for _ in range(n_planted):
+        p, parent, omni, harmed = _tree_counts(rng, True)
+        new += int(((two_level_fdr(p, parent, alpha, node_p=omni, within="full")["q"] <= alpha) & harmed).sum())
+        old += int(((two_level_fdr(p, parent, alpha)["q"] <= alpha) & harmed).sum())
+    return any_null / max(n_null, 1), new, old
+
+
+def test_omnibus_tree_power_does_not_fall_back():
+    """Fixed seed, small (~4 s): the default tree keeps its power on the power cohort's counts — at least 0.40 of
+    the 4 × 20 harms found and no fewer than the Simes tree with BH at α·R/M within — and rejects anything in at
+    most one of ten of 30 null audits (the size itself: the full test below; over 40 + 40 audited cohorts:
+    docs/methods.md §1, ``bench validity --power``)."""
+    null, new, old = _omnibus_tree_study(41, 30, 20)
+    print(f"null any-rejection {null:.3f}; harms found of 80: omnibus tree {new}, Simes tree {old}")
+    assert new >= 0.40 * 80 and new >= old and null <= 3 / 30
+
+
+@pytest.mark.full
+def test_omnibus_tree_size_and_power_full():
+    """300 null and 100 planted audits of counts: any rejection under the complete null in at most α + 2 se, and
+    the default tree finds at least as many harms as the Simes tree."""
+    null, new, old = _omnibus_tree_study(7, 300, 100)
+    print(f"null any-rejection {null:.3f}; harms found of 400: omnibus tree {new}, Simes tree {old}")
+    assert null <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 300) and new >= old

@@ -5,6 +5,7 @@
 in a stored document (:func:`plan_summary`) and the correction that carries it out (:func:`correct`)."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -300,12 +301,14 @@ MEASURE_WORDS = {"parity": "parity", "recall": "recall", "specificity": "specifi
                  "auprc": "AUPRC", "delta_eo": "error spread", "calibration": "calibration"}
 #: the parent of a primary test in the hierarchical plan: one task × attribute × measure, whose pairs (or groups vs
 #: the rest) are its children. Chosen over task × attribute (every measure's pairs under one parent) by the power
-#: study (docs/methods.md §1: 72% against 64% of harms at p 3e-4 to 3e-3 called "differs"; the flat plan 20%).
+#: study (docs/methods.md §1 "Testing plan").
 TREE_PARENT = ("task", "attribute", "metric")
 PRIMARY_ERROR_RATE = ("false discovery rate over the task × attribute × measure units found to have a gap (Benjamini–"
-                      "Hochberg on each unit's Simes p), and, within the units found, the false discovery rate of "
-                      "their gaps averaged over those units (Benjamini–Bogomolov selective FDR); equivalence "
-                      "claims: false discovery rate (Benjamini–Hochberg)")
+                      "Hochberg on each unit's omnibus p: with two groups their gap's own p, with more each group "
+                      "against the rest, Bonferroni over the groups), and within each unit found the false discovery "
+                      "rate of its gaps (Benjamini–Hochberg at the same level: Yekutieli's hierarchical FDR; over "
+                      "the whole primary family not bounded by the level in theory, measured in docs/methods.md §1); "
+                      "equivalence claims: false discovery rate (Benjamini–Hochberg)")
 
 
 def procedure_of(plan) -> str:
@@ -342,13 +345,14 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
 
     Hierarchical plan (``plan.procedure``, the default): the *primary* family holds the gaps of the measures in
     ``plan.primary`` (the rate gaps at the threshold by default), tested on a tree (:func:`..stats.multiple.
-    two_level_fdr`): each task × attribute (:data:`TREE_PARENT`) is one parent whose Simes p asks "is there any
-    primary gap among these groups?"; BH over the parents at α, then BH over the gaps of each parent selected at
-    α·R/M. Every other kind of test (AUROC gaps, AUPRC gaps, error spread, calibration, a rate measure not made
-    primary) is *secondary*, a family of its own corrected by ``plan.correction`` at α/k (k secondary families with
-    a test, reported as q·k), so that together they make a false discovery in an audit with nothing to find no more
-    often than α. Equivalence claims are corrected by BH over the primary family's TOST p-values and by
-    ``plan.correction`` in each secondary family (at α/k).
+    two_level_fdr`): each task × attribute × measure (:data:`TREE_PARENT`) is one parent asking "is there any gap
+    among these groups?" — with two groups its pair's p, with more the omnibus of :func:`_parent_omnibus` (each
+    group against the rest, Bonferroni over the groups), else Simes over its tests; BH over the parents at α, then
+    BH at α over the gaps of each parent selected (Yekutieli 2008). Every other kind of test (AUROC gaps, AUPRC
+    gaps, error spread, calibration, a rate measure not made primary) is *secondary*, a family of its own corrected
+    by ``plan.correction`` at α/k (k secondary families with a test, reported as q·k), so that together they make a
+    false discovery in an audit with nothing to find no more often than α. Equivalence claims are corrected by BH
+    over the primary family's TOST p-values and by ``plan.correction`` in each secondary family (at α/k).
 
     Flat plan: families by ``plan.family`` — "audit" (all tests together), "task" (per task), "attribute-group-
     measure" (per attribute, group or pair and measure across tasks, 001's choice) — adjusted by
@@ -379,7 +383,7 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
         p_eq = t.loc[idx, "p_equivalence"].to_numpy(float)
         if hierarchical and name == "primary":
             parent = list(zip(*(t.loc[idx, c].astype(str) for c in TREE_PARENT)))
-            tree = two_level_fdr(p, parent, alpha)
+            tree = two_level_fdr(p, parent, alpha, node_p=_parent_omnibus(t.loc[idx], parent), within="full")
             q, level = tree["q"], tree["level"]
             q_eq, level_eq = adjust(p_eq, "bh"), rejection_level(p_eq, alpha, "bh")
         else:
@@ -398,4 +402,44 @@ def correct(tests: pd.DataFrame, plan: GroupAuditPlan) -> pd.DataFrame:
     if "_dual" in t:
         t = agreeing_intervals(t, plan)
     return t.drop(columns=["level", "level_equivalence", "_dual"], errors="ignore")
+
+
+def _parent_omnibus(t: pd.DataFrame, parent: list) -> dict:
+    """Each tree parent's omnibus p (:func:`..stats.multiple.one_vs_rest_bonferroni`) where its tests are the pairs
+    of three or more groups that carry their counts (``_dual``): each group against the rest. With independent rows
+    the design effect is the mean of the parent's pairs' (each a bootstrap's noisy estimate of 1: the largest of ten
+    was ~1.3 and cost the omnibus a third of its power); with whole patients each group takes the design effect (at
+    least 1) and degrees of freedom of its pair with the largest other group, which holds most of its rest (the
+    fewest of the parent's degrees of freedom, those of a pair of two small groups, made the test of a large group
+    needlessly heavy-tailed). Other parents (two groups, or groups already tested against the rest) are left to
+    Simes over their tests."""
+    from fairdesk.core.stats.multiple import one_vs_rest_bonferroni
+
+    if "_dual" not in t or "kind" not in t:
+        return {}
+    by: dict = {}
+    for key, kind, g, c, d, p in zip(parent, t["kind"], t["group"], t["comparison"], t["_dual"], t["p_value"]):
+        by.setdefault(key, []).append((kind, g, c, d, p))
+    out = {}
+    for key, rows in by.items():
+        if any(kind != "pair" or not isinstance(d, dict) or "x_a" not in d for kind, _, _, d, _ in rows):
+            continue
+        rows = [r for r in rows if not math.isnan(r[4])]
+        counts = {}
+        for _, g, c, d, _ in rows:
+            counts[g], counts[c] = (d["x_a"], d["n_a"]), (d["x_b"], d["n_b"])
+        if len(counts) < 3:
+            continue
+        if all(math.isinf(d["df"]) for *_, d, _ in rows):
+            deffs = [d["deff"] for *_, d, _ in rows if d["deff"] > 0] or [1.0]
+            out[key] = one_vs_rest_bonferroni(counts, float(np.mean(deffs)))
+            continue
+        deff, df, partner = {}, {}, {}
+        for _, g, c, d, _ in rows:
+            for me, other in ((g, c), (c, g)):
+                if counts[other][1] > partner.get(me, -1.0):
+                    partner[me] = counts[other][1]
+                    deff[me], df[me] = max(1.0, d["deff"]), d["df"]
+        out[key] = one_vs_rest_bonferroni(counts, deff, df)
+    return out
 

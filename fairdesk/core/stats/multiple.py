@@ -1,4 +1,5 @@
-"""Multiple-testing correction: Benjamini–Hochberg (scipy), Holm, Simes and two-level hierarchical FDR."""
+"""Multiple-testing correction: Benjamini–Hochberg (scipy), Holm, Simes, Bonferroni over one-vs-rest gaps and
+two-level hierarchical FDR."""
 from __future__ import annotations
 
 import numpy as np
@@ -53,6 +54,30 @@ def simes(p_values) -> float:
     return float(min(1.0, np.min(p.size * p / np.arange(1, p.size + 1))))
 
 
+def one_vs_rest_bonferroni(counts: dict, deff=1.0, df=np.inf) -> float:
+    """One p-value of "every group has the same rate" from the groups' counts ``{group: (x, n)}``: each group's
+    rate against the pooled rest by the audit's rate-gap test (:func:`..stats.gaps.gap_p_value`, with the design
+    effect ``deff`` and degrees of freedom ``df``, one number or one per group ``{group: value}``) and Bonferroni over
+    the ``g`` groups, ``min(1, g·min p)``. Valid under any dependence among the ``g`` tests (they are negatively
+    correlated, which Simes does not cover). A harm carried by one group shows in all its pairs: its one-vs-rest gap
+    pays for ``g`` looks where Simes over the pairs pays for up to ``g(g − 1)/2``. NaN with fewer than three groups
+    (two groups: the pair is its own omnibus)."""
+    from fairdesk.core.stats.gaps import gap_p_value
+
+    if len(counts) < 3:
+        return float("nan")
+    names = list(counts)
+    x = np.array([float(counts[k][0]) for k in names])
+    n = np.array([float(counts[k][1]) for k in names])
+    per = lambda v: np.array([float(v[k]) for k in names]) if isinstance(v, dict) else float(v)  # noqa: E731
+    x_rest, n_rest = x.sum() - x, n.sum() - n
+    p = np.asarray(gap_p_value(x, n, x_rest, n_rest, per(deff), per(df)), float)
+    p = p[~np.isnan(p)]
+    if not p.size:
+        return float("nan")
+    return float(min(1.0, len(counts) * p.min()))
+
+
 def rejection_level(p_values, alpha: float, method: str = "bh") -> float:
     """The level ``a`` at which a test of the family is rejected, ``p ≤ a`` exactly for the rejected ones: the
     level of the intervals that agree with the family's decisions (false-coverage-rate intervals, Benjamini &
@@ -68,34 +93,45 @@ def rejection_level(p_values, alpha: float, method: str = "bh") -> float:
     return float(alpha / (m - r + 1))
 
 
-def two_level_fdr(p_values, nodes, alpha: float) -> dict:
-    """Hierarchical false-discovery-rate testing on a two-level tree (Benjamini & Bogomolov 2014; Bogomolov,
-    Peterson, Benjamini & Sabatti 2021, "Hypotheses on a tree", TreeBH with Simes at the parents).
+def two_level_fdr(p_values, nodes, alpha: float, node_p=None, within: str = "selective") -> dict:
+    """Hierarchical false-discovery-rate testing on a two-level tree (Benjamini & Bogomolov 2014; Yekutieli 2008;
+    Bogomolov, Peterson, Benjamini & Sabatti 2021, "Hypotheses on a tree").
 
-    ``nodes[i]`` names the parent of test ``i`` (e.g. one task × attribute). Level 1: each parent's Simes p
-    (:func:`simes`) of its tests, BH over the ``M`` parents at ``α`` — the false discovery rate among the parents
-    selected is at most ``α``. Level 2: within each of the ``R`` selected parents, BH over its ``m_j`` tests at
-    ``α·R/M`` — the false discovery rate within the selected parents, averaged over them, is at most ``α``
-    (selective FDR). NaN p-values take no part.
+    ``nodes[i]`` names the parent of test ``i`` (e.g. one task × attribute × measure). Level 1: each parent's p of
+    "every test below it is null" — ``node_p[key]`` when given (an omnibus test of the parent), else the Simes p
+    (:func:`simes`) of its tests — and BH over the ``M`` parents at ``α``: the false discovery rate among the
+    parents selected is at most ``α``. Level 2, within each of the ``R`` selected parents, BH over its ``m_j`` tests:
 
-    Returns arrays over the tests: ``q`` (the smallest ``α`` at which the test would be rejected, so that
-    rejected ⇔ ``q ≤ α``), ``level`` (the level ``a`` of the test's adjusted interval at ``α``: ``α·(R/M)·max(R_j,
-    1)/m_j`` in a selected parent, which every rejected p there is at most and every other above; ``α·max(R, 1)/
-    (M·m_j)`` in a parent not selected, below which none of its p-values lies), ``parent_p`` and ``parent_q``
-    (the Simes p of the test's parent and its BH q-value)."""
+    - ``within="selective"`` at ``α·R/M`` (Benjamini–Bogomolov): the false discovery rate within the selected
+      parents, averaged over them, is at most ``α`` whatever the selection;
+    - ``within="full"`` at ``α`` (Yekutieli 2008: every family of the tree tested by BH at the same level): the
+      false discovery rate within each parent tested is at most ``α``; over the whole tree Yekutieli bounds it by
+      about ``2 × 1.44 × α`` for independent tests (a selected parent with nothing to find brings at least one false
+      discovery, and at most ``α`` of the parents selected are such), so the tests' error rate over the tree is
+      what a simulation of the tree measures, not ``α`` by proof.
+
+    NaN p-values take no part. Returns arrays over the tests: ``q`` (the smallest ``α`` at which the test would be
+    rejected, so that rejected ⇔ ``q ≤ α``), ``level`` (the level ``a`` of the test's adjusted interval at ``α``,
+    with rejected ⇔ ``p ≤ a``: in a selected parent ``a_j·max(R_j, 1)/m_j`` for its BH level ``a_j``; in a parent
+    not selected ``α·max(R, 1)/(M·m_j)``, lowered below the parent's smallest p when an omnibus ``node_p`` let a
+    test lie under it), ``parent_p`` and ``parent_q`` (the parent's p and its BH q-value)."""
+    if within not in ("selective", "full"):
+        raise ValueError(f"unknown within-parent level {within!r}")
     p = np.asarray(p_values, dtype=float)
     n = p.size
     out = {k: np.full(n, np.nan) for k in ("q", "level", "parent_p", "parent_q")}
     ok = ~np.isnan(p)
     if not ok.any():
         return out
-    codes, _ = _codes(nodes)
+    codes, labels = _codes(nodes)
     members = {}
     for i in np.flatnonzero(ok):
         members.setdefault(codes[i], []).append(i)
     keys = list(members)
     big_m = len(keys)
-    node_p = np.array([simes(p[members[k]]) for k in keys])
+    given = node_p or {}
+    node_p = np.array([float(given[labels[k]]) if labels[k] in given and not np.isnan(given[labels[k]])
+                       else simes(p[members[k]]) for k in keys])
     node_q = _bh(node_p)
     selected = node_q <= alpha
     r = int(selected.sum())
@@ -104,18 +140,21 @@ def two_level_fdr(p_values, nodes, alpha: float) -> dict:
     nxt = np.append(levels[1:], np.inf)
     for k_no, key in enumerate(keys):
         idx = np.asarray(members[key])
-        within = _bh(p[idx])
+        within_q = _bh(p[idx])
         m_j = idx.size
-        # the smallest α at which parent k_no is selected and the test within it is rejected at α·R(α)/M
-        cand = np.maximum(levels[None, :], within[:, None] * big_m / counts[None, :])
-        valid = (levels[None, :] >= node_q[k_no]) & (cand < nxt[None, :])
-        out["q"][idx] = np.minimum(1.0, np.where(valid, cand, np.inf).min(axis=1))
+        if within == "full":  # rejected at α ⇔ the parent is selected at α and the test's BH q within it ≤ α
+            out["q"][idx] = np.maximum(node_q[k_no], within_q)
+        else:  # the smallest α at which the parent is selected and the test rejected within it at α·R(α)/M
+            cand = np.maximum(levels[None, :], within_q[:, None] * big_m / counts[None, :])
+            valid = (levels[None, :] >= node_q[k_no]) & (cand < nxt[None, :])
+            out["q"][idx] = np.minimum(1.0, np.where(valid, cand, np.inf).min(axis=1))
         if selected[k_no]:
-            a_j = alpha * r / big_m
-            r_j = int((within <= a_j).sum())
+            a_j = alpha if within == "full" else alpha * r / big_m
+            r_j = int((within_q <= a_j).sum())
             out["level"][idx] = a_j * max(r_j, 1) / m_j
         else:
-            out["level"][idx] = alpha * max(r, 1) / (big_m * m_j)
+            low = alpha * max(r, 1) / (big_m * m_j)
+            out["level"][idx] = min(low, float(np.min(p[idx])) * (1 - 1e-9))
         out["parent_p"][idx] = node_p[k_no]
         out["parent_q"][idx] = node_q[k_no]
     return out

@@ -136,15 +136,17 @@ def power_study(n_audits: int = 10, n_tasks: int = 6, n_rows: int = 4000, n_boot
 
     Returns per plan: ``power`` (per harm, the share of planted audits in which the harm's pair test reads
     "differs"), ``false_discoveries`` (mean per planted audit: "differs" among tests touching no harmed group of
-    its task and attribute), ``null_any_differs`` (null audits with any "differs", of ``n_audits``) and the number
-    of tests per audit."""
+    its task and attribute), ``false_discovery_proportion`` (mean over planted audits of the share of the primary
+    family's "differs" — every "differs" for the flat plan — touching no harmed group), ``power_near_1e-3`` (the
+    share of harms whose own test had p in [3e-4, 3e-3] that were found), ``null_any_differs`` (null audits with any
+    "differs", of ``n_audits``; ``null_any_differs_share`` the share) and the number of tests per audit."""
     from fairdesk.core.audits.groups import GroupAuditPlan, correct, run_group_audit
 
     plans = {}
     out: dict = {"n_audits": n_audits, "n_tasks": n_tasks, "n_rows": n_rows, "z": POWER_Z, "plans": {}}
     for name in ("hierarchical", "flat"):
         out["plans"][name] = {"found": [0] * len(POWER_HARMS), "false_discoveries": 0, "null_any_differs": 0,
-                              "near_1e-3": [0, 0], "withheld": 0}
+                              "near_1e-3": [0, 0], "withheld": 0, "fdp": []}
     tests_per_audit = []
     for k in range(2 * n_audits):
         null = k >= n_audits
@@ -182,11 +184,18 @@ def power_study(n_audits: int = 10, n_tasks: int = 6, n_rows: int = 4000, n_boot
                      for t, a, g, c in zip(differs["task"], differs["attribute"], differs["group"],
                                            differs["comparison"])]
             rec["false_discoveries"] += int(len(differs) - sum(touch))
+            # of the primary gaps called "differs", the share touching no harmed group (the family's FDP)
+            prim = [tc for tc, fam in zip(touch, differs["family"]) if fam == "primary" or name == "flat"]
+            rec["fdp"].append((len(prim) - sum(prim)) / max(1, len(prim)))
         if progress is not None:
             progress((k + 1) / (2 * n_audits), f"power study: audit {k + 1} of {2 * n_audits}")
     for rec in out["plans"].values():
         rec["power"] = [f / n_audits for f in rec.pop("found")]
         rec["false_discoveries_per_audit"] = rec.pop("false_discoveries") / n_audits
+        rec["false_discovery_proportion"] = float(np.mean(rec.pop("fdp"))) if n_audits else float("nan")
+        found, tried = rec["near_1e-3"]
+        rec["power_near_1e-3"] = found / tried if tried else float("nan")
+        rec["null_any_differs_share"] = rec["null_any_differs"] / n_audits if n_audits else float("nan")
     out["harms"] = [dict(zip(("task", "attribute", "group", "metric", "comparison"),
                              (f"task{h[0]:02d}",) + h[1:])) for h in POWER_HARMS]
     out["tests_per_audit"] = float(np.mean(tests_per_audit))
@@ -204,8 +213,14 @@ def format_power(study: dict) -> str:
                      f"{study['plans']['flat']['power'][i]:8.2f}")
     h, f = (study["plans"][k]["near_1e-3"] for k in ("hierarchical", "flat"))
     lines.append(f"{'harms whose test had p in [3e-4, 3e-3], found':52s} {f'{h[0]}/{h[1]}':>12s} {f'{f[0]}/{f[1]}':>8s}")
+    lines.append(f"{'  share (target: at least 0.75)':52s} {study['plans']['hierarchical']['power_near_1e-3']:12.2f} "
+                 f"{study['plans']['flat']['power_near_1e-3']:8.2f}")
     for key, what in (("false_discoveries_per_audit", "false discoveries per planted audit"),
+                      ("false_discovery_proportion", "mean share of primary 'differs' touching no harm"),
                       ("withheld", "q ≤ α but interval holds 0: not claimed (all audits)"),
                       ("null_any_differs", f"null audits with any 'differs' (of {study['n_audits']})")):
-        lines.append(f"{what:52s} {study['plans']['hierarchical'][key]:12g} {study['plans']['flat'][key]:8g}")
+        lines.append(f"{what:52s} {study['plans']['hierarchical'][key]:12.3g} {study['plans']['flat'][key]:8.3g}")
+    lines.append(f"{'  share of null audits (target: at most 0.1)':52s} "
+                 f"{study['plans']['hierarchical']['null_any_differs_share']:12.2f} "
+                 f"{study['plans']['flat']['null_any_differs_share']:8.2f}")
     return "\n".join(lines)
