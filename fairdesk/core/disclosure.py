@@ -39,7 +39,7 @@ COUNT_KEYS = frozenset({
     "discovery_rest_cases", "n_rows", "n_eval_rows", "n_test", "n_notes", "n_windows", "n_images", "n_units",
     "n_participants", "n_pairs", "n_templates", "n_sentences", "truncated_notes", "notes_at_window_cap",
     "discovery_rows", "confirmation_rows", "discovery_patients", "confirmation_patients", "n_cases", "n_texts",
-    "label_1", "held_out", "size", "count"})
+    "label_1", "held_out", "size", "count", "patients", "rows", "labelled", "previous_n", "participants"})
 #: float keys rounded to significant digits rather than decimals (probabilities spanning many magnitudes)
 P_KEYS = frozenset({"p_value", "q_value", "p_equivalence", "q_equivalence", "p", "q", "lr_stat"})
 #: identifiers, settings and provenance: never rounded
@@ -379,6 +379,132 @@ def _release_slices(doc: dict, k: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Monitor
+
+def _monitor_units(doc: dict, k: int) -> dict:
+    """Every (task, attribute, group, period) of a monitor with the counts of people it shows or implies: per
+    metric its cases, found (rate × cases), missed, patients; from the context its rows, labelled rows, unlabelled
+    rows, positives (prevalence × labelled), negatives, flagged (flagged share × rows) and unflagged rows."""
+    units: dict = {}
+
+    def unit(r):
+        key = (r.get("task"), r.get("attribute"), r.get("group"), r.get("period"))
+        return units.setdefault(key, {"counts": {}, "hidden": False})
+
+    for r in doc.get("monitor") or []:
+        u, m = unit(r)["counts"], str(r.get("metric"))
+        n, rate = _int(r.get("n")), r.get("rate")
+        num = None if n is None or rate is None else int(round(rate * n))
+        u[f"{m}_n"], u[f"{m}_found"] = n, num
+        u[f"{m}_missed"] = None if num is None else n - num
+        u[f"{m}_patients"] = _int(r.get("patients"))
+    for c in doc.get("context") or []:
+        u = unit(c)["counts"]
+        rows, lab = _int(c.get("rows")), _int(c.get("labelled"))
+        pos = None if lab is None or c.get("prevalence") is None else int(round(c["prevalence"] * lab))
+        flagged = None if rows is None or c.get("flagged") is None else int(round(c["flagged"] * rows))
+        u.update({"rows": rows, "labelled": lab, "unlabelled": None if None in (rows, lab) else rows - lab,
+                  "positives": pos, "negatives": None if None in (lab, pos) else lab - pos,
+                  "flagged": flagged, "unflagged": None if None in (rows, flagged) else rows - flagged})
+    for u in units.values():
+        c = u["counts"]
+        # flagged rows without a label: the positive prediction rate's flags minus those of recall and specificity
+        if None not in (c.get("parity_found"), c.get("recall_found"), c.get("specificity_missed")):
+            c["flagged_unlabelled"] = c["parity_found"] - c["recall_found"] - c["specificity_missed"]
+        u["hidden"] = any(_small(v, k) for v in c.values())
+    return units
+
+
+def _grid_band(rate, denominator, k: int) -> tuple[float, float]:
+    w = band_width(denominator, k)
+    j = min(int(math.floor(rate / w + 1e-12)), int(round(1 / w)) - 1)
+    return (round(j * w, 2), round((j + 1) * w, 2))
+
+
+def _release_monitor(doc: dict, k: int) -> list[str]:
+    units = _monitor_units(doc, k)
+    primary = sum(u["hidden"] for u in units.values())
+    parts = defaultdict(list)
+    for key in units:
+        parts[(key[0], key[1], key[3])].append(key)  # the groups of one attribute in one period add up
+    count_types = sorted({t for u in units.values() for t in u["counts"]})
+    _complement(units, list(parts.values()), count_types, k, size=lambda u: u["counts"].get("rows") or
+                max([v for v in u["counts"].values() if v is not None] or [0]))
+    hidden = {key for key, u in units.items() if u["hidden"]}
+    if not hidden:
+        return []
+    order = [p.get("period") for p in doc.get("periods") or []]
+    by_key: dict = defaultdict(dict)
+    for r in doc.get("monitor") or []:
+        by_key[(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric"))][r.get("period")] = r
+    for key, recs in by_key.items():
+        for period, r in recs.items():
+            me = (key[0], key[1], key[2], period) in hidden
+            since = r.get("since") or (order[0] if order else period)
+            window = [p for p in order if since <= p <= period] or [period]
+            if me:
+                n, rate = _int(r.get("n")), r.get("rate")
+                lo = hi = None
+                if rate is not None and n:
+                    num = int(round(rate * n))
+                    lo, hi = primary_band(num, n, k) or band(num, n, k)
+                    r["rate"], r["rate_band"] = round((lo + hi) / 2, 3), [lo, hi]
+                rn, rr = _int(r.get("rest_n")), r.get("rest_rate")
+                rlo = rhi = None
+                if rr is not None and rn:
+                    rlo, rhi = _grid_band(rr, rn, k)
+                    r["rest_rate"], r["rest_rate_band"] = round((rlo + rhi) / 2, 3), [rlo, rhi]
+                for c in ("n", "rest_n", "patients", "period_se"):
+                    r[c] = None
+                if r.get("period_gap") is not None and None not in (lo, hi, rlo, rhi):
+                    r["period_gap_band"] = [round(lo - rhi, 3), round(hi - rlo, 3)]
+                    r["period_gap"] = round((r["period_gap_band"][0] + r["period_gap_band"][1]) / 2, 3)
+                else:
+                    r["period_gap"] = None
+            if not any((key[0], key[1], key[2], p) in hidden for p in window):
+                continue
+            if all((key[0], key[1], key[2], p) in hidden for p in window):
+                # the estimate over withheld periods only is their own gap again: the same band, no interval
+                first = recs.get(window[0], r) if len(window) == 1 else None
+                if first is not None and first.get("period_gap_band") and r.get("gap") is not None:
+                    r["gap_band"] = list(first["period_gap_band"])
+                    r["gap"] = first["period_gap"]
+                else:
+                    r["gap"] = None
+                r["cs_low"] = r["cs_high"] = None
+            else:
+                for c in ("gap", "cs_low", "cs_high"):  # the withheld period's weight is unknown to a reader
+                    if r.get(c) is not None:
+                        r[c] = round(r[c], 2)
+    for a in doc.get("alarms") or []:
+        r = by_key.get((a.get("task"), a.get("attribute"), a.get("group"), a.get("metric")), {}).get(a.get("period"))
+        if r is not None:
+            for c in ("gap", "cs_low", "cs_high", "gap_band"):
+                if c in r:
+                    a[c] = r[c]
+    ch = doc.get("changes") or {}
+    if ch.get("moves"):
+        ch["moves"] = [m for m in ch["moves"] if not any(
+            (m.get("task"), m.get("attribute"), m.get("group"), p) in hidden for p in (ch.get("period"),
+                                                                                      ch.get("previous")))]
+    for c in doc.get("context") or []:
+        if (c.get("task"), c.get("attribute"), c.get("group"), c.get("period")) in hidden:
+            for key in ("rows", "labelled", "prevalence", "flagged", "score_q25", "score_median", "score_q75"):
+                c[key] = None
+    rules = [f"{primary} group-period(s) with a count of people from 1 to {k - 1} (cases, found or missed cases, "
+             "patients, rows, labelled, positive, negative or flagged rows) have all their counts, the prevalence, "
+             "the flagged share and the score quartiles withheld."]
+    if len(hidden) > primary:
+        rules.append(f"{len(hidden) - primary} further group-period(s) are withheld the same way so that no withheld "
+                     "count follows from a period's total minus the other groups (complementary suppression).")
+    rules.append(f"The rates of a withheld group-period are shown as the band “<{k}” allows (or a band at least "
+                 f"2 × {k} cases wide), the rest's rate as a band at least 2 × {k} cases wide, the period's gap as "
+                 "their difference; the monitor's gap over a window of withheld periods only is that band, without "
+                 "its confidence sequence, and over a window with other periods it is rounded to 2 decimals.")
+    return rules
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Every kind
 
 
@@ -419,6 +545,8 @@ def release(kind: str, doc: dict, k: int) -> dict:
             rules += _release_groups(out, k)
         elif kind == "slices":
             rules += _release_slices(out, k)
+        elif kind == "monitor":
+            rules += _release_monitor(out, k)
         elif kind == "note_classifiers":
             for name, audit in (out.get("audits") or {}).items():
                 rules += [f"{name}: {r}" for r in _release_groups(audit, k)]
