@@ -505,23 +505,188 @@ def _release_monitor(doc: dict, k: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Counterfactual token fairness, counterfactual invariance of images, age-independent learners, masked-LM bias
+
+
+def _withhold_row(row: dict, k: int, den_key: str, rate_keys, clear=(), extra=()) -> bool:
+    """Withhold ``row``'s count ``den_key``, the rates over it (``rate_keys``) and ``clear`` when the count, a rate's
+    numerator (rate × count) or its complement, or a count in ``extra``, is from 1 to k − 1."""
+    den = _int(row.get(den_key))
+    counts = [den] + [_int(row.get(e)) for e in extra]
+    for rk in rate_keys:
+        if row.get(rk) is not None and den:
+            num = int(round(row[rk] * den))
+            counts += [num, den - num]
+    if not any(_small(v, k) for v in counts):
+        return False
+    for key in (den_key, *rate_keys, *clear, *extra):
+        if key in row:
+            row[key] = None
+    row["withheld"] = True
+    return True
+
+
+def _release_ctf(doc: dict, k: int) -> list[str]:
+    """Texts of the audited data are taken as people (a note is about a patient): the texts holding each identity
+    term, their positives and negatives and the rates over them; the notes behind each substitution. Counts of
+    generated variants (identity and control pairs, texts scored, templates of the synthetic set) are exempt."""
+    hidden_terms = set()
+    for t in (doc.get("group_rates") or {}).get("terms") or []:
+        n, pos, neg = _int(t.get("n")), _int(t.get("n_pos")), _int(t.get("n_neg"))
+        tp = None if pos is None or t.get("tpr") is None else int(round(t["tpr"] * pos))
+        tn = None if neg is None or t.get("tnr") is None else int(round(t["tnr"] * neg))
+        counts = [n, pos, neg, tp, tn, None if tp is None else pos - tp, None if tn is None else neg - tn]
+        if any(_small(v, k) for v in counts):
+            hidden_terms.add((t.get("terms"), t.get("term")))
+            for key in ("n", "n_pos", "n_neg", "tpr", "tpr_ci_low", "tpr_ci_high", "tnr", "tnr_ci_low",
+                        "tnr_ci_high"):
+                t[key] = None
+            t["withheld"] = True
+    gr = doc.get("group_rates") or {}
+    for g in gr.get("pair_gaps") or []:
+        if {(g.get("terms"), g.get("term")), (g.get("terms"), g.get("other_term"))} & hidden_terms:
+            g["tpr_gap"] = g["tnr_gap"] = None
+    for g in gr.get("gaps") or []:
+        g["largest"] = [x for x in g.get("largest") or [] if not {(g.get("terms"), x.get("term")),
+                                                                  (g.get("terms"), x.get("other_term"))} & hidden_terms]
+    pairs = 0
+    for p in doc.get("pairs") or []:
+        n = _int(p.get("n"))
+        flips = [None if p.get(r) is None or n is None else int(round(p[r] * n))
+                 for r in ("flip_rate", "flip_up_rate", "flip_down_rate")]
+        rn = _int(p.get("reverse_n"))
+        rflip = None if rn is None or p.get("reverse_flip_rate") is None else int(round(p["reverse_flip_rate"] * rn))
+        counts = [n, rn, rflip, None if rflip is None else rn - rflip] + flips + \
+            [None if f is None else n - f for f in flips]
+        if any(_small(v, k) for v in counts):
+            pairs += 1
+            for key in ("n", "flip_rate", "flip_ci_low", "flip_ci_high", "flip_up_rate", "flip_down_rate",
+                        "reverse_n", "reverse_flip_rate"):
+                p[key] = None
+            p["withheld"] = True
+    perf = doc.get("performance")
+    perf_hidden = isinstance(perf, dict) and _withhold_row(perf, k, "n", ("accuracy",), extra=("n_positive",))
+    rules = [f"Texts of the audited data count as people (a note is about a patient): {len(hidden_terms)} identity "
+             f"term(s) and {pairs} substitution(s) resting on a count of texts from 1 to {k - 1} (texts, positives, "
+             "negatives, true or false results, flips) have their counts and rates withheld, and so has every gap "
+             "involving such a term."]
+    if perf_hidden:
+        rules.append(f"The overall accuracy rests on a count from 1 to {k - 1} and is withheld.")
+    rules.append("Counts of generated variants (identity and control pairs, texts scored, templates and rows of the "
+                 "synthetic set) count no people and are shown.")
+    return rules
+
+
+def _release_cit(doc: dict, k: int) -> list[str]:
+    """Images are of patients: the images per attribute value, those audited, and the flips among them."""
+    rules = []
+    ds = doc.get("dataset") or {}
+    per = ds.get("n_per_group") or {}
+    if any(_small(_int(v), k) for v in per.values()):
+        # the values add up to the images audited: one withheld alone would follow from the others
+        for g in per:
+            per[g] = None
+        rules.append(f"An attribute value with fewer than {k} images audited (and at least one): every value's count of images is "
+                     "withheld (they add up to the images audited).")
+    hidden_dir = 0
+    for effect in (doc.get("effects") or {}).values():
+        for d in (effect or {}).get("directions") or []:
+            source_hidden = per.get(str(d.get("source"))) is None and bool(per)
+            if _withhold_row(d, k, "n", ("flip_rate",)) or source_hidden:
+                d["n"], d["flip_rate"] = None, None
+                hidden_dir += 1
+    for r in doc.get("table") or []:
+        if _small(_int(r.get("n")), k):
+            r["n"] = None
+        for key, v in list(r.items()):
+            if key.startswith("flip_rate_") and v is not None:
+                src = key.split("_")[-1].split("->")[0]
+                n = _int(per.get(src)) if per.get(src) is not None else None
+                f = None if n is None else int(round(v * n))
+                if n is None or _small(f, k) or _small(n - f, k):
+                    r[key] = None
+    if hidden_dir:
+        rules.append(f"{hidden_dir} direction(s) with fewer than {k} images (or as many flipped or not flipped) show "
+                     "neither their count of images nor their flip rate.")
+    rules.append("Shifts of predicted probability are means over images, shown rounded; the example images and "
+                 "the scatter of each image's predictions are the analyst's choice to share.")
+    return rules
+
+
+def _release_age(doc: dict, k: int) -> list[str]:
+    """Rows and participants are people. A fold's accuracy over its known rows gives the fold's right and wrong
+    predictions; ΔEO sums rate differences over age bins whose sizes are not published."""
+    settings = doc.get("settings") or {}
+    folds = settings.get("fold_sizes") or []
+    rows = [_int(f.get("rows")) for f in folds]
+    hidden = False
+    for m in (doc.get("methods") or {}).values():
+        acc = (m or {}).get("accuracy") or {}
+        values = acc.get("folds") or []
+        for v, n in zip(values, rows):
+            if v is None or n is None:
+                continue
+            right = int(round(v * n))
+            if _small(right, k) or _small(n - right, k):
+                hidden = True
+    rules = []
+    if hidden or any(_small(n, k) for n in rows):
+        for m in (doc.get("methods") or {}).values():
+            acc = (m or {}).get("accuracy") or {}
+            if acc.get("folds") is not None:
+                acc["folds"] = [None] * len(acc["folds"])
+            if acc.get("mean") is not None:  # a band at least 2k rows of the smallest fold wide
+                w = band_width(min([n for n in rows if n] or [0]), k)
+                j = min(int(math.floor(acc["mean"] / w + 1e-12)), int(round(1 / w)) - 1)
+                acc["mean_band"] = [round(j * w, 2), round((j + 1) * w, 2)]
+                acc["mean"] = round((acc["mean_band"][0] + acc["mean_band"][1]) / 2, 3)
+            acc["std"] = None  # two folds' mean and spread would give both folds back
+            comp = ((m or {}).get("comparison") or {}).get("accuracy")
+            if isinstance(comp, dict):
+                comp["mean_difference"] = None
+        for f in folds:
+            for key in ("rows", "participants", "positives"):
+                f[key] = None
+        rules.append(f"A fold's accuracy times its rows would give a count of right or wrong predictions from 1 to "
+                     f"{k - 1}: the fold accuracies, fold sizes, the spread of accuracy and the differences between "
+                     f"learners are withheld, and the mean accuracy is shown as a band at least 2 × {k} rows of the "
+                     "smallest fold wide.")
+    rules.append("ΔEO sums differences of rates over age bins whose sizes are not published: no count follows "
+                 "from it; it is shown rounded.")
+    return rules
+
+
+def _release_mlm(doc: dict, k: int) -> list[str]:  # noqa: ARG001
+    return ["A masked-language-model audit counts templates, masks and scores of a model, not people: those "
+            "counts are shown."]
+
+
+#: kinds whose counts are not of people (template, mask and score counts): never suppressed
+NO_PEOPLE = frozenset({"mlm_bias"})
+#: per kind, count keys that count generated variants rather than people (shown whatever their size)
+EXEMPT_KEYS = {"ctf": frozenset({"n_pairs", "n_control_pairs", "n_control_words", "n_unique_texts_scored",
+                                 "n_identity_pairs", "n_available", "n_templates", "n_sentences", "n_pairs_tpr",
+                                 "n_pairs_tnr"})}
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Every kind
 
 
-def _primary_and_round(obj, k: int, hits: list, key: str = "", keep: bool = False):
+def _primary_and_round(obj, k: int, hits: list, key: str = "", keep: bool = False, exempt=frozenset()):
     """Primary suppression of every count key left and rounding of every other number (not under a
     :data:`KEEP_KEYS` key: settings, provenance), in place."""
     if isinstance(obj, dict):
         for key2, v in list(obj.items()):
-            obj[key2] = _primary_and_round(v, k, hits, key2, keep or key2 in KEEP_KEYS)
+            obj[key2] = _primary_and_round(v, k, hits, key2, keep or key2 in KEEP_KEYS, exempt)
         return obj
     if isinstance(obj, list):
-        return [_primary_and_round(v, k, hits, key, keep) for v in obj]
+        return [_primary_and_round(v, k, hits, key, keep, exempt) for v in obj]
     if isinstance(obj, bool) or not isinstance(obj, (int, float)):
         return obj
     if key in COUNT_KEYS or key.startswith("n_") and isinstance(obj, int):
         setting = keep and key in ("count", "size")  # under settings these two words name no people
-        if key in COUNT_KEYS and _small(obj, k) and not setting:
+        if key in COUNT_KEYS and _small(obj, k) and not setting and key not in exempt:
             hits.append(key)
             return None
         return obj
@@ -547,11 +712,19 @@ def release(kind: str, doc: dict, k: int) -> dict:
             rules += _release_slices(out, k)
         elif kind == "monitor":
             rules += _release_monitor(out, k)
+        elif kind == "ctf":
+            rules += _release_ctf(out, k)
+        elif kind == "cit_images":
+            rules += _release_cit(out, k)
+        elif kind == "age_independence":
+            rules += _release_age(out, k)
+        elif kind == "mlm_bias":
+            rules += _release_mlm(out, k)
         elif kind == "note_classifiers":
             for name, audit in (out.get("audits") or {}).items():
                 rules += [f"{name}: {r}" for r in _release_groups(audit, k)]
         hits: list = []
-        _primary_and_round(out, k, hits)
+        _primary_and_round(out, k if kind not in NO_PEOPLE else 1, hits, exempt=EXEMPT_KEYS.get(kind, frozenset()))
         if hits:
             rules.append(f"Every other count from 1 to {k - 1} is withheld (printed “<{k}”).")
         rules.append(f"Estimates and gaps are rounded to {DIGITS} decimals, p- and q-values to 2 significant digits.")
