@@ -97,12 +97,15 @@ def primary_band(numerator, denominator, k: int) -> tuple[float, float] | None:
 
 def partition_safe(hidden_values: list, k: int) -> bool:
     """Whether the hidden cells of one partition with a known total keep every small one ambiguous: a reader knows
-    the hidden cells' sum S, that a "<k" cell lies in 1 … k − 1 and that another hidden cell is at least 0."""
+    the hidden cells' sum S, that a "<k" cell lies in 1 … k − 1 and that another hidden cell is at least 0. S itself
+    counts the hidden cells' union, so it may not be from 1 to k − 1 either."""
     values = [_int(v) or 0 for v in hidden_values]
     primaries = [v for v in values if 1 <= v < k]
     if not primaries:
         return True
     s, p = sum(values), len(primaries)
+    if s < k:  # the hidden cells' sum is known: itself a count from 1 to k − 1 (of their union)
+        return False
     if len(values) > p:  # another hidden cell (≥ 0) absorbs: each small one ranges over 1 … S − (p − 1)
         return s - p + 1 >= 2
     return p >= 2 and p < s < p * (k - 1)
@@ -149,8 +152,37 @@ def _group_units(doc: dict, k: int) -> dict:
         unit["counts"][f"{r.get('metric')}_numerator"] = num
         unit["counts"][f"{r.get('metric')}_complement"] = None if num is None or den is None else den - num
     for unit in units.values():
-        unit["hidden"] = any(_small(v, k) for v in unit["counts"].values())
+        unit["cells"] = any(_small(v, k) for v in unit["counts"].values())
+        unit["hidden"] = any(_small(unit["counts"].get(c), k) for c in MARGINS)
     return units
+
+
+#: the counts that describe a group as a whole; the others (TP, FP, FN, TN, a rate's numerator and its complement)
+#: are its cells
+MARGINS = ("n", "n_patients", "n_positive", "negatives")
+
+
+def _complement_cells(units: dict, partitions: list[list], count_types, k: int, size) -> None:
+    """:func:`_complement` with two levels: a margin count type (:data:`MARGINS`) is hidden in a unit withheld
+    whole (``hidden``), any other count type in a unit whose cells are withheld (``cells``); a partition unsafe for
+    a margin withholds its smallest shown unit whole, one unsafe for a cell type withholds only its cells."""
+    def hidden_for(u, t):
+        return u["hidden"] if t in MARGINS else u["cells"]
+
+    changed = True
+    while changed:
+        changed = False
+        for part in partitions:
+            for t in count_types:
+                if partition_safe([units[u]["counts"].get(t) for u in part if hidden_for(units[u], t)], k):
+                    continue
+                shown = sorted((u for u in part if not hidden_for(units[u], t)), key=lambda u: size(units[u]))
+                if not shown:
+                    continue
+                units[shown[0]]["cells"] = True
+                if t in MARGINS:
+                    units[shown[0]]["hidden"] = True
+                changed = True
 
 
 def _group_partitions(units: dict) -> list[list]:
@@ -168,29 +200,42 @@ def _group_partitions(units: dict) -> list[list]:
 def _release_groups(doc: dict, k: int) -> list[str]:
     units = _group_units(doc, k)
     primary = sum(u["hidden"] for u in units.values())
+    primary_cells = {key for key, u in units.items() if u["cells"] and not u["hidden"]}
     count_types = sorted({t for u in units.values() for t in u["counts"]})
-    _complement(units, _group_partitions(units), count_types, k, size=lambda u: u["counts"].get("n") or 0)
-    hidden = {key for key, u in units.items() if u["hidden"]}
+    _complement_cells(units, _group_partitions(units), count_types, k, size=lambda u: u["counts"].get("n") or 0)
+    whole = {key for key, u in units.items() if u["hidden"]}
+    hidden = {key for key, u in units.items() if u["cells"]}  # whole or cells: every rate of these is banded
     rules = []
-    if primary:
-        rules.append(f"{primary} group(s) with a count from 1 to {k - 1} (size, positives, negatives, TP, FP, FN "
-                     "or TN) have all their counts withheld.")
-    if len(hidden) > primary:
-        rules.append(f"{len(hidden) - primary} further group(s) are withheld the same way so that no withheld count "
-                     "follows from a total minus the shown groups (complementary suppression).")
+    if whole:
+        rules.append(f"{len(whole)} group(s) have all their counts withheld: {primary} with a size, positives or "
+                     f"negatives from 1 to {k - 1}, {len(whole) - primary} more so that no withheld count follows "
+                     "from a total minus the shown groups (complementary suppression).")
+    cells_only = hidden - whole
+    if cells_only:
+        first = len(cells_only & primary_cells)
+        rules.append(f"{len(cells_only)} group(s) show their size, positives and prevalence but have their TP, FP, "
+                     f"FN and TN withheld and their rates banded: {first} with one of those counts (or a rate's "
+                     f"numerator or its complement) from 1 to {k - 1}, {len(cells_only) - first} more so that no "
+                     "withheld count follows from a total minus the shown groups.")
 
     def is_hidden(task, attr, group) -> bool:
         return (task, attr, group) in hidden
 
-    count_fields = ("n", "n_patients", "n_positive", "tn", "fp", "fn", "tp")
+    def is_whole(task, attr, group) -> bool:
+        return (task, attr, group) in whole
+
     for g in doc.get("groups") or []:
-        if is_hidden(g.get("task"), g.get("attribute"), g.get("group")):
-            for c in count_fields:
+        key = (g.get("task"), g.get("attribute"), g.get("group"))
+        if is_hidden(*key):
+            for c in ("tn", "fp", "fn", "tp"):
+                g[c] = None
+            g["withheld"] = True
+        if is_whole(*key):
+            for c in ("n", "n_patients", "n_positive"):
                 g[c] = None
             g["prevalence"] = None
-            g["withheld"] = True
     for d in doc.get("dropped") or []:
-        if is_hidden(d.get("task"), d.get("attribute"), d.get("group")):
+        if is_whole(d.get("task"), d.get("attribute"), d.get("group")):
             d["n"] = None
     # a rate resting on a small count: the band "<k" allows; any other rate of a withheld group: a wide grid band
     bands = {(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric")):
@@ -220,7 +265,7 @@ def _release_groups(doc: dict, k: int) -> list[str]:
         else:
             lo = hi = r.get("rate")
         if me:
-            for c in ("n", "numerator", "denominator"):
+            for c in ("n", "numerator", "denominator") if is_whole(task, attr, r.get("group")) else ("numerator",):
                 r[c] = None
         if other_hidden and r.get("comparison_rate") is not None:
             olo, ohi = bands.get((task, attr, other, metric), (0.0, 1.0))
@@ -244,10 +289,10 @@ def _release_groups(doc: dict, k: int) -> list[str]:
                       "its interval.")
         rules.append(rates_rule)
     for d in doc.get("discrimination") or []:
-        if is_hidden(d.get("task"), d.get("attribute"), d.get("group")):
+        if is_whole(d.get("task"), d.get("attribute"), d.get("group")):
             d["n"] = d["n_positive"] = None
     for c in doc.get("calibration") or []:
-        if is_hidden(c.get("task"), c.get("attribute"), c.get("group")):
+        if is_whole(c.get("task"), c.get("attribute"), c.get("group")):
             c["n"] = c["n_positive"] = None
     kept = []
     for c in doc.get("curves") or []:
