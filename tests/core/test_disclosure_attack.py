@@ -174,6 +174,10 @@ def attack_groups(released: dict, working: dict, k: int = K) -> list[str]:
                     rest -= shown
             if len(hidden) == 1 and _small(rest, k) and truth[hidden[0]][c] == rest:
                 leaks.append(f"{hidden[0]}: {c} = partition total − shown parts = {rest}")
+            elif len(hidden) > 1 and _small(rest, k) and rest != total:
+                # the withheld groups' union is a count too (unless it is the whole partition: its total is the
+                # marginal's own count, protected at that level)
+                leaks.append(f"{hidden}: their {c} together = partition total − shown parts = {rest}")
     return leaks
 
 
