@@ -39,7 +39,8 @@ COUNT_KEYS = frozenset({
     "discovery_rest_cases", "n_rows", "n_eval_rows", "n_test", "n_notes", "n_windows", "n_images", "n_units",
     "n_participants", "n_pairs", "n_templates", "n_sentences", "truncated_notes", "notes_at_window_cap",
     "discovery_rows", "confirmation_rows", "discovery_patients", "confirmation_patients", "n_cases", "n_texts",
-    "label_1", "held_out", "size", "count", "patients", "rows", "labelled", "previous_n", "participants"})
+    "label_1", "held_out", "size", "count", "patients", "rows", "labelled", "previous_n", "participants", "n_examples", "n_within_max_tokens",
+    "n_readable", "n_audited", "n_missing_attribute"})
 #: float keys rounded to significant digits rather than decimals (probabilities spanning many magnitudes)
 P_KEYS = frozenset({"p_value", "q_value", "p_equivalence", "q_equivalence", "p", "q", "lr_stat"})
 #: identifiers, settings and provenance: never rounded
