@@ -7,18 +7,24 @@ already-protected numbers. The analyst's working document (the project, ``--json
 What a releasable copy holds, for small-cell threshold k (counts 1 … k − 1 are "small"):
 
 * **Primary suppression.** A small count is ``None`` (printed "<k").
-* **Units.** A group (of a task and an attribute, an intersection, an age bin, a slice) is *hidden* when any count
-  that describes it — its size, its positives, its negatives, its TP/FP/FN/TN — is small. All counts of a hidden
-  unit are ``None``, because the others (size − positives, TP + FP …) would give the small one back.
+* **Units, at two levels.** A group of a group audit (of a task and an attribute, or an intersection) is hidden
+  *whole* when a count describing it as a whole — its size, patients, positives or negatives — is small: all its
+  counts are ``None``, because the others (size − positives …) would give the small one back. When only a cell is
+  small (TP/FP/FN/TN, a rate's numerator or its complement), its size, positives and prevalence stay, its cells
+  are ``None`` and its rates are banded. Bins of a continuous attribute are hidden whole.
 * **Complementary suppression.** Within every partition a reader can total (the groups of one attribute in one task,
-  the groups of an intersection sharing one value, the bins of a continuous attribute), more units are hidden —
-  the smallest first — until no hidden small count follows from the partition's total minus the shown parts:
-  each count type's hidden small cells must leave at least two whole values possible (:func:`partition_safe`).
+  the groups of an intersection sharing one value, the bins of a continuous attribute, the groups of a monitor's
+  attribute in one period), more units are hidden — the smallest first, whole for a margin, cells for a cell type —
+  until no hidden small count follows from the partition's total minus the shown parts: each count type's hidden
+  small cells must leave at least two whole values possible, and their sum may not be small (:func:`partition_safe`).
 * **Rates of hidden units** are shown as a band on a fixed grid whose width w (0.1, 0.2, 0.25, 0.5 or 1) spans at
   least 2k cases of the rate's denominator (``rate_band``), and the number stored in ``rate`` is the band's middle;
   a gap involving such a rate is that middle minus the other rate (``gap_band``), and its interval is withheld.
   A band so wide cannot narrow a hidden count below what "<k" already says.
 * **Slices** with fewer than k rows (on either half of the data) are removed: never described.
+* **Other kinds** decide which counts are of people: the monitor's group-periods, the texts of a ctf audit, the
+  images of an image audit, the rows of the age-independent learners' folds; a masked-LM audit counts templates,
+  masks and scores, not people, and is exempt (each says so in its rules).
 * **Precision.** Every other number is rounded to the report's precision (3 decimals; p- and q-values to 2
   significant digits), so no estimate is printed at full precision.
 
