@@ -489,6 +489,11 @@ def _release_monitor(doc: dict, k: int) -> list[str]:
     by_key: dict = defaultdict(dict)
     for r in doc.get("monitor") or []:
         by_key[(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric"))][r.get("period")] = r
+    def weight(r) -> float:  # the monitor's weight of a period: the effective size M·M_r/(M + M_r)
+        m, mr = _int(r.get("n")) or 0, _int(r.get("rest_n")) or 0
+        return m * mr / (m + mr) if m > 0 and mr > 0 else 0.0
+
+    weights = {(key, period): weight(r) for key, recs in by_key.items() for period, r in recs.items()}
     for key, recs in by_key.items():
         for period, r in recs.items():
             me = (key[0], key[1], key[2], period) in hidden
@@ -524,10 +529,19 @@ def _release_monitor(doc: dict, k: int) -> list[str]:
                 else:
                     r["gap"] = None
                 r["cs_low"] = r["cs_high"] = None
-            else:
-                for c in ("gap", "cs_low", "cs_high"):  # the withheld period's weight is unknown to a reader
-                    if r.get(c) is not None:
-                        r[c] = round(r[c], 2)
+            elif r.get("gap") is not None:
+                # the gap over a window is Σ w·d / Σ w: two windows one period apart give that period's w·d, and
+                # with it the period's count. A grid band at least 2k of the window's weight wide (and the sequence
+                # rounded outward to it) leaves that count as open as a band of the period's own rate.
+                total = sum(weights.get((key, p), 0.0) for p in window)
+                w = next((x for x in WIDTHS if x * total >= 2 * k), 1.0)
+                lo = math.floor(r["gap"] / w + 1e-12) * w
+                r["gap_band"] = [round(lo, 2), round(lo + w, 2)]
+                r["gap"] = round(lo + w / 2, 3)
+                if r.get("cs_low") is not None:
+                    r["cs_low"] = round(math.floor(r["cs_low"] / w + 1e-12) * w, 2)
+                if r.get("cs_high") is not None:
+                    r["cs_high"] = round(math.ceil(r["cs_high"] / w - 1e-12) * w, 2)
     for a in doc.get("alarms") or []:
         r = by_key.get((a.get("task"), a.get("attribute"), a.get("group"), a.get("metric")), {}).get(a.get("period"))
         if r is not None:
@@ -552,7 +566,8 @@ def _release_monitor(doc: dict, k: int) -> list[str]:
     rules.append(f"The rates of a withheld group-period are shown as the band “<{k}” allows (or a band at least "
                  f"2 × {k} cases wide), the rest's rate as a band at least 2 × {k} cases wide, the period's gap as "
                  "their difference; the monitor's gap over a window of withheld periods only is that band, without "
-                 "its confidence sequence, and over a window with other periods it is rounded to 2 decimals.")
+                 "its confidence sequence, and over a window with other periods a band on a grid at least 2 × "
+                 f"{k} of the window's effective size wide, its confidence sequence rounded outward to that grid.")
     return rules
 
 
