@@ -7,18 +7,24 @@ already-protected numbers. The analyst's working document (the project, ``--json
 What a releasable copy holds, for small-cell threshold k (counts 1 … k − 1 are "small"):
 
 * **Primary suppression.** A small count is ``None`` (printed "<k").
-* **Units.** A group (of a task and an attribute, an intersection, an age bin, a slice) is *hidden* when any count
-  that describes it — its size, its positives, its negatives, its TP/FP/FN/TN — is small. All counts of a hidden
-  unit are ``None``, because the others (size − positives, TP + FP …) would give the small one back.
+* **Units, at two levels.** A group of a group audit (of a task and an attribute, or an intersection) is hidden
+  *whole* when a count describing it as a whole — its size, patients, positives or negatives — is small: all its
+  counts are ``None``, because the others (size − positives …) would give the small one back. When only a cell is
+  small (TP/FP/FN/TN, a rate's numerator or its complement), its size, positives and prevalence stay, its cells
+  are ``None`` and its rates are banded. Bins of a continuous attribute are hidden whole.
 * **Complementary suppression.** Within every partition a reader can total (the groups of one attribute in one task,
-  the groups of an intersection sharing one value, the bins of a continuous attribute), more units are hidden —
-  the smallest first — until no hidden small count follows from the partition's total minus the shown parts:
-  each count type's hidden small cells must leave at least two whole values possible (:func:`partition_safe`).
+  the groups of an intersection sharing one value, the bins of a continuous attribute, the groups of a monitor's
+  attribute in one period), more units are hidden — the smallest first, whole for a margin, cells for a cell type —
+  until no hidden small count follows from the partition's total minus the shown parts: each count type's hidden
+  small cells must leave at least two whole values possible, and their sum may not be small (:func:`partition_safe`).
 * **Rates of hidden units** are shown as a band on a fixed grid whose width w (0.1, 0.2, 0.25, 0.5 or 1) spans at
   least 2k cases of the rate's denominator (``rate_band``), and the number stored in ``rate`` is the band's middle;
   a gap involving such a rate is that middle minus the other rate (``gap_band``), and its interval is withheld.
   A band so wide cannot narrow a hidden count below what "<k" already says.
 * **Slices** with fewer than k rows (on either half of the data) are removed: never described.
+* **Other kinds** decide which counts are of people: the monitor's group-periods, the texts of a ctf audit, the
+  images of an image audit, the rows of the age-independent learners' folds; a masked-LM audit counts templates,
+  masks and scores, not people, and is exempt (each says so in its rules).
 * **Precision.** Every other number is rounded to the report's precision (3 decimals; p- and q-values to 2
   significant digits), so no estimate is printed at full precision.
 
@@ -39,7 +45,8 @@ COUNT_KEYS = frozenset({
     "discovery_rest_cases", "n_rows", "n_eval_rows", "n_test", "n_notes", "n_windows", "n_images", "n_units",
     "n_participants", "n_pairs", "n_templates", "n_sentences", "truncated_notes", "notes_at_window_cap",
     "discovery_rows", "confirmation_rows", "discovery_patients", "confirmation_patients", "n_cases", "n_texts",
-    "label_1", "held_out", "size", "count"})
+    "label_1", "held_out", "size", "count", "patients", "rows", "labelled", "previous_n", "participants", "n_examples", "n_within_max_tokens",
+    "n_readable", "n_audited", "n_missing_attribute"})
 #: float keys rounded to significant digits rather than decimals (probabilities spanning many magnitudes)
 P_KEYS = frozenset({"p_value", "q_value", "p_equivalence", "q_equivalence", "p", "q", "lr_stat"})
 #: identifiers, settings and provenance: never rounded
@@ -97,12 +104,15 @@ def primary_band(numerator, denominator, k: int) -> tuple[float, float] | None:
 
 def partition_safe(hidden_values: list, k: int) -> bool:
     """Whether the hidden cells of one partition with a known total keep every small one ambiguous: a reader knows
-    the hidden cells' sum S, that a "<k" cell lies in 1 … k − 1 and that another hidden cell is at least 0."""
+    the hidden cells' sum S, that a "<k" cell lies in 1 … k − 1 and that another hidden cell is at least 0. S itself
+    counts the hidden cells' union, so it may not be from 1 to k − 1 either."""
     values = [_int(v) or 0 for v in hidden_values]
     primaries = [v for v in values if 1 <= v < k]
     if not primaries:
         return True
     s, p = sum(values), len(primaries)
+    if s < k:  # the hidden cells' sum is known: itself a count from 1 to k − 1 (of their union)
+        return False
     if len(values) > p:  # another hidden cell (≥ 0) absorbs: each small one ranges over 1 … S − (p − 1)
         return s - p + 1 >= 2
     return p >= 2 and p < s < p * (k - 1)
@@ -149,8 +159,37 @@ def _group_units(doc: dict, k: int) -> dict:
         unit["counts"][f"{r.get('metric')}_numerator"] = num
         unit["counts"][f"{r.get('metric')}_complement"] = None if num is None or den is None else den - num
     for unit in units.values():
-        unit["hidden"] = any(_small(v, k) for v in unit["counts"].values())
+        unit["cells"] = any(_small(v, k) for v in unit["counts"].values())
+        unit["hidden"] = any(_small(unit["counts"].get(c), k) for c in MARGINS)
     return units
+
+
+#: the counts that describe a group as a whole; the others (TP, FP, FN, TN, a rate's numerator and its complement)
+#: are its cells
+MARGINS = ("n", "n_patients", "n_positive", "negatives")
+
+
+def _complement_cells(units: dict, partitions: list[list], count_types, k: int, size) -> None:
+    """:func:`_complement` with two levels: a margin count type (:data:`MARGINS`) is hidden in a unit withheld
+    whole (``hidden``), any other count type in a unit whose cells are withheld (``cells``); a partition unsafe for
+    a margin withholds its smallest shown unit whole, one unsafe for a cell type withholds only its cells."""
+    def hidden_for(u, t):
+        return u["hidden"] if t in MARGINS else u["cells"]
+
+    changed = True
+    while changed:
+        changed = False
+        for part in partitions:
+            for t in count_types:
+                if partition_safe([units[u]["counts"].get(t) for u in part if hidden_for(units[u], t)], k):
+                    continue
+                shown = sorted((u for u in part if not hidden_for(units[u], t)), key=lambda u: size(units[u]))
+                if not shown:
+                    continue
+                units[shown[0]]["cells"] = True
+                if t in MARGINS:
+                    units[shown[0]]["hidden"] = True
+                changed = True
 
 
 def _group_partitions(units: dict) -> list[list]:
@@ -168,29 +207,42 @@ def _group_partitions(units: dict) -> list[list]:
 def _release_groups(doc: dict, k: int) -> list[str]:
     units = _group_units(doc, k)
     primary = sum(u["hidden"] for u in units.values())
+    primary_cells = {key for key, u in units.items() if u["cells"] and not u["hidden"]}
     count_types = sorted({t for u in units.values() for t in u["counts"]})
-    _complement(units, _group_partitions(units), count_types, k, size=lambda u: u["counts"].get("n") or 0)
-    hidden = {key for key, u in units.items() if u["hidden"]}
+    _complement_cells(units, _group_partitions(units), count_types, k, size=lambda u: u["counts"].get("n") or 0)
+    whole = {key for key, u in units.items() if u["hidden"]}
+    hidden = {key for key, u in units.items() if u["cells"]}  # whole or cells: every rate of these is banded
     rules = []
-    if primary:
-        rules.append(f"{primary} group(s) with a count from 1 to {k - 1} (size, positives, negatives, TP, FP, FN "
-                     "or TN) have all their counts withheld.")
-    if len(hidden) > primary:
-        rules.append(f"{len(hidden) - primary} further group(s) are withheld the same way so that no withheld count "
-                     "follows from a total minus the shown groups (complementary suppression).")
+    if whole:
+        rules.append(f"{len(whole)} group(s) have all their counts withheld: {primary} with a size, positives or "
+                     f"negatives from 1 to {k - 1}, {len(whole) - primary} more so that no withheld count follows "
+                     "from a total minus the shown groups (complementary suppression).")
+    cells_only = hidden - whole
+    if cells_only:
+        first = len(cells_only & primary_cells)
+        rules.append(f"{len(cells_only)} group(s) show their size, positives and prevalence but have their TP, FP, "
+                     f"FN and TN withheld and their rates banded: {first} with one of those counts (or a rate's "
+                     f"numerator or its complement) from 1 to {k - 1}, {len(cells_only) - first} more so that no "
+                     "withheld count follows from a total minus the shown groups.")
 
     def is_hidden(task, attr, group) -> bool:
         return (task, attr, group) in hidden
 
-    count_fields = ("n", "n_patients", "n_positive", "tn", "fp", "fn", "tp")
+    def is_whole(task, attr, group) -> bool:
+        return (task, attr, group) in whole
+
     for g in doc.get("groups") or []:
-        if is_hidden(g.get("task"), g.get("attribute"), g.get("group")):
-            for c in count_fields:
+        key = (g.get("task"), g.get("attribute"), g.get("group"))
+        if is_hidden(*key):
+            for c in ("tn", "fp", "fn", "tp"):
+                g[c] = None
+            g["withheld"] = True
+        if is_whole(*key):
+            for c in ("n", "n_patients", "n_positive"):
                 g[c] = None
             g["prevalence"] = None
-            g["withheld"] = True
     for d in doc.get("dropped") or []:
-        if is_hidden(d.get("task"), d.get("attribute"), d.get("group")):
+        if is_whole(d.get("task"), d.get("attribute"), d.get("group")):
             d["n"] = None
     # a rate resting on a small count: the band "<k" allows; any other rate of a withheld group: a wide grid band
     bands = {(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric")):
@@ -220,7 +272,7 @@ def _release_groups(doc: dict, k: int) -> list[str]:
         else:
             lo = hi = r.get("rate")
         if me:
-            for c in ("n", "numerator", "denominator"):
+            for c in ("n", "numerator", "denominator") if is_whole(task, attr, r.get("group")) else ("numerator",):
                 r[c] = None
         if other_hidden and r.get("comparison_rate") is not None:
             olo, ohi = bands.get((task, attr, other, metric), (0.0, 1.0))
@@ -244,10 +296,10 @@ def _release_groups(doc: dict, k: int) -> list[str]:
                       "its interval.")
         rules.append(rates_rule)
     for d in doc.get("discrimination") or []:
-        if is_hidden(d.get("task"), d.get("attribute"), d.get("group")):
+        if is_whole(d.get("task"), d.get("attribute"), d.get("group")):
             d["n"] = d["n_positive"] = None
     for c in doc.get("calibration") or []:
-        if is_hidden(c.get("task"), c.get("attribute"), c.get("group")):
+        if is_whole(c.get("task"), c.get("attribute"), c.get("group")):
             c["n"] = c["n_positive"] = None
     kept = []
     for c in doc.get("curves") or []:
@@ -379,23 +431,329 @@ def _release_slices(doc: dict, k: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Monitor
+
+def _monitor_units(doc: dict, k: int) -> dict:
+    """Every (task, attribute, group, period) of a monitor with the counts of people it shows or implies: per
+    metric its cases, found (rate × cases), missed, patients; from the context its rows, labelled rows, unlabelled
+    rows, positives (prevalence × labelled), negatives, flagged (flagged share × rows) and unflagged rows."""
+    units: dict = {}
+
+    def unit(r):
+        key = (r.get("task"), r.get("attribute"), r.get("group"), r.get("period"))
+        return units.setdefault(key, {"counts": {}, "hidden": False})
+
+    for r in doc.get("monitor") or []:
+        u, m = unit(r)["counts"], str(r.get("metric"))
+        n, rate = _int(r.get("n")), r.get("rate")
+        num = None if n is None or rate is None else int(round(rate * n))
+        u[f"{m}_n"], u[f"{m}_found"] = n, num
+        u[f"{m}_missed"] = None if num is None else n - num
+        u[f"{m}_patients"] = _int(r.get("patients"))
+    for c in doc.get("context") or []:
+        u = unit(c)["counts"]
+        rows, lab = _int(c.get("rows")), _int(c.get("labelled"))
+        pos = None if lab is None or c.get("prevalence") is None else int(round(c["prevalence"] * lab))
+        flagged = None if rows is None or c.get("flagged") is None else int(round(c["flagged"] * rows))
+        u.update({"rows": rows, "labelled": lab, "unlabelled": None if None in (rows, lab) else rows - lab,
+                  "positives": pos, "negatives": None if None in (lab, pos) else lab - pos,
+                  "flagged": flagged, "unflagged": None if None in (rows, flagged) else rows - flagged})
+    for u in units.values():
+        c = u["counts"]
+        # flagged rows without a label: the positive prediction rate's flags minus those of recall and specificity
+        if None not in (c.get("parity_found"), c.get("recall_found"), c.get("specificity_missed")):
+            c["flagged_unlabelled"] = c["parity_found"] - c["recall_found"] - c["specificity_missed"]
+        u["hidden"] = any(_small(v, k) for v in c.values())
+    return units
+
+
+def _grid_band(rate, denominator, k: int) -> tuple[float, float]:
+    w = band_width(denominator, k)
+    j = min(int(math.floor(rate / w + 1e-12)), int(round(1 / w)) - 1)
+    return (round(j * w, 2), round((j + 1) * w, 2))
+
+
+def _release_monitor(doc: dict, k: int) -> list[str]:
+    units = _monitor_units(doc, k)
+    primary = sum(u["hidden"] for u in units.values())
+    parts = defaultdict(list)
+    for key in units:
+        parts[(key[0], key[1], key[3])].append(key)  # the groups of one attribute in one period add up
+    count_types = sorted({t for u in units.values() for t in u["counts"]})
+    _complement(units, list(parts.values()), count_types, k, size=lambda u: u["counts"].get("rows") or
+                max([v for v in u["counts"].values() if v is not None] or [0]))
+    hidden = {key for key, u in units.items() if u["hidden"]}
+    if not hidden:
+        return []
+    order = [p.get("period") for p in doc.get("periods") or []]
+    by_key: dict = defaultdict(dict)
+    for r in doc.get("monitor") or []:
+        by_key[(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric"))][r.get("period")] = r
+    def weight(r) -> float:  # the monitor's weight of a period: the effective size M·M_r/(M + M_r)
+        m, mr = _int(r.get("n")) or 0, _int(r.get("rest_n")) or 0
+        return m * mr / (m + mr) if m > 0 and mr > 0 else 0.0
+
+    weights = {(key, period): weight(r) for key, recs in by_key.items() for period, r in recs.items()}
+    for key, recs in by_key.items():
+        for period, r in recs.items():
+            me = (key[0], key[1], key[2], period) in hidden
+            since = r.get("since") or (order[0] if order else period)
+            window = [p for p in order if since <= p <= period] or [period]
+            if me:
+                n, rate = _int(r.get("n")), r.get("rate")
+                lo = hi = None
+                if rate is not None and n:
+                    num = int(round(rate * n))
+                    lo, hi = primary_band(num, n, k) or band(num, n, k)
+                    r["rate"], r["rate_band"] = round((lo + hi) / 2, 3), [lo, hi]
+                rn, rr = _int(r.get("rest_n")), r.get("rest_rate")
+                rlo = rhi = None
+                if rr is not None and rn:
+                    rlo, rhi = _grid_band(rr, rn, k)
+                    r["rest_rate"], r["rest_rate_band"] = round((rlo + rhi) / 2, 3), [rlo, rhi]
+                for c in ("n", "rest_n", "patients", "period_se"):
+                    r[c] = None
+                if r.get("period_gap") is not None and None not in (lo, hi, rlo, rhi):
+                    r["period_gap_band"] = [round(lo - rhi, 3), round(hi - rlo, 3)]
+                    r["period_gap"] = round((r["period_gap_band"][0] + r["period_gap_band"][1]) / 2, 3)
+                else:
+                    r["period_gap"] = None
+            if not any((key[0], key[1], key[2], p) in hidden for p in window):
+                continue
+            if all((key[0], key[1], key[2], p) in hidden for p in window):
+                # the estimate over withheld periods only is their own gap again: the same band, no interval
+                first = recs.get(window[0], r) if len(window) == 1 else None
+                if first is not None and first.get("period_gap_band") and r.get("gap") is not None:
+                    r["gap_band"] = list(first["period_gap_band"])
+                    r["gap"] = first["period_gap"]
+                else:
+                    r["gap"] = None
+                r["cs_low"] = r["cs_high"] = None
+            elif r.get("gap") is not None:
+                # the gap over a window is Σ w·d / Σ w: two windows one period apart give that period's w·d, and
+                # with it the period's count. A grid band at least 2k of the window's weight wide (and the sequence
+                # rounded outward to it) leaves that count as open as a band of the period's own rate.
+                total = sum(weights.get((key, p), 0.0) for p in window)
+                w = next((x for x in WIDTHS if x * total >= 2 * k), 1.0)
+                lo = math.floor(r["gap"] / w + 1e-12) * w
+                r["gap_band"] = [round(lo, 2), round(lo + w, 2)]
+                r["gap"] = round(lo + w / 2, 3)
+                if r.get("cs_low") is not None:
+                    r["cs_low"] = round(math.floor(r["cs_low"] / w + 1e-12) * w, 2)
+                if r.get("cs_high") is not None:
+                    r["cs_high"] = round(math.ceil(r["cs_high"] / w - 1e-12) * w, 2)
+    for a in doc.get("alarms") or []:
+        r = by_key.get((a.get("task"), a.get("attribute"), a.get("group"), a.get("metric")), {}).get(a.get("period"))
+        if r is not None:
+            for c in ("gap", "cs_low", "cs_high", "gap_band"):
+                if c in r:
+                    a[c] = r[c]
+    ch = doc.get("changes") or {}
+    if ch.get("moves"):
+        ch["moves"] = [m for m in ch["moves"] if not any(
+            (m.get("task"), m.get("attribute"), m.get("group"), p) in hidden for p in (ch.get("period"),
+                                                                                      ch.get("previous")))]
+    for c in doc.get("context") or []:
+        if (c.get("task"), c.get("attribute"), c.get("group"), c.get("period")) in hidden:
+            for key in ("rows", "labelled", "prevalence", "flagged", "score_q25", "score_median", "score_q75"):
+                c[key] = None
+    rules = [f"{primary} group-period(s) with a count of people from 1 to {k - 1} (cases, found or missed cases, "
+             "patients, rows, labelled, positive, negative or flagged rows) have all their counts, the prevalence, "
+             "the flagged share and the score quartiles withheld."]
+    if len(hidden) > primary:
+        rules.append(f"{len(hidden) - primary} further group-period(s) are withheld the same way so that no withheld "
+                     "count follows from a period's total minus the other groups (complementary suppression).")
+    rules.append(f"The rates of a withheld group-period are shown as the band “<{k}” allows (or a band at least "
+                 f"2 × {k} cases wide), the rest's rate as a band at least 2 × {k} cases wide, the period's gap as "
+                 "their difference; the monitor's gap over a window of withheld periods only is that band, without "
+                 "its confidence sequence, and over a window with other periods a band on a grid at least 2 × "
+                 f"{k} of the window's effective size wide, its confidence sequence rounded outward to that grid.")
+    return rules
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Counterfactual token fairness, counterfactual invariance of images, age-independent learners, masked-LM bias
+
+
+def _withhold_row(row: dict, k: int, den_key: str, rate_keys, clear=(), extra=()) -> bool:
+    """Withhold ``row``'s count ``den_key``, the rates over it (``rate_keys``) and ``clear`` when the count, a rate's
+    numerator (rate × count) or its complement, or a count in ``extra``, is from 1 to k − 1."""
+    den = _int(row.get(den_key))
+    counts = [den] + [_int(row.get(e)) for e in extra]
+    for rk in rate_keys:
+        if row.get(rk) is not None and den:
+            num = int(round(row[rk] * den))
+            counts += [num, den - num]
+    if not any(_small(v, k) for v in counts):
+        return False
+    for key in (den_key, *rate_keys, *clear, *extra):
+        if key in row:
+            row[key] = None
+    row["withheld"] = True
+    return True
+
+
+def _release_ctf(doc: dict, k: int) -> list[str]:
+    """Texts of the audited data are taken as people (a note is about a patient): the texts holding each identity
+    term, their positives and negatives and the rates over them; the notes behind each substitution. Counts of
+    generated variants (identity and control pairs, texts scored, templates of the synthetic set) are exempt."""
+    hidden_terms = set()
+    for t in (doc.get("group_rates") or {}).get("terms") or []:
+        n, pos, neg = _int(t.get("n")), _int(t.get("n_pos")), _int(t.get("n_neg"))
+        tp = None if pos is None or t.get("tpr") is None else int(round(t["tpr"] * pos))
+        tn = None if neg is None or t.get("tnr") is None else int(round(t["tnr"] * neg))
+        counts = [n, pos, neg, tp, tn, None if tp is None else pos - tp, None if tn is None else neg - tn]
+        if any(_small(v, k) for v in counts):
+            hidden_terms.add((t.get("terms"), t.get("term")))
+            for key in ("n", "n_pos", "n_neg", "tpr", "tpr_ci_low", "tpr_ci_high", "tnr", "tnr_ci_low",
+                        "tnr_ci_high"):
+                t[key] = None
+            t["withheld"] = True
+    gr = doc.get("group_rates") or {}
+    for g in gr.get("pair_gaps") or []:
+        if {(g.get("terms"), g.get("term")), (g.get("terms"), g.get("other_term"))} & hidden_terms:
+            g["tpr_gap"] = g["tnr_gap"] = None
+    for g in gr.get("gaps") or []:
+        g["largest"] = [x for x in g.get("largest") or [] if not {(g.get("terms"), x.get("term")),
+                                                                  (g.get("terms"), x.get("other_term"))} & hidden_terms]
+    pairs = 0
+    for p in doc.get("pairs") or []:
+        n = _int(p.get("n"))
+        flips = [None if p.get(r) is None or n is None else int(round(p[r] * n))
+                 for r in ("flip_rate", "flip_up_rate", "flip_down_rate")]
+        rn = _int(p.get("reverse_n"))
+        rflip = None if rn is None or p.get("reverse_flip_rate") is None else int(round(p["reverse_flip_rate"] * rn))
+        counts = [n, rn, rflip, None if rflip is None else rn - rflip] + flips + \
+            [None if f is None else n - f for f in flips]
+        if any(_small(v, k) for v in counts):
+            pairs += 1
+            for key in ("n", "flip_rate", "flip_ci_low", "flip_ci_high", "flip_up_rate", "flip_down_rate",
+                        "reverse_n", "reverse_flip_rate"):
+                p[key] = None
+            p["withheld"] = True
+    perf = doc.get("performance")
+    perf_hidden = isinstance(perf, dict) and _withhold_row(perf, k, "n", ("accuracy",), extra=("n_positive",))
+    rules = [f"Texts of the audited data count as people (a note is about a patient): {len(hidden_terms)} identity "
+             f"term(s) and {pairs} substitution(s) resting on a count of texts from 1 to {k - 1} (texts, positives, "
+             "negatives, true or false results, flips) have their counts and rates withheld, and so has every gap "
+             "involving such a term."]
+    if perf_hidden:
+        rules.append(f"The overall accuracy rests on a count from 1 to {k - 1} and is withheld.")
+    rules.append("Counts of generated variants (identity and control pairs, texts scored, templates and rows of the "
+                 "synthetic set) count no people and are shown.")
+    return rules
+
+
+def _release_cit(doc: dict, k: int) -> list[str]:
+    """Images are of patients: the images per attribute value, those audited, and the flips among them."""
+    rules = []
+    ds = doc.get("dataset") or {}
+    per = ds.get("n_per_group") or {}
+    if any(_small(_int(v), k) for v in per.values()):
+        # the values add up to the images audited: one withheld alone would follow from the others
+        for g in per:
+            per[g] = None
+        rules.append(f"An attribute value with fewer than {k} images audited (and at least one): every value's count of images is "
+                     "withheld (they add up to the images audited).")
+    hidden_dir = 0
+    for effect in (doc.get("effects") or {}).values():
+        for d in (effect or {}).get("directions") or []:
+            source_hidden = per.get(str(d.get("source"))) is None and bool(per)
+            if _withhold_row(d, k, "n", ("flip_rate",)) or source_hidden:
+                d["n"], d["flip_rate"] = None, None
+                hidden_dir += 1
+    for r in doc.get("table") or []:
+        if _small(_int(r.get("n")), k):
+            r["n"] = None
+        for key, v in list(r.items()):
+            if key.startswith("flip_rate_") and v is not None:
+                src = key.split("_")[-1].split("->")[0]
+                n = _int(per.get(src)) if per.get(src) is not None else None
+                f = None if n is None else int(round(v * n))
+                if n is None or _small(f, k) or _small(n - f, k):
+                    r[key] = None
+    if hidden_dir:
+        rules.append(f"{hidden_dir} direction(s) with fewer than {k} images (or as many flipped or not flipped) show "
+                     "neither their count of images nor their flip rate.")
+    rules.append("Shifts of predicted probability are means over images, shown rounded; the example images and "
+                 "the scatter of each image's predictions are the analyst's choice to share.")
+    return rules
+
+
+def _release_age(doc: dict, k: int) -> list[str]:
+    """Rows and participants are people. A fold's accuracy over its known rows gives the fold's right and wrong
+    predictions; ΔEO sums rate differences over age bins whose sizes are not published."""
+    settings = doc.get("settings") or {}
+    folds = settings.get("fold_sizes") or []
+    rows = [_int(f.get("rows")) for f in folds]
+    hidden = False
+    for m in (doc.get("methods") or {}).values():
+        acc = (m or {}).get("accuracy") or {}
+        values = acc.get("folds") or []
+        for v, n in zip(values, rows):
+            if v is None or n is None:
+                continue
+            right = int(round(v * n))
+            if _small(right, k) or _small(n - right, k):
+                hidden = True
+    rules = []
+    if hidden or any(_small(n, k) for n in rows):
+        for m in (doc.get("methods") or {}).values():
+            acc = (m or {}).get("accuracy") or {}
+            if acc.get("folds") is not None:
+                acc["folds"] = [None] * len(acc["folds"])
+            if acc.get("mean") is not None:  # a band at least 2k rows of the smallest fold wide
+                w = band_width(min([n for n in rows if n] or [0]), k)
+                j = min(int(math.floor(acc["mean"] / w + 1e-12)), int(round(1 / w)) - 1)
+                acc["mean_band"] = [round(j * w, 2), round((j + 1) * w, 2)]
+                acc["mean"] = round((acc["mean_band"][0] + acc["mean_band"][1]) / 2, 3)
+            acc["std"] = None  # two folds' mean and spread would give both folds back
+            comp = ((m or {}).get("comparison") or {}).get("accuracy")
+            if isinstance(comp, dict):
+                comp["mean_difference"] = None
+        for f in folds:
+            for key in ("rows", "participants", "positives"):
+                f[key] = None
+        rules.append(f"A fold's accuracy times its rows would give a count of right or wrong predictions from 1 to "
+                     f"{k - 1}: the fold accuracies, fold sizes, the spread of accuracy and the differences between "
+                     f"learners are withheld, and the mean accuracy is shown as a band at least 2 × {k} rows of the "
+                     "smallest fold wide.")
+    rules.append("ΔEO sums differences of rates over age bins whose sizes are not published: no count follows "
+                 "from it; it is shown rounded.")
+    return rules
+
+
+def _release_mlm(doc: dict, k: int) -> list[str]:  # noqa: ARG001
+    return ["A masked-language-model audit counts templates, masks and scores of a model, not people: those "
+            "counts are shown."]
+
+
+#: kinds whose counts are not of people (template, mask and score counts): never suppressed
+NO_PEOPLE = frozenset({"mlm_bias"})
+#: per kind, count keys that count generated variants rather than people (shown whatever their size)
+EXEMPT_KEYS = {"ctf": frozenset({"n_pairs", "n_control_pairs", "n_control_words", "n_unique_texts_scored",
+                                 "n_identity_pairs", "n_available", "n_templates", "n_sentences", "n_pairs_tpr",
+                                 "n_pairs_tnr"})}
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Every kind
 
 
-def _primary_and_round(obj, k: int, hits: list, key: str = "", keep: bool = False):
+def _primary_and_round(obj, k: int, hits: list, key: str = "", keep: bool = False, exempt=frozenset()):
     """Primary suppression of every count key left and rounding of every other number (not under a
     :data:`KEEP_KEYS` key: settings, provenance), in place."""
     if isinstance(obj, dict):
         for key2, v in list(obj.items()):
-            obj[key2] = _primary_and_round(v, k, hits, key2, keep or key2 in KEEP_KEYS)
+            obj[key2] = _primary_and_round(v, k, hits, key2, keep or key2 in KEEP_KEYS, exempt)
         return obj
     if isinstance(obj, list):
-        return [_primary_and_round(v, k, hits, key, keep) for v in obj]
+        return [_primary_and_round(v, k, hits, key, keep, exempt) for v in obj]
     if isinstance(obj, bool) or not isinstance(obj, (int, float)):
         return obj
     if key in COUNT_KEYS or key.startswith("n_") and isinstance(obj, int):
         setting = keep and key in ("count", "size")  # under settings these two words name no people
-        if key in COUNT_KEYS and _small(obj, k) and not setting:
+        if key in COUNT_KEYS and _small(obj, k) and not setting and key not in exempt:
             hits.append(key)
             return None
         return obj
@@ -419,11 +777,21 @@ def release(kind: str, doc: dict, k: int) -> dict:
             rules += _release_groups(out, k)
         elif kind == "slices":
             rules += _release_slices(out, k)
+        elif kind == "monitor":
+            rules += _release_monitor(out, k)
+        elif kind == "ctf":
+            rules += _release_ctf(out, k)
+        elif kind == "cit_images":
+            rules += _release_cit(out, k)
+        elif kind == "age_independence":
+            rules += _release_age(out, k)
+        elif kind == "mlm_bias":
+            rules += _release_mlm(out, k)
         elif kind == "note_classifiers":
             for name, audit in (out.get("audits") or {}).items():
                 rules += [f"{name}: {r}" for r in _release_groups(audit, k)]
         hits: list = []
-        _primary_and_round(out, k, hits)
+        _primary_and_round(out, k if kind not in NO_PEOPLE else 1, hits, exempt=EXEMPT_KEYS.get(kind, frozenset()))
         if hits:
             rules.append(f"Every other count from 1 to {k - 1} is withheld (printed “<{k}”).")
         rules.append(f"Estimates and gaps are rounded to {DIGITS} decimals, p- and q-values to 2 significant digits.")

@@ -8,7 +8,8 @@ itself — it is told every true denominator and every partition total, as if it
 * rate × denominator (a rate read as the interval its printed digits allow, or its band),
 * denominator − numerator, size − positives, TP + FN against positives, two rates over a known size,
 * a rate worked back from a printed gap and the other group's rate,
-* a partition total minus the shown parts (groups of an attribute, cells of an intersection sharing a value, bins),
+* a partition total minus the shown parts (groups of an attribute, cells of an intersection sharing a value, bins):
+  one withheld group's count, or the withheld groups' union's count when the shown parts leave 1 … k − 1,
 * printed fractions "rate (<k/den)" in the report text.
 
 A count is *recovered* when the arithmetic leaves exactly one whole value and it lies in 1 … k − 1. The same
@@ -174,6 +175,10 @@ def attack_groups(released: dict, working: dict, k: int = K) -> list[str]:
                     rest -= shown
             if len(hidden) == 1 and _small(rest, k) and truth[hidden[0]][c] == rest:
                 leaks.append(f"{hidden[0]}: {c} = partition total − shown parts = {rest}")
+            elif len(hidden) > 1 and _small(rest, k) and rest != total:
+                # the withheld groups' union is a count too (unless it is the whole partition: its total is the
+                # marginal's own count, protected at that level)
+                leaks.append(f"{hidden}: their {c} together = partition total − shown parts = {rest}")
     return leaks
 
 

@@ -180,12 +180,16 @@ def test_small_cells_are_there_with_k_1_and_suppressed_with_k_11(name, documents
 
 
 def test_group_card_sizes_and_findings(documents, group_result, tmp_path):
-    """Named cells, written from the releasable copy: site D (7 rows), site A (150 rows, but 3 of its 40 cases
-    missed) and site E (3 rows, listed as not tested) are withheld; every finding keeps its verdict."""
+    """Named cells, written from the releasable copy: site D (7 rows) and site E (3 rows, listed as not tested) are
+    withheld whole; site A (150 rows, but 3 of its 40 cases missed) keeps its size while its recall is a band;
+    every finding keeps its verdict."""
     audit_id = _store(tmp_path / "p.fairdesk", "groups", _doc("groups", documents, group_result))
     card = model_card(tmp_path / "p.fairdesk", audit_id, intended_use="x")
     size = {(g["task"], g["group"]): g for g in card["subgroups"]["groups"] if g["attribute"] == "site"}
-    assert size[("sepsis", "A")]["size"] is None and size[("sepsis", "D")]["size"] is None
+    assert size[("sepsis", "A")]["size"] == 150 and size[("sepsis", "D")]["size"] is None
+    recall_a = [r for r in releasable("groups", _doc("groups", documents, group_result), ReportSettings(suppress_k=11))
+                ["records"] if (r["task"], r["group"], r["metric"]) == ("sepsis", "A", "recall")]
+    assert recall_a and all(r["rate_band"] and r["numerator"] is None for r in recall_a)
     assert size[("aki", "E")]["size"] is None and size[("aki", "E")]["tested"] is False
     assert any("Released with small-cell threshold k = 11" in t for t in card["limitations"])
     assert any("site = E in task aki: not tested" in t for t in card["not_tested"])

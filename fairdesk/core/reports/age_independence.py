@@ -70,6 +70,9 @@ def _f(value, digits: int = 3) -> str:
 def _pm(summary: dict | None, digits: int = 3) -> str:
     if not summary:
         return "–"
+    band = summary.get("mean_band")  # a released document's band (fairdesk.core.disclosure)
+    if isinstance(band, (list, tuple)) and len(band) == 2:
+        return f"{_f(band[0], 2)} to {_f(band[1], 2)} (band)"
     return f"{_f(summary.get('mean'), digits)} ± {_f(summary.get('std'), digits)}"
 
 

@@ -158,6 +158,8 @@ def board(doc: dict, column: str, values: list[str], clf_name: str, k: int) -> B
     n_missing = (doc.get("dataset") or {}).get("n_missing_attribute")
     if num(n_missing):
         untested.append(f"{_count(n_missing, k)} images without a recorded '{column}' were left out.")
+    elif n_missing is None and "n_missing_attribute" in (doc.get("dataset") or {}):  # withheld: from 1 to k − 1
+        untested.append(f"Fewer than {k} images without a recorded '{column}' were left out.")
     if doc.get("unreadable"):
         untested.append(f"{_count(len(doc['unreadable']), k)} images could not be read (listed under Data and "
                         "notes).")

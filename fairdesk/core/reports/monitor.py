@@ -196,7 +196,8 @@ def _latest(doc: dict, k: int) -> Section:
         row = [str(r.get("attribute")), str(r.get("group")), METRIC_WORDS.get(r.get("metric"), str(r.get("metric"))),
                count(r.get("n"), k), "–" if small else fmt_rate(r.get("rate"), 2),
                fmt_rate(r.get("rest_rate"), 2) if (num(r.get("rest_n")) or 0) >= k else "–",
-               fmt_signed(r.get("gap"), 3),
+               (f"{fmt_signed(r['gap_band'][0], 2)} to {fmt_signed(r['gap_band'][1], 2)} (band)" if r.get("gap_band")
+                else fmt_signed(r.get("gap"), 3)),
                (f"{fmt_signed(r.get('cs_low'), 3)} to {fmt_signed(r.get('cs_high'), 3)}"
                 if num(r.get("cs_low")) is not None else "–"),
                str(r.get("since") or "–"), "ALARM" if r.get("alarm") else ("within ±margin" if r.get("within_margin")
