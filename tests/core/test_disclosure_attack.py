@@ -316,9 +316,9 @@ def test_release_table_recovers_nothing(pairs):
 @pytest.mark.slow
 def test_the_demo_released_recovers_nothing_and_still_names_its_harms():
     """The demo's audit (fewer bootstrap replicates): nothing recovered from its releasable copy or its report, while
-    today's report of it does leak (e.g. a recall "0.205 (<11/39)": 8 patients found); page 1 names the same
-    findings, in the same order, and the planted recall harm of sepsis (language = Other, 8 of 39 found) is in the
-    tables as the band that "<11" allows."""
+    today's report of it does leak (a rate printed with its denominator beside a hidden numerator); page 1 names the same
+    findings, in the same order, and the planted recall harm of sepsis (language = Other, 12 of 39 found: no small
+    cell) is in the tables with its counts and its verdict."""
     from fairdesk.core.audits.groups import run_group_audit
     from fairdesk.core.demo import demo_predictions
     from fairdesk.jobs.demo import demo_plan
@@ -334,7 +334,8 @@ def test_the_demo_released_recovers_nothing_and_still_names_its_harms():
     assert findings[0] and findings[0] == findings[1]
     text = module(released, ReportSettings(suppress_k=K)).text()
     assert not attack_text(text)
-    assert "0.025 to 0.257 (counts withheld)" in text  # sepsis, language = Other, recall: 1 to 10 of 39
+    assert "sepsis | Other | Recall | 317 | 0.308 (12/39) | English (0.655) | −0.347 |" in text
+    assert "| differs | English" in text.split("sepsis | Other | Recall |")[1].splitlines()[0]
     assert f"k = {K}" in text
 
 
