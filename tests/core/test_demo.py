@@ -262,19 +262,24 @@ def test_demo_predictions_can_be_cancelled():
     assert any("Generat" in m for m in messages) and any("Task" in m for m in messages)
 
 
-@pytest.mark.full  # ~15–30 s: the whole demo audit (make test-full)
+@pytest.mark.slow  # ~15–30 s: the whole demo audit
 def test_default_group_audit_calls_the_planted_rate_harms_differs(demo):
     """The demo's group audit (its plan, 200 replicates: with whole patients the rate tests' design effect is the
     sandwich's, not the bootstrap's) calls each planted recall harm "differs" against some other group, with an
-    interval beside it that excludes 0, among the 105 primary units."""
+    interval beside it that excludes 0, among the 105 primary units; page 1 (the PDF's and the GUI's findings panel)
+    names each of them in words."""
     from fairdesk.core.audits.groups import findings, run_group_audit
+    from fairdesk.core.reports.groups import board_summary
     from fairdesk.jobs.demo import demo_plan
 
     pred, _ = demo
     res = run_group_audit(pred, demo_plan(n_boot=200, seed=0))
     f = findings(res)
+    page1 = [b.text for b in board_summary(res, 11).blocks if getattr(b, "style", "") == "finding"]
     for p in (p for p in DEMO_PLANTED if p["metric"] == "recall"):
         hit = f[(f["task"] == p["task"]) & (f["attribute"] == p["attribute"]) & (f["metric"] == "recall")
                 & ((f["group"] == p["group"]) | (f["comparison"] == p["group"])) & (f["verdict"] == "differs")]
         assert len(hit), p["task"]
         assert ((hit["ci_high"] < 0) | (hit["ci_low"] > 0)).all()
+        assert any(t.startswith(f"Recall for {p['attribute']} = {p['group']} ") and f"in task {p['task']}" in t
+                   for t in page1), (p, page1)

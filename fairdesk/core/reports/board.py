@@ -18,6 +18,8 @@ from fairdesk.core.reports.document import Paragraph, Section, Table, plural, su
 
 #: the words of the board section at most (page 1 also carries the title, subtitle, header and footer: ≤ 350 in all)
 WORD_BUDGET = 320
+#: page 1 makes room (fewer grid rows and notes) for at least this many differences in words
+MIN_FINDINGS = 3
 MAX_GRID_ROWS = 8
 MAX_GRID_COLUMNS = 6
 
@@ -123,9 +125,9 @@ def grid_table(board: Board, max_rows: int = MAX_GRID_ROWS) -> Table | None:
 def board_section(board: Board, k: int, title: str = "For the board: what this audit found",
                   budget: int = WORD_BUDGET) -> Section:
     """Page 1 (key ``"board"``) from ``board``: counts below ``k`` suppressed in every sentence; at most ``budget``
-    words. The differences come first: when fewer than two (or all, if fewer) fit, the grid shows fewer rows (those
+    words. The differences come first: when fewer than three (or all, if fewer) fit, the grid shows fewer rows (those
     with a difference first) and fewer notes; findings that still do not fit are counted, not printed."""
-    wanted = min(2, len(board.findings))
+    wanted = min(MIN_FINDINGS, len(board.findings))
     for max_rows, max_items in ((MAX_GRID_ROWS, 3), (5, 2), (3, 2), (2, 1)):
         section, shown = _board_section(board, k, title, budget, max_rows, max_items)
         if shown >= wanted:
