@@ -296,12 +296,15 @@ def ignored_keys(name: str, doc) -> list[str]:
 
 def without_ignored_keys(name: str, doc) -> tuple[dict, list[str]]:
     """A newer version's document of kind ``name`` as this version reads it — a copy without the keys
-    :func:`ignored_keys` names — and those keys; any other document as it is, and no keys."""
+    :func:`ignored_keys` names, which its ``"ignored_keys"`` lists — and those keys; any other document as it is,
+    and no keys. (Reading its own result again gives it back with the same keys.)"""
     if not newer_version(doc) or not isinstance(doc, dict) or audit_kind(name).schema is None:
         return doc, []
     found: dict[str, None] = {}
     out = _unknown(doc, document_schema(name), "", found, 0, drop=True)
-    return out, list(found)
+    if not found:
+        return doc, [str(k) for k in doc.get(IGNORED_KEYS) or [] if isinstance(doc.get(IGNORED_KEYS), list)]
+    return {**out, IGNORED_KEYS: list(found)}, list(found)
 
 
 def _unknown(value, schema, path: str, found: dict, depth: int, drop: bool = False):

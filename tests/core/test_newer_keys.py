@@ -197,3 +197,19 @@ def test_the_cli_prints_a_newer_keys_note_as_one_line(capsys):
          NewerKeysNote, "f.py", 1)
     err = capsys.readouterr().err
     assert err == "fairdesk-cli: note: Written by a newer FairDesk? x holds keys this version does not know, ignored: a.\n"
+
+
+def test_reading_a_newer_document_again_keeps_the_note():
+    """The GUI reads a newer version's document once (``without_ignored_keys``) and its findings are built from that
+    (``prepare_document`` reads it again): the keys stay named, the stored document keeps them."""
+    doc = real("ctf")
+    doc["settings"]["new_knob"] = 3
+    doc["unknown_terms"]["new_split"] = 7
+    doc["provenance"]["versions"]["fairdesk"] = "2.0"
+    once, keys = kinds.without_ignored_keys("ctf", doc)
+    assert keys == ["settings.new_knob", "unknown_terms.new_split"] and once["ignored_keys"] == keys
+    assert "new_knob" not in once["settings"] and "new_knob" in doc["settings"]
+    twice, again = kinds.without_ignored_keys("ctf", once)
+    assert again == keys and twice["ignored_keys"] == keys
+    text = kinds.report_tree("ctf", once, ReportSettings(5)).text()
+    assert "settings.new_knob" in text and "Written by a newer FairDesk (FairDesk 2.0;" in text
