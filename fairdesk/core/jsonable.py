@@ -166,7 +166,7 @@ def config_from_dict(cls, d, where: str):
         raise ValueError(f"{where} must hold a JSON object, not {type(d).__name__}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = [str(k) for k in d if k not in fields]
+    unknown = [k if len(k) <= 80 else k[:60] + "…" + k[-12:] for k in map(str, d) if k not in fields]
     missing = [n for n, f in fields.items() if n not in d and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
     if missing:

@@ -344,7 +344,7 @@ def newer_keys_note(keys: list[str], what: str = "the stored document", version:
     know and ignored."""
     from fairdesk import __version__
 
-    keys = [str(k) for k in keys]
+    keys = [k if len(k) <= 80 else k[:60] + "…" + k[-12:] for k in map(str, keys)]  # a key is data: any length
     shown = ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
     by = f" (FairDesk {version}; this is {__version__})" if version else ""
     return f"Written by a newer FairDesk{by}? {what} holds keys this version does not know, ignored: {shown}."
