@@ -213,3 +213,28 @@ def test_reading_a_newer_document_again_keeps_the_note():
     assert again == keys and twice["ignored_keys"] == keys
     text = kinds.report_tree("ctf", once, ReportSettings(5)).text()
     assert "settings.new_knob" in text and "Written by a newer FairDesk (FairDesk 2.0;" in text
+
+
+#: the kinds whose report-test document runs a real audit of seconds (checked in the full suite)
+SLOW_DOCUMENTS = ("ctf", "cit_images", "age_independence")
+
+
+@pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.full)])
+def test_documents_this_version_writes_hold_no_unknown_key(slow):
+    """The report tests' documents of every kind (built by this version's code, ``test_report_small_cells``) are
+    described by their schemas: a newer version's document is never told to ignore a key this version reads."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import test_report_small_cells as small
+
+    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+
+    roles = ColumnRoles(label="label", score="score", task="task", attributes=("site",),
+                        continuous_attributes=("age",))
+    plan = GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, n_permutations=100, min_group_size=5, bins=(3,))
+    group_result = run_group_audit(small._group_table(), plan)
+    for kind, build in small.DOCUMENTS.items():
+        if (kind in SLOW_DOCUMENTS) == slow:
+            assert kinds.unknown_keys(kind, build(group_result)) == [], kind
