@@ -75,13 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from fairdesk.core import scratch
 
+    import warnings
+
     prepare()  # any console encoding: what cannot be shown becomes "?"
     scratch.exit_on_termination()  # Ctrl-C, SIGTERM and SIGHUP stop the run cleanly: finally blocks run
+    shown = warnings.showwarning
+    warnings.showwarning = _note_or(shown)
     try:
         code = _run(argv)
     except KeyboardInterrupt as err:  # a signal between the end of the run and the line below
         code = scratch.exit_code(err)
     finally:
+        warnings.showwarning = shown
         scratch.end_of_run(restore=not AS_PROGRAM)  # a signal from here on is remembered, never raised
         scratch.cleanup()
     first = scratch.signal_during_run()
@@ -90,6 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         # pools wind down) must not be ended by a late signal with -15 and no word
         scratch.ignore_signals()
     return code if first is None else 128 + first  # a signal at any moment ends the run as 128 + signal
+
+
+def _note_or(show):
+    """``warnings.showwarning`` that prints a note of FairDesk's own (keys of a newer version's file that were
+    ignored: ``fairdesk.core.jsonable.NewerKeysNote``) as one line, and any other warning as ``show`` does."""
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if category.__name__ == "NewerKeysNote":  # (by name: importing the class would import numpy at start)
+            say(f"fairdesk-cli: note: {message}", file=sys.stderr)
+            return
+        show(message, category, filename, lineno, file, line)
+    return showwarning
 
 
 def _run(argv: list[str] | None) -> int:

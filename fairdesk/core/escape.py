@@ -68,3 +68,16 @@ def markdown_text(text, line_start: bool = False) -> str:
 def html_text(text) -> str:
     """``text`` as literal Qt rich text (HTML): entities for markup characters, ``<br>`` for line breaks."""
     return LINE_BREAKS.sub("<br>", html.escape("" if text is None else str(text)))
+
+
+#: what ends a text cut short for a table cell, a list entry or a tooltip (the stored document keeps it whole)
+SHORTENED_MARK = "… (shortened; full text in the JSON)"
+
+
+def shortened(text, limit: int) -> str:
+    """``text`` cut to its first ``limit`` characters followed by :data:`SHORTENED_MARK` when longer, else as it is:
+    a stored name or note of thousands of words stays readable in a cell, a list or a tooltip."""
+    text = "" if text is None else str(text)
+    if len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + " " + SHORTENED_MARK

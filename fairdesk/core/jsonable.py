@@ -148,3 +148,94 @@ def _piece(text: str, i: int, depth: int) -> tuple[Any, int]:
         if text[i] != ",":
             raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
         i = _SPACE.match(text, i + 1).end()
+
+
+class NewerKeysNote(UserWarning):
+    """A model folder's file holds keys this version does not know; they were ignored (the message says which)."""
+
+
+def config_from_dict(cls, d, where: str):
+    """An instance of the dataclass ``cls`` from ``d`` (a JSON object read from ``where``, a model folder's file),
+    read one way for every such file: keys this version does not know (a newer FairDesk's) are ignored with one
+    :class:`NewerKeysNote` naming them; a missing required key or a value of the wrong type raises ValueError, one
+    sentence naming ``where`` and the key. Values are checked against the field's annotation (whole numbers, numbers,
+    text, yes/no, lists and tuples of them, objects, ``None`` where the annotation allows it); a list stored for a
+    tuple field becomes a tuple."""
+    import dataclasses
+    import typing
+    import warnings
+
+    if not isinstance(d, dict):
+        raise ValueError(f"{where} must hold a JSON object, not {type(d).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k if len(k) <= 80 else k[:60] + "…" + k[-12:] for k in map(str, d) if k not in fields]
+    missing = [n for n, f in fields.items() if n not in d and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"{where} lacks the key(s) {', '.join(missing)}")
+    values = {name: _typed(d[name], hints.get(name, typing.Any), f"{where}: '{name}'") for name in fields if name in d}
+    if unknown:
+        shown = ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")
+        warnings.warn(f"Written by a newer FairDesk? {where} holds keys this version does not know, ignored: "
+                      f"{shown}.", NewerKeysNote, stacklevel=2)
+    return cls(**values)
+
+
+def _typed(value, hint, label: str):
+    """``value`` checked against the type ``hint`` (see :func:`config_from_dict`)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is typing.Any or hint is object:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        problems = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _typed(value, arg, label)
+            except ValueError as err:
+                problems.append(err)
+        raise problems[0] if problems else ValueError(f"{label} must be empty (null), not {_shown(value)}")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ValueError(f"{label} must be true or false, not {_shown(value)}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ValueError(f"{label} must be a whole number, not {_shown(value)}")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ValueError(f"{label} must be a number, not {_shown(value)}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{label} must be text, not {_shown(value)}")
+    if hint is dict or origin is dict:
+        if isinstance(value, dict):
+            return value
+        raise ValueError(f"{label} must be a JSON object, not {_shown(value)}")
+    if hint in (list, tuple) or origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{label} must be a list, not {_shown(value)}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(value):
+                raise ValueError(f"{label} must be a list of {len(args)} values, not {len(value)}")
+            items = [_typed(v, a, label) for v, a in zip(value, args)]
+        elif args:
+            items = [_typed(v, args[0], label) for v in value]
+        else:
+            items = list(value)
+        return tuple(items) if (hint is tuple or origin is tuple) else items
+    return value
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list, str, int, float, bool)) or \
+        value is None else repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"

@@ -207,9 +207,14 @@ def check_document(name: str, doc) -> list[str]:
 def prepare_document(name: str, doc: dict, settings: ReportSettings) -> dict:
     """The document a report of kind ``name`` is built from, whatever its format: the one step before every PDF,
     HTML report and on-screen findings (a document-level release step belongs here, so that each format shows the
-    same): its releasable copy (:func:`releasable`)."""
+    same): its releasable copy (:func:`releasable`); a newer version's document without the keys this version does
+    not know, which ``"ignored_keys"`` names (:func:`without_ignored_keys`)."""
     audit_kind(name)
-    return releasable(name, doc, settings)
+    doc, ignored = without_ignored_keys(name, doc)  # a copy: the document as stored keeps what it holds
+    out = releasable(name, doc, settings)
+    if ignored:
+        out = {**out, IGNORED_KEYS: ignored}
+    return out
 
 
 def report_tree(name: str, doc: dict, settings: ReportSettings | None = None):
@@ -241,3 +246,105 @@ def releasable(name: str, doc: dict, settings: ReportSettings | None = None) -> 
     if isinstance(doc.get("disclosure"), dict) and doc["disclosure"].get("for_release"):
         return doc  # released already (at this or a stricter k: the caller's own choice)
     return release(name, doc, (settings or ReportSettings()).suppress_k)
+
+
+#: the key of a prepared document (:func:`prepare_document`) naming the keys of a newer version's document that this
+#: version ignored; the report's last note and the model card's limitations say so
+IGNORED_KEYS = "ignored_keys"
+#: top-level parts of a document that are open records (how it was made; the release rules the reader adds), whose
+#: keys are never "unknown"
+OPEN_PARTS = ("provenance", "disclosure", IGNORED_KEYS)
+
+
+def newer_version(doc) -> str | None:
+    """The FairDesk version that stored ``doc`` when it is newer than this one (its ``provenance.versions``),
+    else None (this version, an older one, or not recorded)."""
+    from fairdesk import __version__
+
+    stored = ((doc.get("provenance") or {}).get("versions") or {}).get("fairdesk") if isinstance(doc, dict) else None
+    if not isinstance(stored, str):
+        return None
+    mine, theirs = _release(__version__), _release(stored)
+    return stored if mine is not None and theirs is not None and theirs > mine else None
+
+
+def _release(text: str) -> tuple[int, ...] | None:
+    import re
+
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", text)
+    return tuple(int(x) for x in m.group(1).split(".")[:4]) if m else None
+
+
+def unknown_keys(name: str, doc) -> list[str]:
+    """The keys of a document of kind ``name`` its kind's schema does not describe, as paths ("plan.x_new",
+    "slices[].x_new"), each once, in document order. A key is unknown where an object's schema lists its
+    ``properties`` and has no ``additionalProperties`` for the rest (an object whose keys are names, such as
+    thresholds by task, has them and so has no unknown keys). Nothing is removed: code reads the keys it knows."""
+    if not isinstance(doc, dict) or audit_kind(name).schema is None:
+        return []
+    found: dict[str, None] = {}
+    _unknown(doc, document_schema(name), "", found, 0)
+    return list(found)
+
+
+def ignored_keys(name: str, doc) -> list[str]:
+    """What a note says this version ignored in a document of kind ``name``: its :func:`unknown_keys` when a newer
+    FairDesk stored it (a document of this or an earlier version has nothing a later version added; the schemas
+    need not list every key this version writes)."""
+    return unknown_keys(name, doc) if newer_version(doc) else []
+
+
+def without_ignored_keys(name: str, doc) -> tuple[dict, list[str]]:
+    """A newer version's document of kind ``name`` as this version reads it — a copy without the keys
+    :func:`ignored_keys` names, which its ``"ignored_keys"`` lists — and those keys; any other document as it is,
+    and no keys. (Reading its own result again gives it back with the same keys.)"""
+    if not newer_version(doc) or not isinstance(doc, dict) or audit_kind(name).schema is None:
+        return doc, []
+    found: dict[str, None] = {}
+    out = _unknown(doc, document_schema(name), "", found, 0, drop=True)
+    if not found:
+        return doc, [str(k) for k in doc.get(IGNORED_KEYS) or [] if isinstance(doc.get(IGNORED_KEYS), list)]
+    return {**out, IGNORED_KEYS: list(found)}, list(found)
+
+
+def _unknown(value, schema, path: str, found: dict, depth: int, drop: bool = False):
+    """Collect in ``found`` the paths of keys ``schema`` does not describe; with ``drop``, return ``value``
+    without them (copied only where something is left out)."""
+    if not isinstance(schema, dict) or depth > 60:  # (documents are read with a depth limit well below this)
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        more = schema.get("additionalProperties")
+        out, changed = {}, False
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            sub = None
+            if depth == 0 and key in OPEN_PARTS:
+                pass
+            elif isinstance(props, dict) and key in props:
+                sub = props[key]
+            elif isinstance(more, dict):
+                sub = more
+            elif isinstance(props, dict) and more is None:
+                found.setdefault(where)
+                changed = True
+                continue
+            out[key] = _unknown(item, sub, where, found, depth + 1, drop) if sub is not None else item
+            changed = changed or out[key] is not item
+        return out if drop and changed else value
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        out = [_unknown(item, schema["items"], f"{path}[]", found, depth + 1, drop) for item in value]
+        return out if drop and any(a is not b for a, b in zip(out, value)) else value
+    return value
+
+
+def newer_keys_note(keys: list[str], what: str = "the stored document", version: str | None = None,
+                    limit: int = 6) -> str:
+    """The one note a report, a model card or a model folder's reader gives about keys this version does not
+    know and ignored."""
+    from fairdesk import __version__
+
+    keys = [k if len(k) <= 80 else k[:60] + "…" + k[-12:] for k in map(str, keys)]  # a key is data: any length
+    shown = ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+    by = f" (FairDesk {version}; this is {__version__})" if version else ""
+    return f"Written by a newer FairDesk{by}? {what} holds keys this version does not know, ignored: {shown}."

@@ -532,7 +532,7 @@ def _ctf(doc: dict, k: int) -> _Parts:
     parts.trained = _recorded_training(doc)
     parts.limitations += [str(n) for n in doc.get("notes") or []]
     for terms, unknown in (doc.get("unknown_terms") or {}).items():
-        if unknown:
+        if unknown and isinstance(unknown, list):
             parts.not_tested.append(f"Terms of '{terms}' not found in the texts: {', '.join(map(str, unknown))}.")
     if not (doc.get("control") or {}).get("informative", True):
         parts.limitations.append("The control band was not informative: identity cannot be told from any edit.")
@@ -630,7 +630,8 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
                limitations: list[str] | tuple[str, ...] = (), suppress_k: int = 11) -> dict:
     """The card of a stored audit (see the module docstring); validated against the shipped schema."""
     from fairdesk import __version__
-    from fairdesk.core.kinds import ReportSettings, audit_kind, releasable
+    from fairdesk.core.kinds import (ReportSettings, audit_kind, newer_keys_note, newer_version, releasable,
+                                     without_ignored_keys)
     from fairdesk.core.provenance import now_utc
     from fairdesk.core.reports.document import suppress_text
 
@@ -641,7 +642,9 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
         project.audit_kind(audit_id)  # raises the project's own sentence
     kind = audit_kind(info.kind)
     # a card leaves the workstation: it is written from the document's releasable copy, as every report is
-    doc = releasable(info.kind, project.audit_document(audit_id), ReportSettings(suppress_k=k))
+    # (a newer version's document: without the keys this version does not know, which the card names)
+    read, ignored = without_ignored_keys(info.kind, project.audit_document(audit_id))
+    doc = releasable(info.kind, read, ReportSettings(suppress_k=k))
     if info.kind not in KIND_PARTS:
         raise DataError(f"Model cards of '{info.kind}' audits are not supported by this version of FairDesk.")
     parts = KIND_PARTS[info.kind](doc, k)
@@ -702,6 +705,8 @@ def model_card(project: Project | str | Path, audit_id: int, *, intended_use: st
         [str(r) for r in (doc.get("disclosure") or {}).get("rules") or []]
     if not parts.sizes_given:
         standard.append(parts.size_note)
+    if ignored:  # a newer version's document: what this version did not read
+        standard.append(newer_keys_note(ignored, "The stored audit", newer_version(doc)))
     card = {
         "card_format": CARD_FORMAT,
         "written_by": {"tool": "FairDesk", "tool_version": str(__version__), "written_utc": now_utc()},

@@ -97,10 +97,12 @@ class GeneratorConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GeneratorConfig":
-        d = dict(d)
-        d["vae_channels"], d["unet_channels"] = tuple(d["vae_channels"]), tuple(d["unet_channels"])
-        return cls(**d)
+    def from_dict(cls, d: dict, where: str = "the generator's settings") -> "GeneratorConfig":
+        """The settings stored in ``d``: keys a newer FairDesk added are ignored with a note, a value of the wrong
+        type or a missing key is a ValueError sentence (:func:`fairdesk.core.jsonable.config_from_dict`)."""
+        from fairdesk.core.jsonable import config_from_dict
+
+        return config_from_dict(cls, d, where)
 
 
 #: Named sizes offered by the CLI and the GUI: (autoencoder channels, UNet channels). "tiny" trains in minutes on a
@@ -768,7 +770,7 @@ def _read_meta(meta_file: Path) -> dict:
         meta = read_json_file(meta_file)
         if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
             raise ValueError("no 'config' object")
-        GeneratorConfig.from_dict(meta["config"])
+        meta["config"] = GeneratorConfig.from_dict(meta["config"], f"{meta_file.name}: 'config'").to_dict()
     except (UnicodeDecodeError, ValueError, TypeError, KeyError) as err:
         why = "it is not text" if isinstance(err, UnicodeDecodeError) else \
             f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:160]}"

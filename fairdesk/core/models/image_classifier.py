@@ -262,10 +262,16 @@ def _read_config(cfg_file: Path) -> ClassifierConfig:
         raise ModelError(f"{where} must hold a JSON object with the keys "
                          f"{', '.join(f.name for f in fields(ClassifierConfig))}.")
     known = {f.name for f in fields(ClassifierConfig)}
-    unknown = sorted(set(cfg) - known)
-    if unknown:
-        raise ModelError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))}; a FairDesk classifier "
-                         f"config has only {', '.join(sorted(known))}.")
+    unknown = [str(k) for k in cfg if k not in known]
+    if unknown:  # a newer FairDesk's settings: read what this version knows, say what it ignored
+        import warnings
+
+        from fairdesk.core.jsonable import NewerKeysNote
+
+        warnings.warn(f"Written by a newer FairDesk? {where} holds keys this version does not know, ignored: "
+                      f"{', '.join(unknown[:6])}{f' and {len(unknown) - 6} more' if len(unknown) > 6 else ''}.",
+                      NewerKeysNote, stacklevel=2)
+        cfg = {k: v for k, v in cfg.items() if k in known}
     outputs = cfg.get("outputs", ("disease",))
     if isinstance(outputs, str) or not isinstance(outputs, (list, tuple)) or not outputs:
         raise ModelError(f"{where}: 'outputs' must be a list of output names, e.g. [\"disease\"].")

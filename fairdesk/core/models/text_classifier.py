@@ -94,11 +94,16 @@ class TextCNNConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TextCNNConfig":
-        if d.get("format") != FORMAT:
-            raise ModelError(f"config.json is not a FairDesk text CNN ('{d.get('format')}' is not '{FORMAT}').")
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        known["kernel_sizes"] = tuple(known.get("kernel_sizes", (2, 3, 4)))
-        return cls(**known)
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            stored = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise ModelError(f"config.json is not a FairDesk text CNN ('{stored}' is not '{FORMAT}').")
+        from fairdesk.core.jsonable import config_from_dict
+
+        try:
+            return config_from_dict(cls, d, "config.json")
+        except ValueError as err:
+            raise ModelError(f"{err}; FairDesk writes config.json when it trains a text classifier, so train it "
+                             "again or choose the folder it wrote.") from None
 
 
 _CLASS: dict = {}

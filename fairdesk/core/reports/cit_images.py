@@ -347,9 +347,13 @@ def _scatter_data(doc, values) -> list[tuple[str, pd.DataFrame]]:
     out = []
     for name, panels in (doc.get("scatter") or {}).items():
         rows = []
-        for key, pts in panels.items():
+        for key, pts in (panels or {}).items():
+            if not isinstance(pts, dict):  # (a panel of another shape: a newer version's, not read)
+                continue
             if key == "flip":
                 for sub, p in pts.items():
+                    if not isinstance(p, dict):
+                        continue
                     rows += [{"panel": f"flip ({values[int(sub[0])]})" if sub[0].isdigit() else "flip", "x": x,
                               "y": y} for x, y in zip(p["x"], p["y"])]
             else:
@@ -388,7 +392,8 @@ def _examples_section(doc, values) -> Section | None:
     rows = []
     for i in chosen:
         it = items[i]
-        preds = "; ".join(f"{o}: {_two(p.get('null'))} → {_two(p.get('cf'))}" for o, p in it["predictions"].items())
+        preds = "; ".join(f"{o}: {_two(p.get('null'))} → {_two(p.get('cf'))}" for o, p in it["predictions"].items()
+                          if isinstance(p, dict))  # (an entry of another shape: a newer version's, not read)
         rows.append({"label": f"#{it['index']} {it['observed_label']} → {it['target_label']} "
                               f"({it.get('selected', '')}) {preds}",
                      "original": arrays["original"][i], "null": arrays["null"][i], "cf": arrays["cf"][i]})

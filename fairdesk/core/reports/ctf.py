@@ -135,7 +135,7 @@ def board(doc: dict, k: int) -> Board:
     if n_excl:
         untested.append(f"{count(n_excl, k)} texts have no valid counterfactual (their meaning depends on sex) and "
                         "were left out.")
-    unknown = sum(len(v or []) for v in (doc.get("unknown_terms") or {}).values())
+    unknown = sum(len(v) for v in (doc.get("unknown_terms") or {}).values() if isinstance(v, list))
     if unknown:
         untested.append(f"{are(unknown, 'identity term')} of the term sets never found in the texts, so not "
                         "tested.")

@@ -142,6 +142,14 @@ def with_disclosure(report: Report, doc: dict) -> Report:
     info = doc.get("disclosure") if isinstance(doc, dict) else None
     if not report.sections:
         return report
+    ignored = doc.get("ignored_keys") if isinstance(doc, dict) else None
+    if ignored:  # keys of a newer version's document, left out when it was read (fairdesk.core.kinds)
+        from fairdesk.core.kinds import newer_keys_note
+
+        from fairdesk.core.kinds import newer_version
+
+        report.sections[-1].blocks.append(Paragraph(newer_keys_note(ignored, "The stored audit", newer_version(doc)),
+                                                    "note"))
     if isinstance(info, dict) and info.get("for_release"):
         text = "Disclosure control: " + " ".join(str(r) for r in info.get("rules") or [])
     else:

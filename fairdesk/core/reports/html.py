@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from fairdesk.core import atomic
+from fairdesk.core.escape import shortened
 from fairdesk.core.reports.board import VERDICT_FILL, verdict_of_cell
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Table
 
@@ -38,7 +39,9 @@ h3 { font-size: 1.05em; margin: 1em 0 0.3em 0; }
 ul.findings li::marker { color: #c03a00; }
 table { border-collapse: collapse; margin: 0.4em 0 0.2em 0; font-size: 0.85em; }
 caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
-th, td { border: 1px solid #d0d7de; padding: 0.2em 0.45em; vertical-align: top; text-align: left; }
+th, td { border: 1px solid #d0d7de; padding: 0.2em 0.45em; vertical-align: top; text-align: left;
+         overflow-wrap: anywhere; }
+p, li, caption, h1, h2, h3, figcaption { overflow-wrap: anywhere; }
 thead th { background: #2f4858; color: #ffffff; }
 thead th button { all: inherit; cursor: pointer; padding: 0; border: 0; }
 thead th button:focus { outline: 2px solid #f4b183; }
@@ -126,6 +129,11 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
+#: the most characters a table cell shows (a header cell: a quarter of it); a stored text of thousands of words
+#: keeps its beginning and says it was shortened, as in the PDF
+CELL_LIMIT = 2000
+
+
 def _table(block: Table) -> str:
     align = block.align or []
     parts = ['<table class="sortable">']
@@ -133,12 +141,12 @@ def _table(block: Table) -> str:
         parts.append(f"<caption>{_t(block.title)}</caption>")
     parts.append("<thead><tr>")
     for h in block.header:
-        parts.append(f'<th scope="col"><button type="button">{_t(h)}</button></th>')
+        parts.append(f'<th scope="col"><button type="button">{_t(shortened(h, CELL_LIMIT // 4))}</button></th>')
     parts.append("</tr></thead><tbody>")
     for row in block.rows:
         parts.append("<tr>")
         for j, cell in enumerate(row):
-            text = str(cell)
+            text = shortened(cell, CELL_LIMIT)
             if j == 0:
                 parts.append(f'<th scope="row">{_t(text)}</th>')
                 continue

@@ -15,8 +15,14 @@
   around it (no bidi reordering is applied to any text: right-to-left letters print in the order they are stored);
   a long name in a name column of a table (Group, Task, Attribute, …) is shortened to its beginning and end with a
   numbered mark, and the table note gives it in full; any other long cell wraps between words, else after an
-  underscore or slash inside a name (:func:`wrap_lines`; only a single part wider than its column is split), so no
-  name can make a page impossible to lay out.
+  underscore or slash inside a name (:func:`wrap_lines`; only a single part wider than its column is split, in one
+  pass), so no name can make a page impossible to lay out.
+* A table row cannot break across pages: a cell holds at most ``MAX_CELL_LINES`` lines (a header cell
+  ``MAX_HEAD_LINES``); a longer stored text keeps its beginning and ends with "… (shortened; full text in the JSON)".
+  Text beyond what such a cell could show is cut before it is measured or wrapped, so the time to lay out a cell
+  does not grow with the text. Paragraphs split long words at the page width (reportlab's ``splitLongWords``); on
+  a page that must fit one page a paragraph is shortened the same way, and the running header and footer are cut
+  to their line.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from fairdesk.core import atomic
+from fairdesk.core.escape import SHORTENED_MARK
+from fairdesk.core.escape import shortened as _shortened
 from fairdesk.core.reports.board import VERDICT_FILL, verdict_of_cell
 from fairdesk.core.reports.document import FigureSpec, Paragraph, Report, Table
 
@@ -106,6 +114,10 @@ _BIDI = re.compile("[" + "".join(BIDI_CONTROLS) + "]")
 NAME_COLUMNS = {"task", "group", "compared with", "favours", "favouring group", "attribute", "encoder", "output",
                 "negative control", "category", "pair", "direction"}
 NAME_LIMIT = 48
+#: the most characters of a shortened name the table note gives "in full"
+NAME_NOTE_LIMIT = 2000
+#: the most characters of one paragraph on a page that must fit one page (the board)
+ONE_PAGE_PARAGRAPH = 1500
 
 
 def visible(text: str) -> str:
@@ -130,6 +142,19 @@ def _t(text: str) -> str:
         return text
     for a, b in _ASCII.items():
         text = text.replace(a, b)
+    return text
+
+
+def _fit(text: str, font: str, size: float, width: float) -> str:
+    """``text`` on one line of ``width``: as it is when it fits, else its beginning and "…"."""
+    char = _char_widths(font, size)
+    if sum(map(char, text[:char_budget(width, size, 0) + 1])) <= width and len(text) <= char_budget(width, size, 0):
+        return text
+    room, used = width - char("…"), 0.0
+    for i, ch in enumerate(text):
+        used += char(ch)
+        if used > room:
+            return text[:i] + "…"
     return text
 
 
@@ -201,23 +226,36 @@ def _table(block: Table, st, frame_width: float) -> list:
     head_style = st["head_small" if small else "head"]
     ncol = len(block.header)
     pad = 3.0 if small else 4.0
-    texts = [[_t(str(c)) for c in row] for row in block.rows]
-    texts, name_notes = _shorten_names(block.header, texts)
+    # no cell can show more than a column as wide as the frame holds: longer text is cut here, before anything
+    # measures it (the cell then says it was shortened)
+    most = char_budget(frame_width, size) + 1
+    header = [_t(str(h)[:most]) for h in block.header]
+    texts = [[_t(str(c)[:most]) for c in row] for row in block.rows]
+    texts, name_notes = _shorten_names(header, texts)
     if block.widths:
         total = float(sum(block.widths))
         widths = [frame_width * w / total for w in block.widths]
     else:
-        widths = _auto_widths(block.header, texts, f, size, pad, frame_width)
+        widths = _auto_widths(header, texts, f, size, pad, frame_width)
     align = block.align or ["L"] * ncol
 
     def cell(text: str, j: int):
-        if stringWidth(text, f["regular"], size) <= widths[j] - 2 * pad:
+        room = widths[j] - 2 * pad
+        if ("\n" not in text and len(text) <= char_budget(room, size)
+                and stringWidth(text, f["regular"], size) <= room):
             return text
-        lines = wrap_lines(text, widths[j] - 2 * pad, f["regular"], size)
+        lines = cell_lines(text, room, f["regular"], size)
         return RLParagraph("<br/>".join(escape(line) for line in lines), cell_style)
 
+    def head(text: str, j: int):
+        style = head_right if align[j] == "R" else head_style
+        if len(text) <= 2 * NAME_LIMIT:
+            return RLParagraph(escape(text), style)
+        lines = cell_lines(text, widths[j] - 2 * pad, f["bold"], size, MAX_HEAD_LINES)
+        return RLParagraph("<br/>".join(escape(line) for line in lines), style)
+
     head_right = ParagraphStyle(head_style.name + "_r", parent=head_style, alignment=TA_RIGHT)
-    data = [[RLParagraph(_x(h), head_right if align[j] == "R" else head_style) for j, h in enumerate(block.header)]]
+    data = [[head(h, j) for j, h in enumerate(header)]]
     data += [[cell(c, j) for j, c in enumerate(row)] for row in texts]
     cls = LongTable if len(block.rows) > 80 else RLTable
     table = cls(data, colWidths=widths, repeatRows=1, hAlign="LEFT")
@@ -250,12 +288,12 @@ def _table(block: Table, st, frame_width: float) -> list:
     table.setStyle(TableStyle(cmds))
     out = [CondPageBreak(70)]  # a title with its header and a few rows, or a new page (a long table still splits)
     if block.title:
-        out.append(RLParagraph(_x(block.title), st["table_title"]))
+        out.append(RLParagraph(_x(_shortened(block.title, NAME_NOTE_LIMIT)), st["table_title"]))
     out.append(table)
     if block.note:
         out.append(RLParagraph(_x(block.note), st["table_note"]))
     for mark, full in name_notes:
-        out.append(RLParagraph(escape(f"{mark} in full: {full}"), st["table_note"]))
+        out.append(RLParagraph(escape(f"{mark} in full: {_shortened(full, NAME_NOTE_LIMIT)}"), st["table_note"]))
     return out
 
 
@@ -268,39 +306,100 @@ def break_pieces(text: str) -> list[str]:
     return [p for word in text.split() for p in _PIECE.findall(word)] or [""]
 
 
-def wrap_lines(text: str, width: float, font: str, size: float) -> list[str]:
-    """``text`` in lines no wider than ``width``: broken between words, else after an underscore or a slash inside
-    a name; a single part wider than the line (a long unbroken word) is the one case split inside."""
+def _char_widths(font: str, size: float):
+    """A function giving the width of one character in ``font`` at ``size``, remembered per character: a string's
+    width is the sum of its characters' widths (reportlab applies no kerning), so a line is measured once."""
     from reportlab.pdfbase.pdfmetrics import stringWidth
 
-    def fits(t: str) -> bool:
-        return stringWidth(t, font, size) <= width
+    cache = _WIDTHS.setdefault((font, size), {})
 
+    def width(ch: str) -> float:
+        w = cache.get(ch)
+        if w is None:
+            w = cache[ch] = stringWidth(ch, font, size)
+        return w
+
+    return width
+
+
+_WIDTHS: dict[tuple[str, float], dict[str, float]] = {}
+
+
+def wrap_lines(text: str, width: float, font: str, size: float) -> list[str]:
+    """``text`` in lines no wider than ``width``: broken between words, else after an underscore or a slash inside
+    a name; a single part wider than the line (a long unbroken word) is the one case split inside. One pass over
+    the characters: the time grows with the length of the text, not with its square."""
+    char = _char_widths(font, size)
+    limit = width - 0.01  # widths are summed per character: a hair of room for rounding
+    space = char(" ")
     lines: list[str] = []
-    line = ""
-    for word in text.split():
-        joined = f"{line} {word}" if line else word
-        if fits(joined):
-            line = joined
-            continue
+    line: list[str] = []
+    line_w = 0.0
+
+    def flush() -> None:
+        nonlocal line, line_w
         if line:
-            lines.append(line)
-            line = ""
+            lines.append("".join(line))
+        line, line_w = [], 0.0
+
+    for word in text.split():
+        word_w = sum(map(char, word))
+        if line and line_w + space + word_w <= limit:
+            line += [" ", word]
+            line_w += space + word_w
+            continue
+        if not line and word_w <= limit:
+            line, line_w = [word], word_w
+            continue
+        flush()
         for piece in _PIECE.findall(word):
-            if fits(line + piece):
-                line += piece
+            piece_w = sum(map(char, piece)) if len(piece) < len(word) else word_w
+            if line_w + piece_w <= limit:
+                line.append(piece)
+                line_w += piece_w
                 continue
-            if line:
-                lines.append(line)
-                line = ""
-            while not fits(piece):  # a part longer than the line: the last resort, split by letters
-                cut = max(1, max((i for i in range(1, len(piece) + 1) if fits(piece[:i])), default=1))
-                lines.append(piece[:cut])
-                piece = piece[cut:]
-            line = piece
-    if line or not lines:
-        lines.append(line)
-    return lines
+            flush()
+            if piece_w > limit:  # a part longer than the line: the last resort, split by letters
+                start, acc = 0, 0.0
+                for i, ch in enumerate(piece):
+                    w = char(ch)
+                    if i > start and acc + w > limit:
+                        lines.append(piece[start:i])
+                        start, acc = i, 0.0
+                    acc += w
+                piece, piece_w = piece[start:], acc
+            line, line_w = [piece], piece_w
+    flush()
+    return lines or [""]
+
+
+#: the most lines a table cell (a header cell) may take: a table row cannot break across pages, so a stored text of
+#: thousands of words is shortened to what fills these lines, and says so
+MAX_CELL_LINES = 40
+MAX_HEAD_LINES = 6
+#: no character of either font (DejaVu Sans, Helvetica) that prints is narrower than this share of the font size
+#: (the narrowest, Helvetica's quote, is 0.19): a line holds at most width / (share × size) of them
+NARROWEST_GLYPH = 0.15
+
+
+def char_budget(width: float, size: float, max_lines: int = MAX_CELL_LINES) -> int:
+    """More characters than ``max_lines`` lines of ``width`` can hold at ``size``: text beyond this is cut before
+    it is wrapped (wrapping it could only end in lines that are dropped)."""
+    return (int(width / (NARROWEST_GLYPH * size)) + 1) * (max_lines + 1)
+
+
+def cell_lines(text: str, width: float, font: str, size: float, max_lines: int = MAX_CELL_LINES) -> list[str]:
+    """``text`` wrapped to ``width`` in at most ``max_lines`` lines; a longer text keeps its first lines and ends
+    with :data:`~fairdesk.core.escape.SHORTENED_MARK` (the stored document holds it whole)."""
+    budget = char_budget(width, size, max_lines)
+    cut = len(text) > budget
+    lines = wrap_lines(text[:budget] if cut else text, width, font, size)
+    if not cut and len(lines) <= max_lines:
+        return lines
+    mark = wrap_lines(_t(SHORTENED_MARK), width, font, size)
+    if len(mark) >= max_lines:  # a column too narrow for the sentence
+        mark = [_t("…")]
+    return lines[:max(1, max_lines - len(mark))] + mark
 
 
 def _shorten_names(header: list[str], texts: list[list[str]]) -> tuple[list[list[str]], list[tuple[str, str]]]:
@@ -336,7 +435,7 @@ def _auto_widths(header: list[str], rows: list[list[str]], fonts: dict, size: fl
     natural = [0.0] * ncol
     minimum = [0.0] * ncol
     for j, h in enumerate(header):
-        words = _t(h).split() or [""]
+        words = h.split() or [""]
         minimum[j] = max(stringWidth(w, fonts["bold"], size) for w in words)
         natural[j] = minimum[j]
     for row in rows:
@@ -407,7 +506,7 @@ def figure_png(block: FigureSpec) -> tuple[bytes, float, float]:
     data = block.data
     if "label" in getattr(data, "columns", ()):  # names as the tables show them
         data = data.assign(label=[shorten(visible(str(v)), NAME_LIMIT + 8) for v in data["label"]])
-    render(data, buf, visible(block.title), **kwargs)
+    render(data, buf, shorten(visible(block.title), 160), **kwargs)
     w_in, h_in = size(data)
     return buf.getvalue(), w_in, h_in
 
@@ -443,9 +542,10 @@ def _render(report: Report) -> bytes:
     top, bottom = 19 * mm, 16 * mm
     frame_w, frame_h = page_w - 2 * margin, page_h - top - bottom
     land_w, land_h = page_h - 2 * margin, page_w - top - bottom  # the frame of a landscape page
-    header_title = _t(report.title)
-    header_right = _t(report.date)
+    # the running header and footer are one line each: a long title or footer is cut to its share of the line
+    header_right = _fit(_t(report.date), fonts["regular"], 7.8, 0.3 * land_w)
     footer_left = _t(report.footer)
+    header_title = _t(report.title)
 
     class NumberedCanvas(Canvas):
         """Defers page output so that every page can say "page X of Y"."""
@@ -475,10 +575,12 @@ def _render(report: Report) -> bytes:
             self.line(margin, 11.5 * mm, page_w - margin, 11.5 * mm)
             self.setFillColor(colors.HexColor("#444444"))
             self.setFont(fonts["bold"], 7.8)
-            self.drawString(margin, page_h - 11.5 * mm, header_title)
+            line = page_w - 2 * margin
+            right = self.stringWidth(header_right, fonts["regular"], 7.8)
+            self.drawString(margin, page_h - 11.5 * mm, _fit(header_title, fonts["bold"], 7.8, line - right - 12))
             self.setFont(fonts["regular"], 7.8)
             self.drawRightString(page_w - margin, page_h - 11.5 * mm, header_right)
-            self.drawString(margin, 8 * mm, footer_left)
+            self.drawString(margin, 8 * mm, _fit(footer_left, fonts["regular"], 7.8, line - 60))
             self.drawRightString(page_w - margin, 8 * mm, f"page {self._pageNumber} of {total}")
             self.restoreState()
 
@@ -502,6 +604,9 @@ def _render(report: Report) -> bytes:
             if isinstance(block, Paragraph):
                 if block.style == "subheading" and not section.one_page:
                     part.append(CondPageBreak(90))  # no heading alone at the foot of a page
+                if section.one_page and len(block.text) > ONE_PAGE_PARAGRAPH:
+                    # a page shrunk to fit would print a stored text of thousands of words too small to read
+                    block = Paragraph(_shortened(block.text, ONE_PAGE_PARAGRAPH), block.style)
                 part.append(_paragraph(block, st))
             elif isinstance(block, Table):
                 part += _table(block, st, width)

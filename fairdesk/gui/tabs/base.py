@@ -41,7 +41,8 @@ from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QListWidget, QV
 
 from fairdesk.core.progress import Eta, yield_point
 from fairdesk.core.errors import FairDeskError
-from fairdesk.core.kinds import AUDIT_KINDS, AuditKind, ReportSettings, parse_document, resolve
+from fairdesk.core.kinds import (AUDIT_KINDS, AuditKind, ReportSettings, parse_document, resolve,
+                                 without_ignored_keys)
 from fairdesk.gui.widgets.findings import FindingsPanel, count_verdicts, section_html
 from fairdesk.jobs.engine import Job
 from fairdesk.gui.widgets.panel_parts import (PROGRESS_STEPS, ask_pdf_path, created_text, export_report_job,
@@ -470,6 +471,7 @@ class AuditPage(JobPage):
         touch a widget here); ``check()`` raises when the read was cancelled (``benchmarks/bench_heartbeat.py``
         measures what these steps cost the window)."""
         raw = project.audit_document(audit_id)  # checked against the kind's schema
+        raw = without_ignored_keys(self.kind().name, raw)[0]  # a newer version's document: what reports read
         check()
         yield_point()  # (the Qt thread's work goes first: core.progress.Foreground)
         doc = self.parse_document(raw, audit_id)

@@ -141,7 +141,7 @@ def term_rates_table(doc: dict) -> pd.DataFrame:
 def unknown_table(doc: dict) -> pd.DataFrame:
     """The term forms outside the model's vocabulary, per split."""
     rows = [{"Terms": SPLIT_TITLE.get(split, split), "Term form": t}
-            for split, terms in (doc.get("unknown_terms") or {}).items() for t in terms or []]
+            for split, terms in (doc.get("unknown_terms") or {}).items() if isinstance(terms, list) for t in terms]
     return pd.DataFrame(rows, columns=["Terms", "Term form"])
 
 

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox
 
 from fairdesk.core import numbers
 from fairdesk.core.data.schema import ColumnRoles
-from fairdesk.core.escape import html_text
+from fairdesk.core.escape import html_text, shortened
 from fairdesk.core.errors import FairDeskError
 from fairdesk.gui.tabs.base import NO_PROJECT, AuditRun
 from fairdesk.gui.tabs.predictions import PredictionsPage
@@ -20,6 +20,7 @@ from fairdesk.gui.widgets.tables import CheckList, DataFrameView
 METRIC_LABELS = {"recall": "Recall (true positive rate)", "specificity": "Specificity (true negative rate)",
                  "parity": "Positive prediction rate", "error": "Error rate"}
 VERDICT_COLOURS = {"differs": "#B00020", "equivalent": "#1b6e20", "inconclusive": "#555555"}
+LIST_CHARS = 600  # the most characters of a slice's sentence in the list
 TABLE_COLUMNS = ["task", "rank", "description", "n", "cases", "value", "rest_value", "gap", "ci_low", "ci_high",
                  "p_value", "q_value", "verdict", "reason", "discovery_n", "discovery_value", "discovery_gap"]
 TABLE_HEADERS = {"description": "slice", "value": "rate", "rest_value": "rest", "ci_low": "adjusted CI low",
@@ -174,6 +175,7 @@ class SlicesPage(PredictionsPage):
                if (doc.get("split") or {}).get("evaluated_on") else ""))
         for r in doc.get("slices") or []:
             text = slice_sentence(r, k, margin)
+            text = shortened(text, LIST_CHARS)  # a slice described in thousands of words: a few lines, not pages
             item = QListWidgetItem(text[:1].upper() + text[1:], self.slice_list)
             item.setData(Qt.ItemDataRole.UserRole, r)
             item.setForeground(self.palette().text() if r.get("verdict") != "differs" else

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
                                QListWidgetItem, QTableView, QVBoxLayout, QWidget)
 
 from fairdesk.core import numbers
+from fairdesk.core.escape import shortened
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 #: right-aligned numbers (``AlignRight | AlignVCenter`` builds a new flag through Python's enum machinery each time:
@@ -21,12 +22,33 @@ _DISPLAY, _TOOLTIP, _ALIGN = (int(r) for r in (Qt.ItemDataRole.DisplayRole, Qt.I
 _HORIZONTAL = Qt.Orientation.Horizontal
 
 
+#: the most characters a cell shows (a row is one line: Qt elides what does not fit the column) and a tooltip shows
+#: (in lines of TIP_WIDTH characters): a stored text of thousands of words gives neither a huge tooltip nor a slow
+#: measure of a column
+CELL_CHARS, TIP_CHARS, TIP_WIDTH = 300, 1200, 100
+
+
 def format_value(value, column: str = "") -> str:
     """How a cell is shown (:func:`fairdesk.core.numbers.cell`, as the reports print it): p-values as "< 0.001",
-    other floats with fixed decimals and never in scientific notation, missing as a dash, booleans as yes/no."""
+    other floats with fixed decimals and never in scientific notation, missing as a dash, booleans as yes/no; a
+    text longer than ``CELL_CHARS`` keeps its beginning and says it was shortened."""
     if value is pd.NaT:
         return "–"
-    return numbers.cell(value, column)
+    return shortened(numbers.cell(value, column), CELL_CHARS)
+
+
+def tip_text(text) -> str | None:
+    """A tooltip of at most ``TIP_CHARS`` characters in lines of at most ``TIP_WIDTH`` (a plain-text tooltip is one
+    line per line of its text, however long)."""
+    if text is None:
+        return None
+    text = str(text)
+    if len(text) <= TIP_WIDTH and "\n" not in text:
+        return text
+    import textwrap
+
+    return "\n".join(line for part in shortened(text, TIP_CHARS).split("\n")
+                     for line in (textwrap.wrap(part, TIP_WIDTH) or [""]))
 
 
 def _sort_keys(column: pd.Series) -> list:
@@ -149,9 +171,8 @@ class PandasTableModel(QAbstractTableModel):
             return keys[index.row()]
         if role == _TOOLTIP and index.isValid():
             if self._tooltips is not None:
-                return self._tooltips[index.row()]
-            value = self.value(index.row(), index.column())
-            return None if value is None else str(value)
+                return tip_text(self._tooltips[index.row()])
+            return tip_text(self.value(index.row(), index.column()))
         return None
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
