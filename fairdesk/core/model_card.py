@@ -581,8 +581,9 @@ def _monitor(doc: dict, k: int) -> _Parts:
         verdict = "differs" if r.get("alarm") else "equivalent" if r.get("within_margin") else "inconclusive"
         metric = METRIC_WORDS.get(r.get("metric"), str(r.get("metric")))
         task = "" if r.get("task") in (None, "(all)") else f" in {r.get('task')}"
+        words = gap_words(r.get("gap"), r.get("cs_low"), r.get("cs_high"), r.get("gap_band"))
         sentence = (f"In {last}, since {r.get('since')}, {metric} for {r.get('attribute')} {r.get('group')}{task} is "
-                    f"{gap_words(r.get('gap'), r.get('cs_low'), r.get('cs_high'))} than for the rest.")
+                    f"{words} than for the rest.")
         fid = f"{r.get('task')}/{r.get('attribute')}={r.get('group')}/{r.get('metric')}"
         parts.findings.append(_finding(fid, verdict, margin, f"{metric} against the rest, monitored over periods",
                                        sentence, k, task=r.get("task"), subgroup=f"{r.get('attribute')}="

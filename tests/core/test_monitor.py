@@ -265,3 +265,20 @@ def test_bench_validity_family_monitor_is_wired():
     assert rows[0].rejections == 0  # the monitor on a null stream
     assert rows[1].rejections == 1  # the naive monthly test on the same stream
     assert any("median delay" in n for n in res.notes)
+
+
+def test_an_alarm_over_withheld_counts_is_told_as_its_band_not_its_midpoint():
+    """A released alarm carries the band its small counts allow: page 1, the GUI and the model card say the band
+    (and the sequence rounded outward when there is one), never the band's midpoint as if it were the estimate."""
+    from fairdesk.core.reports.monitor import alarm_sentence, gap_words
+
+    a = {"metric": "recall", "attribute": "ethnicity", "group": "B", "task": "sepsis", "since": "2026-03",
+         "first_period": "2026-05", "period": "2026-06", "alarm_now": True, "gap": -0.15, "gap_band": [-0.2, -0.1],
+         "cs_low": -0.3, "cs_high": -0.1}
+    text = alarm_sentence(a)
+    assert "lower by 0.10 to 0.20 (a band: small counts withheld; sequence −0.30 to −0.10)" in text.replace("-", "−")
+    assert "0.15" not in text
+    assert gap_words(0.05, None, None, [0.0, 0.1]).startswith("higher by 0.00 to 0.10")
+    assert gap_words(0.0, None, None, [-0.1, 0.1]).startswith("between 0.10 lower and 0.10 higher")
+    assert gap_words(-0.15, -0.22, -0.08) == "lower by 0.15 (0.08 to 0.22)"
+    assert gap_words(None, None, None, [None, 0.1]) == "not estimable"

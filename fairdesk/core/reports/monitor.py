@@ -34,9 +34,18 @@ def _who(r: dict) -> str:
     return f"{r.get('attribute')} {r.get('group')}{task}"
 
 
-def gap_words(gap, low, high) -> str:
-    """"lower by 0.15 (0.08 to 0.22)" for a gap of −0.15 with sequence −0.22 to −0.08."""
+def gap_words(gap, low, high, band=None) -> str:
+    """"lower by 0.15 (0.08 to 0.22)" for a gap of −0.15 with sequence −0.22 to −0.08; with a released band
+    (small counts withheld) the band, not its midpoint: "lower by 0.10 to 0.20 (a band: small counts withheld)"."""
     g, lo, hi = num(gap), num(low), num(high)
+    if band and len(band) == 2 and num(band[0]) is not None and num(band[1]) is not None:
+        b0, b1 = sorted((num(band[0]), num(band[1])))
+        seq = f"; sequence {lo:+.2f} to {hi:+.2f}" if lo is not None and hi is not None else ""
+        if b1 <= 0:
+            return f"lower by {-b1:.2f} to {-b0:.2f} (a band: small counts withheld{seq})"
+        if b0 >= 0:
+            return f"higher by {b0:.2f} to {b1:.2f} (a band: small counts withheld{seq})"
+        return f"between {-b0:.2f} lower and {b1:.2f} higher (a band: small counts withheld{seq})"
     if g is None or lo is None or hi is None:
         return "not estimable"
     if g < 0:
@@ -51,8 +60,8 @@ def alarm_sentence(a: dict) -> str:
     tail = f"; first alarmed in {a.get('first_period')}"
     if not a.get("alarm_now"):
         tail += f", last alarmed in {a.get('period')} (no alarm in the latest period)"
-    return (f"since {a.get('since')}, {metric} for {_who(a)} is {gap_words(a.get('gap'), a.get('cs_low'), a.get('cs_high'))} "
-            f"than for the rest{tail}.")
+    words = gap_words(a.get("gap"), a.get("cs_low"), a.get("cs_high"), a.get("gap_band"))
+    return f"since {a.get('since')}, {metric} for {_who(a)} is {words} than for the rest{tail}."
 
 
 def alarm_sentences(doc: dict, k: int, limit: int = PAGE1_ALARMS) -> list[str]:  # noqa: ARG001 (no counts in them)
