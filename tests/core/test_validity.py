@@ -25,8 +25,9 @@ def _one_blas_thread():
 def test_cit_family_small_run_is_deterministic_and_its_intervals_are_scipys():
     res = validity.run_validity("cit", runs=2, seed=3, n=500)
     assert validity._run_seed(3, "cit", "x", 1) == validity._run_seed(3, "cit", "x", 1)
-    # the four nuisance scenarios and two planted effects, then the drawn designs: the null and three effects
-    assert [r.kind for r in res.rows] == ["null"] * 4 + ["planted"] * 2 + ["null"] + ["planted"] * 3
+    # the four nuisance scenarios and two planted effects, then the drawn designs: the null (fitted and exact
+    # nuisances) and three effects
+    assert [r.kind for r in res.rows] == ["null"] * 4 + ["planted"] * 2 + ["null"] * 2 + ["planted"] * 3
     for r in res.rows:
         ci = binomtest(r.rejections, r.runs).proportion_ci(confidence_level=0.95, method="exact")
         assert (r.ci_low, r.ci_high) == pytest.approx((ci.low, ci.high))

@@ -558,7 +558,8 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
 
 
-def _offset_weight(z: np.ndarray, a: np.ndarray, yhat: np.ndarray, kind: str, seed: int):
+def _offset_weight(z: np.ndarray, a: np.ndarray, yhat: np.ndarray, kind: str, seed: int,
+                   base: ProbModel | None = None):
     """The weight ŵ = ĝ(1, ·) − ĝ(0, ·) of ``weight="offset"``, fitted on the rows given:
     ĝ(a, z) = sigmoid(η̂(z) + [1, z, a, a·z]·β), where η̂ = logit of E[Ŷ|Z] by the nuisance learner ``kind`` (what
     "auto" chooses: boosting when Ŷ is clearly non-linear in Z) and β an L2-penalised logistic fit with η̂ as a
@@ -568,8 +569,9 @@ def _offset_weight(z: np.ndarray, a: np.ndarray, yhat: np.ndarray, kind: str, se
     effect model: a constant effect is one coefficient estimated from every row, an effect that changes sign with
     z one interaction. One model per group (``"difference"``) instead differences two independently fitted —
     often differently chosen — models, and under a non-linear nuisance that difference is mostly their errors.
+    ``base``: a known E[Ŷ|Z] to use as the offset instead of fitting one (simulations with known truth).
     Returns (callable z → ŵ, the baseline's kind)."""
-    base = fit_prob_model(z, yhat, kind, seed)
+    base = fit_prob_model(z, yhat, kind, seed) if base is None else base
     if isinstance(base, _Constant):
         return (lambda zz: np.zeros(len(zz))), model_kind(base, kind)
     off = _logit(getattr(base, "held_out", None) if getattr(base, "held_out", None) is not None else base(z))
@@ -863,7 +865,8 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
              seed: int = 0, m_hat: np.ndarray | None = None, folds: np.ndarray | None = None,
              propensity_regressor: str | None = None, scheme: str | None = None,
              burn_in: float | None = None, weight: str | None = None, combine: str | None = None,
-             fold_weights: str | None = None, reporter: Reporter | None = None) -> CITResult:
+             fold_weights: str | None = None, known_h: ProbModel | None = None,
+             reporter: Reporter | None = None) -> CITResult:
     """(Weighted) generalised covariance measure test of ``Ŷ ⟂ A | Z`` for a 0/1 attribute.
 
     Residual products ``R_i = (ŷ_i − ĥ(z_i)) (a_i − m̂(z_i)) ŵ(z_i)`` with nuisances fitted on other folds.
@@ -896,8 +899,11 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
       (2·min p; the first default) and "none" (the weighted test alone).
 
     ``m_hat`` (out-of-fold propensities for the same ``folds`` and scheme; see :func:`crossfit_propensity`) can be
-    passed to share work across classifiers. The level holds when ĥ and m̂ are consistent with
-    ‖ĥ − h‖·‖m̂ − m‖ = o(n^-1/2); the weight only has to be fitted out of sample (any weight is valid; a good one
+    passed to share work across classifiers. ``known_h`` (a callable z → E[Ŷ|Z]) replaces every fit of ĥ and the
+    weight's offset: with the true E[Ŷ|Z] and the true P(A=1|Z) as ``m_hat`` — known in a simulation — the test's
+    error rate is what it would be with perfect nuisances, so a false-alarm rate can be split into the data's share
+    and the nuisance fits' share (``bench validity --family cit``, the drawn designs' "exact nuisances" row). The
+    level holds when ĥ and m̂ are consistent with ‖ĥ − h‖·‖m̂ − m‖ = o(n^-1/2); the weight only has to be fitted out of sample (any weight is valid; a good one
     gives power).
     """
     from scipy.stats import norm
@@ -926,6 +932,15 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
         n_folds = int(len(np.unique(folds)))
     prop_kind = propensity_regressor or regressor
     m_kinds = None
+    known = None
+    if known_h is not None:
+        def known(zz: np.ndarray) -> np.ndarray:
+            return np.asarray(known_h(zz), dtype=float)
+        known.kind = "known"
+
+    def fit_h(zz: np.ndarray, yy: np.ndarray, s: int) -> ProbModel:
+        return fit_prob_model(zz, yy, regressor, s) if known is None else known
+
     if m_hat is None:
         m_hat, m_kinds = crossfit_propensity(a, z, folds, prop_kind, seed, _nuisance_scheme(scheme),
                                              return_kinds=True)
@@ -947,7 +962,7 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
             if weighted and scheme == "sequential-weight" and combine != "none":
                 # fold 0 trains the weight only, but the plain GCM needs no weight: its ĥ (on every other fold)
                 # lets the plain statistic use all rows (25 % more rows than the weighted one)
-                h_model = fit_prob_model(z[folds != k], yhat[folds != k], regressor, seed + 17 * int(k))
+                h_model = fit_h(z[folds != k], yhat[folds != k], seed + 17 * int(k))
                 h_oof[test] = h_model(z[test])
                 chosen["h"].append(model_kind(h_model, regressor))
             continue
@@ -962,21 +977,22 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
                 for v in (0, 1):
                     g_models[v].kind = model_kind(joint, regressor)
                 h_train = folds != k
-                h_model = fit_prob_model(z[h_train], yhat[h_train], regressor, seed + 17 * int(k))
+                h_model = fit_h(z[h_train], yhat[h_train], seed + 17 * int(k))
             elif weight == "offset":  # the weight on `train`; ĥ as the scheme says
-                w_fn, base_kind = _offset_weight(z[train], a[train], yhat[train], regressor, seed + 17 * int(k) + 1)
+                w_fn, base_kind = _offset_weight(z[train], a[train], yhat[train], regressor, seed + 17 * int(k) + 1,
+                                                 base=known)
                 effect_models.append(getattr(w_fn, "effect_model", None))
                 g_models = {}
                 h_train = folds != k if scheme == "sequential-weight" else train
-                h_model = fit_prob_model(z[h_train], yhat[h_train], regressor, seed + 17 * int(k))
+                h_model = fit_h(z[h_train], yhat[h_train], seed + 17 * int(k))
             elif scheme == "sequential-weight":  # ĥ from every other fold; only the weight waits for the past
                 g_models = {v: fit_prob_model(z[train & (a == v)], yhat[train & (a == v)], regressor,
                                               seed + 17 * int(k) + 1 + v) for v in (0, 1)}
                 h_train = folds != k
-                h_model = fit_prob_model(z[h_train], yhat[h_train], regressor, seed + 17 * int(k))
+                h_model = fit_h(z[h_train], yhat[h_train], seed + 17 * int(k))
             else:
                 fitted = fit_cit_regressors(yhat[train], a[train], z[train], regressor, seed + 17 * int(k))
-                g_models, h_model = fitted.g_models, fitted.h_model
+                g_models, h_model = fitted.g_models, fitted.h_model if known is None else known
             w = w_fn(z[test]) if not g_models else g_models[1](z[test]) - g_models[0](z[test])
             if weight == "sign":
                 w = np.sign(w)
@@ -985,7 +1001,7 @@ def gcm_test(yhat, a, z, weighted: bool = True, regressor: str = DEFAULT_REGRESS
             for v in (0, 1):
                 chosen[f"g{v}"].append(base_kind if not g_models else model_kind(g_models[v], regressor))
         else:
-            h_model = fit_prob_model(z[train], yhat[train], regressor, seed + 17 * int(k))
+            h_model = fit_h(z[train], yhat[train], seed + 17 * int(k))
             h_oof[test] = h_model(z[test])
             chosen["h"].append(model_kind(h_model, regressor))
             w = 1.0
