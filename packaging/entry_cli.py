@@ -1,5 +1,0 @@
-import sys
-
-from fairdesk.cli import main
-
-sys.exit(main())

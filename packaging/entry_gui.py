@@ -1,5 +1,0 @@
-import sys
-
-from fairdesk.gui.app import main
-
-sys.exit(main())
