@@ -270,7 +270,14 @@ def test_damaged_generator_folder_for_audit_cit(content, tmp_path, capsys):
     code, err = _run(["audit", "cit", "--data", str(tmp_path / "t.csv"), "--images", str(tmp_path), "--attribute",
                       "sex", "--classifier", str(tmp_path / "clf"), "--generator", str(gen), "--json",
                       str(tmp_path / "o.json"), "--quiet"], capsys)
-    _one_sentence(code, err, "gen/fairdesk_generator.json is damaged or not a FairDesk generator file")
+    if content.startswith(b'{"config"'):
+        # settings with a key this version does not know: read with one note (a newer version may write it), then
+        # refused in one sentence because the folder holds no generator parts
+        note, *rest = [line for line in err.splitlines() if line.strip()]
+        assert note.startswith("fairdesk-cli: note: Written by a newer FairDesk?") and "bogus" in note, err
+        _one_sentence(code, "\n".join(rest), "is not a generator FairDesk wrote")
+    else:
+        _one_sentence(code, err, "gen/fairdesk_generator.json is damaged or not a FairDesk generator file")
     assert "codec" not in err and not (tmp_path / "o.json").exists()
 
 
