@@ -179,15 +179,27 @@ def _comparison_parts(comps: list, direction: str, most: int = MAX_COMPARISONS_I
     for mag, other, s_val, o_val, ci, *rest in comps[:most]:
         detail = []
         if s_val is not None and o_val is not None:  # a value withheld from a released document is its band (text)
-            detail.append(" vs ".join(v if isinstance(v, str) else fmt_rate(v, 2) for v in (s_val, o_val)))
+            words = [_value_words(v) for v in (s_val, o_val)]
+            detail.append("counts withheld" if None in words else " vs ".join(words))
         if ci[0] is not None and ci[1] is not None:
             detail.append(f"adjusted CI {fmt_rate(ci[0], 2)} to {fmt_rate(ci[1], 2)}")
         size = rest[1] if len(rest) > 1 and rest[1] else f"{mag:.2f}"
-        parts.append(f"{size} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
+        if size.startswith("0.00 to "):  # a band reaching 0 beside "differs" would read as "maybe no gap"
+            parts.append(f"{direction} than for {other} (by at most {size[len('0.00 to '):]}"
+                         + (f": {'; '.join(detail)})" if detail else ")"))
+        else:
+            parts.append(f"{size} {direction} than for {other}" + (f" ({'; '.join(detail)})" if detail else ""))
     more = len(comps) - most
     if more > 0:
         parts.append(f"also {direction} than for {plural(more, 'other group')}")
     return parts
+
+def _value_words(v) -> str | None:
+    """A rate in a finding sentence: 2 decimals; a released band as its text; None for the whole 0–1 range."""
+    if isinstance(v, str):
+        return None if v.replace(" (counts withheld)", "") == "0.000 to 1.000" else v
+    return fmt_rate(v, 2)
+
 
 def _gap_findings(result: "GroupAuditResult", *, significant_col: str = "significant_bh",
                   k: int | None = None, most: int = MAX_COMPARISONS_IN_FINDING) -> list[Finding]:
