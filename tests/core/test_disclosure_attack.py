@@ -347,6 +347,34 @@ def test_a_task_whose_total_is_small_is_withheld_whole(small):
     assert not attack_text(text) and "t1 (n\u00a0=\u00a0–)" in text and "t0 (n\u00a0=\u00a0300)" in text
 
 
+@pytest.mark.parametrize("rule", ["max", "to-overall"])
+def test_a_task_with_few_missed_cases_withholds_every_groups_cells(rule):
+    """60 positives of which 4 are missed in all (a sharp model): the task's total FN is from 1 to k − 1. Every
+    group keeps its size and positives but not its TP/FP/FN/TN, its rates are wide grid bands, and nothing is
+    recovered (the overall recall of the to-overall rule included)."""
+    rng = np.random.default_rng(5)
+    n = 240
+    y = np.zeros(n, int)
+    y[:60] = 1
+    s = np.where(y == 1, 0.9, 0.1)
+    s[:4] = 0.2  # the 4 missed cases
+    s[60:75] = 0.8  # 15 false alarms
+    df = pd.DataFrame({"label": y, "score": s, "task": "t0", "site": rng.choice(["a", "b", "c"], n),
+                       "sex": np.resize(["F", "M"], n), "age": rng.uniform(18, 90, n)})
+    working = _group_doc(df, rule)
+    released = kinds.releasable("groups", working, ReportSettings(suppress_k=K))
+    assert not attack_groups(released, working)
+    site = [g for g in released["groups"] if g["attribute"] == "site"]
+    assert all(g["n"] is not None and g["n_positive"] is not None and g["fn"] is None for g in site)
+    assert sum(g["n"] for g in site) == n
+    assert any("Task(s) t0 have a total of TP, FP, FN or TN" in r for r in released["disclosure"]["rules"])
+    recall = [r for r in released["records"] if r["metric"] == "recall" and r["attribute"] == "site"]
+    assert all(r["rate_band"][1] - r["rate_band"][0] >= min(1.0, 2 * K / r_w["denominator"]) - 1e-9
+               for r, r_w in zip(recall, [x for x in working["records"] if x["metric"] == "recall"
+                                          and x["attribute"] == "site"]))
+    assert not attack_text(_report_text("groups", released))
+
+
 def test_the_task_total_attack_has_teeth():
     """Before a small task was withheld whole, its 8 rows followed from the audit's rows minus the other task's."""
     working = _group_doc(_two_tasks(1, (8, 3)))
