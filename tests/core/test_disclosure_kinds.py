@@ -138,6 +138,15 @@ def attack_monitor(released: dict, working: dict, k: int = K) -> list[str]:
             value = truth[hidden[0]]["n"]
             if _small(value, k):
                 leaks.append(f"{hidden[0]}: n = the period's total minus the other groups = {value}")
+        elif len(hidden) > 1 and len(hidden) < len(members):  # the withheld groups' union is a count too
+            value = sum(truth[m]["n"] or 0 for m in hidden)
+            if _small(value, k):
+                leaks.append(f"{hidden}: n together = the period's total minus the other groups = {value}")
+    # a period's own totals, printed
+    for p in released.get("periods") or []:
+        for col in ("rows", "labelled"):
+            if _small(p.get(col), k):
+                leaks.append(f"period {p.get('period')}: {col} = {p[col]} printed")
     cparts = defaultdict(list)
     for key in ctx_truth:
         cparts[(key[0], key[1], key[3])].append(key)
@@ -147,6 +156,8 @@ def attack_monitor(released: dict, working: dict, k: int = K) -> list[str]:
             hidden = [m for m in members if cshown[m].get(col) is None]
             if len(hidden) == 1 and _small(ctx_truth[hidden[0]][col], k):
                 leaks.append(f"{hidden[0]}: {col} = the period's total minus the other groups")
+            elif 1 < len(hidden) < len(members) and _small(sum(ctx_truth[m][col] or 0 for m in hidden), k):
+                leaks.append(f"{hidden}: {col} together = the period's total minus the other groups")
     return leaks
 
 
@@ -413,6 +424,29 @@ def test_windows_of_two_comparisons_starting_at_different_periods(seed):
     for r in plain["monitor"]:
         starts[(r["task"], r["attribute"], r["metric"], r["period"])].add(r["since"])
     assert all(len(s) == 1 for s in starts.values())
+
+
+def test_a_period_with_few_rows_in_all_is_withheld():
+    """A period of 8 rows in all (its total, not only a group's, is below k): the period's rows and labelled rows
+    are not printed, every group of it is withheld, and no count follows from the other periods or groups."""
+    from fairdesk.core.audits.monitor import run_monitor
+    from fairdesk.core.synthetic.monitor_sim import simulate_stream, stream_plan
+
+    df = simulate_stream(7, months=4, per_month=120, gap=0.0, onset=2)
+    months = sorted(df["month"].unique())
+    thin = df[df["month"] == months[2]].head(8)
+    df = pd.concat([df[df["month"] != months[2]], thin], ignore_index=True)
+    plan = stream_plan()
+    plan.metrics = ("recall", "specificity")
+    working = json.loads(run_monitor(df, plan).to_json())
+    assert any(p["rows"] == 8 for p in working["periods"])
+    released = kinds.releasable("monitor", working, ReportSettings(suppress_k=K))
+    assert not attack_monitor(released, working)
+    period = next(p["period"] for p in working["periods"] if p["rows"] == 8)
+    assert all(p["rows"] is None for p in released["periods"] if p["period"] == period)
+    assert all(r["n"] is None for r in released["monitor"] if r["period"] == period)
+    text = _tree("monitor", released).text()
+    assert not attack_words(text)
 
 
 # --------------------------------------------------------------------------------------------------------------
