@@ -17,6 +17,10 @@ What a releasable copy holds, for small-cell threshold k (counts 1 … k − 1 a
   attribute in one period), more units are hidden — the smallest first, whole for a margin, cells for a cell type —
   until no hidden small count follows from the partition's total minus the shown parts: each count type's hidden
   small cells must leave at least two whole values possible, and their sum may not be small (:func:`partition_safe`).
+* **Task totals.** A task's own total (the sum over one attribute's groups) is a count as well: one of rows,
+  positives or negatives from 1 to k − 1 withholds the task whole (its error-spread rows and bins, and the audit's
+  row counts, which minus the other tasks would give it back); one of TP, FP, FN or TN withholds every group's cells.
+  Such a task's rates are grid bands only.
 * **Rates of hidden units** are shown as a band on a fixed grid whose width w (0.1, 0.2, 0.25, 0.5 or 1) spans at
   least 2k cases of the rate's denominator (``rate_band``), and the number stored in ``rate`` is the band's middle;
   a gap involving such a rate is that middle minus the other rate (``gap_band``), and its interval is withheld.
