@@ -17,6 +17,10 @@ What a releasable copy holds, for small-cell threshold k (counts 1 … k − 1 a
   attribute in one period), more units are hidden — the smallest first, whole for a margin, cells for a cell type —
   until no hidden small count follows from the partition's total minus the shown parts: each count type's hidden
   small cells must leave at least two whole values possible, and their sum may not be small (:func:`partition_safe`).
+* **Task totals.** A task's own total (the sum over one attribute's groups) is a count as well: one of rows,
+  positives or negatives from 1 to k − 1 withholds the task whole (its error-spread rows and bins, and the audit's
+  row counts, which minus the other tasks would give it back); one of TP, FP, FN or TN withholds every group's cells.
+  Such a task's rates are grid bands only.
 * **Rates of hidden units** are shown as a band on a fixed grid whose width w (0.1, 0.2, 0.25, 0.5 or 1) spans at
   least 2k cases of the rate's denominator (``rate_band``), and the number stored in ``rate`` is the band's middle;
   a gap involving such a rate is that middle minus the other rate (``gap_band``), and its interval is withheld.
@@ -204,20 +208,67 @@ def _group_partitions(units: dict) -> list[list]:
     return list(parts.values())
 
 
+def _small_tasks(units: dict, k: int) -> tuple[set, set]:
+    """Tasks whose own total (the sum over one attribute's groups) is from 1 to k − 1: those with such a total of
+    rows, positives or negatives (withheld as a whole), and those with such a total of TP, FP, FN or TN (every group's
+    cells withheld)."""
+    totals: dict = defaultdict(lambda: defaultdict(dict))
+    for (task, attr, _group), u in units.items():
+        if isinstance(attr, str) and " × " in attr:
+            continue
+        for t, v in u["counts"].items():
+            if t in MARGINS or t in CELLS:
+                cell = totals[task][t]
+                cell[attr] = (cell.get(attr) or 0) + (_int(v) or 0)
+
+    def small(task, types):
+        return any(_small(v, k) for t, by in totals[task].items() if t in types for v in by.values())
+
+    whole = {task for task in totals if small(task, MARGINS)}
+    return whole, {task for task in totals if task not in whole and small(task, CELLS)}
+
+
+#: a group's confusion counts
+CELLS = ("tn", "fp", "fn", "tp")
+
+
 def _release_groups(doc: dict, k: int) -> list[str]:
     units = _group_units(doc, k)
-    primary = sum(u["hidden"] for u in units.values())
+    withheld_tasks, cell_tasks = _small_tasks(units, k)
+    for (task, _attr, _group), u in units.items():
+        if task in withheld_tasks:
+            u["hidden"] = u["cells"] = True
+        elif task in cell_tasks:
+            u["cells"] = True
+    primary = sum(u["hidden"] for key, u in units.items() if key[0] not in withheld_tasks)
     primary_cells = {key for key, u in units.items() if u["cells"] and not u["hidden"]}
     count_types = sorted({t for u in units.values() for t in u["counts"]})
     _complement_cells(units, _group_partitions(units), count_types, k, size=lambda u: u["counts"].get("n") or 0)
     whole = {key for key, u in units.items() if u["hidden"]}
     hidden = {key for key, u in units.items() if u["cells"]}  # whole or cells: every rate of these is banded
     rules = []
-    if whole:
-        rules.append(f"{len(whole)} group(s) have all their counts withheld: {primary} with a size, positives or "
-                     f"negatives from 1 to {k - 1}, {len(whole) - primary} more so that no withheld count follows "
+    if withheld_tasks:
+        names = ", ".join(str(t) for t in sorted(withheld_tasks, key=str))
+        rules.append(f"Task(s) {names} have a total of rows, positives or negatives from 1 to "
+                     f"{k - 1}: every count of the task, the rows behind its error spread and its bins are withheld, "
+                     f"every rate is shown as a band at least 2 × {k} cases of its denominator wide, and the audit's "
+                     "row counts are withheld too (they minus the shown tasks would give the task's rows).")
+        prov = doc.get("provenance")
+        if isinstance(prov, dict):
+            for c in ("n_rows", "n_eval_rows"):
+                if c in prov:
+                    prov[c] = None
+    if cell_tasks:
+        names = ", ".join(str(t) for t in sorted(cell_tasks, key=str))
+        rules.append(f"Task(s) {names} have a total of TP, FP, FN or TN from 1 to {k - 1}: every group of the task "
+                     f"shows its size, positives and prevalence, with its TP, FP, FN and TN withheld and its rates "
+                     f"shown as a band at least 2 × {k} cases of its denominator wide.")
+    whole_groups = {key for key in whole if key[0] not in withheld_tasks}
+    if whole_groups:
+        rules.append(f"{len(whole_groups)} group(s) have all their counts withheld: {primary} with a size, positives "
+                     f"or negatives from 1 to {k - 1}, {len(whole_groups) - primary} more so that no withheld count follows "
                      "from a total minus the shown groups (complementary suppression).")
-    cells_only = hidden - whole
+    cells_only = hidden - whole - {key for key in hidden if key[0] in withheld_tasks | cell_tasks}
     if cells_only:
         first = len(cells_only & primary_cells)
         rules.append(f"{len(cells_only)} group(s) show their size, positives and prevalence but have their TP, FP, "
@@ -245,8 +296,10 @@ def _release_groups(doc: dict, k: int) -> list[str]:
         if is_whole(d.get("task"), d.get("attribute"), d.get("group")):
             d["n"] = None
     # a rate resting on a small count: the band "<k" allows; any other rate of a withheld group: a wide grid band
+    # a withheld task: only grid bands (two "<k" bands of one group would pin a third count between them)
     bands = {(r.get("task"), r.get("attribute"), r.get("group"), r.get("metric")):
-             primary_band(r.get("numerator"), r.get("denominator"), k) or band(r.get("numerator"), r.get("denominator"), k)
+             (r.get("task") not in withheld_tasks | cell_tasks and primary_band(r.get("numerator"), r.get("denominator"), k))
+             or band(r.get("numerator"), r.get("denominator"), k)
              for r in doc.get("records") or []}
     pooled = (doc.get("plan") or {}).get("gap_rule") in ("one-vs-rest", "to-overall")
     tested_den: dict = defaultdict(int)  # the denominators of the tested groups, by (task, attribute, metric)
@@ -284,6 +337,13 @@ def _release_groups(doc: dict, k: int) -> list[str]:
             r["gap"] = round((r["gap_band"][0] + r["gap_band"][1]) / 2, 3)
             r["ci_low"] = r["ci_high"] = None
             gaps[r.get("test_id")] = r
+    for r in doc.get("records") or []:
+        if r.get("task") in withheld_tasks and r.get("metric") == "delta_eo":
+            r["n"] = None
+    for b in doc.get("delta_bins") or []:
+        if b.get("task") in withheld_tasks:
+            for c in ("n", "n_positive", "fpr", "fnr"):
+                b[c] = None
     for t in doc.get("tests") or []:
         r = gaps.get(t.get("test_id"))
         if r is not None:

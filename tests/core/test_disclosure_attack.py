@@ -136,18 +136,25 @@ def attack_groups(released: dict, working: dict, k: int = K) -> list[str]:
     for key, t in truth.items():
         p, rc, sp = (rate_iv.get(key + (m,)) for m in ("parity", "recall", "specificity"))
         n, pos, neg = t["n"], t["n_positive"], t["negatives"]
+        if shown_units.get(key, {}).get("n_positive") is None:
+            # positives withheld: "at least one TP" bounds nothing, it only says the group has a positive case
+            pos_top = neg_top = n
+        else:
+            pos_top, neg_top = pos, neg
         if p and rc:
             lo = p[0] * n - rc[1] * pos
             hi = p[1] * n - rc[0] * pos
-            if _recovered(_candidates(lo, hi, neg), t["fp"], k):
+            if _recovered(_candidates(lo, hi, neg_top), t["fp"], k):
                 leaks.append(f"{key}: fp from parity and recall = {t['fp']}")
         if p and sp:
             lo = p[0] * n - (neg - sp[0] * neg)
             hi = p[1] * n - (neg - sp[1] * neg)
-            if _recovered(_candidates(lo, hi, pos), t["tp"], k):
+            if _recovered(_candidates(lo, hi, pos_top), t["tp"], k):
                 leaks.append(f"{key}: tp from parity and specificity = {t['tp']}")
-    # 4. a partition's total minus its shown parts (the total of a task's attribute is given to the reader; that of
-    #    the intersection cells sharing a value is known when that value's own group is shown)
+    # 4. a partition's total minus its shown parts. The total of a task's attribute is given to the reader when it is
+    #    not small (it may be printed); a small one only when it follows from the released document (a task-level
+    #    count, another attribute whose groups are all shown, the audit's rows minus the other tasks). That of the
+    #    intersection cells sharing a value is known when that value's own group is shown.
     parts = defaultdict(list)
     for key in truth:
         task, attr, group = key
@@ -155,6 +162,7 @@ def attack_groups(released: dict, working: dict, k: int = K) -> list[str]:
         if " × " in attr:
             for i, v in enumerate(group.split(" & ")):
                 parts[(task, attr, i, v)].append(key)
+    known = _known_task_totals(released, shown_units, truth)
     for pkey, members in parts.items():
         if len(pkey) == 4:  # cells of an intersection sharing a value: their total is that value's group, if shown
             task, attr, i, v = pkey
@@ -163,6 +171,10 @@ def attack_groups(released: dict, working: dict, k: int = K) -> list[str]:
                 continue
         for c in ("n", "n_positive", "negatives", "tn", "fp", "fn", "tp"):
             total = sum(truth[m][c] for m in members)
+            if len(pkey) == 2 and _small(total, k):  # the task's own total is small: does the reader have it?
+                if known.get((pkey[0], c)) == total:
+                    leaks.append(f"{pkey[0]}: its total {c} = {total} follows from the document")
+                continue
             hidden = []
             rest = total
             for m in members:
@@ -175,11 +187,37 @@ def attack_groups(released: dict, working: dict, k: int = K) -> list[str]:
                     rest -= shown
             if len(hidden) == 1 and _small(rest, k) and truth[hidden[0]][c] == rest:
                 leaks.append(f"{hidden[0]}: {c} = partition total − shown parts = {rest}")
-            elif len(hidden) > 1 and _small(rest, k) and rest != total:
-                # the withheld groups' union is a count too (unless it is the whole partition: its total is the
-                # marginal's own count, protected at that level)
+            elif len(hidden) > 1 and _small(rest, k) and (len(pkey) == 2 or rest != total):
+                # (the union of an intersection's cells sharing a value is that value's group: protected there)
                 leaks.append(f"{hidden}: their {c} together = partition total − shown parts = {rest}")
     return leaks
+
+
+def _known_task_totals(released: dict, shown_units: dict, truth: dict) -> dict:
+    """(task, count type) → the task's total as a reader works it out from the released document alone: the sum of
+    an attribute's groups when all are shown, a task-level count (the rows behind the error spread), and the audit's
+    rows minus every other task's known rows."""
+    known: dict = {}
+    by_attr = defaultdict(list)
+    for key in truth:
+        if " × " not in key[1]:
+            by_attr[key[:2]].append(key)
+    for (task, attr), members in by_attr.items():
+        rows = [shown_units.get(m, {}) for m in members]
+        for c in ("n", "n_positive", "negatives", "tn", "fp", "fn", "tp"):
+            vals = [(g.get("n") - g.get("n_positive")) if c == "negatives" and None not in (g.get("n"), g.get("n_positive"))
+                    else None if c == "negatives" else g.get(c) for g in rows]
+            if all(v is not None for v in vals):
+                known[(task, c)] = sum(vals)
+    for r in released.get("records") or []:
+        if r.get("metric") == "delta_eo" and r.get("n") is not None:
+            known[(r["task"], "n")] = r["n"]
+    tasks = sorted({key[0] for key in truth}, key=str)
+    audit = ((released.get("provenance") or {}).get("n_eval_rows"))
+    missing = [t for t in tasks if known.get((t, "n")) is None]
+    if audit is not None and len(missing) == 1:
+        known[(missing[0], "n")] = audit - sum(known[(t, "n")] for t in tasks if t != missing[0])
+    return known
 
 
 def _small(value, k=K) -> bool:
@@ -278,6 +316,70 @@ def test_the_attack_recovers_counts_from_todays_artefacts():
     released = kinds.releasable("groups", working, ReportSettings(suppress_k=K))
     assert not attack_groups(released, working)
     assert not attack_text(_report_text("groups", released))
+
+
+def _two_tasks(seed: int, small: tuple[int, int]) -> pd.DataFrame:
+    """A task of 300 rows (90 positive) beside a task of ``small`` = (rows, positives)."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for t, (n, npos) in enumerate([(300, 90), small]):
+        y = np.zeros(n, int)
+        y[rng.choice(n, npos, replace=False)] = 1
+        s = np.clip(np.where(y == 1, rng.normal(0.65, 0.2, n), rng.normal(0.35, 0.2, n)), 0, 1)
+        frames.append(pd.DataFrame({"label": y, "score": s, "task": f"t{t}", "site": rng.choice(["a", "b", "c"], n),
+                                    "sex": np.resize(["F", "M"], n), "age": rng.uniform(18, 90, n)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.parametrize("small", [(8, 3), (200, 6), (40, 2)])
+def test_a_task_whose_total_is_small_is_withheld_whole(small):
+    """A task with 8 rows, 6 positives or 2 positives in all: its total is itself a count from 1 to k − 1. The
+    audit's rows minus the other task's rows gave the 8 back; the task is now withheld as a whole (the audit's row
+    counts with it) and says so, while the other task keeps its counts."""
+    working = _group_doc(_two_tasks(1, small))
+    released = kinds.releasable("groups", working, ReportSettings(suppress_k=K))
+    leaks = attack_groups(released, working)
+    assert not leaks, "\n".join(leaks)
+    assert all(g["n"] is None for g in released["groups"] if g["task"] == "t1")
+    assert any(g["n"] is not None for g in released["groups"] if g["task"] == "t0")
+    assert any("Task(s) t1" in r for r in released["disclosure"]["rules"])
+    text = _report_text("groups", released)
+    assert not attack_text(text) and "t1 (n\u00a0=\u00a0–)" in text and "t0 (n\u00a0=\u00a0300)" in text
+
+
+@pytest.mark.parametrize("rule", ["max", "to-overall"])
+def test_a_task_with_few_missed_cases_withholds_every_groups_cells(rule):
+    """60 positives of which 4 are missed in all (a sharp model): the task's total FN is from 1 to k − 1. Every
+    group keeps its size and positives but not its TP/FP/FN/TN, its rates are wide grid bands, and nothing is
+    recovered (the overall recall of the to-overall rule included)."""
+    rng = np.random.default_rng(5)
+    n = 240
+    y = np.zeros(n, int)
+    y[:60] = 1
+    s = np.where(y == 1, 0.9, 0.1)
+    s[:4] = 0.2  # the 4 missed cases
+    s[60:75] = 0.8  # 15 false alarms
+    df = pd.DataFrame({"label": y, "score": s, "task": "t0", "site": rng.choice(["a", "b", "c"], n),
+                       "sex": np.resize(["F", "M"], n), "age": rng.uniform(18, 90, n)})
+    working = _group_doc(df, rule)
+    released = kinds.releasable("groups", working, ReportSettings(suppress_k=K))
+    assert not attack_groups(released, working)
+    site = [g for g in released["groups"] if g["attribute"] == "site"]
+    assert all(g["n"] is not None and g["n_positive"] is not None and g["fn"] is None for g in site)
+    assert sum(g["n"] for g in site) == n
+    assert any("Task(s) t0 have a total of TP, FP, FN or TN" in r for r in released["disclosure"]["rules"])
+    recall = [r for r in released["records"] if r["metric"] == "recall" and r["attribute"] == "site"]
+    assert all(r["rate_band"][1] - r["rate_band"][0] >= min(1.0, 2 * K / r_w["denominator"]) - 1e-9
+               for r, r_w in zip(recall, [x for x in working["records"] if x["metric"] == "recall"
+                                          and x["attribute"] == "site"]))
+    assert not attack_text(_report_text("groups", released))
+
+
+def test_the_task_total_attack_has_teeth():
+    """Before a small task was withheld whole, its 8 rows followed from the audit's rows minus the other task's."""
+    working = _group_doc(_two_tasks(1, (8, 3)))
+    leaks = attack_groups(working, working)
+    assert any("t1: its total n = 8 follows from the document" in x for x in leaks)
 
 
 def test_release_table_withholds_small_rows_and_one_more():

@@ -113,6 +113,7 @@ def attack_monitor(released: dict, working: dict, k: int = K) -> list[str]:
                 if _recovered(cands, num, k) or _recovered([den - c for c in cands], den - num, k):
                     leaks.append(f"{_mkey(r)}: {num} of {den} from the total minus the rest")
     leaks += _attack_window_differences(released, working, k)
+    leaks += _attack_window_pairs(released, working, k)
     ctx_truth = {(c["task"], c["attribute"], c["group"], c["period"]): c for c in working.get("context") or []}
     for c in released.get("context") or []:
         key = (c["task"], c["attribute"], c["group"], c["period"])
@@ -137,6 +138,15 @@ def attack_monitor(released: dict, working: dict, k: int = K) -> list[str]:
             value = truth[hidden[0]]["n"]
             if _small(value, k):
                 leaks.append(f"{hidden[0]}: n = the period's total minus the other groups = {value}")
+        elif len(hidden) > 1 and len(hidden) < len(members):  # the withheld groups' union is a count too
+            value = sum(truth[m]["n"] or 0 for m in hidden)
+            if _small(value, k):
+                leaks.append(f"{hidden}: n together = the period's total minus the other groups = {value}")
+    # a period's own totals, printed
+    for p in released.get("periods") or []:
+        for col in ("rows", "labelled"):
+            if _small(p.get(col), k):
+                leaks.append(f"period {p.get('period')}: {col} = {p[col]} printed")
     cparts = defaultdict(list)
     for key in ctx_truth:
         cparts[(key[0], key[1], key[3])].append(key)
@@ -146,6 +156,8 @@ def attack_monitor(released: dict, working: dict, k: int = K) -> list[str]:
             hidden = [m for m in members if cshown[m].get(col) is None]
             if len(hidden) == 1 and _small(ctx_truth[hidden[0]][col], k):
                 leaks.append(f"{hidden[0]}: {col} = the period's total minus the other groups")
+            elif 1 < len(hidden) < len(members) and _small(sum(ctx_truth[m][col] or 0 for m in hidden), k):
+                leaks.append(f"{hidden}: {col} together = the period's total minus the other groups")
     return leaks
 
 
@@ -185,6 +197,68 @@ def _attack_window_differences(released: dict, working: dict, k: int = K) -> lis
                     cands = _candidates(lo, hi, m)
                     if _recovered(cands, num, k) or _recovered([m - c for c in cands], m - num, k):
                         leaks.append(f"{key + (order[i],)}: {num} of {m} from two consecutive window gaps")
+    return leaks
+
+
+def _attack_window_pairs(released: dict, working: dict, k: int = K, across_only: bool = False) -> list[str]:
+    """Any two windows, of one comparison or of two, whose periods differ by one period q give w_q·d_q = S_2 − S_1.
+    Two comparisons share their windows' sums when an attribute has two groups in a period: group B's rest is group
+    A, so w is the same and d_B = −d_A, and B's window starting at another period than A's is one more window of A.
+    With the period's total found cases Y (known) the group's found cases are w_q·d_q + Y·M/(M + M_r).
+    ``across_only``: only pairs of a window of each comparison, starting at different periods."""
+    leaks = []
+    order = [p["period"] for p in working.get("periods") or []]
+    truth = {_mkey(r): r for r in working.get("monitor") or []}
+
+    def weight(t):
+        m, mr = t.get("n") or 0, t.get("rest_n") or 0
+        return m * mr / (m + mr) if m > 0 and mr > 0 else 0.0
+
+    groups = defaultdict(set)
+    for key in truth:
+        groups[(key[0], key[1], key[3])].add(key[2])
+    windows = defaultdict(list)  # (task, attribute, group, metric) → [(first, last, gap intervals, sign)]
+    for r in released.get("monitor") or []:
+        if r.get("since") is None or r.get("gap") is None and r.get("gap_band") is None:
+            continue
+        key = _mkey(r)[:4]
+        span = (order.index(r["since"]), order.index(r["period"]))
+        ivs = _intervals(r.get("gap"), r.get("gap_band"))
+        windows[key].append(span + (ivs, False))
+        others = groups[(key[0], key[1], key[3])] - {key[2]}
+        if len(others) == 1:  # its rest is the other group in every period of the window: the same window, negated
+            other = next(iter(others))
+            if all(truth.get(key[:2] + (other, key[3], order[p]), {}).get("n") == truth[key + (order[p],)].get("rest_n")
+                   for p in range(span[0], span[1] + 1) if key + (order[p],) in truth):
+                windows[key[:2] + (other, key[3])].append(span + ([(-hi, -lo) for lo, hi in ivs], True))
+    for key, spans in windows.items():
+        def W(a, b):
+            return sum(weight(truth.get(key + (order[p],), {})) for p in range(a, b + 1))
+
+        for (a1, b1, iv1, x1) in spans:
+            for (a2, b2, iv2, x2) in spans:
+                if across_only and not (x1 != x2 and a1 != a2):
+                    continue
+                if not (a2 <= a1 and b1 <= b2 and (b2 - b1) + (a1 - a2) == 1):
+                    continue
+                q = a2 if a2 < a1 else b2
+                t = truth.get(key + (order[q],))
+                if t is None:
+                    continue
+                m, mr = t.get("n") or 0, t.get("rest_n") or 0
+                if not (m > 0 and mr > 0) or t.get("rate") is None or t.get("rest_rate") is None:
+                    continue
+                w1, w2 = W(a1, b1), W(a2, b2)
+                num = round(t["rate"] * m)
+                total = num + round(t["rest_rate"] * mr)
+                for glo, ghi in iv2:
+                    for plo, phi in iv1:
+                        lo = glo * w2 - phi * w1 + total * m / (m + mr)
+                        hi = ghi * w2 - plo * w1 + total * m / (m + mr)
+                        cands = _candidates(lo, hi, m)
+                        if _recovered(cands, num, k) or _recovered([m - c for c in cands], m - num, k):
+                            leaks.append(f"{key + (order[q],)}: {num} of {m} from windows {order[a1]}–{order[b1]} "
+                                         f"and {order[a2]}–{order[b2]}")
     return leaks
 
 
@@ -299,6 +373,80 @@ def test_the_monitor_attack_recovers_counts_from_todays_artefacts():
     assert attack_monitor_tables(tree, working)
     released = kinds.releasable("monitor", working, ReportSettings(suppress_k=K))
     assert not attack_monitor(released, working)
+
+
+def _two_group_monitor(seed, months, per_month):
+    from fairdesk.core.audits.monitor import run_monitor
+    from fairdesk.core.synthetic.monitor_sim import simulate_stream, stream_plan
+
+    df = simulate_stream(seed, months=months, per_month=per_month, gap=0.3, onset=2)
+    df["eth"] = df["eth"].replace({"C": "B"})  # two groups: each one's rest is the other
+    plan = stream_plan()
+    plan.metrics = ("recall", "specificity")
+    return json.loads(run_monitor(df, plan).to_json())
+
+
+def _with_a_later_start(doc: dict) -> dict:
+    """``doc`` with group B's record at the last period showing its window from the second period on (computed
+    exactly from the true counts), while group A's shows the window from the first: the two comparisons' windows
+    start at different periods and differ by the first period only."""
+    out = json.loads(json.dumps(doc))
+    order = [p["period"] for p in out["periods"]]
+    recs = {_mkey(r): r for r in out["monitor"]}
+    for r in out["monitor"]:
+        if r["group"] != "B" or r["period"] != order[-1]:
+            continue
+        a = recs[(r["task"], r["attribute"], "A", r["metric"], order[-1])]
+        if a["since"] != order[0]:
+            continue
+        window = [x for x in (recs[(r["task"], r["attribute"], "B", r["metric"], p)] for p in order[1:])
+                  if x["n"] and x["rest_n"] and x["rate"] is not None and x["rest_rate"] is not None]
+        w = [x["n"] * x["rest_n"] / (x["n"] + x["rest_n"]) for x in window]
+        gap = sum(wi * (x["rate"] - x["rest_rate"]) for wi, x in zip(w, window)) / sum(w)
+        r.update(since=order[1], gap=gap, cs_low=gap - 0.2, cs_high=gap + 0.2, alarm=False)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_windows_of_two_comparisons_starting_at_different_periods(seed):
+    """A two-group attribute: B's rest is A, so B's window sum is −(A's) over the same periods, and A's window from
+    the first period minus B's from the second gives the first period's w·d, and with it A's found cases there. The
+    monitor picks mirrored windows for mirrored comparisons (the same start), so its own documents never show this
+    pair; shown exactly it gives counts back, and released each window is a band at least 2k of its own weight wide,
+    so the difference of two is at least 4k wide and gives nothing."""
+    working = _with_a_later_start(_two_group_monitor(seed, 4, 60))
+    assert _attack_window_pairs(working, working, across_only=True)
+    released = kinds.releasable("monitor", working, ReportSettings(suppress_k=K))
+    assert not _attack_window_pairs(released, working)
+    assert not attack_monitor(released, working)
+    plain = _two_group_monitor(seed, 4, 60)  # the monitor's own document: mirrored windows start together
+    starts = defaultdict(set)
+    for r in plain["monitor"]:
+        starts[(r["task"], r["attribute"], r["metric"], r["period"])].add(r["since"])
+    assert all(len(s) == 1 for s in starts.values())
+
+
+def test_a_period_with_few_rows_in_all_is_withheld():
+    """A period of 8 rows in all (its total, not only a group's, is below k): the period's rows and labelled rows
+    are not printed, every group of it is withheld, and no count follows from the other periods or groups."""
+    from fairdesk.core.audits.monitor import run_monitor
+    from fairdesk.core.synthetic.monitor_sim import simulate_stream, stream_plan
+
+    df = simulate_stream(7, months=4, per_month=120, gap=0.0, onset=2)
+    months = sorted(df["month"].unique())
+    thin = df[df["month"] == months[2]].head(8)
+    df = pd.concat([df[df["month"] != months[2]], thin], ignore_index=True)
+    plan = stream_plan()
+    plan.metrics = ("recall", "specificity")
+    working = json.loads(run_monitor(df, plan).to_json())
+    assert any(p["rows"] == 8 for p in working["periods"])
+    released = kinds.releasable("monitor", working, ReportSettings(suppress_k=K))
+    assert not attack_monitor(released, working)
+    period = next(p["period"] for p in working["periods"] if p["rows"] == 8)
+    assert all(p["rows"] is None for p in released["periods"] if p["period"] == period)
+    assert all(r["n"] is None for r in released["monitor"] if r["period"] == period)
+    text = _tree("monitor", released).text()
+    assert not attack_words(text)
 
 
 # --------------------------------------------------------------------------------------------------------------

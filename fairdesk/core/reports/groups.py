@@ -557,15 +557,21 @@ def _task_sizes(result) -> dict[str, int]:
     per task on Arrow-backed text cost the GUI's view thread about 30 ms per audit shown)."""
     g = result.groups
     sizes: dict[str, int] = {}
+    withheld: set = set()  # a released copy withholds a group's size: the shown ones' sum is not the task's size
     if not g.empty:
         first: dict = {}
         for task, attr, n in zip(g["task"].tolist(), g["attribute"].tolist(), g["n"].tolist()):
             if first.setdefault(task, attr) == attr:
+                if num(n) is None:
+                    withheld.add(str(task))
                 sizes[str(task)] = sizes.get(str(task), 0) + int(num(n) or 0)
+    for task in withheld:
+        del sizes[task]
     rec = result.records
     if not rec.empty:
         for r in F.table_rows(rec, ("task", "n"), [m == "delta_eo" for m in rec["metric"].tolist()]):
-            sizes.setdefault(str(r.task), int(num(r.n) or 0))
+            if num(r.n) is not None:
+                sizes.setdefault(str(r.task), int(num(r.n)))
     return sizes
 
 
