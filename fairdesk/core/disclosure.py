@@ -362,9 +362,17 @@ def _release_groups(doc: dict, k: int) -> list[str]:
         if is_whole(c.get("task"), c.get("attribute"), c.get("group")):
             c["n"] = c["n_positive"] = None
     kept = []
+    sizes = {(g.get("task"), g.get("attribute"), g.get("group")): (_int(g.get("n_positive")), _int(g.get("n")))
+             for g in doc.get("groups") or []}
+    thinned = 0
     for c in doc.get("curves") or []:
         if is_hidden(c.get("task"), c.get("attribute"), c.get("group")):
             continue  # a withheld group's curves would give its counts back bin by bin
+        if c.get("curve") in ("roc", "pr", "operating_roc", "operating_pr"):
+            pos, n = sizes.get((c.get("task"), c.get("attribute"), c.get("group")), (None, None))
+            if pos is None or n is None:
+                continue  # counts behind the points unknown here: leave the curve out
+            thinned += _thin_curve(c, pos, n - pos, k)
         if isinstance(c.get("n"), list):
             for i, (m, y) in enumerate(zip(c["n"], c.get("y") or [])):
                 found = None if m is None or y is None else round(m * y)
@@ -377,6 +385,11 @@ def _release_groups(doc: dict, k: int) -> list[str]:
     if "curves" in doc and len(kept) < len(doc["curves"]):
         rules.append("The calibration, ROC and precision–recall curves of withheld groups are left out; reliability "
                      "bins resting on a count from 1 to k − 1 are blank.")
+    if thinned:
+        rules.append(f"ROC and precision–recall curves keep only points whose true- and false-positive counts, their "
+                     f"complements and their steps from the previous point are each 0 or at least {k} "
+                     f"({thinned} points left out).")
+    if "curves" in doc:
         doc["curves"] = kept
     rules += _release_bins(doc, k)
     # the words about a withheld group (warnings, reasons) must not carry its counts either
@@ -404,6 +417,49 @@ def _scrub(text: str) -> str:
             return m.group(0)
         return "a withheld number of"
     return _COUNT_WORDS.sub(repl, text)
+
+
+def _curve_counts(c: dict, pos: int, neg: int) -> list:
+    """(TP, FP) behind each point of a ROC curve (x = FPR, y = TPR) or a precision–recall curve (x = recall,
+    y = precision) of a group with ``pos`` positives and ``neg`` negatives, as a reader of the 3-decimal points would
+    compute them; None where a point cannot say."""
+    out = []
+    for x, y in zip(c.get("x") or [], c.get("y") or []):
+        if x is None or y is None:
+            out.append(None)
+            continue
+        x, y = round(x, 3), round(y, 3)  # as the released copy prints them
+        if c["curve"] in ("roc", "operating_roc"):
+            out.append((round(y * pos), round(x * neg)))
+        else:
+            tp = round(x * pos)
+            out.append((tp, round(tp / y - tp) if y > 0 else None) if tp else (0, None))
+    return out
+
+
+def _thin_curve(c: dict, pos: int, neg: int, k: int) -> int:
+    """Keep the points of a ROC / precision–recall curve whose counts a reader could not turn into a small cell:
+    TP and FP, P − TP and N − FP each 0 or ≥ k, and each step from the previous kept point 0 or ≥ k in both (any two
+    kept points then differ by 0 or ≥ k). A precision of 1 at recall 0 (no one flagged) stays. Returns the number of
+    points left out."""
+    def ok(v, total):
+        return v is not None and not _small(v, k) and not _small(total - v, k)
+
+    keep, last, dropped = [], None, 0
+    for i, counts in enumerate(_curve_counts(c, pos, neg)):
+        good = counts is not None and ok(counts[0], pos) and (counts[1] is None and counts[0] == 0
+                                                              or ok(counts[1], neg))
+        if good and last is not None:
+            good = all(b is None or a is None or not _small(abs(a - b), k) for a, b in zip(counts, last))
+        if good:
+            keep.append(i)
+            last = counts
+        else:
+            dropped += 1
+    for key in ("x", "y", "threshold"):
+        if isinstance(c.get(key), list):
+            c[key] = [c[key][i] for i in keep if i < len(c[key])]
+    return dropped
 
 
 def _release_bins(doc: dict, k: int) -> list[str]:

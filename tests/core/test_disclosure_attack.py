@@ -547,3 +547,57 @@ def test_the_slice_attack_recovers_counts_from_todays_artefacts():
                           threshold=0.5, min_size=3, min_denominator=2, suppress_k=1, carry=10, n_boot=100)
     working = json.loads(json.dumps(run_slice_audit(df, plan).to_dict()))
     assert attack_slices(working, working)
+
+
+def attack_curves(released: dict, working: dict, k: int = K) -> list[str]:
+    """The ROC and precision–recall points of shown groups (3 decimals) times the group's true positives and
+    negatives: a true- or false-positive count, its complement, or the step between two neighbouring points pinned
+    to one value from 1 to k − 1."""
+    truth = _truth_units(working)
+    found = []
+    for c in released.get("curves") or []:
+        if c.get("curve") not in ("roc", "pr"):
+            continue
+        key = (c["task"], c["attribute"], c["group"])
+        pos, neg = truth[key]["n_positive"], truth[key]["negatives"]
+        prev = None
+        for x, y in zip(c.get("x") or [], c.get("y") or []):
+            if x is None or y is None:
+                prev = None
+                continue
+            if c["curve"] == "roc":
+                tp = _candidates((y - EPS) * pos, (y + EPS) * pos, pos)
+                fp = _candidates((x - EPS) * neg, (x + EPS) * neg, neg)
+            else:
+                tp = _candidates((x - EPS) * pos, (x + EPS) * pos, pos)
+                fp = (_candidates(tp[0] / (y + EPS) - tp[0], tp[0] / max(y - EPS, 1e-12) - tp[0], neg)
+                      if len(tp) == 1 and tp[0] and y > EPS else [])
+            for name, cands, total in (("TP", tp, pos), ("FP", fp, neg)):
+                if len(cands) == 1 and (1 <= cands[0] < k or 1 <= total - cands[0] < k):
+                    found.append(f"{key} {c['curve']}: {name} = {cands[0]} of {total}")
+            here = (tp[0] if len(tp) == 1 else None, fp[0] if len(fp) == 1 else None)
+            if prev is not None:
+                for name, a, b in (("TP", here[0], prev[0]), ("FP", here[1], prev[1])):
+                    if a is not None and b is not None and 1 <= abs(a - b) < k:
+                        found.append(f"{key} {c['curve']}: a step of {abs(a - b)} {name}")
+            prev = here
+    return found
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(audits())
+def test_no_small_count_recovered_from_released_roc_and_pr_points(table):
+    """Curve points are rates over a group's known positives and negatives: the released copy keeps only points
+    whose counts, complements and steps are 0 or at least k; the working copy's points give counts away."""
+    from fairdesk.core.audits.groups import GroupAuditPlan, run_group_audit
+    from fairdesk.core.data.schema import ColumnRoles
+
+    df, rule = table
+    roles = ColumnRoles(label="label", score="score", task="task", attributes=("site", "sex"))
+    plan = GroupAuditPlan(threshold=0.5, roles=roles, n_boot=100, min_group_size=5, calibration=True, gap_rule=rule)
+    working = json.loads(run_group_audit(df, plan).to_json())
+    released = kinds.releasable("groups", working, ReportSettings(suppress_k=K))
+    assert not attack_curves(released, working), attack_curves(released, working)[:5]
+    if any(c.get("curve") == "roc" for c in working.get("curves") or []):
+        assert attack_curves(working, working)  # the attacker has teeth
