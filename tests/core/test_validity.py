@@ -140,7 +140,7 @@ def test_cli_contract(tmp_path, monkeypatch, capsys):
     assert cli.main(["bench", "validity", "--family", "cit", "--runs", "1", "--n", "300", "--seed", "2",
                      "--json", str(out), "--quiet"]) == 0
     doc = json.loads(out.read_text())
-    assert len(doc["rows"]) == 10 and doc["config"]["seed"] == 2  # 4 + 1 drawn null designs, 2 + 3 planted
+    assert len(doc["rows"]) == 11 and doc["config"]["seed"] == 2  # 4 + 1 drawn + 1 exact-nuisance null, 2 + 3 planted
     for row in doc["rows"]:
         assert {"family", "design", "kind", "runs", "rate", "ci_low", "ci_high", "target", "verdict"} <= set(row)
     printed = capsys.readouterr().out

@@ -358,10 +358,11 @@ def test_validity_view(window, run_and_wait, qtbot, tmp_path):
     job = run_and_wait(window, view.run)
     assert job.state == JobState.DONE, job.error
     frame = view.table_view.frame()
-    assert len(frame) == 10 and set(frame["null / planted"]) == {"null", "planted"}  # with the sign-changing design
-    assert list(frame["runs"]) == [1] * 10
+    # with the sign-changing design and the invariant designs' exact-nuisance row
+    assert len(frame) == 11 and set(frame["null / planted"]) == {"null", "planted"}
+    assert list(frame["runs"]) == [1] * 11
     text = view.explain.toPlainText()
-    assert "What each row means" in text and text.count("cit · null") == 5
+    assert "What each row means" in text and text.count("cit · null") == 6
     assert view.run_button.isEnabled() and not view.cancel_button.isEnabled()
     panel.grab().save(str(tmp_path / "validity.png"))
 
