@@ -889,20 +889,11 @@ def release(kind: str, doc: dict, k: int) -> dict:
     k = int(k)
     rules: list[str] = []
     if k > 1:
-        if kind == "groups":
-            rules += _release_groups(out, k)
-        elif kind == "slices":
-            rules += _release_slices(out, k)
-        elif kind == "monitor":
-            rules += _release_monitor(out, k)
-        elif kind == "ctf":
-            rules += _release_ctf(out, k)
-        elif kind == "cit_images":
-            rules += _release_cit(out, k)
-        elif kind == "age_independence":
-            rules += _release_age(out, k)
-        elif kind == "mlm_bias":
-            rules += _release_mlm(out, k)
+        releaser = {"groups": _release_groups, "slices": _release_slices, "monitor": _release_monitor,
+                    "ctf": _release_ctf, "cit_images": _release_cit, "age_independence": _release_age,
+                    "mlm_bias": _release_mlm}.get(kind)
+        if releaser is not None:
+            rules += releaser(out, k)
         elif kind == "note_classifiers":
             for name, audit in (out.get("audits") or {}).items():
                 rules += [f"{name}: {r}" for r in _release_groups(audit, k)]
