@@ -30,6 +30,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
+from disclosure_arithmetic import attack_fractions
+
 from fairdesk.core import kinds
 from fairdesk.core.disclosure import release, release_table
 from fairdesk.core.kinds import ReportSettings
@@ -224,25 +226,8 @@ def _small(value, k=K) -> bool:
     return value is not None and 1 <= value < k
 
 
-FRACTION = re.compile(r"(\d\.\d+) \(<(\d+)/([\d,]+)\)")
-FRACTION2 = re.compile(r"(\d\.\d+) \(([\d,]+)/([\d,]+)\)")
-
-
 def attack_text(text: str, k: int = K) -> list[str]:
-    """"0.081 (<11/37)": rate × denominator; "0.913 (42/46)": denominator − numerator."""
-    leaks = []
-    for m in FRACTION.finditer(text):
-        rate, den = float(m.group(1)), int(m.group(3).replace(",", ""))
-        digits = len(m.group(1).split(".")[1])
-        eps = 0.5 * 10 ** -digits
-        cands = _candidates((rate - eps) * den, (rate + eps) * den, den)
-        if len(cands) == 1 and _small(cands[0], k):
-            leaks.append(m.group(0))
-    for m in FRACTION2.finditer(text):
-        num, den = int(m.group(2).replace(",", "")), int(m.group(3).replace(",", ""))
-        if _small(den - num, k):
-            leaks.append(m.group(0))
-    return leaks
+    return attack_fractions(text, k)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from disclosure_arithmetic import attack_fractions
+
 from fairdesk.core import kinds
 from fairdesk.core.kinds import ReportSettings
 
@@ -302,24 +304,9 @@ COUNT_WORDS = re.compile(r"(?<![\w.−-])([1-9]|10)\s+(?:rows?|patients?|cases?|
                          r"participants?|images?|notes?)\b")
 
 
-FRACTION = re.compile(r"(\d\.\d+) \(<(\d+)/([\d,]+)\)")
-FRACTION2 = re.compile(r"(\d\.\d+) \(([\d,]+)/([\d,]+)\)")
-
-
 def attack_words(text: str, k: int = K) -> list[str]:
     """A small count printed in words ("7 patients"), and the fractions "rate (<k/den)" and "rate (num/den)"."""
-    leaks = [m.group(0) for m in COUNT_WORDS.finditer(text) if _small(int(m.group(1)), k)]
-    for m in FRACTION.finditer(text):
-        rate, den = float(m.group(1)), int(m.group(3).replace(",", ""))
-        eps = 0.5 * 10 ** -len(m.group(1).split(".")[1])
-        cands = _candidates((rate - eps) * den, (rate + eps) * den, den)
-        if len(cands) == 1 and (_small(cands[0], k) or _small(den - cands[0], k)):
-            leaks.append(m.group(0))
-    for m in FRACTION2.finditer(text):
-        num, den = int(m.group(2).replace(",", "")), int(m.group(3).replace(",", ""))
-        if _small(den - num, k):
-            leaks.append(m.group(0))
-    return leaks
+    return [m.group(0) for m in COUNT_WORDS.finditer(text) if _small(int(m.group(1)), k)] + attack_fractions(text, k)
 
 
 def _tree(name, doc, k=K):
