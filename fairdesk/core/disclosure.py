@@ -636,28 +636,33 @@ def _release_monitor(doc: dict, k: int) -> list[str]:
                     r["period_gap"] = None
             if not any((key[0], key[1], key[2], p) in hidden for p in window):
                 continue
-            if all((key[0], key[1], key[2], p) in hidden for p in window):
-                # the estimate over withheld periods only is their own gap again: the same band, no interval
-                first = recs.get(window[0], r) if len(window) == 1 else None
-                if first is not None and first.get("period_gap_band") and r.get("gap") is not None:
+            if len(window) == 1:
+                # the estimate over one withheld period is its own gap again: the same band, no interval
+                first = recs.get(window[0], r)
+                if first.get("period_gap_band") and r.get("gap") is not None:
                     r["gap_band"] = list(first["period_gap_band"])
                     r["gap"] = first["period_gap"]
                 else:
                     r["gap"] = None
                 r["cs_low"] = r["cs_high"] = None
             elif r.get("gap") is not None:
-                # the gap over a window is Σ w·d / Σ w: two windows one period apart give that period's w·d, and
-                # with it the period's count. A grid band at least 2k of the window's weight wide (and the sequence
-                # rounded outward to it) leaves that count as open as a band of the period's own rate.
+                # the gap over a window of several periods (any of them withheld) is Σ w·d / Σ w: two windows one
+                # period apart give that period's w·d, and with it the period's count. A grid band at least 2k of
+                # the window's weight wide (and the sequence rounded outward to it) leaves that count as open as a
+                # band of the period's own rate.
                 total = sum(weights.get((key, p), 0.0) for p in window)
                 w = next((x for x in WIDTHS if x * total >= 2 * k), 1.0)
                 lo = math.floor(r["gap"] / w + 1e-12) * w
                 r["gap_band"] = [round(lo, 2), round(lo + w, 2)]
                 r["gap"] = round(lo + w / 2, 3)
-                if r.get("cs_low") is not None:
-                    r["cs_low"] = round(math.floor(r["cs_low"] / w + 1e-12) * w, 2)
-                if r.get("cs_high") is not None:
-                    r["cs_high"] = round(math.ceil(r["cs_high"] / w - 1e-12) * w, 2)
+                lo_cs, hi_cs = r.get("cs_low"), r.get("cs_high")
+                if lo_cs is not None:
+                    r["cs_low"] = round(math.floor(lo_cs / w + 1e-12) * w, 2)
+                if hi_cs is not None:
+                    r["cs_high"] = round(math.ceil(hi_cs / w - 1e-12) * w, 2)
+                if lo_cs is not None and hi_cs is not None and (hi_cs < 0 <= r["cs_high"] or r["cs_low"] <= 0 < lo_cs):
+                    # rounded outward it would reach 0 beside an alarm it does not reach: left out, the band says it
+                    r["cs_low"] = r["cs_high"] = None
     for a in doc.get("alarms") or []:
         r = by_key.get((a.get("task"), a.get("attribute"), a.get("group"), a.get("metric")), {}).get(a.get("period"))
         if r is not None:
@@ -681,8 +686,8 @@ def _release_monitor(doc: dict, k: int) -> list[str]:
                      "count follows from a period's total minus the other groups (complementary suppression).")
     rules.append(f"The rates of a withheld group-period are shown as the band “<{k}” allows (or a band at least "
                  f"2 × {k} cases wide), the rest's rate as a band at least 2 × {k} cases wide, the period's gap as "
-                 "their difference; the monitor's gap over a window of withheld periods only is that band, without "
-                 "its confidence sequence, and over a window with other periods a band on a grid at least 2 × "
+                 "their difference; the monitor's gap over a window of one withheld period is that band, without "
+                 "its confidence sequence, and over a window of several periods a band on a grid at least 2 × "
                  f"{k} of the window's effective size wide, its confidence sequence rounded outward to that grid.")
     return rules
 

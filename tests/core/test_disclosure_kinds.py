@@ -350,6 +350,47 @@ def test_no_small_count_recovered_from_a_released_monitor(seed, months, per_mont
     assert not attack_words(text), attack_words(text)
     assert f"k = {K}" in text  # the rule is stated on the page
     assert not attack_words(_card_text("monitor", released))
+    _alarms_stay_readable(released)
+
+
+def _alarms_stay_readable(released):
+    """Suppression keeps every alarm a finding: its sentence says differs (a size, a band or "size withheld"), and a
+    sequence printed beside it (rounded outward to the band's grid) still excludes 0."""
+    from fairdesk.core.reports.monitor import alarm_sentence
+
+    for a in released.get("alarms") or []:
+        assert "not estimable" not in alarm_sentence(a)
+        if a.get("cs_low") is not None and a.get("cs_high") is not None:
+            assert a["cs_high"] < 0 or a["cs_low"] > 0, a
+    for r in released.get("monitor") or []:
+        if r.get("alarm") and r.get("cs_low") is not None and r.get("cs_high") is not None:
+            assert r["cs_high"] < 0 or r["cs_low"] > 0, r
+
+
+@pytest.mark.parametrize("seed", [123, 7])
+def test_an_alarm_on_a_small_group_is_still_told_when_every_period_of_it_is_withheld(seed):
+    """A group of a tenth of a stream, its recall falling from month 5: its periods hold fewer than k found or
+    missed cases, so every one is withheld; the alarm is still told, its sequence never rounded out to 0."""
+    from fairdesk.core.audits.monitor import MonitorPlan, run_monitor
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for m in range(1, 9):
+        for _ in range(500):
+            g = rng.choice(["A", "B", "C", "D"], p=[0.4, 0.3, 0.2, 0.1])
+            y = int(rng.random() < 0.3)
+            s = float(np.clip(rng.normal(0.62 if y else 0.35, 0.18), 0, 1))
+            if g == "D" and y and m >= 5:
+                s = max(s - 0.3, 0.0)
+            rows.append((f"2026-{m:02d}", f"p{rng.integers(0, 1500)}", g, y, s))
+    df = pd.DataFrame(rows, columns=["month", "pid", "grp", "y", "s"])
+    plan = MonitorPlan(label="y", score="s", attributes=("grp",), threshold=0.45, period="month", patient_id="pid",
+                       metrics=("recall",))
+    working = json.loads(run_monitor(df, plan).to_json())
+    assert any(a["group"] == "D" for a in working["alarms"])
+    released = kinds.releasable("monitor", working, ReportSettings(suppress_k=K))
+    _alarms_stay_readable(released)
+    assert not attack_monitor(released, working)
 
 
 def test_the_monitor_attack_recovers_counts_from_todays_artefacts():

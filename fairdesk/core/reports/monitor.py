@@ -61,6 +61,8 @@ def alarm_sentence(a: dict) -> str:
     if not a.get("alarm_now"):
         tail += f", last alarmed in {a.get('period')} (no alarm in the latest period)"
     words = gap_words(a.get("gap"), a.get("cs_low"), a.get("cs_high"), a.get("gap_band"))
+    if words == "not estimable":  # a released alarm whose every count is withheld: the verdict, not its size
+        return f"since {a.get('since')}, {metric} for {_who(a)} differs from the rest (its size withheld: small counts){tail}."
     return f"since {a.get('since')}, {metric} for {_who(a)} is {words} than for the rest{tail}."
 
 
